@@ -1,0 +1,104 @@
+# ddpspy: one plain Makefile. `make` builds build/libddpspy.so and build/ddpspy; `make test`
+# runs every test (installing missing dependencies first); `make bench` measures overhead.
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+VERSION := 0.1.0
+WARN := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
+BASE := $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -DDDPSPY_VERSION='"$(VERSION)"' \
+	-I/usr/include/x86_64-linux-gnu
+B := build
+
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPICC := $(shell command -v mpicc 2>/dev/null)
+
+PRELOAD_SRC := preload/init.c preload/config.c preload/clock.c preload/ring.c \
+	preload/registry.c preload/writer.c preload/record.c preload/resolve.c \
+	preload/fdclass.c preload/identity.c preload/pthread.c preload/sleep.c preload/io.c \
+	preload/gloo.c common/format.c
+ifneq ($(MPI_CFLAGS),)
+PRELOAD_SRC += preload/mpi.c
+endif
+PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(B)/obj/%.o)
+
+COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/trace.c \
+	collector/json.c common/format.c
+COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
+
+TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
+	$(B)/testapps/spinner $(B)/testapps/gloo_host $(B)/testapps/libfakegloo.so \
+	$(B)/testapps/libglooplugin.so $(B)/testapps/overflow $(B)/bench/overhead
+ifneq ($(MPICC),)
+TESTAPPS += $(B)/testapps/mpi_app
+endif
+UNIT := $(B)/tests/test_ring $(B)/tests/test_format $(B)/tests/test_fdclass \
+	$(B)/tests/test_identity
+
+.PHONY: all deps test bench gen check-gen clean testapps
+all: $(B)/libddpspy.so $(B)/ddpspy
+
+deps:
+	@bash .ci/deps
+
+$(B)/obj/%.o: %.c common/format.h preload/internal.h preload/ring.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(MPI_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
+		-fno-omit-frame-pointer $(if $(findstring gloo,$<),-fexceptions) -c $< -o $@
+
+$(B)/obj/preload/mpi.o: preload/mpi_wrappers.inc
+
+$(B)/libddpspy.so: $(PRELOAD_OBJ) preload/exports.map
+	$(CC) -shared -o $@ $(PRELOAD_OBJ) -Wl,--version-script=preload/exports.map \
+		-Wl,-z,now -Wl,-z,nodelete -lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
+
+$(B)/cobj/%.o: %.c common/format.h collector/trace.h collector/json.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -c $< -o $@
+
+$(B)/ddpspy: $(COLLECTOR_OBJ)
+	$(CC) -o $@ $(COLLECTOR_OBJ) -lmsgpackc
+
+# ---- tests ----
+$(B)/tests/test_ring: tests/unit/test_ring.c preload/ring.c tests/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -o $@ tests/unit/test_ring.c preload/ring.c -lpthread
+$(B)/tests/test_format: tests/unit/test_format.c collector/trace.c common/format.c tests/unit/tap.h $(B)/libddpspy.so
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -o $@ tests/unit/test_format.c collector/trace.c common/format.c -lmsgpackc
+$(B)/tests/test_fdclass: tests/unit/test_fdclass.c preload/fdclass.c tests/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -o $@ tests/unit/test_fdclass.c preload/fdclass.c
+$(B)/tests/test_identity: tests/unit/test_identity.c preload/identity.c common/format.c tests/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -o $@ tests/unit/test_identity.c preload/identity.c common/format.c
+
+$(B)/testapps/%: testapps/%.c include/ddpspy.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -o $@ $< -lpthread -ldl
+$(B)/testapps/mpi_app: testapps/mpi_app.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(BASE) -o $@ $<
+$(B)/testapps/libfakegloo.so: testapps/fakegloo.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -O2 -g -fPIC -shared -o $@ $<
+$(B)/testapps/libglooplugin.so: testapps/glooplugin.cc $(B)/testapps/libfakegloo.so
+	$(CXX) -O2 -g -fPIC -shared -o $@ $< -L$(B)/testapps -lfakegloo -Wl,-rpath,'$$ORIGIN'
+$(B)/bench/overhead: bench/overhead.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -O2 -o $@ $<
+
+testapps: $(TESTAPPS)
+
+test: 
+	@bash .ci/deps --quiet
+	@$(MAKE) --no-print-directory all testapps $(UNIT)
+	@bash tests/run.sh
+
+bench: all $(B)/bench/overhead
+	@bash bench/run.sh
+
+gen:
+	python3 tools/gen_mpi.py > preload/mpi_wrappers.inc
+
+clean:
+	rm -rf $(B)

@@ -1,0 +1,352 @@
+/* ddpspy dump DIR|FILE... [--json]: every process, thread and event as text, or as JSON lines.
+ * Damaged files print what is readable, then one line naming the file and the byte offset where
+ * reading stopped. Exit 0 when anything was readable, 2 when nothing was. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/format.h"
+#include "json.h"
+#include "trace.h"
+
+struct dumpctx {
+	int json;
+	int64_t t_base; /* text times are relative to the process start */
+};
+
+/* How an argument reads: its name, and the value rendered by name. */
+static void arg_name(int kind, int i, char *buf, size_t n)
+{
+	const char *a = kind >= 0 && kind < DDPSPY_EV_COUNT ? ddpspy_event_args[kind] : "";
+	for (int k = 0; k < i && a; k++) {
+		a = strchr(a, ',');
+		a = a ? a + 1 : NULL;
+	}
+	if (!a || !*a) {
+		snprintf(buf, n, "arg%d", i);
+		return;
+	}
+	size_t l = strcspn(a, ",");
+	l = l < n - 1 ? l : n - 1;
+	memcpy(buf, a, l);
+	buf[l] = 0;
+}
+
+static const char *named_value(const char *name, int64_t v)
+{
+	if (!strcmp(name, "fdclass"))
+		return ddpspy_name(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, v);
+	if (!strcmp(name, "op"))
+		return ddpspy_name(ddpspy_op_names, DDPSPY_OP_COUNT, v);
+	return NULL;
+}
+
+static int is_handle(const char *name)
+{
+	return !strcmp(name, "mutex") || !strcmp(name, "cond") || !strcmp(name, "barrier") ||
+	       !strcmp(name, "sem") || !strcmp(name, "request") || !strcmp(name, "flags");
+}
+
+static const char *kind_name(int kind, char *buf, size_t n)
+{
+	const char *k = ddpspy_name(ddpspy_event_names, DDPSPY_EV_COUNT, kind);
+	if (k)
+		return k;
+	snprintf(buf, n, "kind%d", kind);
+	return buf;
+}
+
+static void print_stack_json(struct json *j, const struct trace_file *f, uint32_t id)
+{
+	const struct trace_stack *s = trace_stack(f, id);
+	json_key(j, "frames");
+	putc('[', j->out);
+	for (uint32_t i = 0; s && i < s->n; i++) {
+		const struct trace_module *m = trace_module_of(f, s->ips[i]);
+		fprintf(j->out, "%s{\"ip\":\"0x%" PRIx64 "\"", i ? "," : "", s->ips[i]);
+		if (m) {
+			fputs(",\"module\":", j->out);
+			json_raw_escaped(j->out, m->path, strlen(m->path));
+			fprintf(j->out, ",\"offset\":\"0x%" PRIx64 "\"", s->ips[i] - m->bias);
+		}
+		putc('}', j->out);
+	}
+	putc(']', j->out);
+}
+
+static int on_header(void *ctx, struct trace_file *f)
+{
+	struct dumpctx *d = ctx;
+	d->t_base = f->start_mono_ns;
+	if (d->json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "type", "process");
+		json_str(&j, "file", f->path);
+		json_key(&j, "format");
+		printf("[%d,%d]", f->major, f->minor);
+		json_str(&j, "tool", f->tool);
+		json_str(&j, "host", f->host);
+		json_int(&j, "pid", f->pid);
+		json_int(&j, "ppid", f->ppid);
+		json_str(&j, "role", f->role);
+		json_int(&j, "rank", f->rank);
+		json_int(&j, "local_rank", f->local_rank);
+		json_int(&j, "world_size", f->world_size);
+		json_str(&j, "rank_source", f->rank_source);
+		json_int(&j, "parent_rank", f->parent_rank);
+		json_int(&j, "parent_pid", f->parent_pid);
+		json_str(&j, "exe", f->exe);
+		json_key(&j, "cmdline");
+		putchar('[');
+		for (int i = 0; i < f->cmdline_n; i++) {
+			if (i)
+				putchar(',');
+			json_raw_escaped(stdout, f->cmdline[i], strlen(f->cmdline[i]));
+		}
+		putchar(']');
+		json_str(&j, "clock", f->clock);
+		json_int(&j, "start_mono_ns", f->start_mono_ns);
+		json_int(&j, "start_real_ns", f->start_real_ns);
+		json_int(&j, "ring_kb", f->ring_kb);
+		json_int(&j, "flush_ms", f->flush_ms);
+		json_int(&j, "stack_us", f->stack_us);
+		json_end(&j);
+		return 0;
+	}
+	printf("== %s\n", f->path);
+	printf("process pid=%d ppid=%d host=%s role=%s", f->pid, f->ppid, f->host, f->role);
+	if (f->rank >= 0)
+		printf(" rank=%d/%d local_rank=%d", f->rank, f->world_size, f->local_rank);
+	if (f->parent_rank >= 0 || f->parent_pid >= 0)
+		printf(" parent_rank=%d parent_pid=%d", f->parent_rank, f->parent_pid);
+	if (f->rank_source[0])
+		printf(" source=%s", f->rank_source);
+	printf("\n  exe %s\n  cmd", f->exe);
+	for (int i = 0; i < f->cmdline_n; i++)
+		printf(" %s", f->cmdline[i]);
+	printf("\n  clock %s, %zu calibration points; ring %ld KiB, flush %ld ms, stacks over %ld us\n",
+	       f->clock, f->ncalib, f->ring_kb, f->flush_ms, f->stack_us);
+	return 0;
+}
+
+static int on_identity(void *ctx, struct trace_file *f)
+{
+	struct dumpctx *d = ctx;
+	if (d->json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "type", "identity");
+		json_str(&j, "file", f->path);
+		json_int(&j, "pid", f->pid);
+		json_str(&j, "role", f->role);
+		json_int(&j, "rank", f->rank);
+		json_int(&j, "world_size", f->world_size);
+		json_str(&j, "rank_source", f->rank_source);
+		json_end(&j);
+	} else {
+		printf("identity role=%s rank=%d/%d source=%s\n", f->role, f->rank, f->world_size,
+		       f->rank_source);
+	}
+	return 0;
+}
+
+static int on_thread(void *ctx, struct trace_file *f, const struct trace_thread *th)
+{
+	struct dumpctx *d = ctx;
+	if (d->json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "type", "thread");
+		json_str(&j, "file", f->path);
+		json_int(&j, "pid", f->pid);
+		json_int(&j, "tid", th->tid);
+		json_str(&j, "name", th->name);
+		json_end(&j);
+	} else {
+		printf("thread %d \"%s\"\n", th->tid, th->name);
+	}
+	return 0;
+}
+
+static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e)
+{
+	struct dumpctx *d = ctx;
+	char name[32], kb[16];
+
+	if (d->json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "type", "event");
+		json_str(&j, "file", f->path);
+		json_int(&j, "pid", f->pid);
+		json_int(&j, "rank", f->rank);
+		json_int(&j, "tid", e->tid);
+		json_str(&j, "kind", kind_name(e->kind, kb, sizeof kb));
+		json_int(&j, "t_ns", e->t_ns);
+		json_int(&j, "dur_ns", e->dur_ns);
+		for (int i = 0; i < e->nargs; i++) {
+			arg_name(e->kind, i, name, sizeof name);
+			const char *nv = named_value(name, e->args[i]);
+			if (i == e->str_index)
+				json_strn(&j, name, e->str, e->slen);
+			else if (nv)
+				json_str(&j, name, nv);
+			else
+				json_int(&j, name, e->args[i]);
+		}
+		if (e->stack) {
+			json_int(&j, "stack", e->stack);
+			print_stack_json(&j, f, e->stack);
+		}
+		json_end(&j);
+		return 0;
+	}
+	printf("  %12.6f %6d %-13s", (double)(e->t_ns - d->t_base) / 1e9, e->tid,
+	       kind_name(e->kind, kb, sizeof kb));
+	for (int i = 0; i < e->nargs; i++) {
+		arg_name(e->kind, i, name, sizeof name);
+		const char *nv = named_value(name, e->args[i]);
+		if (i == e->str_index)
+			printf(" %s=\"%.*s\"", name, (int)e->slen, e->str);
+		else if (nv)
+			printf(" %s=%s", name, nv);
+		else if (is_handle(name))
+			printf(" %s=0x%" PRIx64, name, (uint64_t)e->args[i]);
+		else
+			printf(" %s=%" PRId64, name, e->args[i]);
+	}
+	if (e->dur_ns >= 1000000)
+		printf("  dur=%.3fms", (double)e->dur_ns / 1e6);
+	else
+		printf("  dur=%.1fus", (double)e->dur_ns / 1e3);
+	if (e->stack) {
+		const struct trace_stack *s = trace_stack(f, e->stack);
+		printf("  stack#%u", e->stack);
+		for (uint32_t i = 0; s && i < s->n && i < 8; i++) {
+			const struct trace_module *m = trace_module_of(f, s->ips[i]);
+			const char *base = m ? strrchr(m->path, '/') : NULL;
+			if (m)
+				printf(" %s+0x%" PRIx64, base ? base + 1 : m->path, s->ips[i] - m->bias);
+			else
+				printf(" 0x%" PRIx64, s->ips[i]);
+		}
+	}
+	putchar('\n');
+	return 0;
+}
+
+static void print_end(struct dumpctx *d, struct trace_file *f)
+{
+	if (d->json) {
+		for (size_t i = 0; i < f->nthreads; i++) {
+			struct json j;
+			json_begin(&j, stdout);
+			json_str(&j, "type", "loss");
+			json_str(&j, "file", f->path);
+			json_int(&j, "pid", f->pid);
+			json_int(&j, "tid", f->threads[i].tid);
+			json_int(&j, "events", (int64_t)f->threads[i].events);
+			json_int(&j, "dropped", (int64_t)f->threads[i].dropped);
+			json_end(&j);
+		}
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "type", "end");
+		json_str(&j, "file", f->path);
+		json_int(&j, "pid", f->pid);
+		json_int(&j, "complete", f->ended);
+		json_str(&j, "reason", f->ended ? f->end_reason : NULL);
+		json_int(&j, "events", (int64_t)f->events);
+		json_int(&j, "dropped", (int64_t)f->dropped);
+		json_end(&j);
+		return;
+	}
+	for (size_t i = 0; i < f->nthreads; i++)
+		printf("loss thread %d: %" PRIu64 " events recorded, %" PRIu64 " dropped\n",
+		       f->threads[i].tid, f->threads[i].events, f->threads[i].dropped);
+	if (f->ended)
+		printf("end %s: %" PRIu64 " events, %" PRIu64 " dropped\n", f->end_reason, f->events,
+		       f->dropped);
+	else
+		printf("end missing: the process did not finish its file (killed?); events after the "
+		       "last flush are lost. %" PRIu64 " events, %" PRIu64 " dropped\n",
+		       f->events, f->dropped);
+}
+
+static void print_error(struct dumpctx *d, const char *path, size_t off, const char *msg)
+{
+	/* the one line naming the file and where reading stopped goes to stdout with the data,
+	 * and to stderr so a reader of either sees it */
+	if (d->json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "type", "error");
+		json_str(&j, "file", path);
+		json_int(&j, "offset", (int64_t)off);
+		json_str(&j, "message", msg);
+		json_end(&j);
+	}
+	fflush(stdout);
+	fprintf(stderr, "ddpspy: %s: stopped at byte %zu: %s\n", path, off, msg);
+}
+
+int cmd_dump(int argc, char **argv)
+{
+	struct dumpctx d = {0, 0};
+	int readable = 0, inputs = 0;
+
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			d.json = 1;
+		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			printf("usage: ddpspy dump DIR|FILE... [--json]\n");
+			return 0;
+		} else if (argv[i][0] == '-') {
+			fprintf(stderr, "ddpspy dump: unknown option %s\nusage: ddpspy dump DIR|FILE... [--json]\n",
+				argv[i]);
+			return 2;
+		}
+	}
+	for (int i = 0; i < argc; i++) {
+		if (argv[i][0] == '-')
+			continue;
+		inputs++;
+		char **files;
+		int n = trace_list(argv[i], &files);
+		if (n < 0) {
+			fprintf(stderr, "ddpspy: cannot read %s\n", argv[i]);
+			continue;
+		}
+		if (n == 0)
+			fprintf(stderr, "ddpspy: no trace files (*.ddpspy) in %s\n", argv[i]);
+		for (int k = 0; k < n; k++) {
+			struct trace_file f;
+			struct trace_visitor v = {&d, on_header, on_identity, on_thread, on_event, NULL, NULL};
+			if (trace_open(&f, files[k]) < 0) {
+				print_error(&d, files[k], 0, f.error);
+				trace_close(&f);
+				continue;
+			}
+			int rc = trace_read(&f, &v);
+			if (f.have_header) {
+				readable++;
+				print_end(&d, &f);
+			}
+			if (rc == 2)
+				print_error(&d, files[k], f.stop_offset, f.error);
+			trace_close(&f);
+		}
+		trace_free_list(files, n);
+	}
+	if (!inputs) {
+		fprintf(stderr, "usage: ddpspy dump DIR|FILE... [--json]\n");
+		return 2;
+	}
+	if (!readable) {
+		fprintf(stderr, "ddpspy: nothing readable\n");
+		return 2;
+	}
+	return 0;
+}

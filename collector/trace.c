@@ -1,0 +1,618 @@
+/* Reader for ddpspy trace files (common/format.h, docs/format.md). Two passes over a mapped
+ * file: the first gathers the calibration points (small records, found by peeking at each
+ * frame's kind without decoding the rest), the second decodes everything in order and converts
+ * raw timestamps with the full calibration table in hand. */
+#include "trace.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/format.h"
+
+/* ---- small msgpack helpers ---- */
+static const msgpack_object *get(const msgpack_object *map, const char *key)
+{
+	if (map->type != MSGPACK_OBJECT_MAP)
+		return NULL;
+	size_t kl = strlen(key);
+	for (uint32_t i = 0; i < map->via.map.size; i++) {
+		const msgpack_object *k = &map->via.map.ptr[i].key;
+		if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == kl &&
+		    !memcmp(k->via.str.ptr, key, kl))
+			return &map->via.map.ptr[i].val;
+	}
+	return NULL;
+}
+
+static int as_int(const msgpack_object *o, int64_t *v)
+{
+	if (!o)
+		return 0;
+	if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+		*v = (int64_t)o->via.u64;
+		return 1;
+	}
+	if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+		*v = o->via.i64;
+		return 1;
+	}
+	return 0;
+}
+
+static int64_t int_or(const msgpack_object *map, const char *key, int64_t def)
+{
+	int64_t v;
+	return as_int(get(map, key), &v) ? v : def;
+}
+
+static void str_into(const msgpack_object *map, const char *key, char *buf, size_t n)
+{
+	const msgpack_object *o = get(map, key);
+	buf[0] = 0;
+	if (o && o->type == MSGPACK_OBJECT_STR) {
+		size_t l = o->via.str.size < n - 1 ? o->via.str.size : n - 1;
+		memcpy(buf, o->via.str.ptr, l);
+		buf[l] = 0;
+	}
+}
+
+static char *dup_str(const msgpack_object *o)
+{
+	if (!o || o->type != MSGPACK_OBJECT_STR)
+		return strdup("");
+	char *s = malloc(o->via.str.size + 1);
+	if (s) {
+		memcpy(s, o->via.str.ptr, o->via.str.size);
+		s[o->via.str.size] = 0;
+	}
+	return s;
+}
+
+/* ---- frames ---- */
+struct frame {
+	size_t off;         /* of the frame header */
+	const unsigned char *body;
+	uint32_t len;
+};
+
+/* The frame at *off, or 0 at a clean end of file, or -1 when the file is damaged there. */
+static int next_frame(struct trace_file *f, size_t *off, struct frame *fr, int check_crc)
+{
+	if (*off == f->size)
+		return 0;
+	if (f->size - *off < DDPSPY_FRAME_HEADER_LEN) {
+		snprintf(f->error, sizeof f->error, "truncated frame header");
+		return -1;
+	}
+	const unsigned char *h = f->map + *off;
+	uint32_t len = ddpspy_get_le32(h);
+	if (len == 0 || len > DDPSPY_FRAME_MAX) {
+		snprintf(f->error, sizeof f->error, "corrupt frame length %u", len);
+		return -1;
+	}
+	if (f->size - *off - DDPSPY_FRAME_HEADER_LEN < len) {
+		snprintf(f->error, sizeof f->error, "truncated frame (%u bytes announced, %zu present)",
+			 len, f->size - *off - DDPSPY_FRAME_HEADER_LEN);
+		return -1;
+	}
+	fr->off = *off;
+	fr->body = h + DDPSPY_FRAME_HEADER_LEN;
+	fr->len = len;
+	if (check_crc && ddpspy_crc32(0, fr->body, len) != ddpspy_get_le32(h + 4)) {
+		snprintf(f->error, sizeof f->error, "checksum mismatch");
+		return -1;
+	}
+	*off += DDPSPY_FRAME_HEADER_LEN + len;
+	return 1;
+}
+
+/* The record kind without decoding the record: writers put "k" first (docs/format.md). */
+static int peek_kind(const struct frame *fr, const char **kind, uint32_t *klen)
+{
+	const unsigned char *p = fr->body, *end = fr->body + fr->len;
+	if ((*p & 0xf0) == 0x80)
+		p += 1;
+	else if (*p == 0xde)
+		p += 3;
+	else if (*p == 0xdf)
+		p += 5;
+	else
+		return 0;
+	if (end - p < 3 || p[0] != 0xa1 || p[1] != 'k')
+		return 0;
+	p += 2;
+	if ((*p & 0xe0) == 0xa0) {
+		*klen = *p & 0x1f;
+		p++;
+	} else if (*p == 0xd9 && end - p >= 2) {
+		*klen = p[1];
+		p += 2;
+	} else {
+		return 0;
+	}
+	if ((size_t)(end - p) < *klen)
+		return 0;
+	*kind = (const char *)p;
+	return 1;
+}
+
+static int kind_is(const char *k, uint32_t kl, const char *name)
+{
+	return kl == strlen(name) && !memcmp(k, name, kl);
+}
+
+/* ---- open / close ---- */
+int trace_open(struct trace_file *f, const char *path)
+{
+	struct stat st;
+	memset(f, 0, sizeof *f);
+	f->path = path;
+	f->rank = f->local_rank = f->world_size = f->parent_rank = f->parent_pid = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		snprintf(f->error, sizeof f->error, "cannot read: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	f->size = (size_t)st.st_size;
+	if (f->size > 0) {
+		void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (m == MAP_FAILED) {
+			snprintf(f->error, sizeof f->error, "cannot map: %s", strerror(errno));
+			close(fd);
+			f->size = 0;
+			return -1;
+		}
+		f->map = m;
+		madvise(m, f->size, MADV_SEQUENTIAL);
+	}
+	close(fd);
+	if (f->size < DDPSPY_FILE_HEADER_LEN || memcmp(f->map, DDPSPY_MAGIC, DDPSPY_MAGIC_LEN)) {
+		snprintf(f->error, sizeof f->error, "not a ddpspy trace (%s)",
+			 f->size < DDPSPY_FILE_HEADER_LEN ? "too short" : "bad magic");
+		return -1;
+	}
+	f->major = f->map[8] | f->map[9] << 8;
+	f->minor = f->map[10] | f->map[11] << 8;
+	if (f->major != DDPSPY_FORMAT_MAJOR) {
+		snprintf(f->error, sizeof f->error, "format version %d.%d is not readable here (%d.x)",
+			 f->major, f->minor, DDPSPY_FORMAT_MAJOR);
+		return -1;
+	}
+	return 0;
+}
+
+void trace_close(struct trace_file *f)
+{
+	if (f->map)
+		munmap((void *)f->map, f->size);
+	for (int i = 0; i < f->cmdline_n; i++)
+		free(f->cmdline[i]);
+	free(f->cmdline);
+	free(f->calib);
+	free(f->threads);
+	for (size_t i = 0; i < f->nstacks; i++)
+		free(f->stacks[i].ips);
+	free(f->stacks);
+	for (size_t i = 0; i < f->nmodules; i++)
+		free(f->modules[i].path);
+	free(f->modules);
+	memset(f, 0, sizeof *f);
+}
+
+/* ---- clock ---- */
+static int add_calib(struct trace_file *f, uint64_t raw, int64_t mono, int64_t real)
+{
+	if (f->ncalib && raw <= f->calib[f->ncalib - 1].raw)
+		return 0; /* out of order or repeated: keep the table sorted */
+	if ((f->ncalib & (f->ncalib + 1)) == 0 || f->ncalib == 0) {
+		size_t cap = f->ncalib ? (f->ncalib + 1) * 2 : 8;
+		struct trace_calib *n = realloc(f->calib, cap * sizeof *n);
+		if (!n)
+			return -1;
+		f->calib = n;
+	}
+	f->calib[f->ncalib++] = (struct trace_calib){raw, mono, real};
+	return 0;
+}
+
+int64_t trace_raw_to_ns(const struct trace_file *f, uint64_t raw)
+{
+	const struct trace_calib *c = f->calib;
+	size_t n = f->ncalib;
+
+	if (!strcmp(f->clock, "monotonic") || n == 0)
+		return (int64_t)raw;
+	if (n == 1) /* one point: no rate measured; assume 1 tick/ns rather than invent one */
+		return c[0].mono_ns + (int64_t)(raw - c[0].raw);
+	/* the bracketing pair, or the nearest end pair for extrapolation */
+	size_t lo = 0, hi = n - 1;
+	while (hi - lo > 1) {
+		size_t mid = (lo + hi) / 2;
+		if (c[mid].raw <= raw)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	double rate = (double)(c[hi].mono_ns - c[lo].mono_ns) / (double)(c[hi].raw - c[lo].raw);
+	return c[lo].mono_ns + (int64_t)((double)((int64_t)(raw - c[lo].raw)) * rate);
+}
+
+/* ---- metadata ---- */
+struct trace_thread *trace_thread(struct trace_file *f, int tid)
+{
+	for (size_t i = 0; i < f->nthreads; i++)
+		if (f->threads[i].tid == tid)
+			return &f->threads[i];
+	if ((f->nthreads & (f->nthreads - 1)) == 0) {
+		size_t cap = f->nthreads ? f->nthreads * 2 : 8;
+		struct trace_thread *n = realloc(f->threads, cap * sizeof *n);
+		if (!n)
+			return NULL;
+		f->threads = n;
+	}
+	struct trace_thread *t = &f->threads[f->nthreads++];
+	memset(t, 0, sizeof *t);
+	t->tid = tid;
+	return t;
+}
+
+const struct trace_stack *trace_stack(const struct trace_file *f, uint32_t id)
+{
+	/* ids are assigned 1, 2, 3... in the order stacks appear */
+	if (id >= 1 && id <= f->nstacks && f->stacks[id - 1].id == id)
+		return &f->stacks[id - 1];
+	for (size_t i = 0; i < f->nstacks; i++)
+		if (f->stacks[i].id == id)
+			return &f->stacks[i];
+	return NULL;
+}
+
+const struct trace_module *trace_module_of(const struct trace_file *f, uint64_t ip)
+{
+	for (size_t i = 0; i < f->nmodules; i++)
+		if (ip >= f->modules[i].lo && ip < f->modules[i].hi)
+			return &f->modules[i];
+	return NULL;
+}
+
+static int rd_header(struct trace_file *f, const msgpack_object *m)
+{
+	const msgpack_object *fmt = get(m, "format"), *cmd = get(m, "cmdline");
+	str_into(m, "host", f->host, sizeof f->host);
+	str_into(m, "exe", f->exe, sizeof f->exe);
+	str_into(m, "clock", f->clock, sizeof f->clock);
+	str_into(m, "role", f->role, sizeof f->role);
+	str_into(m, "rank_source", f->rank_source, sizeof f->rank_source);
+	str_into(m, "tool", f->tool, sizeof f->tool);
+	f->pid = (int)int_or(m, "pid", -1);
+	f->ppid = (int)int_or(m, "ppid", -1);
+	f->rank = (int)int_or(m, "rank", -1);
+	f->local_rank = (int)int_or(m, "local_rank", -1);
+	f->world_size = (int)int_or(m, "world_size", -1);
+	f->parent_rank = (int)int_or(m, "parent_rank", -1);
+	f->parent_pid = (int)int_or(m, "parent_pid", -1);
+	f->start_mono_ns = int_or(m, "mono_ns", 0);
+	f->start_real_ns = int_or(m, "real_ns", 0);
+	const msgpack_object *cfg = get(m, "config");
+	if (cfg) {
+		f->ring_kb = (long)int_or(cfg, "ring_kb", -1);
+		f->flush_ms = (long)int_or(cfg, "flush_ms", -1);
+		f->stack_us = (long)int_or(cfg, "stack_us", -1);
+	}
+	int64_t major;
+	if (fmt && fmt->type == MSGPACK_OBJECT_ARRAY && fmt->via.array.size >= 1 &&
+	    as_int(&fmt->via.array.ptr[0], &major) && major != f->major)
+		return -1; /* the record disagrees with the file header */
+	if (cmd && cmd->type == MSGPACK_OBJECT_ARRAY) {
+		f->cmdline = calloc(cmd->via.array.size + 1, sizeof(char *));
+		for (uint32_t i = 0; f->cmdline && i < cmd->via.array.size; i++)
+			f->cmdline[f->cmdline_n++] = dup_str(&cmd->via.array.ptr[i]);
+	}
+	f->have_header = 1;
+	return 0;
+}
+
+static void rd_identity(struct trace_file *f, const msgpack_object *m)
+{
+	str_into(m, "role", f->role, sizeof f->role);
+	str_into(m, "rank_source", f->rank_source, sizeof f->rank_source);
+	f->rank = (int)int_or(m, "rank", f->rank);
+	f->local_rank = (int)int_or(m, "local_rank", f->local_rank);
+	f->world_size = (int)int_or(m, "world_size", f->world_size);
+	f->parent_rank = (int)int_or(m, "parent_rank", f->parent_rank);
+	f->parent_pid = (int)int_or(m, "parent_pid", f->parent_pid);
+}
+
+static int rd_modules(struct trace_file *f, const msgpack_object *m)
+{
+	const msgpack_object *l = get(m, "list");
+	if (!l || l->type != MSGPACK_OBJECT_ARRAY)
+		return -1;
+	for (size_t i = 0; i < f->nmodules; i++)
+		free(f->modules[i].path);
+	free(f->modules);
+	f->nmodules = 0;
+	f->modules = calloc(l->via.array.size + 1, sizeof *f->modules);
+	if (!f->modules)
+		return -1;
+	for (uint32_t i = 0; i < l->via.array.size; i++) {
+		const msgpack_object *e = &l->via.array.ptr[i];
+		int64_t b, lo, hi;
+		if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 4 ||
+		    !as_int(&e->via.array.ptr[1], &b) || !as_int(&e->via.array.ptr[2], &lo) ||
+		    !as_int(&e->via.array.ptr[3], &hi))
+			continue;
+		f->modules[f->nmodules++] = (struct trace_module){dup_str(&e->via.array.ptr[0]),
+								  (uint64_t)b, (uint64_t)lo, (uint64_t)hi};
+	}
+	return 0;
+}
+
+static int rd_stacks(struct trace_file *f, const msgpack_object *m)
+{
+	const msgpack_object *l = get(m, "list");
+	if (!l || l->type != MSGPACK_OBJECT_ARRAY)
+		return -1;
+	for (uint32_t i = 0; i < l->via.array.size; i++) {
+		const msgpack_object *e = &l->via.array.ptr[i];
+		int64_t id;
+		if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 1 ||
+		    !as_int(&e->via.array.ptr[0], &id))
+			continue;
+		struct trace_stack *n = realloc(f->stacks, (f->nstacks + 1) * sizeof *n);
+		if (!n)
+			return -1;
+		f->stacks = n;
+		struct trace_stack *s = &f->stacks[f->nstacks++];
+		s->id = (uint32_t)id;
+		s->n = e->via.array.size - 1;
+		s->ips = malloc((s->n + 1) * sizeof *s->ips);
+		for (uint32_t k = 0; s->ips && k < s->n; k++) {
+			int64_t ip = 0;
+			as_int(&e->via.array.ptr[k + 1], &ip);
+			s->ips[k] = (uint64_t)ip;
+		}
+		if (!s->ips)
+			s->n = 0;
+	}
+	return 0;
+}
+
+static int rd_events(struct trace_file *f, const msgpack_object *m, const struct trace_visitor *v)
+{
+	int64_t tid, t0;
+	const msgpack_object *ev = get(m, "ev");
+	if (!as_int(get(m, "tid"), &tid) || !as_int(get(m, "t0"), &t0) || !ev ||
+	    ev->type != MSGPACK_OBJECT_ARRAY)
+		return -1;
+	struct trace_thread *th = trace_thread(f, (int)tid);
+	uint64_t prev = (uint64_t)t0;
+	struct trace_event e;
+	for (uint32_t i = 0; i < ev->via.array.size; i++) {
+		const msgpack_object *a = &ev->via.array.ptr[i];
+		int64_t kind, dt, dur, stack;
+		if (a->type != MSGPACK_OBJECT_ARRAY || a->via.array.size < 4 ||
+		    !as_int(&a->via.array.ptr[0], &kind) || !as_int(&a->via.array.ptr[1], &dt) ||
+		    !as_int(&a->via.array.ptr[2], &dur) || !as_int(&a->via.array.ptr[3], &stack))
+			return -1;
+		e.kind = (int)kind;
+		e.tid = (int)tid;
+		e.raw = prev + (uint64_t)dt;
+		prev = e.raw;
+		e.t_ns = trace_raw_to_ns(f, e.raw);
+		e.dur_ns = trace_raw_to_ns(f, e.raw + (uint64_t)dur) - e.t_ns;
+		e.stack = (uint32_t)stack;
+		e.nargs = 0;
+		e.str = NULL;
+		e.slen = 0;
+		e.str_index = -1;
+		for (uint32_t k = 4; k < a->via.array.size && e.nargs < TRACE_MAX_ARGS; k++) {
+			const msgpack_object *x = &a->via.array.ptr[k];
+			if (x->type == MSGPACK_OBJECT_STR) {
+				e.str = x->via.str.ptr;
+				e.slen = x->via.str.size;
+				e.str_index = e.nargs;
+				e.args[e.nargs++] = 0;
+			} else if (!as_int(x, &e.args[e.nargs++])) {
+				e.args[e.nargs - 1] = -1;
+			}
+		}
+		if (th)
+			th->events++;
+		f->events++;
+		if (v->on_event && v->on_event(v->ctx, f, &e))
+			return 1;
+	}
+	return 0;
+}
+
+/* Pass 1: calibration points and the header's clock, up to the first damaged frame. */
+static void scan_calib(struct trace_file *f)
+{
+	size_t off = DDPSPY_FILE_HEADER_LEN;
+	struct frame fr;
+	msgpack_unpacked u;
+	char saved[sizeof f->error];
+
+	memcpy(saved, f->error, sizeof saved);
+	msgpack_unpacked_init(&u);
+	while (next_frame(f, &off, &fr, 0) > 0) {
+		const char *k;
+		uint32_t kl;
+		if (!peek_kind(&fr, &k, &kl))
+			break;
+		int is_calib = kind_is(k, kl, DDPSPY_REC_CALIB), is_hdr = kind_is(k, kl, DDPSPY_REC_HEADER);
+		if (!is_calib && !is_hdr)
+			continue;
+		if (ddpspy_crc32(0, fr.body, fr.len) != ddpspy_get_le32(f->map + fr.off + 4))
+			break;
+		size_t p = 0;
+		if (msgpack_unpack_next(&u, (const char *)fr.body, fr.len, &p) != MSGPACK_UNPACK_SUCCESS)
+			break;
+		int64_t raw, mono, real;
+		if (as_int(get(&u.data, "raw"), &raw) && as_int(get(&u.data, "mono_ns"), &mono) &&
+		    as_int(get(&u.data, "real_ns"), &real))
+			add_calib(f, (uint64_t)raw, mono, real);
+		if (is_hdr)
+			str_into(&u.data, "clock", f->clock, sizeof f->clock);
+	}
+	msgpack_unpacked_destroy(&u);
+	memcpy(f->error, saved, sizeof saved); /* pass 2 reports damage itself */
+}
+
+int trace_read(struct trace_file *f, const struct trace_visitor *v)
+{
+	size_t off = DDPSPY_FILE_HEADER_LEN;
+	struct frame fr;
+	msgpack_unpacked u;
+	int rc = 0, r;
+
+	scan_calib(f);
+	msgpack_unpacked_init(&u);
+	while ((r = next_frame(f, &off, &fr, 1)) > 0) {
+		size_t p = 0;
+		if (msgpack_unpack_next(&u, (const char *)fr.body, fr.len, &p) != MSGPACK_UNPACK_SUCCESS ||
+		    u.data.type != MSGPACK_OBJECT_MAP || p != fr.len) {
+			snprintf(f->error, sizeof f->error, "undecodable record");
+			off = fr.off;
+			rc = 2;
+			break;
+		}
+		const msgpack_object *m = &u.data, *k = get(m, "k");
+		char kind[16] = "";
+		if (k && k->type == MSGPACK_OBJECT_STR && k->via.str.size < sizeof kind)
+			memcpy(kind, k->via.str.ptr, k->via.str.size);
+		int bad = 0, stop = 0;
+		f->frames++;
+		f->ended = 0;
+		if (!strcmp(kind, DDPSPY_REC_HEADER)) {
+			bad = rd_header(f, m) < 0;
+			stop = !bad && v->on_header && v->on_header(v->ctx, f);
+		} else if (!f->have_header) {
+			snprintf(f->error, sizeof f->error, "first record is \"%s\", not a header", kind);
+			off = fr.off;
+			rc = 2;
+			break;
+		} else if (!strcmp(kind, DDPSPY_REC_IDENTITY)) {
+			rd_identity(f, m);
+			stop = v->on_identity && v->on_identity(v->ctx, f);
+		} else if (!strcmp(kind, DDPSPY_REC_THREAD)) {
+			struct trace_thread *th = trace_thread(f, (int)int_or(m, "tid", -1));
+			if (th) {
+				str_into(m, "name", th->name, sizeof th->name);
+				stop = v->on_thread && v->on_thread(v->ctx, f, th);
+			}
+		} else if (!strcmp(kind, DDPSPY_REC_EVENTS)) {
+			int e = rd_events(f, m, v);
+			bad = e < 0;
+			stop = e > 0;
+		} else if (!strcmp(kind, DDPSPY_REC_STACKS)) {
+			bad = rd_stacks(f, m) < 0;
+		} else if (!strcmp(kind, DDPSPY_REC_MODULES)) {
+			bad = rd_modules(f, m) < 0;
+		} else if (!strcmp(kind, DDPSPY_REC_LOSS)) {
+			const msgpack_object *l = get(m, "threads");
+			for (uint32_t i = 0; l && l->type == MSGPACK_OBJECT_ARRAY && i < l->via.array.size; i++) {
+				const msgpack_object *e = &l->via.array.ptr[i];
+				int64_t tid, d;
+				if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 2 ||
+				    !as_int(&e->via.array.ptr[0], &tid) || !as_int(&e->via.array.ptr[1], &d))
+					continue;
+				struct trace_thread *th = trace_thread(f, (int)tid);
+				if (th) {
+					f->dropped += (uint64_t)d - th->dropped;
+					th->dropped = (uint64_t)d;
+				}
+				if (v->on_loss && v->on_loss(v->ctx, f, (int)tid, (uint64_t)d)) {
+					stop = 1;
+					break;
+				}
+			}
+		} else if (!strcmp(kind, DDPSPY_REC_END)) {
+			str_into(m, "reason", f->end_reason, sizeof f->end_reason);
+			f->ended = 1;
+			stop = v->on_end && v->on_end(v->ctx, f);
+		}
+		/* calib was read in pass 1; unknown kinds come from newer writers: skipped */
+		if (bad) {
+			snprintf(f->error, sizeof f->error, "malformed \"%s\" record", kind);
+			off = fr.off;
+			rc = 2;
+			break;
+		}
+		if (stop) {
+			rc = 1;
+			break;
+		}
+	}
+	if (r < 0)
+		rc = 2;
+	f->stop_offset = off;
+	msgpack_unpacked_destroy(&u);
+	return rc;
+}
+
+/* ---- directories ---- */
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int trace_list(const char *path, char ***out)
+{
+	struct stat st;
+	*out = NULL;
+	if (stat(path, &st) < 0)
+		return -1;
+	if (!S_ISDIR(st.st_mode)) {
+		*out = malloc(sizeof(char *));
+		if (!*out)
+			return -1;
+		(*out)[0] = strdup(path);
+		return 1;
+	}
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	int n = 0, cap = 0;
+	char **list = NULL;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		size_t l = strlen(de->d_name);
+		if (l < 8 || strcmp(de->d_name + l - 7, ".ddpspy"))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			char **nl = realloc(list, (size_t)cap * sizeof *nl);
+			if (!nl)
+				break;
+			list = nl;
+		}
+		size_t pl = strlen(path) + l + 2;
+		list[n] = malloc(pl);
+		if (!list[n])
+			break;
+		snprintf(list[n++], pl, "%s/%s", path, de->d_name);
+	}
+	closedir(d);
+	qsort(list, (size_t)n, sizeof *list, cmp_str);
+	*out = list;
+	return n;
+}
+
+void trace_free_list(char **list, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
+}

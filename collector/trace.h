@@ -1,0 +1,116 @@
+/* Reading one ddpspy trace file: header, calibration, threads, stacks, modules, events, losses,
+ * in file order, converting raw timestamps to CLOCK_MONOTONIC nanoseconds. Memory is bounded by
+ * the file's metadata (threads, stacks, calibration points), never by its number of events. */
+#ifndef DDPSPY_TRACE_H
+#define DDPSPY_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TRACE_MAX_ARGS 16
+
+struct trace_calib {
+	uint64_t raw;
+	int64_t mono_ns, real_ns;
+};
+
+struct trace_module {
+	char *path;
+	uint64_t bias, lo, hi;
+};
+
+struct trace_stack {
+	uint32_t id, n;
+	uint64_t *ips;
+};
+
+struct trace_thread {
+	int tid;
+	char name[32];
+	uint64_t dropped; /* cumulative, from the latest "loss" record */
+	uint64_t events;
+};
+
+struct trace_event {
+	int kind;
+	int tid;
+	uint64_t raw;       /* raw start */
+	int64_t t_ns;       /* start, CLOCK_MONOTONIC ns */
+	int64_t dur_ns;
+	uint32_t stack;     /* 0: none */
+	int nargs;          /* integer and string arguments, in the kind's order */
+	int64_t args[TRACE_MAX_ARGS];
+	const char *str;    /* the string argument, if any (not NUL-terminated) */
+	uint32_t slen;
+	int str_index;      /* its position among the arguments, -1 when none */
+};
+
+struct trace_file {
+	const char *path;
+	/* header */
+	int have_header;
+	int major, minor;
+	char host[256], exe[1024], clock[16], role[16], rank_source[24], tool[64];
+	char **cmdline;
+	int cmdline_n;
+	int pid, ppid, rank, local_rank, world_size, parent_rank, parent_pid;
+	int64_t start_mono_ns, start_real_ns;
+	long ring_kb, flush_ms, stack_us;
+	/* calibration: sorted by raw */
+	struct trace_calib *calib;
+	size_t ncalib;
+	/* metadata */
+	struct trace_thread *threads;
+	size_t nthreads;
+	struct trace_stack *stacks;
+	size_t nstacks;
+	struct trace_module *modules;
+	size_t nmodules;
+	/* end state */
+	int ended;          /* the last record is "end" */
+	char end_reason[32];
+	uint64_t events, dropped, frames;
+	/* where reading stopped early, and why (error[0] == 0: the whole file was read) */
+	size_t stop_offset;
+	char error[160];
+	/* private */
+	const unsigned char *map;
+	size_t size;
+};
+
+/* What the reader hands out, in file order. Any callback may be NULL. Returning non-zero from
+ * a callback stops reading (trace_read then returns 1). */
+struct trace_visitor {
+	void *ctx;
+	int (*on_header)(void *ctx, struct trace_file *f);
+	int (*on_identity)(void *ctx, struct trace_file *f);
+	int (*on_thread)(void *ctx, struct trace_file *f, const struct trace_thread *th);
+	int (*on_event)(void *ctx, struct trace_file *f, const struct trace_event *ev);
+	int (*on_loss)(void *ctx, struct trace_file *f, int tid, uint64_t dropped);
+	int (*on_end)(void *ctx, struct trace_file *f);
+};
+
+/* Opens and maps path. Returns 0, or -1 with f->error set (unreadable, not a ddpspy file,
+ * unknown major version). Free with trace_close either way. */
+int trace_open(struct trace_file *f, const char *path);
+
+/* Reads the whole file, calling v. Returns 0 when everything was read, 1 when a callback
+ * stopped it, 2 when the file is damaged: f->stop_offset and f->error say where and why, and
+ * everything before that point was delivered. */
+int trace_read(struct trace_file *f, const struct trace_visitor *v);
+
+void trace_close(struct trace_file *f);
+
+/* Raw clock value to CLOCK_MONOTONIC ns, interpolating between calibration points. */
+int64_t trace_raw_to_ns(const struct trace_file *f, uint64_t raw);
+
+const struct trace_stack *trace_stack(const struct trace_file *f, uint32_t id);
+const struct trace_module *trace_module_of(const struct trace_file *f, uint64_t ip);
+struct trace_thread *trace_thread(struct trace_file *f, int tid);
+
+/* Lists the trace files (*.ddpspy) in dir, sorted by name; a path to a file is itself. Returns
+ * the count (0: none) or -1 when path cannot be read; free with trace_free_list. */
+int trace_list(const char *path, char ***out);
+void trace_free_list(char **list, int n);
+
+#endif

@@ -1,0 +1,64 @@
+/* Name tables generated from the X-macro lists in format.h, and the frame checksum. */
+#include "format.h"
+
+const char *const ddpspy_role_names[DDPSPY_ROLE_COUNT] = {
+#define X(e, s) s,
+	DDPSPY_ROLES(X)
+#undef X
+};
+
+const char *const ddpspy_fdclass_names[DDPSPY_FDCLASS_COUNT] = {
+#define X(e, s) s,
+	DDPSPY_FDCLASSES(X)
+#undef X
+};
+
+const char *const ddpspy_op_names[DDPSPY_OP_COUNT] = {
+#define X(e, s) s,
+	DDPSPY_OPS(X)
+#undef X
+};
+
+const char *const ddpspy_event_names[DDPSPY_EV_COUNT] = {
+#define X(e, s, a) s,
+	DDPSPY_EVENT_KINDS(X)
+#undef X
+};
+
+const char *const ddpspy_event_args[DDPSPY_EV_COUNT] = {
+#define X(e, s, a) a,
+	DDPSPY_EVENT_KINDS(X)
+#undef X
+};
+
+const char *ddpspy_name(const char *const *names, int count, int64_t v)
+{
+	return v >= 0 && v < count ? names[v] : NULL;
+}
+
+/* Bitwise table built on first use; 1 KiB, computed in a few microseconds. */
+static uint32_t crc_table[256];
+static int crc_ready;
+
+static void crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+		crc_table[i] = c;
+	}
+	__atomic_store_n(&crc_ready, 1, __ATOMIC_RELEASE);
+}
+
+uint32_t ddpspy_crc32(uint32_t crc, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	if (!__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE))
+		crc_init(); /* idempotent: concurrent callers compute the same table */
+	crc = ~crc;
+	while (n--)
+		crc = crc_table[(crc ^ *b++) & 0xff] ^ (crc >> 8);
+	return ~crc;
+}

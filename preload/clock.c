@@ -1,0 +1,41 @@
+/* The raw clock used on the hot path and its calibration against the system clocks. */
+#include "internal.h"
+
+#include <cpuid.h>
+
+int dsp_use_tsc;
+
+void dsp_clock_init(void)
+{
+	unsigned a, b, c, d;
+	/* CPUID 0x80000007 EDX bit 8: invariant TSC (constant rate, runs in deep C-states); the
+	 * kernel derives constant_tsc and nonstop_tsc from the same bit. Without it, TSC ticks
+	 * are not time, so fall back to the vDSO clock. */
+	dsp_use_tsc = __get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8));
+}
+
+static int64_t ns_of(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void dsp_clock_sample(uint64_t *raw, int64_t *mono_ns, int64_t *real_ns)
+{
+	/* Bracket the monotonic read with two raw reads and keep the tightest of a few tries, so
+	 * the pair is good to a few tens of nanoseconds even with an interrupt in between. */
+	uint64_t best = UINT64_MAX;
+	for (int i = 0; i < 5; i++) {
+		uint64_t r0 = dsp_now();
+		int64_t m = ns_of(CLOCK_MONOTONIC);
+		int64_t re = ns_of(CLOCK_REALTIME);
+		uint64_t r1 = dsp_now();
+		if (r1 - r0 < best) {
+			best = r1 - r0;
+			*raw = r0 + (r1 - r0) / 2;
+			*mono_ns = m;
+			*real_ns = re;
+		}
+	}
+}

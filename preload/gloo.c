@@ -1,0 +1,85 @@
+/* gloo, PyTorch's CPU collective library: gloo::allreduce(opts) and its siblings, wrapped by
+ * their C++ (Itanium ABI) symbol names. PyTorch loads libgloo through RTLD_LOCAL dlopen chains,
+ * so the real functions are found by walking the loaded objects (resolve.c).
+ *
+ * The options object's layout is private to each gloo version, so the byte count is not read
+ * from it: bytes are recorded as -1 (unknown). Sequence numbers count each operation per
+ * process, in call order, which is the order PyTorch issues them on every rank.
+ *
+ * gloo reports errors by throwing C++ exceptions. This file is compiled with -fexceptions so an
+ * exception can unwind through our frame, and the cleanup attribute releases the guard and
+ * records the call (threw=1) while it does. */
+#include "internal.h"
+
+/* the wrappers below are the library's exports (exports.map); helpers are static */
+#pragma GCC visibility push(default)
+
+struct gcall {
+	struct dsp_tls *t;
+	uint64_t t0;
+	int op, done;
+};
+
+static uint64_t seqs[DDPSPY_OP_COUNT];
+
+static void gloo_end(struct gcall *c)
+{
+	if (!c->t)
+		return;
+	uint64_t t1 = dsp_now();
+	int64_t a[4] = {c->op, (int64_t)__atomic_fetch_add(&seqs[c->op], 1, __ATOMIC_RELAXED), -1,
+			!c->done};
+	dsp_emit_wait(c->t, DDPSPY_EV_GLOO_COLL, c->t0, t1, 4, a);
+	dsp_leave(c->t);
+}
+
+/* The real function is missing although a caller linked against it: fail the call as gloo
+ * would, with an exception (std::runtime_error), using the C++ runtime the caller brought. */
+static void gloo_missing(const char *name)
+{
+	void *(*alloc)(size_t) = (void *(*)(size_t))dsp_resolve("__cxa_allocate_exception", NULL);
+	void (*ctor)(void *, const char *) =
+		(void (*)(void *, const char *))dsp_resolve("_ZNSt13runtime_errorC1EPKc", NULL);
+	void (*thr)(void *, void *, void (*)(void *)) =
+		(void (*)(void *, void *, void (*)(void *)))dsp_resolve("__cxa_throw", NULL);
+	void *ti = dsp_resolve("_ZTISt13runtime_error", NULL);
+	void (*dtor)(void *) = (void (*)(void *))dsp_resolve("_ZNSt13runtime_errorD1Ev", NULL);
+
+	dsp_warn("cannot find the real %s", name);
+	if (alloc && ctor && thr && ti && dtor) {
+		void *e = alloc(16); /* sizeof(std::runtime_error) on LP64 */
+		ctor(e, "ddpspy: the real gloo function was not found");
+		thr(e, ti, dtor);
+	}
+}
+
+#define GLOO_WRAPPER(sym, op)                                                             \
+	static void (*real_##sym)(void *);                                                \
+	void sym(void *opts)                                                              \
+	{                                                                                 \
+		if (!real_##sym)                                                          \
+			real_##sym = (void (*)(void *))dsp_resolve(#sym, "libgloo");      \
+		if (!real_##sym) {                                                        \
+			gloo_missing(#sym);                                               \
+			return;                                                           \
+		}                                                                         \
+		struct gcall c __attribute__((cleanup(gloo_end))) = {NULL, 0, op, 0};     \
+		if (dsp_enter(&dsp_tls)) {                                                \
+			c.t = &dsp_tls;                                                   \
+			c.t0 = dsp_now();                                                 \
+		}                                                                         \
+		real_##sym(opts);                                                         \
+		c.done = 1;                                                               \
+	}
+
+/* gloo 0.5 (Debian's libgloo0, PyTorch 1.13): nm -D libgloo.so | grep 'T _ZN4gloo' */
+GLOO_WRAPPER(_ZN4gloo9allreduceERKNS_16AllreduceOptionsE, DDPSPY_OP_ALLREDUCE)
+GLOO_WRAPPER(_ZN4gloo7barrierERNS_14BarrierOptionsE, DDPSPY_OP_BARRIER)
+GLOO_WRAPPER(_ZN4gloo9broadcastERNS_16BroadcastOptionsE, DDPSPY_OP_BCAST)
+GLOO_WRAPPER(_ZN4gloo9allgatherERNS_16AllgatherOptionsE, DDPSPY_OP_ALLGATHER)
+GLOO_WRAPPER(_ZN4gloo10allgathervERNS_17AllgathervOptionsE, DDPSPY_OP_ALLGATHERV)
+GLOO_WRAPPER(_ZN4gloo6reduceERNS_13ReduceOptionsE, DDPSPY_OP_REDUCE)
+GLOO_WRAPPER(_ZN4gloo6gatherERNS_13GatherOptionsE, DDPSPY_OP_GATHER)
+GLOO_WRAPPER(_ZN4gloo7scatterERNS_14ScatterOptionsE, DDPSPY_OP_SCATTER)
+GLOO_WRAPPER(_ZN4gloo8alltoallERNS_15AlltoallOptionsE, DDPSPY_OP_ALLTOALL)
+GLOO_WRAPPER(_ZN4gloo9alltoallvERNS_16AlltoallvOptionsE, DDPSPY_OP_ALLTOALLV)

@@ -1,0 +1,307 @@
+/* Process start and stop: the constructor, the final drain at exit, fork (DataLoader workers
+ * record into their own file), exec and _exit (the old image's file is completed first) and
+ * fatal signals (the writer completes the file before the default action runs). */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int dsp_on;
+struct dsp_identity dsp_id;
+static pid_t my_pid;
+static int initialised;
+
+/* exec family: the calls programs make; glibc's execl/execvp reach execve internally (no PLT),
+ * so each entry point is wrapped on its own. */
+DSP_REAL(int, execve, (const char *, char *const[], char *const[]), NULL)
+DSP_REAL(int, execv, (const char *, char *const[]), NULL)
+DSP_REAL(int, execvp, (const char *, char *const[]), NULL)
+DSP_REAL(int, execvpe, (const char *, char *const[], char *const[]), NULL)
+DSP_REAL(int, fexecve, (int, char *const[], char *const[]), NULL)
+DSP_REAL(void, _exit, (int), NULL)
+DSP_REAL(void, _Exit, (int), NULL)
+
+void dsp_writer_exec_begin(void);
+void dsp_writer_exec_failed(void);
+void dsp_writer_signal_flush(int sig, int timeout_ms);
+
+static const char *env_get(const char *name)
+{
+	return getenv(name);
+}
+
+/* ---- fatal signals ---- */
+static const int fatal[] = {SIGTERM, SIGHUP, SIGQUIT, SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+static int in_fatal;
+
+static void on_fatal(int sig, siginfo_t *si, void *uc)
+{
+	(void)si;
+	(void)uc;
+	int saved = errno;
+	/* the first thread to get here completes the file; others wait for the same flush */
+	if (getpid() == my_pid && !__atomic_exchange_n(&in_fatal, 1, __ATOMIC_ACQ_REL))
+		dsp_writer_signal_flush(sig, 2000);
+	signal(sig, SIG_DFL);
+	errno = saved;
+	/* a fault re-executes and dies with the default action; a sent signal is sent again */
+	if (sig != SIGSEGV && sig != SIGBUS && sig != SIGFPE && sig != SIGILL)
+		raise(sig);
+}
+
+/* Only where the program kept the default action: we never replace a program's handler, and
+ * a handler the program installs later replaces ours. SIGINT is left alone: Python installs
+ * its KeyboardInterrupt handler only where it finds SIG_DFL. */
+static void install_signal_handlers(void)
+{
+	struct sigaction sa, old;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_fatal;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+		if (sigaction(fatal[i], NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+		    old.sa_handler == SIG_DFL)
+			sigaction(fatal[i], &sa, NULL);
+}
+
+/* ---- fork ---- */
+static void atfork_prepare(void)
+{
+	struct dsp_tls *t = &dsp_tls;
+	t->guard++;
+	dsp_writer_atfork_prepare();
+	dsp_registry_fork_prepare();
+}
+
+static void atfork_parent(void)
+{
+	dsp_registry_fork_parent();
+	dsp_writer_atfork_parent();
+	dsp_tls.guard--;
+}
+
+static void atfork_child(void)
+{
+	int parent_rank = dsp_id.role == DDPSPY_ROLE_WORKER ? dsp_id.parent_rank : dsp_id.rank;
+	my_pid = getpid();
+	dsp_registry_fork_child();
+	/* a fork without exec of a rank is that rank's helper (a DataLoader worker) */
+	if (dsp_id.role == DDPSPY_ROLE_RANK || dsp_id.role == DDPSPY_ROLE_WORKER) {
+		dsp_id.role = DDPSPY_ROLE_WORKER;
+		dsp_id.parent_rank = parent_rank;
+		dsp_id.parent_pid = (int)getppid();
+		dsp_id.rank = -1;
+	}
+	dsp_writer_atfork_child();
+	dsp_tls.guard--;
+}
+
+/* ---- start and stop ---- */
+__attribute__((constructor)) static void ddpspy_init(void)
+{
+	struct dsp_tls *t = &dsp_tls;
+	char cmd[8192];
+	size_t n = 0;
+
+	t->guard = 1;
+	dsp_config_load();
+	my_pid = getpid();
+	if (dsp_cfg.disable) {
+		t->guard = 0;
+		return;
+	}
+	dsp_clock_init();
+	dsp_registry_init();
+	int f = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (f >= 0) {
+		ssize_t r;
+		while (n < sizeof cmd && (r = read(f, cmd + n, sizeof cmd - n)) > 0)
+			n += (size_t)r;
+		close(f);
+	}
+	dsp_identity_detect(&dsp_id, env_get, cmd, n);
+	if (dsp_id.role == DDPSPY_ROLE_WORKER)
+		dsp_id.parent_pid = (int)getppid();
+	/* until the writer measures the raw clock's rate, assume 3 GHz for the stack threshold */
+	if (dsp_cfg.stack_us >= 0)
+		dsp_stack_ticks = dsp_use_tsc ? (uint64_t)dsp_cfg.stack_us * 3000
+					      : (uint64_t)dsp_cfg.stack_us * 1000;
+	if (dsp_writer_start() == 0) {
+		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+		if (dsp_cfg.signals)
+			install_signal_handlers();
+		initialised = 1;
+		__atomic_store_n(&dsp_on, 1, __ATOMIC_RELEASE);
+		dsp_log("tracing %s as %s %d", n ? cmd : "?", ddpspy_role_names[dsp_id.role],
+			dsp_id.rank);
+	}
+	t->guard = 0;
+}
+
+static void finish(const char *reason)
+{
+	struct dsp_tls *t = &dsp_tls;
+	if (!initialised || getpid() != my_pid) /* never from a vfork child */
+		return;
+	initialised = 0;
+	t->guard++;
+	dsp_writer_stop_and_drain(reason);
+	t->guard--;
+}
+
+__attribute__((destructor)) static void ddpspy_fini(void)
+{
+	finish("exit");
+}
+
+#pragma GCC visibility push(default) /* the wrappers below are exports (exports.map) */
+
+void _exit(int status)
+{
+	finish("_exit");
+	if (get__exit())
+		real__exit(status);
+	for (;;) /* unreachable in practice: glibc always has _exit */
+		pause();
+}
+
+void _Exit(int status)
+{
+	finish("_exit");
+	if (get__Exit())
+		real__Exit(status);
+	for (;;)
+		pause();
+}
+
+#pragma GCC visibility pop
+
+void dsp_identity_from_mpi(int rank, int size)
+{
+	if (dsp_id.role == DDPSPY_ROLE_RANK && dsp_id.rank == rank && dsp_id.world_size == size)
+		return;
+	if (dsp_id.role == DDPSPY_ROLE_WORKER || dsp_id.role == DDPSPY_ROLE_LAUNCHER)
+		return;
+	dsp_id.role = DDPSPY_ROLE_RANK;
+	dsp_id.rank = rank;
+	dsp_id.world_size = size;
+	if (!dsp_id.source[0] || dsp_id.rank != rank)
+		memcpy(dsp_id.source, "mpi", 4);
+	dsp_writer_identity_changed();
+}
+
+#pragma GCC visibility push(default)
+
+/* ---- exec ----
+ * The shape: complete the file (writer paused so no write is cut), exec, and if exec failed,
+ * carry on recording. Not in a vfork child, which shares our memory until it execs. */
+static int exec_begin(void)
+{
+	struct dsp_tls *t = &dsp_tls;
+	if (!initialised || t->guard || getpid() != my_pid)
+		return 0;
+	t->guard++;
+	dsp_writer_exec_begin();
+	return 1;
+}
+
+static void exec_failed(int began)
+{
+	if (!began)
+		return;
+	int e = errno;
+	dsp_writer_exec_failed();
+	dsp_tls.guard--;
+	errno = e;
+}
+
+#define EXEC_WRAPPER(name, call)                                                          \
+	if (!get_##name()) {                                                              \
+		errno = ENOSYS;                                                           \
+		return -1;                                                                \
+	}                                                                                 \
+	int began = exec_begin();                                                         \
+	int rc = call;                                                                    \
+	exec_failed(began);                                                               \
+	return rc;
+
+int execve(const char *path, char *const argv[], char *const envp[])
+{
+	EXEC_WRAPPER(execve, real_execve(path, argv, envp))
+}
+
+int execv(const char *path, char *const argv[])
+{
+	EXEC_WRAPPER(execv, real_execv(path, argv))
+}
+
+int execvp(const char *file, char *const argv[])
+{
+	EXEC_WRAPPER(execvp, real_execvp(file, argv))
+}
+
+int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	EXEC_WRAPPER(execvpe, real_execvpe(file, argv, envp))
+}
+
+int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	EXEC_WRAPPER(fexecve, real_fexecve(fd, argv, envp))
+}
+
+/* execl and friends take their arguments as varargs: gather them and use the v-forms. */
+#define MAX_EXECL_ARGS 4096
+static int gather(const char *arg0, va_list ap, char **argv, char ***envp)
+{
+	int n = 0;
+	argv[n++] = (char *)arg0;
+	while (arg0 && n < MAX_EXECL_ARGS && (argv[n] = va_arg(ap, char *)) != NULL)
+		n++;
+	if (n == MAX_EXECL_ARGS) {
+		errno = E2BIG;
+		return -1;
+	}
+	argv[n] = NULL;
+	if (envp)
+		*envp = va_arg(ap, char **);
+	return 0;
+}
+
+int execl(const char *path, const char *arg, ...)
+{
+	char *argv[MAX_EXECL_ARGS + 1];
+	va_list ap;
+	va_start(ap, arg);
+	int rc = gather(arg, ap, argv, NULL);
+	va_end(ap);
+	return rc < 0 ? -1 : execv(path, argv);
+}
+
+int execlp(const char *file, const char *arg, ...)
+{
+	char *argv[MAX_EXECL_ARGS + 1];
+	va_list ap;
+	va_start(ap, arg);
+	int rc = gather(arg, ap, argv, NULL);
+	va_end(ap);
+	return rc < 0 ? -1 : execvp(file, argv);
+}
+
+int execle(const char *path, const char *arg, ...)
+{
+	char *argv[MAX_EXECL_ARGS + 1];
+	char **envp = NULL;
+	va_list ap;
+	va_start(ap, arg);
+	int rc = gather(arg, ap, argv, &envp);
+	va_end(ap);
+	return rc < 0 ? -1 : execve(path, argv, envp);
+}

@@ -1,0 +1,229 @@
+/* Declarations shared by the files of libddpspy.so: per-thread state, configuration, the raw
+ * clock, symbol resolution and event recording. Nothing here is exported from the library. */
+#ifndef DDPSPY_INTERNAL_H
+#define DDPSPY_INTERNAL_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+#include <time.h>
+#include <x86intrin.h>
+
+#include "../common/format.h"
+#include "ring.h"
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* ---- per-thread state ----
+ * Initial-exec TLS: the variable sits at a fixed offset from the thread pointer, so reading it is
+ * one instruction and can never call __tls_get_addr (which may allocate, and would recurse into
+ * us from a wrapper). This is safe because the library is loaded with the program (LD_PRELOAD),
+ * never dlopen'ed late. */
+enum { TS_FRESH, TS_ACTIVE, TS_OFF };
+
+struct dsp_tls {
+	struct ring *ring;   /* NULL until the thread's first event */
+	int guard;           /* >0: inside ddpspy itself or inside an intercepted library call */
+	int state;           /* TS_*: TS_OFF once the thread exited or could not get a ring */
+	int tid;
+	void *thread;        /* struct dsp_thread *, owned by registry.c */
+};
+
+extern __thread struct dsp_tls dsp_tls __attribute__((tls_model("initial-exec")));
+
+/* Recording is on: set once the library is initialised and the output is writable, cleared
+ * when tracing is disabled. Read relaxed on every call. */
+extern int dsp_on;
+
+/* ---- configuration (config.c): every DDPSPY_* variable, read once ---- */
+struct dsp_config {
+	const char *out;      /* DDPSPY_OUT */
+	long ring_kb;         /* DDPSPY_RING_KB */
+	long flush_ms;        /* DDPSPY_FLUSH_MS */
+	long stack_us;        /* DDPSPY_STACK_US; events blocking longer get a call stack */
+	int disable;          /* DDPSPY_DISABLE */
+	int log;              /* DDPSPY_LOG */
+	int signals;          /* DDPSPY_SIGNALS: flush on fatal signals */
+};
+extern struct dsp_config dsp_cfg;
+void dsp_config_load(void);
+
+/* Diagnostics on stderr, errno-safe and allocation-free. dsp_warn always prints; dsp_log only
+ * with DDPSPY_LOG=1. */
+void dsp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void dsp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- the raw clock (clock.c) ----
+ * The TSC where it is invariant (constant_tsc + nonstop_tsc), else CLOCK_MONOTONIC through the
+ * vDSO. Raw values are converted by the collector from the calibration records. */
+extern int dsp_use_tsc;
+void dsp_clock_init(void);
+static inline uint64_t dsp_now(void)
+{
+	if (likely(dsp_use_tsc))
+		return __rdtsc();
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+/* One calibration triple, taken as close together as the clocks allow. */
+void dsp_clock_sample(uint64_t *raw, int64_t *mono_ns, int64_t *real_ns);
+
+/* ---- real functions (resolve.c) ----
+ * Looks name up after this library (RTLD_NEXT) and, failing that, in every loaded object,
+ * including those dlopen'ed RTLD_LOCAL where RTLD_NEXT cannot see. hint is a substring of the
+ * expected library's path, tried first (NULL for none). Returns NULL when nowhere to be found
+ * (the caller then fails the call as the library would); the next call tries again. */
+void *dsp_resolve(const char *name, const char *hint);
+
+/* The same for a symbol with several versions (pthread_cond_wait has GLIBC_2.2.5 and 2.3.2:
+ * plain dlsym may hand back the old one, which expects a different pthread_cond_t). */
+void *dsp_resolve_v(const char *name, const char *version);
+
+#define DSP_REAL_V(ret, name, params, version)                                            \
+	static ret(*real_##name) params;                                                     \
+	static inline int get_##name(void)                                                   \
+	{                                                                                    \
+		if (likely(real_##name != NULL))                                             \
+			return 1;                                                            \
+		real_##name = (ret(*) params)dsp_resolve_v(#name, version);                  \
+		return real_##name != NULL;                                                  \
+	}
+
+/* Declares `real_name` and a resolver `get_name()`; the resolver caches its answer. */
+#define DSP_REAL(ret, name, params, hint)                                                 \
+	static ret(*real_##name) params;                                                     \
+	static inline int get_##name(void)                                                   \
+	{                                                                                    \
+		if (likely(real_##name != NULL))                                             \
+			return 1;                                                            \
+		real_##name = (ret(*) params)dsp_resolve(#name, hint);                       \
+		return real_##name != NULL;                                                  \
+	}
+
+/* ---- recording (record.c, registry.c) ---- */
+
+/* The thread's ring, registering the thread on its first event; NULL when this thread does not
+ * record (tracing off, thread exited, no memory). */
+struct ring *dsp_thread_ring_slow(struct dsp_tls *t);
+static inline struct ring *dsp_thread_ring(struct dsp_tls *t)
+{
+	if (likely(t->ring != NULL))
+		return t->ring;
+	return dsp_thread_ring_slow(t);
+}
+
+/* Enter/leave a wrapper. dsp_enter returns 0 when the call must go straight through
+ * (re-entered, tracing off); otherwise the guard is held until dsp_leave. */
+static inline int dsp_enter(struct dsp_tls *t)
+{
+	if (unlikely(t->guard || !__atomic_load_n(&dsp_on, __ATOMIC_RELAXED) || t->state == TS_OFF))
+		return 0;
+	t->guard = 1;
+	return 1;
+}
+static inline void dsp_leave(struct dsp_tls *t)
+{
+	t->guard = 0;
+}
+
+/* Records an event with nargs integer arguments (called with the guard held). */
+static inline void dsp_emit(struct dsp_tls *t, int kind, uint64_t t0, uint64_t t1, int nargs,
+			    const int64_t *args)
+{
+	struct ring *r = dsp_thread_ring(t);
+	if (unlikely(!r))
+		return;
+	uint32_t len = (uint32_t)(sizeof(struct rec) + 8 * (unsigned)nargs);
+	struct rec *e = ring_reserve(r, len);
+	if (unlikely(!e))
+		return;
+	e->kind = (uint16_t)kind;
+	e->len = (uint16_t)len;
+	e->nargs = (uint8_t)nargs;
+	e->flags = 0;
+	e->slen = 0;
+	e->t0 = t0;
+	e->dur = t1 - t0;
+	for (int i = 0; i < nargs; i++)
+		e->args[i] = args[i];
+	ring_commit(r);
+}
+
+/* The general form: an optional string (copied, cut to 4095 bytes) and, when the event blocked
+ * for longer than DDPSPY_STACK_US, the caller's stack. Not inline: strings and stacks are rare. */
+void dsp_emit_full(struct dsp_tls *t, int kind, uint64_t t0, uint64_t t1, int nargs,
+		   const int64_t *args, const char *str, int want_stack);
+
+/* Blocking events use this: records the stack when the event was long. */
+extern uint64_t dsp_stack_ticks; /* DDPSPY_STACK_US in raw ticks; UINT64_MAX: never */
+static inline void dsp_emit_wait(struct dsp_tls *t, int kind, uint64_t t0, uint64_t t1,
+				 int nargs, const int64_t *args)
+{
+	if (unlikely(t1 - t0 > dsp_stack_ticks))
+		dsp_emit_full(t, kind, t0, t1, nargs, args, NULL, 1);
+	else
+		dsp_emit(t, kind, t0, t1, nargs, args);
+}
+
+/* Call stack capture (stack.c): fills up to max return addresses of the current thread, skipping
+ * ddpspy's own frames; returns the count (0 when libunwind is unavailable). */
+int dsp_stack_capture(void **ips, int max);
+void dsp_stack_load(void);
+
+/* ---- file descriptors (fdclass.c) ---- */
+int dsp_fdclass_probe(int fd);  /* fstat/getsockopt: the class of fd now (a few syscalls) */
+int dsp_fdclass(int fd);        /* cached class; probes (slow path) the first time */
+void dsp_fdclass_set(int fd, int cls);
+void dsp_fdclass_forget(int fd);
+
+/* ---- process identity (identity.c) ---- */
+struct dsp_identity {
+	int role;             /* enum ddpspy_role */
+	int rank, local_rank, world_size; /* -1 when unknown */
+	int parent_rank, parent_pid;      /* workers: the rank process they belong to */
+	char source[24];      /* which environment gave the rank: "torchrun", "ompi", ... */
+};
+/* Pure function of the environment (getenv-like lookup), argv[0] and the command line, for
+ * tests. cmdline is the NUL-separated /proc/self/cmdline contents. */
+void dsp_identity_detect(struct dsp_identity *id, const char *(*get)(const char *name),
+			 const char *cmdline, size_t cmdline_len);
+
+/* ---- process lifecycle (init.c) and the writer (writer.c) ---- */
+extern struct dsp_identity dsp_id;
+int dsp_writer_start(void);               /* starts the writer thread; -1 on failure */
+void dsp_writer_stop_and_drain(const char *reason); /* final drain: exit, exec, signal */
+void dsp_writer_flush_now(void);           /* synchronous drain with the writer paused */
+void dsp_writer_identity_changed(void);    /* rank learned late: new identity record, rename */
+void dsp_writer_atfork_prepare(void);
+void dsp_writer_atfork_parent(void);
+void dsp_writer_atfork_child(void);
+
+/* registry.c: the live threads */
+struct dsp_thread;
+typedef void (*dsp_thread_fn)(struct dsp_thread *th, void *ctx);
+void dsp_registry_walk(dsp_thread_fn fn, void *ctx);   /* RCU read side; writer only */
+void dsp_registry_reap(void);                          /* frees drained rings of exited threads */
+void dsp_registry_init(void);
+void dsp_registry_fork_prepare(void);
+void dsp_registry_fork_parent(void);
+void dsp_registry_fork_child(void);                    /* keep only the calling thread */
+struct ring *dsp_thread_ring_of(struct dsp_thread *th);
+int dsp_thread_tid(struct dsp_thread *th);
+const char *dsp_thread_name(struct dsp_thread *th);
+int dsp_thread_dead(struct dsp_thread *th);
+/* Words of per-thread state owned by the writer. DSP_WS_FINAL: the thread is dead and its ring
+ * drained for the last time, so dsp_registry_reap may free it. */
+enum { DSP_WS_ANNOUNCED, DSP_WS_DROPPED, DSP_WS_WRITTEN, DSP_WS_FINAL };
+uint64_t *dsp_thread_writer_state(struct dsp_thread *th);
+void dsp_thread_set_name(struct dsp_tls *t, const char *name);
+void dsp_registry_lock(void);
+void dsp_registry_unlock(void);
+
+/* MPI (mpi.c) tells init.c the rank once MPI_Init has run. */
+void dsp_identity_from_mpi(int rank, int size);
+
+int dsp_gettid(void);
+
+#endif

@@ -1,0 +1,835 @@
+/* File and descriptor I/O: open, read, stat, close and the blocking waits (poll, select,
+ * epoll_wait), with every ABI alias (*64, __open_2, __read_chk, the __xstat family) so fortified
+ * and pre-2.33 binaries are seen too. Descriptor creators (socket, pipe, accept, dup) only keep
+ * the fd class cache right; they record nothing. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* the wrappers below are the library's exports (exports.map); helpers are static */
+#pragma GCC visibility push(default)
+
+DSP_REAL(int, open, (const char *, int, ...), NULL)
+DSP_REAL(int, open64, (const char *, int, ...), NULL)
+DSP_REAL(int, __open_2, (const char *, int), NULL)
+DSP_REAL(int, __open64_2, (const char *, int), NULL)
+DSP_REAL(int, openat, (int, const char *, int, ...), NULL)
+DSP_REAL(int, openat64, (int, const char *, int, ...), NULL)
+DSP_REAL(int, __openat_2, (int, const char *, int), NULL)
+DSP_REAL(int, __openat64_2, (int, const char *, int), NULL)
+DSP_REAL(ssize_t, read, (int, void *, size_t), NULL)
+DSP_REAL(ssize_t, __read_chk, (int, void *, size_t, size_t), NULL)
+DSP_REAL(ssize_t, pread, (int, void *, size_t, off_t), NULL)
+DSP_REAL(ssize_t, pread64, (int, void *, size_t, off_t), NULL)
+DSP_REAL(ssize_t, __pread_chk, (int, void *, size_t, off_t, size_t), NULL)
+DSP_REAL(ssize_t, __pread64_chk, (int, void *, size_t, off_t, size_t), NULL)
+DSP_REAL(ssize_t, readv, (int, const struct iovec *, int), NULL)
+DSP_REAL(ssize_t, preadv, (int, const struct iovec *, int, off_t), NULL)
+DSP_REAL(ssize_t, preadv64, (int, const struct iovec *, int, off_t), NULL)
+DSP_REAL(int, stat, (const char *, struct stat *), NULL)
+DSP_REAL(int, stat64, (const char *, struct stat64 *), NULL)
+DSP_REAL(int, lstat, (const char *, struct stat *), NULL)
+DSP_REAL(int, lstat64, (const char *, struct stat64 *), NULL)
+DSP_REAL(int, fstat, (int, struct stat *), NULL)
+DSP_REAL(int, fstat64, (int, struct stat64 *), NULL)
+DSP_REAL(int, fstatat, (int, const char *, struct stat *, int), NULL)
+DSP_REAL(int, fstatat64, (int, const char *, struct stat64 *, int), NULL)
+DSP_REAL(int, statx, (int, const char *, int, unsigned, struct statx *), NULL)
+DSP_REAL(int, __xstat, (int, const char *, struct stat *), NULL)
+DSP_REAL(int, __xstat64, (int, const char *, struct stat *), NULL)
+DSP_REAL(int, __lxstat, (int, const char *, struct stat *), NULL)
+DSP_REAL(int, __lxstat64, (int, const char *, struct stat *), NULL)
+DSP_REAL(int, __fxstat, (int, int, struct stat *), NULL)
+DSP_REAL(int, __fxstat64, (int, int, struct stat *), NULL)
+DSP_REAL(int, __fxstatat, (int, int, const char *, struct stat *, int), NULL)
+DSP_REAL(int, __fxstatat64, (int, int, const char *, struct stat *, int), NULL)
+DSP_REAL(int, close, (int), NULL)
+DSP_REAL(int, poll, (struct pollfd *, nfds_t, int), NULL)
+DSP_REAL(int, select, (int, fd_set *, fd_set *, fd_set *, struct timeval *), NULL)
+DSP_REAL(int, epoll_wait, (int, struct epoll_event *, int, int), NULL)
+DSP_REAL(int, epoll_pwait, (int, struct epoll_event *, int, int, const sigset_t *), NULL)
+DSP_REAL(int, socket, (int, int, int), NULL)
+DSP_REAL(int, socketpair, (int, int, int, int[2]), NULL)
+DSP_REAL(int, pipe, (int[2]), NULL)
+DSP_REAL(int, pipe2, (int[2], int), NULL)
+DSP_REAL(int, accept, (int, struct sockaddr *, socklen_t *), NULL)
+DSP_REAL(int, accept4, (int, struct sockaddr *, socklen_t *, int), NULL)
+DSP_REAL(int, dup, (int), NULL)
+DSP_REAL(int, dup2, (int, int), NULL)
+DSP_REAL(int, dup3, (int, int, int), NULL)
+
+static int enosys(void)
+{
+	errno = ENOSYS;
+	return -1;
+}
+
+/* ---- recording: each takes the guard from the wrapper and gives it back ---- */
+
+/* A path-opened descriptor is a file unless the path or flags say otherwise: classifying it
+ * costs no syscall. A FIFO opened by path is the exception, seen as "file". */
+static int class_of_path(const char *path, int flags)
+{
+	if (flags & O_DIRECTORY)
+		return DDPSPY_FD_DIR;
+	if (path && !strncmp(path, "/dev/", 5) && strncmp(path, "/dev/shm/", 9) &&
+	    strncmp(path, "/dev/fd/", 8))
+		return DDPSPY_FD_DEVICE;
+	return DDPSPY_FD_FILE;
+}
+
+static void rec_open(struct dsp_tls *t, uint64_t t0, int fd, int flags, const char *path)
+{
+	uint64_t t1 = dsp_now();
+	int e = errno;
+	int cls = class_of_path(path, flags);
+	if (fd >= 0)
+		dsp_fdclass_set(fd, cls);
+	int64_t a[3] = {fd, flags, cls};
+	dsp_emit_full(t, DDPSPY_EV_OPEN, t0, t1, 3, a, path ? path : "",
+		      t1 - t0 > dsp_stack_ticks);
+	dsp_leave(t);
+	errno = e;
+}
+
+static void rec_read(struct dsp_tls *t, int kind, uint64_t t0, int fd, int64_t bytes,
+		     int64_t ret, int nextra, int64_t extra)
+{
+	uint64_t t1 = dsp_now();
+	int e = errno;
+	int64_t a[5] = {fd, dsp_fdclass(fd), bytes, ret, extra};
+	dsp_emit_wait(t, kind, t0, t1, 4 + nextra, a);
+	dsp_leave(t);
+	errno = e;
+}
+
+static void rec_stat(struct dsp_tls *t, uint64_t t0, int rc, const char *path)
+{
+	uint64_t t1 = dsp_now();
+	int e = errno;
+	int64_t a[1] = {rc};
+	dsp_emit_full(t, DDPSPY_EV_STAT, t0, t1, 1, a, path ? path : "",
+		      t1 - t0 > dsp_stack_ticks);
+	dsp_leave(t);
+	errno = e;
+}
+
+static void rec_fstat(struct dsp_tls *t, uint64_t t0, int fd, int rc)
+{
+	uint64_t t1 = dsp_now();
+	int e = errno;
+	int64_t a[3] = {fd, dsp_fdclass(fd), rc};
+	dsp_emit(t, DDPSPY_EV_FSTAT, t0, t1, 3, a);
+	dsp_leave(t);
+	errno = e;
+}
+
+static void rec_wait(struct dsp_tls *t, int kind, uint64_t t0, int nargs, int64_t a0, int64_t a1,
+		     int64_t a2, int64_t a3)
+{
+	uint64_t t1 = dsp_now();
+	int e = errno;
+	int64_t a[4] = {a0, a1, a2, a3};
+	dsp_emit_wait(t, kind, t0, t1, nargs, a);
+	dsp_leave(t);
+	errno = e;
+}
+
+static mode_t mode_arg(int flags, va_list ap)
+{
+	return flags & (O_CREAT | O_TMPFILE) ? (mode_t)va_arg(ap, int) : 0;
+}
+
+/* ---- open ---- */
+int open(const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = mode_arg(flags, ap);
+	va_end(ap);
+	if (!get_open())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t)) {
+		int fd = real_open(path, flags, mode);
+		dsp_fdclass_set(fd, class_of_path(path, flags));
+		return fd;
+	}
+	uint64_t t0 = dsp_now();
+	int fd = real_open(path, flags, mode);
+	rec_open(t, t0, fd, flags, path);
+	return fd;
+}
+
+int open64(const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = mode_arg(flags, ap);
+	va_end(ap);
+	if (!get_open64())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t)) {
+		int fd = real_open64(path, flags, mode);
+		dsp_fdclass_set(fd, class_of_path(path, flags));
+		return fd;
+	}
+	uint64_t t0 = dsp_now();
+	int fd = real_open64(path, flags, mode);
+	rec_open(t, t0, fd, flags, path);
+	return fd;
+}
+
+int __open_2(const char *path, int flags)
+{
+	if (!get___open_2())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t)) {
+		int fd = real___open_2(path, flags);
+		dsp_fdclass_set(fd, class_of_path(path, flags));
+		return fd;
+	}
+	uint64_t t0 = dsp_now();
+	int fd = real___open_2(path, flags);
+	rec_open(t, t0, fd, flags, path);
+	return fd;
+}
+
+int __open64_2(const char *path, int flags)
+{
+	if (!get___open64_2())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t)) {
+		int fd = real___open64_2(path, flags);
+		dsp_fdclass_set(fd, class_of_path(path, flags));
+		return fd;
+	}
+	uint64_t t0 = dsp_now();
+	int fd = real___open64_2(path, flags);
+	rec_open(t, t0, fd, flags, path);
+	return fd;
+}
+
+int openat(int dirfd, const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = mode_arg(flags, ap);
+	va_end(ap);
+	if (!get_openat())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t)) {
+		int fd = real_openat(dirfd, path, flags, mode);
+		dsp_fdclass_set(fd, class_of_path(path, flags));
+		return fd;
+	}
+	uint64_t t0 = dsp_now();
+	int fd = real_openat(dirfd, path, flags, mode);
+	rec_open(t, t0, fd, flags, path);
+	return fd;
+}
+
+int openat64(int dirfd, const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = mode_arg(flags, ap);
+	va_end(ap);
+	if (!get_openat64())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t)) {
+		int fd = real_openat64(dirfd, path, flags, mode);
+		dsp_fdclass_set(fd, class_of_path(path, flags));
+		return fd;
+	}
+	uint64_t t0 = dsp_now();
+	int fd = real_openat64(dirfd, path, flags, mode);
+	rec_open(t, t0, fd, flags, path);
+	return fd;
+}
+
+int __openat_2(int dirfd, const char *path, int flags)
+{
+	if (!get___openat_2())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t)) {
+		int fd = real___openat_2(dirfd, path, flags);
+		dsp_fdclass_set(fd, class_of_path(path, flags));
+		return fd;
+	}
+	uint64_t t0 = dsp_now();
+	int fd = real___openat_2(dirfd, path, flags);
+	rec_open(t, t0, fd, flags, path);
+	return fd;
+}
+
+int __openat64_2(int dirfd, const char *path, int flags)
+{
+	if (!get___openat64_2())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t)) {
+		int fd = real___openat64_2(dirfd, path, flags);
+		dsp_fdclass_set(fd, class_of_path(path, flags));
+		return fd;
+	}
+	uint64_t t0 = dsp_now();
+	int fd = real___openat64_2(dirfd, path, flags);
+	rec_open(t, t0, fd, flags, path);
+	return fd;
+}
+
+/* ---- read ---- */
+ssize_t read(int fd, void *buf, size_t n)
+{
+	if (!get_read())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_read(fd, buf, n);
+	uint64_t t0 = dsp_now();
+	ssize_t rc = real_read(fd, buf, n);
+	rec_read(t, DDPSPY_EV_READ, t0, fd, (int64_t)n, rc, 0, 0);
+	return rc;
+}
+
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (!get___read_chk())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real___read_chk(fd, buf, n, buflen);
+	uint64_t t0 = dsp_now();
+	ssize_t rc = real___read_chk(fd, buf, n, buflen);
+	rec_read(t, DDPSPY_EV_READ, t0, fd, (int64_t)n, rc, 0, 0);
+	return rc;
+}
+
+ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+	if (!get_pread())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_pread(fd, buf, n, off);
+	uint64_t t0 = dsp_now();
+	ssize_t rc = real_pread(fd, buf, n, off);
+	rec_read(t, DDPSPY_EV_PREAD, t0, fd, (int64_t)n, rc, 1, off);
+	return rc;
+}
+
+ssize_t pread64(int fd, void *buf, size_t n, off_t off)
+{
+	if (!get_pread64())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_pread64(fd, buf, n, off);
+	uint64_t t0 = dsp_now();
+	ssize_t rc = real_pread64(fd, buf, n, off);
+	rec_read(t, DDPSPY_EV_PREAD, t0, fd, (int64_t)n, rc, 1, off);
+	return rc;
+}
+
+ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
+{
+	if (!get___pread_chk())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real___pread_chk(fd, buf, n, off, buflen);
+	uint64_t t0 = dsp_now();
+	ssize_t rc = real___pread_chk(fd, buf, n, off, buflen);
+	rec_read(t, DDPSPY_EV_PREAD, t0, fd, (int64_t)n, rc, 1, off);
+	return rc;
+}
+
+ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
+{
+	if (!get___pread64_chk())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real___pread64_chk(fd, buf, n, off, buflen);
+	uint64_t t0 = dsp_now();
+	ssize_t rc = real___pread64_chk(fd, buf, n, off, buflen);
+	rec_read(t, DDPSPY_EV_PREAD, t0, fd, (int64_t)n, rc, 1, off);
+	return rc;
+}
+
+static int64_t iov_bytes(const struct iovec *iov, int n)
+{
+	int64_t b = 0;
+	for (int i = 0; iov && i < n; i++)
+		b += (int64_t)iov[i].iov_len;
+	return b;
+}
+
+ssize_t readv(int fd, const struct iovec *iov, int n)
+{
+	if (!get_readv())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_readv(fd, iov, n);
+	uint64_t t0 = dsp_now();
+	ssize_t rc = real_readv(fd, iov, n);
+	rec_read(t, DDPSPY_EV_READV, t0, fd, iov_bytes(iov, n), rc, 1, n);
+	return rc;
+}
+
+ssize_t preadv(int fd, const struct iovec *iov, int n, off_t off)
+{
+	if (!get_preadv())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_preadv(fd, iov, n, off);
+	uint64_t t0 = dsp_now();
+	ssize_t rc = real_preadv(fd, iov, n, off);
+	rec_read(t, DDPSPY_EV_READV, t0, fd, iov_bytes(iov, n), rc, 1, n);
+	return rc;
+}
+
+ssize_t preadv64(int fd, const struct iovec *iov, int n, off_t off)
+{
+	if (!get_preadv64())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_preadv64(fd, iov, n, off);
+	uint64_t t0 = dsp_now();
+	ssize_t rc = real_preadv64(fd, iov, n, off);
+	rec_read(t, DDPSPY_EV_READV, t0, fd, iov_bytes(iov, n), rc, 1, n);
+	return rc;
+}
+
+/* ---- stat ---- */
+int stat(const char *path, struct stat *st)
+{
+	if (!get_stat())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_stat(path, st);
+	uint64_t t0 = dsp_now();
+	int rc = real_stat(path, st);
+	rec_stat(t, t0, rc, path);
+	return rc;
+}
+
+int stat64(const char *path, struct stat64 *st)
+{
+	if (!get_stat64())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_stat64(path, st);
+	uint64_t t0 = dsp_now();
+	int rc = real_stat64(path, st);
+	rec_stat(t, t0, rc, path);
+	return rc;
+}
+
+int lstat(const char *path, struct stat *st)
+{
+	if (!get_lstat())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_lstat(path, st);
+	uint64_t t0 = dsp_now();
+	int rc = real_lstat(path, st);
+	rec_stat(t, t0, rc, path);
+	return rc;
+}
+
+int lstat64(const char *path, struct stat64 *st)
+{
+	if (!get_lstat64())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_lstat64(path, st);
+	uint64_t t0 = dsp_now();
+	int rc = real_lstat64(path, st);
+	rec_stat(t, t0, rc, path);
+	return rc;
+}
+
+int fstatat(int dirfd, const char *path, struct stat *st, int flags)
+{
+	if (!get_fstatat())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_fstatat(dirfd, path, st, flags);
+	uint64_t t0 = dsp_now();
+	int rc = real_fstatat(dirfd, path, st, flags);
+	rec_stat(t, t0, rc, path);
+	return rc;
+}
+
+int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
+{
+	if (!get_fstatat64())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_fstatat64(dirfd, path, st, flags);
+	uint64_t t0 = dsp_now();
+	int rc = real_fstatat64(dirfd, path, st, flags);
+	rec_stat(t, t0, rc, path);
+	return rc;
+}
+
+int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *st)
+{
+	if (!get_statx())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_statx(dirfd, path, flags, mask, st);
+	uint64_t t0 = dsp_now();
+	int rc = real_statx(dirfd, path, flags, mask, st);
+	rec_stat(t, t0, rc, path);
+	return rc;
+}
+
+int __xstat(int ver, const char *path, struct stat *st)
+{
+	if (!get___xstat())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real___xstat(ver, path, st);
+	uint64_t t0 = dsp_now();
+	int rc = real___xstat(ver, path, st);
+	rec_stat(t, t0, rc, path);
+	return rc;
+}
+
+int __xstat64(int ver, const char *path, struct stat *st)
+{
+	if (!get___xstat64())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real___xstat64(ver, path, st);
+	uint64_t t0 = dsp_now();
+	int rc = real___xstat64(ver, path, st);
+	rec_stat(t, t0, rc, path);
+	return rc;
+}
+
+int __lxstat(int ver, const char *path, struct stat *st)
+{
+	if (!get___lxstat())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real___lxstat(ver, path, st);
+	uint64_t t0 = dsp_now();
+	int rc = real___lxstat(ver, path, st);
+	rec_stat(t, t0, rc, path);
+	return rc;
+}
+
+int __lxstat64(int ver, const char *path, struct stat *st)
+{
+	if (!get___lxstat64())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real___lxstat64(ver, path, st);
+	uint64_t t0 = dsp_now();
+	int rc = real___lxstat64(ver, path, st);
+	rec_stat(t, t0, rc, path);
+	return rc;
+}
+
+int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags)
+{
+	if (!get___fxstatat())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real___fxstatat(ver, dirfd, path, st, flags);
+	uint64_t t0 = dsp_now();
+	int rc = real___fxstatat(ver, dirfd, path, st, flags);
+	rec_stat(t, t0, rc, path);
+	return rc;
+}
+
+int __fxstatat64(int ver, int dirfd, const char *path, struct stat *st, int flags)
+{
+	if (!get___fxstatat64())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real___fxstatat64(ver, dirfd, path, st, flags);
+	uint64_t t0 = dsp_now();
+	int rc = real___fxstatat64(ver, dirfd, path, st, flags);
+	rec_stat(t, t0, rc, path);
+	return rc;
+}
+
+int fstat(int fd, struct stat *st)
+{
+	if (!get_fstat())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_fstat(fd, st);
+	uint64_t t0 = dsp_now();
+	int rc = real_fstat(fd, st);
+	rec_fstat(t, t0, fd, rc);
+	return rc;
+}
+
+int fstat64(int fd, struct stat64 *st)
+{
+	if (!get_fstat64())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_fstat64(fd, st);
+	uint64_t t0 = dsp_now();
+	int rc = real_fstat64(fd, st);
+	rec_fstat(t, t0, fd, rc);
+	return rc;
+}
+
+int __fxstat(int ver, int fd, struct stat *st)
+{
+	if (!get___fxstat())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real___fxstat(ver, fd, st);
+	uint64_t t0 = dsp_now();
+	int rc = real___fxstat(ver, fd, st);
+	rec_fstat(t, t0, fd, rc);
+	return rc;
+}
+
+int __fxstat64(int ver, int fd, struct stat *st)
+{
+	if (!get___fxstat64())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real___fxstat64(ver, fd, st);
+	uint64_t t0 = dsp_now();
+	int rc = real___fxstat64(ver, fd, st);
+	rec_fstat(t, t0, fd, rc);
+	return rc;
+}
+
+/* ---- close ---- */
+int close(int fd)
+{
+	if (!get_close())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t)) {
+		dsp_fdclass_forget(fd);
+		return real_close(fd);
+	}
+	int cls = dsp_fdclass(fd);
+	dsp_fdclass_forget(fd); /* before the number can be handed out again */
+	uint64_t t0 = dsp_now();
+	int rc = real_close(fd);
+	uint64_t t1 = dsp_now();
+	int e = errno;
+	int64_t a[3] = {fd, cls, rc};
+	dsp_emit(t, DDPSPY_EV_CLOSE, t0, t1, 3, a);
+	dsp_leave(t);
+	errno = e;
+	return rc;
+}
+
+/* ---- waits on descriptors: recorded only when they may block (a zero timeout is a poll of
+ * state that event loops make thousands of times a second) ---- */
+int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	if (!get_poll())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (timeout == 0 || !dsp_enter(t))
+		return real_poll(fds, n, timeout);
+	uint64_t t0 = dsp_now();
+	int rc = real_poll(fds, n, timeout);
+	rec_wait(t, DDPSPY_EV_POLL, t0, 3, (int64_t)n, timeout, rc, 0);
+	return rc;
+}
+
+int select(int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
+{
+	if (!get_select())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if ((tv && tv->tv_sec == 0 && tv->tv_usec == 0) || !dsp_enter(t))
+		return real_select(n, r, w, x, tv);
+	int64_t us = tv ? (int64_t)tv->tv_sec * 1000000 + tv->tv_usec : -1;
+	uint64_t t0 = dsp_now();
+	int rc = real_select(n, r, w, x, tv);
+	rec_wait(t, DDPSPY_EV_SELECT, t0, 3, n, us, rc, 0);
+	return rc;
+}
+
+int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+{
+	if (!get_epoll_wait())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (timeout == 0 || !dsp_enter(t))
+		return real_epoll_wait(epfd, ev, max, timeout);
+	uint64_t t0 = dsp_now();
+	int rc = real_epoll_wait(epfd, ev, max, timeout);
+	rec_wait(t, DDPSPY_EV_EPOLL_WAIT, t0, 4, epfd, max, timeout, rc);
+	return rc;
+}
+
+int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *ss)
+{
+	if (!get_epoll_pwait())
+		return enosys();
+	struct dsp_tls *t = &dsp_tls;
+	if (timeout == 0 || !dsp_enter(t))
+		return real_epoll_pwait(epfd, ev, max, timeout, ss);
+	uint64_t t0 = dsp_now();
+	int rc = real_epoll_pwait(epfd, ev, max, timeout, ss);
+	rec_wait(t, DDPSPY_EV_EPOLL_WAIT, t0, 4, epfd, max, timeout, rc);
+	return rc;
+}
+
+/* ---- descriptor creators: keep the class cache right, record nothing ---- */
+static int class_of_socket(int domain, int type)
+{
+	type &= ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (domain == AF_UNIX)
+		return DDPSPY_FD_UNIX;
+	if (domain == AF_INET || domain == AF_INET6)
+		return type == SOCK_STREAM ? DDPSPY_FD_TCP
+		       : type == SOCK_DGRAM ? DDPSPY_FD_UDP : DDPSPY_FD_SOCKET;
+	return DDPSPY_FD_SOCKET;
+}
+
+int socket(int domain, int type, int proto)
+{
+	if (!get_socket())
+		return enosys();
+	int fd = real_socket(domain, type, proto);
+	dsp_fdclass_set(fd, class_of_socket(domain, type));
+	return fd;
+}
+
+int socketpair(int domain, int type, int proto, int sv[2])
+{
+	if (!get_socketpair())
+		return enosys();
+	int rc = real_socketpair(domain, type, proto, sv);
+	if (rc == 0) {
+		dsp_fdclass_set(sv[0], class_of_socket(domain, type));
+		dsp_fdclass_set(sv[1], class_of_socket(domain, type));
+	}
+	return rc;
+}
+
+int pipe(int fds[2])
+{
+	if (!get_pipe())
+		return enosys();
+	int rc = real_pipe(fds);
+	if (rc == 0) {
+		dsp_fdclass_set(fds[0], DDPSPY_FD_PIPE);
+		dsp_fdclass_set(fds[1], DDPSPY_FD_PIPE);
+	}
+	return rc;
+}
+
+int pipe2(int fds[2], int flags)
+{
+	if (!get_pipe2())
+		return enosys();
+	int rc = real_pipe2(fds, flags);
+	if (rc == 0) {
+		dsp_fdclass_set(fds[0], DDPSPY_FD_PIPE);
+		dsp_fdclass_set(fds[1], DDPSPY_FD_PIPE);
+	}
+	return rc;
+}
+
+/* An accepted or duplicated descriptor is what its origin is; an unknown origin stays unknown
+ * and is probed on first use. */
+static void inherit_class(int newfd, int from)
+{
+	int saved = errno;
+	dsp_fdclass_forget(newfd);
+	if (newfd >= 0 && from >= 0)
+		dsp_fdclass_set(newfd, dsp_fdclass(from));
+	errno = saved;
+}
+
+int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	if (!get_accept())
+		return enosys();
+	int rc = real_accept(fd, addr, len);
+	inherit_class(rc, fd);
+	return rc;
+}
+
+int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	if (!get_accept4())
+		return enosys();
+	int rc = real_accept4(fd, addr, len, flags);
+	inherit_class(rc, fd);
+	return rc;
+}
+
+int dup(int fd)
+{
+	if (!get_dup())
+		return enosys();
+	int rc = real_dup(fd);
+	inherit_class(rc, fd);
+	return rc;
+}
+
+int dup2(int fd, int newfd)
+{
+	if (!get_dup2())
+		return enosys();
+	int rc = real_dup2(fd, newfd);
+	if (rc >= 0 && rc != fd)
+		inherit_class(rc, fd);
+	return rc;
+}
+
+int dup3(int fd, int newfd, int flags)
+{
+	if (!get_dup3())
+		return enosys();
+	int rc = real_dup3(fd, newfd, flags);
+	inherit_class(rc, fd);
+	return rc;
+}

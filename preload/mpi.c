@@ -1,0 +1,262 @@
+/* MPI: collectives (blocking and nonblocking), point-to-point, waits, init and finalize. Each
+ * MPI_X records and forwards to PMPI_X. The wrappers themselves are generated
+ * (mpi_wrappers.inc, from tools/gen_mpi.py); the recording they share is here.
+ *
+ * Built against Open MPI's mpi.h, whose handles are pointers. Nothing here may refer to Open
+ * MPI's global objects (MPI_COMM_WORLD is &ompi_mpi_comm_world): that would make
+ * libddpspy.so unloadable in programs without MPI. Such objects are looked up at run time. */
+#include "internal.h"
+
+#include <mpi.h>
+#include <sched.h>
+#include <stdlib.h>
+
+DSP_REAL(int, PMPI_Init, (int *, char ***), "libmpi")
+DSP_REAL(int, PMPI_Init_thread, (int *, char ***, int, int *), "libmpi")
+DSP_REAL(int, PMPI_Finalize, (void), "libmpi")
+DSP_REAL(int, PMPI_Comm_rank, (MPI_Comm, int *), "libmpi")
+DSP_REAL(int, PMPI_Comm_size, (MPI_Comm, int *), "libmpi")
+DSP_REAL(int, PMPI_Type_size, (MPI_Datatype, int *), "libmpi")
+DSP_REAL(int, PMPI_Comm_group, (MPI_Comm, MPI_Group *), "libmpi")
+DSP_REAL(int, PMPI_Group_translate_ranks, (MPI_Group, int, const int[], MPI_Group, int[]), "libmpi")
+DSP_REAL(int, PMPI_Group_free, (MPI_Group *), "libmpi")
+DSP_REAL(int, PMPI_Comm_test_inter, (MPI_Comm, int *), "libmpi")
+DSP_REAL(int, PMPI_Comm_free, (MPI_Comm *), "libmpi")
+
+static MPI_Comm world; /* &ompi_mpi_comm_world, found after MPI_Init */
+
+/* ---- sizes ---- */
+static int64_t tsize(MPI_Datatype t)
+{
+	int s = 0;
+	return get_PMPI_Type_size() && real_PMPI_Type_size(t, &s) == MPI_SUCCESS ? s : 0;
+}
+
+static int64_t csize(MPI_Comm c)
+{
+	int s = 0;
+	return get_PMPI_Comm_size() && real_PMPI_Comm_size(c, &s) == MPI_SUCCESS ? s : 0;
+}
+
+static int crank(MPI_Comm c)
+{
+	int r = -1;
+	return get_PMPI_Comm_rank() && real_PMPI_Comm_rank(c, &r) == MPI_SUCCESS ? r : -1;
+}
+
+static int64_t vsum(const int *counts, MPI_Comm c)
+{
+	int64_t n = csize(c), s = 0;
+	for (int64_t i = 0; counts && i < n; i++)
+		s += counts[i];
+	return s;
+}
+
+static int64_t request_id(const MPI_Request *r)
+{
+	return r ? (int64_t)(uintptr_t)*r : 0;
+}
+
+static int64_t first_request(const MPI_Request *r, int count)
+{
+	return r && count > 0 ? (int64_t)(uintptr_t)r[0] : 0;
+}
+
+/* ---- communicators ----
+ * Collectives are matched across ranks by (communicator id, sequence number). A handle means
+ * nothing on another rank, so the id is made from what every member sees alike: the world ranks
+ * of the members, plus how many communicators with the same members this process met before
+ * (MPI creates communicators collectively, so that count agrees too). World is 0. */
+#define MAX_COMMS 1024
+static struct comm_ent {
+	void *handle; /* release-stored once id is set; NULL again after MPI_Comm_free */
+	int64_t id;
+	uint64_t hash;
+	uint64_t seq;
+} comms[MAX_COMMS];
+static int ncomms;
+static int comm_lock;
+static uint64_t overflow_seq; /* sequence for communicators past the table's size */
+
+static uint64_t members_hash(MPI_Comm c)
+{
+	MPI_Group g, wg;
+	int n = (int)csize(c), inter = 0;
+	uint64_t h = 1469598103934665603ull ^ (uint64_t)n;
+
+	if (!world || !get_PMPI_Comm_group() || !get_PMPI_Group_translate_ranks() ||
+	    !get_PMPI_Group_free() || !get_PMPI_Comm_test_inter())
+		return 0;
+	if (real_PMPI_Comm_test_inter(c, &inter) != MPI_SUCCESS || inter || n <= 0)
+		return 0;
+	int *in = malloc(2 * sizeof(int) * (size_t)n); /* once per communicator */
+	if (!in)
+		return 0;
+	int *out = in + n;
+	for (int i = 0; i < n; i++)
+		in[i] = i;
+	if (real_PMPI_Comm_group(c, &g) == MPI_SUCCESS) {
+		if (real_PMPI_Comm_group(world, &wg) == MPI_SUCCESS) {
+			if (real_PMPI_Group_translate_ranks(g, n, in, wg, out) == MPI_SUCCESS)
+				for (int i = 0; i < n; i++)
+					h = (h ^ (uint64_t)(uint32_t)out[i]) * 1099511628211ull;
+			real_PMPI_Group_free(&wg);
+		}
+		real_PMPI_Group_free(&g);
+	}
+	free(in);
+	return h;
+}
+
+static struct comm_ent *comm_find(MPI_Comm c)
+{
+	int n = __atomic_load_n(&ncomms, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < n; i++)
+		if (__atomic_load_n(&comms[i].handle, __ATOMIC_ACQUIRE) == (void *)c)
+			return &comms[i];
+	return NULL;
+}
+
+static struct comm_ent *comm_get(MPI_Comm c)
+{
+	struct comm_ent *e = comm_find(c);
+	if (likely(e != NULL))
+		return e;
+	/* first collective on this communicator: the slow path */
+	uint64_t h = c == world ? 0 : members_hash(c);
+	while (__atomic_exchange_n(&comm_lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+	e = comm_find(c);
+	if (!e && ncomms < MAX_COMMS) {
+		int same = 0;
+		for (int i = 0; i < ncomms; i++)
+			same += comms[i].hash == h;
+		e = &comms[ncomms];
+		e->hash = h;
+		e->id = c == world ? 0 : (int64_t)(((h & 0x7fffffffffffull) << 8) | (uint64_t)(same & 0xff));
+		if (h == 0 && c != world)
+			e->id = -1; /* an intercommunicator, or MPI not answering */
+		e->seq = 0;
+		__atomic_store_n(&e->handle, (void *)c, __ATOMIC_RELEASE);
+		__atomic_store_n(&ncomms, ncomms + 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&comm_lock, 0, __ATOMIC_RELEASE);
+	return e;
+}
+
+int MPI_Comm_free(MPI_Comm *c)
+{
+	if (!get_PMPI_Comm_free())
+		return MPI_ERR_OTHER;
+	struct comm_ent *e = c ? comm_find(*c) : NULL;
+	int rc = real_PMPI_Comm_free(c);
+	/* the handle may be reused for a new communicator: forget this one */
+	if (rc == MPI_SUCCESS && e)
+		__atomic_store_n(&e->handle, NULL, __ATOMIC_RELEASE);
+	return rc;
+}
+
+/* ---- recording (each gives the guard back) ---- */
+static void rec_coll(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, MPI_Comm comm,
+		     int64_t bytes, int64_t root, int64_t request, int rc)
+{
+	struct comm_ent *e = comm_get(comm);
+	uint64_t seq = __atomic_fetch_add(e ? &e->seq : &overflow_seq, 1, __ATOMIC_RELAXED);
+	int64_t a[7] = {op, e ? e->id : -1, (int64_t)seq, bytes, root, request, rc};
+	if (request == -1) { /* blocking: no request argument */
+		a[5] = rc;
+		dsp_emit_wait(t, DDPSPY_EV_MPI_COLL, t0, t1, 6, a);
+	} else {
+		dsp_emit(t, DDPSPY_EV_MPI_ICOLL, t0, t1, 7, a);
+	}
+	dsp_leave(t);
+}
+
+static void rec_p2p(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, MPI_Comm comm,
+		    int64_t peer, int64_t tag, int64_t bytes, int64_t request, int rc)
+{
+	struct comm_ent *e = comm_get(comm);
+	int64_t a[7] = {op, e ? e->id : -1, peer, tag, bytes, request, rc};
+	dsp_emit_wait(t, DDPSPY_EV_MPI_P2P, t0, t1, 7, a);
+	dsp_leave(t);
+}
+
+/* Waits are recorded when they complete something: a Test that finds nothing done is a poll. */
+static void rec_wait(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, int64_t count,
+		     int64_t request, int rc, int completed)
+{
+	if (completed || rc != MPI_SUCCESS) {
+		int64_t a[4] = {op, count, request, rc};
+		dsp_emit_wait(t, DDPSPY_EV_MPI_WAIT, t0, t1, 4, a);
+	}
+	dsp_leave(t);
+}
+
+/* ---- init and finalize ---- */
+static void after_init(struct dsp_tls *t, uint64_t t0, int rc)
+{
+	uint64_t t1 = dsp_now();
+	int rank = -1, size = -1;
+
+	if (rc == MPI_SUCCESS) {
+		world = (MPI_Comm)dsp_resolve("ompi_mpi_comm_world", "libmpi");
+		if (world) {
+			rank = crank(world);
+			size = (int)csize(world);
+			if (rank >= 0 && size > 0)
+				dsp_identity_from_mpi(rank, size);
+		} else {
+			dsp_log("not Open MPI: the rank comes from the environment only");
+		}
+	}
+	int64_t a[3] = {rank, size, rc};
+	dsp_emit(t, DDPSPY_EV_MPI_INIT, t0, t1, 3, a);
+	dsp_leave(t);
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+	if (!get_PMPI_Init())
+		return MPI_ERR_OTHER;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_PMPI_Init(argc, argv);
+	uint64_t t0 = dsp_now();
+	int rc = real_PMPI_Init(argc, argv);
+	after_init(t, t0, rc);
+	return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+	if (!get_PMPI_Init_thread())
+		return MPI_ERR_OTHER;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_PMPI_Init_thread(argc, argv, required, provided);
+	uint64_t t0 = dsp_now();
+	int rc = real_PMPI_Init_thread(argc, argv, required, provided);
+	after_init(t, t0, rc);
+	return rc;
+}
+
+int MPI_Finalize(void)
+{
+	if (!get_PMPI_Finalize())
+		return MPI_ERR_OTHER;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_PMPI_Finalize();
+	uint64_t t0 = dsp_now();
+	int rc = real_PMPI_Finalize();
+	uint64_t t1 = dsp_now();
+	int64_t a[1] = {rc};
+	dsp_emit(t, DDPSPY_EV_MPI_FINALIZE, t0, t1, 1, a);
+	dsp_leave(t);
+	return rc;
+}
+
+#include "mpi_wrappers.inc"
+
+/* the wrappers below are the library's exports (exports.map); helpers are static */
+#pragma GCC visibility push(default)

@@ -1,0 +1,104 @@
+/* The slow forms of recording: events with a string argument or a call stack. The stack comes
+ * from libunwind, loaded with dlopen(RTLD_LOCAL) by the writer thread at start: linked normally
+ * it would put its own _Unwind_* symbols ahead of libgcc_s in the program's global scope and
+ * change how the program's C++ exceptions unwind. */
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#define STACK_MAX 48
+#define STR_MAX 4095
+
+static int (*unw_backtrace_fn)(void **buf, int size);
+static uintptr_t self_lo, self_hi; /* our own text, whose frames a stack leaves out */
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	uintptr_t me = (uintptr_t)ctx, lo = UINTPTR_MAX, hi = 0;
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+		lo = a < lo ? a : lo;
+		hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
+	}
+	if (me >= lo && me < hi) {
+		self_lo = lo;
+		self_hi = hi;
+		return 1;
+	}
+	return 0;
+}
+
+void dsp_stack_load(void)
+{
+	if (dsp_cfg.stack_us < 0)
+		return;
+	dl_iterate_phdr(find_self, (void *)(uintptr_t)dsp_stack_load);
+	void *h = dlopen("libunwind.so.8", RTLD_LAZY | RTLD_LOCAL);
+	if (!h) {
+		dsp_log("libunwind not available (%s): no call stacks", dlerror());
+		return;
+	}
+	__atomic_store_n(&unw_backtrace_fn, (int (*)(void **, int))dlsym(h, "unw_backtrace"),
+			 __ATOMIC_RELEASE);
+}
+
+int dsp_stack_capture(void **ips, int max)
+{
+	int (*fn)(void **, int) = __atomic_load_n(&unw_backtrace_fn, __ATOMIC_ACQUIRE);
+	if (!fn)
+		return 0;
+	int n = fn(ips, max), skip = 0;
+	while (skip < n && (uintptr_t)ips[skip] >= self_lo && (uintptr_t)ips[skip] < self_hi)
+		skip++;
+	memmove(ips, ips + skip, (size_t)(n - skip) * sizeof *ips);
+	return n > skip ? n - skip : 0;
+}
+
+void dsp_emit_full(struct dsp_tls *t, int kind, uint64_t t0, uint64_t t1, int nargs,
+		   const int64_t *args, const char *str, int want_stack)
+{
+	void *ips[STACK_MAX + 8];
+	int nf = 0;
+	size_t slen = 0;
+
+	struct ring *r = dsp_thread_ring(t);
+	if (!r)
+		return;
+	if (want_stack) {
+		nf = dsp_stack_capture(ips, STACK_MAX + 8);
+		nf = nf > STACK_MAX ? STACK_MAX : nf;
+	}
+	if (str) {
+		slen = strnlen(str, STR_MAX);
+	}
+	uint32_t len = (uint32_t)(sizeof(struct rec) + 8 * (unsigned)nargs + ((slen + 7) & ~7u) +
+				  (nf ? 8 + 8 * (unsigned)nf : 0));
+	struct rec *e = ring_reserve(r, len);
+	if (!e)
+		return;
+	e->kind = (uint16_t)kind;
+	e->len = (uint16_t)len;
+	e->nargs = (uint8_t)nargs;
+	e->flags = (uint8_t)((str ? REC_STR : 0) | (nf ? REC_STACK : 0));
+	e->slen = (uint16_t)slen;
+	e->t0 = t0;
+	e->dur = t1 - t0;
+	for (int i = 0; i < nargs; i++)
+		e->args[i] = args[i];
+	unsigned char *p = (unsigned char *)&e->args[nargs];
+	if (str) {
+		memcpy(p, str, slen);
+		p += (slen + 7) & ~7u;
+	}
+	if (nf) {
+		uint64_t n = (uint64_t)nf;
+		memcpy(p, &n, 8);
+		memcpy(p + 8, ips, 8 * (size_t)nf);
+	}
+	ring_commit(r);
+}

@@ -1,0 +1,82 @@
+/* Finding the real function behind each wrapper.
+ *
+ * RTLD_NEXT finds symbols in objects loaded after us in the global scope. Libraries that Python
+ * extension modules pull in (libtorch -> libgloo) are dlopen'ed RTLD_LOCAL: their symbols are in
+ * no global scope, so RTLD_NEXT returns NULL for them even though calls from inside that local
+ * scope still bind to our wrapper first (LD_PRELOAD objects are searched before any local scope).
+ * For those we walk the loaded objects, take a handle on each with RTLD_NOLOAD (no load, just a
+ * reference) and look the name up in it, refusing any answer that points back into ddpspy. */
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#define MAX_OBJECTS 512
+
+struct walk {
+	const char *names[MAX_OBJECTS];
+	int n;
+	unsigned long long adds;
+};
+
+static int collect(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	struct walk *w = ctx;
+	(void)size;
+	w->adds = info->dlpi_adds;
+	/* dlopen cannot be called here (dl_iterate_phdr holds the loader's lock): just collect */
+	if (info->dlpi_name && info->dlpi_name[0] && w->n < MAX_OBJECTS)
+		w->names[w->n++] = info->dlpi_name;
+	return 0;
+}
+
+static int ours(const void *p)
+{
+	Dl_info a, b;
+	return dladdr(p, &a) && dladdr((const void *)dsp_resolve, &b) && a.dli_fbase == b.dli_fbase;
+}
+
+static void *lookup_in(const char *path, const char *name)
+{
+	void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		return NULL;
+	void *p = dlsym(h, name);
+	dlclose(h); /* drops only the reference RTLD_NOLOAD took */
+	return p && !ours(p) ? p : NULL;
+}
+
+void *dsp_resolve(const char *name, const char *hint)
+{
+	struct dsp_tls *t = &dsp_tls;
+	int saved_guard = t->guard;
+	void *p;
+
+	t->guard = 1; /* the loader may call wrapped functions (open, read, mutexes) */
+	p = dlsym(RTLD_NEXT, name);
+	if (!p) {
+		struct walk *w = __builtin_alloca(sizeof(struct walk));
+		w->n = 0;
+		dl_iterate_phdr(collect, w);
+		for (int pass = hint ? 0 : 1; pass < 2 && !p; pass++)
+			for (int i = 0; i < w->n && !p; i++)
+				if ((pass == 0) == (strstr(w->names[i], hint ? hint : "") != NULL))
+					p = lookup_in(w->names[i], name);
+		if (!p)
+			dsp_log("cannot find the real %s in %d loaded objects", name, w->n);
+		else
+			dsp_log("found %s outside the global scope", name);
+	}
+	t->guard = saved_guard;
+	return p;
+}
+
+void *dsp_resolve_v(const char *name, const char *version)
+{
+	struct dsp_tls *t = &dsp_tls;
+	int saved_guard = t->guard;
+	t->guard = 1;
+	void *p = dlvsym(RTLD_NEXT, name, version);
+	t->guard = saved_guard;
+	return p ? p : dsp_resolve(name, NULL);
+}

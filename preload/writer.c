@@ -1,0 +1,792 @@
+/* The writer: one background thread per process drains every thread's ring every
+ * DDPSPY_FLUSH_MS into framed msgpack records appended to the process's file (format.h), and a
+ * final drain at exit, exec, _exit or a fatal signal. Everything here runs off the hot path and
+ * may allocate; all of it runs with the calling thread's guard set, so nothing is recorded.
+ *
+ * Locking: wlock serialises flushes (writer thread, exec, exit, fork); it is never taken by a
+ * wrapper's fast path. The signal path never takes it: it wakes the writer through a futex and
+ * waits, with a time limit, for the writer to say the file is complete. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <link.h>
+#include <linux/futex.h>
+#include <msgpack.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define EVENTS_PER_RECORD 4096
+#define CALIB_EVERY_NS 1000000000LL
+
+uint64_t dsp_stack_ticks = UINT64_MAX;
+
+static pthread_mutex_t wlock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t writer;
+static int writer_running;
+static int wake_word;        /* futex: WAKE_* */
+static int done_word;        /* futex: set once the file is complete after a signal */
+static int stop_requested;
+static int finished;         /* the end record is written; nothing more will be */
+enum { WAKE_NONE, WAKE_TICK, WAKE_STOP, WAKE_SIGNAL };
+static int signal_no;
+
+static int fd = -1;
+static int file_failed;
+static char path[PATH_MAX];
+static int identity_dirty;
+
+static msgpack_sbuffer out;    /* frames waiting for write() */
+static msgpack_sbuffer evbuf;  /* packed events of the record being built */
+static msgpack_packer pk, epk;
+
+static int64_t last_calib_mono;
+static uint64_t first_raw;
+static int64_t first_mono;
+static unsigned long long mod_adds = ~0ull, mod_subs = ~0ull;
+static uint64_t total_written, total_dropped_reported;
+
+/* ---- stack table: IP arrays deduplicated to small ids, written once per file ---- */
+struct stack_ent {
+	uint64_t hash;
+	uint32_t id, n;
+	uintptr_t *ips;
+};
+static struct stack_ent *stab;
+static size_t stab_cap, stab_len;
+static msgpack_sbuffer stbuf; /* packed entries of the pending "stacks" record */
+static msgpack_packer spk;
+static uint32_t st_pending;
+
+static uint64_t hash_ips(const uintptr_t *ips, uint32_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (uint32_t i = 0; i < n; i++)
+		h = (h ^ ips[i]) * 1099511628211ull;
+	return h ? h : 1;
+}
+
+static int stab_grow(void)
+{
+	size_t cap = stab_cap ? stab_cap * 2 : 1024;
+	struct stack_ent *n = calloc(cap, sizeof *n);
+	if (!n)
+		return -1;
+	for (size_t i = 0; i < stab_cap; i++) {
+		if (!stab[i].hash)
+			continue;
+		size_t j = stab[i].hash & (cap - 1);
+		while (n[j].hash)
+			j = (j + 1) & (cap - 1);
+		n[j] = stab[i];
+	}
+	free(stab);
+	stab = n;
+	stab_cap = cap;
+	return 0;
+}
+
+/* The stack's id, adding it (and queueing it for the next "stacks" record) when new; 0 when
+ * out of memory. */
+static uint32_t stack_id(const uintptr_t *ips, uint32_t n)
+{
+	uint64_t h = hash_ips(ips, n);
+	if ((stab_len + 1) * 2 > stab_cap && stab_grow() < 0)
+		return 0;
+	size_t j = h & (stab_cap - 1);
+	for (; stab[j].hash; j = (j + 1) & (stab_cap - 1))
+		if (stab[j].hash == h && stab[j].n == n && !memcmp(stab[j].ips, ips, n * sizeof *ips))
+			return stab[j].id;
+	uintptr_t *copy = malloc(n * sizeof *ips);
+	if (!copy)
+		return 0;
+	memcpy(copy, ips, n * sizeof *ips);
+	stab[j] = (struct stack_ent){h, (uint32_t)++stab_len, n, copy};
+	msgpack_pack_array(&spk, n + 1);
+	msgpack_pack_uint32(&spk, stab[j].id);
+	for (uint32_t i = 0; i < n; i++)
+		msgpack_pack_uint64(&spk, ips[i]);
+	st_pending++;
+	return stab[j].id;
+}
+
+static void stab_clear(void)
+{
+	for (size_t i = 0; i < stab_cap; i++)
+		free(stab[i].ips);
+	free(stab);
+	stab = NULL;
+	stab_cap = stab_len = 0;
+}
+
+/* ---- framing ---- */
+static size_t frame_start;
+
+static void frame_begin(const char *kind, size_t nfields)
+{
+	static const char zeros[DDPSPY_FRAME_HEADER_LEN];
+	frame_start = out.size;
+	msgpack_sbuffer_write(&out, zeros, sizeof zeros);
+	msgpack_pack_map(&pk, nfields + 1);
+	msgpack_pack_str_with_body(&pk, "k", 1);
+	msgpack_pack_str_with_body(&pk, kind, strlen(kind));
+}
+
+static void frame_end(void)
+{
+	size_t body = frame_start + DDPSPY_FRAME_HEADER_LEN;
+	unsigned char *h = (unsigned char *)out.data + frame_start;
+	if (!out.data) /* msgpack_sbuffer could not grow: drop the batch */
+		return;
+	ddpspy_put_le32(h, (uint32_t)(out.size - body));
+	ddpspy_put_le32(h + 4, ddpspy_crc32(0, out.data + body, out.size - body));
+}
+
+static void key(const char *k)
+{
+	msgpack_pack_str_with_body(&pk, k, strlen(k));
+}
+
+static void kv_int(const char *k, int64_t v)
+{
+	key(k);
+	msgpack_pack_int64(&pk, v);
+}
+
+static void kv_str(const char *k, const char *v)
+{
+	key(k);
+	if (v)
+		msgpack_pack_str_with_body(&pk, v, strlen(v));
+	else
+		msgpack_pack_nil(&pk);
+}
+
+/* ---- records ---- */
+static uint64_t start_raw;
+static int64_t start_mono, start_real;
+static char host[256];
+static char exe[PATH_MAX];
+static char *cmdline;
+static size_t cmdline_len;
+
+static void read_self(void)
+{
+	if (gethostname(host, sizeof host - 1) < 0)
+		strcpy(host, "unknown");
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	exe[n > 0 ? n : 0] = 0;
+	int f = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (f >= 0) {
+		size_t cap = 4096;
+		cmdline = malloc(cap);
+		for (ssize_t r; cmdline && (r = read(f, cmdline + cmdline_len, cap - cmdline_len)) > 0;) {
+			cmdline_len += (size_t)r;
+			if (cmdline_len == cap) {
+				char *m = cap < (1u << 20) ? realloc(cmdline, cap *= 2) : NULL;
+				if (!m)
+					break;
+				cmdline = m;
+			}
+		}
+		close(f);
+	}
+}
+
+static void pack_identity_fields(void)
+{
+	kv_str("role", ddpspy_role_names[dsp_id.role]);
+	kv_int("rank", dsp_id.rank);
+	kv_int("local_rank", dsp_id.local_rank);
+	kv_int("world_size", dsp_id.world_size);
+	kv_str("rank_source", dsp_id.source);
+	kv_int("parent_rank", dsp_id.parent_rank);
+	kv_int("parent_pid", dsp_id.parent_pid);
+}
+#define IDENTITY_FIELDS 7
+
+static void rec_header(void)
+{
+	int argc = 0;
+
+	for (size_t i = 0; i < cmdline_len; i++)
+		argc += cmdline[i] == 0;
+	frame_begin(DDPSPY_REC_HEADER, 12 + IDENTITY_FIELDS);
+	key("format");
+	msgpack_pack_array(&pk, 2);
+	msgpack_pack_int(&pk, DDPSPY_FORMAT_MAJOR);
+	msgpack_pack_int(&pk, DDPSPY_FORMAT_MINOR);
+	kv_str("tool", "ddpspy " DDPSPY_VERSION);
+	kv_str("host", host);
+	kv_int("pid", getpid());
+	kv_int("ppid", getppid());
+	pack_identity_fields();
+	kv_str("exe", exe);
+	key("cmdline");
+	msgpack_pack_array(&pk, (size_t)argc);
+	for (size_t i = 0, s = 0; i < cmdline_len; i++)
+		if (cmdline[i] == 0) {
+			msgpack_pack_str_with_body(&pk, cmdline + s, i - s);
+			s = i + 1;
+		}
+	kv_str("clock", dsp_use_tsc ? "tsc" : "monotonic");
+	/* the clocks when the library started in this process (or when the fork child began) */
+	kv_int("raw", (int64_t)start_raw);
+	kv_int("mono_ns", start_mono);
+	kv_int("real_ns", start_real);
+	key("config");
+	msgpack_pack_map(&pk, 3);
+	kv_int("ring_kb", dsp_cfg.ring_kb);
+	kv_int("flush_ms", dsp_cfg.flush_ms);
+	kv_int("stack_us", dsp_cfg.stack_us);
+	frame_end();
+}
+
+static void rec_calib(void)
+{
+	uint64_t raw;
+	int64_t mono, real;
+
+	dsp_clock_sample(&raw, &mono, &real);
+	frame_begin(DDPSPY_REC_CALIB, 3);
+	kv_int("raw", (int64_t)raw);
+	kv_int("mono_ns", mono);
+	kv_int("real_ns", real);
+	frame_end();
+	last_calib_mono = mono;
+	if (!first_mono) {
+		first_raw = raw;
+		first_mono = mono;
+	} else if (mono - first_mono > 1000000 && dsp_cfg.stack_us >= 0) {
+		/* refine the stack threshold with the measured raw clock rate */
+		double per_ns = (double)(raw - first_raw) / (double)(mono - first_mono);
+		__atomic_store_n(&dsp_stack_ticks, (uint64_t)(per_ns * 1000.0 * (double)dsp_cfg.stack_us),
+				 __ATOMIC_RELAXED);
+	}
+}
+
+struct modwalk {
+	int count_only;
+	size_t n;
+	unsigned long long adds, subs;
+};
+
+static int mod_cb(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	struct modwalk *w = ctx;
+	(void)size;
+	w->adds = info->dlpi_adds;
+	w->subs = info->dlpi_subs;
+	w->n++;
+	if (w->count_only)
+		return 0;
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+		lo = a < lo ? a : lo;
+		hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
+	}
+	const char *name = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : exe;
+	msgpack_pack_array(&pk, 4);
+	msgpack_pack_str_with_body(&pk, name, strlen(name));
+	msgpack_pack_uint64(&pk, info->dlpi_addr);
+	msgpack_pack_uint64(&pk, lo == UINTPTR_MAX ? 0 : lo);
+	msgpack_pack_uint64(&pk, hi);
+	return 0;
+}
+
+static void rec_modules_if_changed(void)
+{
+	struct modwalk w = {1, 0, 0, 0};
+	dl_iterate_phdr(mod_cb, &w);
+	if (w.adds == mod_adds && w.subs == mod_subs)
+		return;
+	size_t n = w.n;
+	frame_begin(DDPSPY_REC_MODULES, 1);
+	key("list");
+	msgpack_pack_array(&pk, n);
+	w.count_only = 0;
+	w.n = 0;
+	dl_iterate_phdr(mod_cb, &w);
+	/* an object loaded between the two walks would break the array count: pad or redo */
+	if (w.n != n) {
+		out.size = frame_start;
+		return; /* try again next flush */
+	}
+	frame_end();
+	mod_adds = w.adds;
+	mod_subs = w.subs;
+}
+
+static void rec_identity(void)
+{
+	frame_begin(DDPSPY_REC_IDENTITY, IDENTITY_FIELDS);
+	pack_identity_fields();
+	frame_end();
+}
+
+static void rec_end(const char *reason)
+{
+	frame_begin(DDPSPY_REC_END, 3);
+	kv_str("reason", reason);
+	kv_int("events", (int64_t)total_written);
+	kv_int("dropped", (int64_t)total_dropped_reported);
+	frame_end();
+}
+
+/* ---- draining one thread ---- */
+struct drain {
+	int tid;
+	uint64_t base, prev;
+	size_t n;
+};
+
+static void flush_events(struct drain *d)
+{
+	if (st_pending) {
+		frame_begin(DDPSPY_REC_STACKS, 1);
+		key("list");
+		msgpack_pack_array(&pk, st_pending);
+		msgpack_sbuffer_write(&out, stbuf.data, stbuf.size);
+		frame_end();
+		msgpack_sbuffer_clear(&stbuf);
+		st_pending = 0;
+	}
+	if (!d->n)
+		return;
+	frame_begin(DDPSPY_REC_EVENTS, 3);
+	kv_int("tid", d->tid);
+	kv_int("t0", (int64_t)d->base);
+	key("ev");
+	msgpack_pack_array(&pk, d->n);
+	msgpack_sbuffer_write(&out, evbuf.data, evbuf.size);
+	frame_end();
+	total_written += d->n;
+	msgpack_sbuffer_clear(&evbuf);
+	d->n = 0;
+}
+
+static void pack_event(void *ctx, const struct rec *e)
+{
+	struct drain *d = ctx;
+	const unsigned char *tailp = (const unsigned char *)&e->args[e->nargs];
+	uint32_t sid = 0;
+	const char *str = NULL;
+
+	if (!d->n)
+		d->base = d->prev = e->t0;
+	if (e->flags & REC_STR) {
+		str = (const char *)tailp;
+		tailp += (e->slen + 7u) & ~7u;
+	}
+	if (e->flags & REC_STACK) {
+		uint64_t nf;
+		memcpy(&nf, tailp, sizeof nf);
+		sid = stack_id((const uintptr_t *)(tailp + 8), (uint32_t)nf);
+	}
+	msgpack_pack_array(&epk, 4u + e->nargs + (str ? 1u : 0u));
+	msgpack_pack_uint16(&epk, e->kind);
+	msgpack_pack_int64(&epk, (int64_t)(e->t0 - d->prev));
+	msgpack_pack_uint64(&epk, e->dur);
+	msgpack_pack_uint32(&epk, sid);
+	for (int i = 0; i < e->nargs; i++)
+		msgpack_pack_int64(&epk, e->args[i]);
+	if (str)
+		msgpack_pack_str_with_body(&epk, str, e->slen);
+	d->prev = e->t0;
+	if (++d->n == EVENTS_PER_RECORD)
+		flush_events(d);
+}
+
+struct flushctx {
+	size_t loss_n;
+	int final;
+};
+
+static void drain_thread(struct dsp_thread *th, void *ctx)
+{
+	struct flushctx *f = ctx;
+	uint64_t *ws = dsp_thread_writer_state(th);
+	struct drain d = {dsp_thread_tid(th), 0, 0, 0};
+	int dead = dsp_thread_dead(th); /* read before draining: nothing is added after */
+
+	if (ws[DSP_WS_FINAL])
+		return;
+	if (!ws[DSP_WS_ANNOUNCED]) {
+		frame_begin(DDPSPY_REC_THREAD, 2);
+		kv_int("tid", d.tid);
+		kv_str("name", dsp_thread_name(th));
+		frame_end();
+		ws[DSP_WS_ANNOUNCED] = 1;
+	}
+	ring_drain(dsp_thread_ring_of(th), pack_event, &d);
+	flush_events(&d);
+	if (ring_dropped(dsp_thread_ring_of(th)) != ws[DSP_WS_DROPPED])
+		f->loss_n++;
+	if (dead)
+		ws[DSP_WS_FINAL] = 1;
+}
+
+static void pack_loss(struct dsp_thread *th, void *ctx)
+{
+	(void)ctx;
+	uint64_t *ws = dsp_thread_writer_state(th);
+	uint64_t dr = ring_dropped(dsp_thread_ring_of(th));
+	if (dr == ws[DSP_WS_DROPPED])
+		return;
+	msgpack_pack_array(&pk, 2);
+	msgpack_pack_int(&pk, dsp_thread_tid(th));
+	msgpack_pack_uint64(&pk, dr);
+	total_dropped_reported += dr - ws[DSP_WS_DROPPED];
+	ws[DSP_WS_DROPPED] = dr;
+}
+
+/* ---- the file ---- */
+static const char *role_tag(char *buf, size_t n)
+{
+	switch (dsp_id.role) {
+	case DDPSPY_ROLE_RANK:
+		snprintf(buf, n, "r%05d", dsp_id.rank);
+		break;
+	case DDPSPY_ROLE_WORKER:
+		snprintf(buf, n, "w%05d", dsp_id.parent_rank);
+		break;
+	default:
+		snprintf(buf, n, "%s", ddpspy_role_names[dsp_id.role]);
+	}
+	return buf;
+}
+
+static void make_path(char *buf, size_t n, int seq)
+{
+	char tag[32];
+	if (seq)
+		snprintf(buf, n, "%s/%s-%s-%d.%d.ddpspy", dsp_cfg.out, role_tag(tag, sizeof tag), host,
+			 (int)getpid(), seq);
+	else
+		snprintf(buf, n, "%s/%s-%s-%d.ddpspy", dsp_cfg.out, role_tag(tag, sizeof tag), host,
+			 (int)getpid());
+}
+
+static int open_file(void)
+{
+	unsigned char hdr[DDPSPY_FILE_HEADER_LEN] = {0};
+
+	/* exec keeps the pid: a second image of the same process takes the next free number */
+	for (int seq = 0; seq < 1000; seq++) {
+		make_path(path, sizeof path, seq);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0644);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+	}
+	if (fd < 0) {
+		dsp_warn("cannot create a trace file in %s (%s): this process runs untraced",
+			 dsp_cfg.out, strerror(errno));
+		return -1;
+	}
+	memcpy(hdr, DDPSPY_MAGIC, DDPSPY_MAGIC_LEN);
+	hdr[8] = DDPSPY_FORMAT_MAJOR;
+	hdr[10] = DDPSPY_FORMAT_MINOR;
+	/* the header goes out in the first write, together with the first records */
+	msgpack_sbuffer_write(&out, (const char *)hdr, sizeof hdr);
+	rec_header();
+	dsp_log("writing %s", path);
+	return 0;
+}
+
+static void write_out(void)
+{
+	const char *p = out.data;
+	size_t n = out.size;
+
+	while (n > 0 && fd >= 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			dsp_warn("writing %s failed (%s): tracing stops", path,
+				 w < 0 ? strerror(errno) : "no space");
+			close(fd);
+			fd = -1;
+			file_failed = 1;
+			__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED);
+			break;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	msgpack_sbuffer_clear(&out);
+}
+
+static void rename_for_identity(void)
+{
+	char np[PATH_MAX];
+	for (int seq = 0; seq < 1000; seq++) {
+		make_path(np, sizeof np, seq);
+		/* link + unlink: a rename that never replaces another process's file */
+		if (link(path, np) == 0) {
+			unlink(path);
+			memcpy(path, np, sizeof path);
+			return;
+		}
+		if (errno != EEXIST)
+			return;
+	}
+}
+
+static void any_pending(struct dsp_thread *th, void *ctx)
+{
+	if (!ring_idle(dsp_thread_ring_of(th)))
+		*(int *)ctx = 1;
+}
+
+static int mkdir_p(const char *dir)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(dir);
+
+	if (n == 0 || n >= sizeof buf) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(buf, dir, n + 1);
+	for (char *p = buf + 1; ; p++) {
+		if (*p != '/' && *p != 0)
+			continue;
+		char c = *p;
+		*p = 0;
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -1;
+		*p = c;
+		if (!c)
+			return 0;
+	}
+}
+
+/* One flush: all rings, the metadata that changed, one write(). wlock held. */
+static void flush_locked(int final, const char *end_reason)
+{
+	struct flushctx f = {0, final};
+	struct timespec ts;
+
+	if (finished || file_failed)
+		return;
+	if (fd < 0) {
+		/* the first flush with something to say creates the file: a process that never
+		 * records anything (a shell between fork and exec) leaves none */
+		int any = 0;
+		dsp_registry_walk(any_pending, &any);
+		if (!any)
+			return;
+		if (open_file() < 0) {
+			file_failed = 1;
+			__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED);
+			return;
+		}
+	} else if (identity_dirty) {
+		rec_identity();
+		rename_for_identity();
+	}
+	identity_dirty = 0;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (final || (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - last_calib_mono >= CALIB_EVERY_NS)
+		rec_calib();
+	rec_modules_if_changed();
+	dsp_registry_walk(drain_thread, &f);
+	if (f.loss_n) {
+		frame_begin(DDPSPY_REC_LOSS, 1);
+		key("threads");
+		msgpack_pack_array(&pk, f.loss_n);
+		dsp_registry_walk(pack_loss, NULL);
+		frame_end();
+	}
+	if (end_reason) {
+		rec_end(end_reason);
+		finished = final;
+	}
+	write_out();
+}
+
+static int futex(int *w, int op, int val, const struct timespec *to)
+{
+	return (int)syscall(SYS_futex, w, op, val, to, NULL, 0);
+}
+
+static void *writer_main(void *arg)
+{
+	(void)arg;
+	struct dsp_tls *t = &dsp_tls;
+	t->state = TS_OFF; /* the writer records nothing of itself */
+	t->guard = 1;
+	dsp_stack_load();
+	pthread_setname_np(pthread_self(), "ddpspy-writer");
+	for (;;) {
+		struct timespec to = {dsp_cfg.flush_ms / 1000, (dsp_cfg.flush_ms % 1000) * 1000000};
+		futex(&wake_word, FUTEX_WAIT_PRIVATE, WAKE_NONE, &to);
+		int why = __atomic_exchange_n(&wake_word, WAKE_NONE, __ATOMIC_ACQ_REL);
+		if (why == WAKE_SIGNAL) {
+			char reason[32];
+			snprintf(reason, sizeof reason, "signal %d", signal_no);
+			pthread_mutex_lock(&wlock);
+			flush_locked(1, reason);
+			pthread_mutex_unlock(&wlock);
+			__atomic_store_n(&done_word, 1, __ATOMIC_RELEASE);
+			futex(&done_word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+			return NULL;
+		}
+		if (__atomic_load_n(&stop_requested, __ATOMIC_ACQUIRE))
+			return NULL;
+		pthread_mutex_lock(&wlock);
+		flush_locked(0, NULL);
+		pthread_mutex_unlock(&wlock);
+		dsp_registry_reap();
+	}
+}
+
+static void buffers_init(void)
+{
+	msgpack_sbuffer_init(&out);
+	msgpack_sbuffer_init(&evbuf);
+	msgpack_sbuffer_init(&stbuf);
+	msgpack_packer_init(&pk, &out, msgpack_sbuffer_write);
+	msgpack_packer_init(&epk, &evbuf, msgpack_sbuffer_write);
+	msgpack_packer_init(&spk, &stbuf, msgpack_sbuffer_write);
+}
+
+static int spawn_writer(void)
+{
+	sigset_t all, old;
+	pthread_attr_t a;
+
+	/* the writer blocks every signal, so process-directed ones reach the program's threads */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 256 * 1024);
+	int rc = pthread_create(&writer, &a, writer_main, NULL);
+	pthread_attr_destroy(&a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		dsp_warn("cannot start the writer thread (%s): this process runs untraced", strerror(rc));
+		return -1;
+	}
+	writer_running = 1;
+	return 0;
+}
+
+int dsp_writer_start(void)
+{
+	dsp_clock_sample(&start_raw, &start_mono, &start_real);
+	read_self();
+	buffers_init();
+	if (mkdir_p(dsp_cfg.out) < 0 || access(dsp_cfg.out, W_OK | X_OK) < 0) {
+		dsp_warn("cannot write to %s (%s): this process runs untraced", dsp_cfg.out,
+			 strerror(errno));
+		return -1;
+	}
+	return spawn_writer();
+}
+
+/* Stops the writer thread (it finishes its current flush), then drains from here. */
+void dsp_writer_stop_and_drain(const char *reason)
+{
+	if (writer_running && !pthread_equal(pthread_self(), writer)) {
+		__atomic_store_n(&stop_requested, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&wake_word, WAKE_STOP, __ATOMIC_RELEASE);
+		futex(&wake_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+		pthread_join(writer, NULL);
+		writer_running = 0;
+	}
+	__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED); /* later destructors are not recorded */
+	pthread_mutex_lock(&wlock);
+	flush_locked(1, reason);
+	if (fd >= 0)
+		close(fd);
+	fd = -1;
+	pthread_mutex_unlock(&wlock);
+}
+
+void dsp_writer_flush_now(void)
+{
+	pthread_mutex_lock(&wlock);
+	flush_locked(0, NULL);
+	pthread_mutex_unlock(&wlock);
+}
+
+/* exec: the old image's file is complete before the new image starts. wlock stays held across
+ * the exec so the writer cannot start a write that exec would cut; a failed exec unlocks. */
+void dsp_writer_exec_begin(void)
+{
+	pthread_mutex_lock(&wlock);
+	flush_locked(0, "exec");
+}
+
+void dsp_writer_exec_failed(void)
+{
+	pthread_mutex_unlock(&wlock);
+}
+
+/* Async-signal-safe: asks the writer for a final flush and waits for it, at most timeout_ms. */
+void dsp_writer_signal_flush(int sig, int timeout_ms)
+{
+	if (!writer_running || pthread_equal(pthread_self(), writer))
+		return;
+	signal_no = sig;
+	__atomic_store_n(&wake_word, WAKE_SIGNAL, __ATOMIC_RELEASE);
+	futex(&wake_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+	struct timespec to = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+	while (!__atomic_load_n(&done_word, __ATOMIC_ACQUIRE)) {
+		if (futex(&done_word, FUTEX_WAIT_PRIVATE, 0, &to) < 0 && errno == ETIMEDOUT)
+			break;
+	}
+}
+
+void dsp_writer_identity_changed(void)
+{
+	pthread_mutex_lock(&wlock);
+	identity_dirty = fd >= 0;
+	pthread_mutex_unlock(&wlock);
+}
+
+void dsp_writer_atfork_prepare(void)
+{
+	pthread_mutex_lock(&wlock);
+}
+
+void dsp_writer_atfork_parent(void)
+{
+	pthread_mutex_unlock(&wlock);
+}
+
+/* The child starts its own file and writer; the parent's file and buffers are the parent's. */
+void dsp_writer_atfork_child(void)
+{
+	pthread_mutex_init(&wlock, NULL);
+	if (fd >= 0)
+		close(fd);
+	fd = -1;
+	finished = file_failed = 0;
+	writer_running = 0;
+	wake_word = done_word = stop_requested = 0;
+	total_written = total_dropped_reported = 0;
+	last_calib_mono = first_mono = 0;
+	mod_adds = mod_subs = ~0ull;
+	identity_dirty = 0;
+	msgpack_sbuffer_clear(&out);
+	msgpack_sbuffer_clear(&evbuf);
+	msgpack_sbuffer_clear(&stbuf);
+	st_pending = 0;
+	stab_clear();
+	dsp_clock_sample(&start_raw, &start_mono, &start_real);
+	if (spawn_writer() < 0)
+		__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED);
+}
