@@ -26,8 +26,8 @@ COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/tra
 COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 
 TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
-	$(B)/testapps/spinner $(B)/testapps/gloo_host $(B)/testapps/libfakegloo.so \
-	$(B)/testapps/libglooplugin.so $(B)/testapps/overflow $(B)/bench/overhead
+	$(B)/testapps/gloo_host $(B)/testapps/libfakegloo.so \
+	$(B)/testapps/libglooplugin.so $(B)/bench/overhead
 ifneq ($(MPICC),)
 TESTAPPS += $(B)/testapps/mpi_app
 endif
@@ -65,14 +65,14 @@ $(B)/tests/test_ring: tests/unit/test_ring.c preload/ring.c tests/unit/tap.h
 $(B)/tests/test_format: tests/unit/test_format.c collector/trace.c common/format.c tests/unit/tap.h $(B)/libddpspy.so
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_format.c collector/trace.c common/format.c -lmsgpackc
-$(B)/tests/test_fdclass: tests/unit/test_fdclass.c preload/fdclass.c tests/unit/tap.h
+$(B)/tests/test_fdclass: tests/unit/test_fdclass.c preload/fdclass.c common/format.c tests/unit/tap.h
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) -o $@ tests/unit/test_fdclass.c preload/fdclass.c
+	$(CC) $(BASE) -o $@ tests/unit/test_fdclass.c preload/fdclass.c common/format.c
 $(B)/tests/test_identity: tests/unit/test_identity.c preload/identity.c common/format.c tests/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_identity.c preload/identity.c common/format.c
 
-$(B)/testapps/%: testapps/%.c include/ddpspy.h
+$(B)/testapps/%: testapps/%.c 
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ $< -lpthread -ldl
 $(B)/testapps/mpi_app: testapps/mpi_app.c

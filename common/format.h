@@ -106,7 +106,7 @@ enum ddpspy_op {
  * arguments past the ones they know. Kind numbers are never reused. */
 #define DDPSPY_EVENT_KINDS(X)                                                            \
 	X(EV_THREAD_START, "thread_start", "parent_tid")                                       \
-	X(EV_THREAD_NAME, "thread_name", "name")                                               \
+	X(EV_THREAD_NAME, "thread_name", "tid,name")                                               \
 	X(EV_THREAD_EXIT, "thread_exit", "")                                                   \
 	X(EV_MUTEX_WAIT, "mutex_wait", "mutex,ret")                                            \
 	X(EV_COND_WAIT, "cond_wait", "cond,mutex,timed,ret")                                   \

@@ -90,7 +90,6 @@ static int class_of_path(const char *path, int flags)
 static void rec_open(struct dsp_tls *t, uint64_t t0, int fd, int flags, const char *path)
 {
 	uint64_t t1 = dsp_now();
-	int e = errno;
 	int cls = class_of_path(path, flags);
 	if (fd >= 0)
 		dsp_fdclass_set(fd, cls);
@@ -98,50 +97,41 @@ static void rec_open(struct dsp_tls *t, uint64_t t0, int fd, int flags, const ch
 	dsp_emit_full(t, DDPSPY_EV_OPEN, t0, t1, 3, a, path ? path : "",
 		      t1 - t0 > dsp_stack_ticks);
 	dsp_leave(t);
-	errno = e;
 }
 
 static void rec_read(struct dsp_tls *t, int kind, uint64_t t0, int fd, int64_t bytes,
 		     int64_t ret, int nextra, int64_t extra)
 {
 	uint64_t t1 = dsp_now();
-	int e = errno;
 	int64_t a[5] = {fd, dsp_fdclass(fd), bytes, ret, extra};
 	dsp_emit_wait(t, kind, t0, t1, 4 + nextra, a);
 	dsp_leave(t);
-	errno = e;
 }
 
 static void rec_stat(struct dsp_tls *t, uint64_t t0, int rc, const char *path)
 {
 	uint64_t t1 = dsp_now();
-	int e = errno;
 	int64_t a[1] = {rc};
 	dsp_emit_full(t, DDPSPY_EV_STAT, t0, t1, 1, a, path ? path : "",
 		      t1 - t0 > dsp_stack_ticks);
 	dsp_leave(t);
-	errno = e;
 }
 
 static void rec_fstat(struct dsp_tls *t, uint64_t t0, int fd, int rc)
 {
 	uint64_t t1 = dsp_now();
-	int e = errno;
 	int64_t a[3] = {fd, dsp_fdclass(fd), rc};
 	dsp_emit(t, DDPSPY_EV_FSTAT, t0, t1, 3, a);
 	dsp_leave(t);
-	errno = e;
 }
 
 static void rec_wait(struct dsp_tls *t, int kind, uint64_t t0, int nargs, int64_t a0, int64_t a1,
 		     int64_t a2, int64_t a3)
 {
 	uint64_t t1 = dsp_now();
-	int e = errno;
 	int64_t a[4] = {a0, a1, a2, a3};
 	dsp_emit_wait(t, kind, t0, t1, nargs, a);
 	dsp_leave(t);
-	errno = e;
 }
 
 static mode_t mode_arg(int flags, va_list ap)
@@ -657,11 +647,9 @@ int close(int fd)
 	uint64_t t0 = dsp_now();
 	int rc = real_close(fd);
 	uint64_t t1 = dsp_now();
-	int e = errno;
 	int64_t a[3] = {fd, cls, rc};
 	dsp_emit(t, DDPSPY_EV_CLOSE, t0, t1, 3, a);
 	dsp_leave(t);
-	errno = e;
 	return rc;
 }
 

@@ -7,6 +7,7 @@
  * libddpspy.so unloadable in programs without MPI. Such objects are looked up at run time. */
 #include "internal.h"
 
+#include <dlfcn.h>
 #include <mpi.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -199,7 +200,9 @@ static void after_init(struct dsp_tls *t, uint64_t t0, int rc)
 	int rank = -1, size = -1;
 
 	if (rc == MPI_SUCCESS) {
-		world = (MPI_Comm)dsp_resolve("ompi_mpi_comm_world", "libmpi");
+		/* RTLD_DEFAULT, not RTLD_NEXT: a program that names MPI_COMM_WORLD holds the live
+		 * object by copy relocation, and libmpi's own definition is then a dead original */
+		world = (MPI_Comm)dlsym(RTLD_DEFAULT, "ompi_mpi_comm_world");
 		if (world) {
 			rank = crank(world);
 			size = (int)csize(world);

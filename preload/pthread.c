@@ -87,12 +87,10 @@ int pthread_setname_np(pthread_t th, const char *name)
 	if (!dsp_enter(t))
 		return real_pthread_setname_np(th, name);
 	int rc = real_pthread_setname_np(th, name);
-	int e = errno;
 	/* another thread's tid is not at hand without a syscall: -1, the collector attributes it */
 	if (rc == 0 && dsp_thread_ring(t))
 		record_name(t, pthread_equal(th, pthread_self()) ? t->tid : -1, name);
 	dsp_leave(t);
-	errno = e;
 	return rc;
 }
 
@@ -115,7 +113,6 @@ int prctl(int option, ...)
 	if (option != PR_SET_NAME || !dsp_enter(t))
 		return real_prctl(option, a2, a3, a4, a5);
 	int rc = real_prctl(option, a2, a3, a4, a5);
-	int e = errno;
 	if (rc == 0 && dsp_thread_ring(t)) {
 		char name[17];
 		strncpy(name, (const char *)a2, 16);
@@ -123,7 +120,6 @@ int prctl(int option, ...)
 		record_name(t, t->tid, name);
 	}
 	dsp_leave(t);
-	errno = e;
 	return rc;
 }
 
@@ -145,11 +141,9 @@ int pthread_mutex_lock(pthread_mutex_t *m)
 	uint64_t t0 = dsp_now();
 	rc = real_pthread_mutex_lock(m);
 	uint64_t t1 = dsp_now();
-	int e = errno;
 	int64_t a[2] = {(int64_t)(uintptr_t)m, rc};
 	dsp_emit_wait(t, DDPSPY_EV_MUTEX_WAIT, t0, t1, 2, a);
 	dsp_leave(t);
-	errno = e;
 	return rc;
 }
 
@@ -170,10 +164,8 @@ int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 		return real_pthread_cond_wait(c, m);
 	uint64_t t0 = dsp_now();
 	int rc = real_pthread_cond_wait(c, m);
-	int e = errno;
 	record_cond(t, t0, c, m, 0, rc);
 	dsp_leave(t);
-	errno = e;
 	return rc;
 }
 
@@ -186,10 +178,8 @@ int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct t
 		return real_pthread_cond_timedwait(c, m, ts);
 	uint64_t t0 = dsp_now();
 	int rc = real_pthread_cond_timedwait(c, m, ts);
-	int e = errno;
 	record_cond(t, t0, c, m, 1, rc);
 	dsp_leave(t);
-	errno = e;
 	return rc;
 }
 
@@ -203,10 +193,8 @@ int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clk,
 		return real_pthread_cond_clockwait(c, m, clk, ts);
 	uint64_t t0 = dsp_now();
 	int rc = real_pthread_cond_clockwait(c, m, clk, ts);
-	int e = errno;
 	record_cond(t, t0, c, m, 1, rc);
 	dsp_leave(t);
-	errno = e;
 	return rc;
 }
 
@@ -220,11 +208,9 @@ int pthread_barrier_wait(pthread_barrier_t *b)
 	uint64_t t0 = dsp_now();
 	int rc = real_pthread_barrier_wait(b);
 	uint64_t t1 = dsp_now();
-	int e = errno;
 	int64_t a[2] = {(int64_t)(uintptr_t)b, rc};
 	dsp_emit_wait(t, DDPSPY_EV_BARRIER_WAIT, t0, t1, 2, a);
 	dsp_leave(t);
-	errno = e;
 	return rc;
 }
 
@@ -246,10 +232,8 @@ int sem_wait(sem_t *s)
 		return real_sem_wait(s);
 	uint64_t t0 = dsp_now();
 	int rc = real_sem_wait(s);
-	int e = errno;
 	record_sem(t, t0, s, 0, rc);
 	dsp_leave(t);
-	errno = e;
 	return rc;
 }
 
@@ -264,10 +248,8 @@ int sem_timedwait(sem_t *s, const struct timespec *ts)
 		return real_sem_timedwait(s, ts);
 	uint64_t t0 = dsp_now();
 	int rc = real_sem_timedwait(s, ts);
-	int e = errno;
 	record_sem(t, t0, s, 1, rc);
 	dsp_leave(t);
-	errno = e;
 	return rc;
 }
 
@@ -282,9 +264,7 @@ int sem_clockwait(sem_t *s, clockid_t clk, const struct timespec *ts)
 		return real_sem_clockwait(s, clk, ts);
 	uint64_t t0 = dsp_now();
 	int rc = real_sem_clockwait(s, clk, ts);
-	int e = errno;
 	record_sem(t, t0, s, 1, rc);
 	dsp_leave(t);
-	errno = e;
 	return rc;
 }

@@ -5,6 +5,7 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 
 #define STACK_MAX 48
@@ -70,8 +71,10 @@ void dsp_emit_full(struct dsp_tls *t, int kind, uint64_t t0, uint64_t t1, int na
 	if (!r)
 		return;
 	if (want_stack) {
+		int saved = errno; /* libunwind may touch it; the wrapper does not restore it */
 		nf = dsp_stack_capture(ips, STACK_MAX + 8);
 		nf = nf > STACK_MAX ? STACK_MAX : nf;
+		errno = saved;
 	}
 	if (str) {
 		slen = strnlen(str, STR_MAX);

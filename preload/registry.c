@@ -5,6 +5,7 @@
  * Only registration and removal take the registry's spinlock; the hot path never does. */
 #include "internal.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -71,10 +72,21 @@ void dsp_registry_init(void)
 	exit_key_ok = pthread_key_create(&exit_key, on_thread_exit) == 0;
 }
 
+static struct ring *thread_register(struct dsp_tls *t);
+
+/* Wrappers do not save errno around their fast path; the slow path keeps it here. */
 struct ring *dsp_thread_ring_slow(struct dsp_tls *t)
 {
 	if (t->state == TS_OFF || !__atomic_load_n(&dsp_on, __ATOMIC_RELAXED) || !exit_key_ok)
 		return NULL;
+	int saved = errno;
+	struct ring *r = thread_register(t);
+	errno = saved;
+	return r;
+}
+
+static struct ring *thread_register(struct dsp_tls *t)
+{
 	struct ring *r = ring_create((size_t)dsp_cfg.ring_kb * 1024);
 	void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (!r || p == MAP_FAILED) {

@@ -9,6 +9,7 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 
 #define MAX_OBJECTS 512
@@ -49,7 +50,7 @@ static void *lookup_in(const char *path, const char *name)
 void *dsp_resolve(const char *name, const char *hint)
 {
 	struct dsp_tls *t = &dsp_tls;
-	int saved_guard = t->guard;
+	int saved_guard = t->guard, saved_errno = errno;
 	void *p;
 
 	t->guard = 1; /* the loader may call wrapped functions (open, read, mutexes) */
@@ -68,15 +69,17 @@ void *dsp_resolve(const char *name, const char *hint)
 			dsp_log("found %s outside the global scope", name);
 	}
 	t->guard = saved_guard;
+	errno = saved_errno;
 	return p;
 }
 
 void *dsp_resolve_v(const char *name, const char *version)
 {
 	struct dsp_tls *t = &dsp_tls;
-	int saved_guard = t->guard;
+	int saved_guard = t->guard, saved_errno = errno;
 	t->guard = 1;
 	void *p = dlvsym(RTLD_NEXT, name, version);
 	t->guard = saved_guard;
+	errno = saved_errno;
 	return p ? p : dsp_resolve(name, NULL);
 }

@@ -36,10 +36,8 @@ int nanosleep(const struct timespec *req, struct timespec *rem)
 		return real_nanosleep(req, rem);
 	uint64_t t0 = dsp_now();
 	int rc = real_nanosleep(req, rem);
-	int e = errno;
 	record_sleep(t, t0, ns(req), rc);
 	dsp_leave(t);
-	errno = e;
 	return rc;
 }
 
@@ -52,11 +50,9 @@ int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req, struct
 		return real_clock_nanosleep(clk, flags, req, rem);
 	uint64_t t0 = dsp_now();
 	int rc = real_clock_nanosleep(clk, flags, req, rem);
-	int e = errno;
 	/* an absolute deadline has no requested length: the duration says it */
 	record_sleep(t, t0, flags & TIMER_ABSTIME ? -1 : ns(req), rc);
 	dsp_leave(t);
-	errno = e;
 	return rc;
 }
 
@@ -71,10 +67,8 @@ int usleep(useconds_t us)
 		return real_usleep(us);
 	uint64_t t0 = dsp_now();
 	int rc = real_usleep(us);
-	int e = errno;
 	record_sleep(t, t0, (int64_t)us * 1000, rc);
 	dsp_leave(t);
-	errno = e;
 	return rc;
 }
 
@@ -87,9 +81,7 @@ unsigned sleep(unsigned s)
 		return real_sleep(s);
 	uint64_t t0 = dsp_now();
 	unsigned rc = real_sleep(s);
-	int e = errno;
 	record_sleep(t, t0, (int64_t)s * 1000000000, rc);
 	dsp_leave(t);
-	errno = e;
 	return rc;
 }

@@ -1,0 +1,74 @@
+"""Helpers for the end-to-end tests: run programs under the preload, read `ddpspy dump --json`,
+and report TAP lines that tests/run.sh counts. Run from the repository root."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.join(ROOT, "build")
+LIB = os.path.join(BUILD, "libddpspy.so")
+DDPSPY = os.path.join(BUILD, "ddpspy")
+APPS = os.path.join(BUILD, "testapps")
+
+_n = 0
+_failed = 0
+
+
+def ok(cond, what):
+    global _n, _failed
+    _n += 1
+    if not cond:
+        _failed += 1
+    print(("ok" if cond else "not ok") + " %d - %s" % (_n, what), flush=True)
+    return cond
+
+
+def skip(what, why):
+    global _n
+    _n += 1
+    print("ok %d - %s # SKIP %s" % (_n, what, why), flush=True)
+
+
+def done():
+    print("1..%d" % _n, flush=True)
+    sys.exit(1 if _failed else 0)
+
+
+def tmpdir(name):
+    d = tempfile.mkdtemp(prefix="ddpspy-%s-" % name)
+    return d
+
+
+def traced(argv, out, env=None, timeout=120, **kw):
+    """Runs argv with the preload writing to out; returns the CompletedProcess."""
+    e = dict(os.environ)
+    e.update({"LD_PRELOAD": LIB, "DDPSPY_OUT": out})
+    if env:
+        e.update(env)
+    return subprocess.run(argv, env=e, timeout=timeout, capture_output=True, text=True, **kw)
+
+
+def dump(path):
+    """Parses `ddpspy dump --json path` into (records, returncode, stderr)."""
+    p = subprocess.run([DDPSPY, "dump", "--json", path], capture_output=True, text=True, timeout=300)
+    recs = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+    return recs, p.returncode, p.stderr
+
+
+def of(recs, type_, **match):
+    return [r for r in recs if r.get("type") == type_ and all(r.get(k) == v for k, v in match.items())]
+
+
+def events(recs, kind=None, **match):
+    return [r for r in of(recs, "event", **match) if kind is None or r["kind"] == kind]
+
+
+def ms(ns):
+    return ns / 1e6
+
+
+def cleanup(d):
+    shutil.rmtree(d, ignore_errors=True)

@@ -1,0 +1,64 @@
+"""An MPI program under `ddpspy run -- mpirun -np 2 --oversubscribe`: ranks identified, the
+launcher not mistaken for a rank, every collective with its bytes, root, communicator and a
+sequence number that matches across ranks, nonblocking calls tied to their wait."""
+import os
+import shutil
+from lib import *
+
+app = os.path.join(APPS, "mpi_app")
+if not shutil.which("mpirun") or not os.path.exists(app):
+    skip("MPI end-to-end", "mpirun or build/testapps/mpi_app missing (Open MPI not installed)")
+    done()
+d = tmpdir("mpi")
+out = os.path.join(d, "out")
+cmd = [DDPSPY, "run", "-o", out, "--", "mpirun", "--oversubscribe", "-np", "2"]
+if os.geteuid() == 0:
+    cmd.insert(cmd.index("-np"), "--allow-run-as-root")
+p = subprocess.run(cmd + [app], capture_output=True, text=True, timeout=180)
+ok(p.returncode == 0 and "done on 2 ranks" in p.stdout, "mpirun under ddpspy run: rc=%d %s" % (p.returncode, p.stderr[-300:]))
+recs, rc, err = dump(out)
+procs = of(recs, "process")
+ranks = sorted(x["rank"] for x in procs if x["role"] == "rank")
+ok(ranks == [0, 1], "exactly two rank processes: %s" % ranks)
+ok(all(x["world_size"] == 2 and x["rank_source"] == "ompi" for x in procs if x["role"] == "rank"),
+   "world size 2 from Open MPI's environment")
+launchers = [x for x in procs if x["role"] == "launcher"]
+ok(any(x["cmdline"][0] == "mpirun" for x in launchers) and all(x["rank"] == -1 for x in launchers),
+   "mpirun is recorded as a launcher with no rank")
+names = [os.path.basename(x["file"]) for x in procs]
+ok(len(set(names)) == len(names) and all(n.startswith(("r0000", "launcher-")) for n in names),
+   "file names are unique and say rank or launcher: %s" % names)
+by_rank = {}
+for x in procs:
+    if x["role"] == "rank":
+        by_rank[x["rank"]] = events(recs, file=x["file"])
+for r, ev in sorted(by_rank.items()):
+    init = [e for e in ev if e["kind"] == "mpi_init"]
+    ok(len(init) == 1 and init[0]["rank"] == r and init[0]["size"] == 2, "rank %d: MPI_Init says rank %d of 2" % (r, r))
+    ar = [e for e in ev if e["kind"] == "mpi_coll" and e["op"] == "allreduce"]
+    ok(len(ar) == 5 and all(e["bytes"] == 1048576 and e["comm"] == 0 for e in ar),
+       "rank %d: five 1 MiB allreduces on world" % r)
+    bc = [e for e in ev if e["kind"] == "mpi_coll" and e["op"] == "broadcast"]
+    ok(len(bc) == 1 and bc[0]["bytes"] == 4096 and bc[0]["root"] == 0, "rank %d: 4 KiB broadcast from root 0" % r)
+    ag = [e for e in ev if e["kind"] == "mpi_coll" and e["op"] == "allgather"]
+    ok(len(ag) == 1 and ag[0]["bytes"] == 8 * 4 * 2, "rank %d: allgather of 8 ints from each of 2 ranks" % r)
+    ic = [e for e in ev if e["kind"] == "mpi_icoll"]
+    wt = [e for e in ev if e["kind"] == "mpi_wait"]
+    ok(len(ic) == 1 and ic[0]["bytes"] == 65536 and len(wt) == 1 and wt[0]["request"] == ic[0]["request"]
+       and ic[0]["request"] != 0, "rank %d: Iallreduce 64 KiB and the Wait on its request" % r)
+    pp = sorted((e["op"], e["peer"], e["bytes"], e["tag"]) for e in ev if e["kind"] == "mpi_p2p")
+    ok(pp == [("recv", 1 - r, 1000, 7), ("send", 1 - r, 1000, 7)], "rank %d: send and recv of 1000 bytes: %s" % (r, pp))
+    ok(len([e for e in ev if e["kind"] == "mpi_finalize"]) == 1, "rank %d: MPI_Finalize" % r)
+seqs = [sorted((e["seq"], e["op"]) for e in ev if e["kind"] in ("mpi_coll", "mpi_icoll")) for _, ev in sorted(by_rank.items())]
+ok(len(seqs) == 2 and seqs[0] == seqs[1] and [s for s, _ in seqs[0]] == list(range(len(seqs[0]))),
+   "collective sequence numbers run 0..%d and match across ranks" % (len(seqs[0]) - 1 if seqs else -1))
+b0 = [e for e in by_rank.get(0, []) if e["kind"] == "mpi_coll" and e["op"] == "barrier"]
+b1 = [e for e in by_rank.get(1, []) if e["kind"] == "mpi_coll" and e["op"] == "barrier"]
+ok(b0 and b1 and b1[0]["dur_ns"] > 20e6 and b0[0]["dur_ns"] < b1[0]["dur_ns"],
+   "rank 1 waits at the barrier for rank 0's 30 ms sleep (%.1f ms vs %.1f ms)" %
+   (ms(b1[0]["dur_ns"]) if b1 else -1, ms(b0[0]["dur_ns"]) if b0 else -1))
+s0 = [e for e in by_rank.get(0, []) if e["kind"] == "sleep"]
+ok(any(e["req_ns"] == 30000000 for e in s0), "rank 0's 30 ms sleep is recorded")
+ok(all(e["complete"] == 1 for e in of(recs, "end")), "every file is complete")
+cleanup(d)
+done()

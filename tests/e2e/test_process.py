@@ -1,0 +1,51 @@
+"""Processes: fork without exec (DataLoader-style workers) record into their own files tagged
+with the parent's rank and pid; exec completes the old image's file and starts a new one;
+_exit still leaves a complete file."""
+import os
+from lib import *
+
+forker = os.path.join(APPS, "forker")
+d = tmpdir("process")
+out = os.path.join(d, "fork")
+p = traced([forker, "fork", "4"], out, env={"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4"})
+ok(p.returncode == 0, "fork test program ran")
+recs, rc, _ = dump(out)
+procs = of(recs, "process")
+parent = [x for x in procs if x["role"] == "rank"]
+workers = [x for x in procs if x["role"] == "worker"]
+ok(len(parent) == 1 and parent[0]["rank"] == 3 and parent[0]["world_size"] == 4 and parent[0]["local_rank"] == 1,
+   "the parent is rank 3 of 4 (torchrun variables)")
+ppid = parent[0]["pid"] if parent else -2
+ok(len(workers) == 4 and all(w["parent_rank"] == 3 and w["parent_pid"] == ppid and w["rank"] == -1 for w in workers),
+   "four workers, each tagged parent rank 3 and the parent's pid")
+ok(len(set(x["file"] for x in procs)) == 5 and all(os.path.basename(w["file"]).startswith("w00003-") for w in workers),
+   "one file per process, workers named after their rank")
+for w in workers:
+    ev = events(recs, file=w["file"])
+    st = [e for e in ev if e["kind"] == "stat"]
+    ends = of(recs, "end", file=w["file"])
+    ok(len(st) == 10 and all(e["path"] == "/nonexistent/ddpspy-child" for e in st)
+       and ends and ends[0]["reason"] == "_exit",
+       "worker %d: its 10 events, none of the parent's, file completed at _exit" % w["pid"])
+pev = events(recs, file=parent[0]["file"]) if parent else []
+ok(len([e for e in pev if e["kind"] == "stat"]) == 2, "the parent's file has only the parent's 2 events")
+
+out = os.path.join(d, "exec")
+p = traced([forker, "exec"], out)
+ok(p.returncode == 0, "exec test program ran")
+recs, rc, _ = dump(out)
+procs = of(recs, "process")
+ok(len(procs) == 2 and procs[0]["pid"] == procs[1]["pid"] and procs[0]["file"] != procs[1]["file"],
+   "exec keeps the pid and starts a second file: %s" % [os.path.basename(x["file"]) for x in procs])
+before = [x for x in procs if "exec" in x["cmdline"]]
+after = [x for x in procs if "after-exec" in x["cmdline"]]
+ok(before and after, "one file per image")
+if before and after:
+    e1 = of(recs, "end", file=before[0]["file"])
+    ok(e1 and e1[0]["reason"] == "exec" and e1[0]["complete"] == 1, "the old image's file ends with exec")
+    ok([e["path"] for e in events(recs, "stat", file=before[0]["file"])] == ["/nonexistent/ddpspy-before-exec"],
+       "the old image's event is in the old file")
+    ok([e["path"] for e in events(recs, "stat", file=after[0]["file"])] == ["/nonexistent/ddpspy-after-exec"],
+       "the new image's event is in the new file")
+cleanup(d)
+done()
