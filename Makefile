@@ -34,7 +34,7 @@ endif
 UNIT := $(B)/tests/test_ring $(B)/tests/test_format $(B)/tests/test_fdclass \
 	$(B)/tests/test_identity
 
-.PHONY: all deps test bench gen check-gen clean testapps
+.PHONY: all deps test bench gen clean testapps stress
 all: $(B)/libddpspy.so $(B)/ddpspy
 
 deps:
@@ -96,6 +96,15 @@ test:
 
 bench: all $(B)/bench/overhead
 	@bash bench/run.sh
+
+# reruns the concurrency tests many times to shake out races: make stress [N=50]
+N ?= 50
+stress: all testapps $(UNIT)
+	@for i in $$(seq $(N)); do \
+		build/tests/test_ring >/dev/null || { echo "test_ring failed on run $$i"; exit 1; }; \
+		/usr/bin/python3 tests/e2e/test_threads.py >/tmp/ddpspy-stress.log 2>&1 || { cat /tmp/ddpspy-stress.log; echo "test_threads failed on run $$i"; exit 1; }; \
+		/usr/bin/python3 tests/e2e/test_process.py >/tmp/ddpspy-stress.log 2>&1 || { cat /tmp/ddpspy-stress.log; echo "test_process failed on run $$i"; exit 1; }; \
+	done; echo "stress: $(N) runs passed"
 
 gen:
 	python3 tools/gen_mpi.py > preload/mpi_wrappers.inc
