@@ -191,6 +191,7 @@ void dsp_identity_detect(struct dsp_identity *id, const char *(*get)(const char 
 			 const char *cmdline, size_t cmdline_len);
 
 /* ---- process lifecycle (init.c) and the writer (writer.c) ---- */
+extern int dsp_own_fd; /* the trace file's descriptor, -1 when none */
 extern struct dsp_identity dsp_id;
 int dsp_writer_start(void);               /* starts the writer thread; -1 on failure */
 void dsp_writer_stop_and_drain(const char *reason); /* final drain: exit, exec, signal */

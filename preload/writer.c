@@ -38,6 +38,7 @@ enum { WAKE_NONE, WAKE_TICK, WAKE_STOP, WAKE_SIGNAL };
 static int signal_no;
 
 static int fd = -1;
+int dsp_own_fd = -1; /* fd, for close(): a program closing every descriptor must not close ours */
 static int file_failed;
 static char path[PATH_MAX];
 static int identity_dirty;
@@ -488,6 +489,7 @@ static int open_file(void)
 		if (fd >= 0 || errno != EEXIST)
 			break;
 	}
+	__atomic_store_n(&dsp_own_fd, fd, __ATOMIC_RELAXED);
 	if (fd < 0) {
 		dsp_warn("cannot create a trace file in %s (%s): this process runs untraced",
 			 dsp_cfg.out, strerror(errno));
@@ -517,6 +519,7 @@ static void write_out(void)
 				 w < 0 ? strerror(errno) : "no space");
 			close(fd);
 			fd = -1;
+			__atomic_store_n(&dsp_own_fd, -1, __ATOMIC_RELAXED);
 			file_failed = 1;
 			__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED);
 			break;
@@ -712,6 +715,7 @@ void dsp_writer_stop_and_drain(const char *reason)
 	if (fd >= 0)
 		close(fd);
 	fd = -1;
+	__atomic_store_n(&dsp_own_fd, -1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&wlock);
 }
 
@@ -774,6 +778,7 @@ void dsp_writer_atfork_child(void)
 	if (fd >= 0)
 		close(fd);
 	fd = -1;
+	dsp_own_fd = -1;
 	finished = file_failed = 0;
 	writer_running = 0;
 	wake_word = done_word = stop_requested = 0;

@@ -1,7 +1,9 @@
 /* Processes: fork without exec (a DataLoader worker), exec, and _exit.
  *   forker fork K     K children each stat a path and _exit(0) (as Python's os._exit does)
  *   forker exec       stats, then execs itself as "forker after-exec" (same pid, second file)
- *   forker spin       records forever (for the SIGKILL and SIGTERM tests) */
+ *   forker spin       records forever (for the SIGKILL and SIGTERM tests)
+ *   forker closeall   records, closes every descriptor from 3 up (as daemons do), records */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,16 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 2 && !strcmp(argv[1], "after-exec")) {
 		stat("/nonexistent/ddpspy-after-exec", &st);
+		return 0;
+	}
+	if (argc >= 2 && !strcmp(argv[1], "closeall")) {
+		stat("/nonexistent/ddpspy-before-closeall", &st);
+		usleep(300000); /* the writer has created its file by now */
+		for (int fd = 3; fd < 1024; fd++)
+			close(fd);
+		int fd = open("/dev/null", O_RDONLY); /* would take the trace file's number */
+		stat("/nonexistent/ddpspy-after-closeall", &st);
+		close(fd);
 		return 0;
 	}
 	if (argc >= 2 && !strcmp(argv[1], "spin")) {

@@ -47,5 +47,13 @@ if before and after:
        "the old image's event is in the old file")
     ok([e["path"] for e in events(recs, "stat", file=after[0]["file"])] == ["/nonexistent/ddpspy-after-exec"],
        "the new image's event is in the new file")
+out = os.path.join(d, "closeall")
+p = traced([forker, "closeall"], out)
+ok(p.returncode == 0, "a program that closes every descriptor runs")
+recs, rc, _ = dump(out)
+paths = [e["path"] for e in events(recs, "stat")]
+ok(paths == ["/nonexistent/ddpspy-before-closeall", "/nonexistent/ddpspy-after-closeall"]
+   and of(recs, "end")[0]["complete"] == 1,
+   "its trace file survives and stays complete: %s" % paths)
 cleanup(d)
 done()
