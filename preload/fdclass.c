@@ -73,6 +73,14 @@ int dsp_fdclass(int fd)
 	return c;
 }
 
+int dsp_fdclass_cached(int fd)
+{
+	if (fd < 0 || fd >= FD_CACHE)
+		return DDPSPY_FD_UNKNOWN;
+	int c = __atomic_load_n(&cache[fd], __ATOMIC_RELAXED);
+	return c ? c - 1 : DDPSPY_FD_UNKNOWN;
+}
+
 void dsp_fdclass_set(int fd, int cls)
 {
 	if (fd >= 0 && fd < FD_CACHE)

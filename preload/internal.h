@@ -77,6 +77,10 @@ void dsp_clock_sample(uint64_t *raw, int64_t *mono_ns, int64_t *real_ns);
  * (the caller then fails the call as the library would); the next call tries again. */
 void *dsp_resolve(const char *name, const char *hint);
 
+/* The address range [lo, hi) of a loaded object's PT_LOAD segments (0, 0 when it has none). */
+struct dl_phdr_info;
+void dsp_object_range(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi);
+
 /* The same for a symbol with several versions (pthread_cond_wait has GLIBC_2.2.5 and 2.3.2:
  * plain dlsym may hand back the old one, which expects a different pthread_cond_t). */
 void *dsp_resolve_v(const char *name, const char *version);
@@ -175,6 +179,7 @@ void dsp_stack_load(void);
 /* ---- file descriptors (fdclass.c) ---- */
 int dsp_fdclass_probe(int fd);  /* fstat/getsockopt: the class of fd now (a few syscalls) */
 int dsp_fdclass(int fd);        /* cached class; probes (slow path) the first time */
+int dsp_fdclass_cached(int fd); /* cached class or unknown: never a syscall */
 void dsp_fdclass_set(int fd, int cls);
 void dsp_fdclass_forget(int fd);
 

@@ -647,8 +647,8 @@ int close(int fd)
 		dsp_fdclass_forget(fd);
 		return real_close(fd);
 	}
-	int cls = dsp_fdclass(fd);
-	dsp_fdclass_forget(fd); /* before the number can be handed out again */
+	int cls = dsp_fdclass_cached(fd); /* no probe for a descriptor's last use */
+	dsp_fdclass_forget(fd);            /* before the number can be handed out again */
 	uint64_t t0 = dsp_now();
 	int rc = real_close(fd);
 	uint64_t t1 = dsp_now();

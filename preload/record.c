@@ -16,16 +16,9 @@ static uintptr_t self_lo, self_hi; /* our own text, whose frames a stack leaves 
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *ctx)
 {
-	uintptr_t me = (uintptr_t)ctx, lo = UINTPTR_MAX, hi = 0;
+	uintptr_t me = (uintptr_t)ctx, lo, hi;
 	(void)size;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_LOAD)
-			continue;
-		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
-		lo = a < lo ? a : lo;
-		hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
-	}
+	dsp_object_range(info, &lo, &hi);
 	if (me >= lo && me < hi) {
 		self_lo = lo;
 		self_hi = hi;

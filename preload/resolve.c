@@ -83,3 +83,19 @@ void *dsp_resolve_v(const char *name, const char *version)
 	errno = saved_errno;
 	return p ? p : dsp_resolve(name, NULL);
 }
+
+void dsp_object_range(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi)
+{
+	*lo = UINTPTR_MAX;
+	*hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+		*lo = a < *lo ? a : *lo;
+		*hi = a + ph->p_memsz > *hi ? a + ph->p_memsz : *hi;
+	}
+	if (*lo == UINTPTR_MAX)
+		*lo = 0;
+}

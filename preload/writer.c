@@ -287,20 +287,13 @@ static int mod_cb(struct dl_phdr_info *info, size_t size, void *ctx)
 	w->n++;
 	if (w->count_only)
 		return 0;
-	uintptr_t lo = UINTPTR_MAX, hi = 0;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_LOAD)
-			continue;
-		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
-		lo = a < lo ? a : lo;
-		hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
-	}
+	uintptr_t lo, hi;
+	dsp_object_range(info, &lo, &hi);
 	const char *name = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : exe;
 	msgpack_pack_array(&pk, 4);
 	msgpack_pack_str_with_body(&pk, name, strlen(name));
 	msgpack_pack_uint64(&pk, info->dlpi_addr);
-	msgpack_pack_uint64(&pk, lo == UINTPTR_MAX ? 0 : lo);
+	msgpack_pack_uint64(&pk, lo);
 	msgpack_pack_uint64(&pk, hi);
 	return 0;
 }
