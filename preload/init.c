@@ -37,20 +37,19 @@ static const char *env_get(const char *name)
 
 /* ---- fatal signals ---- */
 static const int fatal[] = {SIGTERM, SIGHUP, SIGQUIT, SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
-static int in_fatal;
 
 static void on_fatal(int sig, siginfo_t *si, void *uc)
 {
-	(void)si;
 	(void)uc;
 	int saved = errno;
-	/* the first thread to get here completes the file; others wait for the same flush */
-	if (getpid() == my_pid && !__atomic_exchange_n(&in_fatal, 1, __ATOMIC_ACQ_REL))
+	if (getpid() == my_pid) /* not in a vfork child */
 		dsp_writer_signal_flush(sig, 2000);
 	signal(sig, SIG_DFL);
 	errno = saved;
-	/* a fault re-executes and dies with the default action; a sent signal is sent again */
-	if (sig != SIGSEGV && sig != SIGBUS && sig != SIGFPE && sig != SIGILL)
+	/* a fault re-executes the faulting instruction and dies with the default action; a signal
+	 * that was sent (kill, raise, abort: si_code <= 0) is sent again */
+	int fault = sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL;
+	if (!fault || !si || si->si_code <= 0)
 		raise(sig);
 }
 

@@ -528,6 +528,8 @@ static void rename_for_identity(void)
 	char np[PATH_MAX];
 	for (int seq = 0; seq < 1000; seq++) {
 		make_path(np, sizeof np, seq);
+		if (!strcmp(np, path))
+			return; /* the name did not change */
 		/* link + unlink: a rename that never replaces another process's file */
 		if (link(path, np) == 0) {
 			unlink(path);
@@ -732,14 +734,18 @@ void dsp_writer_exec_failed(void)
 	pthread_mutex_unlock(&wlock);
 }
 
-/* Async-signal-safe: asks the writer for a final flush and waits for it, at most timeout_ms. */
+/* Async-signal-safe: asks the writer for a final flush and waits for it, at most timeout_ms.
+ * Threads that fault at the same time all wait for the one flush the first one asked for. */
 void dsp_writer_signal_flush(int sig, int timeout_ms)
 {
+	static int requested;
 	if (!writer_running || pthread_equal(pthread_self(), writer))
 		return;
-	signal_no = sig;
-	__atomic_store_n(&wake_word, WAKE_SIGNAL, __ATOMIC_RELEASE);
-	futex(&wake_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+	if (!__atomic_exchange_n(&requested, 1, __ATOMIC_ACQ_REL)) {
+		signal_no = sig;
+		__atomic_store_n(&wake_word, WAKE_SIGNAL, __ATOMIC_RELEASE);
+		futex(&wake_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+	}
 	struct timespec to = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
 	while (!__atomic_load_n(&done_word, __ATOMIC_ACQUIRE)) {
 		if (futex(&done_word, FUTEX_WAIT_PRIVATE, 0, &to) < 0 && errno == ETIMEDOUT)

@@ -2,8 +2,10 @@
  *   forker fork K     K children each stat a path and _exit(0) (as Python's os._exit does)
  *   forker exec       stats, then execs itself as "forker after-exec" (same pid, second file)
  *   forker spin       records forever (for the SIGKILL and SIGTERM tests)
+ *   forker segv       records, then dereferences NULL (a crash)
  *   forker closeall   records, closes every descriptor from 3 up (as daemons do), records */
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +41,11 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 2 && !strcmp(argv[1], "after-exec")) {
 		stat("/nonexistent/ddpspy-after-exec", &st);
+		return 0;
+	}
+	if (argc >= 2 && !strcmp(argv[1], "segv")) {
+		stat("/nonexistent/ddpspy-before-crash", &st);
+		*(volatile int *)(uintptr_t)(argc - 2) = 1; /* argc is 2: a NULL store */
 		return 0;
 	}
 	if (argc >= 2 && !strcmp(argv[1], "closeall")) {

@@ -37,6 +37,14 @@ ends = of(recs, "end")
 ok(rc == 0 and ends and ends[0]["complete"] == 1 and ends[0]["reason"] == "signal 15",
    "the file was completed before the default action: %s" % (ends[0].get("reason") if ends else None))
 
+out = os.path.join(d, "segv")
+p = traced([forker, "segv"], out)
+ok(p.returncode == -signal.SIGSEGV, "a crash still dies of SIGSEGV (%d)" % p.returncode)
+crecs, rc, err = dump(out)
+ends = of(crecs, "end")
+ok(ends and ends[0]["reason"] == "signal 11" and len(events(crecs, "stat")) == 1,
+   "and its file is complete up to the crash: %s" % (ends[0].get("reason") if ends else None))
+
 # damage: cut the SIGTERM file in the middle of its last frame, then corrupt a copy
 f = of(recs, "process")[0]["file"]
 data = open(f, "rb").read()
