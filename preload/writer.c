@@ -142,9 +142,9 @@ static void frame_begin(const char *kind, size_t nfields)
 static void frame_end(void)
 {
 	size_t body = frame_start + DDPSPY_FRAME_HEADER_LEN;
-	unsigned char *h = (unsigned char *)out.data + frame_start;
-	if (!out.data) /* msgpack_sbuffer could not grow: drop the batch */
+	if (!out.data) /* the buffer never got memory: nothing to frame */
 		return;
+	unsigned char *h = (unsigned char *)out.data + frame_start;
 	ddpspy_put_le32(h, (uint32_t)(out.size - body));
 	ddpspy_put_le32(h + 4, ddpspy_crc32(0, out.data + body, out.size - body));
 }
