@@ -77,6 +77,12 @@ void dsp_clock_sample(uint64_t *raw, int64_t *mono_ns, int64_t *real_ns);
  * (the caller then fails the call as the library would); the next call tries again. */
 void *dsp_resolve(const char *name, const char *hint);
 
+/* At load time, before any wrapper can run in an awkward place (a signal handler, a fork child),
+ * each real function is looked up once with RTLD_NEXT (and dlvsym when version is given): cheap,
+ * and no walk of the loaded objects. What is not found then (gloo, MPI before it is loaded) is
+ * resolved on first use by dsp_resolve. */
+void *dsp_resolve_early(const char *name, const char *version);
+
 /* The address range [lo, hi) of a loaded object's PT_LOAD segments (0, 0 when it has none). */
 struct dl_phdr_info;
 void dsp_object_range(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi);
@@ -93,6 +99,10 @@ void *dsp_resolve_v(const char *name, const char *version);
 			return 1;                                                            \
 		real_##name = (ret(*) params)dsp_resolve_v(#name, version);                  \
 		return real_##name != NULL;                                                  \
+	}                                                                                    \
+	__attribute__((constructor(101))) static void early_##name(void)                    \
+	{                                                                                    \
+		real_##name = (ret(*) params)dsp_resolve_early(#name, version);              \
 	}
 
 /* Declares `real_name` and a resolver `get_name()`; the resolver caches its answer. */
@@ -104,6 +114,10 @@ void *dsp_resolve_v(const char *name, const char *version);
 			return 1;                                                            \
 		real_##name = (ret(*) params)dsp_resolve(#name, hint);                       \
 		return real_##name != NULL;                                                  \
+	}                                                                                    \
+	__attribute__((constructor(101))) static void early_##name(void)                    \
+	{                                                                                    \
+		real_##name = (ret(*) params)dsp_resolve_early(#name, NULL);                 \
 	}
 
 /* ---- recording (record.c, registry.c) ---- */

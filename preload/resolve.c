@@ -99,3 +99,14 @@ void dsp_object_range(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t 
 	if (*lo == UINTPTR_MAX)
 		*lo = 0;
 }
+
+void *dsp_resolve_early(const char *name, const char *version)
+{
+	struct dsp_tls *t = &dsp_tls;
+	int saved_guard = t->guard, saved_errno = errno;
+	t->guard = 1;
+	void *p = version ? dlvsym(RTLD_NEXT, name, version) : dlsym(RTLD_NEXT, name);
+	t->guard = saved_guard;
+	errno = saved_errno;
+	return p;
+}
