@@ -91,11 +91,12 @@ static void atfork_child(void)
 	int parent_rank = dsp_id.role == DDPSPY_ROLE_WORKER ? dsp_id.parent_rank : dsp_id.rank;
 	my_pid = getpid();
 	dsp_registry_fork_child();
-	/* a fork without exec of a rank is that rank's helper (a DataLoader worker) */
+	/* a fork without exec of a rank is that rank's helper (a DataLoader worker); any fork
+	 * child names its parent */
+	dsp_id.parent_pid = (int)getppid();
 	if (dsp_id.role == DDPSPY_ROLE_RANK || dsp_id.role == DDPSPY_ROLE_WORKER) {
 		dsp_id.role = DDPSPY_ROLE_WORKER;
 		dsp_id.parent_rank = parent_rank;
-		dsp_id.parent_pid = (int)getppid();
 		dsp_id.rank = -1;
 	}
 	dsp_writer_atfork_child();

@@ -30,6 +30,15 @@ for w in workers:
 pev = events(recs, file=parent[0]["file"]) if parent else []
 ok(len([e for e in pev if e["kind"] == "stat"]) == 2, "the parent's file has only the parent's 2 events")
 
+out = os.path.join(d, "fork-unranked")
+p = traced([forker, "fork", "1"], out)
+recs, rc, _ = dump(out)
+procs = of(recs, "process")
+kids = [x for x in procs if any(x["ppid"] == y["pid"] for y in procs)]
+ok(len(procs) == 2 and len(kids) == 1 and kids[0]["role"] == "other" and kids[0]["parent_pid"] == kids[0]["ppid"]
+   and all(y["parent_pid"] == -1 for y in procs if y is not kids[0]),
+   "a fork child of a process with no rank still names its parent")
+
 out = os.path.join(d, "exec")
 p = traced([forker, "exec"], out)
 ok(p.returncode == 0, "exec test program ran")
