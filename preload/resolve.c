@@ -75,12 +75,7 @@ void *dsp_resolve(const char *name, const char *hint)
 
 void *dsp_resolve_v(const char *name, const char *version)
 {
-	struct dsp_tls *t = &dsp_tls;
-	int saved_guard = t->guard, saved_errno = errno;
-	t->guard = 1;
-	void *p = dlvsym(RTLD_NEXT, name, version);
-	t->guard = saved_guard;
-	errno = saved_errno;
+	void *p = dsp_resolve_early(name, version);
 	return p ? p : dsp_resolve(name, NULL);
 }
 

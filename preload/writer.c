@@ -37,8 +37,15 @@ static int finished;         /* the end record is written; nothing more will be 
 enum { WAKE_NONE, WAKE_TICK, WAKE_STOP, WAKE_SIGNAL };
 static int signal_no;
 
-static int fd = -1;
-int dsp_own_fd = -1; /* fd, for close(): a program closing every descriptor must not close ours */
+/* The trace file. Written only with wlock held (set_fd), so the writer's plain reads are safe;
+ * close() in io.c reads it too, so that a program closing every descriptor does not close ours. */
+int dsp_own_fd = -1;
+
+static void set_fd(int v)
+{
+	__atomic_store_n(&dsp_own_fd, v, __ATOMIC_RELAXED);
+}
+
 static int file_failed;
 static char path[PATH_MAX];
 static int identity_dirty;
@@ -478,12 +485,11 @@ static int open_file(void)
 	/* exec keeps the pid: a second image of the same process takes the next free number */
 	for (int seq = 0; seq < 1000; seq++) {
 		make_path(path, sizeof path, seq);
-		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0644);
-		if (fd >= 0 || errno != EEXIST)
+		set_fd(open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0644));
+		if (dsp_own_fd >= 0 || errno != EEXIST)
 			break;
 	}
-	__atomic_store_n(&dsp_own_fd, fd, __ATOMIC_RELAXED);
-	if (fd < 0) {
+	if (dsp_own_fd < 0) {
 		dsp_warn("cannot create a trace file in %s (%s): this process runs untraced",
 			 dsp_cfg.out, strerror(errno));
 		return -1;
@@ -503,16 +509,15 @@ static void write_out(void)
 	const char *p = out.data;
 	size_t n = out.size;
 
-	while (n > 0 && fd >= 0) {
-		ssize_t w = write(fd, p, n);
+	while (n > 0 && dsp_own_fd >= 0) {
+		ssize_t w = write(dsp_own_fd, p, n);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
 			dsp_warn("writing %s failed (%s): tracing stops", path,
 				 w < 0 ? strerror(errno) : "no space");
-			close(fd);
-			fd = -1;
-			__atomic_store_n(&dsp_own_fd, -1, __ATOMIC_RELAXED);
+			close(dsp_own_fd);
+			set_fd(-1);
 			file_failed = 1;
 			__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED);
 			break;
@@ -578,7 +583,7 @@ static void flush_locked(int final, const char *end_reason)
 
 	if (finished || file_failed)
 		return;
-	if (fd < 0) {
+	if (dsp_own_fd < 0) {
 		/* the first flush with something to say creates the file: a process that never
 		 * records anything (a shell between fork and exec) leaves none */
 		int any = 0;
@@ -707,10 +712,9 @@ void dsp_writer_stop_and_drain(const char *reason)
 	__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED); /* later destructors are not recorded */
 	pthread_mutex_lock(&wlock);
 	flush_locked(1, reason);
-	if (fd >= 0)
-		close(fd);
-	fd = -1;
-	__atomic_store_n(&dsp_own_fd, -1, __ATOMIC_RELAXED);
+	if (dsp_own_fd >= 0)
+		close(dsp_own_fd);
+	set_fd(-1);
 	pthread_mutex_unlock(&wlock);
 }
 
@@ -756,7 +760,7 @@ void dsp_writer_signal_flush(int sig, int timeout_ms)
 void dsp_writer_identity_changed(void)
 {
 	pthread_mutex_lock(&wlock);
-	identity_dirty = fd >= 0;
+	identity_dirty = dsp_own_fd >= 0;
 	pthread_mutex_unlock(&wlock);
 }
 
@@ -774,10 +778,9 @@ void dsp_writer_atfork_parent(void)
 void dsp_writer_atfork_child(void)
 {
 	pthread_mutex_init(&wlock, NULL);
-	if (fd >= 0)
-		close(fd);
-	fd = -1;
-	dsp_own_fd = -1;
+	if (dsp_own_fd >= 0)
+		close(dsp_own_fd);
+	set_fd(-1);
 	finished = file_failed = 0;
 	writer_running = 0;
 	wake_word = done_word = stop_requested = 0;
