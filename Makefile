@@ -29,8 +29,9 @@ TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
 	$(B)/testapps/gloo_host $(B)/testapps/libfakegloo.so \
 	$(B)/testapps/libglooplugin.so $(B)/bench/overhead
 ifneq ($(MPICC),)
-TESTAPPS += $(B)/testapps/mpi_app
+TESTAPPS += $(B)/testapps/mpi_app $(B)/ddpbench
 endif
+DDPBENCH_SRC := $(wildcard testapps/ddpbench/*.c)
 UNIT := $(B)/tests/test_ring $(B)/tests/test_format $(B)/tests/test_fdclass \
 	$(B)/tests/test_identity
 
@@ -78,6 +79,9 @@ $(B)/testapps/%: testapps/%.c
 $(B)/testapps/mpi_app: testapps/mpi_app.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(BASE) -o $@ $<
+# the testbed: optimized like a real trainer's kernels would be
+$(B)/ddpbench: $(DDPBENCH_SRC) testapps/ddpbench/ddpbench.h
+	$(MPICC) $(BASE) -O3 -ffast-math -o $@ $(DDPBENCH_SRC) -lm -lpthread
 $(B)/testapps/libfakegloo.so: testapps/fakegloo.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -fPIC -shared -o $@ $<

@@ -1,0 +1,115 @@
+/* ddpbench: a data-parallel trainer on MPI that reproduces the DDP pathologies of the field notes
+ * on demand and measures its own phases, the ground truth ddpspy's report is judged against.
+ * This header is shared by its five files: main (CLI), data (dataset files and storage), loader
+ * (sampler and input threads), model (MLP and token kernels), train (the step loop). */
+#pragma once
+#include <stdint.h>
+#include <stddef.h>
+
+#define MAX_LAYERS 16
+
+/* --slow-data variants, combinable */
+enum { SLOW_SMALL_READS = 1, SLOW_STAT = 2, SLOW_SYNC = 4, SLOW_DELAY = 8 };
+enum task { TASK_MLP, TASK_UNIFORM, TASK_VARLEN };
+enum batching { BATCH_FIXED, BATCH_BUCKET, BATCH_BUDGET };
+
+struct options {
+	const char *data;
+	int steps, warmup;
+	int batch, global_batch;       /* per rank (weak scaling) or global (strong scaling) */
+	int workers, prefetch;
+	double bucket_mb;
+	int overlap;
+	int hidden, layers, features;  /* model shape; features is the dataset's */
+	int straggler_rank;
+	double straggler_ms, straggler_slowdown;
+	double extra_allreduce_mb;
+	double rank0_work_ms;
+	unsigned slow_data;
+	int slow_rank;                 /* -1: every rank */
+	int read_chunk;
+	double read_delay_ms;
+	enum task task;
+	enum batching batching;
+	int token_budget;
+	int uniform_len;
+	uint64_t seed;
+};
+
+/* A gen-data directory, as described by its manifest. */
+struct dataset {
+	char dir[3072];
+	int64_t samples;               /* samples.bin: samples x sample_bytes, u32 label then payload */
+	int sample_bytes, features, classes;
+	int64_t sequences;             /* tokens.bin (u16 tokens) + lengths.bin (u32 per sequence) */
+	int vocab, max_len;
+	uint32_t *seq_len;             /* loaded by dataset_open */
+	uint64_t *seq_off;             /* prefix sums, in tokens */
+	int64_t total_tokens;
+};
+
+/* One batch as the training step sees it. Owned by the loader; valid until the next
+ * loader_next call. */
+struct batch {
+	int n;                         /* samples in this batch */
+	int64_t *idx;                  /* n sample or sequence indices */
+	/* MLP task */
+	float *x;                      /* n x features */
+	int *y;                        /* n labels */
+	/* token tasks */
+	int len_max;                   /* padded length */
+	int *len;                      /* n real lengths */
+	uint16_t *tok;                 /* n x len_max, zero-padded */
+	long real_tokens;
+	/* buffers */
+	char *raw;
+	size_t cap_samples, cap_tokens;
+};
+
+/* rng.c-style helpers, in data.c */
+uint64_t rng_next(uint64_t *s);
+double rng_uniform(uint64_t *s);
+void shuffle(int64_t *v, int64_t n, uint64_t seed);
+double now_ms(void);
+void sleep_ms(double ms);
+
+/* data.c */
+int gen_data(int argc, char **argv);
+/* Reads DIR/manifest and the sequence lengths. Returns 0, or -1 with a message in err. */
+int dataset_open(struct dataset *ds, const char *dir, char *err, size_t errlen);
+void item_path(const struct dataset *ds, int64_t i, char *buf, size_t len);
+
+/* A storage endpoint: one thread that answers batch read requests over a socket after a fixed
+ * latency, standing in for a remote filesystem or object store. */
+struct storage;
+struct storage *storage_start(const char *path, double latency_ms);
+/* Reads n ranges through the storage's socket into dst (packed). Returns 0 or -1. */
+int storage_read(struct storage *st, int n, const uint64_t *off, const uint32_t *len, char *dst);
+void storage_stop(struct storage *st);
+
+/* loader.c */
+struct loader;
+struct loader *loader_start(const struct options *o, const struct dataset *ds, int rank, int ws,
+	int batch);
+/* Returns the next batch, waiting for the input threads if needed; NULL on a read error. */
+struct batch *loader_next(struct loader *l);
+void loader_stop(struct loader *l);
+
+/* model.c: a model is a list of layers whose gradients sit in one flat buffer laid out in
+ * reverse layer order, so each gradient bucket is a contiguous range. */
+typedef void (*poke_fn)(void *arg);
+struct model;
+struct model *model_new(const struct options *o, const struct dataset *ds);
+int model_layers(const struct model *m);
+size_t model_params(const struct model *m);
+/* [first, first+count) of the flat gradient buffer belongs to layer l */
+void model_layer_range(const struct model *m, int l, size_t *first, size_t *count);
+float *model_grad(struct model *m);
+/* slowdown > 1 stretches every kernel by that factor with extra arithmetic (a throttled device) */
+void model_forward(struct model *m, const struct batch *b, double slowdown);
+void model_backward_layer(struct model *m, int l, double slowdown, poke_fn poke, void *arg);
+void model_step(struct model *m, float scale);
+double model_loss(const struct model *m);
+
+/* train.c */
+int train(const struct options *o, const struct dataset *ds);

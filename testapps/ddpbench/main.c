@@ -1,0 +1,253 @@
+/* ddpbench's command line: `gen-data DIR` and `train --data DIR [options]`. Bad arguments get
+ * the usage and exit status 2, before MPI starts. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ddpbench.h"
+
+#define USAGE_HEAD \
+	"usage: ddpbench gen-data DIR [--help for its options]\n" \
+	"       mpirun -np N ddpbench train --data DIR [options]\n"
+static const char usage[] = USAGE_HEAD
+	"A data-parallel trainer on MPI that reproduces DDP pathologies on demand and measures its\n"
+	"own phases; the last line of rank 0's stdout is a JSON summary.\n"
+	"\n"
+	"training:\n"
+	"  --steps N               steady-state steps measured (default 20), after\n"
+	"  --warmup W              warm-up steps not measured (default 2)\n"
+	"  --batch B               samples per rank per step: weak scaling (default 128; 16 for tokens)\n"
+	"  --global-batch G        samples per step over all ranks: strong scaling, B = G / ranks\n"
+	"  --hidden H, --layers L  MLP width and hidden layers (default 512, 3); tokens: layers (1)\n"
+	"  --bucket-mb M           gradient bucket size in MiB (default 1)\n"
+	"  --no-overlap            all-reduce the gradients after backward, not during it\n"
+	"  --workers K             input threads (default 2; 0 loads in the training thread)\n"
+	"  --prefetch P            batches each input thread reads ahead (default 2)\n"
+	"  --seed S                sampler and initialization seed (default 1)\n"
+	"token mode (seed 000):\n"
+	"  --varlen                variable-length sequences through a transformer-shaped kernel\n"
+	"  --uniform-len L         every sequence L tokens instead (the uniform baseline, e.g. 128)\n"
+	"  --batching KIND         fixed (default), bucket (by length) or token-budget\n"
+	"  --token-budget T        padded tokens per rank per step for token-budget (default B x 128)\n"
+	"pathologies (combinable):\n"
+	"  --straggler-rank R      the straggler (default 0), slowed by\n"
+	"  --straggler-ms M          a host delay of M ms before each batch fetch, and/or\n"
+	"  --straggler-slowdown F    compute F times slower (a throttled device)\n"
+	"  --extra-allreduce-mb M  an extra all-reduce of M MiB every step\n"
+	"  --rank0-work-ms M       rank-0-only host work of M ms, then a barrier, every step\n"
+	"  --slow-data LIST        comma list: small-reads (read in --read-chunk pieces), stat (one\n"
+	"                          file per sample: stat, open, read, close), sync (no read-ahead:\n"
+	"                          load in the training thread), delay (storage latency per batch)\n"
+	"  --slow-rank R           apply --slow-data on rank R only (default: every rank)\n"
+	"  --read-chunk B          bytes per read for small-reads (default 64)\n"
+	"  --read-delay-ms M       storage latency per batch for delay (default 20)\n";
+
+static int is_rank0(void)
+{
+	const char *r = getenv("OMPI_COMM_WORLD_RANK");
+	if (!r)
+		r = getenv("PMI_RANK");
+	return !r || strcmp(r, "0") == 0;
+}
+
+static int bad_arg(const char *what, const char *val)
+{
+	if (is_rank0()) {
+		if (what)
+			fprintf(stderr, "ddpbench: bad value for %s: '%s'\n", what, val ? val : "");
+		fputs(USAGE_HEAD "run 'ddpbench --help' for the options\n", stderr);
+	}
+	return 2;
+}
+
+static int num(const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int integer(const char *s, int lo, int hi, int *out)
+{
+	double v;
+	if (num(s, lo, hi, &v) != 0 || v != floor(v))
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+static int parse_slow(const char *s, unsigned *out)
+{
+	static const struct { const char *name; unsigned bit; } kinds[] = {
+		{ "small-reads", SLOW_SMALL_READS }, { "stat", SLOW_STAT }, { "sync", SLOW_SYNC },
+		{ "delay", SLOW_DELAY },
+	};
+	*out = 0;
+	const char *p = s;
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		unsigned bit = 0;
+		for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+			if (strlen(kinds[k].name) == n && strncmp(p, kinds[k].name, n) == 0)
+				bit = kinds[k].bit;
+		if (!bit)
+			return -1;
+		*out |= bit;
+		p += n + (p[n] == ',');
+	}
+	return *out ? 0 : -1;
+}
+
+static int parse_train(int argc, char **argv, struct options *o)
+{
+	enum { O_DATA = 256, O_STEPS, O_WARMUP, O_BATCH, O_GBATCH, O_HIDDEN, O_LAYERS, O_BUCKET,
+		O_NOOVERLAP, O_WORKERS, O_PREFETCH, O_SEED, O_VARLEN, O_ULEN, O_BATCHING, O_BUDGET,
+		O_SRANK, O_SMS, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY };
+	static const struct option opts[] = {
+		{ "data", 1, 0, O_DATA }, { "steps", 1, 0, O_STEPS }, { "warmup", 1, 0, O_WARMUP },
+		{ "batch", 1, 0, O_BATCH }, { "global-batch", 1, 0, O_GBATCH },
+		{ "hidden", 1, 0, O_HIDDEN }, { "layers", 1, 0, O_LAYERS }, { "bucket-mb", 1, 0, O_BUCKET },
+		{ "no-overlap", 0, 0, O_NOOVERLAP }, { "workers", 1, 0, O_WORKERS },
+		{ "prefetch", 1, 0, O_PREFETCH }, { "seed", 1, 0, O_SEED }, { "varlen", 0, 0, O_VARLEN },
+		{ "uniform-len", 1, 0, O_ULEN }, { "batching", 1, 0, O_BATCHING },
+		{ "token-budget", 1, 0, O_BUDGET }, { "straggler-rank", 1, 0, O_SRANK },
+		{ "straggler-ms", 1, 0, O_SMS }, { "straggler-slowdown", 1, 0, O_SLOW },
+		{ "extra-allreduce-mb", 1, 0, O_EXTRA }, { "rank0-work-ms", 1, 0, O_R0 },
+		{ "slow-data", 1, 0, O_SLOWDATA }, { "slow-rank", 1, 0, O_SLOWRANK },
+		{ "read-chunk", 1, 0, O_CHUNK }, { "read-delay-ms", 1, 0, O_DELAY },
+		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
+	};
+	*o = (struct options){ .steps = 20, .warmup = 2, .batch = -1, .workers = 2, .prefetch = 2,
+		.bucket_mb = 1, .overlap = 1, .hidden = 512, .layers = -1, .straggler_rank = -1,
+		.straggler_slowdown = 1, .slow_rank = -1, .read_chunk = 64, .read_delay_ms = 20,
+		.seed = 1 };
+	int c, batching_set = 0;
+	double v;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		int bad = 0;
+		switch (c) {
+		case O_DATA: o->data = optarg; break;
+		case O_STEPS: bad = integer(optarg, 1, 1000000, &o->steps); break;
+		case O_WARMUP: bad = integer(optarg, 0, 1000000, &o->warmup); break;
+		case O_BATCH: bad = integer(optarg, 1, 1 << 20, &o->batch); break;
+		case O_GBATCH: bad = integer(optarg, 1, 1 << 24, &o->global_batch); break;
+		case O_HIDDEN: bad = integer(optarg, 1, 1 << 14, &o->hidden); break;
+		case O_LAYERS: bad = integer(optarg, 1, MAX_LAYERS - 1, &o->layers); break;
+		case O_BUCKET: bad = num(optarg, 0.001, 1 << 20, &o->bucket_mb); break;
+		case O_NOOVERLAP: o->overlap = 0; break;
+		case O_WORKERS: bad = integer(optarg, 0, 64, &o->workers); break;
+		case O_PREFETCH: bad = integer(optarg, 1, 64, &o->prefetch); break;
+		case O_SEED: bad = num(optarg, 0, 1e18, &v); o->seed = (uint64_t)v; break;
+		case O_VARLEN: o->task = TASK_VARLEN; break;
+		case O_ULEN: bad = integer(optarg, 1, 1 << 16, &o->uniform_len); o->task = TASK_UNIFORM; break;
+		case O_BATCHING:
+			batching_set = 1;
+			if (strcmp(optarg, "fixed") == 0)
+				o->batching = BATCH_FIXED;
+			else if (strcmp(optarg, "bucket") == 0)
+				o->batching = BATCH_BUCKET;
+			else if (strcmp(optarg, "token-budget") == 0)
+				o->batching = BATCH_BUDGET;
+			else
+				bad = 1;
+			break;
+		case O_BUDGET: bad = integer(optarg, 1, 1 << 24, &o->token_budget); break;
+		case O_SRANK: bad = integer(optarg, 0, 1 << 20, &o->straggler_rank); break;
+		case O_SMS: bad = num(optarg, 0, 1e6, &o->straggler_ms); break;
+		case O_SLOW: bad = num(optarg, 1, 1000, &o->straggler_slowdown); break;
+		case O_EXTRA: bad = num(optarg, 0, 4096, &o->extra_allreduce_mb); break;
+		case O_R0: bad = num(optarg, 0, 1e6, &o->rank0_work_ms); break;
+		case O_SLOWDATA: bad = parse_slow(optarg, &o->slow_data); break;
+		case O_SLOWRANK: bad = integer(optarg, 0, 1 << 20, &o->slow_rank); break;
+		case O_CHUNK: bad = integer(optarg, 1, 1 << 20, &o->read_chunk); break;
+		case O_DELAY: bad = num(optarg, 0, 1e6, &o->read_delay_ms); break;
+		case 'h': fputs(usage, stdout); return 1;
+		default:
+			if (is_rank0())
+				fprintf(stderr, "ddpbench: unknown option or missing value: '%s'\n", argv[optind - 1]);
+			return bad_arg(NULL, NULL);
+		}
+		if (bad) {
+			const char *name = "?";
+			for (const struct option *p = opts; p->name; p++)
+				if (p->val == c)
+					name = p->name;
+			char what[64];
+			snprintf(what, sizeof what, "--%s", name);
+			return bad_arg(what, optarg);
+		}
+	}
+	if (optind != argc) {
+		if (is_rank0())
+			fprintf(stderr, "ddpbench: unexpected argument '%s'\n", argv[optind]);
+		return bad_arg(NULL, NULL);
+	}
+	const char *conflict = NULL;
+	if (!o->data)
+		conflict = "train needs --data DIR (make one with: ddpbench gen-data DIR)";
+	else if (o->batch > 0 && o->global_batch > 0)
+		conflict = "--batch and --global-batch are exclusive";
+	else if (o->task == TASK_MLP && (batching_set || o->token_budget))
+		conflict = "--batching and --token-budget need --varlen or --uniform-len";
+	else if (o->task != TASK_MLP && (o->slow_data & SLOW_STAT))
+		conflict = "--slow-data stat reads one file per sample: it needs the MLP task";
+	else if ((o->straggler_ms > 0 || o->straggler_slowdown > 1) == 0 && o->straggler_rank >= 0)
+		conflict = "--straggler-rank needs --straggler-ms or --straggler-slowdown";
+	else if (o->slow_rank >= 0 && !o->slow_data)
+		conflict = "--slow-rank needs --slow-data";
+	if (conflict) {
+		if (is_rank0())
+			fprintf(stderr, "ddpbench: %s\n", conflict);
+		return bad_arg(NULL, NULL);
+	}
+	if (o->straggler_rank < 0 && (o->straggler_ms > 0 || o->straggler_slowdown > 1))
+		o->straggler_rank = 0;
+	if (o->batch < 0)
+		o->batch = o->task == TASK_MLP ? 128 : 16;
+	if (o->layers < 0)
+		o->layers = o->task == TASK_MLP ? 3 : 1;
+	if (o->token_budget == 0)
+		o->token_budget = (o->global_batch > 0 ? o->global_batch : o->batch) * 128;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 2 && strcmp(argv[1], "gen-data") == 0)
+		return gen_data(argc - 1, argv + 1);
+	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	if (argc < 2 || strcmp(argv[1], "train") != 0) {
+		if (is_rank0() && argc >= 2)
+			fprintf(stderr, "ddpbench: unknown command '%s'\n", argv[1]);
+		return bad_arg(NULL, NULL);
+	}
+	struct options o;
+	int rc = parse_train(argc - 1, argv + 1, &o);
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	struct dataset ds;
+	char err[4096];
+	if (dataset_open(&ds, o.data, err, sizeof err) != 0) {
+		if (is_rank0())
+			fprintf(stderr, "ddpbench: %s\n", err);
+		return 2;
+	}
+	if (o.task == TASK_VARLEN && o.batching == BATCH_BUDGET && o.token_budget < ds.max_len) {
+		if (is_rank0())
+			fprintf(stderr, "ddpbench: --token-budget %d is below the longest sequence (%d)\n",
+				o.token_budget, ds.max_len);
+		return 2;
+	}
+	return train(&o, &ds);
+}

@@ -1,0 +1,279 @@
+/* ddpbench's step loop: fetch a batch, forward, backward with gradient buckets all-reduced as
+ * they become ready (MPI_Iallreduce, progressed while backward continues), optimizer step, and
+ * the injected pathologies. Every phase is timed with the testbed's own clock; rank 0 gathers
+ * the per-step figures and prints the JSON summary as the last line of its stdout. */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ddpbench.h"
+
+enum { F_STEP, F_DATA, F_COMPUTE, F_COMM, F_HOST, F_SAMPLES, F_TOKENS, F_PADDED, NF };
+
+struct inflight {
+	MPI_Request req[MAX_LAYERS];
+	int n;
+	double ms;     /* time spent progressing them from inside backward */
+};
+
+static void progress(void *arg)
+{
+	struct inflight *f = arg;
+	double t = now_ms();
+	int done;
+	MPI_Testall(f->n, f->req, &done, MPI_STATUSES_IGNORE);
+	f->ms += now_ms() - t;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double quantile(double *v, int n, double q)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	double pos = q * (n - 1);
+	int i = (int)pos;
+	return i + 1 < n ? v[i] + (pos - i) * (v[i + 1] - v[i]) : v[i];
+}
+
+static const char *task_name(enum task t)
+{
+	return t == TASK_MLP ? "mlp" : t == TASK_UNIFORM ? "uniform" : "varlen";
+}
+
+static const char *batching_name(enum batching b)
+{
+	return b == BATCH_FIXED ? "fixed" : b == BATCH_BUCKET ? "bucket" : "token-budget";
+}
+
+/* all[r][s][f]: rank r, steady step s, field f */
+static void summarize(const struct options *o, int ws, int batch, const double *all,
+	const double *elapsed, size_t grad_bytes, int buckets, double loss0, double loss1)
+{
+	int S = o->steps;
+#define AT(r, s, f) all[((size_t)(r) * S + (s)) * NF + (f)]
+	double span = 0, samples = 0, tokens = 0, padded = 0;
+	for (int r = 0; r < ws; r++)
+		span = elapsed[r] > span ? elapsed[r] : span;
+	double *stepmax = calloc((size_t)S, sizeof(double));
+	double imb = 0, pimb = 0, slowest = 0;
+	for (int s = 0; s < S; s++) {
+		double tmax = 0, tsum = 0, pmax = 0, psum = 0;
+		for (int r = 0; r < ws; r++) {
+			stepmax[s] = AT(r, s, F_STEP) > stepmax[s] ? AT(r, s, F_STEP) : stepmax[s];
+			samples += AT(r, s, F_SAMPLES);
+			tokens += AT(r, s, F_TOKENS);
+			padded += AT(r, s, F_PADDED);
+			tmax = fmax(tmax, AT(r, s, F_TOKENS));
+			tsum += AT(r, s, F_TOKENS);
+			pmax = fmax(pmax, AT(r, s, F_PADDED));
+			psum += AT(r, s, F_PADDED);
+		}
+		if (tsum > 0) {
+			imb += tmax / (tsum / ws) - 1;
+			pimb += pmax / (psum / ws) - 1;
+		}
+	}
+	double p50 = quantile(stepmax, S, 0.5), p95 = quantile(stepmax, S, 0.95), p0 = quantile(stepmax, S, 0);
+	free(stepmax);
+	double sps = samples / (span / 1e3), tps = tokens / (span / 1e3);
+	for (int r = 0; r < ws; r++) {
+		double m = 0;
+		for (int s = 0; s < S; s++)
+			m += AT(r, s, F_STEP) / S;
+		slowest = fmax(slowest, m);
+	}
+	int mlp = o->task == TASK_MLP;
+	printf("ddpbench: %d rank%s, %d steps after %d warm-up: %.0f samples/s", ws, ws > 1 ? "s" : "",
+		S, o->warmup, sps);
+	if (!mlp)
+		printf(", %.0f tokens/s", tps);
+	printf(", step p50 %.1f ms, slowest rank %.1f ms/step\n", p50, slowest);
+	printf("{\"steps\": %d, \"warmup\": %d, \"world_size\": %d, \"task\": \"%s\", \"batching\": \"%s\", "
+		"\"batch\": %d, \"step_ms_max\": %.3f, \"step_ms_min\": %.3f, \"step_ms_p50\": %.3f, \"step_ms_p95\": %.3f, "
+		"\"samples_per_s\": %.1f, ", S, o->warmup, ws, task_name(o->task),
+		mlp ? "fixed" : batching_name(o->batching), batch, slowest, p0, p50, p95, sps);
+	if (mlp)
+		printf("\"tokens_per_s\": null, \"token_imbalance\": null, \"padded_imbalance\": null, "
+			"\"padding_ratio\": null, ");
+	else
+		printf("\"tokens_per_s\": %.1f, \"token_imbalance\": %.4f, \"padded_imbalance\": %.4f, "
+			"\"padding_ratio\": %.4f, ", tps, imb / S, pimb / S, padded > 0 ? 1 - tokens / padded : 0);
+	printf("\"grad_bytes\": %zu, \"buckets\": %d, \"overlap\": %s, \"loss_first\": %.5f, "
+		"\"loss_last\": %.5f, \"ranks\": [", grad_bytes, buckets, o->overlap ? "true" : "false",
+		loss0, loss1);
+	for (int r = 0; r < ws; r++) {
+		double m[NF] = { 0 };
+		for (int s = 0; s < S; s++)
+			for (int f = 0; f < NF; f++)
+				m[f] += AT(r, s, f) / S;
+		printf("%s{\"rank\": %d, \"step_ms\": %.3f, \"data_ms\": %.3f, \"compute_ms\": %.3f, "
+			"\"comm_ms\": %.3f, \"host_ms\": %.3f, \"samples_per_step\": %.2f, ", r ? ", " : "", r,
+			m[F_STEP], m[F_DATA], m[F_COMPUTE], m[F_COMM], m[F_HOST], m[F_SAMPLES]);
+		if (mlp)
+			printf("\"tokens_per_step\": null, \"padded_tokens_per_step\": null}");
+		else
+			printf("\"tokens_per_step\": %.1f, \"padded_tokens_per_step\": %.1f}", m[F_TOKENS],
+				m[F_PADDED]);
+	}
+	printf("]}\n");
+#undef AT
+}
+
+int train(const struct options *o, const struct dataset *ds)
+{
+	int rank, ws, provided;
+	MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &ws);
+	int batch = o->global_batch > 0 ? o->global_batch / ws : o->batch;
+	int64_t items = o->task == TASK_MLP ? ds->samples : o->task == TASK_VARLEN ? ds->sequences :
+		ds->total_tokens / o->uniform_len;
+	const char *bad = NULL;
+	char why[256];
+	if (o->global_batch > 0 && o->global_batch % ws != 0) {
+		snprintf(why, sizeof why, "--global-batch %d is not a multiple of the %d ranks", o->global_batch, ws);
+		bad = why;
+	} else if (o->straggler_rank >= ws || o->slow_rank >= ws) {
+		snprintf(why, sizeof why, "--%s %d but there are only %d ranks",
+			o->straggler_rank >= ws ? "straggler-rank" : "slow-rank",
+			o->straggler_rank >= ws ? o->straggler_rank : o->slow_rank, ws);
+		bad = why;
+	} else if (batch < 1 || (int64_t)batch * ws * (o->batching == BATCH_BUCKET ? 16 : 1) > items) {
+		snprintf(why, sizeof why, "the dataset has %lld items, too few for %d ranks x batch %d%s",
+			(long long)items, ws, batch, o->batching == BATCH_BUCKET ? " x 16 (bucketing window)" : "");
+		bad = why;
+	}
+	if (bad) {
+		if (rank == 0)
+			fprintf(stderr, "ddpbench: %s\n", bad);
+		MPI_Finalize();
+		return 2;
+	}
+
+	struct model *m = model_new(o, ds);
+	struct loader *ld = m ? loader_start(o, ds, rank, ws, batch) : NULL;
+	int ok = ld != NULL, all_ok;
+	MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+	if (!all_ok) {
+		if (!ok)
+			fprintf(stderr, "ddpbench: rank %d cannot start its input pipeline on %s\n", rank, ds->dir);
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+
+	/* buckets in backward order: a bucket closes once it holds bucket_mb, at a layer boundary */
+	int nl = model_layers(m), bucket_at[MAX_LAYERS], nb = 0;
+	size_t bfirst[MAX_LAYERS], bcount[MAX_LAYERS], acc = 0, limit = (size_t)(o->bucket_mb * 1048576);
+	for (int l = nl - 1; l >= 0; l--) {
+		size_t first, count;
+		model_layer_range(m, l, &first, &count);
+		if (acc == 0)
+			bfirst[nb] = first;
+		acc += count;
+		bucket_at[l] = -1;
+		if (acc * sizeof(float) >= limit || l == 0) {
+			bcount[nb] = acc;
+			bucket_at[l] = nb++;
+			acc = 0;
+		}
+	}
+	float *grad = model_grad(m);
+	float *extra = NULL;
+	size_t extra_n = (size_t)(o->extra_allreduce_mb * 1048576) / sizeof(float);
+	if (extra_n && !(extra = calloc(extra_n, sizeof(float))))
+		MPI_Abort(MPI_COMM_WORLD, 1);
+
+	int total = o->warmup + o->steps;
+	double *rec = calloc((size_t)o->steps * NF, sizeof(double)), start = 0, loss0 = 0, loss1 = 0;
+	double slowdown = rank == o->straggler_rank ? o->straggler_slowdown : 1;
+	struct inflight fl;
+	for (int step = 0; step < total; step++) {
+		double t0 = now_ms(), t, v[NF] = { 0 };
+		if (step == o->warmup)
+			start = t0;
+		if (rank == o->straggler_rank && o->straggler_ms > 0)
+			sleep_ms(o->straggler_ms); /* host delay before fetching the batch, as in seed 001 */
+		t = now_ms();
+		v[F_HOST] += t - t0;
+		struct batch *b = loader_next(ld);
+		if (!b) {
+			fprintf(stderr, "ddpbench: rank %d: reading the batch of step %d from %s failed\n",
+				rank, step, ds->dir);
+			MPI_Abort(MPI_COMM_WORLD, 1);
+		}
+		v[F_DATA] += now_ms() - t;
+
+		t = now_ms();
+		model_forward(m, b, slowdown);
+		fl.n = 0;
+		fl.ms = 0;
+		for (int l = nl - 1; l >= 0; l--) {
+			model_backward_layer(m, l, slowdown, o->overlap ? progress : NULL, &fl);
+			int k = bucket_at[l];
+			if (k >= 0 && o->overlap) {
+				double tc = now_ms();
+				MPI_Iallreduce(MPI_IN_PLACE, grad + bfirst[k], (int)bcount[k], MPI_FLOAT, MPI_SUM,
+					MPI_COMM_WORLD, &fl.req[fl.n++]);
+				fl.ms += now_ms() - tc;
+			}
+		}
+		v[F_COMPUTE] += now_ms() - t - fl.ms;
+		v[F_COMM] += fl.ms;
+		t = now_ms();
+		if (o->overlap)
+			MPI_Waitall(fl.n, fl.req, MPI_STATUSES_IGNORE);
+		else
+			for (int k = 0; k < nb; k++)
+				MPI_Allreduce(MPI_IN_PLACE, grad + bfirst[k], (int)bcount[k], MPI_FLOAT, MPI_SUM,
+					MPI_COMM_WORLD);
+		v[F_COMM] += now_ms() - t;
+		t = now_ms();
+		model_step(m, 1.0f / (float)ws);
+		v[F_COMPUTE] += now_ms() - t;
+
+		if (extra) {
+			t = now_ms();
+			MPI_Allreduce(MPI_IN_PLACE, extra, (int)extra_n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+			v[F_COMM] += now_ms() - t;
+		}
+		if (o->rank0_work_ms > 0) {
+			t = now_ms();
+			if (rank == 0)
+				sleep_ms(o->rank0_work_ms); /* stands in for logging, checkpoint bookkeeping */
+			double tb = now_ms();
+			v[F_HOST] += tb - t;
+			MPI_Barrier(MPI_COMM_WORLD);
+			v[F_COMM] += now_ms() - tb;
+		}
+		v[F_STEP] = now_ms() - t0;
+		v[F_SAMPLES] = b->n;
+		v[F_TOKENS] = (double)b->real_tokens;
+		v[F_PADDED] = (double)b->n * b->len_max;
+		if (step == o->warmup)
+			loss0 = model_loss(m);
+		loss1 = model_loss(m);
+		if (step >= o->warmup)
+			memcpy(rec + (size_t)(step - o->warmup) * NF, v, sizeof v);
+	}
+	double elapsed = now_ms() - start;
+	loader_stop(ld);
+
+	double *all = rank == 0 ? calloc((size_t)ws * o->steps * NF, sizeof(double)) : NULL;
+	double *el = rank == 0 ? calloc((size_t)ws, sizeof(double)) : NULL;
+	MPI_Gather(rec, o->steps * NF, MPI_DOUBLE, all, o->steps * NF, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+	MPI_Gather(&elapsed, 1, MPI_DOUBLE, el, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+	if (rank == 0) {
+		summarize(o, ws, batch, all, el, model_params(m) * sizeof(float), nb, loss0, loss1);
+		fflush(stdout);
+	}
+	free(all);
+	free(el);
+	free(rec);
+	free(extra);
+	MPI_Finalize();
+	return 0;
+}
