@@ -35,7 +35,7 @@ DDPBENCH_SRC := $(wildcard testapps/ddpbench/*.c)
 UNIT := $(B)/tests/test_ring $(B)/tests/test_format $(B)/tests/test_fdclass \
 	$(B)/tests/test_identity
 
-.PHONY: all deps test bench gen clean testapps stress
+.PHONY: all deps test bench gen clean testapps stress lab
 all: $(B)/libddpspy.so $(B)/ddpspy
 
 deps:
@@ -98,7 +98,7 @@ test:
 	@$(MAKE) --no-print-directory all testapps $(UNIT)
 	@bash tests/run.sh
 
-bench: all $(B)/bench/overhead
+bench: all $(B)/bench/overhead $(if $(MPICC),$(B)/ddpbench)
 	@bash bench/run.sh
 
 # reruns the concurrency tests many times to shake out races: make stress [N=50]
@@ -109,6 +109,12 @@ stress: all testapps $(UNIT)
 		/usr/bin/python3 tests/e2e/test_threads.py >/tmp/ddpspy-stress.log 2>&1 || { cat /tmp/ddpspy-stress.log; echo "test_threads failed on run $$i"; exit 1; }; \
 		/usr/bin/python3 tests/e2e/test_process.py >/tmp/ddpspy-stress.log 2>&1 || { cat /tmp/ddpspy-stress.log; echo "test_process failed on run $$i"; exit 1; }; \
 	done; echo "stress: $(N) runs passed"
+
+# seed 000/001 case tables on the testbed under ddpspy -> lab/results.md (about 5 minutes)
+lab:
+	@bash .ci/deps --quiet
+	@$(MAKE) --no-print-directory all $(B)/ddpbench
+	@/usr/bin/python3 lab/lab.py
 
 gen:
 	python3 tools/gen_mpi.py > preload/mpi_wrappers.inc

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make bench: the preload's per-call overhead, measured as a side-by-side difference in one run.
+# make bench: the preload's per-call overhead, measured as a side-by-side difference in one run,
+# then its cost on the testbed's training step (bench/side_by_side.py).
 # Rounds alternate between the plain program and the same program under libddpspy.so, so drift
 # on a noisy machine hits both alike; each figure is the median over rounds of the median burst.
 set -eu
@@ -35,3 +36,10 @@ extra = mt_t["sem_wait_ns"] - mt_p["sem_wait_ns"]
 print(f"budget: a recorded call that does not block costs at most 40 ns more; "
       f"measured {extra:.1f} ns ({'met' if extra <= 40 else 'NOT met'})")
 PY
+# the preload's cost on a whole training step: the testbed, plain and traced side by side
+if [ -x build/ddpbench ] && command -v mpirun >/dev/null; then
+	echo
+	/usr/bin/python3 bench/side_by_side.py
+else
+	echo "ddpbench side by side: skipped (build/ddpbench or mpirun missing)"
+fi

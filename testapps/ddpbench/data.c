@@ -143,6 +143,14 @@ static void fill_sample(char *p, int bytes, int features, int classes, uint64_t 
 static int make_dirs(const char *dir, int64_t samples)
 {
 	char p[3200];
+	snprintf(p, sizeof p, "%s", dir);
+	for (char *c = p + 1; *c; c++) /* parents first, like mkdir -p */
+		if (*c == '/') {
+			*c = 0;
+			if (mkdir(p, 0755) != 0 && errno != EEXIST)
+				return -1;
+			*c = '/';
+		}
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
 		return -1;
 	snprintf(p, sizeof p, "%s/items", dir);

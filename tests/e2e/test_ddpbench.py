@@ -6,6 +6,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 from lib import *
 
 BENCH = os.path.join(BUILD, "ddpbench")
@@ -192,28 +193,12 @@ if ok(all((uni, fixed, bucket, budget)), "token runs complete"):
     ok(all(r["padded_tokens_per_step"] <= 8 * 128 for r in budget["ranks"]),
        "token budget keeps every batch within 1024 padded tokens")
 
-# ---- the preload's cost on the healthy testbed ----
-# Throughput on our 2-vCPU VMs swings by up to 40% between identical runs made one after the
-# other (memory bandwidth shared with neighbours comes and goes in phases of seconds), which no 3%
-# bound can resolve. Two jobs run at the same time share the same phases: an identical pair
-# differs by under 3%, and the median of 6 pairs by about 1%. So the plain and the preloaded job
-# run side by side, each 2 ranks on the same 2 cores, and their throughputs are compared. The
-# model is small and cache-resident, so the preload sees more events per second than in the
-# default configuration: ~45,000 per rank.
-ratios = []
-for i in range(6):
-    procs = {}
-    for pre in ((False, True) if i % 2 == 0 else (True, False)):
-        env = dict(os.environ)
-        if pre:
-            env.update(LD_PRELOAD=LIB, DDPSPY_OUT=os.path.join(d, "over"))
-        procs[pre] = subprocess.Popen(MPIRUN + ["-np", "2", BENCH, "train", "--data", data, "--hidden", "128",
-                                                "--steps", "60"], stdout=subprocess.PIPE, text=True, env=env)
-    res = {pre: p.communicate(timeout=120)[0] for pre, p in procs.items()}
-    if all(p.returncode == 0 for p in procs.values()):
-        ratios.append(json.loads(res[True].splitlines()[-1])["samples_per_s"] /
-                      json.loads(res[False].splitlines()[-1])["samples_per_s"])
-if ok(len(ratios) == 6, "6 side-by-side pairs complete"):
+# ---- the preload's cost on the healthy testbed: side by side, see bench/side_by_side.py ----
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from side_by_side import side_by_side
+pairs = side_by_side(data, os.path.join(d, "over"))
+if ok(len(pairs) == 6, "6 side-by-side pairs complete"):
+    ratios = [t["samples_per_s"] / p["samples_per_s"] for p, t in pairs]
     r = statistics.median(ratios)
     ok(r > 0.97, "healthy testbed under the preload keeps %.1f%% of its throughput (median of %s)"
        % (100 * r, ["%.3f" % x for x in ratios]))

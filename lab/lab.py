@@ -1,0 +1,244 @@
+"""`make lab`: runs the case tables of seeds 001 and 000 on the bundled testbed under ddpspy and
+writes lab/results.md, the testbed's own measurements beside the seeds' published figures, with
+each expected shape checked. Every run keeps its trace directory under build/lab/<case>/.
+
+usage: /usr/bin/python3 lab/lab.py [--repeat N] [--steps N] [--only CASE,...] [--out FILE]"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.path.join(ROOT, "build")
+BENCH = os.path.join(BUILD, "ddpbench")
+DDPSPY = os.path.join(BUILD, "ddpspy")
+MPIRUN = ["mpirun", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+
+# Seed 001 ("Learning PyTorch DDP Performance Tuning on a One-GPU Machine", Duo An): CPU gloo,
+# 4 ranks on a Ryzen 9 9900X. Slowest steady-state step (ms) and samples/s, as published.
+SEED001 = {
+    "weak-ws1": (30.0, 4264), "weak-ws2": (42.6, 6004), "weak-ws4": (70.2, 7289),
+    "strong-ws1": (84.0, 6096), "strong-ws2": (62.0, 8263), "strong-ws4": (70.2, 7289),
+    "straggler": (102.5, 4993), "extra-allreduce": (271.5, 1886), "rank0-work": (89.2, 5742),
+}
+# Seed 000 ("Why Variable Sequence Length Breaks DDP Throughput", same author): tokens/s, 4 ranks.
+SEED000 = {"uniform": 250959, "varlen-fixed": 122006, "varlen-bucket": 208668, "varlen-budget": 193289}
+
+CASES = [
+    # name, ranks, ddpbench arguments, what it is
+    ("weak-ws1", 1, ["--batch", "128"], "weak scaling, 128 per rank"),
+    ("weak-ws2", 2, ["--batch", "128"], "weak scaling, 128 per rank"),
+    ("weak-ws4", 4, ["--batch", "128"], "weak scaling, 128 per rank (also strong ws=4)"),
+    ("strong-ws1", 1, ["--global-batch", "512"], "strong scaling, global 512"),
+    ("strong-ws2", 2, ["--global-batch", "512"], "strong scaling, global 512"),
+    ("straggler", 4, ["--batch", "128", "--straggler-rank", "0", "--straggler-ms", "40"],
+     "rank 0 sleeps 40 ms before each batch fetch"),
+    ("straggler-ws2", 2, ["--batch", "128", "--straggler-rank", "0", "--straggler-ms", "40"],
+     "the same straggler with 2 ranks, one per core"),
+    ("extra-allreduce", 4, ["--batch", "128", "--extra-allreduce-mb", "128"], "an extra 128 MiB all-reduce per step"),
+    ("rank0-work", 4, ["--batch", "128", "--rank0-work-ms", "20"], "rank 0 works 20 ms, then a barrier"),
+    ("uniform", 4, ["--uniform-len", "128", "--batch", "16"], "uniform 128-token sequences, 16 per rank"),
+    ("varlen-fixed", 4, ["--varlen", "--batch", "16"], "variable lengths, 16 sequences per rank"),
+    ("varlen-bucket", 4, ["--varlen", "--batch", "16", "--batching", "bucket"], "variable lengths, bucketed by length"),
+    ("varlen-budget", 4, ["--varlen", "--batch", "16", "--batching", "token-budget"],
+     "variable lengths, 2048 padded tokens per rank"),
+]
+
+
+def run_case(name, ws, args, steps, data, k):
+    out = os.path.join(BUILD, "lab", name, "run%d" % k)
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [DDPSPY, "run", "-o", out, "--"] + MPIRUN + ["-np", str(ws), BENCH, "train", "--data", data,
+                                                        "--steps", str(steps)] + args
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if p.returncode != 0:
+        sys.stderr.write("lab: %s failed (exit %d):\n%s\n" % (name, p.returncode, p.stderr[-2000:]))
+        return None
+    j = json.loads(p.stdout.splitlines()[-1])
+    j["trace"] = os.path.relpath(out, ROOT)
+    return j
+
+
+def pct(x):
+    return "%+.1f%%" % (100 * x)
+
+
+def split_table(j):
+    rows = ["| rank | step ms | data | compute | comm | host |", "|---|---|---|---|---|---|"]
+    for r in j["ranks"]:
+        rows.append("| %d | %.1f | %.1f | %.1f | %.1f | %.1f |" % (r["rank"], r["step_ms"], r["data_ms"],
+                                                              r["compute_ms"], r["comm_ms"], r["host_ms"]))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description="seed 000/001 case tables on ddpbench under ddpspy")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per case; the median is reported (default 3)")
+    ap.add_argument("--steps", type=int, default=20, help="steady-state steps per run (default 20)")
+    ap.add_argument("--only", default="", help="comma list of case names")
+    ap.add_argument("--out", default=os.path.join(ROOT, "lab", "results.md"))
+    a = ap.parse_args()
+    if a.repeat < 1 or a.steps < 1:
+        ap.error("--repeat and --steps must be at least 1")
+    if not os.path.exists(BENCH) or not shutil.which("mpirun"):
+        sys.exit("lab: build/ddpbench or mpirun missing; run `make` with Open MPI installed")
+    only = set(filter(None, a.only.split(",")))
+    unknown = only - {c[0] for c in CASES}
+    if unknown:
+        ap.error("unknown case(s): %s" % ", ".join(sorted(unknown)))
+    cases = [c for c in CASES if not only or c[0] in only]
+    data = os.path.join(BUILD, "lab", "data")
+    subprocess.run([BENCH, "gen-data", data], check=True)
+
+    runs = {c[0]: [] for c in cases}
+    for k in range(a.repeat):  # round-robin, so a slow phase of the machine hits every case alike
+        for name, ws, args, _ in cases:
+            sys.stderr.write("lab: %s, run %d of %d\n" % (name, k + 1, a.repeat))
+            j = run_case(name, ws, args, a.steps, data, k)
+            if j:
+                runs[name].append(j)
+    res = {}
+    for name, js in runs.items():
+        if js:  # the run with the median throughput stands for the case
+            js.sort(key=lambda j: j["samples_per_s"])
+            res[name] = js[len(js) // 2]
+            res[name]["all_sps"] = [j["samples_per_s"] for j in js]
+            res[name]["all_tps"] = [j["tokens_per_s"] for j in js]
+    write(a, cases, res)
+    print("lab: wrote %s" % os.path.relpath(a.out, ROOT))
+
+
+def write(a, cases, res):
+    cpu = "?"
+    try:
+        cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0]
+    except (OSError, IndexError):
+        pass
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    L = ["# ddpbench lab results", "",
+         "Generated by `make lab` (lab/lab.py) on %s: %d CPUs (%s), %s, commit %s. Every case ran %d "
+         "time(s) with %d steady-state steps after 2 warm-up steps, under `ddpspy run`; the run with "
+         "the median throughput is shown, and its trace directory is named. The seeds' figures are "
+         "theirs (seed 001 and seed 000 by Duo An: PyTorch DDP on CPU with gloo, 4 ranks on a 12-core "
+         "Ryzen 9 9900X); ours come from ddpbench's own clock around its own phases." %
+         (datetime.date.today().isoformat(), os.cpu_count(), cpu, platform.platform(terse=True), commit or "?",
+          a.repeat, a.steps), ""]
+    g = res.get
+    L += ["## Seed 001: scaling, straggler, communication, rank-0 serialization", "",
+          "| case | ranks | what | seed step ms | seed samples/s | our step ms | our samples/s | our runs (samples/s) |",
+          "|---|---|---|---|---|---|---|---|"]
+    for name, ws, args, what in cases:
+        if name not in SEED001 or name not in res:
+            continue
+        j, s = res[name], SEED001[name]
+        L.append("| %s | %d | %s | %.1f | %s | %.1f | %s | %s |" % (
+            name, ws, what, s[0], format(s[1], ","), j["step_ms_max"], format(round(j["samples_per_s"]), ","),
+            ", ".join(format(round(x), ",") for x in j["all_sps"])))
+    L += ["", "Step ms is the slowest rank's mean step, as in the seed. The strong-scaling ws=4 case is "
+          "the weak-scaling ws=4 case (128 per rank either way), as in the seed.", ""]
+    checks = []
+
+    def check(ok, text, why=""):
+        checks.append("- %s %s%s" % ("**matches**:" if ok else "**differs**:", text,
+                                     "" if ok or not why else " " + why))
+
+    if all(g(n) for n in ("weak-ws1", "weak-ws2", "weak-ws4")):
+        t1, t2, t4 = (g(n)["samples_per_s"] for n in ("weak-ws1", "weak-ws2", "weak-ws4"))
+        e2, e4 = t2 / (2 * t1), t4 / (4 * t1)
+        check(e2 < 1 and t2 > t1, "weak scaling rises with ranks but below linear: efficiency %.1f%% at ws=2, "
+              "%.1f%% at ws=4 (seed: 70.4%%, 42.7%%)." % (100 * e2, 100 * e4),
+              "Two ranks on two cores should still gain.")
+        checks.append("  At ws=4 this machine runs 4 ranks on 2 cores, so no more than ~2x the ws=1 "
+                      "throughput is possible; the seed had 12 cores for 4 ranks. Efficiency at ws=4 is "
+                      "bounded by 50% here for that reason alone.")
+    if all(g(n) for n in ("strong-ws1", "strong-ws2", "weak-ws4")):
+        s1, s2, s4 = (g(n)["samples_per_s"] for n in ("strong-ws1", "strong-ws2", "weak-ws4"))
+        e2, e4 = s2 / (2 * s1), s4 / (4 * s1)
+        check(e4 < e2, "strong scaling efficiency falls as per-rank work shrinks: %.1f%% at ws=2, %.1f%% at "
+              "ws=4 (seed: 67.8%%, 29.9%%)." % (100 * e2, 100 * e4))
+    base = g("weak-ws4")
+    for name, ref in (("straggler", "weak-ws4"), ("straggler-ws2", "weak-ws2")):
+        j, b = g(name), g(ref)
+        if not (j and b):
+            continue
+        loss = 1 - j["samples_per_s"] / b["samples_per_s"]
+        want = 40 / j["step_ms_max"]
+        check(abs(loss - want) <= 0.3 * want, "%s: the straggler costs about its delay per step: throughput %s "
+              "against %s (delay/step %.1f%%; seed -31.5%%)." % (name, pct(-loss), ref, 100 * want),
+              "With 4 ranks on 2 cores the CPU, not the slowest rank, sets the pace: while rank 0 sleeps, "
+              "the other three ranks get its share of the cores and finish their compute sooner, which "
+              "hides most of the delay. With one rank per core (straggler-ws2) the delay is on the "
+              "critical path as in the seed." if j["world_size"] > os.cpu_count() else "")
+        others = [r for r in j["ranks"] if r["rank"] != 0]
+        check(j["ranks"][0]["host_ms"] > 35 and min(r["comm_ms"] for r in others) > j["ranks"][0]["comm_ms"],
+              "%s: rank 0 spends %.1f ms per step in its delay while the others wait in comm (%.1f-%.1f ms vs "
+              "%.1f ms on rank 0); the seed counts the delay as rank 0's data wait (44.6 ms), we count it "
+              "as host time, which is what a sleep before the fetch is." % (
+                  name, j["ranks"][0]["host_ms"], min(r["comm_ms"] for r in others),
+                  max(r["comm_ms"] for r in others), j["ranks"][0]["comm_ms"]))
+    if base and g("extra-allreduce"):
+        j = g("extra-allreduce")
+        loss = 1 - j["samples_per_s"] / base["samples_per_s"]
+        share = min(r["comm_ms"] / r["step_ms"] for r in j["ranks"])
+        check(share > 0.5 and loss > 0.5, "the 128 MiB all-reduce dominates every rank's step: comm is at "
+              "least %.0f%% of each rank's step, throughput %s (seed -74.1%%)." % (100 * share, pct(-loss)))
+    if base and g("rank0-work"):
+        j = g("rank0-work")
+        loss = 1 - j["samples_per_s"] / base["samples_per_s"]
+        want = 20 / j["step_ms_max"]
+        check(abs(loss - want) <= 0.3 * want and j["ranks"][0]["host_ms"] > 18,
+              "rank-0 work behind a barrier costs everyone about its duration: throughput %s (work/step "
+              "%.1f%%; seed -21.2%%)." % (pct(-loss), 100 * want))
+    L += ["### Shapes", ""] + checks + [""]
+    for name in ("weak-ws4", "straggler", "straggler-ws2", "extra-allreduce", "rank0-work"):
+        if g(name):
+            L += ["Per-rank split, %s (ms per step; trace: `%s`):" % (name, g(name)["trace"]), ""] + split_table(g(name)) + [""]
+
+    L += ["## Seed 000: token skew", "",
+          "| case | what | seed tokens/s | seed vs uniform | our tokens/s | ours vs uniform | token imbalance | padded imbalance | padding | our runs (tokens/s) |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
+    uni = g("uniform")
+    for name, ws, args, what in cases:
+        if name not in SEED000 or name not in res:
+            continue
+        j = res[name]
+        L.append("| %s | %s | %s | %.2f | %s | %s | %.3f | %.3f | %.1f%% | %s |" % (
+            name, what, format(SEED000[name], ","), SEED000[name] / SEED000["uniform"],
+            format(round(j["tokens_per_s"]), ","), "%.2f" % (j["tokens_per_s"] / uni["tokens_per_s"]) if uni else "-",
+            j["token_imbalance"], j["padded_imbalance"], 100 * j["padding_ratio"],
+            ", ".join(format(round(x), ",") for x in j["all_tps"])))
+    L += ["", "Token imbalance is, per step, the largest rank's real tokens over the mean, minus 1, "
+          "averaged over steps; padded imbalance is the same for padded tokens, which is the work.", ""]
+    checks = []
+    if all(g(n) for n in SEED000):
+        f, b, t, u = (g(n) for n in ("varlen-fixed", "varlen-bucket", "varlen-budget", "uniform"))
+        check(b["tokens_per_s"] > f["tokens_per_s"] and t["tokens_per_s"] > f["tokens_per_s"],
+              "bucketing and token-budget batching both beat fixed count on tokens/s (%.2fx and %.2fx; "
+              "seed 1.71x and 1.58x)." % (b["tokens_per_s"] / f["tokens_per_s"], t["tokens_per_s"] / f["tokens_per_s"]))
+        check(b["padded_imbalance"] < f["padded_imbalance"], "bucketing evens out the work across ranks: "
+              "padded imbalance %.3f vs %.3f with fixed count." % (b["padded_imbalance"], f["padded_imbalance"]))
+        check(f["tokens_per_s"] / u["tokens_per_s"] > 0.35, "fixed count loses %.0f%% of uniform's tokens/s "
+              "(seed: 51%%)." % (100 * (1 - f["tokens_per_s"] / u["tokens_per_s"])),
+              "Our kernel's attention is quadratic in the padded length and a larger share of its cost than "
+              "in the seed's model, so padding to the longest sequence of a batch costs more.")
+        check(t["tokens_per_s"] <= b["tokens_per_s"] * 1.05, "token-budget batching is at most on par with "
+              "bucketing (%.0f vs %.0f tokens/s; seed: 193,289 vs 208,668)." % (t["tokens_per_s"], b["tokens_per_s"]),
+              "Our token-budget sampler sorts a pool of each rank's sequences by length before cutting "
+              "batches (as fairseq-style samplers do), so it pads almost nothing and balances padded "
+              "tokens per rank by construction. The seed does not describe its token-budget sampler; "
+              "one that packs unsorted sequences pads more and lands below bucketing, as the seed's did.")
+    L += ["### Shapes", ""] + checks + [""]
+    L += ["Reproduce: `make lab` (about 5 minutes on 2 cores; `/usr/bin/python3 lab/lab.py --help` for "
+          "fewer cases or repeats). These are wall-clock figures on a shared 2-vCPU VM: identical runs "
+          "differ by up to 40%, which is why each case runs several times and the median is shown.", ""]
+    with open(a.out, "w") as fh:
+        fh.write("\n".join(L))
+
+
+if __name__ == "__main__":
+    main()
