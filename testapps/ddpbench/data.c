@@ -438,12 +438,18 @@ struct storage *storage_start(const char *path, double latency_ms)
 int storage_read(struct storage *st, int n, const uint64_t *off, const uint32_t *len, char *dst)
 {
 	uint32_t un = (uint32_t)n;
-	size_t total = 0;
-	char req[4 + 12 * (size_t)n];
+	size_t total = 0, bytes = 4 + 12 * (size_t)n;
+	char *req = malloc(bytes);
+	if (!req || n < 1 || n > 1 << 16) {
+		free(req);
+		return -1;
+	}
 	memcpy(req, &un, 4);
 	memcpy(req + 4, off, 8 * (size_t)n);
 	memcpy(req + 4 + 8 * (size_t)n, len, 4 * (size_t)n);
-	if (write_all(st->sock[0], req, sizeof req) != 0)
+	int rc = write_all(st->sock[0], req, bytes);
+	free(req);
+	if (rc != 0)
 		return -1;
 	for (int i = 0; i < n; i++)
 		total += len[i];

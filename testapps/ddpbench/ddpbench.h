@@ -83,7 +83,7 @@ void item_path(const struct dataset *ds, int64_t i, char *buf, size_t len);
  * latency, standing in for a remote filesystem or object store. */
 struct storage;
 struct storage *storage_start(const char *path, double latency_ms);
-/* Reads n ranges through the storage's socket into dst (packed). Returns 0 or -1. */
+/* Reads n ranges (1 .. 65536) through the storage's socket into dst (packed). Returns 0 or -1. */
 int storage_read(struct storage *st, int n, const uint64_t *off, const uint32_t *len, char *dst);
 void storage_stop(struct storage *st);
 

@@ -4,6 +4,7 @@
  * with its scores held constant; its cost grows with padded length as attention + MLP do, which is
  * what token skew needs. Gradients live in one flat buffer in reverse layer order (see ddpbench.h). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ddpbench.h"
@@ -70,6 +71,13 @@ static void gemm_nt(int M, int N, int K, const float *A, const float *B, float *
 				s += a[k] * b[k];
 			C[(size_t)i * N + j] = s;
 		}
+}
+
+/* the testbed cannot measure anything without its activations: say so and stop */
+static void out_of_memory(int rows)
+{
+	fprintf(stderr, "ddpbench: out of memory for the activations of a %d-sample batch\n", rows);
+	abort();
 }
 
 static volatile float burn_sink;
@@ -218,7 +226,7 @@ static void mlp_forward(struct model *m, const struct batch *b, double slowdown)
 {
 	int B = b->n;
 	if (mlp_reserve(m, B) != 0)
-		abort(); /* out of memory in the testbed: nothing sensible to measure */
+		out_of_memory(B);
 	m->rows = B;
 	m->labels = b->y;
 	m->act[0] = b->x;
@@ -344,7 +352,7 @@ static void tok_forward(struct model *m, const struct batch *b, double slowdown)
 	m->n = b->n;
 	m->lp = b->len_max;
 	if (tok_reserve(m, m->n, m->lp) != 0)
-		abort();
+		out_of_memory(m->n);
 	int d = m->d, f = m->f, lp = m->lp;
 	size_t per = (size_t)lp * d;
 	for (size_t t = 0; t < (size_t)m->n * lp; t++)
