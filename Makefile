@@ -22,7 +22,7 @@ endif
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(B)/obj/%.o)
 
 COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/trace.c \
-	collector/json.c common/format.c
+	collector/json.c collector/analyze.c collector/report.c common/format.c
 COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 
 TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
@@ -35,7 +35,7 @@ DDPBENCH_SRC := $(wildcard testapps/ddpbench/*.c)
 UNIT := $(B)/tests/test_ring $(B)/tests/test_format $(B)/tests/test_fdclass \
 	$(B)/tests/test_identity
 
-.PHONY: all deps test bench gen clean testapps stress lab
+.PHONY: all deps test bench gen clean testapps stress lab demo
 all: $(B)/libddpspy.so $(B)/ddpspy
 
 deps:
@@ -52,12 +52,12 @@ $(B)/libddpspy.so: $(PRELOAD_OBJ) preload/exports.map
 	$(CC) -shared -o $@ $(PRELOAD_OBJ) -Wl,--version-script=preload/exports.map \
 		-Wl,-z,now -Wl,-z,nodelete -lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
 
-$(B)/cobj/%.o: %.c common/format.h collector/trace.h collector/json.h
+$(B)/cobj/%.o: %.c common/format.h collector/trace.h collector/json.h collector/analysis.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -c $< -o $@
 
 $(B)/ddpspy: $(COLLECTOR_OBJ)
-	$(CC) -o $@ $(COLLECTOR_OBJ) -lmsgpackc
+	$(CC) -o $@ $(COLLECTOR_OBJ) -lmsgpackc -lm
 
 # ---- tests ----
 $(B)/tests/test_ring: tests/unit/test_ring.c preload/ring.c tests/unit/tap.h
@@ -109,6 +109,12 @@ stress: all testapps $(UNIT)
 		/usr/bin/python3 tests/e2e/test_threads.py >/tmp/ddpspy-stress.log 2>&1 || { cat /tmp/ddpspy-stress.log; echo "test_threads failed on run $$i"; exit 1; }; \
 		/usr/bin/python3 tests/e2e/test_process.py >/tmp/ddpspy-stress.log 2>&1 || { cat /tmp/ddpspy-stress.log; echo "test_process failed on run $$i"; exit 1; }; \
 	done; echo "stress: $(N) runs passed"
+
+# the README's first command: a 4-rank testbed job with a straggler, traced, and its report
+demo:
+	@bash .ci/deps --quiet
+	@$(MAKE) --no-print-directory all $(B)/ddpbench
+	@bash tools/demo.sh
 
 # seed 000/001 case tables on the testbed under ddpspy -> lab/results.md (about 5 minutes)
 lab:

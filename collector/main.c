@@ -4,11 +4,13 @@
 
 int cmd_run(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 static void usage(FILE *to)
 {
 	fprintf(to, "usage: ddpspy COMMAND [ARGS]\n"
 		    "  run [-o DIR] -- CMD...   run CMD with ddpspy's preload library, traces in DIR\n"
+		    "  report DIR... [--json]    the verdict: what bounds the job, which rank, what to change\n"
 		    "  dump DIR|FILE... [--json] print every process, thread and event\n"
 		    "  version                  print the version\n");
 }
@@ -21,6 +23,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "run"))
 		return cmd_run(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "report"))
+		return cmd_report(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "dump"))
 		return cmd_dump(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {

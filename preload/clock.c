@@ -2,8 +2,33 @@
 #include "internal.h"
 
 #include <cpuid.h>
+#include <errno.h>
+#include <stdlib.h>
 
 int dsp_use_tsc;
+static int64_t offset_ns;
+
+void dsp_clock_offset_init(int rank)
+{
+	/* item `rank` of the list, or the only item; ranks beyond the list and non-ranks get 0 */
+	const char *p = dsp_cfg.clock_offset;
+	if (!p || !*p)
+		return;
+	for (int i = 0; *p; i++) {
+		char *end;
+		errno = 0;
+		long long v = strtoll(p, &end, 10);
+		if (errno || end == p || (*end && *end != ',')) {
+			dsp_warn("DDPSPY_CLOCK_OFFSET_NS=%s is not a comma list of whole numbers; ignored",
+				 dsp_cfg.clock_offset);
+			offset_ns = 0;
+			return;
+		}
+		if (i == rank || (i == 0 && !*end))
+			offset_ns = v;
+		p = *end ? end + 1 : end;
+	}
+}
 
 void dsp_clock_init(void)
 {
@@ -34,8 +59,8 @@ void dsp_clock_sample(uint64_t *raw, int64_t *mono_ns, int64_t *real_ns)
 		if (r1 - r0 < best) {
 			best = r1 - r0;
 			*raw = r0 + (r1 - r0) / 2;
-			*mono_ns = m;
-			*real_ns = re;
+			*mono_ns = m + offset_ns;
+			*real_ns = re + offset_ns;
 		}
 	}
 }

@@ -26,6 +26,7 @@ static const struct option {
 	{"DDPSPY_DISABLE", OPT_BOOL, 0, 0, 1, NULL, offsetof(struct dsp_config, disable)},
 	{"DDPSPY_LOG", OPT_BOOL, 0, 0, 1, NULL, offsetof(struct dsp_config, log)},
 	{"DDPSPY_SIGNALS", OPT_BOOL, 1, 0, 1, NULL, offsetof(struct dsp_config, signals)},
+	{"DDPSPY_CLOCK_OFFSET_NS", OPT_STR, 0, 0, 0, "", offsetof(struct dsp_config, clock_offset)},
 };
 
 static void vsay(const char *fmt, va_list ap)

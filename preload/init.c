@@ -127,6 +127,7 @@ __attribute__((constructor)) static void ddpspy_init(void)
 		close(f);
 	}
 	dsp_identity_detect(&dsp_id, env_get, cmd, n);
+	dsp_clock_offset_init(dsp_id.rank);
 	if (dsp_id.role == DDPSPY_ROLE_WORKER)
 		dsp_id.parent_pid = (int)getppid();
 	/* until the writer measures the raw clock's rate, assume 3 GHz for the stack threshold */

@@ -1,0 +1,116 @@
+/* The analysis behind `ddpspy report`: every rank's file loaded into per-thread timelines,
+ * clocks aligned, steps found, each step split into compute / data / comms / host, waits for
+ * late peers measured per collective, and the verdict and findings derived from them. The text
+ * and JSON reports (report.c) are two views of one struct analysis. */
+#ifndef DDPSPY_ANALYSIS_H
+#define DDPSPY_ANALYSIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum cat { CAT_COMPUTE, CAT_DATA, CAT_COMMS, CAT_HOST, CAT_COUNT };
+extern const char *const cat_names[CAT_COUNT];
+
+struct ev {                /* one recorded call, times aligned to the job's clock (ns) */
+	int64_t t, d;
+	int64_t bytes;         /* collectives: payload; reads: requested bytes; -1 unknown */
+	uint64_t req;          /* nonblocking request */
+	int32_t comm, seq;     /* collectives; seq -1 when none */
+	int32_t fd;            /* I/O; -1 when none */
+	int32_t path;          /* index into the process's path table, -1 when none */
+	int16_t kind;
+	int8_t op, fdclass;
+};
+
+struct thr {
+	int tid;
+	char name[32];
+	struct ev *ev;
+	size_t n, cap;
+	size_t ncoll;          /* collective events: the training thread has the most */
+};
+
+struct proc {
+	char *file, host[256];
+	int pid, ppid, role, rank, world, parent_rank, parent_pid;
+	int64_t to_real;       /* CLOCK_REALTIME - CLOCK_MONOTONIC at the first calibration */
+	int64_t offset;        /* added to to_real by the collective refinement */
+	uint64_t events, dropped;
+	int damaged, ended;
+	char error[200];
+	struct thr *thr;
+	int nthr;
+	int train;             /* index of the training thread in thr, -1 none */
+	char **paths;          /* path table; fd_path maps a descriptor to its latest open path */
+	int npaths, cpaths;
+	int32_t *fd_path;
+	int nfd;
+};
+
+struct rankstep {          /* one analysed step of one rank */
+	int64_t t0, t1;
+	double cat[CAT_COUNT]; /* ms, raw split of the training thread */
+	double wait;           /* ms of comms spent before the last peer arrived */
+	double crit[CAT_COUNT];/* ms, with waits for late peers charged to the late rank's cause */
+	double late_max;       /* ms, the latest this rank entered a collective of the step */
+};
+
+struct finding {
+	char kind[32];
+	int rank;              /* -1: null */
+	double severity;
+	char title[512];
+	char evidence[2048];   /* a JSON object's members, without the braces */
+	char text[1024];       /* the same evidence for the text report */
+	const char *advice[4];
+};
+
+struct rankinfo {
+	int rank;
+	struct proc *p;
+	struct rankstep *steps; /* nsteps of the analysis */
+	double step_p50, step_p95, shares[CAT_COUNT], wait_share, late_p50;
+	double coll_bytes, read_bytes; /* per step */
+};
+
+#define MAX_FINDINGS 32
+#define MAX_WARNINGS 32
+
+struct analysis {
+	char **dirs;
+	int ndirs;
+	struct proc *procs;
+	int nprocs, nhosts;
+	struct rankinfo *ranks;
+	int nranks;
+	int skip;
+	int steps_detected, nsteps;
+	const char *step_source;       /* collectives, markers, windows, none */
+	double wall_s;
+	uint64_t events, dropped;
+	const char *clock_method;
+	double clock_residual_us;
+	double step_p50, step_p95, step_max;
+	double shares[CAT_COUNT];      /* critical-path verdict shares */
+	const char *bound;
+	double confidence;
+	char summary[1024];
+	struct finding findings[MAX_FINDINGS];
+	int nfindings;
+	char *warnings[MAX_WARNINGS];
+	int nwarnings;
+};
+
+struct report_options {
+	int skip;            /* warm-up steps to skip */
+	const int *ranks;    /* only these ranks (NULL: all) */
+	int nranks;
+};
+
+/* Loads every trace file under dirs and analyses the job. Returns 0, or -1 when nothing
+ * readable was found (a one-line reason in err). Free with analysis_free either way. */
+int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report_options *o,
+	char *err, size_t errlen);
+void analysis_free(struct analysis *a);
+
+#endif

@@ -1,0 +1,318 @@
+/* ddpspy report DIR... [--json] [--skip N] [--fail-on KINDS] [--fail-severity X] [--ranks LIST]:
+ * the verdict, per-rank table and findings of one analysis (analyze.c), as text for a terminal
+ * or as JSON per the contract (schema ddpspy.report.v1). Exit 0, 2 (usage, nothing readable)
+ * or 3 (a --fail-on finding at or above --fail-severity). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis.h"
+#include "json.h"
+
+static void usage(FILE *to)
+{
+	fprintf(to, "usage: ddpspy report DIR... [--json] [--skip N] [--fail-on KIND[,KIND...]]\n"
+		    "                     [--fail-severity X] [--ranks LIST]\n"
+		    "  --json            the report as JSON (schema ddpspy.report.v1)\n"
+		    "  --skip N          warm-up steps left out (default 2)\n"
+		    "  --fail-on KINDS   exit 3 when one of these findings has severity >= --fail-severity\n"
+		    "  --fail-severity X (default 0.1)\n"
+		    "  --ranks LIST      only these ranks, e.g. 0,2-3\n");
+}
+
+static int parse_ranks(const char *s, int **out, int *n)
+{
+	int cap = 16, *v = malloc((size_t)cap * sizeof *v);
+	*n = 0;
+	if (!v)
+		return -1;
+	while (*s) {
+		char *end;
+		long a = strtol(s, &end, 10), b;
+		if (end == s || a < 0 || a > 1 << 24)
+			goto bad;
+		b = a;
+		if (*end == '-') {
+			s = end + 1;
+			b = strtol(s, &end, 10);
+			if (end == s || b < a || b > 1 << 24)
+				goto bad;
+		}
+		for (long r = a; r <= b; r++) {
+			if (*n == cap) {
+				int *nv = realloc(v, (size_t)(cap *= 2) * sizeof *nv);
+				if (!nv)
+					goto bad;
+				v = nv;
+			}
+			v[(*n)++] = (int)r;
+		}
+		if (*end == ',')
+			end++;
+		else if (*end)
+			goto bad;
+		s = end;
+	}
+	*out = v;
+	return *n ? 0 : -1;
+bad:
+	free(v);
+	return -1;
+}
+
+static void shares_json(struct json *j, const char *key, const double *s)
+{
+	json_key(j, key);
+	struct json o;
+	json_begin(&o, j->out);
+	for (int c = 0; c < CAT_COUNT; c++)
+		json_num(&o, cat_names[c], round(s[c] * 10000) / 10000);
+	fputs("}", j->out);
+}
+
+static void print_json(const struct analysis *a)
+{
+	FILE *out = stdout;
+	struct json j, o;
+	json_begin(&j, out);
+	json_str(&j, "schema", "ddpspy.report.v1");
+	json_key(&j, "tool");
+	json_begin(&o, out);
+	json_str(&o, "name", "ddpspy");
+	json_str(&o, "version", DDPSPY_VERSION);
+	fputs("}", out);
+
+	json_key(&j, "job");
+	json_begin(&o, out);
+	json_key(&o, "dirs");
+	fputs("[", out);
+	for (int i = 0; i < a->ndirs; i++) {
+		if (i)
+			fputs(", ", out);
+		json_raw_escaped(out, a->dirs[i], strlen(a->dirs[i]));
+	}
+	fputs("]", out);
+	json_int(&o, "ranks", a->nranks);
+	json_int(&o, "hosts", a->nhosts);
+	json_int(&o, "processes", a->nprocs);
+	json_int(&o, "steps_detected", a->steps_detected);
+	json_int(&o, "steps_analyzed", a->nsteps);
+	json_int(&o, "skipped", a->skip);
+	json_str(&o, "step_source", a->step_source);
+	json_num(&o, "wall_s", a->wall_s);
+	json_int(&o, "events", (int64_t)a->events);
+	json_int(&o, "dropped_events", (int64_t)a->dropped);
+	json_key(&o, "clock");
+	struct json c;
+	json_begin(&c, out);
+	json_str(&c, "method", a->clock_method);
+	json_num(&c, "max_offset_us", a->clock_residual_us);
+	fputs("}", out);
+	json_key(&o, "warnings");
+	fputs("[", out);
+	for (int i = 0; i < a->nwarnings; i++) {
+		if (i)
+			fputs(", ", out);
+		json_raw_escaped(out, a->warnings[i], strlen(a->warnings[i]));
+	}
+	fputs("]}", out);
+
+	json_key(&j, "verdict");
+	json_begin(&o, out);
+	json_str(&o, "bound", a->bound);
+	json_num(&o, "confidence", round(a->confidence * 100) / 100);
+	shares_json(&o, "shares", a->shares);
+	json_str(&o, "summary", a->summary);
+	fputs("}", out);
+
+	json_key(&j, "step");
+	json_begin(&o, out);
+	json_num(&o, "p50_ms", a->step_p50);
+	json_num(&o, "p95_ms", a->step_p95);
+	json_num(&o, "max_ms", a->step_max);
+	fputs("}", out);
+
+	json_key(&j, "ranks");
+	fputs("[", out);
+	for (int r = 0; r < a->nranks; r++) {
+		const struct rankinfo *ri = &a->ranks[r];
+		if (r)
+			fputs(", ", out);
+		json_begin(&o, out);
+		json_int(&o, "rank", ri->rank);
+		json_str(&o, "host", ri->p->host);
+		json_int(&o, "pid", ri->p->pid);
+		json_num(&o, "step_p50_ms", ri->step_p50);
+		json_num(&o, "step_p95_ms", ri->step_p95);
+		shares_json(&o, "shares", ri->shares);
+		json_num(&o, "comms_wait_share", round(ri->wait_share * 10000) / 10000);
+		json_num(&o, "late_ms_p50", ri->late_p50);
+		json_key(&o, "bytes_per_step");
+		json_begin(&c, out);
+		json_num(&c, "collective", round(ri->coll_bytes));
+		json_num(&c, "read", round(ri->read_bytes));
+		fputs("}", out);
+		json_num(&o, "clock_offset_us", (double)ri->p->offset / 1e3);
+		fputs("}", out);
+	}
+	fputs("]", out);
+
+	json_key(&j, "findings");
+	fputs("[", out);
+	for (int i = 0; i < a->nfindings; i++) {
+		const struct finding *f = &a->findings[i];
+		if (i)
+			fputs(", ", out);
+		json_begin(&o, out);
+		json_str(&o, "kind", f->kind);
+		if (f->rank >= 0)
+			json_int(&o, "rank", f->rank);
+		else
+			json_str(&o, "rank", NULL);
+		json_num(&o, "severity", round(f->severity * 1000) / 1000);
+		json_str(&o, "title", f->title);
+		json_key(&o, "evidence");
+		fprintf(out, "{%s}", f->evidence);
+		json_key(&o, "advice");
+		fputs("[", out);
+		for (int k = 0; k < 4 && f->advice[k]; k++) {
+			if (k)
+				fputs(", ", out);
+			json_raw_escaped(out, f->advice[k], strlen(f->advice[k]));
+		}
+		fputs("]}", out);
+	}
+	fputs("]", out);
+	json_end(&j);
+}
+
+static void print_text(const struct analysis *a)
+{
+	FILE *out = stdout;
+	fprintf(out, "ddpspy report: %d rank%s on %d host%s, %d process%s; %d step%s analysed of %d (steps from %s, "
+		"%d warm-up skipped); %.1f s, %llu events, %llu dropped\n",
+		a->nranks, a->nranks == 1 ? "" : "s", a->nhosts, a->nhosts == 1 ? "" : "s", a->nprocs,
+		a->nprocs == 1 ? "" : "es", a->nsteps, a->nsteps == 1 ? "" : "s", a->steps_detected, a->step_source,
+		a->skip, a->wall_s, (unsigned long long)a->events, (unsigned long long)a->dropped);
+	fprintf(out, "clock: %s, residual %.1f us\n", a->clock_method, a->clock_residual_us);
+	for (int i = 0; i < a->nwarnings; i++)
+		fprintf(out, "warning: %s\n", a->warnings[i]);
+	fprintf(out, "\nverdict: %s (confidence %.2f)\n", a->summary, a->confidence);
+	fprintf(out, "  critical path: compute %.0f%%  data %.0f%%  comms %.0f%%  host %.0f%%\n",
+		100 * a->shares[CAT_COMPUTE], 100 * a->shares[CAT_DATA], 100 * a->shares[CAT_COMMS],
+		100 * a->shares[CAT_HOST]);
+	fprintf(out, "  step: p50 %.1f ms, p95 %.1f ms, max %.1f ms\n\n", a->step_p50, a->step_p95, a->step_max);
+	fprintf(out, "rank  host             step p50    p95  compute   data  comms   host   wait  late p50\n");
+	for (int r = 0; r < a->nranks; r++) {
+		const struct rankinfo *ri = &a->ranks[r];
+		fprintf(out, "%4d  %-15.15s %8.1f %6.1f  %6.0f%% %5.0f%% %5.0f%% %5.0f%% %5.0f%% %6.2f ms\n", ri->rank,
+			ri->p->host, ri->step_p50, ri->step_p95, 100 * ri->shares[CAT_COMPUTE], 100 * ri->shares[CAT_DATA],
+			100 * ri->shares[CAT_COMMS], 100 * ri->shares[CAT_HOST], 100 * ri->wait_share, ri->late_p50);
+	}
+	fprintf(out, "(shares of each rank's own step; wait: in collectives before the last peer arrived)\n");
+	if (!a->nfindings) {
+		fprintf(out, "\nno findings\n");
+		return;
+	}
+	fprintf(out, "\nfindings (severity: the fraction of the step fixing it would win back)\n");
+	for (int i = 0; i < a->nfindings; i++) {
+		const struct finding *f = &a->findings[i];
+		fprintf(out, "%2d. [%.2f] %s", i + 1, f->severity, f->kind);
+		if (f->rank >= 0)
+			fprintf(out, ", rank %d", f->rank);
+		fprintf(out, ": %s\n    evidence: %s\n", f->title, f->text);
+		for (int k = 0; k < 4 && f->advice[k]; k++)
+			fprintf(out, "    advice: %s\n", f->advice[k]);
+	}
+}
+
+int cmd_report(int argc, char **argv)
+{
+	int json = 0, *ranks = NULL, nranks = 0, rc = 2;
+	long skip = 2;
+	double fail_sev = 0.1;
+	const char *fail_on = NULL;
+	char **dirs = calloc((size_t)argc + 1, sizeof *dirs);
+	int ndirs = 0;
+	if (!dirs)
+		return 2;
+	for (int i = 0; i < argc; i++) {
+		const char *s = argv[i];
+		char *end;
+		if (!strcmp(s, "--json")) {
+			json = 1;
+		} else if (!strcmp(s, "--skip") && i + 1 < argc) {
+			errno = 0;
+			skip = strtol(argv[++i], &end, 10);
+			if (errno || *end || skip < 0 || skip > 1000000) {
+				fprintf(stderr, "ddpspy report: --skip needs a whole number >= 0, not '%s'\n", argv[i]);
+				goto out;
+			}
+		} else if (!strcmp(s, "--fail-on") && i + 1 < argc) {
+			fail_on = argv[++i];
+		} else if (!strcmp(s, "--fail-severity") && i + 1 < argc) {
+			fail_sev = strtod(argv[++i], &end);
+			if (*end || !(fail_sev >= 0 && fail_sev <= 1)) {
+				fprintf(stderr, "ddpspy report: --fail-severity needs a number in 0..1, not '%s'\n", argv[i]);
+				goto out;
+			}
+		} else if (!strcmp(s, "--ranks") && i + 1 < argc) {
+			if (parse_ranks(argv[++i], &ranks, &nranks) != 0) {
+				fprintf(stderr, "ddpspy report: --ranks needs a list like 0,2-3, not '%s'\n", argv[i]);
+				goto out;
+			}
+		} else if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+			usage(stdout);
+			rc = 0;
+			goto out;
+		} else if (s[0] == '-') {
+			fprintf(stderr, "ddpspy report: unknown option or missing value: %s\n", s);
+			usage(stderr);
+			goto out;
+		} else {
+			dirs[ndirs++] = argv[i];
+		}
+	}
+	if (!ndirs) {
+		usage(stderr);
+		goto out;
+	}
+	struct report_options o = { .skip = (int)skip, .ranks = ranks, .nranks = nranks };
+	struct analysis a;
+	char err[512];
+	if (analysis_run(&a, dirs, ndirs, &o, err, sizeof err) != 0) {
+		fprintf(stderr, "ddpspy report: %s\n", err);
+		for (int i = 0; i < a.nwarnings; i++)
+			fprintf(stderr, "ddpspy report: %s\n", a.warnings[i]);
+		analysis_free(&a);
+		goto out;
+	}
+	if (json)
+		print_json(&a);
+	else
+		print_text(&a);
+	rc = 0;
+	if (fail_on) {
+		for (int i = 0; i < a.nfindings; i++) {
+			const struct finding *f = &a.findings[i];
+			size_t l = strlen(f->kind);
+			for (const char *p = fail_on; *p;) {
+				size_t n = strcspn(p, ",");
+				if (n == l && !strncmp(p, f->kind, n) && f->severity >= fail_sev) {
+					if (rc != 3)
+						fprintf(stderr, "ddpspy report: failing: %s%s severity %.2f >= %.2f\n", f->kind,
+							f->rank >= 0 ? " on a rank," : "", f->severity, fail_sev);
+					rc = 3;
+				}
+				p += n + (p[n] == ',');
+			}
+		}
+	}
+	analysis_free(&a);
+out:
+	free(ranks);
+	free(dirs);
+	return rc;
+}
