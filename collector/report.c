@@ -191,19 +191,20 @@ static void print_json(const struct analysis *a)
 static void print_text(const struct analysis *a)
 {
 	FILE *out = stdout;
-	fprintf(out, "ddpspy report: %d rank%s on %d host%s, %d process%s; %d step%s analysed of %d (steps from %s, "
-		"%d warm-up skipped); %.1f s, %llu events, %llu dropped\n",
-		a->nranks, a->nranks == 1 ? "" : "s", a->nhosts, a->nhosts == 1 ? "" : "s", a->nprocs,
-		a->nprocs == 1 ? "" : "es", a->nsteps, a->nsteps == 1 ? "" : "s", a->steps_detected, a->step_source,
-		a->skip, a->wall_s, (unsigned long long)a->events, (unsigned long long)a->dropped);
-	fprintf(out, "clock: %s, residual %.1f us\n", a->clock_method, a->clock_residual_us);
-	for (int i = 0; i < a->nwarnings; i++)
-		fprintf(out, "warning: %s\n", a->warnings[i]);
-	fprintf(out, "\nverdict: %s (confidence %.2f)\n", a->summary, a->confidence);
+	fprintf(out, "verdict: %s (confidence %.2f)\n", a->summary, a->confidence);
 	fprintf(out, "  critical path: compute %.0f%%  data %.0f%%  comms %.0f%%  host %.0f%%\n",
 		100 * a->shares[CAT_COMPUTE], 100 * a->shares[CAT_DATA], 100 * a->shares[CAT_COMMS],
 		100 * a->shares[CAT_HOST]);
-	fprintf(out, "  step: p50 %.1f ms, p95 %.1f ms, max %.1f ms\n\n", a->step_p50, a->step_p95, a->step_max);
+	fprintf(out, "  step: p50 %.1f ms, p95 %.1f ms, max %.1f ms\n", a->step_p50, a->step_p95, a->step_max);
+	fprintf(out, "job: %d rank%s on %d host%s, %d process%s; %d step%s analysed of %d (steps from %s, "
+		"%d warm-up skipped); %.1f s, %llu events, %llu dropped; clock: %s, residual %.1f us\n",
+		a->nranks, a->nranks == 1 ? "" : "s", a->nhosts, a->nhosts == 1 ? "" : "s", a->nprocs,
+		a->nprocs == 1 ? "" : "es", a->nsteps, a->nsteps == 1 ? "" : "s", a->steps_detected, a->step_source,
+		a->skip, a->wall_s, (unsigned long long)a->events, (unsigned long long)a->dropped, a->clock_method,
+		a->clock_residual_us);
+	for (int i = 0; i < a->nwarnings; i++)
+		fprintf(out, "warning: %s\n", a->warnings[i]);
+	fputs("\n", out);
 	fprintf(out, "rank  host             step p50    p95  compute   data  comms   host   wait  late p50\n");
 	for (int r = 0; r < a->nranks; r++) {
 		const struct rankinfo *ri = &a->ranks[r];
