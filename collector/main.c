@@ -5,12 +5,14 @@
 int cmd_run(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 static void usage(FILE *to)
 {
 	fprintf(to, "usage: ddpspy COMMAND [ARGS]\n"
 		    "  run [-o DIR] -- CMD...   run CMD with ddpspy's preload library, traces in DIR\n"
 		    "  report DIR... [--json]    the verdict: what bounds the job, which rank, what to change\n"
+		    "  compare --weak|--strong DIR... [--json]  scaling across world sizes\n"
 		    "  dump DIR|FILE... [--json] print every process, thread and event\n"
 		    "  version                  print the version\n");
 }
@@ -25,6 +27,8 @@ int main(int argc, char **argv)
 		return cmd_run(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "report"))
 		return cmd_report(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "compare"))
+		return cmd_compare(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "dump"))
 		return cmd_dump(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {

@@ -25,6 +25,7 @@ SEED001 = {
     "weak-ws1": (30.0, 4264), "weak-ws2": (42.6, 6004), "weak-ws4": (70.2, 7289),
     "strong-ws1": (84.0, 6096), "strong-ws2": (62.0, 8263), "strong-ws4": (70.2, 7289),
     "straggler": (102.5, 4993), "extra-allreduce": (271.5, 1886), "rank0-work": (89.2, 5742),
+    "straggler-ws2": None,  # not in the seed: the same straggler with one rank per core
 }
 # Seed 000 ("Why Variable Sequence Length Breaks DDP Throughput", same author): tokens/s, 4 ranks.
 SEED000 = {"uniform": 250959, "varlen-fixed": 122006, "varlen-bucket": 208668, "varlen-budget": 193289}
@@ -61,6 +62,17 @@ def run_case(name, ws, args, steps, data, k):
         return None
     j = json.loads(p.stdout.splitlines()[-1])
     j["trace"] = os.path.relpath(out, ROOT)
+    r = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=600)
+    j["verdict"], j["finding"] = "-", "-"
+    if r.returncode == 0:
+        rep = json.loads(r.stdout)
+        j["verdict"] = rep["verdict"]["bound"]
+        top = [f for f in rep["findings"] if f["severity"] >= 0.05]
+        if top:
+            f = top[0]
+            j["finding"] = "%s%s %.2f" % (f["kind"], "" if f["rank"] is None else " r%d" % f["rank"], f["severity"])
+        else:
+            j["finding"] = "none"
     return j
 
 
@@ -130,16 +142,18 @@ def write(a, cases, res):
           a.repeat, a.steps), ""]
     g = res.get
     L += ["## Seed 001: scaling, straggler, communication, rank-0 serialization", "",
-          "| case | ranks | what | seed step ms | seed samples/s | our step ms | our samples/s | our runs (samples/s) |",
-          "|---|---|---|---|---|---|---|---|"]
+          "| case | ranks | what | seed step ms | seed samples/s | our step ms | our samples/s | our runs (samples/s) | ddpspy verdict | top finding |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
     for name, ws, args, what in cases:
         if name not in SEED001 or name not in res:
             continue
         j, s = res[name], SEED001[name]
-        L.append("| %s | %d | %s | %.1f | %s | %.1f | %s | %s |" % (
-            name, ws, what, s[0], format(s[1], ","), j["step_ms_max"], format(round(j["samples_per_s"]), ","),
-            ", ".join(format(round(x), ",") for x in j["all_sps"])))
-    L += ["", "Step ms is the slowest rank's mean step, as in the seed. The strong-scaling ws=4 case is "
+        L.append("| %s | %d | %s | %s | %s | %.1f | %s | %s | %s | %s |" % (
+            name, ws, what, "%.1f" % s[0] if s else "-", format(s[1], ",") if s else "-", j["step_ms_max"],
+            format(round(j["samples_per_s"]), ","),
+            ", ".join(format(round(x), ",") for x in j["all_sps"]), j["verdict"], j["finding"]))
+    L += ["", "The last two columns are `ddpspy report` on the shown run's trace: its verdict and its "
+          "top finding with severity >= 0.05 (kind, rank, severity). Step ms is the slowest rank's mean step, as in the seed. The strong-scaling ws=4 case is "
           "the weak-scaling ws=4 case (128 per rank either way), as in the seed.", ""]
     checks = []
 
@@ -200,18 +214,18 @@ def write(a, cases, res):
             L += ["Per-rank split, %s (ms per step; trace: `%s`):" % (name, g(name)["trace"]), ""] + split_table(g(name)) + [""]
 
     L += ["## Seed 000: token skew", "",
-          "| case | what | seed tokens/s | seed vs uniform | our tokens/s | ours vs uniform | token imbalance | padded imbalance | padding | our runs (tokens/s) |",
-          "|---|---|---|---|---|---|---|---|---|---|"]
+          "| case | what | seed tokens/s | seed vs uniform | our tokens/s | ours vs uniform | token imbalance | padded imbalance | padding | our runs (tokens/s) | ddpspy verdict | top finding |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     uni = g("uniform")
     for name, ws, args, what in cases:
         if name not in SEED000 or name not in res:
             continue
         j = res[name]
-        L.append("| %s | %s | %s | %.2f | %s | %s | %.3f | %.3f | %.1f%% | %s |" % (
+        L.append("| %s | %s | %s | %.2f | %s | %s | %.3f | %.3f | %.1f%% | %s | %s | %s |" % (
             name, what, format(SEED000[name], ","), SEED000[name] / SEED000["uniform"],
             format(round(j["tokens_per_s"]), ","), "%.2f" % (j["tokens_per_s"] / uni["tokens_per_s"]) if uni else "-",
             j["token_imbalance"], j["padded_imbalance"], 100 * j["padding_ratio"],
-            ", ".join(format(round(x), ",") for x in j["all_tps"])))
+            ", ".join(format(round(x), ",") for x in j["all_tps"]), j["verdict"], j["finding"]))
     L += ["", "Token imbalance is, per step, the largest rank's real tokens over the mean, minus 1, "
           "averaged over steps; padded imbalance is the same for padded tokens, which is the work.", ""]
     checks = []

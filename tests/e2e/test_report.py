@@ -195,6 +195,19 @@ if ok(j is not None and p.returncode == 0, "truncated and corrupt files still gi
     ok(j["job"]["ranks"] == 2 and j["job"]["steps_analyzed"] > 0, "and the readable part is analysed: %d steps"
        % j["job"]["steps_analyzed"])
 
+# ---- compare ----
+truth1, one = traced("ws1", SMALL, np=1)
+p = subprocess.run([DDPSPY, "compare", "--weak", os.path.join(d, "healthy"), one, "--json"], capture_output=True, text=True)
+if ok(p.returncode == 0, "compare --weak of 1 and 2 ranks: rc=%d %s" % (p.returncode, p.stderr.strip())):
+    c = json.loads(p.stdout)
+    runs = c["runs"]
+    ok(c["schema"] == "ddpspy.compare.v1" and c["mode"] == "weak" and [r["ranks"] for r in runs] == [1, 2] and
+       runs[0]["efficiency"] == 1 and abs(runs[1]["efficiency"] - runs[0]["step_p50_ms"] / runs[1]["step_p50_ms"]) < 0.002
+       and all(set(r) >= {"dir", "ranks", "step_p50_ms", "efficiency", "shares"} for r in runs),
+       "runs sorted by ranks, weak efficiency T1/T2 = %.3f" % runs[1]["efficiency"])
+p = subprocess.run([DDPSPY, "compare", "--strong", one], capture_output=True, text=True)
+ok(p.returncode == 2, "compare with one directory: exit 2")
+
 # ---- command line ----
 empty = os.path.join(d, "empty")
 os.mkdir(empty)
