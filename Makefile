@@ -15,7 +15,7 @@ MPICC := $(shell command -v mpicc 2>/dev/null)
 PRELOAD_SRC := preload/init.c preload/config.c preload/clock.c preload/ring.c \
 	preload/registry.c preload/writer.c preload/record.c preload/resolve.c \
 	preload/fdclass.c preload/identity.c preload/pthread.c preload/sleep.c preload/io.c \
-	preload/gloo.c common/format.c
+	preload/gloo.c preload/markers.c common/format.c
 ifneq ($(MPI_CFLAGS),)
 PRELOAD_SRC += preload/mpi.c
 endif
@@ -80,7 +80,7 @@ $(B)/testapps/mpi_app: testapps/mpi_app.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(BASE) -o $@ $<
 # the testbed: optimized like a real trainer's kernels would be
-$(B)/ddpbench: $(DDPBENCH_SRC) testapps/ddpbench/ddpbench.h
+$(B)/ddpbench: $(DDPBENCH_SRC) testapps/ddpbench/ddpbench.h include/ddpspy.h
 	$(MPICC) $(BASE) -O3 -ffast-math -o $@ $(DDPBENCH_SRC) -lm -lpthread
 $(B)/testapps/libfakegloo.so: testapps/fakegloo.cc
 	@mkdir -p $(dir $@)

@@ -255,6 +255,9 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		v->op = (int8_t)a[0];
 		v->req = (uint64_t)a[2];
 		break;
+	case DDPSPY_EV_STEP:
+		v->op = (int8_t)(a[0] != 0); /* 1: begin, 0: end */
+		break;
 	case DDPSPY_EV_GLOO_COLL:
 		v->op = (int8_t)a[0];
 		v->comm = -2; /* gloo's own sequence space */
@@ -815,6 +818,46 @@ static long step_of(const struct rankstep *st, size_t nsteps, int64_t t)
 	return lo < nsteps && st[lo].t0 <= t ? (long)lo : -1;
 }
 
+/* Steps from ddpspy_step_begin()/end() markers: each step runs from its begin to the next begin,
+ * the last one to its end. Returns 0 when every rank has at least one whole step. */
+static int marker_bounds(struct analysis *a, int64_t **b, size_t *nb, size_t *K)
+{
+	for (int r = 0; r < a->nranks; r++) {
+		struct proc *p = a->ranks[r].p;
+		size_t n = 0, cap = 0;
+		int64_t last_end = INT64_MIN;
+		for (int h = 0; h < p->nthr; h++)
+			for (size_t k = 0; k < p->thr[h].n; k++) {
+				struct ev *e = &p->thr[h].ev[k];
+				if (e->kind != DDPSPY_EV_STEP)
+					continue;
+				if (!e->op) {
+					last_end = e->t > last_end ? e->t : last_end;
+					continue;
+				}
+				if (n + 2 > cap) {
+					cap = cap ? cap * 2 : 64;
+					int64_t *nbp = realloc(b[r], cap * sizeof *nbp);
+					if (!nbp)
+						return -1;
+					b[r] = nbp;
+				}
+				b[r][n++] = e->t;
+			}
+		if (!n)
+			return -1;
+		qsort(b[r], n, sizeof *b[r], cmp_i64);
+		if (last_end > b[r][n - 1])
+			b[r][n++] = last_end;
+		nb[r] = n;
+		if (n < 2)
+			return -1;
+		if (n - 1 < *K)
+			*K = n - 1;
+	}
+	return 0;
+}
+
 static void analyse_steps(struct analysis *a)
 {
 	int R = a->nranks;
@@ -851,15 +894,19 @@ static void analyse_steps(struct analysis *a)
 	}
 	struct pattern pt;
 	size_t K = SIZE_MAX;
-	if (syn[0].n && find_pattern(&syn[0], &pt) == 0) {
+	if (marker_bounds(a, b, nb, &K) == 0) {
+		a->step_source = "markers";
+	} else if (syn[0].n && find_pattern(&syn[0], &pt) == 0) {
 		for (int r = 0; r < R; r++) {
+			free(b[r]);
 			b[r] = malloc((pt.nsteps + 1) * sizeof **b);
 			nb[r] = b[r] ? rank_bounds(&syn[r], &pt, b[r]) : 0;
 			K = nb[r] > 1 && nb[r] - 1 < K ? nb[r] - 1 : nb[r] > 1 ? K : 0;
 		}
 	}
 	if (K != SIZE_MAX && K > 0) {
-		a->step_source = "collectives";
+		if (strcmp(a->step_source, "markers"))
+			a->step_source = "collectives";
 	} else {
 		K = 20;
 		for (int r = 0; r < R; r++) {

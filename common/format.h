@@ -15,7 +15,7 @@
 #define DDPSPY_MAGIC_LEN 8
 #define DDPSPY_FILE_HEADER_LEN 16
 #define DDPSPY_FORMAT_MAJOR 1
-#define DDPSPY_FORMAT_MINOR 0
+#define DDPSPY_FORMAT_MINOR 1
 
 /* Each frame: u32 payload length, u32 CRC-32 (IEEE, as zlib's crc32) of the payload, then the
  * payload: exactly one msgpack map whose key "k" names the record type. */
@@ -129,7 +129,8 @@ enum ddpspy_op {
 	X(EV_MPI_ICOLL, "mpi_icoll", "op,comm,seq,bytes,root,request,ret")                     \
 	X(EV_MPI_P2P, "mpi_p2p", "op,comm,peer,tag,bytes,request,ret")                         \
 	X(EV_MPI_WAIT, "mpi_wait", "op,count,request,ret")                                     \
-	X(EV_GLOO_COLL, "gloo_coll", "op,seq,bytes,threw")
+	X(EV_GLOO_COLL, "gloo_coll", "op,seq,bytes,threw")                                     \
+	X(EV_STEP, "step", "begin")   /* 1.1: ddpspy_step_begin() (1) / ddpspy_step_end() (0) */
 
 enum ddpspy_event_kind {
 #define X(e, s, a) DDPSPY_##e,

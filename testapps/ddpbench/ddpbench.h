@@ -34,6 +34,7 @@ struct options {
 	int token_budget;
 	int uniform_len;
 	uint64_t seed;
+	int markers;                   /* call ddpspy_step_begin/end around each step */
 };
 
 /* A gen-data directory, as described by its manifest. */

@@ -26,6 +26,7 @@ static const char usage[] = USAGE_HEAD
 	"  --workers K             input threads (default 2; 0 loads in the training thread)\n"
 	"  --prefetch P            batches each input thread reads ahead (default 2)\n"
 	"  --seed S                sampler and initialization seed (default 1)\n"
+	"  --markers               mark each step with ddpspy_step_begin/end (include/ddpspy.h)\n"
 	"token mode (seed 000):\n"
 	"  --varlen                variable-length sequences through a transformer-shaped kernel\n"
 	"  --uniform-len L         every sequence L tokens instead (the uniform baseline, e.g. 128)\n"
@@ -108,7 +109,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 {
 	enum { O_DATA = 256, O_STEPS, O_WARMUP, O_BATCH, O_GBATCH, O_HIDDEN, O_LAYERS, O_BUCKET,
 		O_NOOVERLAP, O_WORKERS, O_PREFETCH, O_SEED, O_VARLEN, O_ULEN, O_BATCHING, O_BUDGET,
-		O_SRANK, O_SMS, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY };
+		O_SRANK, O_SMS, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY, O_MARKERS };
 	static const struct option opts[] = {
 		{ "data", 1, 0, O_DATA }, { "steps", 1, 0, O_STEPS }, { "warmup", 1, 0, O_WARMUP },
 		{ "batch", 1, 0, O_BATCH }, { "global-batch", 1, 0, O_GBATCH },
@@ -121,6 +122,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 		{ "extra-allreduce-mb", 1, 0, O_EXTRA }, { "rank0-work-ms", 1, 0, O_R0 },
 		{ "slow-data", 1, 0, O_SLOWDATA }, { "slow-rank", 1, 0, O_SLOWRANK },
 		{ "read-chunk", 1, 0, O_CHUNK }, { "read-delay-ms", 1, 0, O_DELAY },
+		{ "markers", 0, 0, O_MARKERS },
 		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
 	};
 	*o = (struct options){ .steps = 20, .warmup = 2, .batch = -1, .workers = 2, .prefetch = 2,
@@ -169,6 +171,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 		case O_SLOWRANK: bad = integer(optarg, 0, 1 << 20, &o->slow_rank); break;
 		case O_CHUNK: bad = integer(optarg, 1, 1 << 20, &o->read_chunk); break;
 		case O_DELAY: bad = num(optarg, 0, 1e6, &o->read_delay_ms); break;
+		case O_MARKERS: o->markers = 1; break;
 		case 'h': fputs(usage, stdout); return 1;
 		default:
 			if (is_rank0())

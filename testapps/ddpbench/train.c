@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ddpbench.h"
+#include "../../include/ddpspy.h"
 
 enum { F_STEP, F_DATA, F_COMPUTE, F_COMM, F_HOST, F_SAMPLES, F_TOKENS, F_PADDED, NF };
 
@@ -192,6 +193,8 @@ int train(const struct options *o, const struct dataset *ds)
 	double slowdown = rank == o->straggler_rank ? o->straggler_slowdown : 1;
 	struct inflight fl;
 	for (int step = 0; step < total; step++) {
+		if (o->markers)
+			ddpspy_step_begin();
 		double t0 = now_ms(), t, v[NF] = { 0 };
 		if (step == o->warmup)
 			start = t0;
@@ -250,6 +253,8 @@ int train(const struct options *o, const struct dataset *ds)
 			v[F_COMM] += now_ms() - tb;
 		}
 		v[F_STEP] = now_ms() - t0;
+		if (o->markers)
+			ddpspy_step_end();
 		v[F_SAMPLES] = b->n;
 		v[F_TOKENS] = (double)b->real_tokens;
 		v[F_PADDED] = (double)b->n * b->len_max;

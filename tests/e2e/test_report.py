@@ -173,6 +173,17 @@ if ok(j is not None, "offset clocks reported"):
        "clock method %s, residual %.1f us" % (j["job"]["clock"]["method"], j["job"]["clock"]["max_offset_us"]))
     ok(j["job"]["steps_analyzed"] == 10, "steps found after the correction too")
 
+# ---- explicit step markers (include/ddpspy.h) ----
+truth, out = traced("markers", ["--hidden", "256", "--steps", "10", "--markers"])
+j, p = report(out)
+if ok(j is not None, "a run with step markers reported"):
+    ok(j["job"]["step_source"] == "markers" and j["job"]["steps_detected"] == 12 and j["job"]["steps_analyzed"] == 10,
+       "steps from the markers: %s, %d found" % (j["job"]["step_source"], j["job"]["steps_detected"]))
+    ok(abs(j["step"]["p50_ms"] - truth["step_ms_p50"]) < 0.1 * truth["step_ms_p50"],
+       "step p50 %.1f ms against the testbed's %.1f ms" % (j["step"]["p50_ms"], truth["step_ms_p50"]))
+p = subprocess.run(MPIRUN + ["-np", "2", BENCH, "train", "--data", data, "--steps", "2", "--markers"], capture_output=True, text=True)
+ok(p.returncode == 0, "without the preload the markers do nothing")
+
 # ---- damaged input ----
 src = os.path.join(d, "straggler-delay0")
 dmg = os.path.join(d, "damaged")
