@@ -36,11 +36,13 @@ ok(p.returncode == 2 and "usage" in p.stderr, "ddpspy run without a command: usa
 p = subprocess.run([DDPSPY, "frobnicate"], capture_output=True, text=True)
 ok(p.returncode == 2 and "unknown command" in p.stderr, "an unknown command: exit 2")
 
-# exports: only interposed functions, nothing of ddpspy's internals; no link-time MPI data
+# exports: only interposed functions and the public API, nothing of ddpspy's internals; no link-time MPI data
 nm = subprocess.run(["nm", "-D", "--defined-only", LIB], capture_output=True, text=True).stdout
 names = [l.split()[-1] for l in nm.splitlines() if len(l.split()) == 3]
-internal = [n for n in names if n.startswith(("dsp_", "ring_", "ddpspy_", "msgpack_", "urcu"))]
-ok(names and not internal, "libddpspy.so exports only the wrappers (%d symbols; internal: %s)" % (len(names), internal))
+public = {"ddpspy_mark", "ddpspy_step_begin", "ddpspy_step_end"}  # include/ddpspy.h
+internal = [n for n in names if n.startswith(("dsp_", "ring_", "ddpspy_", "msgpack_", "urcu")) and n not in public]
+ok(names and not internal and public <= set(names),
+   "libddpspy.so exports only the wrappers and the public step markers (%d symbols; internal: %s)" % (len(names), internal))
 und = subprocess.run(["nm", "-D", "--undefined-only", LIB], capture_output=True, text=True).stdout
 ok("ompi_" not in und and "unw_" not in und and "MPI_" not in und,
    "no undefined MPI or libunwind references: loads in any program")
