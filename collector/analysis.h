@@ -14,7 +14,6 @@ extern const char *const cat_names[CAT_COUNT];
 struct ev {                /* one recorded call, times aligned to the job's clock (ns) */
 	int64_t t, d;
 	int64_t bytes;         /* collectives: payload; reads: requested bytes; -1 unknown */
-	uint64_t req;          /* nonblocking request */
 	int32_t comm, seq;     /* collectives; seq -1 when none */
 	int32_t fd;            /* I/O; -1 when none */
 	int32_t path;          /* index into the process's path table, -1 when none */
@@ -45,7 +44,18 @@ struct proc {
 	int npaths, cpaths;
 	int32_t *fd_path;
 	int nfd;
+	/* input evidence, aggregated at load time over every thread (helper threads' events other
+	 * than collectives are not kept): file-read bytes per BIN_NS of the process's clock, and
+	 * calls and time per directory over the whole run */
+	int64_t shift;         /* added to the process's times so far (realtime, offset) */
+	int64_t bin0, span;    /* first event (own clock) and the span of its events */
+	double *rbins;
+	size_t nbins;
+	struct dirstat { char *dir; double calls, ms; } *dstat;
+	int ndstat;
 };
+
+#define BIN_NS 100000000
 
 struct rankstep {          /* one analysed step of one rank */
 	int64_t t0, t1;

@@ -32,12 +32,20 @@ static void warn(struct analysis *a, const char *fmt, ...)
 
 /* ---- loading ---- */
 
+static int category(const struct ev *e);
+static int is_coll(int kind);
+static int is_sync(int kind);
+struct loadctx;
+static void account(struct loadctx *c, const struct ev *e);
+
 struct loadctx {
 	struct analysis *a;
 	struct proc *p;
 	int keep;           /* this file's events are needed */
 	uint32_t *path_hash; /* open addressing over p->paths, 0 empty, else index + 1 */
 	size_t hash_cap;
+	struct thr *last;   /* the thread of the previous event */
+	int64_t lo, hi;     /* the span of the file's events */
 };
 
 static uint64_t hash_str(const char *s, size_t n)
@@ -150,6 +158,7 @@ static int on_header(void *ctx, struct trace_file *f)
 	p->role = !strcmp(f->role, "rank") ? DDPSPY_ROLE_RANK : !strcmp(f->role, "worker") ? DDPSPY_ROLE_WORKER :
 		  !strcmp(f->role, "launcher") ? DDPSPY_ROLE_LAUNCHER : DDPSPY_ROLE_OTHER;
 	c->keep = p->role == DDPSPY_ROLE_RANK || p->role == DDPSPY_ROLE_WORKER;
+	p->bin0 = f->start_mono_ns; /* every event comes after the process started */
 	if (f->ncalib)
 		p->to_real = f->calib[0].real_ns - f->calib[0].mono_ns;
 	else
@@ -187,18 +196,11 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		}
 		return 0;
 	}
-	struct thr *t = thread_of(c->p, e->tid);
+	struct thr *t = c->last && c->last->tid == e->tid ? c->last : thread_of(c->p, e->tid);
 	if (!t)
 		return 1;
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 256;
-		struct ev *ne = realloc(t->ev, cap * sizeof *ne);
-		if (!ne)
-			return 1;
-		t->ev = ne;
-		t->cap = cap;
-	}
-	struct ev *v = &t->ev[t->n++];
+	c->last = t;
+	struct ev ev, *v = &ev;
 	memset(v, 0, sizeof *v);
 	v->t = e->t_ns;
 	v->d = e->dur_ns;
@@ -243,8 +245,6 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		v->comm = (int32_t)a[1];
 		v->seq = (int32_t)a[2];
 		v->bytes = a[3];
-		if (e->kind == DDPSPY_EV_MPI_ICOLL)
-			v->req = (uint64_t)a[5];
 		break;
 	case DDPSPY_EV_MPI_P2P:
 		v->op = (int8_t)a[0];
@@ -253,7 +253,6 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		break;
 	case DDPSPY_EV_MPI_WAIT:
 		v->op = (int8_t)a[0];
-		v->req = (uint64_t)a[2];
 		break;
 	case DDPSPY_EV_STEP:
 		v->op = (int8_t)(a[0] != 0); /* 1: begin, 0: end */
@@ -267,7 +266,145 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	}
 	if (is_coll(e->kind))
 		t->ncoll++;
+	account(c, v);
+	/* Keep what the step analysis reads: every event of a thread that makes collectives (the
+	 * training thread is one of them; compact() drops the others' later) and of the main
+	 * thread, and the collectives and markers of any thread. Input threads' reads are only
+	 * counted (account), which is most of a trace. */
+	if (!(is_sync(v->kind) || t->ncoll || t->tid == c->p->pid))
+		return 0;
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 256;
+		struct ev *ne = realloc(t->ev, cap * sizeof *ne);
+		if (!ne)
+			return 1;
+		t->ev = ne;
+		t->cap = cap;
+	}
+	t->ev[t->n++] = *v;
 	return 0;
+}
+
+static int is_sync(int kind)
+{
+	return is_coll(kind) || kind == DDPSPY_EV_STEP;
+}
+
+static int is_file_read(const struct ev *e)
+{
+	return (e->kind == DDPSPY_EV_READ || e->kind == DDPSPY_EV_PREAD || e->kind == DDPSPY_EV_READV) &&
+	       e->fdclass == DDPSPY_FD_FILE;
+}
+
+static void add_dirstat(struct proc *p, const char *path, const struct ev *e)
+{
+	const char *sl = strrchr(path, '/');
+	size_t l = sl ? (size_t)(sl - path) : strlen(path);
+	int j = 0;
+	while (j < p->ndstat && !(strlen(p->dstat[j].dir) == l && !memcmp(p->dstat[j].dir, path, l)))
+		j++;
+	if (j == p->ndstat) {
+		if (p->ndstat == 256) /* a few hundred directories: enough for the top three */
+			return;
+		struct dirstat *n = realloc(p->dstat, (size_t)(p->ndstat + 1) * sizeof *n);
+		char *d = malloc(l + 1);
+		if (!n || !d) {
+			free(d);
+			if (n)
+				p->dstat = n;
+			return;
+		}
+		p->dstat = n;
+		memcpy(d, path, l);
+		d[l] = 0;
+		p->dstat[j] = (struct dirstat){ d, 0, 0 };
+		p->ndstat++;
+	}
+	p->dstat[j].calls++;
+	p->dstat[j].ms += MS(e->d);
+}
+
+static int pick_train(const struct proc *p)
+{
+	size_t best = 0;
+	int train = -1;
+	for (int k = 0; k < p->nthr; k++)
+		if (p->thr[k].ncoll > best) {
+			best = p->thr[k].ncoll;
+			train = k;
+		}
+	for (int k = 0; train < 0 && k < p->nthr; k++) /* no collectives: the main thread */
+		if (p->thr[k].tid == p->pid)
+			train = k;
+	return train;
+}
+
+/* Input evidence, counted for every event as it is read: file-read bytes per BIN_NS, and calls
+ * and time per directory. */
+static void account(struct loadctx *c, const struct ev *e)
+{
+	struct proc *p = c->p;
+	if (e->t < c->lo)
+		c->lo = e->t;
+	if (e->t + e->d > c->hi)
+		c->hi = e->t + e->d;
+	if (e->path >= 0 && e->path < p->npaths && category(e) == CAT_DATA)
+		add_dirstat(p, p->paths[e->path], e);
+	if (!is_file_read(e) || e->bytes <= 0)
+		return;
+	int64_t b = (e->t - p->bin0) / BIN_NS;
+	if (b < 0)
+		b = 0;
+	if ((size_t)b >= p->nbins) {
+		size_t n = p->nbins ? p->nbins : 64;
+		while (n <= (size_t)b)
+			n *= 2;
+		double *nb = realloc(p->rbins, n * sizeof *nb);
+		if (!nb)
+			return;
+		memset(nb + p->nbins, 0, (n - p->nbins) * sizeof *nb);
+		p->rbins = nb;
+		p->nbins = n;
+	}
+	p->rbins[b] += (double)e->bytes;
+}
+
+/* After a file is read: only the training thread keeps all its events; other threads keep their
+ * collectives and markers. */
+static void compact(struct loadctx *c)
+{
+	struct proc *p = c->p;
+	p->span = c->hi > c->lo ? c->hi - c->lo : 0;
+	int train = p->role == DDPSPY_ROLE_RANK ? pick_train(p) : -1;
+	for (int h = 0; h < p->nthr; h++) {
+		struct thr *t = &p->thr[h];
+		if (h == train)
+			continue;
+		size_t keep = 0;
+		for (size_t k = 0; k < t->n; k++)
+			if (is_sync(t->ev[k].kind))
+				t->ev[keep++] = t->ev[k];
+		t->n = keep;
+		if (keep < t->cap / 2) {
+			struct ev *n = realloc(t->ev, (keep ? keep : 1) * sizeof *n);
+			if (n) {
+				t->ev = n;
+				t->cap = keep ? keep : 1;
+			}
+		}
+	}
+}
+
+/* file-read bytes of p between aligned times t0 and t1 (whole bins) */
+static double read_bytes(const struct proc *p, int64_t t0, int64_t t1)
+{
+	double s = 0;
+	if (!p->rbins)
+		return 0;
+	int64_t a = (t0 - p->shift - p->bin0) / BIN_NS, b = (t1 - p->shift - p->bin0) / BIN_NS;
+	for (int64_t i = a < 0 ? 0 : a; i <= b && i < (int64_t)p->nbins; i++)
+		s += p->rbins[i];
+	return s;
 }
 
 static int load_file(struct analysis *a, const char *path)
@@ -283,7 +420,7 @@ static int load_file(struct analysis *a, const char *path)
 	p->rank = -1;
 	p->train = -1;
 	p->role = DDPSPY_ROLE_OTHER;
-	struct loadctx c = { .a = a, .p = p };
+	struct loadctx c = { .a = a, .p = p, .lo = INT64_MAX, .hi = INT64_MIN };
 	struct trace_visitor v = { .ctx = &c, .on_header = on_header, .on_identity = on_identity,
 				   .on_thread = on_thread, .on_event = on_event };
 	int rc = trace_open(&f, path);
@@ -329,6 +466,7 @@ static int load_file(struct analysis *a, const char *path)
 		p->dropped = dropped;
 	trace_close(&f);
 	free(c.path_hash);
+	compact(&c);
 	a->nprocs++;
 	return 0;
 }
@@ -468,6 +606,7 @@ static struct thr *train_thread(struct proc *p)
 
 static void shift_proc(struct proc *p, int64_t by)
 {
+	p->shift += by;
 	for (int i = 0; i < p->nthr; i++)
 		for (size_t k = 0; k < p->thr[i].n; k++)
 			p->thr[i].ev[k].t += by;
@@ -733,20 +872,8 @@ static int wanted(const struct report_options *o, int rank)
 
 static void pick_training_threads(struct analysis *a)
 {
-	for (int i = 0; i < a->nprocs; i++) {
-		struct proc *p = &a->procs[i];
-		size_t best = 0;
-		p->train = -1;
-		for (int k = 0; k < p->nthr; k++)
-			if (p->thr[k].ncoll > best) {
-				best = p->thr[k].ncoll;
-				p->train = k;
-			}
-		if (p->train < 0) /* no collectives: the main thread */
-			for (int k = 0; k < p->nthr; k++)
-				if (p->thr[k].tid == p->pid)
-					p->train = k;
-	}
+	for (int i = 0; i < a->nprocs; i++)
+		a->procs[i].train = pick_train(&a->procs[i]);
 }
 
 /* ---- steps: boundaries, raw splits, waits, critical path ---- */
@@ -763,14 +890,34 @@ struct stepdata {   /* scratch shared by analyse_steps and the findings */
 
 static struct stepdata SD;
 
-static double median_others(struct analysis *a, size_t k, int L, int c)
+struct rv {
+	double v;
+	int r;
+};
+
+static int cmp_rv(const void *x, const void *y)
 {
-	double v[a->nranks];
-	size_t n = 0;
-	for (int r = 0; r < a->nranks; r++)
-		if (r != L)
-			v[n++] = a->ranks[r].steps[k].cat[c];
-	return quantile(v, n, 0.5);
+	double a = ((const struct rv *)x)->v, b = ((const struct rv *)y)->v;
+	return (a > b) - (a < b);
+}
+
+/* For step k and category c, every rank's excess over the median of the other ranks: one sort,
+ * then each rank's "others" are the sorted values without its own. */
+static void excesses(struct analysis *a, size_t k, int c, struct rv *v, double *out)
+{
+	int R = a->nranks;
+	for (int r = 0; r < R; r++) {
+		v[r].v = a->ranks[r].steps ? a->ranks[r].steps[k].cat[c] : 0;
+		v[r].r = r;
+	}
+	qsort(v, (size_t)R, sizeof *v, cmp_rv);
+	for (int pos = 0; pos < R; pos++) {
+		/* median of the R-1 others: positions lo and hi of the reduced array */
+		int m = R - 1, lo = (m - 1) / 2, hi = m / 2;
+		double a0 = v[lo < pos ? lo : lo + 1].v, a1 = v[hi < pos ? hi : hi + 1].v;
+		double med = (a0 + a1) / 2;
+		out[v[pos].r] = fmax(0, v[pos].v - med);
+	}
 }
 
 static void windows(struct analysis *a, int64_t **b, size_t *nb, size_t K)
@@ -999,12 +1146,18 @@ static void analyse_steps(struct analysis *a)
 		last = ri->steps[N - 1].t1 > last ? ri->steps[N - 1].t1 : last;
 	}
 	/* the late ranks' excess, and the critical path: waits charged to what made the peer late */
-	for (size_t k = 0; k < N; k++)
-		for (int L = 0; L < R && R > 1; L++)
-			for (int c = 0; c < CAT_COUNT; c++)
-				if (c != CAT_COMMS && a->ranks[L].steps)
-					SD.exc[(k * R + L) * CAT_COUNT + c] =
-						fmax(0, a->ranks[L].steps[k].cat[c] - median_others(a, k, L, c));
+	struct rv *rv = malloc((size_t)R * sizeof *rv);
+	double *ex = malloc((size_t)R * sizeof *ex);
+	for (size_t k = 0; rv && ex && R > 1 && k < N; k++)
+		for (int c = 0; c < CAT_COUNT; c++) {
+			if (c == CAT_COMMS)
+				continue;
+			excesses(a, k, c, rv, ex);
+			for (int L = 0; L < R; L++)
+				SD.exc[(k * R + L) * CAT_COUNT + c] = a->ranks[L].steps ? ex[L] : 0;
+		}
+	free(rv);
+	free(ex);
 	for (int r = 0; r < R; r++) {
 		struct rankinfo *ri = &a->ranks[r];
 		if (!ri->steps)
@@ -1065,6 +1218,7 @@ static void analyse_steps(struct analysis *a)
 			struct proc *p = &a->procs[i];
 			if (p != ri->p && !(p->role == DDPSPY_ROLE_WORKER && p->parent_pid == ri->p->pid))
 				continue;
+			rd += read_bytes(p, t0, t1);
 			for (int h = 0; h < p->nthr; h++)
 				for (size_t k = 0; k < p->thr[h].n; k++) {
 					struct ev *e = &p->thr[h].ev[k];
@@ -1073,9 +1227,6 @@ static void analyse_steps(struct analysis *a)
 					if (e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL ||
 					    e->kind == DDPSPY_EV_GLOO_COLL)
 						coll += (double)e->bytes;
-					else if ((e->kind == DDPSPY_EV_READ || e->kind == DDPSPY_EV_PREAD ||
-						  e->kind == DDPSPY_EV_READV) && e->fdclass == DDPSPY_FD_FILE)
-						rd += (double)e->bytes;
 				}
 		}
 		ri->coll_bytes = coll / (double)N;
@@ -1210,9 +1361,8 @@ static void find_late_ranks(struct analysis *a)
 			if (c != CAT_COMMS && exc[c] > exc[cause])
 				cause = c;
 		/* host work right before the collective everyone waits at: rank-0 serialization */
-		double host_before = 0, total = 0;
+		double host_before = 0, total = 0, by_op[DDPSPY_OP_COUNT] = { 0 };
 		int op = -1;
-		double op_w = 0;
 		for (size_t i = 0; i < SD.tab.cap; i++) {
 			struct inst *in = &SD.tab.v[i];
 			if (!in->key || in->late != L || in->wait_sum <= 0)
@@ -1220,11 +1370,12 @@ static void find_late_ranks(struct analysis *a)
 			total += in->wait_sum;
 			if (in->prev_cat == CAT_HOST && in->prev_gap < 2000000)
 				host_before += in->wait_sum;
-			if (in->wait_sum > op_w) {
-				op_w = in->wait_sum;
-				op = in->op;
-			}
+			if (in->op >= 0 && in->op < DDPSPY_OP_COUNT)
+				by_op[in->op] += in->wait_sum;
 		}
+		for (int o = 0; o < DDPSPY_OP_COUNT; o++) /* where the others wait the most, in all */
+			if (by_op[o] > 0 && (op < 0 || by_op[o] > by_op[op]))
+				op = o;
 		int rank = a->ranks[L].rank;
 		const char *cname = cat_names[cause];
 		struct finding *f;
@@ -1436,36 +1587,30 @@ static void find_data(struct analysis *a)
 				pats[i] = pats[j];
 				pats[j] = tmp;
 			}
-	/* the files behind it, from every thread of the rank and its input workers: by directory */
+	/* the files behind it, from every thread of the rank and its input workers: by directory,
+	 * whole-run totals scaled to the analysed span */
 	struct dirsum { char dir[256]; double ms, calls; } dirs[16];
 	int nd = 0;
 	for (int i = 0; i < a->nprocs; i++) {
 		struct proc *p = &a->procs[i];
 		if (p != ri->p && !(p->role == DDPSPY_ROLE_WORKER && p->parent_pid == ri->p->pid))
 			continue;
-		for (int h = 0; h < p->nthr; h++)
-			for (size_t k = 0; k < p->thr[h].n; k++) {
-				struct ev *e = &p->thr[h].ev[k];
-				if (e->t < t0 || e->t >= t1 || e->path < 0 || e->path >= p->npaths)
+		double frac = p->span > 0 ? fmin(1, (double)(t1 - t0) / (double)p->span) : 1;
+		for (int k = 0; k < p->ndstat; k++) {
+			const struct dirstat *ds = &p->dstat[k];
+			int j = 0;
+			while (j < nd && strcmp(dirs[j].dir, ds->dir))
+				j++;
+			if (j == nd) {
+				if (nd == 16)
 					continue;
-				const char *path = p->paths[e->path], *sl = strrchr(path, '/');
-				size_t l = sl ? (size_t)(sl - path) : strlen(path);
-				if (l >= sizeof dirs[0].dir)
-					l = sizeof dirs[0].dir - 1;
-				int j = 0;
-				while (j < nd && !(strlen(dirs[j].dir) == l && !memcmp(dirs[j].dir, path, l)))
-					j++;
-				if (j == nd) {
-					if (nd == 16)
-						continue;
-					memcpy(dirs[nd].dir, path, l);
-					dirs[nd].dir[l] = 0;
-					dirs[nd].ms = dirs[nd].calls = 0;
-					nd++;
-				}
-				dirs[j].ms += MS(e->d);
-				dirs[j].calls++;
+				snprintf(dirs[nd].dir, sizeof dirs[nd].dir, "%s", ds->dir);
+				dirs[nd].ms = dirs[nd].calls = 0;
+				nd++;
 			}
+			dirs[j].ms += ds->ms * frac;
+			dirs[j].calls += ds->calls * frac;
+		}
 	}
 	for (int i = 0; i < nd; i++)
 		for (int j = i + 1; j < nd; j++)
@@ -1812,6 +1957,10 @@ void analysis_free(struct analysis *a)
 			free(p->paths[k]);
 		free(p->paths);
 		free(p->fd_path);
+		free(p->rbins);
+		for (int k = 0; k < p->ndstat; k++)
+			free(p->dstat[k].dir);
+		free(p->dstat);
 	}
 	free(a->procs);
 	for (int r = 0; a->ranks && r < a->nranks; r++)

@@ -225,26 +225,38 @@ static int add_calib(struct trace_file *f, uint64_t raw, int64_t mono, int64_t r
 	return 0;
 }
 
-int64_t trace_raw_to_ns(const struct trace_file *f, uint64_t raw)
+static int64_t raw_to_ns(const struct trace_file *f, uint64_t raw, size_t *seg)
 {
 	const struct trace_calib *c = f->calib;
 	size_t n = f->ncalib;
 
-	if (!strcmp(f->clock, "monotonic") || n == 0)
+	if (f->raw_is_ns || n == 0)
 		return (int64_t)raw;
 	if (n == 1) /* one point: no rate measured; assume 1 tick/ns rather than invent one */
 		return c[0].mono_ns + (int64_t)(raw - c[0].raw);
-	/* the bracketing pair, or the nearest end pair for extrapolation */
-	size_t lo = 0, hi = n - 1;
-	while (hi - lo > 1) {
-		size_t mid = (lo + hi) / 2;
-		if (c[mid].raw <= raw)
-			lo = mid;
-		else
-			hi = mid;
+	/* the bracketing pair, or the nearest end pair for extrapolation; events come in time
+	 * order, so the last pair is tried first */
+	size_t lo = *seg < n - 1 ? *seg : 0, hi = lo + 1;
+	if (!((c[lo].raw <= raw || lo == 0) && (raw < c[hi].raw || hi == n - 1))) {
+		lo = 0;
+		hi = n - 1;
+		while (hi - lo > 1) {
+			size_t mid = (lo + hi) / 2;
+			if (c[mid].raw <= raw)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		*seg = lo;
 	}
 	double rate = (double)(c[hi].mono_ns - c[lo].mono_ns) / (double)(c[hi].raw - c[lo].raw);
 	return c[lo].mono_ns + (int64_t)((double)((int64_t)(raw - c[lo].raw)) * rate);
+}
+
+int64_t trace_raw_to_ns(const struct trace_file *f, uint64_t raw)
+{
+	size_t seg = 0;
+	return raw_to_ns(f, raw, &seg);
 }
 
 /* ---- metadata ---- */
@@ -436,6 +448,218 @@ static int rd_events(struct trace_file *f, const msgpack_object *m, const struct
 	return 0;
 }
 
+/* ---- events records, decoded without building msgpack objects ----
+ * Events are nearly all of a file; msgpack-c's object API allocates a tree per record, which
+ * costs more than the analysis itself. These read the few msgpack forms the format uses. */
+struct mp {
+	const unsigned char *p, *end;
+};
+
+static inline uint64_t be(const unsigned char *p, int n)
+{
+	switch (n) {
+	case 1: return p[0];
+	case 2: return (uint64_t)p[0] << 8 | p[1];
+	case 4: return __builtin_bswap32(*(const uint32_t __attribute__((aligned(1), may_alias)) *)p);
+	default: return __builtin_bswap64(*(const uint64_t __attribute__((aligned(1), may_alias)) *)p);
+	}
+}
+
+static inline __attribute__((always_inline)) int mp_int(struct mp *m, int64_t *v)
+{
+	if (__builtin_expect(m->p >= m->end, 0))
+		return 0;
+	unsigned c = *m->p;
+	if (c <= 0x7f || c >= 0xe0) { /* fixints: most of every event */
+		*v = (int8_t)c;
+		m->p++;
+		return 1;
+	}
+	if (c >= 0xcc && c <= 0xd3) {
+		int n = 1 << ((c - 0xcc) & 3);
+		if (m->end - m->p < 1 + n)
+			return 0;
+		uint64_t u = be(m->p + 1, n);
+		if (c >= 0xd0) /* signed: sign-extend */
+			*v = n == 8 ? (int64_t)u : (int64_t)(u << (64 - 8 * n)) >> (64 - 8 * n);
+		else
+			*v = (int64_t)u;
+		m->p += 1 + n;
+		return 1;
+	}
+	return 0;
+}
+
+/* array or map header: returns the element (pair) count, -1 when it is not one */
+static int64_t mp_container(struct mp *m, int map)
+{
+	if (m->p >= m->end)
+		return -1;
+	unsigned c = *m->p, fix = map ? 0x80 : 0x90, w16 = map ? 0xde : 0xdc;
+	if (c >= fix && c <= fix + 15) {
+		m->p++;
+		return c - fix;
+	}
+	int n = c == w16 ? 2 : c == w16 + 1 ? 4 : 0;
+	if (!n || m->end - m->p < 1 + n)
+		return -1;
+	int64_t v = (int64_t)be(m->p + 1, n);
+	m->p += 1 + n;
+	return v;
+}
+
+static int mp_str(struct mp *m, const char **s, uint32_t *len)
+{
+	if (m->p >= m->end)
+		return 0;
+	unsigned c = *m->p;
+	int n = c >= 0xa0 && c <= 0xbf ? 0 : c == 0xd9 ? 1 : c == 0xda ? 2 : c == 0xdb ? 4 : -1;
+	if (n < 0 || m->end - m->p < 1 + n)
+		return 0;
+	uint64_t l = n ? be(m->p + 1, n) : (c & 0x1f);
+	if ((uint64_t)(m->end - m->p - 1 - n) < l)
+		return 0;
+	*s = (const char *)m->p + 1 + n;
+	*len = (uint32_t)l;
+	m->p += 1 + n + l;
+	return 1;
+}
+
+static int mp_skip(struct mp *m, int depth)
+{
+	if (m->p >= m->end || depth > 16)
+		return 0;
+	unsigned c = *m->p;
+	int64_t v;
+	const char *s;
+	uint32_t l;
+	if (mp_int(m, &v) || mp_str(m, &s, &l))
+		return 1;
+	if (c == 0xc0 || c == 0xc2 || c == 0xc3) {
+		m->p++;
+		return 1;
+	}
+	if (c == 0xca || c == 0xcb) {
+		int n = c == 0xca ? 4 : 8;
+		if (m->end - m->p < 1 + n)
+			return 0;
+		m->p += 1 + n;
+		return 1;
+	}
+	if (c >= 0xc4 && c <= 0xc6) { /* bin */
+		int n = 1 << (c - 0xc4);
+		if (m->end - m->p < 1 + n)
+			return 0;
+		uint64_t bl = be(m->p + 1, n);
+		if ((uint64_t)(m->end - m->p - 1 - n) < bl)
+			return 0;
+		m->p += 1 + n + bl;
+		return 1;
+	}
+	int map = (c >= 0x80 && c <= 0x8f) || c == 0xde || c == 0xdf;
+	int64_t n = mp_container(m, map);
+	if (n < 0)
+		return 0; /* ext types are not used by the format */
+	for (int64_t i = 0; i < n * (map ? 2 : 1); i++)
+		if (!mp_skip(m, depth + 1))
+			return 0;
+	return 1;
+}
+
+static int mp_key_is(const char *s, uint32_t l, const char *want)
+{
+	return strlen(want) == l && !memcmp(s, want, l);
+}
+
+/* decodes the "ev" array at m, for thread tid, raw times from t0 */
+static int fast_event_list(struct trace_file *f, struct mp *m, int64_t tid, int64_t t0,
+			   const struct trace_visitor *v)
+{
+	int64_t n = mp_container(m, 0);
+	if (n < 0)
+		return -1;
+	struct trace_thread *th = trace_thread(f, (int)tid);
+	uint64_t prev = (uint64_t)t0;
+	struct trace_event e;
+	size_t seg = f->seg;
+	e.tid = (int)tid;
+	for (int64_t i = 0; i < n; i++) {
+		int64_t cnt = mp_container(m, 0), kind, dt, dur, stack;
+		if (cnt < 4 || !mp_int(m, &kind) || !mp_int(m, &dt) || !mp_int(m, &dur) || !mp_int(m, &stack))
+			return -1;
+		e.kind = (int)kind;
+		e.raw = prev + (uint64_t)dt;
+		prev = e.raw;
+		e.t_ns = raw_to_ns(f, e.raw, &seg);
+		e.dur_ns = raw_to_ns(f, e.raw + (uint64_t)dur, &seg) - e.t_ns;
+		e.stack = (uint32_t)stack;
+		e.nargs = 0;
+		e.str = NULL;
+		e.slen = 0;
+		e.str_index = -1;
+		for (int64_t k = 4; k < cnt; k++) {
+			if (e.nargs == TRACE_MAX_ARGS) {
+				if (!mp_skip(m, 0))
+					return -1;
+				continue;
+			}
+			if (mp_int(m, &e.args[e.nargs])) {
+				e.nargs++;
+			} else if (mp_str(m, &e.str, &e.slen)) {
+				e.str_index = e.nargs;
+				e.args[e.nargs++] = 0;
+			} else if (mp_skip(m, 0)) {
+				e.args[e.nargs++] = -1;
+			} else {
+				return -1;
+			}
+		}
+		if (th)
+			th->events++;
+		f->events++;
+		if (v->on_event && v->on_event(v->ctx, f, &e)) {
+			f->seg = seg;
+			return 1;
+		}
+	}
+	f->seg = seg;
+	return 0;
+}
+
+/* An "events" record: 0, 1 when a callback stopped reading, -1 when malformed. */
+static int fast_events(struct trace_file *f, const unsigned char *body, uint32_t len,
+		       const struct trace_visitor *v)
+{
+	struct mp m = { body, body + len }, ev = { NULL, NULL };
+	int64_t pairs = mp_container(&m, 1), tid = INT64_MIN, t0 = INT64_MIN;
+	if (pairs < 0)
+		return -1;
+	for (int64_t i = 0; i < pairs; i++) {
+		const char *k;
+		uint32_t kl;
+		if (!mp_str(&m, &k, &kl))
+			return -1;
+		if (mp_key_is(k, kl, "tid")) {
+			if (!mp_int(&m, &tid))
+				return -1;
+		} else if (mp_key_is(k, kl, "t0")) {
+			if (!mp_int(&m, &t0))
+				return -1;
+		} else if (mp_key_is(k, kl, "ev")) {
+			if (tid != INT64_MIN && t0 != INT64_MIN) /* the writer's order: decode in place */
+				return m.p < m.end ? fast_event_list(f, &m, tid, t0, v) : -1;
+			ev = m;
+			if (!mp_skip(&m, 0))
+				return -1;
+		} else if (!mp_skip(&m, 0)) {
+			return -1;
+		}
+	}
+	if (!ev.p || tid == INT64_MIN || t0 == INT64_MIN)
+		return -1;
+	return fast_event_list(f, &ev, tid, t0, v);
+}
+
 /* Pass 1: calibration points and the header's clock, up to the first damaged frame. */
 static void scan_calib(struct trace_file *f)
 {
@@ -467,6 +691,7 @@ static void scan_calib(struct trace_file *f)
 			str_into(&u.data, "clock", f->clock, sizeof f->clock);
 	}
 	msgpack_unpacked_destroy(&u);
+	f->raw_is_ns = !strcmp(f->clock, "monotonic");
 	memcpy(f->error, saved, sizeof saved); /* pass 2 reports damage itself */
 }
 
@@ -480,6 +705,24 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 	scan_calib(f);
 	msgpack_unpacked_init(&u);
 	while ((r = next_frame(f, &off, &fr, 1)) > 0) {
+		const char *pk;
+		uint32_t pkl;
+		if (f->have_header && peek_kind(&fr, &pk, &pkl) && kind_is(pk, pkl, DDPSPY_REC_EVENTS)) {
+			f->frames++;
+			f->ended = 0;
+			int e = fast_events(f, fr.body, fr.len, v);
+			if (e < 0) {
+				snprintf(f->error, sizeof f->error, "malformed \"events\" record");
+				off = fr.off;
+				rc = 2;
+				break;
+			}
+			if (e > 0) {
+				rc = 1;
+				break;
+			}
+			continue;
+		}
 		size_t p = 0;
 		if (msgpack_unpack_next(&u, (const char *)fr.body, fr.len, &p) != MSGPACK_UNPACK_SUCCESS ||
 		    u.data.type != MSGPACK_OBJECT_MAP || p != fr.len) {

@@ -76,6 +76,8 @@ struct trace_file {
 	/* private */
 	const unsigned char *map;
 	size_t size;
+	int raw_is_ns;      /* clock "monotonic": raw values are already ns */
+	size_t seg;         /* calibration segment of the last conversion */
 };
 
 /* What the reader hands out, in file order. Any callback may be NULL. Returning non-zero from

@@ -37,7 +37,8 @@ const char *ddpspy_name(const char *const *names, int count, int64_t v)
 }
 
 /* Bitwise table built on first use; 1 KiB, computed in a few microseconds. */
-static uint32_t crc_table[256];
+/* slice-by-8: eight tables, eight bytes per step (several times the byte-wise speed) */
+static uint32_t crc_table[8][256];
 static int crc_ready;
 
 static void crc_init(void)
@@ -46,8 +47,11 @@ static void crc_init(void)
 		uint32_t c = i;
 		for (int k = 0; k < 8; k++)
 			c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
-		crc_table[i] = c;
+		crc_table[0][i] = c;
 	}
+	for (uint32_t i = 0; i < 256; i++)
+		for (int t = 1; t < 8; t++)
+			crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
 	__atomic_store_n(&crc_ready, 1, __ATOMIC_RELEASE);
 }
 
@@ -58,7 +62,15 @@ uint32_t ddpspy_crc32(uint32_t crc, const void *p, size_t n)
 	if (!__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE))
 		crc_init(); /* idempotent: concurrent callers compute the same table */
 	crc = ~crc;
+	while (n >= 8) {
+		uint32_t lo = crc ^ ((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
+		crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^ crc_table[5][(lo >> 16) & 0xff] ^
+		      crc_table[4][lo >> 24] ^ crc_table[3][b[4]] ^ crc_table[2][b[5]] ^ crc_table[1][b[6]] ^
+		      crc_table[0][b[7]];
+		b += 8;
+		n -= 8;
+	}
 	while (n--)
-		crc = crc_table[(crc ^ *b++) & 0xff] ^ (crc >> 8);
+		crc = crc_table[0][(crc ^ *b++) & 0xff] ^ (crc >> 8);
 	return ~crc;
 }
