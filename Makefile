@@ -87,6 +87,12 @@ $(B)/testapps/libfakegloo.so: testapps/fakegloo.cc
 	$(CXX) -O2 -g -fPIC -shared -o $@ $<
 $(B)/testapps/libglooplugin.so: testapps/glooplugin.cc $(B)/testapps/libfakegloo.so
 	$(CXX) -O2 -g -fPIC -shared -o $@ $< -L$(B)/testapps -lfakegloo -Wl,-rpath,'$$ORIGIN'
+$(B)/bench/gentrace: bench/gentrace.c common/format.c common/format.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -o $@ bench/gentrace.c common/format.c -lmsgpackc
+$(B)/bench/decode: bench/decode.c common/format.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -o $@ bench/decode.c -lmsgpackc
 $(B)/bench/overhead: bench/overhead.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -O2 -o $@ $<
@@ -98,8 +104,10 @@ test:
 	@$(MAKE) --no-print-directory all testapps $(UNIT)
 	@bash tests/run.sh
 
-bench: all $(B)/bench/overhead $(if $(MPICC),$(B)/ddpbench)
+bench: all $(B)/bench/overhead $(B)/bench/gentrace $(B)/bench/decode $(if $(MPICC),$(B)/ddpbench)
 	@bash bench/run.sh
+	@echo
+	@bash bench/collector.sh
 
 # reruns the concurrency tests many times to shake out races: make stress [N=50]
 N ?= 50

@@ -60,7 +60,17 @@ def worst(j, kind):
 
 
 # ---- healthy ----
-truth_h, out = traced("healthy", SMALL)
+# This VM now and then slows one of its two cores for seconds; a run where that happened is not
+# healthy by the testbed's own measure (one rank computes much longer), and the report is right to
+# name a straggler there. So the healthy run is the first of up to four whose ground truth is
+# balanced: every rank's compute within 10% of the others'.
+for attempt in range(4):
+    truth_h, out = traced("healthy", SMALL)
+    comp = [r["compute_ms"] for r in truth_h["ranks"]] if truth_h else [0, 1]
+    if truth_h and max(comp) - min(comp) < 0.1 * max(comp):
+        break
+    print("# healthy attempt %d unbalanced by the machine: compute %s" % (attempt + 1, comp))
+    shutil.rmtree(out, ignore_errors=True)
 j, p = report(out)
 if ok(j is not None and truth_h is not None, "healthy run reported"):
     ok(j["verdict"]["bound"] == "compute", "healthy: compute-bound (%s)" % j["verdict"]["summary"])
