@@ -22,7 +22,8 @@ endif
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(B)/obj/%.o)
 
 COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/trace.c \
-	collector/json.c collector/analyze.c collector/report.c collector/compare.c common/format.c
+	collector/json.c collector/analyze.c collector/load.c collector/steps.c collector/findings.c \
+	collector/report.c collector/compare.c common/format.c
 COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 
 TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
@@ -52,7 +53,8 @@ $(B)/libddpspy.so: $(PRELOAD_OBJ) preload/exports.map
 	$(CC) -shared -o $@ $(PRELOAD_OBJ) -Wl,--version-script=preload/exports.map \
 		-Wl,-z,now -Wl,-z,nodelete -lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
 
-$(B)/cobj/%.o: %.c common/format.h collector/trace.h collector/json.h collector/analysis.h
+$(B)/cobj/%.o: %.c common/format.h collector/trace.h collector/json.h collector/analysis.h \
+	collector/analysis_int.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -c $< -o $@
 

@@ -109,6 +109,7 @@ struct analysis {
 	int nfindings;
 	char *warnings[MAX_WARNINGS];
 	int nwarnings;
+	struct stepdata *sd;           /* private to the analysis (analysis_int.h) */
 };
 
 struct report_options {

@@ -46,9 +46,13 @@ int cmd_compare(int argc, char **argv)
 			mode = 's';
 		else if (!strcmp(argv[i], "--json"))
 			json = 1;
-		else if (!strcmp(argv[i], "--skip") && i + 1 < argc && (skip = strtol(argv[++i], &end, 10)) >= 0 && !*end)
-			;
-		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+		else if (!strcmp(argv[i], "--skip") && i + 1 < argc) {
+			skip = strtol(argv[++i], &end, 10);
+			if (*end || end == argv[i] || skip < 0 || skip > 1000000) {
+				fprintf(stderr, "ddpspy compare: --skip needs a whole number >= 0, not '%s'\n", argv[i]);
+				goto out;
+			}
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			usage(stdout);
 			rc = 0;
 			goto out;

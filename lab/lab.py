@@ -68,6 +68,8 @@ def run_case(name, ws, args, steps, data, k):
         rep = json.loads(r.stdout)
         j["verdict"] = rep["verdict"]["bound"]
         top = [f for f in rep["findings"] if f["severity"] >= 0.05]
+        st = [f for f in rep["findings"] if f["kind"] == "straggler"]
+        j["severity"] = st[0]["severity"] if st else None
         if top:
             f = top[0]
             j["finding"] = "%s%s %.2f" % (f["kind"], "" if f["rank"] is None else " r%d" % f["rank"], f["severity"])
@@ -175,6 +177,16 @@ def write(a, cases, res):
         e2, e4 = s2 / (2 * s1), s4 / (4 * s1)
         check(e4 < e2, "strong scaling efficiency falls as per-rank work shrinks: %.1f%% at ws=2, %.1f%% at "
               "ws=4 (seed: 67.8%%, 29.9%%)." % (100 * e2, 100 * e4))
+    def spread(name, ref):
+        """the loss each pair of runs would give: this VM drifts between cases"""
+        a, b = g(name)["all_sps"], g(ref)["all_sps"]
+        return 1 - max(a) / min(b), 1 - min(a) / max(b)
+
+    def drift(lo, hi, want):
+        return ("The runs' own spread allows a loss from %.0f%% to %.0f%%, which includes %.0f%%: the machine's "
+                "speed drifted between the cases (see the runs column)." % (100 * lo, 100 * hi, 100 * want)
+                if lo <= want <= hi else "")
+
     base = g("weak-ws4")
     for name, ref in (("straggler", "weak-ws4"), ("straggler-ws2", "weak-ws2")):
         j, b = g(name), g(ref)
@@ -182,12 +194,23 @@ def write(a, cases, res):
             continue
         loss = 1 - j["samples_per_s"] / b["samples_per_s"]
         want = 40 / j["step_ms_max"]
+        lo, hi = spread(name, ref)
         check(abs(loss - want) <= 0.3 * want, "%s: the straggler costs about its delay per step: throughput %s "
               "against %s (delay/step %.1f%%; seed -31.5%%)." % (name, pct(-loss), ref, 100 * want),
-              "With 4 ranks on 2 cores the CPU, not the slowest rank, sets the pace: while rank 0 sleeps, "
+              drift(lo, hi, want) if j["world_size"] <= os.cpu_count() else "With 4 ranks on 2 cores the CPU, not the slowest rank, sets the pace: while rank 0 sleeps, "
               "the other three ranks get its share of the cores and finish their compute sooner, which "
               "hides most of the delay. With one rank per core (straggler-ws2) the delay is on the "
-              "critical path as in the seed." if j["world_size"] > os.cpu_count() else "")
+              "critical path as in the seed.")
+        if j.get("severity") is not None and loss > 0.05:
+            check(abs(j["severity"] - loss) <= 0.25 * loss, "%s: ddpspy's straggler severity %.2f against the "
+                  "throughput loss the testbed measured, %.2f." % (name, j["severity"], loss),
+                  drift(lo, hi, j["severity"]) or
+                  ("ddpspy estimates what fixing the straggler wins back from how long the others wait for it. "
+                   "On this VM the other ranks compute faster while the straggler sleeps (the vCPUs share memory "
+                   "bandwidth, and the default model is memory-bound), so without the sleep they would compute "
+                   "more slowly: the wait overstates the gain. tests/e2e/test_report.py checks 25% with a "
+                   "cache-resident model." if j["severity"] > loss else
+                   "The straggler's run was slower than the wait alone explains: the machine drifted."))
         others = [r for r in j["ranks"] if r["rank"] != 0]
         check(j["ranks"][0]["host_ms"] > 35 and min(r["comm_ms"] for r in others) > j["ranks"][0]["comm_ms"],
               "%s: rank 0 spends %.1f ms per step in its delay while the others wait in comm (%.1f-%.1f ms vs "
@@ -205,9 +228,10 @@ def write(a, cases, res):
         j = g("rank0-work")
         loss = 1 - j["samples_per_s"] / base["samples_per_s"]
         want = 20 / j["step_ms_max"]
+        lo, hi = spread("rank0-work", "weak-ws4")
         check(abs(loss - want) <= 0.3 * want and j["ranks"][0]["host_ms"] > 18,
               "rank-0 work behind a barrier costs everyone about its duration: throughput %s (work/step "
-              "%.1f%%; seed -21.2%%)." % (pct(-loss), 100 * want))
+              "%.1f%%; seed -21.2%%)." % (pct(-loss), 100 * want), drift(lo, hi, want))
     L += ["### Shapes", ""] + checks + [""]
     for name in ("weak-ws4", "straggler", "straggler-ws2", "extra-allreduce", "rank0-work"):
         if g(name):

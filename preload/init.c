@@ -76,12 +76,14 @@ static void atfork_prepare(void)
 	struct dsp_tls *t = &dsp_tls;
 	t->guard++;
 	dsp_writer_atfork_prepare();
+	dsp_stack_atfork_prepare();
 	dsp_registry_fork_prepare();
 }
 
 static void atfork_parent(void)
 {
 	dsp_registry_fork_parent();
+	dsp_stack_atfork_parent();
 	dsp_writer_atfork_parent();
 	dsp_tls.guard--;
 }
@@ -90,6 +92,7 @@ static void atfork_child(void)
 {
 	int parent_rank = dsp_id.role == DDPSPY_ROLE_WORKER ? dsp_id.parent_rank : dsp_id.rank;
 	my_pid = getpid();
+	dsp_stack_atfork_child();
 	dsp_registry_fork_child();
 	/* a fork without exec of a rank is that rank's helper (a DataLoader worker); any fork
 	 * child names its parent */

@@ -190,10 +190,14 @@ static inline void dsp_emit_wait(struct dsp_tls *t, int kind, uint64_t t0, uint6
 		dsp_emit(t, kind, t0, t1, nargs, args);
 }
 
-/* Call stack capture (stack.c): fills up to max return addresses of the current thread, skipping
+/* Call stack capture (record.c): fills up to max return addresses of the current thread, skipping
  * ddpspy's own frames; returns the count (0 when libunwind is unavailable). */
 int dsp_stack_capture(void **ips, int max);
 void dsp_stack_load(void);
+/* fork handlers: no fork while a thread unwinds (record.c) */
+void dsp_stack_atfork_prepare(void);
+void dsp_stack_atfork_parent(void);
+void dsp_stack_atfork_child(void);
 
 /* ---- file descriptors (fdclass.c) ---- */
 int dsp_fdclass_probe(int fd);  /* fstat/getsockopt: the class of fd now (a few syscalls) */

@@ -7,12 +7,36 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
+#include <pthread.h>
 
 #define STACK_MAX 48
 #define STR_MAX 4095
 
 static int (*unw_backtrace_fn)(void **buf, int size);
 static uintptr_t self_lo, self_hi; /* our own text, whose frames a stack leaves out */
+static int loaded;
+
+/* Unwinding walks the loaded objects with dl_iterate_phdr, which holds the dynamic loader's
+ * write lock; glibc's fork does not reset that lock in the child. A fork while any thread
+ * unwinds would leave the child's loader locked forever (seen: mpirun's forked child hung in
+ * exec). So captures hold this lock for reading, taken with trylock (a capture never waits; it
+ * goes without a stack instead), and fork takes it for writing (dsp_stack_atfork_*). */
+static pthread_rwlock_t unwind_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+void dsp_stack_atfork_prepare(void)
+{
+	pthread_rwlock_wrlock(&unwind_lock);
+}
+
+void dsp_stack_atfork_parent(void)
+{
+	pthread_rwlock_unlock(&unwind_lock);
+}
+
+void dsp_stack_atfork_child(void)
+{
+	pthread_rwlock_init(&unwind_lock, NULL);
+}
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *ctx)
 {
@@ -29,8 +53,9 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *ctx)
 
 void dsp_stack_load(void)
 {
-	if (dsp_cfg.stack_us < 0)
+	if (dsp_cfg.stack_us < 0 || loaded) /* a fork child inherits what its parent loaded */
 		return;
+	loaded = 1;
 	dl_iterate_phdr(find_self, (void *)(uintptr_t)dsp_stack_load);
 	void *h = dlopen("libunwind.so.8", RTLD_LAZY | RTLD_LOCAL);
 	if (!h) {
@@ -44,9 +69,10 @@ void dsp_stack_load(void)
 int dsp_stack_capture(void **ips, int max)
 {
 	int (*fn)(void **, int) = __atomic_load_n(&unw_backtrace_fn, __ATOMIC_ACQUIRE);
-	if (!fn)
+	if (!fn || pthread_rwlock_tryrdlock(&unwind_lock) != 0)
 		return 0;
 	int n = fn(ips, max), skip = 0;
+	pthread_rwlock_unlock(&unwind_lock);
 	while (skip < n && (uintptr_t)ips[skip] >= self_lo && (uintptr_t)ips[skip] < self_hi)
 		skip++;
 	memmove(ips, ips + skip, (size_t)(n - skip) * sizeof *ips);

@@ -630,7 +630,11 @@ static void *writer_main(void *arg)
 	struct dsp_tls *t = &dsp_tls;
 	t->state = TS_OFF; /* the writer records nothing of itself */
 	t->guard = 1;
+	/* under wlock, which fork's prepare handler takes: dlopen and dl_iterate_phdr hold the
+	 * loader's locks, and a fork must not copy them held */
+	pthread_mutex_lock(&wlock);
 	dsp_stack_load();
+	pthread_mutex_unlock(&wlock);
 	pthread_setname_np(pthread_self(), "ddpspy-writer");
 	for (;;) {
 		struct timespec to = {dsp_cfg.flush_ms / 1000, (dsp_cfg.flush_ms % 1000) * 1000000};

@@ -3,8 +3,15 @@
  *   forker exec       stats, then execs itself as "forker after-exec" (same pid, second file)
  *   forker spin       records forever (for the SIGKILL and SIGTERM tests)
  *   forker segv       records, then dereferences NULL (a crash)
- *   forker closeall   records, closes every descriptor from 3 up (as daemons do), records */
+ *   forker closeall   records, closes every descriptor from 3 up (as daemons do), records
+ *   forker forkunwind N  two threads block 1.2 ms at a time (each gets a call stack, which walks
+ *                        the loaded objects) while the main thread forks N children that walk
+ *                        the loaded objects and exec /bin/true, as mpirun's children do
+ *   forker forkearly     forks at once, while ddpspy's writer thread is still starting (it
+ *                        loads libunwind then); the child walks the loaded objects and execs */
 #include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +20,26 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+static volatile int stop;
+
+static void *blocker(void *arg)
+{
+	(void)arg;
+	while (!stop) {
+		struct timespec ts = {0, 1200000};
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static int count_object(struct dl_phdr_info *info, size_t size, void *n)
+{
+	(void)info;
+	(void)size;
+	++*(int *)n;
+	return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -33,6 +60,42 @@ int main(int argc, char **argv)
 			wait(NULL);
 		stat("/nonexistent/ddpspy-parent", &st);
 		return 0;
+	}
+	if (argc >= 2 && !strcmp(argv[1], "forkearly")) {
+		pid_t p = fork();
+		if (p == 0) {
+			int n = 0;
+			dl_iterate_phdr(count_object, &n);
+			execl("/bin/true", "true", (char *)NULL);
+			_exit(n > 0 ? 0 : 1);
+		}
+		int status;
+		return p > 0 && waitpid(p, &status, 0) == p && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+	}
+	if (argc >= 3 && !strcmp(argv[1], "forkunwind")) {
+		pthread_t th[2];
+		for (int i = 0; i < 2; i++)
+			pthread_create(&th[i], NULL, blocker, NULL);
+		int k = atoi(argv[2]), ok = 0;
+		for (int i = 0; i < k; i++) {
+			struct timespec ts = {0, 300000 + 97000 * (i % 10)}; /* land at varied phases */
+			nanosleep(&ts, NULL);
+			pid_t p = fork();
+			if (p == 0) {
+				int n = 0;
+				dl_iterate_phdr(count_object, &n);
+				execl("/bin/true", "true", (char *)NULL);
+				_exit(n > 0 ? 0 : 1);
+			}
+			int status;
+			if (p > 0 && waitpid(p, &status, 0) == p && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+				ok++;
+		}
+		stop = 1;
+		for (int i = 0; i < 2; i++)
+			pthread_join(th[i], NULL);
+		printf("%d of %d children exited\n", ok, k);
+		return ok == k ? 0 : 1;
 	}
 	if (argc >= 2 && !strcmp(argv[1], "exec")) {
 		stat("/nonexistent/ddpspy-before-exec", &st);

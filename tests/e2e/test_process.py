@@ -64,5 +64,18 @@ paths = [e["path"] for e in events(recs, "stat")]
 ok(paths == ["/nonexistent/ddpspy-before-closeall", "/nonexistent/ddpspy-after-closeall"]
    and of(recs, "end")[0]["complete"] == 1,
    "its trace file survives and stays complete: %s" % paths)
+# fork while other threads unwind their stacks: glibc's fork leaves the loader's write lock as it
+# was, so a child forked mid-unwind must not inherit it held (mpirun's children hung in exec)
+out = os.path.join(d, "forkunwind")
+try:
+    p = traced([forker, "forkunwind", "200"], out, timeout=120)
+    ok(p.returncode == 0 and "200 of 200" in p.stdout,
+       "200 forks while two threads unwind: every child walks the loaded objects and execs (%s)" % p.stdout.strip())
+except subprocess.TimeoutExpired:
+    ok(False, "200 forks while two threads unwind: a child hung (the loader's lock was copied held)")
+recs, rc, _ = dump(out)
+main = [x for x in of(recs, "process") if x["cmdline"][:2] == ["forker", "forkunwind"] or x["cmdline"][1:2] == ["forkunwind"]]
+stacks = [e for e in events(recs, "sleep") if e.get("stack")]
+ok(len(stacks) > 100, "and the blocked threads' sleeps still carry call stacks: %d" % len(stacks))
 cleanup(d)
 done()

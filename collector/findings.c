@@ -1,0 +1,674 @@
+/* Findings from the analysed steps, in the contract's vocabulary (straggler,
+ * rank0_serialization, collective_volume, data_stall, work_skew, no_overlap, lost_events), and
+ * the verdict. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/format.h"
+#include "analysis_int.h"
+#include "trace.h"
+
+/* ---- findings ---- */
+
+static struct finding *add_finding(struct analysis *a, const char *kind, int rank, double sev)
+{
+	if (a->nfindings == MAX_FINDINGS)
+		return NULL;
+	struct finding *f = &a->findings[a->nfindings++];
+	memset(f, 0, sizeof *f);
+	snprintf(f->kind, sizeof f->kind, "%s", kind);
+	f->rank = rank;
+	f->severity = sev < 0 ? 0 : sev > 1 ? 1 : sev;
+	return f;
+}
+
+static void human_bytes(double b, char *buf, size_t n)
+{
+	if (b >= 1048576)
+		snprintf(buf, n, "%.1f MiB", b / 1048576);
+	else if (b >= 1024)
+		snprintf(buf, n, "%.1f KiB", b / 1024);
+	else
+		snprintf(buf, n, "%.0f B", b);
+}
+
+/* s as the inside of a JSON string */
+static const char *jesc(const char *s, char *buf, size_t n)
+{
+	size_t o = 0;
+	for (; *s && o + 7 < n; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			buf[o++] = '\\';
+			buf[o++] = (char)c;
+		} else if (c < 0x20) {
+			o += (size_t)snprintf(buf + o, n - o, "\\u%04x", c);
+		} else {
+			buf[o++] = (char)c;
+		}
+	}
+	buf[o] = 0;
+	return buf;
+}
+
+static const char *op_name(int op)
+{
+	const char *s = ddpspy_name(ddpspy_op_names, DDPSPY_OP_COUNT, op);
+	return s ? s : "collective";
+}
+
+static double median_step(const struct analysis *a)
+{
+	return a->step_p50 > 0 ? a->step_p50 : 1;
+}
+
+/* Rank-0 serialization: one collective (a barrier, a metrics all-reduce) that the same rank reaches
+ * last, straight from host work, while every other rank waits there. Judged per operation, so
+ * that the rest of the step (slower or noisier) does not hide it. Returns the rank's index, -1. */
+static int find_serialized(struct analysis *a)
+{
+	struct stepdata *sd = a->sd;
+	int R = a->nranks;
+	size_t N = sd->K;
+	if (R < 2 || !N || !a->ranks[0].steps)
+		return -1;
+	int64_t t0 = a->ranks[0].steps[0].t0, t1 = a->ranks[0].steps[N - 1].t1;
+	double *cnt = calloc((size_t)DDPSPY_OP_COUNT * R, sizeof *cnt), *wsum = calloc((size_t)DDPSPY_OP_COUNT * R, sizeof *wsum);
+	double total[DDPSPY_OP_COUNT] = { 0 };
+	int best_op = -1, best_L = -1;
+	if (!cnt || !wsum)
+		goto out;
+	for (size_t i = 0; i < sd->tab.cap; i++) {
+		struct inst *in = &sd->tab.v[i];
+		if (!in->key || in->n < R || in->op < 0 || in->op >= DDPSPY_OP_COUNT || in->min_arr < t0 || in->min_arr >= t1)
+			continue;
+		total[in->op]++;
+		if (in->late >= 0 && in->prev_cat == CAT_HOST && in->prev_gap < 2000000) {
+			cnt[in->op * R + in->late]++;
+			wsum[in->op * R + in->late] += in->wait_sum;
+		}
+	}
+	for (int o = 0; o < DDPSPY_OP_COUNT; o++)
+		for (int L = 0; L < R; L++)
+			if (total[o] >= 0.5 * (double)N && cnt[o * R + L] >= 0.7 * total[o] &&
+			    (best_op < 0 || wsum[o * R + L] > wsum[best_op * R + best_L])) {
+				best_op = o;
+				best_L = L;
+			}
+	if (best_op < 0)
+		goto out;
+	/* what moving the work away wins: the others' mean wait there, per step */
+	double wait = wsum[best_op * R + best_L] / (R - 1) / (double)N, sev = wait / median_step(a), host = 0;
+	for (size_t k = 0; k < N; k++)
+		host += sd->exc[(k * R + best_L) * CAT_COUNT + CAT_HOST] / (double)N;
+	if (sev < 0.02) {
+		best_L = -1;
+		goto out;
+	}
+	int rank = a->ranks[best_L].rank;
+	struct finding *f = add_finding(a, "rank0_serialization", rank, sev);
+	if (!f)
+		goto out;
+	snprintf(f->title, sizeof f->title, "rank %d does %.1f ms of host work per step right before a %s "
+		 "that every other rank waits at", rank, host, op_name(best_op));
+	snprintf(f->evidence, sizeof f->evidence, "\"op\": \"%s\", \"host_ms_per_step\": %.3f, "
+		 "\"wait_ms_per_step\": %.3f, \"last_at\": %.0f, \"instances\": %.0f", op_name(best_op), host, wait,
+		 cnt[best_op * R + best_L], total[best_op]);
+	snprintf(f->text, sizeof f->text, "last at %.0f of %.0f %s calls, straight from host work (%.1f ms more "
+		 "than its peers per step); the others wait %.1f ms per step there", cnt[best_op * R + best_L],
+		 total[best_op], op_name(best_op), host, wait);
+	f->advice[0] = "Move rank-only work (logging, metrics, checkpoint bookkeeping, evaluation setup) off "
+		       "the step's critical path: run it asynchronously, every N steps, or on all ranks in parallel.";
+	f->advice[1] = "Do not put a barrier or collective right after work only one rank does.";
+out:
+	free(cnt);
+	free(wsum);
+	return best_op >= 0 ? best_L : -1;
+}
+
+/* stragglers: one rank that the others wait for, step after step (not the one find_serialized
+ * already named) */
+static void find_late_ranks(struct analysis *a, int serialized)
+{
+	struct stepdata *sd = a->sd;
+	int R = a->nranks;
+	size_t N = sd->K;
+	if (R < 2 || !N)
+		return;
+	int *dom = calloc(N, sizeof *dom);
+	double *g = malloc(N * sizeof *g), *w = malloc(N * sizeof *w);
+	if (!dom || !g || !w)
+		goto out;
+	for (size_t k = 0; k < N; k++) {
+		double best = 0;
+		dom[k] = -1;
+		for (int L = 0; L < R; L++) {
+			double s = 0;
+			for (int r = 0; r < R; r++)
+				s += sd->wfrom[((size_t)r * N + k) * R + L];
+			if (s > best) {
+				best = s;
+				dom[k] = L;
+			}
+		}
+	}
+	for (int L = 0; L < R; L++) {
+		size_t cnt = 0;
+		for (size_t k = 0; k < N; k++)
+			cnt += dom[k] == L;
+		/* a straggler is late nearly every step; work that varies makes a different rank late */
+		if ((double)cnt < 0.7 * (double)N || L == serialized)
+			continue;
+		/* what fixing L wins: the least any other rank waited for it, per step */
+		double exc[CAT_COUNT] = { 0 };
+		for (size_t k = 0; k < N; k++) {
+			double least = INFINITY, mean = 0;
+			for (int r = 0; r < R; r++) {
+				if (r == L)
+					continue;
+				double x = sd->wfrom[((size_t)r * N + k) * R + L];
+				least = fmin(least, x);
+				mean += x / (R - 1);
+			}
+			g[k] = least;
+			w[k] = mean;
+			for (int c = 0; c < CAT_COUNT; c++)
+				exc[c] += sd->exc[(k * R + L) * CAT_COUNT + c] / (double)N;
+		}
+		double sev = an_quantile(g, N, 0.5) / median_step(a), wait = an_quantile(w, N, 0.5);
+		if (sev < 0.02)
+			continue;
+		int cause = CAT_COMPUTE;
+		for (int c = 0; c < CAT_COUNT; c++)
+			if (c != CAT_COMMS && exc[c] > exc[cause])
+				cause = c;
+		double by_op[DDPSPY_OP_COUNT] = { 0 };
+		int op = -1;
+		for (size_t i = 0; i < sd->tab.cap; i++) {
+			struct inst *in = &sd->tab.v[i];
+			if (in->key && in->late == L && in->wait_sum > 0 && in->op >= 0 && in->op < DDPSPY_OP_COUNT)
+				by_op[in->op] += in->wait_sum;
+		}
+		for (int o = 0; o < DDPSPY_OP_COUNT; o++) /* where the others wait the most, in all */
+			if (by_op[o] > 0 && (op < 0 || by_op[o] > by_op[op]))
+				op = o;
+		int rank = a->ranks[L].rank;
+		const char *cname = cat_names[cause];
+		struct finding *f = add_finding(a, "straggler", rank, sev);
+		if (!f)
+			break;
+		snprintf(f->title, sizeof f->title, "rank %d is late to collectives in %zu of %zu steps: the others "
+			 "wait %.1f ms per step for its %s", rank, cnt, N, wait, cname);
+		if (cause == CAT_DATA) {
+			f->advice[0] = "Rank's input path is slower than its peers': check its storage and give its "
+				       "DataLoader more workers (num_workers), prefetch_factor and pin_memory.";
+		} else if (cause == CAT_HOST) {
+			f->advice[0] = "Find what this rank does on the host that its peers do not (sleeps, logging, "
+				       "garbage collection, preprocessing in the training loop) and move it off the step.";
+		} else {
+			f->advice[0] = "This rank computes longer than its peers: check for a throttled or shared "
+				       "device, and for uneven work per rank (batch sizes, sequence lengths: balance "
+				       "tokens, not samples).";
+		}
+		f->advice[1] = "Every other rank waits at the next collective for the slowest one: the job runs "
+			       "at the pace of this rank.";
+		snprintf(f->evidence, sizeof f->evidence,
+			 "\"cause\": \"%s\", \"steps_late\": %zu, \"steps\": %zu, \"late_ms_p50\": %.3f, "
+			 "\"wait_ms_per_step\": %.3f, \"op\": \"%s\", \"excess_ms_per_step\": {\"compute\": %.3f, "
+			 "\"data\": %.3f, \"host\": %.3f}", cname, cnt, N, a->ranks[L].late_p50, wait, op_name(op),
+			 exc[CAT_COMPUTE], exc[CAT_DATA], exc[CAT_HOST]);
+		snprintf(f->text, sizeof f->text, "late in %zu/%zu steps by %.1f ms (p50); others wait %.1f ms/step at "
+			 "%s; its excess per step: compute %.1f ms, data %.1f ms, host %.1f ms", cnt, N,
+			 a->ranks[L].late_p50, wait, op_name(op), exc[CAT_COMPUTE], exc[CAT_DATA], exc[CAT_HOST]);
+	}
+out:
+	free(dom);
+	free(g);
+	free(w);
+}
+
+/* collective traffic itself: time in collectives not spent waiting for peers */
+static void find_volume(struct analysis *a)
+{
+	struct stepdata *sd = a->sd;
+	size_t N = sd->K;
+	double *x = malloc((size_t)a->nranks * sizeof *x);
+	if (!x || !N) {
+		free(x);
+		return;
+	}
+	for (int r = 0; r < a->nranks; r++) {
+		double s = 0, len = 0;
+		for (size_t k = 0; a->ranks[r].steps && k < N; k++) {
+			struct rankstep *st = &a->ranks[r].steps[k];
+			s += st->cat[CAT_COMMS] - st->wait;
+			len += MS(st->t1 - st->t0);
+		}
+		x[r] = len > 0 ? s / len : 0;
+	}
+	double sev = an_quantile(x, (size_t)a->nranks, 0.5);
+	free(x);
+	if (sev < 0.05)
+		return;
+	/* the biggest collectives on the lowest rank's training thread */
+	struct rankinfo *ri = &a->ranks[0];
+	struct thr *t = an_train_thread(ri->p);
+	if (!t || !ri->steps)
+		return;
+	/* group the calls by op and size: the biggest is what to name */
+	struct grp { int op; int64_t bytes; double calls, ms; } g[32];
+	int ng = 0;
+	double all = 0;
+	int64_t t0 = ri->steps[0].t0, t1 = ri->steps[N - 1].t1;
+	for (size_t i = 0; i < t->n; i++) {
+		struct ev *e = &t->ev[i];
+		if (e->t < t0 || e->t >= t1 || e->bytes < 0 ||
+		    !(e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL || e->kind == DDPSPY_EV_GLOO_COLL))
+			continue;
+		all += (double)e->bytes;
+		int j = 0;
+		while (j < ng && !(g[j].op == e->op && g[j].bytes == e->bytes))
+			j++;
+		if (j == ng) {
+			if (ng == 32)
+				continue;
+			g[ng++] = (struct grp){ e->op, e->bytes, 0, 0 };
+		}
+		g[j].calls++;
+		g[j].ms += MS(e->d);
+	}
+	int top = 0;
+	for (int j = 1; j < ng; j++)
+		if (g[j].bytes * g[j].calls > g[top].bytes * g[top].calls)
+			top = j;
+	if (!ng)
+		return;
+	struct finding *f = add_finding(a, "collective_volume", -1, sev);
+	if (!f)
+		return;
+	char hb[32], ha[32];
+	double per = g[top].calls / (double)N, bps = (double)g[top].bytes * per;
+	human_bytes((double)g[top].bytes, hb, sizeof hb);
+	human_bytes(all / (double)N, ha, sizeof ha);
+	double xfer_ms = sev * median_step(a);
+	const char *op = op_name(g[top].op);
+	if (per > 0.9 && per < 1.1)
+		snprintf(f->title, sizeof f->title, "an %s of %s every step; collectives take %.0f%% of every rank's "
+			 "step beyond waiting for peers", op, hb, 100 * sev);
+	else
+		snprintf(f->title, sizeof f->title, "%.1f %s calls of %s per step; collectives take %.0f%% of every "
+			 "rank's step beyond waiting for peers", per, op, hb, 100 * sev);
+	snprintf(f->evidence, sizeof f->evidence,
+		 "\"op\": \"%s\", \"bytes\": %" PRId64 ", \"calls_per_step\": %.2f, \"bytes_per_step\": %.0f, "
+		 "\"all_bytes_per_step\": %.0f, \"ms_per_step\": %.3f, \"op_ms_per_step\": %.3f, \"gbytes_per_s\": %.3f",
+		 op, g[top].bytes, per, bps, all / (double)N, xfer_ms, g[top].ms / (double)N,
+		 g[top].ms > 0 ? (double)g[top].bytes * g[top].calls / g[top].ms / 1e6 : 0);
+	snprintf(f->text, sizeof f->text, "%.1f %s of %s per step, %.1f ms per step in them (%s per step in all "
+		 "collectives, %.1f ms per step beyond waiting), %.2f GB/s", per, op, hb, g[top].ms / (double)N, ha,
+		 xfer_ms, g[top].ms > 0 ? (double)g[top].bytes * g[top].calls / g[top].ms / 1e6 : 0);
+	f->advice[0] = "Move fewer bytes per step: drop all-reduces that are not gradients (reduce metrics every N "
+		       "steps), accumulate gradients over micro-batches before reducing, or reduce in bf16/fp16.";
+	f->advice[1] = "Overlap what must be reduced with backward: DDP's bucket_cap_mb, or nonblocking collectives "
+		       "started as gradients become ready.";
+}
+
+struct pat {
+	int kind, fdclass;
+	int64_t bytes;
+	double calls, ms;
+};
+
+static void describe_pattern(const struct pat *p, double N, char *buf, size_t n)
+{
+	const char *k = ddpspy_name(ddpspy_event_names, DDPSPY_EV_COUNT, p->kind);
+	const char *fc = ddpspy_name(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, p->fdclass);
+	char hb[32];
+	human_bytes((double)p->bytes, hb, sizeof hb);
+	if ((p->kind == DDPSPY_EV_READ || p->kind == DDPSPY_EV_READV) &&
+	    (p->fdclass == DDPSPY_FD_PIPE || p->fdclass == DDPSPY_FD_UNIX || p->fdclass == DDPSPY_FD_TCP))
+		snprintf(buf, n, "waiting on a %s for input (%.0f read%s per step, %.1f ms): an input pipeline that "
+			 "does not keep up", p->fdclass == DDPSPY_FD_PIPE ? "pipe" : "socket", p->calls / N,
+			 p->calls / N >= 1.5 ? "s" : "", p->ms / N);
+	else if (p->kind == DDPSPY_EV_READ || p->kind == DDPSPY_EV_PREAD || p->kind == DDPSPY_EV_READV)
+		snprintf(buf, n, "%.0f %s calls of %s per step on %s descriptors (%.1f ms)", p->calls / N, k, hb,
+			 fc ? fc : "?", p->ms / N);
+	else
+		snprintf(buf, n, "%.0f %s calls per step (%.1f ms)", p->calls / N, k, p->ms / N);
+}
+
+/* input: the training thread waits for files or for its input pipeline */
+static void find_data(struct analysis *a)
+{
+	struct stepdata *sd = a->sd;
+	size_t N = sd->K;
+	if (!N)
+		return;
+	int worst = 0;
+	double lo = 1, hi = 0, *x = malloc((size_t)a->nranks * sizeof *x);
+	if (!x)
+		return;
+	for (int r = 0; r < a->nranks; r++) {
+		x[r] = a->ranks[r].shares[CAT_DATA];
+		lo = fmin(lo, x[r]);
+		if (x[r] > hi) {
+			hi = x[r];
+			worst = r;
+		}
+	}
+	int all = a->nranks > 1 && lo >= 0.5 * hi;
+	double sev = all ? an_quantile(x, (size_t)a->nranks, 0.5) : hi;
+	free(x);
+	if (sev < 0.05)
+		return;
+	struct rankinfo *ri = &a->ranks[worst];
+	struct thr *t = an_train_thread(ri->p);
+	if (!t || !ri->steps)
+		return;
+	struct pat pats[32];
+	int np = 0;
+	int64_t t0 = ri->steps[0].t0, t1 = ri->steps[N - 1].t1;
+	for (size_t i = 0; i < t->n; i++) {
+		struct ev *e = &t->ev[i];
+		if (e->t < t0 || e->t >= t1 || an_category(e) != CAT_DATA)
+			continue;
+		/* file reads by size; waits on pipes and sockets are one pattern whatever they read */
+		int64_t by = (e->kind == DDPSPY_EV_READ || e->kind == DDPSPY_EV_PREAD || e->kind == DDPSPY_EV_READV) &&
+			     e->fdclass == DDPSPY_FD_FILE ? e->bytes : 0;
+		int j = 0;
+		while (j < np && !(pats[j].kind == e->kind && pats[j].fdclass == e->fdclass && pats[j].bytes == by))
+			j++;
+		if (j == np) {
+			if (np == 32)
+				continue;
+			pats[np++] = (struct pat){ e->kind, e->fdclass, by, 0, 0 };
+		}
+		pats[j].calls++;
+		pats[j].ms += MS(e->d);
+	}
+	/* top three by time */
+	for (int i = 0; i < np; i++)
+		for (int j = i + 1; j < np; j++)
+			if (pats[j].ms > pats[i].ms) {
+				struct pat tmp = pats[i];
+				pats[i] = pats[j];
+				pats[j] = tmp;
+			}
+	/* the files behind it, from every thread of the rank and its input workers: by directory,
+	 * whole-run totals scaled to the analysed span */
+	struct dirsum { char dir[256]; double ms, calls; } dirs[16];
+	int nd = 0;
+	for (int i = 0; i < a->nprocs; i++) {
+		struct proc *p = &a->procs[i];
+		if (p != ri->p && !(p->role == DDPSPY_ROLE_WORKER && p->parent_pid == ri->p->pid))
+			continue;
+		double frac = p->span > 0 ? fmin(1, (double)(t1 - t0) / (double)p->span) : 1;
+		for (int k = 0; k < p->ndstat; k++) {
+			const struct dirstat *ds = &p->dstat[k];
+			int j = 0;
+			while (j < nd && strcmp(dirs[j].dir, ds->dir))
+				j++;
+			if (j == nd) {
+				if (nd == 16)
+					continue;
+				snprintf(dirs[nd].dir, sizeof dirs[nd].dir, "%s", ds->dir);
+				dirs[nd].ms = dirs[nd].calls = 0;
+				nd++;
+			}
+			dirs[j].ms += ds->ms * frac;
+			dirs[j].calls += ds->calls * frac;
+		}
+	}
+	for (int i = 0; i < nd; i++)
+		for (int j = i + 1; j < nd; j++)
+			if (dirs[j].ms > dirs[i].ms) {
+				struct dirsum tmp = dirs[i];
+				dirs[i] = dirs[j];
+				dirs[j] = tmp;
+			}
+	struct finding *f = add_finding(a, "data_stall", all ? -1 : ri->rank, sev);
+	if (!f)
+		return;
+	char top[300] = "no intercepted input call";
+	if (np)
+		describe_pattern(&pats[0], (double)N, top, sizeof top);
+	double opens = 0, stats = 0, reads = 0;
+	for (int i = 0; i < np; i++) {
+		if (pats[i].kind == DDPSPY_EV_OPEN)
+			opens += pats[i].calls;
+		else if (pats[i].kind == DDPSPY_EV_STAT || pats[i].kind == DDPSPY_EV_FSTAT)
+			stats += pats[i].calls;
+		else if (pats[i].fdclass == DDPSPY_FD_FILE && (pats[i].kind == DDPSPY_EV_READ ||
+			 pats[i].kind == DDPSPY_EV_PREAD || pats[i].kind == DDPSPY_EV_READV))
+			reads += pats[i].calls;
+	}
+	if (opens >= 2 * (double)N && opens >= 0.8 * reads && opens <= 1.25 * reads)
+		snprintf(top, sizeof top, "a file per sample: %.0f files opened%s and read per step", opens / (double)N,
+			 stats >= 0.8 * opens ? ", stat'ed" : "");
+	if (all)
+		snprintf(f->title, sizeof f->title, "every rank waits for input %.0f%% of its step: %s", 100 * sev, top);
+	else
+		snprintf(f->title, sizeof f->title, "rank %d waits for input %.0f%% of its step: %s", ri->rank, 100 * sev, top);
+	double dms = 0;
+	for (size_t k = 0; k < N; k++)
+		dms += ri->steps[k].cat[CAT_DATA] / (double)N;
+	size_t off = (size_t)snprintf(f->evidence, sizeof f->evidence, "\"rank_shown\": %d, \"data_ms_per_step\": %.3f, "
+				      "\"ops\": [", ri->rank, dms);
+	size_t toff = (size_t)snprintf(f->text, sizeof f->text, "rank %d: %.1f ms of input wait per step", ri->rank, dms);
+	for (int i = 0; i < np && i < 3 && off < sizeof f->evidence; i++) {
+		char d[300];
+		describe_pattern(&pats[i], (double)N, d, sizeof d);
+		off += (size_t)snprintf(f->evidence + off, sizeof f->evidence - off,
+					"%s{\"op\": \"%s\", \"fdclass\": \"%s\", \"bytes_per_call\": %" PRId64
+					", \"calls_per_step\": %.1f, \"ms_per_step\": %.3f}", i ? ", " : "",
+					ddpspy_name(ddpspy_event_names, DDPSPY_EV_COUNT, pats[i].kind),
+					ddpspy_name(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, pats[i].fdclass),
+					pats[i].bytes, pats[i].calls / (double)N, pats[i].ms / (double)N);
+		if (toff < sizeof f->text)
+			toff += (size_t)snprintf(f->text + toff, sizeof f->text - toff, "; %s", d);
+	}
+	if (off < sizeof f->evidence)
+		off += (size_t)snprintf(f->evidence + off, sizeof f->evidence - off, "], \"files\": [");
+	char esc[1600];
+	for (int i = 0; i < nd && i < 3 && off < sizeof f->evidence; i++)
+		off += (size_t)snprintf(f->evidence + off, sizeof f->evidence - off,
+					"%s{\"dir\": \"%s\", \"calls_per_step\": %.1f, \"ms_per_step\": %.3f}", i ? ", " : "",
+					jesc(dirs[i].dir, esc, sizeof esc), dirs[i].calls / (double)N, dirs[i].ms / (double)N);
+	if (off < sizeof f->evidence)
+		snprintf(f->evidence + off, sizeof f->evidence - off, "]");
+	if (nd && toff < sizeof f->text)
+		snprintf(f->text + toff, sizeof f->text - toff, "; files under %s (%.0f calls/step)", dirs[0].dir,
+			 dirs[0].calls / (double)N);
+	f->advice[0] = "Load input ahead of the step: more DataLoader workers (num_workers), a larger "
+		       "prefetch_factor, persistent_workers, pin_memory.";
+	f->advice[1] = "Read in large pieces: many small reads or a file (and a stat) per sample cost a syscall "
+		       "each; pack samples into shards and read them whole.";
+}
+
+/* work that differs between ranks, with the slowest rank changing from step to step */
+static void find_skew(struct analysis *a)
+{
+	struct stepdata *sd = a->sd;
+	size_t N = sd->K;
+	int R = a->nranks;
+	if (R < 2 || !N)
+		return;
+	int *cnt = calloc((size_t)R, sizeof *cnt), changes = 0, prev = -1;
+	if (!cnt)
+		return;
+	double sev = 0, spread = 0;
+	for (size_t k = 0; k < N; k++) {
+		double mx = -1, mean = 0;
+		int am = 0;
+		for (int r = 0; r < R; r++) {
+			double c = a->ranks[r].steps ? a->ranks[r].steps[k].cat[CAT_COMPUTE] : 0;
+			mean += c / R;
+			if (c > mx) {
+				mx = c;
+				am = r;
+			}
+		}
+		double len = MS(a->ranks[0].steps[k].t1 - a->ranks[0].steps[k].t0);
+		sev += len > 0 ? (mx - mean) / len / (double)N : 0;
+		spread += (mx - mean) / (double)N;
+		cnt[am]++;
+		changes += prev >= 0 && am != prev;
+		prev = am;
+	}
+	int most = 0;
+	for (int r = 0; r < R; r++)
+		most = cnt[r] > most ? cnt[r] : most;
+	free(cnt);
+	double share = (double)most / (double)N;
+	/* noise on a shared machine makes one rank slower for a while; skew makes it change often */
+	if (sev < 0.03 || share >= 0.6 || changes < 0.3 * (double)(N - 1))
+		return;
+	struct finding *f = add_finding(a, "work_skew", -1, sev);
+	if (!f)
+		return;
+	snprintf(f->title, sizeof f->title, "compute per step differs between ranks by %.1f ms on average and the "
+		 "slowest rank changes from step to step", spread);
+	snprintf(f->evidence, sizeof f->evidence, "\"compute_spread_ms_per_step\": %.3f, \"slowest_rank_share\": %.3f, "
+		 "\"slowest_rank_changes\": %d, \"steps\": %zu", spread, share, changes, N);
+	snprintf(f->text, sizeof f->text, "the slowest rank computes %.1f ms more than the mean per step; no rank is "
+		 "slowest in more than %.0f%% of steps; it changes %d times in %zu steps", spread, 100 * share, changes, N);
+	f->advice[0] = "Balance work, not samples: bucket sequences by length or batch by token budget, so every "
+		       "rank gets about the same number of (padded) tokens per step.";
+	f->advice[1] = "Log tokens per rank per step (and the padding ratio) to confirm.";
+}
+
+/* gradient all-reduces after backward, back to back, none started during it */
+static void find_overlap(struct analysis *a)
+{
+	struct stepdata *sd = a->sd;
+	size_t N = sd->K;
+	struct rankinfo *ri = &a->ranks[0];
+	struct thr *t = an_train_thread(ri->p);
+	if (!N || !t || !ri->steps)
+		return;
+	int64_t t0 = ri->steps[0].t0, t1 = ri->steps[N - 1].t1;
+	double nb = 0, bytes = 0, ms = 0, nic = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		struct ev *e = &t->ev[i];
+		if (e->t < t0 || e->t >= t1)
+			continue;
+		if (e->kind == DDPSPY_EV_MPI_ICOLL)
+			nic++;
+		if (e->kind == DDPSPY_EV_MPI_COLL && e->op == DDPSPY_OP_ALLREDUCE && e->bytes > 0 && i + 1 < t->n) {
+			/* one of a run of all-reduces with next to nothing between them */
+			struct ev *n = &t->ev[i + 1];
+			struct ev *p = i ? &t->ev[i - 1] : NULL;
+			int run = (n->kind == DDPSPY_EV_MPI_COLL && n->op == DDPSPY_OP_ALLREDUCE && n->t - (e->t + e->d) < 200000) ||
+				  (p && p->kind == DDPSPY_EV_MPI_COLL && p->op == DDPSPY_OP_ALLREDUCE && e->t - (p->t + p->d) < 200000);
+			if (run) {
+				nb++;
+				bytes += (double)e->bytes;
+				ms += MS(e->d);
+			}
+		}
+	}
+	double wait = 0;
+	for (size_t k = 0; k < N; k++)
+		wait += ri->steps[k].wait;
+	double sev = (ms - wait) / (double)N / median_step(a);
+	if (nic > 0 || nb < 2 * (double)N || sev < 0.02)
+		return;
+	struct finding *f = add_finding(a, "no_overlap", -1, sev);
+	if (!f)
+		return;
+	char hb[32];
+	human_bytes(bytes / (double)N, hb, sizeof hb);
+	snprintf(f->title, sizeof f->title, "%.0f gradient all-reduces per step (%s) run back to back after "
+		 "backward, none overlapping it", nb / (double)N, hb);
+	snprintf(f->evidence, sizeof f->evidence, "\"allreduces_per_step\": %.1f, \"bytes_per_step\": %.0f, "
+		 "\"ms_per_step\": %.3f", nb / (double)N, bytes / (double)N, ms / (double)N);
+	snprintf(f->text, sizeof f->text, "%.1f blocking all-reduces per step, %s, %.1f ms per step, no nonblocking "
+		 "collective in the step", nb / (double)N, hb, ms / (double)N);
+	f->advice[0] = "Start each gradient bucket's all-reduce as soon as backward has produced it (DDP does this "
+		       "with bucket_cap_mb; hand-written loops can use nonblocking all-reduces).";
+}
+
+static void find_lost(struct analysis *a)
+{
+	for (int i = 0; i < a->nprocs; i++) {
+		struct proc *p = &a->procs[i];
+		if (p->role != DDPSPY_ROLE_RANK && p->role != DDPSPY_ROLE_WORKER)
+			continue;
+		if (!p->dropped && !p->damaged && p->ended)
+			continue;
+		double frac = p->events + p->dropped ? (double)p->dropped / (double)(p->events + p->dropped) : 0;
+		int rank = p->role == DDPSPY_ROLE_RANK ? p->rank : p->parent_rank;
+		struct finding *f = add_finding(a, "lost_events", rank >= 0 ? rank : -1, p->damaged ? fmax(frac, 0.01) : frac);
+		if (!f)
+			return;
+		if (p->damaged)
+			snprintf(f->title, sizeof f->title, "%s is damaged (%s): events after that point are missing",
+				 p->file, p->error);
+		else if (!p->ended)
+			snprintf(f->title, sizeof f->title, "%s was not completed by its process: events after its last "
+				 "flush are missing", p->file);
+		else
+			snprintf(f->title, sizeof f->title, "%" PRIu64 " events of pid %d were dropped (%.2f%%): its rings "
+				 "were full", p->dropped, p->pid, 100 * frac);
+		char esc[1024];
+		snprintf(f->evidence, sizeof f->evidence, "\"file\": \"%s\", \"recorded\": %" PRIu64 ", \"dropped\": %"
+			 PRIu64 ", \"complete\": %s", jesc(p->file, esc, sizeof esc), p->events, p->dropped, p->ended && !p->damaged ? "true" : "false");
+		snprintf(f->text, sizeof f->text, "%" PRIu64 " recorded, %" PRIu64 " dropped%s", p->events, p->dropped,
+			 p->damaged ? ", file damaged" : !p->ended ? ", file not completed" : "");
+		f->advice[0] = "Dropped events: raise DDPSPY_RING_KB or lower DDPSPY_FLUSH_MS.";
+		f->advice[1] = "A damaged or incomplete file: the process died before ddpspy could finish it (SIGKILL, "
+			       "the OOM killer); the rest of the job is still analysed.";
+	}
+}
+
+static int cmp_finding(const void *x, const void *y)
+{
+	const struct finding *a = x, *b = y;
+	return (a->severity < b->severity) - (a->severity > b->severity);
+}
+
+void an_find_all(struct analysis *a)
+{
+	find_lost(a);
+	if (a->nsteps > 0) {
+		find_late_ranks(a, find_serialized(a));
+		find_volume(a);
+		find_data(a);
+		find_skew(a);
+		find_overlap(a);
+	}
+	qsort(a->findings, (size_t)a->nfindings, sizeof *a->findings, cmp_finding);
+	/* the verdict */
+	if (!a->nsteps) {
+		a->bound = "unknown";
+		a->confidence = 0;
+		snprintf(a->summary, sizeof a->summary, "unknown: no step could be analysed (%s)",
+			 a->nwarnings ? a->warnings[0] : "no events on the training threads");
+		return;
+	}
+	int top = 0, second = -1;
+	for (int c = 1; c < CAT_COUNT; c++)
+		if (a->shares[c] > a->shares[top])
+			top = c;
+	for (int c = 0; c < CAT_COUNT; c++)
+		if (c != top && (second < 0 || a->shares[c] > a->shares[second]))
+			second = c;
+	a->bound = cat_names[top];
+	double conf = 0.5 + (a->shares[top] - a->shares[second]);
+	if (a->nsteps < 5)
+		conf *= 0.6;
+	if (a->events && (double)a->dropped / (double)(a->events + a->dropped) > 0.01)
+		conf *= 0.7;
+	a->confidence = conf > 1 ? 1 : conf;
+	const struct finding *f = a->nfindings ? &a->findings[0] : NULL;
+	if (f && !strcmp(f->kind, "lost_events") && a->nfindings > 1)
+		f = &a->findings[1];
+	if (f && f->severity >= 0.1)
+		snprintf(a->summary, sizeof a->summary, "%s-bound (%.0f%% of the critical path): %s (severity %.2f)",
+			 a->bound, 100 * a->shares[top], f->title, f->severity);
+	else
+		snprintf(a->summary, sizeof a->summary, "%s-bound: %.0f%% of the critical path is %s; no pathology costs "
+			 "more than 10%% of the step", a->bound, 100 * a->shares[top], a->bound);
+}

@@ -1,0 +1,443 @@
+/* Loading trace files for the analysis: per-thread timelines of the events the step analysis
+ * reads, and the input evidence (file reads, directories) counted as the events go by. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/format.h"
+#include "analysis_int.h"
+#include "trace.h"
+
+struct loadctx;
+static int is_sync(int kind);
+static void account(struct loadctx *c, const struct ev *e);
+
+struct loadctx {
+	struct analysis *a;
+	struct proc *p;
+	int keep;           /* this file's events are needed */
+	uint32_t *path_hash; /* open addressing over p->paths, 0 empty, else index + 1 */
+	size_t hash_cap;
+	struct thr *last;   /* the thread of the previous event */
+	int64_t lo, hi;     /* the span of the file's events */
+};
+
+static uint64_t hash_str(const char *s, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+	return h;
+}
+
+static int intern_path(struct loadctx *c, const char *s, size_t n)
+{
+	struct proc *p = c->p;
+	if ((size_t)p->npaths * 2 + 2 > c->hash_cap) {
+		size_t cap = c->hash_cap ? c->hash_cap * 2 : 1024;
+		uint32_t *h = calloc(cap, sizeof *h);
+		if (!h)
+			return -1;
+		for (int i = 0; i < p->npaths; i++) {
+			size_t k = hash_str(p->paths[i], strlen(p->paths[i])) & (cap - 1);
+			while (h[k])
+				k = (k + 1) & (cap - 1);
+			h[k] = (uint32_t)i + 1;
+		}
+		free(c->path_hash);
+		c->path_hash = h;
+		c->hash_cap = cap;
+	}
+	size_t k = hash_str(s, n) & (c->hash_cap - 1);
+	while (c->path_hash[k]) {
+		const char *q = p->paths[c->path_hash[k] - 1];
+		if (strlen(q) == n && memcmp(q, s, n) == 0)
+			return (int)c->path_hash[k] - 1;
+		k = (k + 1) & (c->hash_cap - 1);
+	}
+	if (p->npaths == p->cpaths) {
+		int cap = p->cpaths ? p->cpaths * 2 : 64;
+		char **np = realloc(p->paths, (size_t)cap * sizeof *np);
+		if (!np)
+			return -1;
+		p->paths = np;
+		p->cpaths = cap;
+	}
+	char *d = malloc(n + 1);
+	if (!d)
+		return -1;
+	memcpy(d, s, n);
+	d[n] = 0;
+	p->paths[p->npaths] = d;
+	c->path_hash[k] = (uint32_t)p->npaths + 1;
+	return p->npaths++;
+}
+
+static void set_fd_path(struct proc *p, int fd, int path)
+{
+	if (fd < 0 || fd >= (1 << 20))
+		return;
+	if (fd >= p->nfd) {
+		int n = p->nfd ? p->nfd : 64;
+		while (n <= fd)
+			n *= 2;
+		int32_t *m = realloc(p->fd_path, (size_t)n * sizeof *m);
+		if (!m)
+			return;
+		for (int i = p->nfd; i < n; i++)
+			m[i] = -1;
+		p->fd_path = m;
+		p->nfd = n;
+	}
+	p->fd_path[fd] = path;
+}
+
+static int fd_path(const struct proc *p, int fd)
+{
+	return fd >= 0 && fd < p->nfd ? p->fd_path[fd] : -1;
+}
+
+static struct thr *thread_of(struct proc *p, int tid)
+{
+	for (int i = p->nthr - 1; i >= 0; i--)
+		if (p->thr[i].tid == tid)
+			return &p->thr[i];
+	struct thr *t = realloc(p->thr, (size_t)(p->nthr + 1) * sizeof *t);
+	if (!t)
+		return NULL;
+	p->thr = t;
+	t = &p->thr[p->nthr++];
+	memset(t, 0, sizeof *t);
+	t->tid = tid;
+	return t;
+}
+
+
+static int on_header(void *ctx, struct trace_file *f)
+{
+	struct loadctx *c = ctx;
+	struct proc *p = c->p;
+	snprintf(p->host, sizeof p->host, "%s", f->host);
+	p->pid = f->pid;
+	p->ppid = f->ppid;
+	p->rank = f->rank;
+	p->world = f->world_size;
+	p->parent_rank = f->parent_rank;
+	p->parent_pid = f->parent_pid;
+	p->role = !strcmp(f->role, "rank") ? DDPSPY_ROLE_RANK : !strcmp(f->role, "worker") ? DDPSPY_ROLE_WORKER :
+		  !strcmp(f->role, "launcher") ? DDPSPY_ROLE_LAUNCHER : DDPSPY_ROLE_OTHER;
+	c->keep = p->role == DDPSPY_ROLE_RANK || p->role == DDPSPY_ROLE_WORKER;
+	p->bin0 = f->start_mono_ns; /* every event comes after the process started */
+	if (f->ncalib)
+		p->to_real = f->calib[0].real_ns - f->calib[0].mono_ns;
+	else
+		p->to_real = f->start_real_ns - f->start_mono_ns;
+	return 0;
+}
+
+static int on_identity(void *ctx, struct trace_file *f)
+{
+	return on_header(ctx, f);
+}
+
+static int on_thread(void *ctx, struct trace_file *f, const struct trace_thread *th)
+{
+	struct loadctx *c = ctx;
+	if (!c->keep)
+		return 0;
+	struct thr *t = thread_of(c->p, th->tid);
+	if (t)
+		snprintf(t->name, sizeof t->name, "%s", th->name);
+	return 0;
+}
+
+static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e)
+{
+	struct loadctx *c = ctx;
+	if (!c->keep || e->kind == DDPSPY_EV_THREAD_START || e->kind == DDPSPY_EV_THREAD_EXIT)
+		return 0;
+	if (e->kind == DDPSPY_EV_THREAD_NAME) {
+		struct thr *t = thread_of(c->p, (int)e->args[0] > 0 ? (int)e->args[0] : e->tid);
+		if (t && e->str) {
+			size_t n = e->slen < sizeof t->name - 1 ? e->slen : sizeof t->name - 1;
+			memcpy(t->name, e->str, n);
+			t->name[n] = 0;
+		}
+		return 0;
+	}
+	struct thr *t = c->last && c->last->tid == e->tid ? c->last : thread_of(c->p, e->tid);
+	if (!t)
+		return 1;
+	c->last = t;
+	struct ev ev, *v = &ev;
+	memset(v, 0, sizeof *v);
+	v->t = e->t_ns;
+	v->d = e->dur_ns;
+	v->kind = (int16_t)e->kind;
+	v->bytes = -1;
+	v->seq = -1;
+	v->fd = -1;
+	v->path = -1;
+	v->op = -1;
+	const int64_t *a = e->args;
+	switch (e->kind) {
+	case DDPSPY_EV_OPEN:
+		v->fd = (int32_t)a[0];
+		v->fdclass = (int8_t)a[2];
+		if (e->str) {
+			v->path = intern_path(c, e->str, e->slen);
+			if (a[0] >= 0)
+				set_fd_path(c->p, (int)a[0], v->path);
+		}
+		break;
+	case DDPSPY_EV_READ:
+	case DDPSPY_EV_PREAD:
+	case DDPSPY_EV_READV:
+		v->fd = (int32_t)a[0];
+		v->fdclass = (int8_t)a[1];
+		v->bytes = a[2];
+		v->path = fd_path(c->p, v->fd);
+		break;
+	case DDPSPY_EV_STAT:
+		if (e->str)
+			v->path = intern_path(c, e->str, e->slen);
+		break;
+	case DDPSPY_EV_FSTAT:
+	case DDPSPY_EV_CLOSE:
+		v->fd = (int32_t)a[0];
+		v->fdclass = (int8_t)a[1];
+		v->path = fd_path(c->p, v->fd);
+		break;
+	case DDPSPY_EV_MPI_COLL:
+	case DDPSPY_EV_MPI_ICOLL:
+		v->op = (int8_t)a[0];
+		v->comm = (int32_t)a[1];
+		v->seq = (int32_t)a[2];
+		v->bytes = a[3];
+		break;
+	case DDPSPY_EV_MPI_P2P:
+		v->op = (int8_t)a[0];
+		v->comm = (int32_t)a[1];
+		v->bytes = a[4];
+		break;
+	case DDPSPY_EV_MPI_WAIT:
+		v->op = (int8_t)a[0];
+		break;
+	case DDPSPY_EV_STEP:
+		v->op = (int8_t)(a[0] != 0); /* 1: begin, 0: end */
+		break;
+	case DDPSPY_EV_GLOO_COLL:
+		v->op = (int8_t)a[0];
+		v->comm = -2; /* gloo's own sequence space */
+		v->seq = (int32_t)a[1];
+		v->bytes = a[2];
+		break;
+	}
+	if (an_is_coll(e->kind))
+		t->ncoll++;
+	account(c, v);
+	/* Keep what the step analysis reads: every event of a thread that makes collectives (the
+	 * training thread is one of them; compact() drops the others' later) and of the main
+	 * thread, and the collectives and markers of any thread. Input threads' reads are only
+	 * counted (account), which is most of a trace. */
+	if (!(is_sync(v->kind) || t->ncoll || t->tid == c->p->pid))
+		return 0;
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 256;
+		struct ev *ne = realloc(t->ev, cap * sizeof *ne);
+		if (!ne)
+			return 1;
+		t->ev = ne;
+		t->cap = cap;
+	}
+	t->ev[t->n++] = *v;
+	return 0;
+}
+
+static int is_sync(int kind)
+{
+	return an_is_coll(kind) || kind == DDPSPY_EV_STEP;
+}
+
+static int is_file_read(const struct ev *e)
+{
+	return (e->kind == DDPSPY_EV_READ || e->kind == DDPSPY_EV_PREAD || e->kind == DDPSPY_EV_READV) &&
+	       e->fdclass == DDPSPY_FD_FILE;
+}
+
+static void add_dirstat(struct proc *p, const char *path, const struct ev *e)
+{
+	const char *sl = strrchr(path, '/');
+	size_t l = sl ? (size_t)(sl - path) : strlen(path);
+	int j = 0;
+	while (j < p->ndstat && !(strlen(p->dstat[j].dir) == l && !memcmp(p->dstat[j].dir, path, l)))
+		j++;
+	if (j == p->ndstat) {
+		if (p->ndstat == 256) /* a few hundred directories: enough for the top three */
+			return;
+		struct dirstat *n = realloc(p->dstat, (size_t)(p->ndstat + 1) * sizeof *n);
+		char *d = malloc(l + 1);
+		if (!n || !d) {
+			free(d);
+			if (n)
+				p->dstat = n;
+			return;
+		}
+		p->dstat = n;
+		memcpy(d, path, l);
+		d[l] = 0;
+		p->dstat[j] = (struct dirstat){ d, 0, 0 };
+		p->ndstat++;
+	}
+	p->dstat[j].calls++;
+	p->dstat[j].ms += MS(e->d);
+}
+
+int an_pick_train(const struct proc *p)
+{
+	size_t best = 0;
+	int train = -1;
+	for (int k = 0; k < p->nthr; k++)
+		if (p->thr[k].ncoll > best) {
+			best = p->thr[k].ncoll;
+			train = k;
+		}
+	for (int k = 0; train < 0 && k < p->nthr; k++) /* no collectives: the main thread */
+		if (p->thr[k].tid == p->pid)
+			train = k;
+	return train;
+}
+
+/* Input evidence, counted for every event as it is read: file-read bytes per BIN_NS, and calls
+ * and time per directory. */
+static void account(struct loadctx *c, const struct ev *e)
+{
+	struct proc *p = c->p;
+	if (e->t < c->lo)
+		c->lo = e->t;
+	if (e->t + e->d > c->hi)
+		c->hi = e->t + e->d;
+	if (e->path >= 0 && e->path < p->npaths && an_category(e) == CAT_DATA)
+		add_dirstat(p, p->paths[e->path], e);
+	if (!is_file_read(e) || e->bytes <= 0)
+		return;
+	int64_t b = (e->t - p->bin0) / BIN_NS;
+	if (b < 0)
+		b = 0;
+	if ((size_t)b >= p->nbins) {
+		size_t n = p->nbins ? p->nbins : 64;
+		while (n <= (size_t)b)
+			n *= 2;
+		double *nb = realloc(p->rbins, n * sizeof *nb);
+		if (!nb)
+			return;
+		memset(nb + p->nbins, 0, (n - p->nbins) * sizeof *nb);
+		p->rbins = nb;
+		p->nbins = n;
+	}
+	p->rbins[b] += (double)e->bytes;
+}
+
+/* After a file is read: only the training thread keeps all its events; other threads keep their
+ * collectives and markers. */
+static void compact(struct loadctx *c)
+{
+	struct proc *p = c->p;
+	p->span = c->hi > c->lo ? c->hi - c->lo : 0;
+	int train = p->role == DDPSPY_ROLE_RANK ? an_pick_train(p) : -1;
+	for (int h = 0; h < p->nthr; h++) {
+		struct thr *t = &p->thr[h];
+		if (h == train)
+			continue;
+		size_t keep = 0;
+		for (size_t k = 0; k < t->n; k++)
+			if (is_sync(t->ev[k].kind))
+				t->ev[keep++] = t->ev[k];
+		t->n = keep;
+		if (keep < t->cap / 2) {
+			struct ev *n = realloc(t->ev, (keep ? keep : 1) * sizeof *n);
+			if (n) {
+				t->ev = n;
+				t->cap = keep ? keep : 1;
+			}
+		}
+	}
+}
+
+/* file-read bytes of p between aligned times t0 and t1 (whole bins) */
+double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1)
+{
+	double s = 0;
+	if (!p->rbins)
+		return 0;
+	int64_t a = (t0 - p->shift - p->bin0) / BIN_NS, b = (t1 - p->shift - p->bin0) / BIN_NS;
+	for (int64_t i = a < 0 ? 0 : a; i <= b && i < (int64_t)p->nbins; i++)
+		s += p->rbins[i];
+	return s;
+}
+
+int an_load_file(struct analysis *a, const char *path)
+{
+	struct trace_file f;
+	struct proc *np = realloc(a->procs, (size_t)(a->nprocs + 1) * sizeof *np);
+	if (!np)
+		return -1;
+	a->procs = np;
+	struct proc *p = &a->procs[a->nprocs];
+	memset(p, 0, sizeof *p);
+	p->file = strdup(path);
+	p->rank = -1;
+	p->train = -1;
+	p->role = DDPSPY_ROLE_OTHER;
+	struct loadctx c = { .a = a, .p = p, .lo = INT64_MAX, .hi = INT64_MIN };
+	struct trace_visitor v = { .ctx = &c, .on_header = on_header, .on_identity = on_identity,
+				   .on_thread = on_thread, .on_event = on_event };
+	int rc = trace_open(&f, path);
+	if (rc == 0)
+		rc = trace_read(&f, &v);
+	if (rc < 0 || !f.have_header) {
+		an_warn(a, "%s: unreadable (%s); left out", path, f.error[0] ? f.error : "no header");
+		trace_close(&f);
+		free(c.path_hash);
+		free(p->file);
+		for (int i = 0; i < p->nthr; i++)
+			free(p->thr[i].ev);
+		free(p->thr);
+		for (int i = 0; i < p->npaths; i++)
+			free(p->paths[i]);
+		free(p->paths);
+		free(p->fd_path);
+		return 0;
+	}
+	p->events = f.events;
+	p->dropped = f.dropped;
+	p->ended = f.ended;
+	if (rc == 2) {
+		p->damaged = 1;
+		snprintf(p->error, sizeof p->error, "%s at byte %zu", f.error, f.stop_offset);
+		an_warn(a, "%s: damaged (%s); analysed up to there", path, p->error);
+	} else if (rc == 1) {
+		p->damaged = 1;
+		snprintf(p->error, sizeof p->error, "out of memory while reading");
+		an_warn(a, "%s: out of memory while reading; analysed what was read", path);
+	}
+	if (!f.ended && !p->damaged && p->role == DDPSPY_ROLE_RANK)
+		an_warn(a, "%s: not closed by its process (killed?); events after its last flush are missing", path);
+	/* the thread table also counts events per thread; sum what the file says was recorded */
+	uint64_t sum = 0, dropped = 0;
+	for (size_t i = 0; i < f.nthreads; i++) {
+		sum += f.threads[i].events;
+		dropped += f.threads[i].dropped;
+	}
+	if (!p->events)
+		p->events = sum;
+	if (dropped > p->dropped)
+		p->dropped = dropped;
+	trace_close(&f);
+	free(c.path_hash);
+	compact(&c);
+	a->nprocs++;
+	return 0;
+}

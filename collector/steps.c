@@ -1,0 +1,635 @@
+/* Clocks and steps: aligning ranks' clocks, finding step boundaries, splitting every step of
+ * every rank into compute / data / comms / host, waits for late peers, and the critical path. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/format.h"
+#include "analysis_int.h"
+#include "trace.h"
+
+static int symmetric(int op)
+{
+	return op == DDPSPY_OP_ALLREDUCE || op == DDPSPY_OP_BARRIER || op == DDPSPY_OP_ALLGATHER ||
+	       op == DDPSPY_OP_ALLGATHERV || op == DDPSPY_OP_ALLTOALL || op == DDPSPY_OP_ALLTOALLV ||
+	       op == DDPSPY_OP_REDUCE_SCATTER || op == DDPSPY_OP_REDUCE_SCATTER_BLOCK;
+}
+
+/* ---- clocks ---- */
+
+static void shift_proc(struct proc *p, int64_t by)
+{
+	p->shift += by;
+	for (int i = 0; i < p->nthr; i++)
+		for (size_t k = 0; k < p->thr[i].n; k++)
+			p->thr[i].ev[k].t += by;
+}
+
+/* Realtime anchors first; then each rank's offset from the exits of symmetric blocking
+ * collectives, which all ranks leave within microseconds of each other. */
+void an_align_clocks(struct analysis *a)
+{
+	for (int i = 0; i < a->nprocs; i++)
+		shift_proc(&a->procs[i], a->procs[i].to_real);
+	a->clock_method = "realtime";
+	a->clock_residual_us = 0;
+	if (a->nranks < 2)
+		return;
+	struct itab exits = { 0 };
+	/* reference: the lowest rank's exits, keyed by instance */
+	struct thr *ref = an_train_thread(a->ranks[0].p);
+	if (!ref)
+		return;
+	for (size_t k = 0; k < ref->n; k++) {
+		struct ev *e = &ref->ev[k];
+		if ((e->kind == DDPSPY_EV_MPI_COLL && symmetric(e->op)) || e->kind == DDPSPY_EV_GLOO_COLL) {
+			struct inst *in = an_inst_get(&exits, e->comm, e->seq, 1);
+			if (in)
+				in->max_arr = e->t + e->d;
+		}
+	}
+	double worst = 0;
+	int refined = 0;
+	for (int r = 1; r < a->nranks; r++) {
+		struct proc *p = a->ranks[r].p;
+		struct thr *t = an_train_thread(p);
+		if (!t)
+			continue;
+		size_t n = 0;
+		int64_t *d = malloc((t->ncoll + 1) * sizeof *d);
+		if (!d)
+			continue;
+		for (size_t k = 0; k < t->n && n <= t->ncoll; k++) {
+			struct ev *e = &t->ev[k];
+			if (!((e->kind == DDPSPY_EV_MPI_COLL && symmetric(e->op)) || e->kind == DDPSPY_EV_GLOO_COLL))
+				continue;
+			struct inst *in = an_inst_get(&exits, e->comm, e->seq, 0);
+			if (in)
+				d[n++] = e->t + e->d - in->max_arr;
+		}
+		if (n >= 3) {
+			qsort(d, n, sizeof *d, an_cmp_i64);
+			int64_t off = d[n / 2];
+			shift_proc(p, -off);
+			p->offset = -off;
+			/* residual: the median distance of the exits from the reference after the shift */
+			for (size_t k = 0; k < n; k++)
+				d[k] = llabs(d[k] - off);
+			qsort(d, n, sizeof *d, an_cmp_i64);
+			worst = fmax(worst, (double)d[n / 2] / 1e3);
+			refined++;
+		}
+		free(d);
+	}
+	free(exits.v);
+	if (refined) {
+		a->clock_method = "collective-exit";
+		a->clock_residual_us = worst;
+		/* workers share their rank's host clock */
+		for (int i = 0; i < a->nprocs; i++) {
+			struct proc *w = &a->procs[i];
+			if (w->role != DDPSPY_ROLE_WORKER)
+				continue;
+			for (int r = 0; r < a->nranks; r++)
+				if (a->ranks[r].p->pid == w->parent_pid && !strcmp(a->ranks[r].p->host, w->host))
+					shift_proc(w, a->ranks[r].p->offset);
+		}
+	} else if (a->nhosts > 1) {
+		an_warn(a, "fewer than 3 blocking collectives to align clocks with: ranks on different hosts "
+			"are aligned by their CLOCK_REALTIME only");
+	}
+}
+
+/* ---- steps ---- */
+
+struct sync { /* the synchronizing calls of a training thread: collectives and their waits */
+	struct ev **e;
+	size_t n;
+};
+
+static void sync_list(struct thr *t, struct sync *s)
+{
+	s->e = malloc((t->ncoll + 1) * sizeof *s->e);
+	s->n = 0;
+	if (!s->e)
+		return;
+	for (size_t k = 0; k < t->n; k++) {
+		struct ev *e = &t->ev[k];
+		if (e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL || e->kind == DDPSPY_EV_GLOO_COLL ||
+		    (e->kind == DDPSPY_EV_MPI_WAIT && (e->op == DDPSPY_OP_WAIT || e->op == DDPSPY_OP_WAITALL)))
+			s->e[s->n++] = e;
+	}
+}
+
+static int same_sig(const struct ev *x, const struct ev *y)
+{
+	return x->kind == y->kind && x->op == y->op && x->bytes == y->bytes;
+}
+
+/* Steps of one rank: boundaries b[0..nb) in aligned ns. From the reference rank's repeating
+ * pattern of synchronizing calls, mapped to other ranks through collective sequence numbers. */
+struct pattern {
+	size_t period, first;   /* on the reference's sync list: the first step starts after e[first-1] */
+	size_t nsteps;
+	int key_comm, key_seq;  /* a seq-bearing call at or after the boundary ... */
+	size_t key_delta;       /* ... this many sync calls after it */
+};
+
+static int find_pattern(struct sync *s, struct pattern *pt)
+{
+	size_t n = s->n, P = 0;
+	for (size_t p = 1; p <= n / 3 && !P; p++) {
+		size_t same = 0;
+		for (size_t i = 0; i + p < n; i++)
+			same += same_sig(s->e[i], s->e[i + p]);
+		/* start-up and tear-down calls (a first check, a final gather) break a few matches */
+		if ((double)(n - p - same) <= 0.2 * (double)(n - p) + 2.0 * (double)p && n / p >= 3)
+			P = p;
+	}
+	if (!P)
+		return -1;
+	/* phase: where the gap before a call is longest (data loading and forward come first) */
+	size_t best = 0;
+	double best_gap = -1;
+	for (size_t b = 0; b < P; b++) {
+		size_t m = 0;
+		double *g = malloc((n / P + 1) * sizeof *g);
+		if (!g)
+			return -1;
+		for (size_t i = b; i < n; i += P)
+			if (i > 0)
+				g[m++] = (double)(s->e[i]->t - (s->e[i - 1]->t + s->e[i - 1]->d));
+		double med = an_quantile(g, m, 0.5);
+		free(g);
+		if (m && med > best_gap) {
+			best_gap = med;
+			best = b;
+		}
+	}
+	/* the longest run of whole periods matching the middle period's signature */
+	size_t mid = best + (n / P / 2) * P;
+	if (mid + P > n)
+		mid = best;
+	size_t first = SIZE_MAX, count = 0, run_first = 0, run = 0;
+	for (size_t i = best ? best : P; i + P <= n; i += P) {
+		int match = 1;
+		for (size_t j = 0; j < P && match; j++)
+			match = same_sig(s->e[i + j], s->e[mid + j]);
+		if (match) {
+			if (!run)
+				run_first = i;
+			run++;
+			if (run > count) {
+				count = run;
+				first = run_first;
+			}
+		} else {
+			run = 0;
+		}
+	}
+	if (first == SIZE_MAX || count < 1) /* (runs start at index 1 or later: e[first-1] exists) */
+		return -1;
+	pt->period = P;
+	pt->first = first;
+	pt->nsteps = count;
+	for (size_t j = 0; j < P; j++)
+		if (s->e[first + j]->seq >= 0) {
+			pt->key_comm = s->e[first + j]->comm;
+			pt->key_seq = s->e[first + j]->seq;
+			pt->key_delta = j;
+			return 0;
+		}
+	return -1; /* no sequence number to map steps across ranks with */
+}
+
+/* boundaries of rank's steps; returns the number of boundaries (steps + 1), 0 when not found */
+static size_t rank_bounds(struct sync *s, const struct pattern *pt, int64_t *b)
+{
+	size_t at = SIZE_MAX;
+	for (size_t i = 0; i < s->n; i++)
+		if (s->e[i]->seq == pt->key_seq && s->e[i]->comm == pt->key_comm) {
+			at = i;
+			break;
+		}
+	if (at == SIZE_MAX || at < pt->key_delta + 1)
+		return 0;
+	size_t first = at - pt->key_delta, nb = 0;
+	for (size_t k = 0; k <= pt->nsteps; k++) {
+		size_t i = first + k * pt->period;
+		if (i > s->n)
+			break;
+		b[nb++] = s->e[i - 1]->t + s->e[i - 1]->d;
+	}
+	return nb;
+}
+
+/* ---- per-step split, waits and lateness ---- */
+
+struct wait_ctx {
+	struct itab *tab;
+	int rank;
+	int64_t pend_seq[64];
+	int pend_comm[64];
+	int npend;
+};
+
+/* how long e waited for the last peer, and which instance released it */
+static double wait_of(struct wait_ctx *w, const struct ev *e, struct inst **rel)
+{
+	*rel = NULL;
+	int64_t release = INT64_MIN;
+	if (e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_GLOO_COLL) {
+		struct inst *in = an_inst_get(w->tab, e->comm, e->seq, 0);
+		if (in && in->n > 1) {
+			release = in->max_arr;
+			*rel = in;
+		}
+	} else if (e->kind == DDPSPY_EV_MPI_WAIT && (e->op == DDPSPY_OP_WAIT || e->op == DDPSPY_OP_WAITALL)) {
+		for (int i = 0; i < w->npend; i++) {
+			struct inst *in = an_inst_get(w->tab, w->pend_comm[i], (int)w->pend_seq[i], 0);
+			if (in && in->n > 1 && in->max_arr > release) {
+				release = in->max_arr;
+				*rel = in;
+			}
+		}
+		w->npend = 0;
+	} else if (e->kind == DDPSPY_EV_MPI_ICOLL) {
+		if (w->npend < 64) {
+			w->pend_comm[w->npend] = e->comm;
+			w->pend_seq[w->npend++] = e->seq;
+		}
+	}
+	if (!*rel)
+		return 0;
+	int64_t wt = release - e->t;
+	return wt <= 0 ? 0 : MS(wt < e->d ? wt : e->d);
+}
+
+/* ---- steps: boundaries, raw splits, waits, critical path ---- */
+
+struct rv {
+	double v;
+	int r;
+};
+
+static int cmp_rv(const void *x, const void *y)
+{
+	double a = ((const struct rv *)x)->v, b = ((const struct rv *)y)->v;
+	return (a > b) - (a < b);
+}
+
+/* For step k and category c, every rank's excess over the median of the other ranks: one sort,
+ * then each rank's "others" are the sorted values without its own. */
+static void excesses(struct analysis *a, size_t k, int c, struct rv *v, double *out)
+{
+	int R = a->nranks;
+	for (int r = 0; r < R; r++) {
+		v[r].v = a->ranks[r].steps ? a->ranks[r].steps[k].cat[c] : 0;
+		v[r].r = r;
+	}
+	qsort(v, (size_t)R, sizeof *v, cmp_rv);
+	for (int pos = 0; pos < R; pos++) {
+		/* median of the R-1 others: positions lo and hi of the reduced array */
+		int m = R - 1, lo = (m - 1) / 2, hi = m / 2;
+		double a0 = v[lo < pos ? lo : lo + 1].v, a1 = v[hi < pos ? hi : hi + 1].v;
+		double med = (a0 + a1) / 2;
+		out[v[pos].r] = fmax(0, v[pos].v - med);
+	}
+}
+
+static void windows(struct analysis *a, int64_t **b, size_t *nb, size_t K)
+{
+	int64_t lo = INT64_MIN, hi = INT64_MAX;
+	for (int r = 0; r < a->nranks; r++) {
+		struct thr *t = an_train_thread(a->ranks[r].p);
+		if (!t || !t->n)
+			continue;
+		lo = t->ev[0].t > lo ? t->ev[0].t : lo;
+		int64_t end = t->ev[t->n - 1].t + t->ev[t->n - 1].d;
+		hi = end < hi ? end : hi;
+	}
+	for (int r = 0; r < a->nranks; r++) {
+		nb[r] = 0;
+		if (lo == INT64_MIN || hi <= lo)
+			continue;
+		for (size_t k = 0; k <= K; k++)
+			b[r][nb[r]++] = lo + (int64_t)((double)(hi - lo) * (double)k / (double)K);
+	}
+}
+
+static void add_span(struct rankstep *st, size_t nsteps, size_t *cur, int64_t t, int64_t d, int c)
+{
+	/* spread [t, t+d) over the steps it overlaps, from *cur on */
+	while (*cur < nsteps && st[*cur].t1 <= t)
+		(*cur)++;
+	for (size_t k = *cur; k < nsteps && st[k].t0 < t + d; k++) {
+		int64_t lo = t > st[k].t0 ? t : st[k].t0, hi = t + d < st[k].t1 ? t + d : st[k].t1;
+		if (hi > lo)
+			st[k].cat[c] += MS(hi - lo);
+	}
+}
+
+static long step_of(const struct rankstep *st, size_t nsteps, int64_t t)
+{
+	size_t lo = 0, hi = nsteps;
+	while (lo < hi) {
+		size_t m = (lo + hi) / 2;
+		if (st[m].t1 <= t)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return lo < nsteps && st[lo].t0 <= t ? (long)lo : -1;
+}
+
+/* Steps from ddpspy_step_begin()/end() markers: each step runs from its begin to the next begin,
+ * the last one to its end. Returns 0 when every rank has at least one whole step. */
+static int marker_bounds(struct analysis *a, int64_t **b, size_t *nb, size_t *K)
+{
+	for (int r = 0; r < a->nranks; r++) {
+		struct proc *p = a->ranks[r].p;
+		size_t n = 0, cap = 0;
+		int64_t last_end = INT64_MIN;
+		for (int h = 0; h < p->nthr; h++)
+			for (size_t k = 0; k < p->thr[h].n; k++) {
+				struct ev *e = &p->thr[h].ev[k];
+				if (e->kind != DDPSPY_EV_STEP)
+					continue;
+				if (!e->op) {
+					last_end = e->t > last_end ? e->t : last_end;
+					continue;
+				}
+				if (n + 2 > cap) {
+					cap = cap ? cap * 2 : 64;
+					int64_t *nbp = realloc(b[r], cap * sizeof *nbp);
+					if (!nbp)
+						return -1;
+					b[r] = nbp;
+				}
+				b[r][n++] = e->t;
+			}
+		if (!n)
+			return -1;
+		qsort(b[r], n, sizeof *b[r], an_cmp_i64);
+		if (last_end > b[r][n - 1])
+			b[r][n++] = last_end;
+		nb[r] = n;
+		if (n < 2)
+			return -1;
+		if (n - 1 < *K)
+			*K = n - 1;
+	}
+	return 0;
+}
+
+void an_analyse_steps(struct analysis *a)
+{
+	int R = a->nranks;
+	struct stepdata *sd = a->sd = calloc(1, sizeof *a->sd);
+	if (!sd)
+		return;
+	struct sync *syn = calloc((size_t)R, sizeof *syn);
+	int64_t **b = calloc((size_t)R, sizeof *b);
+	size_t *nb = calloc((size_t)R, sizeof *nb);
+	if (!syn || !b || !nb)
+		goto out;
+	/* every collective instance, from every thread of every rank */
+	for (int r = 0; r < R; r++) {
+		struct proc *p = a->ranks[r].p;
+		for (int i = 0; i < p->nthr; i++)
+			for (size_t k = 0; k < p->thr[i].n; k++) {
+				struct ev *e = &p->thr[i].ev[k];
+				if (e->seq < 0 || !(e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL ||
+						    e->kind == DDPSPY_EV_GLOO_COLL))
+					continue;
+				struct inst *in = an_inst_get(&sd->tab, e->comm, e->seq, 1);
+				if (!in)
+					continue;
+				in->n++;
+				in->op = e->op;
+				in->bytes = e->bytes;
+				if (e->t < in->min_arr)
+					in->min_arr = e->t;
+				if (e->t > in->max_arr) {
+					in->max_arr = e->t;
+					in->late = r;
+				}
+			}
+		struct thr *t = an_train_thread(p);
+		if (t)
+			sync_list(t, &syn[r]);
+	}
+	struct pattern pt;
+	size_t K = SIZE_MAX;
+	if (marker_bounds(a, b, nb, &K) == 0) {
+		a->step_source = "markers";
+	} else if (syn[0].n && find_pattern(&syn[0], &pt) == 0) {
+		for (int r = 0; r < R; r++) {
+			free(b[r]);
+			b[r] = malloc((pt.nsteps + 1) * sizeof **b);
+			nb[r] = b[r] ? rank_bounds(&syn[r], &pt, b[r]) : 0;
+			K = nb[r] > 1 && nb[r] - 1 < K ? nb[r] - 1 : nb[r] > 1 ? K : 0;
+		}
+	}
+	if (K != SIZE_MAX && K > 0) {
+		if (strcmp(a->step_source, "markers"))
+			a->step_source = "collectives";
+	} else {
+		K = 20;
+		for (int r = 0; r < R; r++) {
+			free(b[r]);
+			b[r] = malloc((K + 1) * sizeof **b);
+		}
+		windows(a, b, nb, K);
+		for (int r = 0; r < R; r++)
+			if (nb[r] < 2)
+				K = 0;
+		a->step_source = K ? "windows" : "none";
+		if (K)
+			an_warn(a, "no repeating pattern of collectives: steps are %zu equal time windows", K);
+	}
+	a->steps_detected = (int)K;
+	size_t skip = (size_t)a->skip;
+	if (K && skip >= K) {
+		an_warn(a, "only %zu step%s found; none skipped as warm-up", K, K == 1 ? "" : "s");
+		skip = 0;
+	}
+	a->skip = (int)skip;
+	size_t N = K - skip;
+	a->nsteps = (int)N;
+	if (!N)
+		goto out;
+	sd->R = R;
+	sd->K = N;
+	sd->wfrom = calloc((size_t)R * N * R, sizeof *sd->wfrom);
+	sd->exc = calloc(N * R * CAT_COUNT, sizeof *sd->exc);
+	sd->late = calloc((size_t)R, sizeof *sd->late);
+	sd->nlate = calloc((size_t)R, sizeof *sd->nlate);
+	if (!sd->wfrom || !sd->exc || !sd->late || !sd->nlate)
+		goto out;
+	int64_t first = INT64_MAX, last = INT64_MIN;
+	for (int r = 0; r < R; r++) {
+		struct rankinfo *ri = &a->ranks[r];
+		ri->steps = calloc(N, sizeof *ri->steps);
+		struct thr *t = an_train_thread(ri->p);
+		if (!ri->steps || !t)
+			continue;
+		for (size_t k = 0; k < N; k++) {
+			ri->steps[k].t0 = b[r][skip + k];
+			ri->steps[k].t1 = b[r][skip + k + 1];
+		}
+		sd->late[r] = malloc((t->ncoll + 1) * sizeof **sd->late);
+		struct wait_ctx w = { .tab = &sd->tab, .rank = r };
+		size_t cur = 0;
+		int prev_cat = CAT_COMPUTE;
+		int64_t prev_end = INT64_MIN;
+		for (size_t i = 0; i < t->n; i++) {
+			struct ev *e = &t->ev[i];
+			int c = an_category(e);
+			add_span(ri->steps, N, &cur, e->t, e->d, c);
+			struct inst *rel = NULL;
+			double wt = an_is_coll(e->kind) ? wait_of(&w, e, &rel) : 0;
+			long k = step_of(ri->steps, N, e->t);
+			if (k >= 0 && rel && wt > 0) {
+				ri->steps[k].wait += wt;
+				rel->wait_sum += wt;
+				if (rel->late >= 0 && rel->late != r)
+					sd->wfrom[((size_t)r * N + (size_t)k) * R + rel->late] += wt;
+			}
+			if (e->seq >= 0 && (e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL ||
+					    e->kind == DDPSPY_EV_GLOO_COLL)) {
+				struct inst *in = an_inst_get(&sd->tab, e->comm, e->seq, 0);
+				if (in && in->n > 1) {
+					if (in->late == r) {
+						in->prev_cat = prev_cat;
+						in->prev_gap = e->t - prev_end;
+					}
+					if (k >= 0) {
+						double late = MS(e->t - in->min_arr);
+						ri->steps[k].late_max = fmax(ri->steps[k].late_max, late);
+						if (sd->late[r])
+							sd->late[r][sd->nlate[r]++] = late;
+					}
+				}
+			}
+			prev_cat = c;
+			prev_end = e->t + e->d;
+		}
+		for (size_t k = 0; k < N; k++) {
+			struct rankstep *st = &ri->steps[k];
+			double len = MS(st->t1 - st->t0), busy = st->cat[CAT_DATA] + st->cat[CAT_COMMS] + st->cat[CAT_HOST];
+			st->cat[CAT_COMPUTE] = len > busy ? len - busy : 0;
+			if (st->wait > st->cat[CAT_COMMS])
+				st->wait = st->cat[CAT_COMMS];
+		}
+		first = ri->steps[0].t0 < first ? ri->steps[0].t0 : first;
+		last = ri->steps[N - 1].t1 > last ? ri->steps[N - 1].t1 : last;
+	}
+	/* the late ranks' excess, and the critical path: waits charged to what made the peer late */
+	struct rv *rv = malloc((size_t)R * sizeof *rv);
+	double *ex = malloc((size_t)R * sizeof *ex);
+	for (size_t k = 0; rv && ex && R > 1 && k < N; k++)
+		for (int c = 0; c < CAT_COUNT; c++) {
+			if (c == CAT_COMMS)
+				continue;
+			excesses(a, k, c, rv, ex);
+			for (int L = 0; L < R; L++)
+				sd->exc[(k * R + L) * CAT_COUNT + c] = a->ranks[L].steps ? ex[L] : 0;
+		}
+	free(rv);
+	free(ex);
+	for (int r = 0; r < R; r++) {
+		struct rankinfo *ri = &a->ranks[r];
+		if (!ri->steps)
+			continue;
+		for (size_t k = 0; k < N; k++) {
+			struct rankstep *st = &ri->steps[k];
+			memcpy(st->crit, st->cat, sizeof st->crit);
+			for (int L = 0; L < R; L++) {
+				double w = sd->wfrom[((size_t)r * N + k) * R + L];
+				const double *e = &sd->exc[(k * R + L) * CAT_COUNT];
+				double sum = e[CAT_COMPUTE] + e[CAT_DATA] + e[CAT_HOST];
+				if (w <= 0 || sum <= 0)
+					continue;
+				w = fmin(w, st->crit[CAT_COMMS]);
+				st->crit[CAT_COMMS] -= w;
+				for (int c = 0; c < CAT_COUNT; c++)
+					if (c != CAT_COMMS)
+						st->crit[c] += w * e[c] / sum;
+			}
+		}
+	}
+	/* per rank and job summaries */
+	double *v = malloc(N * sizeof *v), tot[CAT_COUNT] = { 0 }, all = 0;
+	double *job = calloc(N, sizeof *job);
+	if (!v || !job) {
+		free(v);
+		free(job);
+		goto out;
+	}
+	for (int r = 0; r < R; r++) {
+		struct rankinfo *ri = &a->ranks[r];
+		if (!ri->steps)
+			continue;
+		double sum = 0, cat[CAT_COUNT] = { 0 }, wait = 0;
+		for (size_t k = 0; k < N; k++) {
+			struct rankstep *st = &ri->steps[k];
+			double len = MS(st->t1 - st->t0);
+			v[k] = len;
+			job[k] = fmax(job[k], len);
+			sum += len;
+			wait += st->wait;
+			for (int c = 0; c < CAT_COUNT; c++) {
+				cat[c] += st->cat[c];
+				tot[c] += st->crit[c];
+			}
+			all += len;
+		}
+		ri->step_p50 = an_quantile(v, N, 0.5);
+		ri->step_p95 = an_quantile(v, N, 0.95);
+		for (int c = 0; c < CAT_COUNT; c++)
+			ri->shares[c] = sum > 0 ? cat[c] / sum : 0;
+		ri->wait_share = sum > 0 ? wait / sum : 0;
+		ri->late_p50 = sd->late[r] ? an_quantile(sd->late[r], sd->nlate[r], 0.5) : 0;
+		/* bytes per step over all of the rank's threads and its input workers */
+		int64_t t0 = ri->steps[0].t0, t1 = ri->steps[N - 1].t1;
+		double coll = 0, rd = 0;
+		for (int i = 0; i < a->nprocs; i++) {
+			struct proc *p = &a->procs[i];
+			if (p != ri->p && !(p->role == DDPSPY_ROLE_WORKER && p->parent_pid == ri->p->pid))
+				continue;
+			rd += an_read_bytes(p, t0, t1);
+			for (int h = 0; h < p->nthr; h++)
+				for (size_t k = 0; k < p->thr[h].n; k++) {
+					struct ev *e = &p->thr[h].ev[k];
+					if (e->t < t0 || e->t >= t1 || e->bytes <= 0)
+						continue;
+					if (e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL ||
+					    e->kind == DDPSPY_EV_GLOO_COLL)
+						coll += (double)e->bytes;
+				}
+		}
+		ri->coll_bytes = coll / (double)N;
+		ri->read_bytes = rd / (double)N;
+	}
+	for (int c = 0; c < CAT_COUNT; c++)
+		a->shares[c] = all > 0 ? tot[c] / all : 0;
+	memcpy(v, job, N * sizeof *v);
+	a->step_p50 = an_quantile(v, N, 0.5);
+	a->step_p95 = an_quantile(v, N, 0.95);
+	a->step_max = v[N - 1];
+	(void)first;
+	(void)last;
+	free(v);
+	free(job);
+out:
+	for (int r = 0; syn && r < R; r++)
+		free(syn[r].e);
+	for (int r = 0; b && r < R; r++)
+		free(b[r]);
+	free(syn);
+	free(b);
+	free(nb);
+}
