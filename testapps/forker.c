@@ -41,6 +41,20 @@ static int count_object(struct dl_phdr_info *info, size_t size, void *n)
 	return 0;
 }
 
+/* after fork: the child walks the loaded objects and execs /bin/true; the parent returns 0 when
+ * the child exited 0 */
+static int walk_and_exec(pid_t p)
+{
+	if (p == 0) {
+		int n = 0;
+		dl_iterate_phdr(count_object, &n);
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(n > 0 ? 0 : 1);
+	}
+	int status;
+	return p > 0 && waitpid(p, &status, 0) == p && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct stat st;
@@ -63,14 +77,7 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 2 && !strcmp(argv[1], "forkearly")) {
 		pid_t p = fork();
-		if (p == 0) {
-			int n = 0;
-			dl_iterate_phdr(count_object, &n);
-			execl("/bin/true", "true", (char *)NULL);
-			_exit(n > 0 ? 0 : 1);
-		}
-		int status;
-		return p > 0 && waitpid(p, &status, 0) == p && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+		return walk_and_exec(p);
 	}
 	if (argc >= 3 && !strcmp(argv[1], "forkunwind")) {
 		pthread_t th[2];
@@ -80,16 +87,7 @@ int main(int argc, char **argv)
 		for (int i = 0; i < k; i++) {
 			struct timespec ts = {0, 300000 + 97000 * (i % 10)}; /* land at varied phases */
 			nanosleep(&ts, NULL);
-			pid_t p = fork();
-			if (p == 0) {
-				int n = 0;
-				dl_iterate_phdr(count_object, &n);
-				execl("/bin/true", "true", (char *)NULL);
-				_exit(n > 0 ? 0 : 1);
-			}
-			int status;
-			if (p > 0 && waitpid(p, &status, 0) == p && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-				ok++;
+			ok += walk_and_exec(fork()) == 0;
 		}
 		stop = 1;
 		for (int i = 0; i < 2; i++)
