@@ -166,9 +166,12 @@ def write(a, cases, res):
     if all(g(n) for n in ("weak-ws1", "weak-ws2", "weak-ws4")):
         t1, t2, t4 = (g(n)["samples_per_s"] for n in ("weak-ws1", "weak-ws2", "weak-ws4"))
         e2, e4 = t2 / (2 * t1), t4 / (4 * t1)
+        a1, a2 = g("weak-ws1")["all_sps"], g("weak-ws2")["all_sps"]
         check(e2 < 1 and t2 > t1, "weak scaling rises with ranks but below linear: efficiency %.1f%% at ws=2, "
               "%.1f%% at ws=4 (seed: 70.4%%, 42.7%%)." % (100 * e2, 100 * e4),
-              "Two ranks on two cores should still gain.")
+              "The runs' own spread puts ws=2 efficiency anywhere from %.0f%% to %.0f%%: this VM's speed "
+              "drifted between the cases (see the runs column)." % (100 * min(a2) / (2 * max(a1)),
+                                                                    100 * max(a2) / (2 * min(a1))))
         checks.append("  At ws=4 this machine runs 4 ranks on 2 cores, so no more than ~2x the ws=1 "
                       "throughput is possible; the seed had 12 cores for 4 ranks. Efficiency at ws=4 is "
                       "bounded by 50% here for that reason alone.")
@@ -217,7 +220,9 @@ def write(a, cases, res):
               "%.1f ms on rank 0); the seed counts the delay as rank 0's data wait (44.6 ms), we count it "
               "as host time, which is what a sleep before the fetch is." % (
                   name, j["ranks"][0]["host_ms"], min(r["comm_ms"] for r in others),
-                  max(r["comm_ms"] for r in others), j["ranks"][0]["comm_ms"]))
+                  max(r["comm_ms"] for r in others), j["ranks"][0]["comm_ms"]),
+              "With 4 ranks on 2 cores every rank also waits for its turn on a core, so some of the others "
+              "are late to the collective too and wait less." if j["world_size"] > os.cpu_count() else "")
     if base and g("extra-allreduce"):
         j = g("extra-allreduce")
         loss = 1 - j["samples_per_s"] / base["samples_per_s"]
