@@ -46,6 +46,12 @@ def med(runs, f):
     return statistics.median(f(j) for j in runs)
 
 
+def best_step(runs):
+    """The fastest run's median step: this VM slows down by up to 40% for seconds at a time, and
+    with three interleaved runs of each kind, each kind gets at least one run in a fast phase."""
+    return min(j["step_ms_p50"] for j in runs)
+
+
 def rank(j, r, key):
     return j["ranks"][r][key]
 
@@ -84,10 +90,10 @@ ok(j1 is not None and j1["ranks"][0]["samples_per_step"] == 256, "the same globa
 
 # ---- straggler by delay: costs about its delay per step ----
 M = 40
-h, s = pair(SMALL, SMALL + ["--straggler-rank", "1", "--straggler-ms", str(M)])
+h, s = pair(SMALL, SMALL + ["--straggler-rank", "1", "--straggler-ms", str(M)], rounds=3)
 if ok(all(h + s), "healthy and straggler runs complete"):
-    loss = 1 - med(s, lambda j: j["samples_per_s"]) / med(h, lambda j: j["samples_per_s"])
-    want = M / med(s, lambda j: j["step_ms_max"])
+    loss = 1 - best_step(h) / best_step(s)
+    want = M / best_step(s)
     ok(abs(loss - want) <= 0.3 * want, "straggler +%d ms: throughput loss %.1f%% within 30%% of delay/step %.1f%%"
        % (M, 100 * loss, 100 * want))
     host1 = med(s, lambda j: rank(j, 1, "host_ms"))
@@ -107,14 +113,14 @@ if ok(all(s), "slowdown runs complete"):
 
 # ---- rank-0 work + barrier ----
 W = 30
-h, s = pair(SMALL, SMALL + ["--rank0-work-ms", str(W)])
+h, s = pair(SMALL, SMALL + ["--rank0-work-ms", str(W)], rounds=3)
 if ok(all(h + s), "rank-0 work runs complete"):
     host0 = med(s, lambda j: rank(j, 0, "host_ms"))
     ok(abs(host0 - W) < 0.1 * W, "rank 0 spends its %d ms of host work per step (%.1f)" % (W, host0))
     wait1 = med(s, lambda j: rank(j, 1, "comm_ms")) - med(h, lambda j: rank(j, 1, "comm_ms"))
     ok(wait1 > 0.7 * W, "rank 1 waits for it at the barrier: +%.1f ms of comm" % wait1)
-    loss = 1 - med(s, lambda j: j["samples_per_s"]) / med(h, lambda j: j["samples_per_s"])
-    want = W / med(s, lambda j: j["step_ms_max"])
+    loss = 1 - best_step(h) / best_step(s)
+    want = W / best_step(s)
     ok(abs(loss - want) <= 0.3 * want, "rank-0 work: throughput loss %.1f%% within 30%% of work/step %.1f%%"
        % (100 * loss, 100 * want))
 

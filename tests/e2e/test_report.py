@@ -90,24 +90,25 @@ if ok(j is not None and truth_h is not None, "healthy run reported"):
 
 
 def straggler_case(name, args, cause):
-    # the testbed's loss against healthy runs made right before each straggler run (ABAB): this
-    # VM's speed drifts between runs by more than the 25% being checked
-    sps_h, sps_s, sev, fs = [], [], [], []
-    for k in range(2):
+    # the testbed's loss against healthy runs made right before each straggler run (ABAB), from
+    # the fastest run of each kind: this VM slows down by up to 40% for seconds at a time, more
+    # than the 25% being checked
+    step_h, step_s, sev, fs = [], [], [], []
+    for k in range(3):
         th, _ = traced("%s-healthy%d" % (name, k), SMALL)
         truth, out = traced("%s%d" % (name, k), SMALL + args)
         j, p = report(out)
         if j is None or truth is None or th is None:
             continue
-        sps_h.append(th["samples_per_s"])
-        sps_s.append(truth["samples_per_s"])
+        step_h.append(th["step_ms_p50"])
+        step_s.append(truth["step_ms_p50"])
         f = findings(j, "straggler")
         fs.append([(x["rank"], x["evidence"]["cause"]) for x in f])
         sev.append(f[0]["severity"] if len(f) == 1 else 0)
-    if not ok(len(sev) == 2, "%s: two runs reported" % name):
+    if not ok(len(sev) == 3, "%s: three runs reported" % name):
         return
     ok(all(f == [(1, cause)] for f in fs), "%s: a straggler finding on rank 1 with cause %s: %s" % (name, cause, fs))
-    loss = 1 - statistics.median(sps_s) / statistics.median(sps_h)
+    loss = 1 - min(step_h) / min(step_s)
     sv = statistics.median(sev)
     ok(abs(sv - loss) <= 0.25 * loss, "%s: severity %.3f within 25%% of the testbed's throughput loss %.3f"
        % (name, sv, loss))
