@@ -124,4 +124,8 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	char *err, size_t errlen);
 void analysis_free(struct analysis *a);
 
+/* report.c: shares as a JSON member {"compute", "data", "comms", "host"}, rounded to 1e-4 */
+struct json;
+void report_json_shares(struct json *j, const char *key, const double *s);
+
 #endif

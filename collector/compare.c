@@ -100,7 +100,7 @@ int cmd_compare(int argc, char **argv)
 		}
 	}
 	if (json) {
-		struct json j, o2, s;
+		struct json j, o2;
 		json_begin(&j, stdout);
 		json_str(&j, "schema", "ddpspy.compare.v1");
 		json_str(&j, "mode", mode == 'w' ? "weak" : "strong");
@@ -114,11 +114,7 @@ int cmd_compare(int argc, char **argv)
 			json_int(&o2, "ranks", runs[i].ranks);
 			json_num(&o2, "step_p50_ms", runs[i].step);
 			json_num(&o2, "efficiency", round(runs[i].eff * 1000) / 1000);
-			json_key(&o2, "shares");
-			json_begin(&s, stdout);
-			for (int c = 0; c < CAT_COUNT; c++)
-				json_num(&s, cat_names[c], round(runs[i].shares[c] * 10000) / 10000);
-			fputs("}", stdout);
+			report_json_shares(&o2, "shares", runs[i].shares);
 			json_str(&o2, "grew", runs[i].grew >= 0 ? cat_names[runs[i].grew] : NULL);
 			json_num(&o2, "grew_ms_per_step", runs[i].grew >= 0 ? runs[i].grew_ms : 0);
 			fputs("}", stdout);

@@ -62,7 +62,7 @@ bad:
 	return -1;
 }
 
-static void shares_json(struct json *j, const char *key, const double *s)
+void report_json_shares(struct json *j, const char *key, const double *s)
 {
 	json_key(j, key);
 	struct json o;
@@ -123,7 +123,7 @@ static void print_json(const struct analysis *a)
 	json_begin(&o, out);
 	json_str(&o, "bound", a->bound);
 	json_num(&o, "confidence", round(a->confidence * 100) / 100);
-	shares_json(&o, "shares", a->shares);
+	report_json_shares(&o, "shares", a->shares);
 	json_str(&o, "summary", a->summary);
 	fputs("}", out);
 
@@ -146,7 +146,7 @@ static void print_json(const struct analysis *a)
 		json_int(&o, "pid", ri->p->pid);
 		json_num(&o, "step_p50_ms", ri->step_p50);
 		json_num(&o, "step_p95_ms", ri->step_p95);
-		shares_json(&o, "shares", ri->shares);
+		report_json_shares(&o, "shares", ri->shares);
 		json_num(&o, "comms_wait_share", round(ri->wait_share * 10000) / 10000);
 		json_num(&o, "late_ms_p50", ri->late_p50);
 		json_key(&o, "bytes_per_step");
