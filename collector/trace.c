@@ -400,54 +400,6 @@ static int rd_stacks(struct trace_file *f, const msgpack_object *m)
 	return 0;
 }
 
-static int rd_events(struct trace_file *f, const msgpack_object *m, const struct trace_visitor *v)
-{
-	int64_t tid, t0;
-	const msgpack_object *ev = get(m, "ev");
-	if (!as_int(get(m, "tid"), &tid) || !as_int(get(m, "t0"), &t0) || !ev ||
-	    ev->type != MSGPACK_OBJECT_ARRAY)
-		return -1;
-	struct trace_thread *th = trace_thread(f, (int)tid);
-	uint64_t prev = (uint64_t)t0;
-	struct trace_event e;
-	for (uint32_t i = 0; i < ev->via.array.size; i++) {
-		const msgpack_object *a = &ev->via.array.ptr[i];
-		int64_t kind, dt, dur, stack;
-		if (a->type != MSGPACK_OBJECT_ARRAY || a->via.array.size < 4 ||
-		    !as_int(&a->via.array.ptr[0], &kind) || !as_int(&a->via.array.ptr[1], &dt) ||
-		    !as_int(&a->via.array.ptr[2], &dur) || !as_int(&a->via.array.ptr[3], &stack))
-			return -1;
-		e.kind = (int)kind;
-		e.tid = (int)tid;
-		e.raw = prev + (uint64_t)dt;
-		prev = e.raw;
-		e.t_ns = trace_raw_to_ns(f, e.raw);
-		e.dur_ns = trace_raw_to_ns(f, e.raw + (uint64_t)dur) - e.t_ns;
-		e.stack = (uint32_t)stack;
-		e.nargs = 0;
-		e.str = NULL;
-		e.slen = 0;
-		e.str_index = -1;
-		for (uint32_t k = 4; k < a->via.array.size && e.nargs < TRACE_MAX_ARGS; k++) {
-			const msgpack_object *x = &a->via.array.ptr[k];
-			if (x->type == MSGPACK_OBJECT_STR) {
-				e.str = x->via.str.ptr;
-				e.slen = x->via.str.size;
-				e.str_index = e.nargs;
-				e.args[e.nargs++] = 0;
-			} else if (!as_int(x, &e.args[e.nargs++])) {
-				e.args[e.nargs - 1] = -1;
-			}
-		}
-		if (th)
-			th->events++;
-		f->events++;
-		if (v->on_event && v->on_event(v->ctx, f, &e))
-			return 1;
-	}
-	return 0;
-}
-
 /* ---- events records, decoded without building msgpack objects ----
  * Events are nearly all of a file; msgpack-c's object API allocates a tree per record, which
  * costs more than the analysis itself. These read the few msgpack forms the format uses. */
@@ -755,10 +707,6 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 				str_into(m, "name", th->name, sizeof th->name);
 				stop = v->on_thread && v->on_thread(v->ctx, f, th);
 			}
-		} else if (!strcmp(kind, DDPSPY_REC_EVENTS)) {
-			int e = rd_events(f, m, v);
-			bad = e < 0;
-			stop = e > 0;
 		} else if (!strcmp(kind, DDPSPY_REC_STACKS)) {
 			bad = rd_stacks(f, m) < 0;
 		} else if (!strcmp(kind, DDPSPY_REC_MODULES)) {
@@ -786,7 +734,8 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 			f->ended = 1;
 			stop = v->on_end && v->on_end(v->ctx, f);
 		}
-		/* calib was read in pass 1; unknown kinds come from newer writers: skipped */
+		/* calib was read in pass 1, events by fast_events; unknown kinds come from newer writers:
+		 * skipped */
 		if (bad) {
 			snprintf(f->error, sizeof f->error, "malformed \"%s\" record", kind);
 			off = fr.off;
