@@ -20,7 +20,7 @@ struct loadctx {
 	int keep;           /* this file's events are needed */
 	uint32_t *path_hash; /* open addressing over p->paths, 0 empty, else index + 1 */
 	size_t hash_cap;
-	struct thr *last;   /* the thread of the previous event */
+	int last;           /* index of the previous event's thread, -1 none (thr is realloc'ed) */
 	int64_t lo, hi;     /* the span of the file's events */
 };
 
@@ -167,10 +167,11 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		}
 		return 0;
 	}
-	struct thr *t = c->last && c->last->tid == e->tid ? c->last : thread_of(c->p, e->tid);
+	struct thr *t = c->last >= 0 && c->p->thr[c->last].tid == e->tid ? &c->p->thr[c->last] :
+			thread_of(c->p, e->tid);
 	if (!t)
 		return 1;
-	c->last = t;
+	c->last = (int)(t - c->p->thr);
 	struct ev ev, *v = &ev;
 	memset(v, 0, sizeof *v);
 	v->t = e->t_ns;
@@ -391,7 +392,7 @@ int an_load_file(struct analysis *a, const char *path)
 	p->rank = -1;
 	p->train = -1;
 	p->role = DDPSPY_ROLE_OTHER;
-	struct loadctx c = { .a = a, .p = p, .lo = INT64_MAX, .hi = INT64_MIN };
+	struct loadctx c = { .a = a, .p = p, .last = -1, .lo = INT64_MAX, .hi = INT64_MIN };
 	struct trace_visitor v = { .ctx = &c, .on_header = on_header, .on_identity = on_identity,
 				   .on_thread = on_thread, .on_event = on_event };
 	int rc = trace_open(&f, path);
