@@ -45,9 +45,10 @@ int an_cmp_i64(const void *x, const void *y);
 struct inst *an_inst_get(struct itab *t, int comm, int seq, int create);
 struct thr *an_train_thread(struct proc *p);
 
-/* load.c: one trace file into a->procs; an unreadable file is a warning, not an error */
+/* load.c: one trace file into a->procs, with its rank's training thread chosen (proc.train);
+ * an unreadable file is a warning, not an error */
 int an_load_file(struct analysis *a, const char *path);
-int an_pick_train(const struct proc *p);
+void an_proc_free(struct proc *p);
 double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1);
 
 /* steps.c */

@@ -163,12 +163,6 @@ static int wanted(const struct report_options *o, int rank)
 	return 0;
 }
 
-static void pick_training_threads(struct analysis *a)
-{
-	for (int i = 0; i < a->nprocs; i++)
-		a->procs[i].train = an_pick_train(&a->procs[i]);
-}
-
 int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report_options *o,
 	char *err, size_t errlen)
 {
@@ -257,7 +251,6 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	int world = a->ranks[0].p->world;
 	if (world > a->nranks && !o->ranks)
 		an_warn(a, "%d of %d ranks have a readable file; the missing ranks are not analysed", a->nranks, world);
-	pick_training_threads(a);
 	an_align_clocks(a);
 	int64_t lo = INT64_MAX, hi = INT64_MIN;
 	for (int r = 0; r < a->nranks; r++)
@@ -279,21 +272,8 @@ nothing:
 
 void analysis_free(struct analysis *a)
 {
-	for (int i = 0; i < a->nprocs; i++) {
-		struct proc *p = &a->procs[i];
-		free(p->file);
-		for (int k = 0; k < p->nthr; k++)
-			free(p->thr[k].ev);
-		free(p->thr);
-		for (int k = 0; k < p->npaths; k++)
-			free(p->paths[k]);
-		free(p->paths);
-		free(p->fd_path);
-		free(p->rbins);
-		for (int k = 0; k < p->ndstat; k++)
-			free(p->dstat[k].dir);
-		free(p->dstat);
-	}
+	for (int i = 0; i < a->nprocs; i++)
+		an_proc_free(&a->procs[i]);
 	free(a->procs);
 	for (int r = 0; a->ranks && r < a->nranks; r++)
 		free(a->ranks[r].steps);

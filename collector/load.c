@@ -296,7 +296,7 @@ static void add_dirstat(struct proc *p, const char *path, const struct ev *e)
 	p->dstat[j].ms += MS(e->d);
 }
 
-int an_pick_train(const struct proc *p)
+static int pick_train(const struct proc *p)
 {
 	size_t best = 0;
 	int train = -1;
@@ -341,16 +341,16 @@ static void account(struct loadctx *c, const struct ev *e)
 	p->rbins[b] += (double)e->bytes;
 }
 
-/* After a file is read: only the training thread keeps all its events; other threads keep their
- * collectives and markers. */
+/* After a file is read: a rank's training thread is chosen, and only it keeps all its events;
+ * other threads keep their collectives and markers. */
 static void compact(struct loadctx *c)
 {
 	struct proc *p = c->p;
 	p->span = c->hi > c->lo ? c->hi - c->lo : 0;
-	int train = p->role == DDPSPY_ROLE_RANK ? an_pick_train(p) : -1;
+	p->train = p->role == DDPSPY_ROLE_RANK ? pick_train(p) : -1;
 	for (int h = 0; h < p->nthr; h++) {
 		struct thr *t = &p->thr[h];
-		if (h == train)
+		if (h == p->train)
 			continue;
 		size_t keep = 0;
 		for (size_t k = 0; k < t->n; k++)
@@ -379,6 +379,22 @@ double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1)
 	return s;
 }
 
+void an_proc_free(struct proc *p)
+{
+	free(p->file);
+	for (int k = 0; k < p->nthr; k++)
+		free(p->thr[k].ev);
+	free(p->thr);
+	for (int k = 0; k < p->npaths; k++)
+		free(p->paths[k]);
+	free(p->paths);
+	free(p->fd_path);
+	free(p->rbins);
+	for (int k = 0; k < p->ndstat; k++)
+		free(p->dstat[k].dir);
+	free(p->dstat);
+}
+
 int an_load_file(struct analysis *a, const char *path)
 {
 	struct trace_file f;
@@ -402,14 +418,7 @@ int an_load_file(struct analysis *a, const char *path)
 		an_warn(a, "%s: unreadable (%s); left out", path, f.error[0] ? f.error : "no header");
 		trace_close(&f);
 		free(c.path_hash);
-		free(p->file);
-		for (int i = 0; i < p->nthr; i++)
-			free(p->thr[i].ev);
-		free(p->thr);
-		for (int i = 0; i < p->npaths; i++)
-			free(p->paths[i]);
-		free(p->paths);
-		free(p->fd_path);
+		an_proc_free(p);
 		return 0;
 	}
 	p->events = f.events;

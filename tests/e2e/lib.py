@@ -12,6 +12,9 @@ BUILD = os.path.join(ROOT, "build")
 LIB = os.path.join(BUILD, "libddpspy.so")
 DDPSPY = os.path.join(BUILD, "ddpspy")
 APPS = os.path.join(BUILD, "testapps")
+BENCH = os.path.join(BUILD, "ddpbench")
+# Open MPI as root needs --allow-run-as-root; more ranks than cores need --oversubscribe
+MPIRUN = ["mpirun", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
 
 _n = 0
 _failed = 0

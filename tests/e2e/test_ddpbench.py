@@ -9,12 +9,10 @@ import subprocess
 import sys
 from lib import *
 
-BENCH = os.path.join(BUILD, "ddpbench")
 if not shutil.which("mpirun") or not os.path.exists(BENCH):
     skip("ddpbench", "mpirun or build/ddpbench missing (Open MPI not installed)")
     done()
 
-MPIRUN = ["mpirun", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
 d = tmpdir("ddpbench")
 data = os.path.join(d, "data")
 # a small model: its weights stay in cache, so step times on a shared VM are stable

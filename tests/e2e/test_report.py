@@ -10,12 +10,10 @@ import subprocess
 from lib import *
 from schema import report_errors
 
-BENCH = os.path.join(BUILD, "ddpbench")
 if not shutil.which("mpirun") or not os.path.exists(BENCH):
     skip("ddpspy report on the testbed", "mpirun or build/ddpbench missing (Open MPI not installed)")
     done()
 
-MPIRUN = ["mpirun", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
 d = tmpdir("report")
 data = os.path.join(d, "data")
 subprocess.run([BENCH, "gen-data", data, "--samples", "2048", "--sequences", "4096"], check=True,
