@@ -17,6 +17,9 @@ d = tmpdir("ddpbench")
 data = os.path.join(d, "data")
 # a small model: its weights stay in cache, so step times on a shared VM are stable
 SMALL = ["--hidden", "256", "--steps", "12"]
+# a tiny one for the throughput-loss checks: the injected delay is then large against the step,
+# and the VM's drift moves the measured loss by a few percent only
+TINY = ["--hidden", "128", "--steps", "12"]
 
 
 def run(args, np=2, under=None, expect=0):
@@ -44,10 +47,10 @@ def med(runs, f):
     return statistics.median(f(j) for j in runs)
 
 
-def best_step(runs):
-    """The fastest run's median step: this VM slows down by up to 40% for seconds at a time, and
-    with three interleaved runs of each kind, each kind gets at least one run in a fast phase."""
-    return min(j["step_ms_p50"] for j in runs)
+def pair_loss(h, s):
+    """The throughput loss of each sick run against the healthy run of its round (a second apart,
+    shorter than this VM's slow phases, which last seconds and slow it by up to 40%), median."""
+    return statistics.median(1 - a["step_ms_p50"] / b["step_ms_p50"] for a, b in zip(h, s))
 
 
 def rank(j, r, key):
@@ -88,10 +91,10 @@ ok(j1 is not None and j1["ranks"][0]["samples_per_step"] == 256, "the same globa
 
 # ---- straggler by delay: costs about its delay per step ----
 M = 40
-h, s = pair(SMALL, SMALL + ["--straggler-rank", "1", "--straggler-ms", str(M)], rounds=3)
+h, s = pair(TINY, TINY + ["--straggler-rank", "1", "--straggler-ms", str(M)], rounds=5)
 if ok(all(h + s), "healthy and straggler runs complete"):
-    loss = 1 - best_step(h) / best_step(s)
-    want = M / best_step(s)
+    loss = pair_loss(h, s)
+    want = M / med(s, lambda j: j["step_ms_p50"])
     ok(abs(loss - want) <= 0.3 * want, "straggler +%d ms: throughput loss %.1f%% within 30%% of delay/step %.1f%%"
        % (M, 100 * loss, 100 * want))
     host1 = med(s, lambda j: rank(j, 1, "host_ms"))
@@ -101,24 +104,29 @@ if ok(all(h + s), "healthy and straggler runs complete"):
     ok(wait0 > 0.7 * M, "rank 0 waits for it in the all-reduce: +%.1f ms of comm" % wait0)
 
 # ---- straggler by slowdown: that rank's compute is F times longer ----
+# Rank 1 against itself in the healthy run of the same round (median over five): a rank stays on
+# its core, and this VM's two cores are at times 10-40% apart in speed, so against rank 0 the
+# ratio would carry that too. A cache-resident model keeps the other rank's memory traffic from
+# slowing it.
 F = 3
-s = [run(SMALL + ["--straggler-rank", "1", "--straggler-slowdown", str(F)]) for _ in range(2)]
-if ok(all(s), "slowdown runs complete"):
-    ratio = med(s, lambda j: rank(j, 1, "compute_ms") / rank(j, 0, "compute_ms"))
-    ok(abs(ratio - F) <= 0.3 * F, "slowdown %d: rank 1 computes %.2fx as long as rank 0" % (F, ratio))
+base = TINY + ["--steps", "20"]
+h, s = pair(base, base + ["--straggler-rank", "1", "--straggler-slowdown", str(F)], rounds=5)
+if ok(all(h + s), "slowdown runs complete"):
+    ratio = statistics.median(rank(b, 1, "compute_ms") / rank(a, 1, "compute_ms") for a, b in zip(h, s))
+    ok(abs(ratio - F) <= 0.3 * F, "slowdown %d: rank 1 computes %.2fx as long as in the healthy runs" % (F, ratio))
     ok(med(s, lambda j: rank(j, 0, "comm_ms") - rank(j, 1, "comm_ms")) > 0,
        "rank 0 waits for rank 1 in comm")
 
 # ---- rank-0 work + barrier ----
 W = 30
-h, s = pair(SMALL, SMALL + ["--rank0-work-ms", str(W)], rounds=3)
+h, s = pair(TINY, TINY + ["--rank0-work-ms", str(W)], rounds=5)
 if ok(all(h + s), "rank-0 work runs complete"):
     host0 = med(s, lambda j: rank(j, 0, "host_ms"))
     ok(abs(host0 - W) < 0.1 * W, "rank 0 spends its %d ms of host work per step (%.1f)" % (W, host0))
     wait1 = med(s, lambda j: rank(j, 1, "comm_ms")) - med(h, lambda j: rank(j, 1, "comm_ms"))
     ok(wait1 > 0.7 * W, "rank 1 waits for it at the barrier: +%.1f ms of comm" % wait1)
-    loss = 1 - best_step(h) / best_step(s)
-    want = W / best_step(s)
+    loss = pair_loss(h, s)
+    want = W / med(s, lambda j: j["step_ms_p50"])
     ok(abs(loss - want) <= 0.3 * want, "rank-0 work: throughput loss %.1f%% within 30%% of work/step %.1f%%"
        % (100 * loss, 100 * want))
 
