@@ -133,10 +133,11 @@ __attribute__((constructor)) static void ddpspy_init(void)
 	dsp_clock_offset_init(dsp_id.rank);
 	if (dsp_id.role == DDPSPY_ROLE_WORKER)
 		dsp_id.parent_pid = (int)getppid();
-	/* until the writer measures the raw clock's rate, assume 3 GHz for the stack threshold */
+	/* until the writer measures the raw clock's rate, assume 3 GHz for the thresholds */
 	if (dsp_cfg.stack_us >= 0)
 		dsp_stack_ticks = dsp_use_tsc ? (uint64_t)dsp_cfg.stack_us * 3000
 					      : (uint64_t)dsp_cfg.stack_us * 1000;
+	dsp_poll_ticks = (uint64_t)DSP_POLL_US * (dsp_use_tsc ? 3000 : 1000);
 	if (dsp_writer_start() == 0) {
 		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 		if (dsp_cfg.signals)

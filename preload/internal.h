@@ -181,6 +181,11 @@ void dsp_emit_full(struct dsp_tls *t, int kind, uint64_t t0, uint64_t t1, int na
 
 /* Blocking events use this: records the stack when the event was long. */
 extern uint64_t dsp_stack_ticks; /* DDPSPY_STACK_US in raw ticks; UINT64_MAX: never */
+/* An unsuccessful poll (MPI_Test*) is recorded only when it took longer than this (10 us in raw
+ * ticks): then it did the library's progress work, a collective's copies and reductions, which is
+ * communication; the many cheap polls of an idle loop are not worth their ring space. */
+#define DSP_POLL_US 10
+extern uint64_t dsp_poll_ticks;
 static inline void dsp_emit_wait(struct dsp_tls *t, int kind, uint64_t t0, uint64_t t1,
 				 int nargs, const int64_t *args)
 {

@@ -182,11 +182,12 @@ static void rec_p2p(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, MPI_Com
 	dsp_leave(t);
 }
 
-/* Waits are recorded when they complete something: a Test that finds nothing done is a poll. */
+/* Waits are recorded when they complete something, or when a Test that found nothing done still
+ * took long enough to have done progress work (dsp_poll_ticks); the rest are idle polls. */
 static void rec_wait(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, int64_t count,
 		     int64_t request, int rc, int completed)
 {
-	if (completed || rc != MPI_SUCCESS) {
+	if (completed || rc != MPI_SUCCESS || t1 - t0 > dsp_poll_ticks) {
 		int64_t a[4] = {op, count, request, rc};
 		dsp_emit_wait(t, DDPSPY_EV_MPI_WAIT, t0, t1, 4, a);
 	}

@@ -26,6 +26,7 @@
 #define CALIB_EVERY_NS 1000000000LL
 
 uint64_t dsp_stack_ticks = UINT64_MAX;
+uint64_t dsp_poll_ticks = UINT64_MAX;
 
 static pthread_mutex_t wlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t writer;
@@ -271,11 +272,13 @@ static void rec_calib(void)
 	if (!first_mono) {
 		first_raw = raw;
 		first_mono = mono;
-	} else if (mono - first_mono > 1000000 && dsp_cfg.stack_us >= 0) {
-		/* refine the stack threshold with the measured raw clock rate */
+	} else if (mono - first_mono > 1000000) {
+		/* refine the thresholds with the measured raw clock rate */
 		double per_ns = (double)(raw - first_raw) / (double)(mono - first_mono);
-		__atomic_store_n(&dsp_stack_ticks, (uint64_t)(per_ns * 1000.0 * (double)dsp_cfg.stack_us),
-				 __ATOMIC_RELAXED);
+		if (dsp_cfg.stack_us >= 0)
+			__atomic_store_n(&dsp_stack_ticks, (uint64_t)(per_ns * 1000.0 * (double)dsp_cfg.stack_us),
+					 __ATOMIC_RELAXED);
+		__atomic_store_n(&dsp_poll_ticks, (uint64_t)(per_ns * 1000.0 * DSP_POLL_US), __ATOMIC_RELAXED);
 	}
 }
 
