@@ -17,6 +17,7 @@ struct options {
 	const char *data;
 	int steps, warmup;
 	int batch, global_batch;       /* per rank (weak scaling) or global (strong scaling) */
+	int accum;                     /* micro-batches per step (gradient accumulation) */
 	int workers, prefetch;
 	double bucket_mb;
 	int overlap;

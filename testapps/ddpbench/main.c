@@ -20,6 +20,7 @@ static const char usage[] = USAGE_HEAD
 	"  --warmup W              warm-up steps not measured (default 2)\n"
 	"  --batch B               samples per rank per step: weak scaling (default 128; 16 for tokens)\n"
 	"  --global-batch G        samples per step over all ranks: strong scaling, B = G / ranks\n"
+	"  --accum K               K micro-batches of B per step, gradients all-reduced once (default 1)\n"
 	"  --hidden H, --layers L  MLP width and hidden layers (default 512, 3); tokens: layers (1)\n"
 	"  --bucket-mb M           gradient bucket size in MiB (default 1)\n"
 	"  --no-overlap            all-reduce the gradients after backward, not during it\n"
@@ -109,7 +110,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 {
 	enum { O_DATA = 256, O_STEPS, O_WARMUP, O_BATCH, O_GBATCH, O_HIDDEN, O_LAYERS, O_BUCKET,
 		O_NOOVERLAP, O_WORKERS, O_PREFETCH, O_SEED, O_VARLEN, O_ULEN, O_BATCHING, O_BUDGET,
-		O_SRANK, O_SMS, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY, O_MARKERS };
+		O_SRANK, O_SMS, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY, O_MARKERS, O_ACCUM };
 	static const struct option opts[] = {
 		{ "data", 1, 0, O_DATA }, { "steps", 1, 0, O_STEPS }, { "warmup", 1, 0, O_WARMUP },
 		{ "batch", 1, 0, O_BATCH }, { "global-batch", 1, 0, O_GBATCH },
@@ -122,13 +123,13 @@ static int parse_train(int argc, char **argv, struct options *o)
 		{ "extra-allreduce-mb", 1, 0, O_EXTRA }, { "rank0-work-ms", 1, 0, O_R0 },
 		{ "slow-data", 1, 0, O_SLOWDATA }, { "slow-rank", 1, 0, O_SLOWRANK },
 		{ "read-chunk", 1, 0, O_CHUNK }, { "read-delay-ms", 1, 0, O_DELAY },
-		{ "markers", 0, 0, O_MARKERS },
+		{ "markers", 0, 0, O_MARKERS }, { "accum", 1, 0, O_ACCUM },
 		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
 	};
 	*o = (struct options){ .steps = 20, .warmup = 2, .batch = -1, .workers = 2, .prefetch = 2,
 		.bucket_mb = 1, .overlap = 1, .hidden = 512, .layers = -1, .straggler_rank = -1,
 		.straggler_slowdown = 1, .slow_rank = -1, .read_chunk = 64, .read_delay_ms = 20,
-		.seed = 1 };
+		.seed = 1, .accum = 1 };
 	int c, batching_set = 0;
 	double v;
 	optind = 1;
@@ -172,6 +173,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 		case O_CHUNK: bad = integer(optarg, 1, 1 << 20, &o->read_chunk); break;
 		case O_DELAY: bad = num(optarg, 0, 1e6, &o->read_delay_ms); break;
 		case O_MARKERS: o->markers = 1; break;
+		case O_ACCUM: bad = integer(optarg, 1, 1 << 16, &o->accum); break;
 		case 'h': fputs(usage, stdout); return 1;
 		default:
 			if (is_rank0())

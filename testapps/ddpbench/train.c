@@ -182,7 +182,9 @@ int train(const struct options *o, const struct dataset *ds)
 			acc = 0;
 		}
 	}
-	float *grad = model_grad(m);
+	float *grad = model_grad(m), *acc_grad = NULL;
+	if (o->accum > 1 && !(acc_grad = malloc(model_params(m) * sizeof(float))))
+		MPI_Abort(MPI_COMM_WORLD, 1);
 	float *extra = NULL;
 	size_t extra_n = (size_t)(o->extra_allreduce_mb * 1048576) / sizeof(float);
 	if (extra_n && !(extra = calloc(extra_n, sizeof(float))))
@@ -202,29 +204,51 @@ int train(const struct options *o, const struct dataset *ds)
 			sleep_ms(o->straggler_ms); /* host delay before fetching the batch, as in seed 001 */
 		t = now_ms();
 		v[F_HOST] += t - t0;
-		struct batch *b = loader_next(ld);
-		if (!b) {
-			fprintf(stderr, "ddpbench: rank %d: reading the batch of step %d from %s failed\n",
-				rank, step, ds->dir);
-			MPI_Abort(MPI_COMM_WORLD, 1);
-		}
-		v[F_DATA] += now_ms() - t;
-
-		t = now_ms();
-		model_forward(m, b, slowdown);
-		fl.n = 0;
-		fl.ms = 0;
-		for (int l = nl - 1; l >= 0; l--) {
-			model_backward_layer(m, l, slowdown, o->overlap ? progress : NULL, &fl);
-			int k = bucket_at[l];
-			if (k >= 0 && o->overlap) {
-				double tc = now_ms();
-				MPI_Iallreduce(MPI_IN_PLACE, grad + bfirst[k], (int)bcount[k], MPI_FLOAT, MPI_SUM,
-					MPI_COMM_WORLD, &fl.req[fl.n++]);
-				fl.ms += now_ms() - tc;
+		double samples = 0, tokens = 0, padded = 0;
+		for (int mb = 0; mb < o->accum; mb++) {
+			/* micro-batches before the last only accumulate their gradients */
+			int last = mb == o->accum - 1;
+			if (mb)
+				t = now_ms();
+			struct batch *b = loader_next(ld);
+			if (!b) {
+				fprintf(stderr, "ddpbench: rank %d: reading the batch of step %d from %s failed\n",
+					rank, step, ds->dir);
+				MPI_Abort(MPI_COMM_WORLD, 1);
 			}
+			v[F_DATA] += now_ms() - t;
+			samples += b->n;
+			tokens += (double)b->real_tokens;
+			padded += (double)b->n * b->len_max;
+
+			t = now_ms();
+			model_forward(m, b, slowdown);
+			fl.n = 0;
+			fl.ms = 0;
+			for (int l = nl - 1; l >= 0; l--) {
+				model_backward_layer(m, l, slowdown, last && o->overlap ? progress : NULL, &fl);
+				if (o->accum > 1) {
+					size_t first, count;
+					model_layer_range(m, l, &first, &count);
+					float *g = grad + first, *a = acc_grad + first;
+					for (size_t i = 0; i < count; i++)
+						if (mb == 0)
+							a[i] = g[i];
+						else if (!last)
+							a[i] += g[i];
+						else
+							g[i] += a[i];
+				}
+				int k = bucket_at[l];
+				if (last && k >= 0 && o->overlap) {
+					double tc = now_ms();
+					MPI_Iallreduce(MPI_IN_PLACE, grad + bfirst[k], (int)bcount[k], MPI_FLOAT, MPI_SUM,
+						MPI_COMM_WORLD, &fl.req[fl.n++]);
+					fl.ms += now_ms() - tc;
+				}
+			}
+			v[F_COMPUTE] += now_ms() - t - fl.ms;
 		}
-		v[F_COMPUTE] += now_ms() - t - fl.ms;
 		v[F_COMM] += fl.ms;
 		t = now_ms();
 		if (o->overlap)
@@ -235,7 +259,7 @@ int train(const struct options *o, const struct dataset *ds)
 					MPI_COMM_WORLD);
 		v[F_COMM] += now_ms() - t;
 		t = now_ms();
-		model_step(m, 1.0f / (float)ws);
+		model_step(m, 1.0f / (float)(ws * o->accum));
 		v[F_COMPUTE] += now_ms() - t;
 
 		if (extra) {
@@ -255,9 +279,9 @@ int train(const struct options *o, const struct dataset *ds)
 		v[F_STEP] = now_ms() - t0;
 		if (o->markers)
 			ddpspy_step_end();
-		v[F_SAMPLES] = b->n;
-		v[F_TOKENS] = (double)b->real_tokens;
-		v[F_PADDED] = (double)b->n * b->len_max;
+		v[F_SAMPLES] = samples;
+		v[F_TOKENS] = tokens;
+		v[F_PADDED] = padded;
 		if (step == o->warmup)
 			loss0 = model_loss(m);
 		loss1 = model_loss(m);
@@ -279,6 +303,7 @@ int train(const struct options *o, const struct dataset *ds)
 	free(el);
 	free(rec);
 	free(extra);
+	free(acc_grad);
 	MPI_Finalize();
 	return 0;
 }

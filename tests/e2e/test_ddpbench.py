@@ -69,6 +69,7 @@ for argv, what in (([], "no command"), (["frob"], "an unknown command"), (["trai
                    (["train", "--data", data, "--bogus"], "an unknown option"),
                    (["train", "--data", data, "--batching", "bucket"], "--batching without a token task"),
                    (["train", "--data", data, "--straggler-rank", "1"], "a straggler rank without a delay"),
+                   (["train", "--data", data, "--accum", "0"], "--accum 0"),
                    (["gen-data"], "gen-data without a directory")):
     p = subprocess.run([BENCH] + argv, capture_output=True, text=True)
     ok(p.returncode == 2 and "usage: ddpbench" in p.stderr, "%s: usage error, exit 2" % what)
@@ -86,6 +87,9 @@ ok(j is not None and all(abs(r["data_ms"] + r["compute_ms"] + r["comm_ms"] + r["
                          for r in j["ranks"]), "data + compute + comm + host add up to the step on every rank")
 ok(j is not None and j["loss_last"] < j["loss_first"], "the MLP learns: loss %.4f -> %.4f" %
    (j["loss_first"], j["loss_last"]) if j else "")
+ja = run(["--steps", "10", "--global-batch", "256", "--accum", "4"])
+ok(ja is not None and all(r["samples_per_step"] == 512 for r in ja["ranks"]) and ja["loss_last"] < ja["loss_first"],
+   "--accum 4: four micro-batches of 128 per rank per step, and the MLP still learns")
 j1 = run(["--steps", "4", "--global-batch", "256"], np=1)
 ok(j1 is not None and j1["ranks"][0]["samples_per_step"] == 256, "the same global batch on 1 rank is 256 per step")
 
