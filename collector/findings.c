@@ -1,6 +1,6 @@
-/* Findings from the analysed steps, in the contract's vocabulary (straggler,
- * rank0_serialization, collective_volume, data_stall, work_skew, no_overlap, lost_events), and
- * the verdict. */
+/* Findings from the analysed steps, in the contract's vocabulary (straggler, rank0_serialization,
+ * collective_volume or small_work, data_stall, work_skew, no_overlap, lost_events), and the
+ * verdict. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -230,7 +230,14 @@ out:
 	free(w);
 }
 
-/* collective traffic itself: time in collectives not spent waiting for peers */
+/* The cost of the collectives themselves: time in them not spent waiting for peers, as a share of
+ * each rank's step (median over ranks). One finding names it, of one of two kinds:
+ * - small_work (the strong-scaling trap) when that fixed cost is at least the rank's own work per
+ *   step and is spread over the step's ordinary collectives: the batch per rank is too small for the
+ *   synchronization every step pays, whatever the bytes. Its severity is the part of the step in
+ *   which not even the busiest rank works, which gradient accumulation would amortize;
+ * - collective_volume otherwise, or when a single call per step carries more bytes than all the
+ *   other collectives of the step together (an extra all-reduce): the bytes are what to cut. */
 static void find_volume(struct analysis *a)
 {
 	struct stepdata *sd = a->sd;
@@ -253,15 +260,30 @@ static void find_volume(struct analysis *a)
 	free(x);
 	if (sev < 0.05)
 		return;
+	/* The fixed cost per step, as more work per rank would amortize it: the part of the step in
+	 * which not even the busiest rank works (compute, input, host), against that rank's work. */
+	double sync_ms = 0, work_ms = 0;
+	for (size_t k = 0; k < N; k++) {
+		double len = 0, wk = 0;
+		for (int r = 0; r < a->nranks; r++) {
+			if (!a->ranks[r].steps)
+				continue;
+			struct rankstep *st = &a->ranks[r].steps[k];
+			len = fmax(len, MS(st->t1 - st->t0));
+			wk = fmax(wk, st->cat[CAT_COMPUTE] + st->cat[CAT_DATA] + st->cat[CAT_HOST]);
+		}
+		sync_ms += fmax(0, len - wk) / (double)N;
+		work_ms += wk / (double)N;
+	}
 	/* the biggest collectives on the lowest rank's training thread */
 	struct rankinfo *ri = &a->ranks[0];
 	struct thr *t = an_train_thread(ri->p);
 	if (!t || !ri->steps)
 		return;
 	/* group the calls by op and size: the biggest is what to name */
-	struct grp { int op; int64_t bytes; double calls, ms; } g[32];
+	struct grp { int op, blocking; int64_t bytes; double calls, ms; } g[32];
 	int ng = 0;
-	double all = 0;
+	double all = 0, calls = 0;
 	int64_t t0 = ri->steps[0].t0, t1 = ri->steps[N - 1].t1;
 	for (size_t i = 0; i < t->n; i++) {
 		struct ev *e = &t->ev[i];
@@ -269,13 +291,15 @@ static void find_volume(struct analysis *a)
 		    !(e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL || e->kind == DDPSPY_EV_GLOO_COLL))
 			continue;
 		all += (double)e->bytes;
+		calls++;
+		int blocking = e->kind != DDPSPY_EV_MPI_ICOLL;
 		int j = 0;
-		while (j < ng && !(g[j].op == e->op && g[j].bytes == e->bytes))
+		while (j < ng && !(g[j].op == e->op && g[j].bytes == e->bytes && g[j].blocking == blocking))
 			j++;
 		if (j == ng) {
 			if (ng == 32)
 				continue;
-			g[ng++] = (struct grp){ e->op, e->bytes, 0, 0 };
+			g[ng++] = (struct grp){ e->op, blocking, e->bytes, 0, 0 };
 		}
 		g[j].calls++;
 		g[j].ms += MS(e->d);
@@ -286,29 +310,57 @@ static void find_volume(struct analysis *a)
 			top = j;
 	if (!ng)
 		return;
-	struct finding *f = add_finding(a, "collective_volume", -1, sev);
+	char hb[32], ha[32];
+	double per = g[top].calls / (double)N, top_bytes = (double)g[top].bytes * g[top].calls;
+	int single = per < 1.1 && calls - g[top].calls >= 0.5 * (double)N && top_bytes > all - top_bytes;
+	int small = !single && sync_ms >= work_ms;
+	struct finding *f = add_finding(a, small ? "small_work" : "collective_volume", -1,
+					small ? sync_ms / (sync_ms + work_ms) : sev);
 	if (!f)
 		return;
-	char hb[32], ha[32];
-	double per = g[top].calls / (double)N, bps = (double)g[top].bytes * per;
 	human_bytes((double)g[top].bytes, hb, sizeof hb);
 	human_bytes(all / (double)N, ha, sizeof ha);
-	double xfer_ms = sev * median_step(a);
 	const char *op = op_name(g[top].op);
+	double coll_ms = sev * median_step(a);
+	/* a nonblocking call's own duration is only its start: time per op only for blocking ones */
+	char opms[96] = "";
+	if (g[top].blocking)
+		snprintf(opms, sizeof opms, ", \"op_ms_per_step\": %.3f, \"gbytes_per_s\": %.3f", g[top].ms / (double)N,
+			 g[top].ms > 0 ? top_bytes / g[top].ms / 1e6 : 0);
+	snprintf(f->evidence, sizeof f->evidence,
+		 "\"op\": \"%s\", \"bytes\": %" PRId64 ", \"calls_per_step\": %.2f, \"bytes_per_step\": %.0f, "
+		 "\"all_bytes_per_step\": %.0f, \"collectives_per_step\": %.2f, \"ms_per_step\": %.3f, "
+		 "\"work_ms_per_step\": %.3f%s",
+		 op, g[top].bytes, per, (double)g[top].bytes * per, all / (double)N, calls / (double)N,
+		 small ? sync_ms : coll_ms, work_ms, opms);
+	if (small) {
+		snprintf(f->title, sizeof f->title, "the busiest rank works %.1f ms per step, then every rank "
+			 "synchronizes for %.1f ms: too little work per rank for what each step's synchronization costs",
+			 work_ms, sync_ms);
+		snprintf(f->text, sizeof f->text, "%.1f ms of work (compute, input, host) on the busiest rank per "
+			 "step against %.1f ms in which no rank works; %.1f collectives per step, %s; the largest, %.1f %s "
+			 "of %s per step", work_ms, sync_ms, calls / (double)N, ha, per, op, hb);
+		f->advice[0] = "Give each rank more work per synchronization: a larger per-rank batch, or gradient "
+			       "accumulation (DDP's no_sync() for all but the last micro-batch) until compute per "
+			       "all-reduce outweighs its cost.";
+		f->advice[1] = "For a fixed global batch, fewer ranks may be faster: strong scaling stops paying once "
+			       "per-rank compute is this small (check with ddpspy compare --strong).";
+		f->advice[2] = "Drop synchronization that is not gradients from the step: metrics and loss "
+			       "all-reduces every N steps, not every step.";
+		return;
+	}
 	if (per > 0.9 && per < 1.1)
 		snprintf(f->title, sizeof f->title, "an %s of %s every step; collectives take %.0f%% of every rank's "
 			 "step beyond waiting for peers", op, hb, 100 * sev);
 	else
 		snprintf(f->title, sizeof f->title, "%.1f %s calls of %s per step; collectives take %.0f%% of every "
 			 "rank's step beyond waiting for peers", per, op, hb, 100 * sev);
-	snprintf(f->evidence, sizeof f->evidence,
-		 "\"op\": \"%s\", \"bytes\": %" PRId64 ", \"calls_per_step\": %.2f, \"bytes_per_step\": %.0f, "
-		 "\"all_bytes_per_step\": %.0f, \"ms_per_step\": %.3f, \"op_ms_per_step\": %.3f, \"gbytes_per_s\": %.3f",
-		 op, g[top].bytes, per, bps, all / (double)N, xfer_ms, g[top].ms / (double)N,
-		 g[top].ms > 0 ? (double)g[top].bytes * g[top].calls / g[top].ms / 1e6 : 0);
-	snprintf(f->text, sizeof f->text, "%.1f %s of %s per step, %.1f ms per step in them (%s per step in all "
-		 "collectives, %.1f ms per step beyond waiting), %.2f GB/s", per, op, hb, g[top].ms / (double)N, ha,
-		 xfer_ms, g[top].ms > 0 ? (double)g[top].bytes * g[top].calls / g[top].ms / 1e6 : 0);
+	char rate[96] = "";
+	if (g[top].blocking)
+		snprintf(rate, sizeof rate, ", %.1f ms per step in them, %.2f GB/s", g[top].ms / (double)N,
+			 g[top].ms > 0 ? top_bytes / g[top].ms / 1e6 : 0);
+	snprintf(f->text, sizeof f->text, "%.1f %s of %s per step%s (%s per step in all collectives, %.1f ms per "
+		 "step beyond waiting)", per, op, hb, rate, ha, coll_ms);
 	f->advice[0] = "Move fewer bytes per step: drop all-reduces that are not gradients (reduce metrics every N "
 		       "steps), accumulate gradients over micro-batches before reducing, or reduce in bf16/fp16.";
 	f->advice[1] = "Overlap what must be reduced with backward: DDP's bucket_cap_mb, or nonblocking collectives "

@@ -130,6 +130,34 @@ if ok(j is not None, "extra all-reduce reported"):
     ok(f and f[0]["evidence"]["bytes"] == 64 << 20 and abs(f[0]["evidence"]["calls_per_step"] - 1) < 0.01 and
        f[0]["evidence"]["op"] == "allreduce", "collective_volume names one 64 MiB allreduce per step: %s"
        % (f[0]["evidence"] if f else None))
+    ok(not findings(j, "small_work"), "extra all-reduce: the bytes are the cost, not small_work")
+
+# ---- small per-rank work (the strong-scaling trap) ----
+# One sample per rank against 9 MiB of gradients: the step is mostly synchronization. Ground truth
+# is what the fix wins: the same job accumulating 8 micro-batches per all-reduce (--accum 8), whose
+# throughput gain is 1 - samples/s(1) / samples/s(8). The finding's severity is the limit of that
+# gain (every synchronization amortized), so severity x (1 - 1/8) is compared with it, as the
+# median of three adjacent pairs.
+TRAP = ["--hidden", "1024", "--global-batch", "2", "--steps", "12"]
+won, sev, kinds, big = [], [], [], []
+for k in range(3):
+    t1, o1 = traced("trap%d" % k, TRAP)
+    t8, o8 = traced("trap-accum%d" % k, TRAP + ["--accum", "8"])
+    j1, _ = report(o1)
+    j8, _ = report(o8)
+    if None in (t1, t8, j1, j8):
+        continue
+    won.append(1 - t1["samples_per_s"] / t8["samples_per_s"])
+    f = findings(j1, "small_work")
+    sev.append(f[0]["severity"] if f else 0)
+    kinds.append(sorted(x["kind"] for x in j1["findings"] if x["kind"] in ("small_work", "collective_volume")))
+    big.append(worst(j8, "small_work"))
+if ok(len(won) == 3, "strong-scaling trap: three pairs reported"):
+    ok(all(x == ["small_work"] for x in kinds), "trap: small_work, and not collective_volume, names the cost: %s" % kinds)
+    wm, sm = statistics.median(won), statistics.median(sev)
+    ok(abs(sm * 7 / 8 - wm) <= 0.25 * wm, "trap: severity %.2f (x 7/8 = %.2f) within 25%% of what accumulating 8 "
+       "micro-batches won, %.2f (pairs: %s)" % (sm, sm * 7 / 8, wm, ["%.2f" % x for x in won]))
+    ok(not any(big), "trap with 8 micro-batches per all-reduce: no small_work (%s)" % big)
 
 # ---- rank-0 work + barrier ----
 truth, out = traced("rank0", SMALL + ["--rank0-work-ms", "30"])
