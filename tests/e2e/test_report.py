@@ -291,5 +291,14 @@ ok(p.returncode == 0 and lines[0].startswith("verdict: host-bound") and any(l.st
    and any("straggler, rank 1" in l for l in lines), "the text report: verdict first, the rank table, the findings")
 ok(max(len(l) for l in lines if not l.startswith(("verdict", "    ", " 1.", " 2.", " 3.", "job:", "warning"))) <= 100,
    "the rank table fits a terminal")
+# ---- memory errors: the report under valgrind, on a healthy, a trap and a damaged trace ----
+if shutil.which("valgrind"):
+    for name in ("healthy", "trap0", "damaged"):
+        p = subprocess.run(["valgrind", "-q", "--error-exitcode=9", "--leak-check=full", "--errors-for-leak-kinds=definite",
+                            DDPSPY, "report", "--json", os.path.join(d, name)], capture_output=True, text=True, timeout=600)
+        ok(p.returncode == 0, "valgrind: no memory error or leak in the report of %s (rc=%d)%s"
+           % (name, p.returncode, (": " + p.stderr[-600:].replace("\n", " | ")) if p.returncode else ""))
+else:
+    skip("the report under valgrind", "valgrind is not installed (.ci/deps installs it)")
 cleanup(d)
 done()
