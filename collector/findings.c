@@ -261,20 +261,26 @@ static void find_volume(struct analysis *a)
 	if (sev < 0.05)
 		return;
 	/* The fixed cost per step, as more work per rank would amortize it: the part of the step in
-	 * which not even the busiest rank works (compute, input, host), against that rank's work. */
-	double sync_ms = 0, work_ms = 0;
+	 * which not even the busiest rank works (compute, input, host), against that rank's work;
+	 * medians over steps. */
+	double *sk = malloc(2 * N * sizeof *sk), *wk = sk + N;
+	if (!sk)
+		return;
 	for (size_t k = 0; k < N; k++) {
-		double len = 0, wk = 0;
+		double len = 0, w = 0;
 		for (int r = 0; r < a->nranks; r++) {
 			if (!a->ranks[r].steps)
 				continue;
 			struct rankstep *st = &a->ranks[r].steps[k];
 			len = fmax(len, MS(st->t1 - st->t0));
-			wk = fmax(wk, st->cat[CAT_COMPUTE] + st->cat[CAT_DATA] + st->cat[CAT_HOST]);
+			w = fmax(w, st->cat[CAT_COMPUTE] + st->cat[CAT_DATA] + st->cat[CAT_HOST]);
 		}
-		sync_ms += fmax(0, len - wk) / (double)N;
-		work_ms += wk / (double)N;
+		sk[k] = fmax(0, len - w);
+		wk[k] = w;
 	}
+	/* medians over steps: a step the scheduler stalled does not decide */
+	double sync_ms = an_quantile(sk, N, 0.5), work_ms = an_quantile(wk, N, 0.5);
+	free(sk);
 	/* the biggest collectives on the lowest rank's training thread */
 	struct rankinfo *ri = &a->ranks[0];
 	struct thr *t = an_train_thread(ri->p);

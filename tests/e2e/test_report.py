@@ -135,7 +135,8 @@ if ok(j is not None, "extra all-reduce reported"):
 # ---- small per-rank work (the strong-scaling trap) ----
 # One sample per rank against 9 MiB of gradients: the step is mostly synchronization. Ground truth
 # is what the fix wins: the same job accumulating 8 micro-batches per all-reduce (--accum 8), whose
-# throughput gain is 1 - samples/s(1) / samples/s(8). The finding's severity is the limit of that
+# throughput gain is 1 - samples/s(1) / samples/s(8). The finding's severity (small_work's, or
+# collective_volume's in a run where the sync cost came out below the work) is the limit of that
 # gain (every synchronization amortized), so severity x (1 - 1/8) is compared with it, as the
 # median of three adjacent pairs.
 TRAP = ["--hidden", "1024", "--global-batch", "2", "--steps", "12"]
@@ -148,12 +149,19 @@ for k in range(3):
     if None in (t1, t8, j1, j8):
         continue
     won.append(1 - t1["samples_per_s"] / t8["samples_per_s"])
-    f = findings(j1, "small_work")
+    f = findings(j1, "small_work") or findings(j1, "collective_volume")
     sev.append(f[0]["severity"] if f else 0)
-    kinds.append(sorted(x["kind"] for x in j1["findings"] if x["kind"] in ("small_work", "collective_volume")))
+    kinds.append(sorted((x["kind"], round(x["evidence"]["ms_per_step"], 1), round(x["evidence"]["work_ms_per_step"], 1))
+                        for x in j1["findings"] if x["kind"] in ("small_work", "collective_volume")))
     big.append(worst(j8, "small_work"))
 if ok(len(won) == 3, "strong-scaling trap: three pairs reported"):
-    ok(all(x == ["small_work"] for x in kinds), "trap: small_work, and not collective_volume, names the cost: %s" % kinds)
+    # This VM has phases in which the same collectives take half as long (measured: accumulating
+    # then wins ~0.38 instead of ~0.70); the sync cost is then about the work, and either kind is
+    # right. Where accumulating won at least half the step, the trap is plain: small_work.
+    plain = [x for x, w in zip(kinds, won) if w >= 0.5]
+    ok(all(len(x) == 1 and x[0][0] == "small_work" for x in plain) and all(len(x) == 1 for x in kinds),
+       "trap: one comms finding per run, small_work where accumulating won >= 0.5 (%d of 3 pairs) (kind, sync and "
+       "work ms per step): %s" % (len(plain), kinds))
     wm, sm = statistics.median(won), statistics.median(sev)
     ok(abs(sm * 7 / 8 - wm) <= 0.25 * wm, "trap: severity %.2f (x 7/8 = %.2f) within 25%% of what accumulating 8 "
        "micro-batches won, %.2f (pairs: %s)" % (sm, sm * 7 / 8, wm, ["%.2f" % x for x in won]))
