@@ -329,10 +329,10 @@ static void find_volume(struct analysis *a)
 	const char *op = op_name(g[top].op);
 	double coll_ms = sev * median_step(a);
 	/* a nonblocking call's own duration is only its start: time per op only for blocking ones */
+	double op_ms = g[top].ms / (double)N, gbps = g[top].ms > 0 ? top_bytes / g[top].ms / 1e6 : 0;
 	char opms[96] = "";
 	if (g[top].blocking)
-		snprintf(opms, sizeof opms, ", \"op_ms_per_step\": %.3f, \"gbytes_per_s\": %.3f", g[top].ms / (double)N,
-			 g[top].ms > 0 ? top_bytes / g[top].ms / 1e6 : 0);
+		snprintf(opms, sizeof opms, ", \"op_ms_per_step\": %.3f, \"gbytes_per_s\": %.3f", op_ms, gbps);
 	snprintf(f->evidence, sizeof f->evidence,
 		 "\"op\": \"%s\", \"bytes\": %" PRId64 ", \"calls_per_step\": %.2f, \"bytes_per_step\": %.0f, "
 		 "\"all_bytes_per_step\": %.0f, \"collectives_per_step\": %.2f, \"ms_per_step\": %.3f, "
@@ -363,8 +363,7 @@ static void find_volume(struct analysis *a)
 			 "rank's step beyond waiting for peers", per, op, hb, 100 * sev);
 	char rate[96] = "";
 	if (g[top].blocking)
-		snprintf(rate, sizeof rate, ", %.1f ms per step in them, %.2f GB/s", g[top].ms / (double)N,
-			 g[top].ms > 0 ? top_bytes / g[top].ms / 1e6 : 0);
+		snprintf(rate, sizeof rate, ", %.1f ms per step in them, %.2f GB/s", op_ms, gbps);
 	snprintf(f->text, sizeof f->text, "%.1f %s of %s per step%s (%s per step in all collectives, %.1f ms per "
 		 "step beyond waiting)", per, op, hb, rate, ha, coll_ms);
 	f->advice[0] = "Move fewer bytes per step: drop all-reduces that are not gradients (reduce metrics every N "
