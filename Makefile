@@ -103,7 +103,7 @@ testapps: $(TESTAPPS)
 
 test: 
 	@bash .ci/deps --quiet
-	@$(MAKE) --no-print-directory all testapps $(UNIT)
+	@$(MAKE) --no-print-directory all testapps $(UNIT) $(B)/bench/gentrace
 	@bash tests/run.sh
 
 bench: all $(B)/bench/overhead $(B)/bench/gentrace $(B)/bench/decode $(if $(MPICC),$(B)/ddpbench)

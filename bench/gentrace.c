@@ -2,7 +2,10 @@
  * like the testbed's healthy steps (an input thread's 128 sample preads, the training thread's
  * pipe read, three bucket Iallreduces and their Waitall), in format 1.1 with a "monotonic" clock.
  *
- * usage: gentrace DIR RANKS EVENTS_PER_RANK */
+ * With "sync", the training thread reads the samples itself (a synchronous loader, no input
+ * thread): every event is then on the thread whose events the report streams a second time.
+ *
+ * usage: gentrace DIR RANKS EVENTS_PER_RANK [sync] */
 #include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,10 +100,11 @@ static void add(struct evbuf *b, int kind, int64_t t, int64_t dur, int nargs, co
 
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: gentrace DIR RANKS EVENTS_PER_RANK\n");
+	if (argc < 4 || argc > 5 || (argc == 5 && strcmp(argv[4], "sync"))) {
+		fprintf(stderr, "usage: gentrace DIR RANKS EVENTS_PER_RANK [sync]\n");
 		return 2;
 	}
+	int sync = argc == 5;
 	int ranks = atoi(argv[2]);
 	long per = atol(argv[3]);
 	msgpack_sbuffer_init(&sb);
@@ -161,17 +165,18 @@ int main(int argc, char **argv)
 			int64_t s0 = t;
 			for (int i = 0; i < 128; i++) {
 				int64_t a[5] = { 5, DDPSPY_FD_FILE, 4096, 4096, (int64_t)i * 4096 };
-				add(&input, DDPSPY_EV_PREAD, s0 + i * 2000, 1500, 5, a);
+				add(sync ? &train : &input, DDPSPY_EV_PREAD, s0 + i * 2000, 1500, 5, a);
 			}
 			int64_t a1[4] = { 9, DDPSPY_FD_PIPE, 4, 4 };
-			add(&train, DDPSPY_EV_READ, s0 + 1000, 20000, 4, a1);
+			if (!sync)
+				add(&train, DDPSPY_EV_READ, s0 + 1000, 20000, 4, a1);
 			for (int b = 0; b < 3; b++) {
 				int64_t a2[7] = { DDPSPY_OP_ALLREDUCE, 0, seq++, 1048576, -1, 0x1000 + b, 0 };
 				add(&train, DDPSPY_EV_MPI_ICOLL, s0 + 20000000 + b * 5000000 + r * 1000, 50000, 7, a2);
 			}
 			int64_t a3[4] = { DDPSPY_OP_WAITALL, 3, 0x1000, 0 };
 			add(&train, DDPSPY_EV_MPI_WAIT, s0 + 36000000 + r * 1000, 2000000 - r * 1000, 4, a3);
-			n += 133;
+			n += sync ? 132 : 133;
 			t += 40000000;
 		}
 		flush(&train);

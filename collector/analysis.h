@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct trace_clock;
+
 enum cat { CAT_COMPUTE, CAT_DATA, CAT_COMMS, CAT_HOST, CAT_COUNT };
 extern const char *const cat_names[CAT_COUNT];
 
@@ -24,9 +26,10 @@ struct ev {                /* one recorded call, times aligned to the job's cloc
 struct thr {
 	int tid;
 	char name[32];
-	struct ev *ev;
+	struct ev *ev;         /* the synchronizing calls only: collectives, their waits, step markers */
 	size_t n, cap;
 	size_t ncoll;          /* collective events: the training thread has the most */
+	int64_t first, last;   /* the span of all its events, aligned like ev (first > last: none) */
 };
 
 struct proc {
@@ -35,6 +38,8 @@ struct proc {
 	int64_t to_real;       /* CLOCK_REALTIME - CLOCK_MONOTONIC at the first calibration */
 	int64_t offset;        /* added to to_real by the collective refinement */
 	uint64_t events, dropped;
+	size_t read_to;        /* where the first reading stopped; the frames before it are checked */
+	struct trace_clock *clock; /* its clock conversion, for the second reading */
 	int damaged, ended;
 	char error[200];
 	struct thr *thr;

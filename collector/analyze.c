@@ -256,10 +256,10 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	for (int r = 0; r < a->nranks; r++)
 		for (int h = 0; h < a->ranks[r].p->nthr; h++) {
 			struct thr *t = &a->ranks[r].p->thr[h];
-			if (!t->n)
+			if (t->first > t->last)
 				continue;
-			lo = t->ev[0].t < lo ? t->ev[0].t : lo;
-			hi = t->ev[t->n - 1].t + t->ev[t->n - 1].d > hi ? t->ev[t->n - 1].t + t->ev[t->n - 1].d : hi;
+			lo = t->first < lo ? t->first : lo;
+			hi = t->last > hi ? t->last : hi;
 		}
 	a->wall_s = hi > lo ? (double)(hi - lo) / 1e9 : 0;
 	an_analyse_steps(a);
@@ -286,8 +286,13 @@ void analysis_free(struct analysis *a)
 			free(sd->late[r]);
 		free(sd->late);
 		free(sd->nlate);
-		free(sd->wfrom);
+		for (int r = 0; sd->wf && r < sd->R; r++)
+			free(sd->wf[r]);
+		free(sd->wf);
+		free(sd->nwf);
+		free(sd->cwf);
 		free(sd->exc);
+		free(sd->fold);
 		free(sd->tab.v);
 		free(sd);
 	}

@@ -139,20 +139,25 @@ static void find_late_ranks(struct analysis *a, int serialized)
 	if (R < 2 || !N)
 		return;
 	int *dom = calloc(N, sizeof *dom);
-	double *g = malloc(N * sizeof *g), *w = malloc(N * sizeof *w);
-	if (!dom || !g || !w)
+	double *g = malloc(N * sizeof *g), *w = malloc(N * sizeof *w), *sum = calloc((size_t)R, sizeof *sum);
+	if (!dom || !g || !w || !sum)
 		goto out;
+	/* the rank waited for the most in each step: sums over the waiting ranks in sum[L] */
 	for (size_t k = 0; k < N; k++) {
 		double best = 0;
 		dom[k] = -1;
+		for (int r = 0; r < R; r++) {
+			size_t nw;
+			const struct wfrom *wl = an_wfrom_step(sd, r, k, &nw);
+			for (size_t i = 0; i < nw; i++)
+				sum[wl[i].L] += wl[i].ms;
+		}
 		for (int L = 0; L < R; L++) {
-			double s = 0;
-			for (int r = 0; r < R; r++)
-				s += sd->wfrom[((size_t)r * N + k) * R + L];
-			if (s > best) {
-				best = s;
+			if (sum[L] > best) {
+				best = sum[L];
 				dom[k] = L;
 			}
+			sum[L] = 0;
 		}
 	}
 	for (int L = 0; L < R; L++) {
@@ -169,7 +174,7 @@ static void find_late_ranks(struct analysis *a, int serialized)
 			for (int r = 0; r < R; r++) {
 				if (r == L)
 					continue;
-				double x = sd->wfrom[((size_t)r * N + k) * R + L];
+				double x = an_wfrom(sd, r, k, L);
 				least = fmin(least, x);
 				mean += x / (R - 1);
 			}
@@ -228,6 +233,7 @@ out:
 	free(dom);
 	free(g);
 	free(w);
+	free(sum);
 }
 
 /* The cost of the collectives themselves: time in them not spent waiting for peers, as a share of
@@ -372,12 +378,6 @@ static void find_volume(struct analysis *a)
 		       "started as gradients become ready.";
 }
 
-struct pat {
-	int kind, fdclass;
-	int64_t bytes;
-	double calls, ms;
-};
-
 static void describe_pattern(const struct pat *p, double N, char *buf, size_t n)
 {
 	const char *k = ddpspy_name(ddpspy_event_names, DDPSPY_EV_COUNT, p->kind);
@@ -394,6 +394,44 @@ static void describe_pattern(const struct pat *p, double N, char *buf, size_t n)
 			 fc ? fc : "?", p->ms / N);
 	else
 		snprintf(buf, n, "%.0f %s calls per step (%.1f ms)", p->calls / N, k, p->ms / N);
+}
+
+static int is_allreduce(const struct ev *e)
+{
+	return e->kind == DDPSPY_EV_MPI_COLL && e->op == DDPSPY_OP_ALLREDUCE;
+}
+
+void an_fold(struct trainfold *tf, const struct ev *prev, const struct ev *e, int cat, const struct ev *next)
+{
+	if (e->kind == DDPSPY_EV_MPI_ICOLL)
+		tf->icoll++;
+	/* one of a run of blocking all-reduces with next to nothing between them (no_overlap) */
+	if (is_allreduce(e) && e->bytes > 0 && next &&
+	    ((is_allreduce(next) && next->t - (e->t + e->d) < 200000) ||
+	     (prev && is_allreduce(prev) && e->t - (prev->t + prev->d) < 200000))) {
+		tf->runs++;
+		tf->run_bytes += (double)e->bytes;
+		tf->run_ms += MS(e->d);
+	}
+	if (cat != CAT_DATA)
+		return;
+	/* input calls (data_stall): file reads by size; waits on pipes and sockets are one pattern
+	 * whatever they read */
+	int64_t by = (e->kind == DDPSPY_EV_READ || e->kind == DDPSPY_EV_PREAD || e->kind == DDPSPY_EV_READV) &&
+		     e->fdclass == DDPSPY_FD_FILE ? e->bytes : 0;
+#define SAME_PAT(q) ((q)->kind == e->kind && (q)->fdclass == e->fdclass && (q)->bytes == by)
+	int j = tf->last < tf->np && SAME_PAT(&tf->pats[tf->last]) ? tf->last : 0;
+	while (j < tf->np && !SAME_PAT(&tf->pats[j]))
+		j++;
+#undef SAME_PAT
+	tf->last = j;
+	if (j == tf->np) {
+		if (tf->np == MAX_PATS)
+			return;
+		tf->pats[tf->np++] = (struct pat){ e->kind, e->fdclass, by, 0, 0 };
+	}
+	tf->pats[j].calls++;
+	tf->pats[j].ms += MS(e->d);
 }
 
 /* input: the training thread waits for files or for its input pipeline */
@@ -421,30 +459,12 @@ static void find_data(struct analysis *a)
 	if (sev < 0.05)
 		return;
 	struct rankinfo *ri = &a->ranks[worst];
-	struct thr *t = an_train_thread(ri->p);
-	if (!t || !ri->steps)
+	if (!ri->steps)
 		return;
-	struct pat pats[32];
-	int np = 0;
+	struct pat pats[MAX_PATS];
+	int np = sd->fold[worst].np;
+	memcpy(pats, sd->fold[worst].pats, sizeof pats);
 	int64_t t0 = ri->steps[0].t0, t1 = ri->steps[N - 1].t1;
-	for (size_t i = 0; i < t->n; i++) {
-		struct ev *e = &t->ev[i];
-		if (e->t < t0 || e->t >= t1 || an_category(e) != CAT_DATA)
-			continue;
-		/* file reads by size; waits on pipes and sockets are one pattern whatever they read */
-		int64_t by = (e->kind == DDPSPY_EV_READ || e->kind == DDPSPY_EV_PREAD || e->kind == DDPSPY_EV_READV) &&
-			     e->fdclass == DDPSPY_FD_FILE ? e->bytes : 0;
-		int j = 0;
-		while (j < np && !(pats[j].kind == e->kind && pats[j].fdclass == e->fdclass && pats[j].bytes == by))
-			j++;
-		if (j == np) {
-			if (np == 32)
-				continue;
-			pats[np++] = (struct pat){ e->kind, e->fdclass, by, 0, 0 };
-		}
-		pats[j].calls++;
-		pats[j].ms += MS(e->d);
-	}
 	/* top three by time */
 	for (int i = 0; i < np; i++)
 		for (int j = i + 1; j < np; j++)
@@ -602,30 +622,10 @@ static void find_overlap(struct analysis *a)
 	struct stepdata *sd = a->sd;
 	size_t N = sd->K;
 	struct rankinfo *ri = &a->ranks[0];
-	struct thr *t = an_train_thread(ri->p);
-	if (!N || !t || !ri->steps)
+	if (!N || !ri->steps)
 		return;
-	int64_t t0 = ri->steps[0].t0, t1 = ri->steps[N - 1].t1;
-	double nb = 0, bytes = 0, ms = 0, nic = 0;
-	for (size_t i = 0; i < t->n; i++) {
-		struct ev *e = &t->ev[i];
-		if (e->t < t0 || e->t >= t1)
-			continue;
-		if (e->kind == DDPSPY_EV_MPI_ICOLL)
-			nic++;
-		if (e->kind == DDPSPY_EV_MPI_COLL && e->op == DDPSPY_OP_ALLREDUCE && e->bytes > 0 && i + 1 < t->n) {
-			/* one of a run of all-reduces with next to nothing between them */
-			struct ev *n = &t->ev[i + 1];
-			struct ev *p = i ? &t->ev[i - 1] : NULL;
-			int run = (n->kind == DDPSPY_EV_MPI_COLL && n->op == DDPSPY_OP_ALLREDUCE && n->t - (e->t + e->d) < 200000) ||
-				  (p && p->kind == DDPSPY_EV_MPI_COLL && p->op == DDPSPY_OP_ALLREDUCE && e->t - (p->t + p->d) < 200000);
-			if (run) {
-				nb++;
-				bytes += (double)e->bytes;
-				ms += MS(e->d);
-			}
-		}
-	}
+	const struct trainfold *tf = &sd->fold[0];
+	double nb = tf->runs, bytes = tf->run_bytes, ms = tf->run_ms, nic = tf->icoll;
 	double wait = 0;
 	for (size_t k = 0; k < N; k++)
 		wait += ri->steps[k].wait;

@@ -22,6 +22,8 @@ struct loadctx {
 	size_t hash_cap;
 	int last;           /* index of the previous event's thread, -1 none (thr is realloc'ed) */
 	int64_t lo, hi;     /* the span of the file's events */
+	int *dir_of;        /* path index -> 1 + its directory's index in p->dstat; 0 not yet, -1 none */
+	size_t ndir_of;
 };
 
 static uint64_t hash_str(const char *s, size_t n)
@@ -111,6 +113,8 @@ static struct thr *thread_of(struct proc *p, int tid)
 	t = &p->thr[p->nthr++];
 	memset(t, 0, sizeof *t);
 	t->tid = tid;
+	t->first = INT64_MAX;
+	t->last = INT64_MIN;
 	return t;
 }
 
@@ -153,45 +157,27 @@ static int on_thread(void *ctx, struct trace_file *f, const struct trace_thread 
 	return 0;
 }
 
-static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e)
+/* a recorded call as the analysis sees it; 0 for records that are not calls (thread start,
+ * exit, name). Paths are the caller's: v->path is -1. */
+static int convert(const struct trace_event *e, struct ev *v)
 {
-	struct loadctx *c = ctx;
-	if (!c->keep || e->kind == DDPSPY_EV_THREAD_START || e->kind == DDPSPY_EV_THREAD_EXIT)
+	if (e->kind == DDPSPY_EV_THREAD_START || e->kind == DDPSPY_EV_THREAD_EXIT || e->kind == DDPSPY_EV_THREAD_NAME)
 		return 0;
-	if (e->kind == DDPSPY_EV_THREAD_NAME) {
-		struct thr *t = thread_of(c->p, (int)e->args[0] > 0 ? (int)e->args[0] : e->tid);
-		if (t && e->str) {
-			size_t n = e->slen < sizeof t->name - 1 ? e->slen : sizeof t->name - 1;
-			memcpy(t->name, e->str, n);
-			t->name[n] = 0;
-		}
-		return 0;
-	}
-	struct thr *t = c->last >= 0 && c->p->thr[c->last].tid == e->tid ? &c->p->thr[c->last] :
-			thread_of(c->p, e->tid);
-	if (!t)
-		return 1;
-	c->last = (int)(t - c->p->thr);
-	struct ev ev, *v = &ev;
-	memset(v, 0, sizeof *v);
 	v->t = e->t_ns;
 	v->d = e->dur_ns;
 	v->kind = (int16_t)e->kind;
 	v->bytes = -1;
+	v->comm = 0;
 	v->seq = -1;
 	v->fd = -1;
 	v->path = -1;
 	v->op = -1;
+	v->fdclass = 0;
 	const int64_t *a = e->args;
 	switch (e->kind) {
 	case DDPSPY_EV_OPEN:
 		v->fd = (int32_t)a[0];
 		v->fdclass = (int8_t)a[2];
-		if (e->str) {
-			v->path = intern_path(c, e->str, e->slen);
-			if (a[0] >= 0)
-				set_fd_path(c->p, (int)a[0], v->path);
-		}
 		break;
 	case DDPSPY_EV_READ:
 	case DDPSPY_EV_PREAD:
@@ -199,17 +185,11 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		v->fd = (int32_t)a[0];
 		v->fdclass = (int8_t)a[1];
 		v->bytes = a[2];
-		v->path = fd_path(c->p, v->fd);
-		break;
-	case DDPSPY_EV_STAT:
-		if (e->str)
-			v->path = intern_path(c, e->str, e->slen);
 		break;
 	case DDPSPY_EV_FSTAT:
 	case DDPSPY_EV_CLOSE:
 		v->fd = (int32_t)a[0];
 		v->fdclass = (int8_t)a[1];
-		v->path = fd_path(c->p, v->fd);
 		break;
 	case DDPSPY_EV_MPI_COLL:
 	case DDPSPY_EV_MPI_ICOLL:
@@ -236,14 +216,58 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		v->bytes = a[2];
 		break;
 	}
+	return 1;
+}
+
+/* Pass 1: every event is counted (account) and its thread's span noted; only the synchronizing
+ * ones (collectives, their waits, step markers) are kept. The training thread's other events are
+ * read again once the steps are known (an_stream_train). */
+static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e)
+{
+	struct loadctx *c = ctx;
+	if (!c->keep)
+		return 0;
+	if (e->kind == DDPSPY_EV_THREAD_NAME) {
+		struct thr *t = thread_of(c->p, (int)e->args[0] > 0 ? (int)e->args[0] : e->tid);
+		if (t && e->str) {
+			size_t n = e->slen < sizeof t->name - 1 ? e->slen : sizeof t->name - 1;
+			memcpy(t->name, e->str, n);
+			t->name[n] = 0;
+		}
+		return 0;
+	}
+	struct ev ev, *v = &ev;
+	if (!convert(e, v))
+		return 0;
+	struct thr *t = c->last >= 0 && c->p->thr[c->last].tid == e->tid ? &c->p->thr[c->last] :
+			thread_of(c->p, e->tid);
+	if (!t)
+		return 1;
+	c->last = (int)(t - c->p->thr);
+	switch (e->kind) {
+	case DDPSPY_EV_OPEN:
+	case DDPSPY_EV_STAT:
+		if (e->str)
+			v->path = intern_path(c, e->str, e->slen);
+		if (e->kind == DDPSPY_EV_OPEN && v->fd >= 0 && e->str)
+			set_fd_path(c->p, v->fd, v->path);
+		break;
+	case DDPSPY_EV_READ:
+	case DDPSPY_EV_PREAD:
+	case DDPSPY_EV_READV:
+	case DDPSPY_EV_FSTAT:
+	case DDPSPY_EV_CLOSE:
+		v->path = fd_path(c->p, v->fd);
+		break;
+	}
 	if (an_is_coll(e->kind))
 		t->ncoll++;
+	if (v->t < t->first)
+		t->first = v->t;
+	if (v->t + v->d > t->last)
+		t->last = v->t + v->d;
 	account(c, v);
-	/* Keep what the step analysis reads: every event of a thread that makes collectives (the
-	 * training thread is one of them; compact() drops the others' later) and of the main
-	 * thread, and the collectives and markers of any thread. Input threads' reads are only
-	 * counted (account), which is most of a trace. */
-	if (!(is_sync(v->kind) || t->ncoll || t->tid == c->p->pid))
+	if (!is_sync(v->kind))
 		return 0;
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 256;
@@ -268,7 +292,8 @@ static int is_file_read(const struct ev *e)
 	       e->fdclass == DDPSPY_FD_FILE;
 }
 
-static void add_dirstat(struct proc *p, const char *path, const struct ev *e)
+/* the index in p->dstat of path's directory, created when new; -1 when there is no room */
+static int dir_of(struct proc *p, const char *path)
 {
 	const char *sl = strrchr(path, '/');
 	size_t l = sl ? (size_t)(sl - path) : strlen(path);
@@ -277,14 +302,14 @@ static void add_dirstat(struct proc *p, const char *path, const struct ev *e)
 		j++;
 	if (j == p->ndstat) {
 		if (p->ndstat == 256) /* a few hundred directories: enough for the top three */
-			return;
+			return -1;
 		struct dirstat *n = realloc(p->dstat, (size_t)(p->ndstat + 1) * sizeof *n);
 		char *d = malloc(l + 1);
 		if (!n || !d) {
 			free(d);
 			if (n)
 				p->dstat = n;
-			return;
+			return -1;
 		}
 		p->dstat = n;
 		memcpy(d, path, l);
@@ -292,8 +317,31 @@ static void add_dirstat(struct proc *p, const char *path, const struct ev *e)
 		p->dstat[j] = (struct dirstat){ d, 0, 0 };
 		p->ndstat++;
 	}
-	p->dstat[j].calls++;
-	p->dstat[j].ms += MS(e->d);
+	return j;
+}
+
+/* calls and time per directory, through a cache from path index to directory */
+static void add_dirstat(struct loadctx *c, const struct ev *e)
+{
+	struct proc *p = c->p;
+	if ((size_t)e->path >= c->ndir_of) {
+		size_t n = c->ndir_of ? c->ndir_of : 64;
+		while (n <= (size_t)e->path)
+			n *= 2;
+		int *m = realloc(c->dir_of, n * sizeof *m);
+		if (!m)
+			return;
+		memset(m + c->ndir_of, 0, (n - c->ndir_of) * sizeof *m); /* 0: not looked up, else j + 1 */
+		c->dir_of = m;
+		c->ndir_of = n;
+	}
+	int *j = &c->dir_of[e->path];
+	if (!*j)
+		*j = dir_of(p, p->paths[e->path]) + 1;
+	if (*j > 0) {
+		p->dstat[*j - 1].calls++;
+		p->dstat[*j - 1].ms += MS(e->d);
+	}
 }
 
 static int pick_train(const struct proc *p)
@@ -321,7 +369,7 @@ static void account(struct loadctx *c, const struct ev *e)
 	if (e->t + e->d > c->hi)
 		c->hi = e->t + e->d;
 	if (e->path >= 0 && e->path < p->npaths && an_category(e) == CAT_DATA)
-		add_dirstat(p, p->paths[e->path], e);
+		add_dirstat(c, e);
 	if (!is_file_read(e) || e->bytes <= 0)
 		return;
 	int64_t b = (e->t - p->bin0) / BIN_NS;
@@ -341,8 +389,7 @@ static void account(struct loadctx *c, const struct ev *e)
 	p->rbins[b] += (double)e->bytes;
 }
 
-/* After a file is read: a rank's training thread is chosen, and only it keeps all its events;
- * other threads keep their collectives and markers. */
+/* After a file is read: a rank's training thread is chosen, and the kept events' arrays trimmed */
 static void compact(struct loadctx *c)
 {
 	struct proc *p = c->p;
@@ -350,18 +397,11 @@ static void compact(struct loadctx *c)
 	p->train = p->role == DDPSPY_ROLE_RANK ? pick_train(p) : -1;
 	for (int h = 0; h < p->nthr; h++) {
 		struct thr *t = &p->thr[h];
-		if (h == p->train)
-			continue;
-		size_t keep = 0;
-		for (size_t k = 0; k < t->n; k++)
-			if (is_sync(t->ev[k].kind))
-				t->ev[keep++] = t->ev[k];
-		t->n = keep;
-		if (keep < t->cap / 2) {
-			struct ev *n = realloc(t->ev, (keep ? keep : 1) * sizeof *n);
+		if (t->n < t->cap / 2) {
+			struct ev *n = realloc(t->ev, (t->n ? t->n : 1) * sizeof *n);
 			if (n) {
 				t->ev = n;
-				t->cap = keep ? keep : 1;
+				t->cap = t->n ? t->n : 1;
 			}
 		}
 	}
@@ -382,6 +422,9 @@ double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1)
 void an_proc_free(struct proc *p)
 {
 	free(p->file);
+	if (p->clock)
+		free(p->clock->calib);
+	free(p->clock);
 	for (int k = 0; k < p->nthr; k++)
 		free(p->thr[k].ev);
 	free(p->thr);
@@ -418,11 +461,18 @@ int an_load_file(struct analysis *a, const char *path)
 		an_warn(a, "%s: unreadable (%s); left out", path, f.error[0] ? f.error : "no header");
 		trace_close(&f);
 		free(c.path_hash);
+		free(c.dir_of);
 		an_proc_free(p);
 		return 0;
 	}
 	p->events = f.events;
 	p->dropped = f.dropped;
+	p->read_to = f.stop_offset;
+	p->clock = calloc(1, sizeof *p->clock);
+	if (p->clock && trace_get_clock(&f, p->clock) < 0) {
+		free(p->clock);
+		p->clock = NULL;
+	}
 	p->ended = f.ended;
 	if (rc == 2) {
 		p->damaged = 1;
@@ -447,7 +497,44 @@ int an_load_file(struct analysis *a, const char *path)
 		p->dropped = dropped;
 	trace_close(&f);
 	free(c.path_hash);
+	free(c.dir_of);
 	compact(&c);
 	a->nprocs++;
 	return 0;
+}
+
+struct stream {
+	const struct proc *p;
+	int (*fn)(void *ctx, const struct ev *e);
+	void *ctx;
+};
+
+static int on_stream_event(void *ctx, struct trace_file *f, const struct trace_event *e)
+{
+	(void)f;
+	struct stream *s = ctx;
+	struct ev v;
+	if (!convert(e, &v))
+		return 0;
+	v.t += s->p->shift;
+	return s->fn(s->ctx, &v);
+}
+
+int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *e), void *ctx)
+{
+	if (p->train < 0)
+		return -1;
+	struct trace_file f;
+	struct stream s = { p, fn, ctx };
+	struct trace_visitor v = { .ctx = &s, .on_event = on_stream_event };
+	int rc = trace_open(&f, p->file);
+	if (rc == 0) {
+		f.only_tid = p->thr[p->train].tid;
+		f.verified = p->read_to;
+		if (p->clock)
+			trace_set_clock(&f, p->clock);
+		rc = trace_read(&f, &v);
+	}
+	trace_close(&f);
+	return rc < 0 ? -1 : 0;
 }

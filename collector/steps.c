@@ -22,9 +22,15 @@ static int symmetric(int op)
 static void shift_proc(struct proc *p, int64_t by)
 {
 	p->shift += by;
-	for (int i = 0; i < p->nthr; i++)
-		for (size_t k = 0; k < p->thr[i].n; k++)
-			p->thr[i].ev[k].t += by;
+	for (int i = 0; i < p->nthr; i++) {
+		struct thr *t = &p->thr[i];
+		for (size_t k = 0; k < t->n; k++)
+			t->ev[k].t += by;
+		if (t->first <= t->last) {
+			t->first += by;
+			t->last += by;
+		}
+	}
 }
 
 /* Realtime anchors first; then each rank's offset from the exits of symmetric blocking
@@ -304,11 +310,10 @@ static void windows(struct analysis *a, int64_t **b, size_t *nb, size_t K)
 	int64_t lo = INT64_MIN, hi = INT64_MAX;
 	for (int r = 0; r < a->nranks; r++) {
 		struct thr *t = an_train_thread(a->ranks[r].p);
-		if (!t || !t->n)
+		if (!t || t->first > t->last)
 			continue;
-		lo = t->ev[0].t > lo ? t->ev[0].t : lo;
-		int64_t end = t->ev[t->n - 1].t + t->ev[t->n - 1].d;
-		hi = end < hi ? end : hi;
+		lo = t->first > lo ? t->first : lo;
+		hi = t->last < hi ? t->last : hi;
 	}
 	for (int r = 0; r < a->nranks; r++) {
 		nb[r] = 0;
@@ -329,19 +334,6 @@ static void add_span(struct rankstep *st, size_t nsteps, size_t *cur, int64_t t,
 		if (hi > lo)
 			st[k].cat[c] += MS(hi - lo);
 	}
-}
-
-static long step_of(const struct rankstep *st, size_t nsteps, int64_t t)
-{
-	size_t lo = 0, hi = nsteps;
-	while (lo < hi) {
-		size_t m = (lo + hi) / 2;
-		if (st[m].t1 <= t)
-			lo = m + 1;
-		else
-			hi = m;
-	}
-	return lo < nsteps && st[lo].t0 <= t ? (long)lo : -1;
 }
 
 /* Steps from ddpspy_step_begin()/end() markers: each step runs from its begin to the next begin,
@@ -381,6 +373,130 @@ static int marker_bounds(struct analysis *a, int64_t **b, size_t *nb, size_t *K)
 		if (n - 1 < *K)
 			*K = n - 1;
 	}
+	return 0;
+}
+
+static void wf_add(struct stepdata *sd, int r, size_t k, int L, double ms)
+{
+	/* the same step and late rank again: the latest entries, since events come in time order */
+	for (size_t i = sd->nwf[r]; i-- > 0 && sd->wf[r][i].k == k;)
+		if (sd->wf[r][i].L == L) {
+			sd->wf[r][i].ms += ms;
+			return;
+		}
+	if (sd->nwf[r] == sd->cwf[r]) {
+		size_t cap = sd->cwf[r] ? sd->cwf[r] * 2 : 64;
+		struct wfrom *n = realloc(sd->wf[r], cap * sizeof *n);
+		if (!n)
+			return;
+		sd->wf[r] = n;
+		sd->cwf[r] = cap;
+	}
+	sd->wf[r][sd->nwf[r]++] = (struct wfrom){ (uint32_t)k, L, ms };
+}
+
+static int cmp_wf(const void *x, const void *y)
+{
+	const struct wfrom *a = x, *b = y;
+	return a->k != b->k ? (a->k > b->k) - (a->k < b->k) : (a->L > b->L) - (a->L < b->L);
+}
+
+const struct wfrom *an_wfrom_step(const struct stepdata *sd, int r, size_t k, size_t *n)
+{
+	const struct wfrom *v = sd->wf[r];
+	size_t lo = 0, hi = sd->nwf[r];
+	while (lo < hi) {
+		size_t m = (lo + hi) / 2;
+		if (v[m].k < k)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	size_t end = lo;
+	while (end < sd->nwf[r] && v[end].k == k)
+		end++;
+	*n = end - lo;
+	return v + lo;
+}
+
+double an_wfrom(const struct stepdata *sd, int r, size_t k, int L)
+{
+	size_t n;
+	const struct wfrom *w = an_wfrom_step(sd, r, k, &n);
+	for (size_t i = 0; i < n; i++)
+		if (w[i].L == L)
+			return w[i].ms;
+	return 0;
+}
+
+/* One rank's training thread, streamed in the second pass: each event spread over the steps by
+ * category, the waits of its collectives, what it did before the collectives it was late to, and
+ * the findings' fold (one event behind, which needs its successor). */
+struct split {
+	struct stepdata *sd;
+	struct rankinfo *ri;
+	int r;
+	size_t N, cur, maxlate;
+	struct wait_ctx w;
+	int prev_cat;
+	int64_t prev_end;
+	struct ev win[2]; /* the two latest events: event i in win[i & 1] */
+	int wcat[2];      /* and their categories */
+	size_t seen;
+};
+
+/* the findings' fold of event i = seen - 1, now that its successor (next, NULL at the end) is known */
+static void fold_at(struct split *s, const struct ev *next)
+{
+	size_t i = s->seen - 1;
+	const struct ev *e = &s->win[i & 1], *prev = i ? &s->win[(i - 1) & 1] : NULL;
+	const struct rankstep *st = s->ri->steps;
+	if (e->t >= st[0].t0 && e->t < st[s->N - 1].t1 && s->sd->fold)
+		an_fold(&s->sd->fold[s->r], prev, e, s->wcat[i & 1], next);
+}
+
+static int split_event(void *ctx, const struct ev *e)
+{
+	struct split *s = ctx;
+	struct stepdata *sd = s->sd;
+	struct rankinfo *ri = s->ri;
+	size_t N = s->N;
+	int r = s->r;
+	int c = an_category(e);
+	add_span(ri->steps, N, &s->cur, e->t, e->d, c);
+	struct inst *rel = NULL;
+	double wt = an_is_coll(e->kind) ? wait_of(&s->w, e, &rel) : 0;
+	/* add_span left cur at the first step ending after e starts: events come in time order */
+	long k = s->cur < N && ri->steps[s->cur].t0 <= e->t ? (long)s->cur : -1;
+	if (k >= 0 && rel && wt > 0) {
+		ri->steps[k].wait += wt;
+		rel->wait_sum += wt;
+		if (rel->late >= 0 && rel->late != r)
+			wf_add(sd, r, (size_t)k, rel->late, wt);
+	}
+	if (e->seq >= 0 && (e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL ||
+			    e->kind == DDPSPY_EV_GLOO_COLL)) {
+		struct inst *in = an_inst_get(&sd->tab, e->comm, e->seq, 0);
+		if (in && in->n > 1) {
+			if (in->late == r) {
+				in->prev_cat = s->prev_cat;
+				in->prev_gap = e->t - s->prev_end;
+			}
+			if (k >= 0) {
+				double late = MS(e->t - in->min_arr);
+				ri->steps[k].late_max = fmax(ri->steps[k].late_max, late);
+				if (sd->late[r] && sd->nlate[r] < s->maxlate) /* (a file that grew since) */
+					sd->late[r][sd->nlate[r]++] = late;
+			}
+		}
+	}
+	s->prev_cat = c;
+	s->prev_end = e->t + e->d;
+	if (s->seen)
+		fold_at(s, e);
+	s->win[s->seen & 1] = *e;
+	s->wcat[s->seen & 1] = c;
+	s->seen++;
 	return 0;
 }
 
@@ -463,11 +579,14 @@ void an_analyse_steps(struct analysis *a)
 		goto out;
 	sd->R = R;
 	sd->K = N;
-	sd->wfrom = calloc((size_t)R * N * R, sizeof *sd->wfrom);
+	sd->wf = calloc((size_t)R, sizeof *sd->wf);
+	sd->nwf = calloc((size_t)R, sizeof *sd->nwf);
+	sd->cwf = calloc((size_t)R, sizeof *sd->cwf);
 	sd->exc = calloc(N * R * CAT_COUNT, sizeof *sd->exc);
 	sd->late = calloc((size_t)R, sizeof *sd->late);
 	sd->nlate = calloc((size_t)R, sizeof *sd->nlate);
-	if (!sd->wfrom || !sd->exc || !sd->late || !sd->nlate)
+	sd->fold = calloc((size_t)R, sizeof *sd->fold);
+	if (!sd->wf || !sd->nwf || !sd->cwf || !sd->exc || !sd->late || !sd->nlate || !sd->fold)
 		goto out;
 	int64_t first = INT64_MAX, last = INT64_MIN;
 	for (int r = 0; r < R; r++) {
@@ -481,42 +600,15 @@ void an_analyse_steps(struct analysis *a)
 			ri->steps[k].t1 = b[r][skip + k + 1];
 		}
 		sd->late[r] = malloc((t->ncoll + 1) * sizeof **sd->late);
-		struct wait_ctx w = { .tab = &sd->tab, .rank = r };
-		size_t cur = 0;
-		int prev_cat = CAT_COMPUTE;
-		int64_t prev_end = INT64_MIN;
-		for (size_t i = 0; i < t->n; i++) {
-			struct ev *e = &t->ev[i];
-			int c = an_category(e);
-			add_span(ri->steps, N, &cur, e->t, e->d, c);
-			struct inst *rel = NULL;
-			double wt = an_is_coll(e->kind) ? wait_of(&w, e, &rel) : 0;
-			long k = step_of(ri->steps, N, e->t);
-			if (k >= 0 && rel && wt > 0) {
-				ri->steps[k].wait += wt;
-				rel->wait_sum += wt;
-				if (rel->late >= 0 && rel->late != r)
-					sd->wfrom[((size_t)r * N + (size_t)k) * R + rel->late] += wt;
-			}
-			if (e->seq >= 0 && (e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL ||
-					    e->kind == DDPSPY_EV_GLOO_COLL)) {
-				struct inst *in = an_inst_get(&sd->tab, e->comm, e->seq, 0);
-				if (in && in->n > 1) {
-					if (in->late == r) {
-						in->prev_cat = prev_cat;
-						in->prev_gap = e->t - prev_end;
-					}
-					if (k >= 0) {
-						double late = MS(e->t - in->min_arr);
-						ri->steps[k].late_max = fmax(ri->steps[k].late_max, late);
-						if (sd->late[r])
-							sd->late[r][sd->nlate[r]++] = late;
-					}
-				}
-			}
-			prev_cat = c;
-			prev_end = e->t + e->d;
-		}
+		struct split sp = { .sd = sd, .ri = ri, .r = r, .N = N, .maxlate = t->ncoll + 1,
+				    .w = { .tab = &sd->tab, .rank = r }, .prev_cat = CAT_COMPUTE,
+				    .prev_end = INT64_MIN };
+		if (an_stream_train(ri->p, split_event, &sp) < 0)
+			an_warn(a, "%s: could not be read a second time; rank %d's steps are not split",
+				ri->p->file, ri->rank);
+		if (sp.seen)
+			fold_at(&sp, NULL);
+		qsort(sd->wf[r], sd->nwf[r], sizeof *sd->wf[r], cmp_wf);
 		for (size_t k = 0; k < N; k++) {
 			struct rankstep *st = &ri->steps[k];
 			double len = MS(st->t1 - st->t0), busy = st->cat[CAT_DATA] + st->cat[CAT_COMMS] + st->cat[CAT_HOST];
@@ -547,8 +639,11 @@ void an_analyse_steps(struct analysis *a)
 		for (size_t k = 0; k < N; k++) {
 			struct rankstep *st = &ri->steps[k];
 			memcpy(st->crit, st->cat, sizeof st->crit);
-			for (int L = 0; L < R; L++) {
-				double w = sd->wfrom[((size_t)r * N + k) * R + L];
+			size_t nw;
+			const struct wfrom *wl = an_wfrom_step(sd, r, k, &nw);
+			for (size_t i = 0; i < nw; i++) {
+				int L = wl[i].L;
+				double w = wl[i].ms;
 				const double *e = &sd->exc[(k * R + L) * CAT_COUNT];
 				double sum = e[CAT_COMPUTE] + e[CAT_DATA] + e[CAT_HOST];
 				if (w <= 0 || sum <= 0)

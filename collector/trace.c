@@ -106,7 +106,8 @@ static int next_frame(struct trace_file *f, size_t *off, struct frame *fr, int c
 	fr->off = *off;
 	fr->body = h + DDPSPY_FRAME_HEADER_LEN;
 	fr->len = len;
-	if (check_crc && ddpspy_crc32(0, fr->body, len) != ddpspy_get_le32(h + 4)) {
+	if (check_crc && *off + DDPSPY_FRAME_HEADER_LEN + len > f->verified &&
+	    ddpspy_crc32(0, fr->body, len) != ddpspy_get_le32(h + 4)) {
 		snprintf(f->error, sizeof f->error, "checksum mismatch");
 		return -1;
 	}
@@ -443,7 +444,7 @@ static inline __attribute__((always_inline)) int mp_int(struct mp *m, int64_t *v
 }
 
 /* array or map header: returns the element (pair) count, -1 when it is not one */
-static int64_t mp_container(struct mp *m, int map)
+static inline __attribute__((always_inline)) int64_t mp_container(struct mp *m, int map)
 {
 	if (m->p >= m->end)
 		return -1;
@@ -549,7 +550,13 @@ static int fast_event_list(struct trace_file *f, struct mp *m, int64_t tid, int6
 		e.str = NULL;
 		e.slen = 0;
 		e.str_index = -1;
-		for (int64_t k = 4; k < cnt; k++) {
+		int64_t k = 4;
+		/* the usual case: arguments that are small non-negative integers, one byte each */
+		while (k < cnt && e.nargs < TRACE_MAX_ARGS && m->p < m->end && *m->p <= 0x7f) {
+			e.args[e.nargs++] = *m->p++;
+			k++;
+		}
+		for (; k < cnt; k++) {
 			if (e.nargs == TRACE_MAX_ARGS) {
 				if (!mp_skip(m, 0))
 					return -1;
@@ -594,6 +601,8 @@ static int fast_events(struct trace_file *f, const unsigned char *body, uint32_t
 		if (mp_key_is(k, kl, "tid")) {
 			if (!mp_int(&m, &tid))
 				return -1;
+			if (f->only_tid > 0 && tid != f->only_tid) /* "tid" comes second: the rest is skipped */
+				return 0;
 		} else if (mp_key_is(k, kl, "t0")) {
 			if (!mp_int(&m, &t0))
 				return -1;
@@ -609,7 +618,34 @@ static int fast_events(struct trace_file *f, const unsigned char *body, uint32_t
 	}
 	if (!ev.p || tid == INT64_MIN || t0 == INT64_MIN)
 		return -1;
+	if (f->only_tid > 0 && tid != f->only_tid)
+		return 0;
 	return fast_event_list(f, &ev, tid, t0, v);
+}
+
+/* The file is read front to back in windows of WINDOW bytes: each window's pages are mapped in
+ * one call before it is read (instead of a fault per page), and given back once it is behind
+ * (they stay in the page cache), so memory does not grow with the file. *done is where the
+ * current window starts. */
+#define WINDOW (4u << 20)
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+static void populate(struct trace_file *f, size_t from)
+{
+	/* errors (kernels before 5.14) are harmless: the pages fault in one by one instead */
+	if (from < f->size)
+		madvise((void *)(f->map + from), f->size - from < WINDOW ? f->size - from : WINDOW, MADV_POPULATE_READ);
+}
+
+static void window(struct trace_file *f, size_t *done, size_t off)
+{
+	if (off - *done < WINDOW)
+		return;
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), to = off & ~(pg - 1);
+	madvise((void *)(f->map + *done), to - *done, MADV_DONTNEED);
+	*done = to;
+	populate(f, to);
 }
 
 /* Pass 1: calibration points and the header's clock, up to the first damaged frame. */
@@ -621,8 +657,11 @@ static void scan_calib(struct trace_file *f)
 	char saved[sizeof f->error];
 
 	memcpy(saved, f->error, sizeof saved);
+	size_t done = 0;
+	populate(f, 0);
 	msgpack_unpacked_init(&u);
 	while (next_frame(f, &off, &fr, 0) > 0) {
+		window(f, &done, fr.off);
 		const char *k;
 		uint32_t kl;
 		if (!peek_kind(&fr, &k, &kl))
@@ -654,9 +693,13 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 	msgpack_unpacked u;
 	int rc = 0, r;
 
-	scan_calib(f);
+	size_t done = 0;
+	if (!f->ncalib) /* (a second reading may bring the first one's) */
+		scan_calib(f);
+	populate(f, 0);
 	msgpack_unpacked_init(&u);
 	while ((r = next_frame(f, &off, &fr, 1)) > 0) {
+		window(f, &done, fr.off);
 		const char *pk;
 		uint32_t pkl;
 		if (f->have_header && peek_kind(&fr, &pk, &pkl) && kind_is(pk, pkl, DDPSPY_REC_EVENTS)) {
@@ -807,4 +850,28 @@ void trace_free_list(char **list, int n)
 	for (int i = 0; i < n; i++)
 		free(list[i]);
 	free(list);
+}
+
+static int copy_clock(struct trace_calib **dst, size_t *dn, const struct trace_calib *src, size_t n)
+{
+	struct trace_calib *c = malloc((n ? n : 1) * sizeof *c);
+	if (!c)
+		return -1;
+	memcpy(c, src, n * sizeof *c);
+	free(*dst);
+	*dst = c;
+	*dn = n;
+	return 0;
+}
+
+int trace_get_clock(const struct trace_file *f, struct trace_clock *c)
+{
+	c->raw_is_ns = f->raw_is_ns;
+	return copy_clock(&c->calib, &c->n, f->calib, f->ncalib);
+}
+
+int trace_set_clock(struct trace_file *f, const struct trace_clock *c)
+{
+	f->raw_is_ns = c->raw_is_ns;
+	return copy_clock(&f->calib, &f->ncalib, c->calib, c->n);
 }

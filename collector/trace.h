@@ -73,6 +73,9 @@ struct trace_file {
 	/* where reading stopped early, and why (error[0] == 0: the whole file was read) */
 	size_t stop_offset;
 	char error[160];
+	/* options, set between trace_open and trace_read */
+	int only_tid;       /* > 0: "events" records of other threads are skipped without decoding */
+	size_t verified;    /* frames ending at or before this offset passed an earlier read's CRC check */
 	/* private */
 	const unsigned char *map;
 	size_t size;
@@ -102,6 +105,17 @@ int trace_open(struct trace_file *f, const char *path);
 int trace_read(struct trace_file *f, const struct trace_visitor *v);
 
 void trace_close(struct trace_file *f);
+
+/* A file's clock conversion as a first trace_read found it (calib: malloc'ed, free it), for a
+ * second reading: trace_set_clock between trace_open and trace_read spares trace_read the search
+ * for calibration records. Both return -1 when out of memory. */
+struct trace_clock {
+	struct trace_calib *calib;
+	size_t n;
+	int raw_is_ns;
+};
+int trace_get_clock(const struct trace_file *f, struct trace_clock *c);
+int trace_set_clock(struct trace_file *f, const struct trace_clock *c);
 
 /* Raw clock value to CLOCK_MONOTONIC ns, interpolating between calibration points. */
 int64_t trace_raw_to_ns(const struct trace_file *f, uint64_t raw);

@@ -138,26 +138,45 @@ if ok(j is not None, "extra all-reduce reported"):
 # throughput gain is 1 - samples/s(1) / samples/s(8). The finding's severity (small_work's, or
 # collective_volume's in a run where the sync cost came out below the work) is the limit of that
 # gain (every synchronization amortized), so severity x (1 - 1/8) is compared with it, as the
-# median of three adjacent pairs.
+# median over adjacent pairs.
+# The same 9 MiB all-reduce takes about 4 ms in some runs on these VMs and 25-30 ms in others
+# (measured without ddpspy too, with and without core binding and address randomization), and
+# a run keeps its mode. A pair is ground truth only when both runs paid the same for it: the
+# testbed's own comms time per step within 35% of each other. Pairs are run until three match.
 TRAP = ["--hidden", "1024", "--global-batch", "2", "--steps", "12"]
-won, sev, kinds, big = [], [], [], []
-for k in range(3):
+
+
+def comm_ms(t):
+    return statistics.mean(r["comm_ms"] for r in t["ranks"])
+
+
+def compute_ms(t):
+    return statistics.mean(r["compute_ms"] for r in t["ranks"])
+
+
+won, sev, kinds, accum, tried = [], [], [], [], []
+for k in range(8):
+    if len(won) == 3:
+        break
     t1, o1 = traced("trap%d" % k, TRAP)
     t8, o8 = traced("trap-accum%d" % k, TRAP + ["--accum", "8"])
     j1, _ = report(o1)
     j8, _ = report(o8)
     if None in (t1, t8, j1, j8):
         continue
+    tried.append("%.1f/%.1f" % (comm_ms(t1), comm_ms(t8)))
+    if abs(comm_ms(t1) - comm_ms(t8)) > 0.35 * max(comm_ms(t1), comm_ms(t8)):
+        continue
     won.append(1 - t1["samples_per_s"] / t8["samples_per_s"])
     f = findings(j1, "small_work") or findings(j1, "collective_volume")
     sev.append(f[0]["severity"] if f else 0)
     kinds.append(sorted((x["kind"], round(x["evidence"]["ms_per_step"], 1), round(x["evidence"]["work_ms_per_step"], 1))
                         for x in j1["findings"] if x["kind"] in ("small_work", "collective_volume")))
-    big.append(worst(j8, "small_work"))
-if ok(len(won) == 3, "strong-scaling trap: three pairs reported"):
-    # This VM has phases in which the same collectives take half as long (measured: accumulating
-    # then wins ~0.38 instead of ~0.70); the sync cost is then about the work, and either kind is
-    # right. Where accumulating won at least half the step, the trap is plain: small_work.
+    accum.append((compute_ms(t8) > comm_ms(t8), worst(j8, "small_work"), worst(j1, "small_work")))
+if ok(len(won) == 3, "strong-scaling trap: three pairs whose collectives cost the same (comms ms per step, "
+      "1 sample/8 micro-batches: %s)" % tried):
+    # Where accumulating won at least half the step, the trap is plain: small_work. Below that the
+    # sync cost is about the work, and either kind is right.
     plain = [x for x, w in zip(kinds, won) if w >= 0.5]
     ok(all(len(x) == 1 and x[0][0] == "small_work" for x in plain) and all(len(x) == 1 for x in kinds),
        "trap: one comms finding per run, small_work where accumulating won >= 0.5 (%d of 3 pairs) (kind, sync and "
@@ -165,7 +184,11 @@ if ok(len(won) == 3, "strong-scaling trap: three pairs reported"):
     wm, sm = statistics.median(won), statistics.median(sev)
     ok(abs(sm * 7 / 8 - wm) <= 0.25 * wm, "trap: severity %.2f (x 7/8 = %.2f) within 25%% of what accumulating 8 "
        "micro-batches won, %.2f (pairs: %s)" % (sm, sm * 7 / 8, wm, ["%.2f" % x for x in won]))
-    ok(not any(big), "trap with 8 micro-batches per all-reduce: no small_work (%s)" % big)
+    # accumulating 8 cures the trap where the testbed computes longer than it communicates; where
+    # the all-reduce is the slow kind it still outweighs 8 micro-batches: small_work, but less
+    ok(all((a[1] == 0) if a[0] else (0 < a[1] < a[2]) for a in accum),
+       "trap with 8 micro-batches per all-reduce: no small_work where the testbed computes longer than it "
+       "communicates, else a smaller one (work > comms, its severity, the trap's): %s" % accum)
 
 # ---- rank-0 work + barrier ----
 truth, out = traced("rank0", SMALL + ["--rank0-work-ms", "30"])
