@@ -167,7 +167,10 @@ static void find_late_ranks(struct analysis *a, int serialized)
 		/* a straggler is late nearly every step; work that varies makes a different rank late */
 		if ((double)cnt < 0.7 * (double)N || L == serialized)
 			continue;
-		/* what fixing L wins: the least any other rank waited for it, per step */
+		/* what fixing L wins: the least any other rank waited for it, per step, as far as L's
+		 * extra work (compute, input, host) over its peers explains it. A rank that is late
+		 * only because its previous collective finished later (Open MPI completes a large
+		 * nonblocking all-reduce on one rank well after the other) is not a straggler. */
 		double exc[CAT_COUNT] = { 0 };
 		for (size_t k = 0; k < N; k++) {
 			double least = INFINITY, mean = 0;
@@ -178,10 +181,11 @@ static void find_late_ranks(struct analysis *a, int serialized)
 				least = fmin(least, x);
 				mean += x / (R - 1);
 			}
-			g[k] = least;
+			const double *e = &sd->exc[(k * R + L) * CAT_COUNT];
+			g[k] = fmin(least, e[CAT_COMPUTE] + e[CAT_DATA] + e[CAT_HOST]);
 			w[k] = mean;
 			for (int c = 0; c < CAT_COUNT; c++)
-				exc[c] += sd->exc[(k * R + L) * CAT_COUNT + c] / (double)N;
+				exc[c] += e[c] / (double)N;
 		}
 		double sev = an_quantile(g, N, 0.5) / median_step(a), wait = an_quantile(w, N, 0.5);
 		if (sev < 0.02)

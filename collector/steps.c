@@ -648,7 +648,10 @@ void an_analyse_steps(struct analysis *a)
 				double sum = e[CAT_COMPUTE] + e[CAT_DATA] + e[CAT_HOST];
 				if (w <= 0 || sum <= 0)
 					continue;
-				w = fmin(w, st->crit[CAT_COMMS]);
+				/* only what L's extra work explains is charged to it; a wait beyond that
+				 * is the collective's own cost (a rank whose previous collective finished
+				 * later, not one that worked longer) and stays comms */
+				w = fmin(fmin(w, sum), st->crit[CAT_COMMS]);
 				st->crit[CAT_COMMS] -= w;
 				for (int c = 0; c < CAT_COUNT; c++)
 					if (c != CAT_COMMS)
