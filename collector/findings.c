@@ -577,14 +577,28 @@ static void find_skew(struct analysis *a)
 	if (R < 2 || !N)
 		return;
 	int *cnt = calloc((size_t)R, sizeof *cnt), changes = 0, prev = -1;
-	if (!cnt)
+	double *off = calloc((size_t)R, sizeof *off), *v = malloc(N * sizeof *v);
+	if (!cnt || !off || !v) {
+		free(cnt);
+		free(off);
+		free(v);
 		return;
+	}
+	/* Skew is what varies from step to step. A rank's steady offset (a slower core, more data
+	 * every step) is a straggler's, found by find_late_ranks: each rank's median compute is taken
+	 * out first, so that it neither counts as skew nor makes that rank the slowest every step. */
+	for (int r = 0; r < R; r++) {
+		for (size_t k = 0; k < N; k++)
+			v[k] = a->ranks[r].steps ? a->ranks[r].steps[k].cat[CAT_COMPUTE] : 0;
+		off[r] = an_quantile(v, N, 0.5);
+	}
+	free(v);
 	double sev = 0, spread = 0;
 	for (size_t k = 0; k < N; k++) {
-		double mx = -1, mean = 0;
+		double mx = -INFINITY, mean = 0;
 		int am = 0;
 		for (int r = 0; r < R; r++) {
-			double c = a->ranks[r].steps ? a->ranks[r].steps[k].cat[CAT_COMPUTE] : 0;
+			double c = (a->ranks[r].steps ? a->ranks[r].steps[k].cat[CAT_COMPUTE] : 0) - off[r];
 			mean += c / R;
 			if (c > mx) {
 				mx = c;
@@ -602,9 +616,13 @@ static void find_skew(struct analysis *a)
 	for (int r = 0; r < R; r++)
 		most = cnt[r] > most ? cnt[r] : most;
 	free(cnt);
+	free(off);
 	double share = (double)most / (double)N;
-	/* noise on a shared machine makes one rank slower for a while; skew makes it change often */
-	if (sev < 0.03 || share >= 0.6 || changes < 0.3 * (double)(N - 1))
+	/* Noise on a shared machine makes one rank slower for a while; skew makes the slowest change
+	 * often. One rank slowest in far more steps than chance gives it (three standard deviations
+	 * above N / R; with 2 ranks a coin flip, 74% of 40 steps) or in 60% of them is not skew. */
+	double p = 1.0 / R, most_max = fmax(0.6, p + 3 * sqrt(p * (1 - p) / (double)N));
+	if (sev < 0.03 || share >= most_max || changes < 0.3 * (double)(N - 1))
 		return;
 	struct finding *f = add_finding(a, "work_skew", -1, sev);
 	if (!f)

@@ -227,25 +227,23 @@ if ok(j is not None, "storage latency reported"):
        "data_stall on every rank names the wait on the storage socket: %s" % op)
 
 # ---- token skew: work_skew ordered like the testbed's own imbalance ----
+# Two ranks, one per core: with four ranks on two cores the scheduler alone makes compute per rank
+# differ by up to ~0.2 of a step from step to step, far above what separates bucketing (padded
+# imbalance ~0.01) from token budget (~0.04). A core that is slower for the whole run makes its
+# rank steadily slower, which the report takes out of the skew (it is a straggler's).
 sev, imb = {}, {}
 for b in ("fixed", "bucket", "token-budget"):
-    truth, out = traced("varlen-" + b, ["--varlen", "--batch", "8", "--steps", "30", "--batching", b], np=4)
+    truth, out = traced("varlen-" + b, ["--varlen", "--batch", "8", "--steps", "40", "--batching", b])
     j, p = report(out)
     if j is not None and truth is not None:
         sev[b] = worst(j, "work_skew")
         imb[b] = truth["padded_imbalance"]
 if ok(len(sev) == 3, "three token runs reported"):
-    # Fixed-count batches are far more skewed than the other two, and the report says so. Four
-    # ranks float over the two cores, which evens out this VM's vCPUs being at times unequal in
-    # speed (with one rank per core, the slower core makes its rank a steady straggler instead),
-    # but the scheduler alone then makes compute per rank differ by up to ~0.16 of a step from step
-    # to step (measured: up to 0.21), the noise floor of work_skew here; so bucketing (padded
-    # imbalance ~0.01) and token budget (~0.07) are not ordered against each other, only below
-    # fixed count (~0.29).
-    ok(imb["fixed"] > 3 * max(imb["bucket"], imb["token-budget"]) and
-       sev["fixed"] >= 0.15 and sev["fixed"] > max(sev["bucket"], sev["token-budget"]),
-       "work_skew severities %s: fixed count well above bucketing and token budget, like the testbed's "
-       "padded imbalance %s" % ({k: round(v, 3) for k, v in sev.items()}, {k: round(v, 3) for k, v in imb.items()}))
+    order = sorted(imb, key=imb.get, reverse=True)
+    ok(order == ["fixed", "token-budget", "bucket"] and sev["fixed"] >= 0.15 and
+       sev["fixed"] > sev["token-budget"] > sev["bucket"],
+       "work_skew severities %s ordered like the testbed's padded imbalance %s"
+       % ({k: round(v, 3) for k, v in sev.items()}, {k: round(v, 3) for k, v in imb.items()}))
 
 # ---- clocks: offsets of -50 ms and +50 ms injected, recovered ----
 truth, out = traced("clock", ["--hidden", "256", "--steps", "10", "--no-overlap"],
