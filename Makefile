@@ -102,7 +102,7 @@ $(B)/bench/overhead: bench/overhead.c
 testapps: $(TESTAPPS)
 
 test: 
-	@bash .ci/deps --quiet
+	@bash .ci/deps --quiet --torch
 	@$(MAKE) --no-print-directory all testapps $(UNIT) $(B)/bench/gentrace
 	@bash tests/run.sh
 

@@ -29,6 +29,7 @@ struct thr {
 	struct ev *ev;         /* the synchronizing calls only: collectives, their waits, step markers */
 	size_t n, cap;
 	size_t ncoll;          /* collective events: the training thread has the most */
+	size_t ngloo;          /* of which gloo's */
 	int64_t first, last;   /* the span of all its events, aligned like ev (first > last: none) */
 };
 
@@ -45,6 +46,7 @@ struct proc {
 	struct thr *thr;
 	int nthr;
 	int train;             /* index of the training thread in thr, -1 none */
+	int bg;                /* its collectives run on helper threads (gloo's): it waits for them */
 	char **paths;          /* path table; fd_path maps a descriptor to its latest open path */
 	int npaths, cpaths;
 	int32_t *fd_path;
@@ -56,7 +58,7 @@ struct proc {
 	int64_t bin0, span;    /* first event (own clock) and the span of its events */
 	double *rbins;
 	size_t nbins;
-	struct dirstat { char *dir; double calls, ms; } *dstat;
+	struct dirstat { char *dir; double calls, ms, bytes; } *dstat;
 	int ndstat;
 };
 
@@ -86,6 +88,9 @@ struct rankinfo {
 	struct rankstep *steps; /* nsteps of the analysis */
 	double step_p50, step_p95, shares[CAT_COUNT], wait_share, late_p50;
 	double coll_bytes, read_bytes; /* per step */
+	/* collectives on helper threads (p->bg), per step: their time (the union of their spans), and
+	 * the part of it the training thread kept computing through instead of waiting */
+	double bg_ms, bg_overlap;
 };
 
 #define MAX_FINDINGS 32

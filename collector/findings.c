@@ -248,6 +248,12 @@ out:
  *   which not even the busiest rank works, which gradient accumulation would amortize;
  * - collective_volume otherwise, or when a single call per step carries more bytes than all the
  *   other collectives of the step together (an extra all-reduce): the bytes are what to cut. */
+static int cmp_evp_t(const void *x, const void *y)
+{
+	const struct ev *a = *(const struct ev *const *)x, *b = *(const struct ev *const *)y;
+	return (a->t > b->t) - (a->t < b->t);
+}
+
 static void find_volume(struct analysis *a)
 {
 	struct stepdata *sd = a->sd;
@@ -291,64 +297,106 @@ static void find_volume(struct analysis *a)
 	/* medians over steps: a step the scheduler stalled does not decide */
 	double sync_ms = an_quantile(sk, N, 0.5), work_ms = an_quantile(wk, N, 0.5);
 	free(sk);
-	/* the biggest collectives on the lowest rank's training thread */
+	/* the biggest collectives of the lowest rank: its training thread's, or its helper threads'
+	 * when they run them (gloo's, whose calls carry no byte count) */
 	struct rankinfo *ri = &a->ranks[0];
 	struct thr *t = an_train_thread(ri->p);
 	if (!t || !ri->steps)
 		return;
-	/* group the calls by op and size: the biggest is what to name */
-	struct grp { int op, blocking; int64_t bytes; double calls, ms; } g[32];
-	int ng = 0;
-	double all = 0, calls = 0;
+	/* the calls in the analysed steps, in time order */
 	int64_t t0 = ri->steps[0].t0, t1 = ri->steps[N - 1].t1;
-	for (size_t i = 0; i < t->n; i++) {
-		struct ev *e = &t->ev[i];
-		if (e->t < t0 || e->t >= t1 || e->bytes < 0 ||
-		    !(e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL || e->kind == DDPSPY_EV_GLOO_COLL))
-			continue;
-		all += (double)e->bytes;
+	size_t ncall = 0, cap = 0;
+	for (int h = 0; h < ri->p->nthr; h++)
+		cap += ri->p->thr[h].ncoll;
+	const struct ev **cl = malloc((cap + 1) * sizeof *cl);
+	if (!cl)
+		return;
+	for (int h = 0; h < ri->p->nthr; h++) {
+		struct thr *u = &ri->p->thr[h];
+		for (size_t i = 0; (u == t || ri->p->bg) && i < u->n && ncall < cap; i++) {
+			const struct ev *e = &u->ev[i];
+			if (e->t >= t0 && e->t < t1 &&
+			    (e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL || e->kind == DDPSPY_EV_GLOO_COLL))
+				cl[ncall++] = e;
+		}
+	}
+	qsort(cl, ncall, sizeof *cl, cmp_evp_t);
+	/* Group the calls by op and size: the biggest is what to name. A call of unknown size
+	 * (gloo's) is grouped by its place in the step instead: the third all-reduce of every step
+	 * is one call site, however large. */
+	struct grp { int op, blocking, nth; int64_t bytes; double calls, ms; } g[32];
+	int ng = 0, unknown = 0, nth = 0;
+	double all = 0, calls = 0, all_ms = 0;
+	size_t k = 0;
+	for (size_t i = 0; i < ncall; i++) {
+		const struct ev *e = cl[i];
+		size_t was = k;
+		while (k + 1 < N && ri->steps[k].t1 <= e->t)
+			k++;
+		nth = i && k == was ? nth + 1 : 0;
+		unknown |= e->bytes < 0;
+		all += e->bytes > 0 ? (double)e->bytes : 0;
+		all_ms += MS(e->d);
 		calls++;
-		int blocking = e->kind != DDPSPY_EV_MPI_ICOLL;
+		int blocking = e->kind != DDPSPY_EV_MPI_ICOLL, pos = e->bytes < 0 ? nth : -1;
 		int j = 0;
-		while (j < ng && !(g[j].op == e->op && g[j].bytes == e->bytes && g[j].blocking == blocking))
+		while (j < ng && !(g[j].op == e->op && g[j].bytes == e->bytes && g[j].blocking == blocking && g[j].nth == pos))
 			j++;
 		if (j == ng) {
 			if (ng == 32)
 				continue;
-			g[ng++] = (struct grp){ e->op, blocking, e->bytes, 0, 0 };
+			g[ng++] = (struct grp){ e->op, blocking, pos, e->bytes, 0, 0 };
 		}
 		g[j].calls++;
 		g[j].ms += MS(e->d);
 	}
-	int top = 0;
-	for (int j = 1; j < ng; j++)
-		if (g[j].bytes * g[j].calls > g[top].bytes * g[top].calls)
-			top = j;
+	free(cl);
 	if (!ng)
 		return;
+	/* by bytes; where some are unknown, by time in them */
+#define WEIGHT(x) (unknown ? (x).ms : (double)(x).bytes * (x).calls)
+	int top = 0;
+	for (int j = 1; j < ng; j++)
+		if (WEIGHT(g[j]) > WEIGHT(g[top]))
+			top = j;
 	char hb[32], ha[32];
 	double per = g[top].calls / (double)N, top_bytes = (double)g[top].bytes * g[top].calls;
-	int single = per < 1.1 && calls - g[top].calls >= 0.5 * (double)N && top_bytes > all - top_bytes;
+	int single = per < 1.1 && calls - g[top].calls >= 0.5 * (double)N &&
+		     WEIGHT(g[top]) > (unknown ? all_ms : all) - WEIGHT(g[top]);
+#undef WEIGHT
 	int small = !single && sync_ms >= work_ms;
 	struct finding *f = add_finding(a, small ? "small_work" : "collective_volume", -1,
 					small ? sync_ms / (sync_ms + work_ms) : sev);
 	if (!f)
 		return;
-	human_bytes((double)g[top].bytes, hb, sizeof hb);
-	human_bytes(all / (double)N, ha, sizeof ha);
+	/* gloo's calls carry no byte count: sizes are then unknown, JSON null */
+	int known = g[top].bytes >= 0;
+	char jb[32] = "null", jbs[32] = "null", jall[32] = "null";
+	snprintf(hb, sizeof hb, "unknown size");
+	snprintf(ha, sizeof ha, "sizes unknown");
+	if (known) {
+		human_bytes((double)g[top].bytes, hb, sizeof hb);
+		snprintf(jb, sizeof jb, "%" PRId64, g[top].bytes);
+		snprintf(jbs, sizeof jbs, "%.0f", (double)g[top].bytes * per);
+	}
+	if (!unknown) {
+		human_bytes(all / (double)N, ha, sizeof ha);
+		snprintf(jall, sizeof jall, "%.0f", all / (double)N);
+	}
 	const char *op = op_name(g[top].op);
 	double coll_ms = sev * median_step(a);
 	/* a nonblocking call's own duration is only its start: time per op only for blocking ones */
-	double op_ms = g[top].ms / (double)N, gbps = g[top].ms > 0 ? top_bytes / g[top].ms / 1e6 : 0;
+	double op_ms = g[top].ms / (double)N, gbps = g[top].ms > 0 && known ? top_bytes / g[top].ms / 1e6 : 0;
 	char opms[96] = "";
-	if (g[top].blocking)
+	if (g[top].blocking && known)
 		snprintf(opms, sizeof opms, ", \"op_ms_per_step\": %.3f, \"gbytes_per_s\": %.3f", op_ms, gbps);
+	else if (g[top].blocking)
+		snprintf(opms, sizeof opms, ", \"op_ms_per_step\": %.3f", op_ms);
 	snprintf(f->evidence, sizeof f->evidence,
-		 "\"op\": \"%s\", \"bytes\": %" PRId64 ", \"calls_per_step\": %.2f, \"bytes_per_step\": %.0f, "
-		 "\"all_bytes_per_step\": %.0f, \"collectives_per_step\": %.2f, \"ms_per_step\": %.3f, "
+		 "\"op\": \"%s\", \"bytes\": %s, \"calls_per_step\": %.2f, \"bytes_per_step\": %s, "
+		 "\"all_bytes_per_step\": %s, \"collectives_per_step\": %.2f, \"ms_per_step\": %.3f, "
 		 "\"work_ms_per_step\": %.3f%s",
-		 op, g[top].bytes, per, (double)g[top].bytes * per, all / (double)N, calls / (double)N,
-		 small ? sync_ms : coll_ms, work_ms, opms);
+		 op, jb, per, jbs, jall, calls / (double)N, small ? sync_ms : coll_ms, work_ms, opms);
 	if (small) {
 		snprintf(f->title, sizeof f->title, "the busiest rank works %.1f ms per step, then every rank "
 			 "synchronizes for %.1f ms: too little work per rank for what each step's synchronization costs",
@@ -372,8 +420,10 @@ static void find_volume(struct analysis *a)
 		snprintf(f->title, sizeof f->title, "%.1f %s calls of %s per step; collectives take %.0f%% of every "
 			 "rank's step beyond waiting for peers", per, op, hb, 100 * sev);
 	char rate[96] = "";
-	if (g[top].blocking)
+	if (g[top].blocking && known)
 		snprintf(rate, sizeof rate, ", %.1f ms per step in them, %.2f GB/s", op_ms, gbps);
+	else if (g[top].blocking)
+		snprintf(rate, sizeof rate, ", %.1f ms per step in them", op_ms);
 	snprintf(f->text, sizeof f->text, "%.1f %s of %s per step%s (%s per step in all collectives, %.1f ms per "
 		 "step beyond waiting)", per, op, hb, rate, ha, coll_ms);
 	f->advice[0] = "Move fewer bytes per step: drop all-reduces that are not gradients (reduce metrics every N "
@@ -396,6 +446,9 @@ static void describe_pattern(const struct pat *p, double N, char *buf, size_t n)
 	else if (p->kind == DDPSPY_EV_READ || p->kind == DDPSPY_EV_PREAD || p->kind == DDPSPY_EV_READV)
 		snprintf(buf, n, "%.0f %s calls of %s per step on %s descriptors (%.1f ms)", p->calls / N, k, hb,
 			 fc ? fc : "?", p->ms / N);
+	else if (p->kind == DDPSPY_EV_POLL || p->kind == DDPSPY_EV_SELECT || p->kind == DDPSPY_EV_EPOLL_WAIT)
+		snprintf(buf, n, "waiting in %s for the input pipeline (%.0f call%s per step, %.1f ms): its workers do "
+			 "not keep up", k, p->calls / N, p->calls / N >= 1.5 ? "s" : "", p->ms / N);
 	else
 		snprintf(buf, n, "%.0f %s calls per step (%.1f ms)", p->calls / N, k, p->ms / N);
 }
@@ -438,6 +491,8 @@ void an_fold(struct trainfold *tf, const struct ev *prev, const struct ev *e, in
 	tf->pats[j].ms += MS(e->d);
 }
 
+#define MAX_DIRS 512 /* directories of a rank and its workers, for the top three */
+
 /* input: the training thread waits for files or for its input pipeline */
 static void find_data(struct analysis *a)
 {
@@ -478,9 +533,12 @@ static void find_data(struct analysis *a)
 				pats[j] = tmp;
 			}
 	/* the files behind it, from every thread of the rank and its input workers: by directory,
-	 * whole-run totals scaled to the analysed span */
-	struct dirsum { char dir[256]; double ms, calls; } dirs[16];
+	 * whole-run totals scaled to the analysed span, the most bytes read first (a worker's
+	 * start-up imports cost time too, but the input is where the bytes come from) */
+	struct dirsum { char dir[256]; double ms, calls, bytes; } *dirs = calloc(MAX_DIRS, sizeof *dirs);
 	int nd = 0;
+	if (!dirs)
+		return;
 	for (int i = 0; i < a->nprocs; i++) {
 		struct proc *p = &a->procs[i];
 		if (p != ri->p && !(p->role == DDPSPY_ROLE_WORKER && p->parent_pid == ri->p->pid))
@@ -492,26 +550,29 @@ static void find_data(struct analysis *a)
 			while (j < nd && strcmp(dirs[j].dir, ds->dir))
 				j++;
 			if (j == nd) {
-				if (nd == 16)
+				if (nd == MAX_DIRS)
 					continue;
 				snprintf(dirs[nd].dir, sizeof dirs[nd].dir, "%s", ds->dir);
-				dirs[nd].ms = dirs[nd].calls = 0;
+				dirs[nd].ms = dirs[nd].calls = dirs[nd].bytes = 0;
 				nd++;
 			}
 			dirs[j].ms += ds->ms * frac;
 			dirs[j].calls += ds->calls * frac;
+			dirs[j].bytes += ds->bytes * frac;
 		}
 	}
 	for (int i = 0; i < nd; i++)
 		for (int j = i + 1; j < nd; j++)
-			if (dirs[j].ms > dirs[i].ms) {
+			if (dirs[j].bytes > dirs[i].bytes || (dirs[j].bytes == dirs[i].bytes && dirs[j].ms > dirs[i].ms)) {
 				struct dirsum tmp = dirs[i];
 				dirs[i] = dirs[j];
 				dirs[j] = tmp;
 			}
 	struct finding *f = add_finding(a, "data_stall", all ? -1 : ri->rank, sev);
-	if (!f)
+	if (!f) {
+		free(dirs);
 		return;
+	}
 	char top[300] = "no intercepted input call";
 	if (np)
 		describe_pattern(&pats[0], (double)N, top, sizeof top);
@@ -555,13 +616,15 @@ static void find_data(struct analysis *a)
 	char esc[1600];
 	for (int i = 0; i < nd && i < 3 && off < sizeof f->evidence; i++)
 		off += (size_t)snprintf(f->evidence + off, sizeof f->evidence - off,
-					"%s{\"dir\": \"%s\", \"calls_per_step\": %.1f, \"ms_per_step\": %.3f}", i ? ", " : "",
-					jesc(dirs[i].dir, esc, sizeof esc), dirs[i].calls / (double)N, dirs[i].ms / (double)N);
+					"%s{\"dir\": \"%s\", \"calls_per_step\": %.1f, \"ms_per_step\": %.3f, "
+					"\"bytes_per_step\": %.0f}", i ? ", " : "", jesc(dirs[i].dir, esc, sizeof esc),
+					dirs[i].calls / (double)N, dirs[i].ms / (double)N, dirs[i].bytes / (double)N);
 	if (off < sizeof f->evidence)
 		snprintf(f->evidence + off, sizeof f->evidence - off, "]");
 	if (nd && toff < sizeof f->text)
 		snprintf(f->text + toff, sizeof f->text - toff, "; files under %s (%.0f calls/step)", dirs[0].dir,
 			 dirs[0].calls / (double)N);
+	free(dirs);
 	f->advice[0] = "Load input ahead of the step: more DataLoader workers (num_workers), a larger "
 		       "prefetch_factor, persistent_workers, pin_memory.";
 	f->advice[1] = "Read in large pieces: many small reads or a file (and a stat) per sample cost a syscall "

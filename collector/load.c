@@ -262,6 +262,8 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	}
 	if (an_is_coll(e->kind))
 		t->ncoll++;
+	if (e->kind == DDPSPY_EV_GLOO_COLL)
+		t->ngloo++;
 	if (v->t < t->first)
 		t->first = v->t;
 	if (v->t + v->d > t->last)
@@ -314,7 +316,7 @@ static int dir_of(struct proc *p, const char *path)
 		p->dstat = n;
 		memcpy(d, path, l);
 		d[l] = 0;
-		p->dstat[j] = (struct dirstat){ d, 0, 0 };
+		p->dstat[j] = (struct dirstat){ d, 0, 0, 0 };
 		p->ndstat++;
 	}
 	return j;
@@ -341,22 +343,32 @@ static void add_dirstat(struct loadctx *c, const struct ev *e)
 	if (*j > 0) {
 		p->dstat[*j - 1].calls++;
 		p->dstat[*j - 1].ms += MS(e->d);
+		if (is_file_read(e) && e->bytes > 0)
+			p->dstat[*j - 1].bytes += (double)e->bytes;
 	}
 }
 
-static int pick_train(const struct proc *p)
+/* The thread that issues the most collectives; the main thread when there are none, or when they
+ * all run on gloo's worker threads (PyTorch's ProcessGroupGloo: the Python thread enqueues them
+ * and waits, p->bg). */
+static int pick_train(struct proc *p)
 {
 	size_t best = 0;
-	int train = -1;
-	for (int k = 0; k < p->nthr; k++)
+	int train = -1, mainthr = -1;
+	for (int k = 0; k < p->nthr; k++) {
 		if (p->thr[k].ncoll > best) {
 			best = p->thr[k].ncoll;
 			train = k;
 		}
-	for (int k = 0; train < 0 && k < p->nthr; k++) /* no collectives: the main thread */
 		if (p->thr[k].tid == p->pid)
-			train = k;
-	return train;
+			mainthr = k;
+	}
+	if (train >= 0 && train != mainthr && mainthr >= 0 && p->thr[train].ngloo == p->thr[train].ncoll &&
+	    !p->thr[mainthr].ncoll) {
+		p->bg = 1;
+		return mainthr;
+	}
+	return train >= 0 ? train : mainthr;
 }
 
 /* Input evidence, counted for every event as it is read: file-read bytes per BIN_NS, and calls

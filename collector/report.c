@@ -155,6 +155,13 @@ static void print_json(const struct analysis *a)
 		json_num(&c, "read", round(ri->read_bytes));
 		fputs("}", out);
 		json_num(&o, "clock_offset_us", (double)ri->p->offset / 1e3);
+		if (ri->p->bg) {
+			json_key(&o, "background_collectives");
+			json_begin(&c, out);
+			json_num(&c, "ms_per_step", round(ri->bg_ms * 1000) / 1000);
+			json_num(&c, "overlapped_share", round(ri->bg_overlap * 10000) / 10000);
+			fputs("}", out);
+		}
 		fputs("}", out);
 	}
 	fputs("]", out);
@@ -213,6 +220,12 @@ static void print_text(const struct analysis *a)
 			100 * ri->shares[CAT_COMMS], 100 * ri->shares[CAT_HOST], 100 * ri->wait_share, ri->late_p50);
 	}
 	fprintf(out, "(shares of each rank's own step; wait: in collectives before the last peer arrived)\n");
+	for (int r = 0; r < a->nranks; r++) {
+		const struct rankinfo *ri = &a->ranks[r];
+		if (ri->p->bg)
+			fprintf(out, "rank %d: collectives on helper threads %.1f ms per step, %.0f%% overlapped with "
+				"its work\n", ri->rank, ri->bg_ms, 100 * ri->bg_overlap);
+	}
 	if (!a->nfindings) {
 		fprintf(out, "\nno findings\n");
 		return;

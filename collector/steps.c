@@ -19,6 +19,12 @@ static int symmetric(int op)
 
 /* ---- clocks ---- */
 
+/* a collective that every rank leaves within microseconds of the others */
+static int syncs_exit(const struct ev *e)
+{
+	return e->seq >= 0 && ((e->kind == DDPSPY_EV_MPI_COLL && symmetric(e->op)) || e->kind == DDPSPY_EV_GLOO_COLL);
+}
+
 static void shift_proc(struct proc *p, int64_t by)
 {
 	p->shift += by;
@@ -44,37 +50,38 @@ void an_align_clocks(struct analysis *a)
 	if (a->nranks < 2)
 		return;
 	struct itab exits = { 0 };
-	/* reference: the lowest rank's exits, keyed by instance */
-	struct thr *ref = an_train_thread(a->ranks[0].p);
-	if (!ref)
-		return;
-	for (size_t k = 0; k < ref->n; k++) {
-		struct ev *e = &ref->ev[k];
-		if ((e->kind == DDPSPY_EV_MPI_COLL && symmetric(e->op)) || e->kind == DDPSPY_EV_GLOO_COLL) {
-			struct inst *in = an_inst_get(&exits, e->comm, e->seq, 1);
-			if (in)
-				in->max_arr = e->t + e->d;
+	/* reference: the lowest rank's exits, keyed by instance (collectives of any of its threads) */
+	struct proc *p0 = a->ranks[0].p;
+	for (int h = 0; h < p0->nthr; h++)
+		for (size_t k = 0; k < p0->thr[h].n; k++) {
+			struct ev *e = &p0->thr[h].ev[k];
+			if (syncs_exit(e)) {
+				struct inst *in = an_inst_get(&exits, e->comm, e->seq, 1);
+				if (in)
+					in->max_arr = e->t + e->d;
+			}
 		}
-	}
+	if (!exits.n)
+		return;
 	double worst = 0;
 	int refined = 0;
 	for (int r = 1; r < a->nranks; r++) {
 		struct proc *p = a->ranks[r].p;
-		struct thr *t = an_train_thread(p);
-		if (!t)
-			continue;
-		size_t n = 0;
-		int64_t *d = malloc((t->ncoll + 1) * sizeof *d);
+		size_t n = 0, cap = 0;
+		for (int h = 0; h < p->nthr; h++)
+			cap += p->thr[h].ncoll;
+		int64_t *d = malloc((cap + 1) * sizeof *d);
 		if (!d)
 			continue;
-		for (size_t k = 0; k < t->n && n <= t->ncoll; k++) {
-			struct ev *e = &t->ev[k];
-			if (!((e->kind == DDPSPY_EV_MPI_COLL && symmetric(e->op)) || e->kind == DDPSPY_EV_GLOO_COLL))
-				continue;
-			struct inst *in = an_inst_get(&exits, e->comm, e->seq, 0);
-			if (in)
-				d[n++] = e->t + e->d - in->max_arr;
-		}
+		for (int h = 0; h < p->nthr; h++)
+			for (size_t k = 0; k < p->thr[h].n && n < cap; k++) {
+				struct ev *e = &p->thr[h].ev[k];
+				if (!syncs_exit(e))
+					continue;
+				struct inst *in = an_inst_get(&exits, e->comm, e->seq, 0);
+				if (in)
+					d[n++] = e->t + e->d - in->max_arr;
+			}
 		if (n >= 3) {
 			qsort(d, n, sizeof *d, an_cmp_i64);
 			int64_t off = d[n / 2];
@@ -115,18 +122,43 @@ struct sync { /* the synchronizing calls of a training thread: collectives and t
 	size_t n;
 };
 
-static void sync_list(struct thr *t, struct sync *s)
+static int cmp_evp(const void *x, const void *y)
 {
-	s->e = malloc((t->ncoll + 1) * sizeof *s->e);
+	const struct ev *a = *(const struct ev *const *)x, *b = *(const struct ev *const *)y;
+	return (a->t > b->t) - (a->t < b->t);
+}
+
+static int is_bg_coll(const struct ev *e)
+{
+	return (e->kind == DDPSPY_EV_GLOO_COLL || e->kind == DDPSPY_EV_MPI_COLL) && e->seq >= 0;
+}
+
+/* The rank's synchronizing calls: the training thread's collectives and waits, or, when they run
+ * on helper threads (p->bg), those threads' collectives, in time order. */
+static void sync_list(struct proc *p, struct sync *s)
+{
+	struct thr *t = an_train_thread(p);
+	size_t n = 0;
+	for (int h = 0; h < p->nthr; h++)
+		n += p->thr[h].ncoll;
+	s->e = malloc((n + 1) * sizeof *s->e);
 	s->n = 0;
-	if (!s->e)
+	if (!s->e || !t)
 		return;
-	for (size_t k = 0; k < t->n; k++) {
-		struct ev *e = &t->ev[k];
-		if (e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL || e->kind == DDPSPY_EV_GLOO_COLL ||
-		    (e->kind == DDPSPY_EV_MPI_WAIT && (e->op == DDPSPY_OP_WAIT || e->op == DDPSPY_OP_WAITALL)))
-			s->e[s->n++] = e;
+	for (int h = 0; h < p->nthr; h++) {
+		struct thr *u = &p->thr[h];
+		if (u != t && !p->bg)
+			continue;
+		for (size_t k = 0; k < u->n && s->n < n; k++) {
+			struct ev *e = &u->ev[k];
+			if (u != t ? is_bg_coll(e) :
+			    e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL || e->kind == DDPSPY_EV_GLOO_COLL ||
+			    (e->kind == DDPSPY_EV_MPI_WAIT && (e->op == DDPSPY_OP_WAIT || e->op == DDPSPY_OP_WAITALL)))
+				s->e[s->n++] = e;
+		}
 	}
+	if (p->bg)
+		qsort(s->e, s->n, sizeof *s->e, cmp_evp);
 }
 
 static int same_sig(const struct ev *x, const struct ev *y)
@@ -143,6 +175,30 @@ struct pattern {
 	size_t key_delta;       /* ... this many sync calls after it */
 };
 
+/* How clearly period p puts one long pause among the gaps before calls: the longest per-phase
+ * median gap over the mean gap, on up to 2048 calls from the second quarter on (start-up is
+ * irregular). A multiple of the true period scores the same; a wrong one, about 1. */
+static double period_score(const struct sync *s, size_t p)
+{
+	size_t lo = s->n / 4, hi = lo + 2048 < s->n ? lo + 2048 : s->n;
+	if (lo == 0)
+		lo = 1;
+	double mx = 0, sum = 0, *g = malloc(((hi - lo) / p + 2) * sizeof *g);
+	if (!g || hi <= lo)
+		return free(g), 0;
+	for (size_t i = lo; i < hi; i++)
+		sum += fmax(0, (double)(s->e[i]->t - (s->e[i - 1]->t + s->e[i - 1]->d)));
+	for (size_t b = 0; b < p; b++) {
+		size_t m = 0;
+		for (size_t i = lo + b; i < hi; i += p)
+			g[m++] = fmax(0, (double)(s->e[i]->t - (s->e[i - 1]->t + s->e[i - 1]->d)));
+		if (m)
+			mx = fmax(mx, an_quantile(g, m, 0.5));
+	}
+	free(g);
+	return sum > 0 ? mx / (sum / (double)(hi - lo)) : 0;
+}
+
 static int find_pattern(struct sync *s, struct pattern *pt)
 {
 	size_t n = s->n, P = 0;
@@ -156,6 +212,20 @@ static int find_pattern(struct sync *s, struct pattern *pt)
 	}
 	if (!P)
 		return -1;
+	if (P == 1) {
+		/* Calls that all look alike (gloo's carry no byte count: every all-reduce matches every
+		 * other) match at every period. A step is where a long pause recurs among short gaps:
+		 * the smallest period (with 8 calls per phase to judge by) that shows it nearly as well
+		 * as any, if one shows it clearly (its pause 1.4 times the mean gap); else one call per
+		 * step. */
+		double sc[129] = { 0 }, best_score = 0;
+		size_t maxp = (n - n / 4) / 8 < 128 ? (n - n / 4) / 8 : 128;
+		for (size_t p = 2; p <= maxp; p++)
+			best_score = fmax(best_score, sc[p] = period_score(s, p));
+		for (size_t p = maxp; best_score >= 1.4 && p >= 2; p--)
+			if (sc[p] >= 0.85 * best_score)
+				P = p;
+	}
 	/* phase: where the gap before a call is longest (data loading and forward come first) */
 	size_t best = 0;
 	double best_gap = -1;
@@ -438,12 +508,134 @@ struct split {
 	int r;
 	size_t N, cur, maxlate;
 	struct wait_ctx w;
-	int prev_cat;
-	int64_t prev_end;
+	int prev_cat, pp_cat;    /* the latest event's category, the one before's */
+	int64_t prev_end, pp_end;
 	struct ev win[2]; /* the two latest events: event i in win[i & 1] */
 	int wcat[2];      /* and their categories */
 	size_t seen;
+	/* collectives on helper threads (p->bg), in time order, and the union of their spans */
+	const struct ev **bg;
+	size_t nbg, bgi;
+	struct bgseg *seg;
+	size_t nseg, segi;
+	double waited;   /* ms of the segments the training thread waited through, in the steps */
 };
+
+struct bgseg {
+	int64_t t0, t1, release; /* release: the last peer's arrival at any collective in it */
+	struct inst *rel;        /* that collective */
+};
+
+static long step_at(const struct rankstep *st, size_t n, int64_t t)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t m = (lo + hi) / 2;
+		if (st[m].t1 <= t)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return lo < n && st[lo].t0 <= t ? (long)lo : -1;
+}
+
+/* A rank's collectives on its helper threads, in time order, and the union of their spans. */
+static void bg_build(struct split *s, struct proc *p)
+{
+	struct thr *t = an_train_thread(p);
+	size_t n = 0;
+	for (int h = 0; h < p->nthr; h++)
+		n += &p->thr[h] != t ? p->thr[h].ncoll : 0;
+	s->bg = malloc((n + 1) * sizeof *s->bg);
+	s->seg = malloc((n + 1) * sizeof *s->seg);
+	if (!s->bg || !s->seg)
+		return;
+	for (int h = 0; h < p->nthr; h++)
+		for (size_t k = 0; &p->thr[h] != t && k < p->thr[h].n && s->nbg < n; k++)
+			if (is_bg_coll(&p->thr[h].ev[k]))
+				s->bg[s->nbg++] = &p->thr[h].ev[k];
+	qsort(s->bg, s->nbg, sizeof *s->bg, cmp_evp);
+	for (size_t i = 0; i < s->nbg; i++) {
+		const struct ev *e = s->bg[i];
+		struct inst *in = an_inst_get(&s->sd->tab, e->comm, e->seq, 0);
+		struct bgseg *g = s->nseg ? &s->seg[s->nseg - 1] : NULL;
+		if (!g || e->t >= g->t1) {
+			g = &s->seg[s->nseg++];
+			*g = (struct bgseg){ e->t, e->t + e->d, INT64_MIN, NULL };
+		}
+		if (e->t + e->d > g->t1)
+			g->t1 = e->t + e->d;
+		if (in && in->n > 1 && in->max_arr > g->release) {
+			g->release = in->max_arr;
+			g->rel = in;
+		}
+	}
+}
+
+/* A helper thread's collective starts: the rank's lateness to it, and, if it was the last to
+ * arrive, what the training thread did right before. */
+static void bg_arrival(struct split *s, const struct ev *e)
+{
+	struct stepdata *sd = s->sd;
+	struct inst *in = an_inst_get(&sd->tab, e->comm, e->seq, 0);
+	if (!in || in->n < 2)
+		return;
+	if (in->late == s->r) {
+		/* the training thread's wait for this very collective may have begun first (it enqueues,
+		 * then waits): what it did before is the event before that wait */
+		int straddles = s->prev_end > e->t;
+		in->prev_cat = straddles ? s->pp_cat : s->prev_cat;
+		in->prev_gap = e->t - (straddles ? s->pp_end : s->prev_end);
+	}
+	long k = step_at(s->ri->steps, s->N, e->t);
+	if (k >= 0) {
+		double late = MS(e->t - in->min_arr);
+		s->ri->steps[k].late_max = fmax(s->ri->steps[k].late_max, late);
+		if (sd->late[s->r] && sd->nlate[s->r] < s->maxlate)
+			sd->late[s->r][sd->nlate[s->r]++] = late;
+	}
+}
+
+static int is_block_wait(int kind)
+{
+	return kind == DDPSPY_EV_COND_WAIT || kind == DDPSPY_EV_SEM_WAIT || kind == DDPSPY_EV_MUTEX_WAIT ||
+	       kind == DDPSPY_EV_BARRIER_WAIT;
+}
+
+/* A wait of the training thread while collectives run on helper threads: the overlap is comms
+ * (the part before the last peer arrived, a wait for it), the rest host. Returns the category
+ * the event counts as for what follows it. */
+static int split_wait(struct split *s, const struct ev *e)
+{
+	struct rankinfo *ri = s->ri;
+	int64_t t = e->t, end = e->t + e->d;
+	int c = CAT_HOST;
+	while (s->segi < s->nseg && s->seg[s->segi].t1 <= t)
+		s->segi++;
+	for (size_t i = s->segi; i < s->nseg && s->seg[i].t0 < end; i++) {
+		const struct bgseg *g = &s->seg[i];
+		int64_t lo = t > g->t0 ? t : g->t0, hi = end < g->t1 ? end : g->t1;
+		if (lo > t)
+			add_span(ri->steps, s->N, &s->cur, t, lo - t, CAT_HOST);
+		add_span(ri->steps, s->N, &s->cur, lo, hi - lo, CAT_COMMS);
+		c = CAT_COMMS;
+		int64_t a0 = lo > ri->steps[0].t0 ? lo : ri->steps[0].t0, a1 = hi < ri->steps[s->N - 1].t1 ? hi : ri->steps[s->N - 1].t1;
+		if (a1 > a0)
+			s->waited += MS(a1 - a0);
+		long k = step_at(ri->steps, s->N, lo);
+		if (g->rel && g->release > lo && k >= 0) {
+			double wt = MS((hi < g->release ? hi : g->release) - lo);
+			ri->steps[k].wait += wt;
+			g->rel->wait_sum += wt;
+			if (g->rel->late >= 0 && g->rel->late != s->r)
+				wf_add(s->sd, s->r, (size_t)k, g->rel->late, wt);
+		}
+		t = hi;
+	}
+	if (end > t)
+		add_span(ri->steps, s->N, &s->cur, t, end - t, CAT_HOST);
+	return c;
+}
 
 /* the findings' fold of event i = seen - 1, now that its successor (next, NULL at the end) is known */
 static void fold_at(struct split *s, const struct ev *next)
@@ -462,8 +654,13 @@ static int split_event(void *ctx, const struct ev *e)
 	struct rankinfo *ri = s->ri;
 	size_t N = s->N;
 	int r = s->r;
+	while (s->bgi < s->nbg && s->bg[s->bgi]->t <= e->t)
+		bg_arrival(s, s->bg[s->bgi++]);
 	int c = an_category(e);
-	add_span(ri->steps, N, &s->cur, e->t, e->d, c);
+	if (s->nseg && c == CAT_HOST && is_block_wait(e->kind))
+		c = split_wait(s, e);
+	else
+		add_span(ri->steps, N, &s->cur, e->t, e->d, c);
 	struct inst *rel = NULL;
 	double wt = an_is_coll(e->kind) ? wait_of(&s->w, e, &rel) : 0;
 	/* add_span left cur at the first step ending after e starts: events come in time order */
@@ -490,6 +687,8 @@ static int split_event(void *ctx, const struct ev *e)
 			}
 		}
 	}
+	s->pp_cat = s->prev_cat;
+	s->pp_end = s->prev_end;
 	s->prev_cat = c;
 	s->prev_end = e->t + e->d;
 	if (s->seen)
@@ -533,9 +732,7 @@ void an_analyse_steps(struct analysis *a)
 					in->late = r;
 				}
 			}
-		struct thr *t = an_train_thread(p);
-		if (t)
-			sync_list(t, &syn[r]);
+		sync_list(p, &syn[r]);
 	}
 	struct pattern pt;
 	size_t K = SIZE_MAX;
@@ -599,13 +796,30 @@ void an_analyse_steps(struct analysis *a)
 			ri->steps[k].t0 = b[r][skip + k];
 			ri->steps[k].t1 = b[r][skip + k + 1];
 		}
-		sd->late[r] = malloc((t->ncoll + 1) * sizeof **sd->late);
-		struct split sp = { .sd = sd, .ri = ri, .r = r, .N = N, .maxlate = t->ncoll + 1,
-				    .w = { .tab = &sd->tab, .rank = r }, .prev_cat = CAT_COMPUTE,
-				    .prev_end = INT64_MIN };
+		struct split sp = { .sd = sd, .ri = ri, .r = r, .N = N, .w = { .tab = &sd->tab, .rank = r },
+				    .prev_cat = CAT_COMPUTE, .prev_end = INT64_MIN, .pp_cat = CAT_COMPUTE,
+				    .pp_end = INT64_MIN };
+		if (ri->p->bg)
+			bg_build(&sp, ri->p);
+		sp.maxlate = t->ncoll + sp.nbg + 1;
+		sd->late[r] = malloc(sp.maxlate * sizeof **sd->late);
 		if (an_stream_train(ri->p, split_event, &sp) < 0)
 			an_warn(a, "%s: could not be read a second time; rank %d's steps are not split",
 				ri->p->file, ri->rank);
+		while (sp.bgi < sp.nbg)
+			bg_arrival(&sp, sp.bg[sp.bgi++]);
+		if (sp.nseg) {
+			double bg = 0;
+			int64_t lo = ri->steps[0].t0, hi = ri->steps[N - 1].t1;
+			for (size_t i = 0; i < sp.nseg; i++) {
+				int64_t a0 = sp.seg[i].t0 > lo ? sp.seg[i].t0 : lo, a1 = sp.seg[i].t1 < hi ? sp.seg[i].t1 : hi;
+				bg += a1 > a0 ? MS(a1 - a0) : 0;
+			}
+			ri->bg_ms = bg / (double)N;
+			ri->bg_overlap = bg > 0 ? fmax(0, 1 - sp.waited / bg) : 0;
+		}
+		free(sp.bg);
+		free(sp.seg);
 		if (sp.seen)
 			fold_at(&sp, NULL);
 		qsort(sd->wf[r], sd->nwf[r], sizeof *sd->wf[r], cmp_wf);

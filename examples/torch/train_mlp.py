@@ -1,0 +1,157 @@
+"""A data-parallel MLP trainer for ddpspy's PyTorch examples: DistributedDataParallel over gloo
+(CPU), samples read from one file each by a DataLoader, and switches that reproduce the
+pathologies of the seeds (000, 001) on demand. Nothing in it knows about ddpspy; run it as
+
+    torchrun --standalone --nproc_per_node=2 --redirects 1 --tee 1 train_mlp.py --data DIR [switches]
+    LD_PRELOAD=build/libddpspy.so DDPSPY_OUT=out torchrun ... (the same)
+
+(--redirects 1 --tee 1: Debian's PyTorch 1.13 on Python 3.11 fails with torchrun's default.)
+The samples are written to DIR first if it has none. Rank 0 prints, as its last line, a JSON
+summary measured by the trainer itself (the ground truth a profiler's verdict is checked against).
+"""
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, Dataset
+from torch.utils.data.distributed import DistributedSampler
+
+FEATURES = 1024  # float32 per sample: 4 KiB files
+CLASSES = 10
+
+
+class FileSamples(Dataset):
+    """One file per sample: 4 KiB of float32 features; the label is derived from them."""
+
+    def __init__(self, root, delay_ms=0.0):
+        self.paths = sorted(os.path.join(root, f) for f in os.listdir(root) if f.endswith(".bin"))
+        self.delay = delay_ms / 1000.0
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        if self.delay:
+            time.sleep(self.delay)  # slow storage or decoding in the input pipeline
+        with open(self.paths[i], "rb") as f:
+            x = torch.frombuffer(bytearray(f.read()), dtype=torch.float32)
+        return x, int(x[:CLASSES].argmax())
+
+
+def make_data(root, n):
+    os.makedirs(root, exist_ok=True)
+    if any(f.endswith(".bin") for f in os.listdir(root)):
+        return
+    g = torch.Generator().manual_seed(1)
+    for i in range(n):
+        with open(os.path.join(root, "s%06d.bin" % i), "wb") as f:
+            f.write(torch.randn(FEATURES, generator=g).numpy().tobytes())
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", required=True, help="directory of sample files (written when empty)")
+    p.add_argument("--samples", type=int, default=2048, help="samples to write when DIR is empty")
+    p.add_argument("--steps", type=int, default=30, help="steps measured, after --warmup")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--batch", type=int, default=32, help="samples per rank per step")
+    p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--layers", type=int, default=3)
+    p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes per rank")
+    p.add_argument("--straggler-rank", type=int, default=1)
+    p.add_argument("--straggler-delay", type=float, default=0, metavar="MS",
+                   help="that rank sleeps MS ms in every step (host)")
+    p.add_argument("--straggler-compute", type=int, default=0, metavar="K",
+                   help="that rank runs its forward and backward K extra times per step (compute)")
+    p.add_argument("--extra-allreduce", type=float, default=0, metavar="MB",
+                   help="every rank all-reduces MB more per step (metrics done wrong)")
+    p.add_argument("--rank0-work", type=float, default=0, metavar="MS",
+                   help="rank 0 spends MS ms per step on host bookkeeping (waiting on a metrics or "
+                        "checkpoint service: a sleep), then every rank meets it at a barrier")
+    p.add_argument("--slow-data", type=float, default=0, metavar="MS",
+                   help="each sample takes MS ms to load (a starved DataLoader)")
+    a = p.parse_args()
+    if a.batch < 1 or a.steps < 1 or a.warmup < 0 or a.workers < 0 or a.hidden < 1 or a.layers < 1:
+        p.error("--batch, --steps, --hidden and --layers must be positive; --warmup and --workers not negative")
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    if rank == 0:
+        make_data(a.data, a.samples)
+    dist.barrier()
+
+    ds = FileSamples(a.data, a.slow_data)
+    sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=True, seed=0)
+    dl = DataLoader(ds, batch_size=a.batch, sampler=sampler, num_workers=a.workers, drop_last=True,
+                    persistent_workers=a.workers > 0)
+    dims = [FEATURES] + [a.hidden] * a.layers
+    layers = []
+    for i in range(len(dims) - 1):
+        layers += [torch.nn.Linear(dims[i], dims[i + 1]), torch.nn.ReLU()]
+    model = DDP(torch.nn.Sequential(*layers, torch.nn.Linear(dims[-1], CLASSES)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    extra = torch.zeros(int(a.extra_allreduce * (1 << 20)) // 4) if a.extra_allreduce > 0 else None
+    straggler = rank == a.straggler_rank
+
+    it, epoch = iter(dl), 0
+    steps, t_data, t_host, losses = [], [], [], []
+    for s in range(a.warmup + a.steps):
+        t0 = time.perf_counter()
+        try:
+            x, y = next(it)
+        except StopIteration:
+            epoch += 1
+            sampler.set_epoch(epoch)
+            it = iter(dl)
+            x, y = next(it)
+        t1 = time.perf_counter()
+        host = 0.0
+        if straggler and a.straggler_delay:
+            time.sleep(a.straggler_delay / 1000.0)
+            host += a.straggler_delay
+        if straggler and a.straggler_compute:
+            with model.no_sync():  # extra work, not extra gradients to reduce
+                for _ in range(a.straggler_compute):
+                    loss_fn(model(x), y).backward()
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        if extra is not None:
+            dist.all_reduce(extra)
+        if a.rank0_work:
+            if rank == 0:
+                time.sleep(a.rank0_work / 1000.0)
+                host += a.rank0_work
+            dist.barrier()
+        t2 = time.perf_counter()
+        if s >= a.warmup:
+            steps.append((t2 - t0) * 1000)
+            t_data.append((t1 - t0) * 1000)
+            t_host.append(host)
+            losses.append(float(loss))
+
+    mine = torch.tensor([statistics.median(steps), statistics.mean(t_data), statistics.mean(t_host)])
+    every = [torch.zeros(3) for _ in range(world)]
+    dist.all_gather(every, mine)
+    if rank == 0:
+        p50 = statistics.median(steps)
+        print(json.dumps({
+            "world_size": world, "steps": a.steps, "warmup": a.warmup, "batch": a.batch,
+            "step_ms_p50": round(p50, 3), "samples_per_s": round(world * a.batch * 1000 / p50, 1),
+            "loss_first": round(losses[0], 5), "loss_last": round(losses[-1], 5),
+            "ranks": [{"rank": r, "step_ms": round(float(v[0]), 3), "data_ms": round(float(v[1]), 3),
+                       "host_ms": round(float(v[2]), 3)} for r, v in enumerate(every)],
+        }), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Real PyTorch: examples/torch/train_mlp.py (DistributedDataParallel over gloo, a file-backed
+DataLoader with worker processes) under torchrun with 2 ranks, unmodified, traced by LD_PRELOAD or
+`ddpspy run`; each pathology switch must give the verdict and finding the contract defines.
+Debian's PyTorch is used through /usr/bin/python3 and /usr/bin/torchrun; the test is skipped,
+saying so, when it is not installed."""
+import json
+import os
+import shutil
+import subprocess
+from lib import *
+from schema import report_errors
+
+TORCHRUN = "/usr/bin/torchrun"
+TRAIN = os.path.join(ROOT, "examples", "torch", "train_mlp.py")
+have = os.path.exists(TORCHRUN) and subprocess.run(
+    ["/usr/bin/python3", "-c", "import torch.distributed as d; assert d.is_gloo_available()"],
+    capture_output=True).returncode == 0
+if not have:
+    skip("PyTorch under ddpspy", "Debian's python3-torch is not installed (/usr/bin/torchrun, torch with gloo)")
+    done()
+
+d = tmpdir("torch")
+data = os.path.join(d, "data")
+LIB = os.path.join(BUILD, "libddpspy.so")
+# --redirects 1 --tee 1: torchrun's default fails on Python 3.11 with PyTorch 1.13 (README)
+TR = [TORCHRUN, "--standalone", "--nproc_per_node=2", "--redirects", "1", "--tee", "1", TRAIN, "--data", data]
+
+
+def traced(name, args, via_run=False):
+    """One traced run: (the trainer's own JSON summary, report JSON)."""
+    out = os.path.join(d, name)
+    env = dict(os.environ)
+    if via_run:
+        cmd = [DDPSPY, "run", "-o", out, "--"] + TR + args
+    else:
+        env.update(LD_PRELOAD=LIB, DDPSPY_OUT=out)
+        cmd = TR + args
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    lines = [l.split(":", 1)[1] if l.startswith("[default0]:") else l for l in p.stdout.splitlines()]
+    truth = next((json.loads(l) for l in reversed(lines) if l.startswith("{")), None)
+    if p.returncode != 0 or truth is None:
+        print("# %s failed (rc=%d): %s" % (name, p.returncode, (p.stderr or p.stdout)[-800:].replace("\n", "\n# ")))
+        return None, None
+    r = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=300)
+    try:
+        j = json.loads(r.stdout)
+    except ValueError:
+        print("# report of %s: rc=%d %s" % (name, r.returncode, r.stderr[-500:]))
+        return truth, None
+    errs = report_errors(j)
+    ok(not errs, "%s: the report follows the contract%s" % (name, (": %s" % errs[:3]) if errs else ""))
+    return truth, j
+
+
+def kinds(j):
+    return [(f["kind"], f["rank"], round(f["severity"], 2), f["evidence"].get("cause")) for f in j["findings"]]
+
+
+def find(j, kind):
+    return [f for f in j["findings"] if f["kind"] == kind]
+
+
+STEPS = ["--steps", "15"]
+
+# ---- healthy, through `ddpspy run` ----
+t, j = traced("healthy", STEPS, via_run=True)
+if ok(j is not None, "healthy trainer traced through ddpspy run and reported"):
+    out = os.path.join(d, "healthy")
+    roles = sorted(f.split("-")[0][0] for f in os.listdir(out))
+    ok([r["rank"] for r in j["ranks"]] == [0, 1] and roles.count("l") >= 1 and roles.count("w") >= 2,
+       "exactly the two training ranks; the torchrun agent is a launcher and the DataLoader workers are "
+       "workers, not ranks (files: %s)" % sorted(os.listdir(out)))
+    ok(j["job"]["steps_analyzed"] >= 12 and j["job"]["step_source"] == "collectives",
+       "the steps from gloo's all-reduces, which run on ProcessGroupGloo's threads: %d analysed, from %s"
+       % (j["job"]["steps_analyzed"], j["job"]["step_source"]))
+    # the Python thread waits for the bucket all-reduces: comms, not host
+    ok(j["verdict"]["bound"] == "compute" and all(r["shares"]["comms"] > 0.02 and r["shares"]["host"] < 0.05 for r in j["ranks"]),
+       "compute-bound; the training thread's waits for gloo's all-reduces are comms, not host: %s"
+       % [r["shares"] for r in j["ranks"]])
+    bc = [r.get("background_collectives", {}) for r in j["ranks"]]
+    ok(all(b.get("ms_per_step", 0) > 0 and 0 < b.get("overlapped_share", -1) < 1 for b in bc),
+       "the bucket all-reduces' time per step and the part that overlaps backward are measured: %s" % bc)
+    bad = [f for f in j["findings"] if f["kind"] in ("straggler", "rank0_serialization", "collective_volume",
+                                                      "data_stall") and f["severity"] >= 0.1]
+    ok(not bad, "healthy: no straggler, rank-0, volume or data finding of 0.1 or more: %s" % kinds(j))
+
+# ---- straggler by delay: rank 1 sleeps 60 ms per step ----
+t, j = traced("delay", STEPS + ["--straggler-delay", "60"])
+if ok(j is not None, "straggler by delay reported"):
+    f = find(j, "straggler")
+    want = 60 / t["step_ms_p50"]
+    ok(f and f[0]["rank"] == 1 and f[0]["evidence"]["cause"] == "host" and abs(f[0]["severity"] - want) <= 0.25 * want,
+       "straggler rank 1, cause host (a Python sleep), severity within 25%% of its delay over the step, %.2f: %s"
+       % (want, kinds(j)))
+
+# ---- straggler by extra compute: rank 1 runs forward and backward twice more ----
+t, j = traced("compute", STEPS + ["--straggler-compute", "2"])
+if ok(j is not None, "straggler by extra compute reported"):
+    f = find(j, "straggler")
+    ok(f and f[0]["rank"] == 1 and f[0]["evidence"]["cause"] == "compute" and f[0]["severity"] >= 0.3,
+       "straggler rank 1, cause compute, severity at least 0.3 (it does three times the work): %s" % kinds(j))
+
+# ---- rank-0 work + barrier ----
+t, j = traced("rank0", STEPS + ["--rank0-work", "40"])
+if ok(j is not None, "rank-0 work reported"):
+    f = find(j, "rank0_serialization")
+    want = 40 / t["step_ms_p50"]
+    ok(f and f[0]["rank"] == 0 and f[0]["evidence"]["op"] == "barrier" and 0.5 * want <= f[0]["severity"] <= 1.5 * want,
+       "rank0_serialization on rank 0 at the barrier, severity within 50%% of its work over the step, %.2f: %s"
+       % (want, kinds(j)))
+    ok(not [x for x in find(j, "straggler") if x["rank"] == 0], "and rank 0 is not also called a straggler")
+
+# ---- a starved DataLoader: one worker, 15 ms per sample ----
+t, j = traced("slow-data", STEPS + ["--slow-data", "15", "--workers", "1"])
+if ok(j is not None, "starved DataLoader reported"):
+    f = find(j, "data_stall")
+    ev = f[0]["evidence"] if f else {}
+    ok(j["verdict"]["bound"] == "data" and f, "data-bound with a data_stall: %s, %s" % (j["verdict"]["summary"], kinds(j)))
+    ok(ev and ev["ops"] and ev["ops"][0]["op"] in ("poll", "read") and "input pipeline" in f[0]["title"],
+       "the wait on the DataLoader's workers is named as the cause: %s" % (f[0]["title"] if f else None))
+    ok(ev and ev["files"] and ev["files"][0]["dir"].endswith("data"),
+       "the workers' own file reads are in the evidence: %s" % (ev.get("files") if ev else None))
+
+# ---- an extra 256 MiB all-reduce per step (gloo moves it about as fast as the model computes at 128) ----
+t, j = traced("extra", STEPS + ["--extra-allreduce", "256"])
+if ok(j is not None, "extra all-reduce reported"):
+    f = find(j, "collective_volume")
+    ok(j["verdict"]["bound"] == "comms" and f and f[0]["severity"] >= 0.3 and f[0]["evidence"]["op"] == "allreduce",
+       "comms-bound with collective_volume on allreduce, severity at least 0.3: %s, %s"
+       % (j["verdict"]["shares"], kinds(j)))
+
+# ---- memory errors on the helper-thread paths ----
+if shutil.which("valgrind") and os.path.isdir(os.path.join(d, "rank0")):
+    p = subprocess.run(["valgrind", "-q", "--error-exitcode=9", "--leak-check=full", "--errors-for-leak-kinds=definite",
+                        DDPSPY, "report", os.path.join(d, "rank0")], capture_output=True, text=True, timeout=600)
+    ok(p.returncode == 0, "valgrind: no memory error or leak in the report of a PyTorch trace (rc=%d)%s"
+       % (p.returncode, (": " + p.stderr[-600:].replace("\n", " | ")) if p.returncode else ""))
+    lines = p.stdout.splitlines()
+    ok(any(l.startswith("rank 0: collectives on helper threads") for l in lines) and
+       max(len(l) for l in lines if l.startswith("rank") or l[:4].strip().isdigit()) <= 100,
+       "the text report shows the helper threads' collectives per rank, within a terminal's width")
+
+cleanup(d)
+done()
