@@ -43,3 +43,6 @@ if [ -x build/ddpbench ] && command -v mpirun >/dev/null; then
 else
 	echo "ddpbench side by side: skipped (build/ddpbench or mpirun missing)"
 fi
+# ... and on a healthy PyTorch DDP trainer (skipped, saying so, without Debian's PyTorch)
+echo
+/usr/bin/python3 bench/torch_side_by_side.py

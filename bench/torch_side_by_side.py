@@ -1,0 +1,61 @@
+"""The preload's cost on a healthy PyTorch trainer (examples/torch/train_mlp.py, DDP over gloo,
+2 ranks with 2 DataLoader workers each), as the ratio of step times of two torchrun jobs run side
+by side: one plain, one under libddpspy.so, which one starts first alternating. Run one after the
+other, identical jobs on these VMs differ by far more than the 3% budget (bench/side_by_side.py
+says why); side by side they share the machine's slow and fast phases.
+
+Used by `make bench`; skipped, saying so, without Debian's PyTorch."""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TORCHRUN = "/usr/bin/torchrun"
+TRAIN = os.path.join(ROOT, "examples", "torch", "train_mlp.py")
+
+
+def summary(text):
+    for line in reversed(text.splitlines()):
+        line = line.split(":", 1)[1] if line.startswith("[default0]:") else line
+        if line.startswith("{"):
+            return json.loads(line)
+    return None
+
+
+def main(pairs=6, args=("--steps", "30")):
+    if not os.path.exists(TORCHRUN):
+        print("pytorch side by side: skipped (Debian's python3-torch is not installed)")
+        return 0
+    d = tempfile.mkdtemp(prefix="ddpspy-torchbench-")
+    data = os.path.join(d, "data")
+    ratios = []
+    for i in range(pairs):
+        procs = {}
+        for pre in ((False, True) if i % 2 == 0 else (True, False)):
+            env = dict(os.environ)
+            if pre:
+                env.update(LD_PRELOAD=os.path.join(ROOT, "build", "libddpspy.so"), DDPSPY_OUT=os.path.join(d, "trace%d" % i))
+            procs[pre] = subprocess.Popen([TORCHRUN, "--standalone", "--nproc_per_node=2", "--redirects", "1", "--tee", "1",
+                                           TRAIN, "--data", data + ("-t" if pre else "-p")] + list(args),
+                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        res = {pre: summary(p.communicate(timeout=900)[0]) for pre, p in procs.items()}
+        if all(res.values()):
+            ratios.append(res[True]["step_ms_p50"] / res[False]["step_ms_p50"])
+            print("  pair %d: plain %.1f ms, traced %.1f ms per step: %.3f"
+                  % (i + 1, res[False]["step_ms_p50"], res[True]["step_ms_p50"], ratios[-1]))
+    subprocess.run(["rm", "-rf", d])
+    if not ratios:
+        print("pytorch side by side: no pair completed")
+        return 1
+    m = statistics.median(ratios)
+    print("pytorch DDP (gloo, 2 ranks, MLP, file-backed DataLoader): traced/plain step time, median of %d "
+          "side-by-side pairs: %.3f" % (len(ratios), m))
+    print("budget: at most 1.03; %s" % ("met" if m <= 1.03 else "NOT met"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
