@@ -1,6 +1,7 @@
 """Real PyTorch: examples/torch/train_mlp.py (DistributedDataParallel over gloo, a file-backed
-DataLoader with worker processes) under torchrun with 2 ranks, unmodified, traced by LD_PRELOAD or
-`ddpspy run`; each pathology switch must give the verdict and finding the contract defines.
+DataLoader with worker processes) and train_transformer.py (variable-length sequences) under
+torchrun with 2 ranks, unmodified, traced by LD_PRELOAD or `ddpspy run`; each pathology switch
+must give the verdict and finding the contract defines.
 Debian's PyTorch is used through /usr/bin/python3 and /usr/bin/torchrun; the test is skipped,
 saying so, when it is not installed."""
 import json
@@ -26,15 +27,16 @@ LIB = os.path.join(BUILD, "libddpspy.so")
 TR = [TORCHRUN, "--standalone", "--nproc_per_node=2", "--redirects", "1", "--tee", "1", TRAIN, "--data", data]
 
 
-def traced(name, args, via_run=False):
+def traced(name, args, via_run=False, script=None):
     """One traced run: (the trainer's own JSON summary, report JSON)."""
     out = os.path.join(d, name)
     env = dict(os.environ)
+    tr = TR if script is None else TR[:TR.index(TRAIN)] + [script]
     if via_run:
-        cmd = [DDPSPY, "run", "-o", out, "--"] + TR + args
+        cmd = [DDPSPY, "run", "-o", out, "--"] + tr + args
     else:
         env.update(LD_PRELOAD=LIB, DDPSPY_OUT=out)
-        cmd = TR + args
+        cmd = tr + args
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     lines = [l.split(":", 1)[1] if l.startswith("[default0]:") else l for l in p.stdout.splitlines()]
     truth = next((json.loads(l) for l in reversed(lines) if l.startswith("{")), None)
@@ -128,6 +130,18 @@ if ok(j is not None, "extra all-reduce reported"):
     ok(j["verdict"]["bound"] == "comms" and f and f[0]["severity"] >= 0.3 and f[0]["evidence"]["op"] == "allreduce",
        "comms-bound with collective_volume on allreduce, severity at least 0.3: %s, %s"
        % (j["verdict"]["shares"], kinds(j)))
+
+# ---- variable lengths: a fixed count of sequences per rank against length buckets ----
+TT = os.path.join(ROOT, "examples", "torch", "train_transformer.py")
+sev, imb = {}, {}
+for b in ("fixed", "bucket"):
+    t, j = traced("varlen-" + b, ["--batching", b], script=TT)
+    if j is not None:
+        sev[b] = max([f["severity"] for f in find(j, "work_skew")] or [0])
+        imb[b] = t["padded_imbalance"]
+if ok(len(sev) == 2, "two variable-length runs reported"):
+    ok(imb["fixed"] > imb["bucket"] and sev["fixed"] >= 0.15 and sev["fixed"] > 2 * sev["bucket"],
+       "work_skew %s ordered like the trainer's own padded-token imbalance %s" % (sev, imb))
 
 # ---- memory errors on the helper-thread paths ----
 if shutil.which("valgrind") and os.path.isdir(os.path.join(d, "rank0")):
