@@ -66,6 +66,7 @@ int an_category(const struct ev *e);   /* of an event on the training thread */
 int an_is_coll(int kind);
 double an_quantile(double *v, size_t n, double q); /* sorts v */
 int an_cmp_i64(const void *x, const void *y);
+int an_cmp_evp(const void *x, const void *y); /* struct ev pointers by start time */
 /* the instance of (comm, seq), created when asked; NULL when absent or out of memory */
 struct inst *an_inst_get(struct itab *t, int comm, int seq, int create);
 struct thr *an_train_thread(struct proc *p);

@@ -54,6 +54,12 @@ double an_quantile(double *v, size_t n, double q)
 	return i + 1 < n ? v[i] + (pos - (double)i) * (v[i + 1] - v[i]) : v[i];
 }
 
+int an_cmp_evp(const void *x, const void *y)
+{
+	const struct ev *a = *(const struct ev *const *)x, *b = *(const struct ev *const *)y;
+	return (a->t > b->t) - (a->t < b->t);
+}
+
 int an_cmp_i64(const void *x, const void *y)
 {
 	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;

@@ -248,12 +248,6 @@ out:
  *   which not even the busiest rank works, which gradient accumulation would amortize;
  * - collective_volume otherwise, or when a single call per step carries more bytes than all the
  *   other collectives of the step together (an extra all-reduce): the bytes are what to cut. */
-static int cmp_evp_t(const void *x, const void *y)
-{
-	const struct ev *a = *(const struct ev *const *)x, *b = *(const struct ev *const *)y;
-	return (a->t > b->t) - (a->t < b->t);
-}
-
 static void find_volume(struct analysis *a)
 {
 	struct stepdata *sd = a->sd;
@@ -320,7 +314,7 @@ static void find_volume(struct analysis *a)
 				cl[ncall++] = e;
 		}
 	}
-	qsort(cl, ncall, sizeof *cl, cmp_evp_t);
+	qsort(cl, ncall, sizeof *cl, an_cmp_evp);
 	/* Group the calls by op and size: the biggest is what to name. A call of unknown size
 	 * (gloo's) is grouped by its place in the step instead: the third all-reduce of every step
 	 * is one call site, however large. */

@@ -122,12 +122,6 @@ struct sync { /* the synchronizing calls of a training thread: collectives and t
 	size_t n;
 };
 
-static int cmp_evp(const void *x, const void *y)
-{
-	const struct ev *a = *(const struct ev *const *)x, *b = *(const struct ev *const *)y;
-	return (a->t > b->t) - (a->t < b->t);
-}
-
 static int is_bg_coll(const struct ev *e)
 {
 	return (e->kind == DDPSPY_EV_GLOO_COLL || e->kind == DDPSPY_EV_MPI_COLL) && e->seq >= 0;
@@ -158,7 +152,7 @@ static void sync_list(struct proc *p, struct sync *s)
 		}
 	}
 	if (p->bg)
-		qsort(s->e, s->n, sizeof *s->e, cmp_evp);
+		qsort(s->e, s->n, sizeof *s->e, an_cmp_evp);
 }
 
 static int same_sig(const struct ev *x, const struct ev *y)
@@ -554,7 +548,7 @@ static void bg_build(struct split *s, struct proc *p)
 		for (size_t k = 0; &p->thr[h] != t && k < p->thr[h].n && s->nbg < n; k++)
 			if (is_bg_coll(&p->thr[h].ev[k]))
 				s->bg[s->nbg++] = &p->thr[h].ev[k];
-	qsort(s->bg, s->nbg, sizeof *s->bg, cmp_evp);
+	qsort(s->bg, s->nbg, sizeof *s->bg, an_cmp_evp);
 	for (size_t i = 0; i < s->nbg; i++) {
 		const struct ev *e = s->bg[i];
 		struct inst *in = an_inst_get(&s->sd->tab, e->comm, e->seq, 0);
