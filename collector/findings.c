@@ -641,13 +641,24 @@ static void find_skew(struct analysis *a)
 		free(v);
 		return;
 	}
-	/* Skew is what varies from step to step. A rank's steady offset (a slower core, more data
-	 * every step) is a straggler's, found by find_late_ranks: each rank's median compute is taken
-	 * out first, so that it neither counts as skew nor makes that rank the slowest every step. */
+	/* Skew is what varies from step to step. A rank that is steadily slower (a slower core, more
+	 * data every step) is a straggler's, found by find_late_ranks: each rank's compute is first
+	 * divided by its median ratio to the ranks' mean in the same step, so that it neither counts
+	 * as skew nor makes that rank the slowest every step. A ratio, not a difference: where steps
+	 * differ in size (length buckets), a slower core costs each step in proportion. */
+#define COMP(r, k) (a->ranks[r].steps ? a->ranks[r].steps[k].cat[CAT_COMPUTE] : 0)
 	for (int r = 0; r < R; r++) {
-		for (size_t k = 0; k < N; k++)
-			v[k] = a->ranks[r].steps ? a->ranks[r].steps[k].cat[CAT_COMPUTE] : 0;
-		off[r] = an_quantile(v, N, 0.5);
+		size_t m = 0;
+		for (size_t k = 0; k < N; k++) {
+			double mean = 0;
+			for (int q = 0; q < R; q++)
+				mean += COMP(q, k) / R;
+			if (mean > 0)
+				v[m++] = COMP(r, k) / mean;
+		}
+		off[r] = m ? an_quantile(v, m, 0.5) : 1;
+		if (!(off[r] > 0))
+			off[r] = 1;
 	}
 	free(v);
 	double sev = 0, spread = 0;
@@ -655,7 +666,7 @@ static void find_skew(struct analysis *a)
 		double mx = -INFINITY, mean = 0;
 		int am = 0;
 		for (int r = 0; r < R; r++) {
-			double c = (a->ranks[r].steps ? a->ranks[r].steps[k].cat[CAT_COMPUTE] : 0) - off[r];
+			double c = COMP(r, k) / off[r];
 			mean += c / R;
 			if (c > mx) {
 				mx = c;
@@ -669,6 +680,7 @@ static void find_skew(struct analysis *a)
 		changes += prev >= 0 && am != prev;
 		prev = am;
 	}
+#undef COMP
 	int most = 0;
 	for (int r = 0; r < R; r++)
 		most = cnt[r] > most ? cnt[r] : most;

@@ -211,7 +211,7 @@ static int convert(const struct trace_event *e, struct ev *v)
 		break;
 	case DDPSPY_EV_GLOO_COLL:
 		v->op = (int8_t)a[0];
-		v->comm = -2; /* gloo's own sequence space */
+		v->comm = -2 - v->op; /* gloo numbers each operation on its own: one sequence space per op */
 		v->seq = (int32_t)a[1];
 		v->bytes = a[2];
 		break;

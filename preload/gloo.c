@@ -4,7 +4,8 @@
  *
  * The options object's layout is private to each gloo version, so the byte count is not read
  * from it: bytes are recorded as -1 (unknown). Sequence numbers count each operation per
- * process, in call order, which is the order PyTorch issues them on every rank.
+ * process, in call order, which is the order PyTorch issues them on every rank (the collector
+ * keeps one sequence space per operation).
  *
  * gloo reports errors by throwing C++ exceptions. This file is compiled with -fexceptions so an
  * exception can unwind through our frame, and the cleanup attribute releases the guard and
@@ -16,7 +17,7 @@
 
 struct gcall {
 	struct dsp_tls *t;
-	uint64_t t0;
+	uint64_t t0, seq;
 	int op, done;
 };
 
@@ -27,8 +28,7 @@ static void gloo_end(struct gcall *c)
 	if (!c->t)
 		return;
 	uint64_t t1 = dsp_now();
-	int64_t a[4] = {c->op, (int64_t)__atomic_fetch_add(&seqs[c->op], 1, __ATOMIC_RELAXED), -1,
-			!c->done};
+	int64_t a[4] = {c->op, (int64_t)c->seq, -1, !c->done};
 	dsp_emit_wait(c->t, DDPSPY_EV_GLOO_COLL, c->t0, t1, 4, a);
 	dsp_leave(c->t);
 }
@@ -63,9 +63,12 @@ static void gloo_missing(const char *name)
 			gloo_missing(#sym);                                               \
 			return;                                                           \
 		}                                                                         \
-		struct gcall c __attribute__((cleanup(gloo_end))) = {NULL, 0, op, 0};     \
+		struct gcall c __attribute__((cleanup(gloo_end))) = {NULL, 0, 0, op, 0};  \
 		if (dsp_enter(&dsp_tls)) {                                                \
 			c.t = &dsp_tls;                                                   \
+			/* numbered as called: ProcessGroupGloo's worker threads may finish \
+			 * two collectives in a different order on each rank */            \
+			c.seq = __atomic_fetch_add(&seqs[op], 1, __ATOMIC_RELAXED);       \
 			c.t0 = dsp_now();                                                 \
 		}                                                                         \
 		real_##sym(opts);                                                         \
