@@ -101,7 +101,7 @@ def main():
     straggler = rank == a.straggler_rank
 
     it, epoch = iter(dl), 0
-    steps, t_data, t_host, losses = [], [], [], []
+    steps, t_data, t_host, t_fwd, losses = [], [], [], [], []
     for s in range(a.warmup + a.steps):
         t0 = time.perf_counter()
         try:
@@ -121,7 +121,10 @@ def main():
                 for _ in range(a.straggler_compute):
                     loss_fn(model(x), y).backward()
         opt.zero_grad()
-        loss = loss_fn(model(x), y)
+        tf = time.perf_counter()
+        out = model(x)
+        fwd = time.perf_counter() - tf  # compute only: DDP's backward also waits for all-reduces
+        loss = loss_fn(out, y)
         loss.backward()
         opt.step()
         if extra is not None:
@@ -136,10 +139,12 @@ def main():
             steps.append((t2 - t0) * 1000)
             t_data.append((t1 - t0) * 1000)
             t_host.append(host)
+            t_fwd.append(fwd * 1000)
             losses.append(float(loss))
 
-    mine = torch.tensor([statistics.median(steps), statistics.mean(t_data), statistics.mean(t_host)])
-    every = [torch.zeros(3) for _ in range(world)]
+    mine = torch.tensor([statistics.median(steps), statistics.mean(t_data), statistics.mean(t_host),
+                         statistics.median(t_fwd)])
+    every = [torch.zeros(4) for _ in range(world)]
     dist.all_gather(every, mine)
     if rank == 0:
         p50 = statistics.median(steps)
@@ -148,7 +153,8 @@ def main():
             "step_ms_p50": round(p50, 3), "samples_per_s": round(world * a.batch * 1000 / p50, 1),
             "loss_first": round(losses[0], 5), "loss_last": round(losses[-1], 5),
             "ranks": [{"rank": r, "step_ms": round(float(v[0]), 3), "data_ms": round(float(v[1]), 3),
-                       "host_ms": round(float(v[2]), 3)} for r, v in enumerate(every)],
+                       "host_ms": round(float(v[2]), 3), "forward_ms": round(float(v[3]), 3)}
+                      for r, v in enumerate(every)],
         }), flush=True)
     dist.destroy_process_group()
 
