@@ -62,16 +62,18 @@ def find(j, kind):
     return [f for f in j["findings"] if f["kind"] == kind]
 
 
-STEPS = ["--steps", "15"]
+# No DataLoader worker processes except where the input pipeline is the subject (slow data): with
+# 2 ranks, their gloo threads and 2 workers each on 2 cores, the scheduler alone at times made one
+# rank's training thread 25% slower than the other's (a straggler on this machine, not in the
+# program), which the trainer's own timings cannot show.
+STEPS = ["--steps", "15", "--workers", "0"]
 
 # ---- healthy, through `ddpspy run` ----
 t, j = traced("healthy", STEPS, via_run=True)
 if ok(j is not None, "healthy trainer traced through ddpspy run and reported"):
     out = os.path.join(d, "healthy")
-    roles = sorted(f.split("-")[0][0] for f in os.listdir(out))
-    ok([r["rank"] for r in j["ranks"]] == [0, 1] and roles.count("l") >= 1 and roles.count("w") >= 2,
-       "exactly the two training ranks; the torchrun agent is a launcher and the DataLoader workers are "
-       "workers, not ranks (files: %s)" % sorted(os.listdir(out)))
+    ok([r["rank"] for r in j["ranks"]] == [0, 1] and any(f.startswith("launcher") for f in os.listdir(out)),
+       "exactly the two training ranks; the torchrun agent is a launcher (files: %s)" % sorted(os.listdir(out)))
     ok(j["job"]["steps_analyzed"] >= 12 and j["job"]["step_source"] == "collectives",
        "the steps from gloo's all-reduces, which run on ProcessGroupGloo's threads: %d analysed, from %s"
        % (j["job"]["steps_analyzed"], j["job"]["step_source"]))
@@ -125,8 +127,11 @@ if ok(j is not None, "rank-0 work reported"):
        "and rank 0's host work is not also called a straggler: %s" % kinds(j))
 
 # ---- a starved DataLoader: one worker, 15 ms per sample ----
-t, j = traced("slow-data", STEPS + ["--slow-data", "15", "--workers", "1"])
+t, j = traced("slow-data", ["--steps", "15", "--slow-data", "15", "--workers", "1"])
 if ok(j is not None, "starved DataLoader reported"):
+    out = os.path.join(d, "slow-data")
+    ok([r["rank"] for r in j["ranks"]] == [0, 1] and sum(f.startswith("w") for f in os.listdir(out)) == 2,
+       "the DataLoader's worker processes are their rank's workers, not ranks (files: %s)" % sorted(os.listdir(out)))
     f = find(j, "data_stall")
     ev = f[0]["evidence"] if f else {}
     ok(j["verdict"]["bound"] == "data" and f, "data-bound with a data_stall: %s, %s" % (j["verdict"]["summary"], kinds(j)))
