@@ -634,7 +634,7 @@ static void find_skew(struct analysis *a)
 	if (R < 2 || !N)
 		return;
 	int *cnt = calloc((size_t)R, sizeof *cnt), changes = 0, prev = -1;
-	double *off = calloc((size_t)R, sizeof *off), *v = malloc(N * sizeof *v);
+	double *off = calloc((size_t)R, sizeof *off), *v = malloc(2 * N * sizeof *v), *mk = v + N;
 	if (!cnt || !off || !v) {
 		free(cnt);
 		free(off);
@@ -647,15 +647,16 @@ static void find_skew(struct analysis *a)
 	 * as skew nor makes that rank the slowest every step. A ratio, not a difference: where steps
 	 * differ in size (length buckets), a slower core costs each step in proportion. */
 #define COMP(r, k) (a->ranks[r].steps ? a->ranks[r].steps[k].cat[CAT_COMPUTE] : 0)
+	for (size_t k = 0; k < N; k++) { /* the ranks' mean compute in each step */
+		mk[k] = 0;
+		for (int q = 0; q < R; q++)
+			mk[k] += COMP(q, k) / R;
+	}
 	for (int r = 0; r < R; r++) {
 		size_t m = 0;
-		for (size_t k = 0; k < N; k++) {
-			double mean = 0;
-			for (int q = 0; q < R; q++)
-				mean += COMP(q, k) / R;
-			if (mean > 0)
-				v[m++] = COMP(r, k) / mean;
-		}
+		for (size_t k = 0; k < N; k++)
+			if (mk[k] > 0)
+				v[m++] = COMP(r, k) / mk[k];
 		off[r] = m ? an_quantile(v, m, 0.5) : 1;
 		if (!(off[r] > 0))
 			off[r] = 1;

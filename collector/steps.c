@@ -169,6 +169,12 @@ struct pattern {
 	size_t key_delta;       /* ... this many sync calls after it */
 };
 
+/* ns between the end of sync call i - 1 and the start of call i (negative when they overlap) */
+static double gap_before(const struct sync *s, size_t i)
+{
+	return (double)(s->e[i]->t - (s->e[i - 1]->t + s->e[i - 1]->d));
+}
+
 /* How clearly period p puts one long pause among the gaps before calls: the longest per-phase
  * median gap over the mean gap, on up to 2048 calls from the second quarter on (start-up is
  * irregular). A multiple of the true period scores the same; a wrong one, about 1. */
@@ -181,11 +187,11 @@ static double period_score(const struct sync *s, size_t p)
 	if (!g || hi <= lo)
 		return free(g), 0;
 	for (size_t i = lo; i < hi; i++)
-		sum += fmax(0, (double)(s->e[i]->t - (s->e[i - 1]->t + s->e[i - 1]->d)));
+		sum += fmax(0, gap_before(s, i));
 	for (size_t b = 0; b < p; b++) {
 		size_t m = 0;
 		for (size_t i = lo + b; i < hi; i += p)
-			g[m++] = fmax(0, (double)(s->e[i]->t - (s->e[i - 1]->t + s->e[i - 1]->d)));
+			g[m++] = fmax(0, gap_before(s, i));
 		if (m)
 			mx = fmax(mx, an_quantile(g, m, 0.5));
 	}
@@ -230,7 +236,7 @@ static int find_pattern(struct sync *s, struct pattern *pt)
 			return -1;
 		for (size_t i = b; i < n; i += P)
 			if (i > 0)
-				g[m++] = (double)(s->e[i]->t - (s->e[i - 1]->t + s->e[i - 1]->d));
+				g[m++] = gap_before(s, i);
 		double med = an_quantile(g, m, 0.5);
 		free(g);
 		if (m && med > best_gap) {
