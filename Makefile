@@ -91,7 +91,7 @@ $(B)/testapps/libglooplugin.so: testapps/glooplugin.cc $(B)/testapps/libfakegloo
 	$(CXX) -O2 -g -fPIC -shared -o $@ $< -L$(B)/testapps -lfakegloo -Wl,-rpath,'$$ORIGIN'
 $(B)/bench/gentrace: bench/gentrace.c common/format.c common/format.h
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) -o $@ bench/gentrace.c common/format.c -lmsgpackc
+	$(CC) $(BASE) -o $@ bench/gentrace.c common/format.c -lmsgpackc -lm
 $(B)/bench/decode: bench/decode.c common/format.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ bench/decode.c -lmsgpackc

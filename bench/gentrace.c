@@ -5,8 +5,18 @@
  * With "sync", the training thread reads the samples itself (a synchronous loader, no input
  * thread): every event is then on the thread whose events the report streams a second time.
  *
- * usage: gentrace DIR RANKS EVENTS_PER_RANK [sync] */
+ * With "gloo SEED", the steps are shaped like PyTorch DDP over gloo instead: two all-reduces of no
+ * known size per step on a helper thread (ProcessGroupGloo's), the first starting after a pause
+ * that varies from step to step (pseudo-random from SEED, the same on every rank), the second
+ * right after it, and the main thread waiting on a condition variable from just after the first
+ * starts until the second ends. Every step takes exactly 150 ms. Prints its ground truth as one
+ * JSON line: steps, step_ms, and per step the main thread's comms (its wait while an all-reduce
+ * runs) and host (its wait between the two) in ms.
+ *
+ * usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | gloo SEED] */
+#include <math.h>
 #include <msgpack.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,13 +108,61 @@ static void add(struct evbuf *b, int kind, int64_t t, int64_t dur, int nargs, co
 	b->prev = t;
 }
 
+static uint64_t rng;
+
+static double uniform(void) /* xorshift64*: the same sequence on every machine */
+{
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return (double)((rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
+}
+
+static double gauss(double mean, double sd)
+{
+	return mean + sd * sqrt(-2 * log(1 - uniform())) * cos(2 * M_PI * uniform());
+}
+
+/* steps of gloo mode, one rank; returns the number of events written. Times in ns. The main
+ * thread's comms and host per step go to truth[2 * step], truth[2 * step + 1] (ms). */
+static long gloo_steps(struct evbuf *main_thr, struct evbuf *helper, int64_t t, long per, uint64_t seed,
+		       double *truth)
+{
+	long n = 0, k = 0;
+	int seq = 0;
+	rng = seed * 0x9E3779B97F4A7C15ULL + 1;
+	for (; n + 3 <= per; n += 3, k++) {
+		/* the pause before the first all-reduce (data, forward, early backward): 95 ms, sd 30,
+		 * kept within 20..120 so that the step holds both calls */
+		double x = fmin(120, fmax(20, gauss(95, 30))), y = fmin(15, fabs(gauss(0, 8)));
+		int64_t a0 = t + (int64_t)(x * 1e6), b0 = a0 + 10000000 + (int64_t)(y * 1e6);
+		int64_t end = t + 150000000, w0 = a0 + 5000000;
+		int64_t ga[4] = { DDPSPY_OP_ALLREDUCE, seq++, -1, 0 }, gb[4] = { DDPSPY_OP_ALLREDUCE, seq++, -1, 0 };
+		add(helper, DDPSPY_EV_GLOO_COLL, a0, 10000000, 4, ga);
+		add(helper, DDPSPY_EV_GLOO_COLL, b0, end - b0, 4, gb);
+		int64_t cw[4] = { 0x2000, 0x2040, 0, 0 };
+		add(main_thr, DDPSPY_EV_COND_WAIT, w0, end - w0, 4, cw);
+		/* waiting while an all-reduce runs is comms; between the two, host */
+		truth[2 * k] = (double)(end - w0 - (b0 - (a0 + 10000000))) / 1e6;
+		truth[2 * k + 1] = (double)(b0 - (a0 + 10000000)) / 1e6;
+		t = end;
+	}
+	return n;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc < 4 || argc > 5 || (argc == 5 && strcmp(argv[4], "sync"))) {
-		fprintf(stderr, "usage: gentrace DIR RANKS EVENTS_PER_RANK [sync]\n");
+	int gloo = argc == 6 && !strcmp(argv[4], "gloo");
+	if (argc < 4 || argc > 6 || (argc == 5 && strcmp(argv[4], "sync")) || (argc == 6 && !gloo)) {
+		fprintf(stderr, "usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | gloo SEED]\n");
 		return 2;
 	}
 	int sync = argc == 5;
+	uint64_t seed = gloo ? strtoull(argv[5], NULL, 10) : 0;
+	long steps = gloo ? atol(argv[3]) / 3 : 0;
+	double *truth = gloo ? calloc((size_t)steps * 2 + 1, sizeof *truth) : NULL;
+	if (gloo && !truth)
+		return 1;
 	int ranks = atoi(argv[2]);
 	long per = atol(argv[3]);
 	msgpack_sbuffer_init(&sb);
@@ -152,16 +210,20 @@ int main(int argc, char **argv)
 			msgpack_pack_map(&pk, 3);
 			str("k"), str(DDPSPY_REC_THREAD);
 			kv_int("tid", 1000 + r + th * 100000);
-			str("name"), str(th ? "ddpbench-in0" : "ddpbench");
+			str("name"), str(gloo ? (th ? "pt_gloo" : "python3") : th ? "ddpbench-in0" : "ddpbench");
 			frame_end();
 		}
 		train.tid = 1000 + r;
 		input.tid = 1000 + r + 100000;
 		long n = 0;
 		int seq = 0;
+		if (gloo) {
+			n = gloo_steps(&train, &input, t, per, seed, truth);
+			t += 150000000LL * steps;
+		}
 		/* a 40 ms step: 128 preads on the input thread, then the training thread's pipe read,
 		 * compute, three Iallreduces during backward, the Waitall; rank r is a little late */
-		while (n < per) {
+		while (!gloo && n < per) {
 			int64_t s0 = t;
 			for (int i = 0; i < 128; i++) {
 				int64_t a[5] = { 5, DDPSPY_FD_FILE, 4096, 4096, (int64_t)i * 4096 };
@@ -191,5 +253,16 @@ int main(int argc, char **argv)
 		fclose(out);
 	}
 	msgpack_sbuffer_destroy(&sb);
+	if (gloo) {
+		printf("{\"steps\": %ld, \"step_ms\": 150", steps);
+		for (int c = 0; c < 2; c++) {
+			printf(", \"%s\": [", c ? "host_ms" : "comms_ms");
+			for (long k = 0; k < steps; k++)
+				printf("%s%.6f", k ? ", " : "", truth[2 * k + c]);
+			printf("]");
+		}
+		printf("}\n");
+		free(truth);
+	}
 	return 0;
 }

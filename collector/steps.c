@@ -175,14 +175,21 @@ static double gap_before(const struct sync *s, size_t i)
 	return (double)(s->e[i]->t - (s->e[i - 1]->t + s->e[i - 1]->d));
 }
 
+/* the window of calls the period is judged on: up to 2048 from the second quarter on (start-up is
+ * irregular) */
+static void judge_window(const struct sync *s, size_t *lo, size_t *hi)
+{
+	*lo = s->n / 4 ? s->n / 4 : 1;
+	*hi = *lo + 2048 < s->n ? *lo + 2048 : s->n;
+}
+
 /* How clearly period p puts one long pause among the gaps before calls: the longest per-phase
- * median gap over the mean gap, on up to 2048 calls from the second quarter on (start-up is
- * irregular). A multiple of the true period scores the same; a wrong one, about 1. */
+ * median gap over the mean gap. A multiple of the true period scores the same or, by chance,
+ * better; a wrong one, about 1. */
 static double period_score(const struct sync *s, size_t p)
 {
-	size_t lo = s->n / 4, hi = lo + 2048 < s->n ? lo + 2048 : s->n;
-	if (lo == 0)
-		lo = 1;
+	size_t lo, hi;
+	judge_window(s, &lo, &hi);
 	double mx = 0, sum = 0, *g = malloc(((hi - lo) / p + 2) * sizeof *g);
 	if (!g || hi <= lo)
 		return free(g), 0;
@@ -197,6 +204,62 @@ static double period_score(const struct sync *s, size_t p)
 	}
 	free(g);
 	return sum > 0 ? mx / (sum / (double)(hi - lo)) : 0;
+}
+
+struct ranked { double v; size_t i; };
+
+static int cmp_ranked(const void *x, const void *y)
+{
+	const struct ranked *a = x, *b = y;
+	return (a->v > b->v) - (a->v < b->v);
+}
+
+/* The period that best explains the gaps between look-alike calls: the largest F statistic of a
+ * one-way analysis of variance of the gaps' ranks grouped by phase (ranks, so that one long
+ * hiccup does not decide). A multiple k*P of the true period explains no more than P does but
+ * spends k times the degrees of freedom, so unlike the pause score it is not favoured by chance.
+ * 0 when there is too little to judge. */
+static size_t best_period(const struct sync *s, size_t maxp)
+{
+	size_t lo, hi;
+	judge_window(s, &lo, &hi);
+	size_t N = hi > lo ? hi - lo : 0, P = 0;
+	struct ranked *r = N > maxp ? malloc(N * sizeof *r) : NULL;
+	double *rank = r ? malloc(N * sizeof *rank) : NULL, *sum = rank ? malloc(maxp * sizeof *sum) : NULL;
+	size_t *cnt = sum ? malloc(maxp * sizeof *cnt) : NULL;
+	if (!cnt)
+		goto out;
+	for (size_t i = 0; i < N; i++)
+		r[i] = (struct ranked){ fmax(0, gap_before(s, lo + i)), i };
+	qsort(r, N, sizeof *r, cmp_ranked);
+	for (size_t i = 0, j; i < N; i = j) { /* ties share their mean rank (overlapping calls: many 0s) */
+		for (j = i + 1; j < N && r[j].v == r[i].v; j++)
+			;
+		for (size_t k = i; k < j; k++)
+			rank[r[k].i] = (double)(i + j - 1) / 2;
+	}
+	double mean = (double)(N - 1) / 2, sst = 0, bestF = -1;
+	for (size_t i = 0; i < N; i++)
+		sst += (rank[i] - mean) * (rank[i] - mean);
+	for (size_t p = 2; p <= maxp; p++) {
+		memset(sum, 0, p * sizeof *sum);
+		memset(cnt, 0, p * sizeof *cnt);
+		for (size_t i = 0; i < N; i++) {
+			sum[i % p] += rank[i];
+			cnt[i % p]++;
+		}
+		double ssb = 0;
+		for (size_t b = 0; b < p; b++)
+			ssb += cnt[b] ? (sum[b] / (double)cnt[b] - mean) * (sum[b] / (double)cnt[b] - mean) * (double)cnt[b] : 0;
+		double ssw = sst - ssb, F = ssw > 1e-9 * sst ? (ssb / (double)(p - 1)) / (ssw / (double)(N - p)) : INFINITY;
+		if (F > bestF) {
+			bestF = F;
+			P = p;
+		}
+	}
+out:
+	free(r), free(rank), free(sum), free(cnt);
+	return P;
 }
 
 static int find_pattern(struct sync *s, struct pattern *pt)
@@ -214,17 +277,12 @@ static int find_pattern(struct sync *s, struct pattern *pt)
 		return -1;
 	if (P == 1) {
 		/* Calls that all look alike (gloo's carry no byte count: every all-reduce matches every
-		 * other) match at every period. A step is where a long pause recurs among short gaps:
-		 * the smallest period (with 8 calls per phase to judge by) that shows it nearly as well
-		 * as any, if one shows it clearly (its pause 1.4 times the mean gap); else one call per
-		 * step. */
-		double sc[129] = { 0 }, best_score = 0;
-		size_t maxp = (n - n / 4) / 8 < 128 ? (n - n / 4) / 8 : 128;
-		for (size_t p = 2; p <= maxp; p++)
-			best_score = fmax(best_score, sc[p] = period_score(s, p));
-		for (size_t p = maxp; best_score >= 1.4 && p >= 2; p--)
-			if (sc[p] >= 0.85 * best_score)
-				P = p;
+		 * other) match at every period. A step is where a long pause recurs among short gaps: the
+		 * period that best explains the gaps (with 8 calls per phase to judge by), if it shows
+		 * the pause clearly (1.4 times the mean gap); else one call per step. */
+		size_t maxp = (n - n / 4) / 8 < 128 ? (n - n / 4) / 8 : 128, p = maxp >= 2 ? best_period(s, maxp) : 0;
+		if (p >= 2 && period_score(s, p) >= 1.4)
+			P = p;
 	}
 	/* phase: where the gap before a call is longest (data loading and forward come first) */
 	size_t best = 0;
