@@ -74,4 +74,9 @@ def ms(ns):
 
 
 def cleanup(d):
-    shutil.rmtree(d, ignore_errors=True)
+    """Removes a test's directory, unless one of its checks failed: then its traces are kept for a
+    look, and the path is printed (timing-sensitive failures rarely come twice)."""
+    if _failed:
+        print("# a check failed: its traces are kept in %s" % d, flush=True)
+    else:
+        shutil.rmtree(d, ignore_errors=True)
