@@ -843,7 +843,6 @@ void an_analyse_steps(struct analysis *a)
 	sd->fold = calloc((size_t)R, sizeof *sd->fold);
 	if (!sd->wf || !sd->nwf || !sd->cwf || !sd->exc || !sd->late || !sd->nlate || !sd->fold)
 		goto out;
-	int64_t first = INT64_MAX, last = INT64_MIN;
 	for (int r = 0; r < R; r++) {
 		struct rankinfo *ri = &a->ranks[r];
 		ri->steps = calloc(N, sizeof *ri->steps);
@@ -888,8 +887,6 @@ void an_analyse_steps(struct analysis *a)
 			if (st->wait > st->cat[CAT_COMMS])
 				st->wait = st->cat[CAT_COMMS];
 		}
-		first = ri->steps[0].t0 < first ? ri->steps[0].t0 : first;
-		last = ri->steps[N - 1].t1 > last ? ri->steps[N - 1].t1 : last;
 	}
 	/* the late ranks' excess, and the critical path: waits charged to what made the peer late */
 	struct rv *rv = malloc((size_t)R * sizeof *rv);
@@ -990,8 +987,6 @@ void an_analyse_steps(struct analysis *a)
 	a->step_p50 = an_quantile(v, N, 0.5);
 	a->step_p95 = an_quantile(v, N, 0.95);
 	a->step_max = v[N - 1];
-	(void)first;
-	(void)last;
 	free(v);
 	free(job);
 out:
