@@ -95,13 +95,22 @@ def main():
     for i in range(len(dims) - 1):
         layers += [torch.nn.Linear(dims[i], dims[i + 1]), torch.nn.ReLU()]
     model = DDP(torch.nn.Sequential(*layers, torch.nn.Linear(dims[-1], CLASSES)))
+    # Ground truth for a profiler: when this rank's backward finished computing, i.e. handed its
+    # last gradient bucket to the all-reduce. Backward ends at the first layer; the others wait
+    # there for a late rank, however it came to be late (a sleep, more work, a slower CPU).
+    handed = [0.0]
+
+    def grad_done(grad):
+        handed[0] = time.time()
+
+    hooks = [prm.register_hook(grad_done) for prm in layers[0].parameters()]
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     extra = torch.zeros(int(a.extra_allreduce * (1 << 20)) // 4) if a.extra_allreduce > 0 else None
     straggler = rank == a.straggler_rank
 
     it, epoch = iter(dl), 0
-    steps, t_data, t_host, t_fwd, losses = [], [], [], [], []
+    steps, t_data, t_host, t_fwd, t_last, losses = [], [], [], [], [], []
     for s in range(a.warmup + a.steps):
         t0 = time.perf_counter()
         try:
@@ -140,12 +149,21 @@ def main():
             t_data.append((t1 - t0) * 1000)
             t_host.append(host)
             t_fwd.append(fwd * 1000)
+            t_last.append(handed[0])
             losses.append(float(loss))
 
+    for h in hooks:
+        h.remove()
     mine = torch.tensor([statistics.median(steps), statistics.mean(t_data), statistics.mean(t_host),
                          statistics.median(t_fwd)])
     every = [torch.zeros(4) for _ in range(world)]
     dist.all_gather(every, mine)
+    # how late each rank finished its backward, behind the earliest rank, per step (one host's
+    # clock; float64: epoch seconds)
+    last = [torch.zeros(len(t_last), dtype=torch.float64) for _ in range(world)]
+    dist.all_gather(last, torch.tensor(t_last, dtype=torch.float64))
+    late = [statistics.median(float(last[r][s] - min(last[q][s] for q in range(world))) * 1000
+                              for s in range(len(t_last))) for r in range(world)]
     if rank == 0:
         p50 = statistics.median(steps)
         print(json.dumps({
@@ -153,10 +171,16 @@ def main():
             "step_ms_p50": round(p50, 3), "samples_per_s": round(world * a.batch * 1000 / p50, 1),
             "loss_first": round(losses[0], 5), "loss_last": round(losses[-1], 5),
             "ranks": [{"rank": r, "step_ms": round(float(v[0]), 3), "data_ms": round(float(v[1]), 3),
-                       "host_ms": round(float(v[2]), 3), "forward_ms": round(float(v[3]), 3)}
+                       "host_ms": round(float(v[2]), 3), "forward_ms": round(float(v[3]), 3),
+                       "backward_late_ms": round(late[r], 3)}
                       for r, v in enumerate(every)],
         }), flush=True)
+    del it  # DataLoader workers are shut down and joined here
     dist.destroy_process_group()
+    # PyTorch 1.13 can hang at exit once Python hooks were registered on a DDP model's parameters
+    # (even removed): destroying the model joins gloo's threads while holding the GIL that one of
+    # them waits for (1 exit in 8 here). Everything is written and flushed: leave without teardown.
+    os._exit(0)
 
 
 if __name__ == "__main__":

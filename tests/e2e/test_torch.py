@@ -40,6 +40,9 @@ def traced(name, args, via_run=False, script=None):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     lines = [l.split(":", 1)[1] if l.startswith("[default0]:") else l for l in p.stdout.splitlines()]
     truth = next((json.loads(l) for l in reversed(lines) if l.startswith("{")), None)
+    if truth is not None and os.path.isdir(out):  # beside the traces, for a look when a check fails
+        with open(os.path.join(out, "truth.json"), "w") as fh:
+            json.dump(truth, fh)
     if p.returncode != 0 or truth is None:
         print("# %s failed (rc=%d): %s" % (name, p.returncode, (p.stderr or p.stdout)[-800:].replace("\n", "\n# ")))
         return None, None
@@ -87,26 +90,39 @@ if ok(j is not None, "healthy trainer traced through ddpspy run and reported"):
     bad = [f for f in j["findings"] if f["kind"] in ("rank0_serialization", "collective_volume", "data_stall")
            and f["severity"] >= 0.1]
     ok(not bad, "healthy: no rank-0, volume or data finding of 0.1 or more: %s" % kinds(j))
-    # This VM's two vCPUs are at times 10-40% apart in speed, which makes the rank on the slower one
-    # a real compute straggler. The trainer times its forward pass (pure compute; backward also
-    # waits for all-reduces): a straggler is right only on the rank that measured slower, costing
-    # about its slowdown (the step is nearly all compute).
-    fwd = [r["forward_ms"] for r in t["ranks"]]
-    gap = max(fwd) / min(fwd) - 1
+    # On 2 cores a healthy gloo job is not always balanced: when one rank falls behind, both ranks'
+    # gloo threads reduce the early buckets while it is still in backward, and slow it further (and
+    # this VM's vCPUs are at times 10-40% apart in speed). Such a rank is a real straggler. The
+    # trainer measures when each rank finished its backward, behind the earliest, per step: a
+    # straggler is right only on the rank that was late, costing about that lateness over the step.
+    late = [r["backward_late_ms"] / t["step_ms_p50"] for r in t["ranks"]]
     st = [f for f in find(j, "straggler") if f["severity"] >= 0.1]
-    ok(not st or (len(st) == 1 and st[0]["rank"] == fwd.index(max(fwd)) and st[0]["evidence"]["cause"] == "compute"
-                  and abs(st[0]["severity"] - gap) <= 0.1),
-       "healthy: a straggler only as the trainer measured one (forward %s ms per rank, slowdown %.2f): %s"
-       % (fwd, gap, kinds(j)))
+    ok(not st or (len(st) == 1 and st[0]["rank"] == late.index(max(late)) and st[0]["evidence"]["cause"] == "compute"
+                  and abs(st[0]["severity"] - max(late)) <= 0.1),
+       "healthy: a straggler only as the trainer measured one (backward finished late by %s of the step per "
+       "rank): %s" % ([round(x, 2) for x in late], kinds(j)))
 
 # ---- straggler by delay: rank 1 sleeps 60 ms per step ----
-t, j = traced("delay", STEPS + ["--straggler-delay", "60"])
+# What the others wait for is rank 1's lateness at the end of backward: the sleep, and whatever else
+# made it slower or faster than rank 0 in that run (see the healthy case), as the trainer measured
+# it. A run in which rank 0 was itself slowed so much that rank 1 was not late by most of its sleep
+# did not make the straggler it was asked for (seen once in CI: rank 0 computed 60 ms longer than
+# rank 1): it is run again, saying so, up to three times.
+for attempt in range(3):
+    t, j = traced("delay", STEPS + ["--straggler-delay", "60"])
+    late = t["ranks"][1]["backward_late_ms"] if t else 0
+    if j is None or late >= 0.8 * 60 or attempt == 2:
+        break
+    print("# delay: rank 1 finished backward only %.1f ms after rank 0 although it sleeps 60 ms: the "
+          "machine slowed rank 0 as much; running it again" % late)
+    shutil.rmtree(os.path.join(d, "delay"), ignore_errors=True)
 if ok(j is not None, "straggler by delay reported"):
     f = find(j, "straggler")
-    want = 60 / t["step_ms_p50"]
-    ok(f and f[0]["rank"] == 1 and f[0]["evidence"]["cause"] == "host" and abs(f[0]["severity"] - want) <= 0.25 * want,
-       "straggler rank 1, cause host (a Python sleep), severity within 25%% of its delay over the step, %.2f: %s"
-       % (want, kinds(j)))
+    want = late / t["step_ms_p50"]
+    ok(late >= 0.8 * 60 and f and f[0]["rank"] == 1 and f[0]["evidence"]["cause"] == "host"
+       and abs(f[0]["severity"] - want) <= 0.25 * want,
+       "straggler rank 1, cause host (a Python sleep), severity within 25%% of its lateness over the step "
+       "(%.1f ms, the sleep is 60), %.2f: %s" % (late, want, kinds(j)))
 
 # ---- straggler by extra compute: rank 1 runs forward and backward twice more ----
 t, j = traced("compute", STEPS + ["--straggler-compute", "2"])
