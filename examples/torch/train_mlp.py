@@ -175,7 +175,7 @@ def main():
                        "backward_late_ms": round(late[r], 3)}
                       for r, v in enumerate(every)],
         }), flush=True)
-    del it  # DataLoader workers are shut down and joined here
+    del it, dl  # the DataLoader's worker processes are shut down and joined here
     dist.destroy_process_group()
     # PyTorch 1.13 can hang at exit once Python hooks were registered on a DDP model's parameters
     # (even removed): destroying the model joins gloo's threads while holding the GIL that one of
