@@ -515,38 +515,22 @@ int an_load_file(struct analysis *a, const char *path)
 	return 0;
 }
 
-struct stream {
-	const struct proc *p;
-	int (*fn)(void *ctx, const struct ev *e);
-	void *ctx;
-};
-
-static int on_stream_event(void *ctx, struct trace_file *f, const struct trace_event *e)
-{
-	(void)f;
-	struct stream *s = ctx;
-	struct ev v;
-	if (!convert(e, &v))
-		return 0;
-	v.t += s->p->shift;
-	return s->fn(s->ctx, &v);
-}
-
 int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *e), void *ctx)
 {
 	if (p->train < 0)
 		return -1;
-	struct trace_file f;
-	struct stream s = { p, fn, ctx };
-	struct trace_visitor v = { .ctx = &s, .on_event = on_stream_event };
-	int rc = trace_open(&f, p->file);
-	if (rc == 0) {
-		f.only_tid = p->thr[p->train].tid;
-		f.verified = p->read_to;
-		if (p->clock)
-			trace_set_clock(&f, p->clock);
-		rc = trace_read(&f, &v);
+	struct trace_cursor c;
+	struct trace_event e;
+	/* (damage where the first reading stopped ends this one there too) */
+	int rc = trace_cursor_open(&c, p->file, p->thr[p->train].tid, p->clock, p->read_to, NULL);
+	while (rc == 0 && trace_cursor_next(&c, &e) > 0) {
+		struct ev v;
+		if (!convert(&e, &v))
+			continue;
+		v.t += p->shift;
+		if (fn(ctx, &v))
+			break;
 	}
-	trace_close(&f);
-	return rc < 0 ? -1 : 0;
+	trace_cursor_close(&c);
+	return rc;
 }

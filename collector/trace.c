@@ -524,6 +524,57 @@ static int mp_key_is(const char *s, uint32_t l, const char *want)
 	return strlen(want) == l && !memcmp(s, want, l);
 }
 
+/* One event of an "ev" array at m: 0, or -1 when malformed. prev is the previous event's raw
+ * start (the record's t0 for the first), seg the calibration segment of the last conversion.
+ * Events of a kind that want (when not NULL) does not have are parsed past, not converted: 1. */
+static inline __attribute__((always_inline)) int decode_event(struct trace_file *f, struct mp *m, uint64_t *prev,
+							    size_t *seg, const uint8_t *want, struct trace_event *e)
+{
+	int64_t cnt = mp_container(m, 0), kind, dt, dur, stack;
+	if (cnt < 4 || !mp_int(m, &kind) || !mp_int(m, &dt) || !mp_int(m, &dur) || !mp_int(m, &stack))
+		return -1;
+	e->raw = *prev + (uint64_t)dt;
+	*prev = e->raw;
+	if (want && (kind < 0 || kind >= DDPSPY_EV_COUNT || !want[kind])) {
+		for (int64_t k = 4; k < cnt; k++)
+			if (!mp_skip(m, 0))
+				return -1;
+		return 1;
+	}
+	e->kind = (int)kind;
+	e->t_ns = raw_to_ns(f, e->raw, seg);
+	e->dur_ns = raw_to_ns(f, e->raw + (uint64_t)dur, seg) - e->t_ns;
+	e->stack = (uint32_t)stack;
+	e->nargs = 0;
+	e->str = NULL;
+	e->slen = 0;
+	e->str_index = -1;
+	int64_t k = 4;
+	/* the usual case: arguments that are small non-negative integers, one byte each */
+	while (k < cnt && e->nargs < TRACE_MAX_ARGS && m->p < m->end && *m->p <= 0x7f) {
+		e->args[e->nargs++] = *m->p++;
+		k++;
+	}
+	for (; k < cnt; k++) {
+		if (e->nargs == TRACE_MAX_ARGS) {
+			if (!mp_skip(m, 0))
+				return -1;
+			continue;
+		}
+		if (mp_int(m, &e->args[e->nargs])) {
+			e->nargs++;
+		} else if (mp_str(m, &e->str, &e->slen)) {
+			e->str_index = e->nargs;
+			e->args[e->nargs++] = 0;
+		} else if (mp_skip(m, 0)) {
+			e->args[e->nargs++] = -1;
+		} else {
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* decodes the "ev" array at m, for thread tid, raw times from t0 */
 static int fast_event_list(struct trace_file *f, struct mp *m, int64_t tid, int64_t t0,
 			   const struct trace_visitor *v)
@@ -537,42 +588,8 @@ static int fast_event_list(struct trace_file *f, struct mp *m, int64_t tid, int6
 	size_t seg = f->seg;
 	e.tid = (int)tid;
 	for (int64_t i = 0; i < n; i++) {
-		int64_t cnt = mp_container(m, 0), kind, dt, dur, stack;
-		if (cnt < 4 || !mp_int(m, &kind) || !mp_int(m, &dt) || !mp_int(m, &dur) || !mp_int(m, &stack))
+		if (decode_event(f, m, &prev, &seg, NULL, &e) < 0)
 			return -1;
-		e.kind = (int)kind;
-		e.raw = prev + (uint64_t)dt;
-		prev = e.raw;
-		e.t_ns = raw_to_ns(f, e.raw, &seg);
-		e.dur_ns = raw_to_ns(f, e.raw + (uint64_t)dur, &seg) - e.t_ns;
-		e.stack = (uint32_t)stack;
-		e.nargs = 0;
-		e.str = NULL;
-		e.slen = 0;
-		e.str_index = -1;
-		int64_t k = 4;
-		/* the usual case: arguments that are small non-negative integers, one byte each */
-		while (k < cnt && e.nargs < TRACE_MAX_ARGS && m->p < m->end && *m->p <= 0x7f) {
-			e.args[e.nargs++] = *m->p++;
-			k++;
-		}
-		for (; k < cnt; k++) {
-			if (e.nargs == TRACE_MAX_ARGS) {
-				if (!mp_skip(m, 0))
-					return -1;
-				continue;
-			}
-			if (mp_int(m, &e.args[e.nargs])) {
-				e.nargs++;
-			} else if (mp_str(m, &e.str, &e.slen)) {
-				e.str_index = e.nargs;
-				e.args[e.nargs++] = 0;
-			} else if (mp_skip(m, 0)) {
-				e.args[e.nargs++] = -1;
-			} else {
-				return -1;
-			}
-		}
 		if (th)
 			th->events++;
 		f->events++;
@@ -585,12 +602,15 @@ static int fast_event_list(struct trace_file *f, struct mp *m, int64_t tid, int6
 	return 0;
 }
 
-/* An "events" record: 0, 1 when a callback stopped reading, -1 when malformed. */
-static int fast_events(struct trace_file *f, const unsigned char *body, uint32_t len,
-		       const struct trace_visitor *v)
+/* An "events" record's thread, first raw time and "ev" array (at *ev, its header not yet read):
+ * 1, 0 when it is another thread's than f->only_tid, -1 when malformed. */
+static int events_record(struct trace_file *f, const unsigned char *body, uint32_t len, int64_t *tid,
+			 int64_t *t0, struct mp *ev)
 {
-	struct mp m = { body, body + len }, ev = { NULL, NULL };
-	int64_t pairs = mp_container(&m, 1), tid = INT64_MIN, t0 = INT64_MIN;
+	struct mp m = { body, body + len };
+	int64_t pairs = mp_container(&m, 1);
+	*tid = *t0 = INT64_MIN;
+	ev->p = NULL;
 	if (pairs < 0)
 		return -1;
 	for (int64_t i = 0; i < pairs; i++) {
@@ -599,28 +619,36 @@ static int fast_events(struct trace_file *f, const unsigned char *body, uint32_t
 		if (!mp_str(&m, &k, &kl))
 			return -1;
 		if (mp_key_is(k, kl, "tid")) {
-			if (!mp_int(&m, &tid))
+			if (!mp_int(&m, tid))
 				return -1;
-			if (f->only_tid > 0 && tid != f->only_tid) /* "tid" comes second: the rest is skipped */
+			if (f->only_tid > 0 && *tid != f->only_tid) /* "tid" comes second: the rest is skipped */
 				return 0;
 		} else if (mp_key_is(k, kl, "t0")) {
-			if (!mp_int(&m, &t0))
+			if (!mp_int(&m, t0))
 				return -1;
 		} else if (mp_key_is(k, kl, "ev")) {
-			if (tid != INT64_MIN && t0 != INT64_MIN) /* the writer's order: decode in place */
-				return m.p < m.end ? fast_event_list(f, &m, tid, t0, v) : -1;
-			ev = m;
+			*ev = m;
+			if (*tid != INT64_MIN && *t0 != INT64_MIN) /* the writer's order: the array is last */
+				return m.p < m.end ? 1 : -1;
 			if (!mp_skip(&m, 0))
 				return -1;
 		} else if (!mp_skip(&m, 0)) {
 			return -1;
 		}
 	}
-	if (!ev.p || tid == INT64_MIN || t0 == INT64_MIN)
+	if (!ev->p || *tid == INT64_MIN || *t0 == INT64_MIN)
 		return -1;
-	if (f->only_tid > 0 && tid != f->only_tid)
-		return 0;
-	return fast_event_list(f, &ev, tid, t0, v);
+	return f->only_tid > 0 && *tid != f->only_tid ? 0 : 1;
+}
+
+/* An "events" record: 0, 1 when a callback stopped reading, -1 when malformed. */
+static int fast_events(struct trace_file *f, const unsigned char *body, uint32_t len,
+		       const struct trace_visitor *v)
+{
+	int64_t tid, t0;
+	struct mp ev;
+	int r = events_record(f, body, len, &tid, &t0, &ev);
+	return r <= 0 ? r : fast_event_list(f, &ev, tid, t0, v);
 }
 
 /* The file is read front to back in windows of WINDOW bytes: each window's pages are mapped in
@@ -874,4 +902,77 @@ int trace_set_clock(struct trace_file *f, const struct trace_clock *c)
 {
 	f->raw_is_ns = c->raw_is_ns;
 	return copy_clock(&f->calib, &f->ncalib, c->calib, c->n);
+}
+
+/* ---- cursors ---- */
+
+int trace_cursor_open(struct trace_cursor *c, const char *path, int tid, const struct trace_clock *clock,
+		      size_t verified, const uint8_t *want)
+{
+	memset(c, 0, sizeof *c);
+	c->want = want;
+	if (trace_open(&c->f, path) < 0 || (clock && trace_set_clock(&c->f, clock) < 0)) {
+		c->state = -1;
+		return -1;
+	}
+	c->f.only_tid = tid;
+	c->f.verified = verified;
+	if (!c->f.ncalib)
+		scan_calib(&c->f);
+	c->off = DDPSPY_FILE_HEADER_LEN;
+	populate(&c->f, 0);
+	return 0;
+}
+
+int trace_cursor_next(struct trace_cursor *c, struct trace_event *e)
+{
+	struct trace_file *f = &c->f;
+	for (;;) {
+		while (c->left > 0) {
+			struct mp m = { c->p, c->end };
+			c->left--;
+			int r = decode_event(f, &m, &c->prev, &c->seg, c->want, e);
+			c->p = m.p;
+			if (r < 0) {
+				snprintf(f->error, sizeof f->error, "malformed \"events\" record");
+				return c->state = -1;
+			}
+			if (r == 0) {
+				e->tid = c->tid;
+				return 1;
+			}
+		}
+		if (c->state)
+			return c->state > 0 ? 0 : -1;
+		struct frame fr;
+		int r = next_frame(f, &c->off, &fr, 1);
+		if (r <= 0) {
+			c->state = r < 0 ? -1 : 1;
+			continue;
+		}
+		window(f, &c->done, fr.off);
+		const char *k;
+		uint32_t kl;
+		if (!peek_kind(&fr, &k, &kl) || !kind_is(k, kl, DDPSPY_REC_EVENTS))
+			continue;
+		int64_t tid, t0;
+		struct mp ev;
+		r = events_record(f, fr.body, fr.len, &tid, &t0, &ev);
+		int64_t n = r > 0 ? mp_container(&ev, 0) : 0;
+		if (r < 0 || n < 0) {
+			snprintf(f->error, sizeof f->error, "malformed \"events\" record");
+			c->state = -1;
+			continue;
+		}
+		c->p = ev.p;
+		c->end = ev.end;
+		c->left = n;
+		c->tid = (int)tid;
+		c->prev = (uint64_t)t0;
+	}
+}
+
+void trace_cursor_close(struct trace_cursor *c)
+{
+	trace_close(&c->f);
 }

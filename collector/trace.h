@@ -117,6 +117,30 @@ struct trace_clock {
 int trace_get_clock(const struct trace_file *f, struct trace_clock *c);
 int trace_set_clock(struct trace_file *f, const struct trace_clock *c);
 
+/* A reading of one thread's events that the caller pulls one at a time, so that several files
+ * (or threads of one file) can be read side by side: memory is one file's mapping window. The
+ * file should have been read once (trace_read): its clock is passed in, and frames before
+ * verified are not checked again. want (NULL: all), indexed by event kind, selects the events
+ * returned; the others are parsed past without converting their times. */
+struct trace_cursor {
+	struct trace_file f;
+	const uint8_t *want;
+	size_t off, done;          /* the next frame; the current mapping window */
+	const unsigned char *p, *end; /* in the current record's "ev" array */
+	int64_t left;              /* its events not yet returned */
+	int tid;
+	uint64_t prev;             /* the raw start of the event before */
+	size_t seg;
+	int state;                 /* 0 reading, 1 at the end, -1 damaged (f.error says why) */
+};
+/* tid: the thread (> 0), or 0 for every thread's events in file order */
+int trace_cursor_open(struct trace_cursor *c, const char *path, int tid, const struct trace_clock *clock,
+		      size_t verified, const uint8_t *want);
+/* 1: *e is the next event (its string points into the file), 0: no more, -1: the file is damaged
+ * there (everything before was returned) */
+int trace_cursor_next(struct trace_cursor *c, struct trace_event *e);
+void trace_cursor_close(struct trace_cursor *c);
+
 /* Raw clock value to CLOCK_MONOTONIC ns, interpolating between calibration points. */
 int64_t trace_raw_to_ns(const struct trace_file *f, uint64_t raw);
 

@@ -41,6 +41,54 @@ static int on_thread(void *ctx, struct trace_file *f, const struct trace_thread 
 	return 0;
 }
 
+/* what a full reading delivers, to compare a cursor's events with */
+struct seen {
+	int64_t *v; /* kind, start, duration, first argument, per event */
+	size_t n, cap;
+};
+
+static int on_record(void *ctx, struct trace_file *f, const struct trace_event *e)
+{
+	struct seen *s = ctx;
+	(void)f;
+	if (s->n + 4 > s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 4096;
+		s->v = realloc(s->v, s->cap * sizeof *s->v);
+	}
+	s->v[s->n++] = e->kind;
+	s->v[s->n++] = e->t_ns;
+	s->v[s->n++] = e->dur_ns;
+	s->v[s->n++] = e->nargs ? e->args[0] : -7;
+	return 0;
+}
+
+/* a cursor over the whole file (tid 0) or one thread gives the full reading's events, in order;
+ * returns how many matched before the first difference, -1 at the end when it was damaged */
+static long cursor_matches(const char *path, const struct seen *s, int tid, const uint8_t *want, int *end)
+{
+	struct trace_cursor c;
+	struct trace_event e;
+	long m = 0;
+	size_t i = 0;
+	*end = trace_cursor_open(&c, path, tid, NULL, 0, want);
+	while (*end == 0) {
+		int r = trace_cursor_next(&c, &e);
+		if (r <= 0) {
+			*end = r;
+			break;
+		}
+		while (i < s->n && want && !want[s->v[i]])
+			i += 4;
+		if (i >= s->n || e.kind != s->v[i] || e.t_ns != s->v[i + 1] || e.dur_ns != s->v[i + 2] ||
+		    (e.nargs ? e.args[0] : -7) != s->v[i + 3] || (tid && e.tid != tid))
+			break;
+		i += 4;
+		m++;
+	}
+	trace_cursor_close(&c);
+	return m;
+}
+
 static int read_file(const char *path, struct count *c, struct trace_file *f, int *rc)
 {
 	struct trace_visitor v = {c, NULL, NULL, on_thread, on_event, NULL, NULL};
@@ -87,6 +135,25 @@ int main(void)
 	   c.threads, c.starts);
 	ok(f.ended && !strcmp(f.end_reason, "exit") && f.dropped == 0, "clean end: %s, %llu dropped",
 	   f.end_reason, (unsigned long long)f.dropped);
+	/* a cursor reads the same events as trace_read, whole or filtered by kind */
+	struct seen s = { 0 };
+	struct trace_visitor rv = { &s, NULL, NULL, NULL, on_record, NULL, NULL };
+	struct trace_file f2;
+	trace_open(&f2, file);
+	trace_read(&f2, &rv);
+	trace_close(&f2);
+	int end;
+	long m = cursor_matches(file, &s, 0, NULL, &end);
+	ok(m == c.events && end == 0, "a cursor returns the file's %d events in order, then its end (%ld, %d)",
+	   c.events, m, end);
+	m = cursor_matches(file, &s, f.threads[0].tid, NULL, &end);
+	ok(m == c.events && end == 0, "... and the same through its only thread's tid (%ld)", m);
+	m = cursor_matches(file, &s, f.threads[0].tid + 1000000, NULL, &end);
+	ok(m == 0 && end == 0, "... and nothing for a thread that is not in the file (%ld)", m);
+	uint8_t want[DDPSPY_EV_COUNT] = { 0 };
+	want[DDPSPY_EV_THREAD_START] = 1;
+	m = cursor_matches(file, &s, 0, want, &end);
+	ok(m == 1 && end == 0, "... and only the kinds asked for (%ld thread start)", m);
 	size_t full = f.size;
 	int full_events = c.events;
 	unsigned char *bytes = malloc(full);
@@ -128,6 +195,14 @@ int main(void)
 	   at, f.stop_offset, f.error);
 	ok(c.events > 0 && c.events < full_events, "events before the damage are still delivered (%d)",
 	   c.events);
+	s.n = 0;
+	trace_open(&f2, path);
+	trace_read(&f2, &rv);
+	trace_close(&f2);
+	m = cursor_matches(path, &s, 0, NULL, &end);
+	ok(m == c.events && end == -1, "a cursor returns the same %d events, then says damaged (%ld, %d)",
+	   c.events, m, end);
+	free(s.v);
 	trace_close(&f);
 
 	/* not a trace at all */
