@@ -59,7 +59,7 @@ $(B)/cobj/%.o: %.c common/format.h collector/trace.h collector/json.h collector/
 	$(CC) $(BASE) -c $< -o $@
 
 $(B)/ddpspy: $(COLLECTOR_OBJ)
-	$(CC) -o $@ $(COLLECTOR_OBJ) -lmsgpackc -lm
+	$(CC) -o $@ $(COLLECTOR_OBJ) -lmsgpackc -lz -lm
 
 # ---- tests ----
 $(B)/tests/test_ring: tests/unit/test_ring.c preload/ring.c tests/unit/tap.h
@@ -67,7 +67,7 @@ $(B)/tests/test_ring: tests/unit/test_ring.c preload/ring.c tests/unit/tap.h
 	$(CC) $(BASE) -o $@ tests/unit/test_ring.c preload/ring.c -lpthread
 $(B)/tests/test_format: tests/unit/test_format.c collector/trace.c common/format.c tests/unit/tap.h $(B)/libddpspy.so
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) -o $@ tests/unit/test_format.c collector/trace.c common/format.c -lmsgpackc
+	$(CC) $(BASE) -o $@ tests/unit/test_format.c collector/trace.c common/format.c -lmsgpackc -lz
 $(B)/tests/test_fdclass: tests/unit/test_fdclass.c preload/fdclass.c common/format.c tests/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_fdclass.c preload/fdclass.c common/format.c

@@ -26,8 +26,11 @@ struct ev {                /* one recorded call, times aligned to the job's cloc
 struct thr {
 	int tid;
 	char name[32];
-	struct ev *ev;         /* the synchronizing calls only: collectives, their waits, step markers */
+	struct ev *ev;         /* the synchronizing calls only: collectives, their waits, step markers; the
+	                        * first of them after loading (a prefix: load.c), those of the analysed steps after
+	                        * the step analysis when there were more (an_stream_sync) */
 	size_t n, cap;
+	size_t nsync;          /* synchronizing calls in all (n < nsync: more than the prefix) */
 	size_t ncoll;          /* collective events: the training thread has the most */
 	size_t ngloo;          /* of which gloo's */
 	int64_t first, last;   /* the span of all its events, aligned like ev (first > last: none) */
@@ -56,13 +59,15 @@ struct proc {
 	 * calls and time per directory over the whole run */
 	int64_t shift;         /* added to the process's times so far (realtime, offset) */
 	int64_t bin0, span;    /* first event (own clock) and the span of its events */
-	double *rbins;
+	double *rbins;         /* at most MAX_BINS of binw ns each: two merge into one when full */
 	size_t nbins;
+	int64_t binw;
 	struct dirstat { char *dir; double calls, ms, bytes; } *dstat;
 	int ndstat;
 };
 
-#define BIN_NS 100000000
+#define BIN_NS 100000000 /* the first width of a read-bytes bin */
+#define MAX_BINS 4096
 
 struct rankstep {          /* one analysed step of one rank */
 	int64_t t0, t1;
@@ -104,7 +109,10 @@ struct analysis {
 	struct rankinfo *ranks;
 	int nranks;
 	int skip;
+	size_t prefix;                 /* synchronizing calls kept per thread while loading (0: by world size) */
+	size_t sample_max;             /* steps whose per-step figures are kept per rank, at most */
 	int steps_detected, nsteps;
+	int nsampled;                  /* of nsteps, those the per-step figures come from */
 	const char *step_source;       /* collectives, markers, windows, none */
 	double wall_s;
 	uint64_t events, dropped;

@@ -58,6 +58,12 @@ struct stepdata {   /* scratch shared by analyse_steps and the findings */
 	double **late;  /* per rank: lateness of each collective it entered (ms) */
 	size_t *nlate;
 	struct trainfold *fold; /* per rank */
+	size_t *gidx;   /* each step's index among the analysed steps (k when they were all kept) */
+	struct span {   /* per rank: all of its analysed steps, kept or not */
+		int64_t t0, t1;
+		double n;       /* how many */
+		double max_ms;  /* the longest (0: taken from the kept ones) */
+	} *span;
 };
 
 /* analyze.c */
@@ -79,6 +85,7 @@ void an_proc_free(struct proc *p);
  * aligned like the kept ones, handed to fn (non-zero stops). -1 when the file cannot be read. */
 int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *e), void *ctx);
 double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1);
+int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const struct ev *e), void *ctx);
 
 /* steps.c */
 /* rank r's waits for late ranks in step k: *n entries from the one returned */

@@ -153,6 +153,15 @@ struct thr *an_train_thread(struct proc *p)
 
 /* ---- the analysis ---- */
 
+/* Test-only limits (docs/report.md): a positive integer from the environment, or def */
+static size_t env_size(const char *name, size_t def)
+{
+	const char *v = getenv(name);
+	char *end;
+	long long n = v ? strtoll(v, &end, 10) : 0;
+	return v && *v && !*end && n > 0 ? (size_t)n : def;
+}
+
 static int cmp_rank(const void *x, const void *y)
 {
 	const struct rankinfo *a = x, *b = y;
@@ -179,6 +188,7 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	a->step_source = "none";
 	a->bound = "unknown";
 	a->clock_method = "none";
+	a->prefix = env_size("DDPSPY_REPORT_PREFIX", 0); /* 0: by the job's size (load.c) */
 	int files = 0, total = 0;
 	char ***lists = calloc((size_t)ndirs, sizeof *lists);
 	int *counts = calloc((size_t)ndirs, sizeof *counts);
@@ -257,6 +267,11 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	int world = a->ranks[0].p->world;
 	if (world > a->nranks && !o->ranks)
 		an_warn(a, "%d of %d ranks have a readable file; the missing ranks are not analysed", a->nranks, world);
+	/* about a million rank-steps in all (some 400 MiB at most), between 512 and 8192 per rank */
+	size_t per = ((size_t)1 << 20) / (size_t)a->nranks;
+	a->sample_max = env_size("DDPSPY_REPORT_SAMPLE", per < 512 ? 512 : per > 8192 ? 8192 : per);
+	if (a->sample_max < 64)
+		a->sample_max = 64;
 	an_align_clocks(a);
 	int64_t lo = INT64_MAX, hi = INT64_MIN;
 	for (int r = 0; r < a->nranks; r++)
@@ -299,6 +314,8 @@ void analysis_free(struct analysis *a)
 		free(sd->cwf);
 		free(sd->exc);
 		free(sd->fold);
+		free(sd->gidx);
+		free(sd->span);
 		free(sd->tab.v);
 		free(sd);
 	}

@@ -301,7 +301,7 @@ static void find_volume(struct analysis *a)
 	int64_t t0 = ri->steps[0].t0, t1 = ri->steps[N - 1].t1;
 	size_t ncall = 0, cap = 0;
 	for (int h = 0; h < ri->p->nthr; h++)
-		cap += ri->p->thr[h].ncoll;
+		cap += ri->p->thr[h].n;
 	const struct ev **cl = malloc((cap + 1) * sizeof *cl);
 	if (!cl)
 		return;
@@ -517,7 +517,9 @@ static void find_data(struct analysis *a)
 	struct pat pats[MAX_PATS];
 	int np = sd->fold[worst].np;
 	memcpy(pats, sd->fold[worst].pats, sizeof pats);
-	int64_t t0 = ri->steps[0].t0, t1 = ri->steps[N - 1].t1;
+	/* the files are counted over the whole run: per step of all the analysed ones, kept or not */
+	int64_t t0 = sd->span[worst].t0, t1 = sd->span[worst].t1;
+	double Nall = sd->span[worst].n;
 	/* top three by time */
 	for (int i = 0; i < np; i++)
 		for (int j = i + 1; j < np; j++)
@@ -612,12 +614,12 @@ static void find_data(struct analysis *a)
 		off += (size_t)snprintf(f->evidence + off, sizeof f->evidence - off,
 					"%s{\"dir\": \"%s\", \"calls_per_step\": %.1f, \"ms_per_step\": %.3f, "
 					"\"bytes_per_step\": %.0f}", i ? ", " : "", jesc(dirs[i].dir, esc, sizeof esc),
-					dirs[i].calls / (double)N, dirs[i].ms / (double)N, dirs[i].bytes / (double)N);
+					dirs[i].calls / Nall, dirs[i].ms / Nall, dirs[i].bytes / Nall);
 	if (off < sizeof f->evidence)
 		snprintf(f->evidence + off, sizeof f->evidence - off, "]");
 	if (nd && toff < sizeof f->text)
 		snprintf(f->text + toff, sizeof f->text - toff, "; files under %s (%.0f calls/step)", dirs[0].dir,
-			 dirs[0].calls / (double)N);
+			 dirs[0].calls / Nall);
 	free(dirs);
 	f->advice[0] = "Load input ahead of the step: more DataLoader workers (num_workers), a larger "
 		       "prefetch_factor, persistent_workers, pin_memory.";
@@ -633,7 +635,7 @@ static void find_skew(struct analysis *a)
 	int R = a->nranks;
 	if (R < 2 || !N)
 		return;
-	int *cnt = calloc((size_t)R, sizeof *cnt), changes = 0, prev = -1;
+	int *cnt = calloc((size_t)R, sizeof *cnt), changes = 0, pairs = 0, prev = -1;
 	double *off = calloc((size_t)R, sizeof *off), *v = malloc(2 * N * sizeof *v), *mk = v + N;
 	if (!cnt || !off || !v) {
 		free(cnt);
@@ -678,7 +680,10 @@ static void find_skew(struct analysis *a)
 		sev += len > 0 ? (mx - mean) / len / (double)N : 0;
 		spread += (mx - mean) / (double)N;
 		cnt[am]++;
-		changes += prev >= 0 && am != prev;
+		/* consecutive steps only (a sample keeps blocks of them) */
+		int adjacent = k && sd->gidx[k] == sd->gidx[k - 1] + 1;
+		pairs += adjacent;
+		changes += adjacent && prev >= 0 && am != prev;
 		prev = am;
 	}
 #undef COMP
@@ -692,7 +697,7 @@ static void find_skew(struct analysis *a)
 	 * often. One rank slowest in far more steps than chance gives it (three standard deviations
 	 * above N / R; with 2 ranks a coin flip, 74% of 40 steps) or in 60% of them is not skew. */
 	double p = 1.0 / R, most_max = fmax(0.6, p + 3 * sqrt(p * (1 - p) / (double)N));
-	if (sev < 0.03 || share >= most_max || changes < 0.3 * (double)(N - 1))
+	if (sev < 0.03 || share >= most_max || changes < 0.3 * (double)pairs)
 		return;
 	struct finding *f = add_finding(a, "work_skew", -1, sev);
 	if (!f)

@@ -11,13 +11,14 @@
 #include "trace.h"
 
 struct loadctx;
-static int is_sync(int kind);
+static int kept_sync(const struct ev *e);
 static void account(struct loadctx *c, const struct ev *e);
 
 struct loadctx {
 	struct analysis *a;
 	struct proc *p;
 	int keep;           /* this file's events are needed */
+	size_t prefix;      /* synchronizing calls kept per thread */
 	uint32_t *path_hash; /* open addressing over p->paths, 0 empty, else index + 1 */
 	size_t hash_cap;
 	int last;           /* index of the previous event's thread, -1 none (thr is realloc'ed) */
@@ -133,6 +134,9 @@ static int on_header(void *ctx, struct trace_file *f)
 	p->role = !strcmp(f->role, "rank") ? DDPSPY_ROLE_RANK : !strcmp(f->role, "worker") ? DDPSPY_ROLE_WORKER :
 		  !strcmp(f->role, "launcher") ? DDPSPY_ROLE_LAUNCHER : DDPSPY_ROLE_OTHER;
 	c->keep = p->role == DDPSPY_ROLE_RANK || p->role == DDPSPY_ROLE_WORKER;
+	/* about two million calls (96 MiB) per thread of the job, 2048 to 65536 per thread */
+	size_t per = ((size_t)1 << 21) / (size_t)(p->world > 0 ? p->world : 1);
+	c->prefix = c->a->prefix ? c->a->prefix : per < 2048 ? 2048 : per > 65536 ? 65536 : per;
 	p->bin0 = f->start_mono_ns; /* every event comes after the process started */
 	if (f->ncalib)
 		p->to_real = f->calib[0].real_ns - f->calib[0].mono_ns;
@@ -269,7 +273,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	if (v->t + v->d > t->last)
 		t->last = v->t + v->d;
 	account(c, v);
-	if (!is_sync(v->kind))
+	if (!kept_sync(v) || t->nsync++ >= c->prefix)
 		return 0;
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 256;
@@ -286,6 +290,13 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 static int is_sync(int kind)
 {
 	return an_is_coll(kind) || kind == DDPSPY_EV_STEP;
+}
+
+/* the synchronizing calls the analysis keeps: not the MPI_Test* progress calls, which complete
+ * nothing the analysis waits for (MPI_Wait and MPI_Waitall do) */
+static int kept_sync(const struct ev *e)
+{
+	return is_sync(e->kind) && (e->kind != DDPSPY_EV_MPI_WAIT || e->op == DDPSPY_OP_WAIT || e->op == DDPSPY_OP_WAITALL);
 }
 
 static int is_file_read(const struct ev *e)
@@ -384,9 +395,17 @@ static void account(struct loadctx *c, const struct ev *e)
 		add_dirstat(c, e);
 	if (!is_file_read(e) || e->bytes <= 0)
 		return;
-	int64_t b = (e->t - p->bin0) / BIN_NS;
+	int64_t b = (e->t - p->bin0) / p->binw;
 	if (b < 0)
 		b = 0;
+	while (b >= MAX_BINS) { /* a long run: bins twice as wide */
+		for (size_t i = 0; i < p->nbins; i++)
+			p->rbins[i / 2] = (i & 1 ? p->rbins[i / 2] : 0) + p->rbins[i];
+		if (p->nbins)
+			memset(p->rbins + (p->nbins + 1) / 2, 0, (p->nbins - (p->nbins + 1) / 2) * sizeof *p->rbins);
+		p->binw *= 2;
+		b = (e->t - p->bin0) / p->binw;
+	}
 	if ((size_t)b >= p->nbins) {
 		size_t n = p->nbins ? p->nbins : 64;
 		while (n <= (size_t)b)
@@ -425,7 +444,7 @@ double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1)
 	double s = 0;
 	if (!p->rbins)
 		return 0;
-	int64_t a = (t0 - p->shift - p->bin0) / BIN_NS, b = (t1 - p->shift - p->bin0) / BIN_NS;
+	int64_t a = (t0 - p->shift - p->bin0) / p->binw, b = (t1 - p->shift - p->bin0) / p->binw;
 	for (int64_t i = a < 0 ? 0 : a; i <= b && i < (int64_t)p->nbins; i++)
 		s += p->rbins[i];
 	return s;
@@ -463,6 +482,7 @@ int an_load_file(struct analysis *a, const char *path)
 	p->rank = -1;
 	p->train = -1;
 	p->role = DDPSPY_ROLE_OTHER;
+	p->binw = BIN_NS;
 	struct loadctx c = { .a = a, .p = p, .last = -1, .lo = INT64_MAX, .hi = INT64_MIN };
 	struct trace_visitor v = { .ctx = &c, .on_header = on_header, .on_identity = on_identity,
 				   .on_thread = on_thread, .on_event = on_event };
@@ -532,5 +552,59 @@ int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *
 			break;
 	}
 	trace_cursor_close(&c);
+	return rc;
+}
+
+/* Every synchronizing call of p again (collectives, their waits, step markers), from every
+ * thread that made any, in order of start time (by thread, in the order of p->thr, when equal),
+ * times aligned like the kept ones; fn gets the thread's index too. */
+int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const struct ev *e), void *ctx)
+{
+	uint8_t want[DDPSPY_EV_COUNT] = { 0 };
+	for (int k = 0; k < DDPSPY_EV_COUNT; k++)
+		want[k] = (uint8_t)is_sync(k);
+	struct trace_cursor *c = calloc((size_t)p->nthr + 1, sizeof *c);
+	struct ev *head = calloc((size_t)p->nthr + 1, sizeof *head);
+	int *live = calloc((size_t)p->nthr + 1, sizeof *live), rc = c && head && live ? 0 : -1;
+	/* one cursor per thread with synchronizing calls, and its next call */
+	for (int h = 0; rc == 0 && h < p->nthr; h++) {
+		if (!p->thr[h].nsync)
+			continue;
+		if (trace_cursor_open(&c[h], p->file, p->thr[h].tid, p->clock, p->read_to, want) < 0) {
+			trace_cursor_close(&c[h]);
+			rc = -1;
+			break;
+		}
+		live[h] = 1;
+	}
+	for (int h = 0; rc == 0 && h < p->nthr; h++) {
+		struct trace_event e;
+		while (live[h] == 1) {
+			if (trace_cursor_next(&c[h], &e) <= 0)
+				live[h] = 2; /* ended: closed below */
+			else if (convert(&e, &head[h]) && kept_sync(&head[h])) {
+				head[h].t += p->shift;
+				live[h] = 3;
+			}
+		}
+		if (h == p->nthr - 1) { /* every head read: deliver the earliest, read its thread's next */
+			int best = -1;
+			for (int k = 0; k < p->nthr; k++)
+				if (live[k] == 3 && (best < 0 || head[k].t < head[best].t))
+					best = k;
+			if (best < 0)
+				break;
+			if (fn(ctx, best, &head[best]))
+				break;
+			live[best] = 1;
+			h = best - 1;
+		}
+	}
+	for (int h = 0; c && live && h < p->nthr; h++)
+		if (live[h])
+			trace_cursor_close(&c[h]);
+	free(c);
+	free(head);
+	free(live);
 	return rc;
 }

@@ -99,6 +99,7 @@ static void print_json(const struct analysis *a)
 	json_int(&o, "processes", a->nprocs);
 	json_int(&o, "steps_detected", a->steps_detected);
 	json_int(&o, "steps_analyzed", a->nsteps);
+	json_int(&o, "steps_sampled", a->nsampled);
 	json_int(&o, "skipped", a->skip);
 	json_str(&o, "step_source", a->step_source);
 	json_num(&o, "wall_s", a->wall_s);

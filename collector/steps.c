@@ -69,7 +69,7 @@ void an_align_clocks(struct analysis *a)
 		struct proc *p = a->ranks[r].p;
 		size_t n = 0, cap = 0;
 		for (int h = 0; h < p->nthr; h++)
-			cap += p->thr[h].ncoll;
+			cap += p->thr[h].n;
 		int64_t *d = malloc((cap + 1) * sizeof *d);
 		if (!d)
 			continue;
@@ -127,6 +127,17 @@ static int is_bg_coll(const struct ev *e)
 	return (e->kind == DDPSPY_EV_GLOO_COLL || e->kind == DDPSPY_EV_MPI_COLL) && e->seq >= 0;
 }
 
+/* the calls sync_list selects */
+static int selected(const struct proc *p, const struct thr *u, const struct ev *e)
+{
+	const struct thr *t = an_train_thread((struct proc *)p);
+	if (u != t && !p->bg)
+		return 0;
+	return u != t ? is_bg_coll(e) :
+	       e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL || e->kind == DDPSPY_EV_GLOO_COLL ||
+	       (e->kind == DDPSPY_EV_MPI_WAIT && (e->op == DDPSPY_OP_WAIT || e->op == DDPSPY_OP_WAITALL));
+}
+
 /* The rank's synchronizing calls: the training thread's collectives and waits, or, when they run
  * on helper threads (p->bg), those threads' collectives, in time order. */
 static void sync_list(struct proc *p, struct sync *s)
@@ -134,7 +145,7 @@ static void sync_list(struct proc *p, struct sync *s)
 	struct thr *t = an_train_thread(p);
 	size_t n = 0;
 	for (int h = 0; h < p->nthr; h++)
-		n += p->thr[h].ncoll;
+		n += p->thr[h].n;
 	s->e = malloc((n + 1) * sizeof *s->e);
 	s->n = 0;
 	if (!s->e || !t)
@@ -143,16 +154,22 @@ static void sync_list(struct proc *p, struct sync *s)
 		struct thr *u = &p->thr[h];
 		if (u != t && !p->bg)
 			continue;
-		for (size_t k = 0; k < u->n && s->n < n; k++) {
-			struct ev *e = &u->ev[k];
-			if (u != t ? is_bg_coll(e) :
-			    e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL || e->kind == DDPSPY_EV_GLOO_COLL ||
-			    (e->kind == DDPSPY_EV_MPI_WAIT && (e->op == DDPSPY_OP_WAIT || e->op == DDPSPY_OP_WAITALL)))
-				s->e[s->n++] = e;
-		}
+		for (size_t k = 0; k < u->n && s->n < n; k++)
+			if (selected(p, u, &u->ev[k]))
+				s->e[s->n++] = &u->ev[k];
 	}
 	if (p->bg)
 		qsort(s->e, s->n, sizeof *s->e, an_cmp_evp);
+	/* of threads with more calls than the prefix, only calls up to the earliest one's last kept
+	 * call are all there */
+	int64_t cut = INT64_MAX;
+	for (int h = 0; h < p->nthr; h++) {
+		const struct thr *u = &p->thr[h];
+		if ((u == t || p->bg) && u->n < u->nsync && u->n && u->ev[u->n - 1].t < cut)
+			cut = u->ev[u->n - 1].t;
+	}
+	while (s->n && s->e[s->n - 1]->t > cut)
+		s->n--;
 }
 
 static int same_sig(const struct ev *x, const struct ev *y)
@@ -339,17 +356,21 @@ static int find_pattern(struct sync *s, struct pattern *pt)
 }
 
 /* boundaries of rank's steps; returns the number of boundaries (steps + 1), 0 when not found */
+/* the index of the rank's first call of the first step, SIZE_MAX when its sync list does not
+ * show it */
+static size_t rank_first(const struct sync *s, const struct pattern *pt)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->e[i]->seq == pt->key_seq && s->e[i]->comm == pt->key_comm)
+			return i < pt->key_delta + 1 ? SIZE_MAX : i - pt->key_delta;
+	return SIZE_MAX;
+}
+
 static size_t rank_bounds(struct sync *s, const struct pattern *pt, int64_t *b)
 {
-	size_t at = SIZE_MAX;
-	for (size_t i = 0; i < s->n; i++)
-		if (s->e[i]->seq == pt->key_seq && s->e[i]->comm == pt->key_comm) {
-			at = i;
-			break;
-		}
-	if (at == SIZE_MAX || at < pt->key_delta + 1)
+	size_t first = rank_first(s, pt), nb = 0;
+	if (first == SIZE_MAX)
 		return 0;
-	size_t first = at - pt->key_delta, nb = 0;
 	for (size_t k = 0; k <= pt->nsteps; k++) {
 		size_t i = first + k * pt->period;
 		if (i > s->n)
@@ -357,6 +378,315 @@ static size_t rank_bounds(struct sync *s, const struct pattern *pt, int64_t *b)
 		b[nb++] = s->e[i - 1]->t + s->e[i - 1]->d;
 	}
 	return nb;
+}
+
+/* ---- long traces: the steps from every call streamed again, a sample of them kept ----
+ *
+ * When a rank made more synchronizing calls than the prefix kept while loading, its steps are
+ * found again from all of its calls, read a second time in time order (an_stream_sync), and
+ * only the calls of a sample of steps are kept: blocks of SAMPLE_BLOCK consecutive steps, chosen
+ * by a hash of the block's index, fewer as the trace grows (a bit more of the hash must be 0), so
+ * that no rank keeps more than a->sample_max steps or SAMPLE_CALLS calls per step on average.
+ * Every rank keeps the same steps. Memory then depends on the ranks, not on the trace's length;
+ * below the limits every step is kept and the analysis is the same as from the prefix. */
+#define SAMPLE_BLOCK 16
+#define SAMPLE_CALLS 16
+
+enum { BY_PATTERN, BY_MARKERS, BY_WINDOWS };
+
+struct kstep { int64_t t0, t1; size_t i; };
+struct kthr { struct ev *ev; size_t *step; size_t n, cap; };
+
+struct sweep {
+	struct analysis *a;
+	struct proc *p;
+	int mode;
+	/* pattern: boundary k >= 1 ends selected call first + k * period - 1; ext: rank 0 goes on
+	 * while its calls match the pattern's signatures sig (then its step count sets maxsteps) */
+	const struct pattern *pt;
+	size_t first, calls, maxsteps;
+	const struct ev *sig;
+	/* windows: boundary k at lo + (hi - lo) * k / K */
+	int64_t lo, hi;
+	size_t K;
+	int64_t lastend;              /* markers: the latest end marker */
+	size_t nb;                    /* boundaries so far: step nb - 1 is open */
+	int64_t b, bprev;             /* the latest two */
+	uint64_t mask;
+	struct kstep *ks;             /* the kept steps */
+	size_t nks, cks;
+	struct kthr *kt;              /* their calls, per thread */
+	size_t kept;
+	int64_t len_max;              /* the longest step from a->skip on */
+	int64_t b0, bskip, span0;     /* where step 0 and step a->skip start; the first analysed one */
+	int failed;
+};
+
+/* whether step i is in the sample: its block's hash (splitmix64's finalizer) has no bit of the
+ * mask set; the block of the first analysed step always is, so that a sample is never empty */
+static int sampled(const struct sweep *w, size_t i)
+{
+	if (i / SAMPLE_BLOCK == (size_t)w->a->skip / SAMPLE_BLOCK)
+		return 1;
+	uint64_t h = (uint64_t)(i / SAMPLE_BLOCK) + 0x9e3779b97f4a7c15ull;
+	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+	return ((h ^ (h >> 31)) & w->mask) == 0;
+}
+
+static void sweep_prune(struct sweep *w, size_t below)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < w->nks; i++)
+		if (w->ks[i].i < below && sampled(w, w->ks[i].i))
+			w->ks[n++] = w->ks[i];
+	w->nks = n;
+	w->kept = 0;
+	for (int h = 0; h < w->p->nthr; h++) {
+		struct kthr *k = &w->kt[h];
+		n = 0;
+		for (size_t i = 0; i < k->n; i++)
+			if (k->step[i] < below && sampled(w, k->step[i])) {
+				k->ev[n] = k->ev[i];
+				k->step[n++] = k->step[i];
+			}
+		k->n = n;
+		w->kept += n;
+	}
+}
+
+static void sweep_keep(struct sweep *w, int h, const struct ev *e)
+{
+	if (!w->nb || e->t < w->bprev)
+		return;
+	size_t i = w->nb >= 2 && e->t < w->b ? w->nb - 2 : w->nb - 1;
+	if (!sampled(w, i))
+		return;
+	struct kthr *k = &w->kt[h];
+	if (k->n == k->cap) {
+		size_t cap = k->cap ? k->cap * 2 : 256;
+		struct ev *ne = realloc(k->ev, cap * sizeof *ne);
+		size_t *ns = ne ? realloc(k->step, cap * sizeof *ns) : NULL;
+		if (ne)
+			k->ev = ne;
+		if (!ns) {
+			w->failed = 1;
+			return;
+		}
+		k->step = ns;
+		k->cap = cap;
+	}
+	k->ev[k->n] = *e;
+	k->step[k->n++] = i;
+	w->kept++;
+}
+
+/* a boundary at t: step nb - 1 (if any) is complete */
+static void sweep_bound(struct sweep *w, int64_t t)
+{
+	if (w->nb) {
+		size_t i = w->nb - 1;
+		if (i >= (size_t)w->a->skip && t - w->b > w->len_max)
+			w->len_max = t - w->b;
+		if (sampled(w, i)) {
+			if (w->nks == w->cks) {
+				size_t cap = w->cks ? w->cks * 2 : 64;
+				struct kstep *n = realloc(w->ks, cap * sizeof *n);
+				if (!n) {
+					w->failed = 1;
+					return;
+				}
+				w->ks = n;
+				w->cks = cap;
+			}
+			w->ks[w->nks++] = (struct kstep){ w->b, t, i };
+		}
+		while ((w->nks > w->a->sample_max || w->kept > SAMPLE_CALLS * w->a->sample_max) && w->mask < (1ull << 40)) {
+			w->mask = w->mask * 2 + 1;
+			sweep_prune(w, SIZE_MAX);
+		}
+	}
+	if (w->nb == 0)
+		w->b0 = t;
+	if (w->nb == (size_t)w->a->skip)
+		w->bskip = t;
+	w->bprev = w->nb ? w->b : t;
+	w->b = t;
+	w->nb++;
+}
+
+static int sweep_event(void *ctx, int h, const struct ev *e)
+{
+	struct sweep *w = ctx;
+	if (w->mode == BY_WINDOWS) {
+		while (w->nb <= w->K && e->t >= w->lo + (int64_t)((double)(w->hi - w->lo) * (double)w->nb / (double)w->K))
+			sweep_bound(w, w->lo + (int64_t)((double)(w->hi - w->lo) * (double)w->nb / (double)w->K));
+		if (w->nb > w->K)
+			return 1;
+	} else if (w->mode == BY_MARKERS && e->kind == DDPSPY_EV_STEP) {
+		if (!e->op) {
+			w->lastend = e->t > w->lastend ? e->t : w->lastend;
+		} else {
+			sweep_bound(w, e->t);
+		}
+	}
+	int sel = w->mode == BY_PATTERN && selected(w->p, &w->p->thr[h], e);
+	size_t idx = sel ? w->calls++ : 0;
+	if (sel && w->sig && idx >= w->first && !same_sig(e, &w->sig[(idx - w->first) % w->pt->period]))
+		return 1; /* rank 0's pattern ends: the step it was in is not whole */
+	sweep_keep(w, h, e);
+	if (sel && idx >= w->first && (idx - w->first + 1) % w->pt->period == 0) {
+		sweep_bound(w, e->t + e->d);
+		if (w->nb - 1 >= w->maxsteps)
+			return 1;
+	}
+	return w->failed;
+}
+
+/* Streams rank r's calls again (w set up by the caller); returns its number of whole steps and
+ * leaves the kept steps and calls in w. */
+static size_t sweep_rank(struct sweep *w)
+{
+	if (an_stream_sync(w->p, sweep_event, w) < 0 || w->failed)
+		return 0;
+	if (w->mode == BY_MARKERS && w->nb && w->lastend > w->b)
+		sweep_bound(w, w->lastend);
+	if (w->mode == BY_WINDOWS)
+		while (w->nb <= w->K)
+			sweep_bound(w, w->lo + (int64_t)((double)(w->hi - w->lo) * (double)w->nb / (double)w->K));
+	size_t n = w->nb ? w->nb - 1 : 0;
+	sweep_prune(w, n); /* the calls of the step still open */
+	return n;
+}
+
+/* Every rank's steps again, streamed (see above), by the mode and pattern found in the prefix;
+ * *out gets the sweeps. Returns the number of steps every rank has, 0 when that cannot be done. */
+static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct pattern *pt, struct sweep **out)
+{
+	int R = a->nranks;
+	size_t K = SIZE_MAX;
+	uint64_t mask = 0;
+	struct sweep *w = *out = calloc((size_t)R, sizeof *w);
+	struct ev *sig = NULL;
+	if (!w)
+		return 0;
+	int64_t lo = INT64_MIN, hi = INT64_MAX;
+	size_t calls0 = 0;
+	if (mode == BY_WINDOWS) { /* windows of about 64 calls of the lowest rank, 20 at least */
+		for (int r = 0; r < R; r++) {
+			struct thr *t = an_train_thread(a->ranks[r].p);
+			if (t && t->first <= t->last) {
+				lo = t->first > lo ? t->first : lo;
+				hi = t->last < hi ? t->last : hi;
+			}
+		}
+		for (int h = 0; h < a->ranks[0].p->nthr; h++)
+			calls0 += a->ranks[0].p->thr[h].nsync;
+	}
+	/* rank 0 goes on while its calls match the pattern, when its run reached the prefix's end */
+	int ext = mode == BY_PATTERN && pt->first + (pt->nsteps + 1) * pt->period > syn[0].n;
+	if (ext) {
+		size_t mid = pt->first + (pt->nsteps / 2) * pt->period;
+		sig = malloc(pt->period * sizeof *sig);
+		if (!sig)
+			return 0;
+		for (size_t j = 0; j < pt->period; j++)
+			sig[j] = *syn[0].e[mid + j];
+	}
+	for (int r = 0; r < R && K; r++) {
+		struct sweep *v = &w[r];
+		/* (from the sparsest sample so far: the ranks end with the same one anyway) */
+		*v = (struct sweep){ .a = a, .p = a->ranks[r].p, .mode = mode, .pt = pt, .lastend = INT64_MIN,
+				     .maxsteps = SIZE_MAX, .mask = mask };
+		v->kt = calloc((size_t)v->p->nthr + 1, sizeof *v->kt);
+		if (!v->kt) {
+			K = 0;
+			break;
+		}
+		if (mode == BY_PATTERN) {
+			v->first = rank_first(&syn[r], pt);
+			if (v->first == SIZE_MAX) {
+				K = 0;
+				break;
+			}
+			const struct ev *e = syn[r].e[v->first - 1];
+			v->b = v->bprev = v->b0 = e->t + e->d;
+			v->nb = 1;
+			if (!a->skip)
+				v->bskip = v->b;
+			v->sig = r == 0 && ext ? sig : NULL;
+			v->maxsteps = r == 0 && ext ? SIZE_MAX : pt->nsteps;
+		} else if (mode == BY_WINDOWS) {
+			v->lo = lo;
+			v->hi = hi;
+			v->K = calls0 / 64 > 20 ? calls0 / 64 : 20;
+		}
+		size_t n = sweep_rank(v);
+		if (r == 0 && ext)
+			pt->nsteps = n;
+		K = n < K ? n : K;
+		mask = v->mask > mask ? v->mask : mask;
+	}
+	free(sig);
+	if (K == SIZE_MAX || !K) {
+		an_warn(a, "the steps could not be found again in the whole trace; none analysed");
+		return 0;
+	}
+	for (int r = 0; r < R; r++) {
+		w[r].mask = mask;
+		sweep_prune(&w[r], K);
+	}
+	return K;
+}
+
+/* The sample's steps from skip on, the same on every rank, become the ranks' kept calls (the
+ * prefix is let go). Returns their number. */
+static size_t sweep_keep_analysed(struct analysis *a, struct sweep *w, size_t skip)
+{
+	size_t N = SIZE_MAX;
+	for (int r = 0; r < a->nranks; r++) {
+		struct sweep *v = &w[r];
+		size_t n = 0;
+		for (size_t i = 0; i < v->nks; i++)
+			if (v->ks[i].i >= skip)
+				v->ks[n++] = v->ks[i];
+		v->nks = n;
+		N = n < N ? n : N;
+		v->span0 = skip ? v->bskip : v->b0;
+		for (int h = 0; h < v->p->nthr; h++) {
+			struct thr *t = &v->p->thr[h];
+			struct kthr *k = &v->kt[h];
+			size_t m = 0;
+			for (size_t i = 0; i < k->n; i++)
+				if (k->step[i] >= skip)
+					k->ev[m++] = k->ev[i];
+			free(t->ev);
+			t->ev = k->ev;
+			t->n = t->cap = m;
+			k->ev = NULL;
+		}
+	}
+	for (int r = 1; r < a->nranks; r++)
+		for (size_t k = 0; k < N; k++)
+			if (w[r].ks[k].i != w[0].ks[k].i) {
+				an_warn(a, "rank %d's sampled steps differ from rank %d's; none analysed",
+					a->ranks[r].rank, a->ranks[0].rank);
+				return 0;
+			}
+	return N == SIZE_MAX ? 0 : N;
+}
+
+static void sweep_free(struct sweep *w, int R)
+{
+	for (int r = 0; w && r < R; r++) {
+		for (int h = 0; w[r].kt && h < w[r].p->nthr; h++) {
+			free(w[r].kt[h].ev);
+			free(w[r].kt[h].step);
+		}
+		free(w[r].kt);
+		free(w[r].ks);
+	}
+	free(w);
 }
 
 /* ---- per-step split, waits and lateness ---- */
@@ -570,6 +900,8 @@ struct split {
 	int64_t prev_end, pp_end;
 	struct ev win[2]; /* the two latest events: event i in win[i & 1] */
 	int wcat[2];      /* and their categories */
+	int win_in[2];    /* and whether they start in a step (steps may have gaps: a sample) */
+	size_t fcur;      /* the first step that ends after the latest event starts */
 	size_t seen;
 	/* collectives on helper threads (p->bg), in time order, and the union of their spans */
 	const struct ev **bg;
@@ -603,7 +935,7 @@ static void bg_build(struct split *s, struct proc *p)
 	struct thr *t = an_train_thread(p);
 	size_t n = 0;
 	for (int h = 0; h < p->nthr; h++)
-		n += &p->thr[h] != t ? p->thr[h].ncoll : 0;
+		n += &p->thr[h] != t ? p->thr[h].n : 0;
 	s->bg = malloc((n + 1) * sizeof *s->bg);
 	s->seg = malloc((n + 1) * sizeof *s->seg);
 	if (!s->bg || !s->seg)
@@ -700,8 +1032,7 @@ static void fold_at(struct split *s, const struct ev *next)
 {
 	size_t i = s->seen - 1;
 	const struct ev *e = &s->win[i & 1], *prev = i ? &s->win[(i - 1) & 1] : NULL;
-	const struct rankstep *st = s->ri->steps;
-	if (e->t >= st[0].t0 && e->t < st[s->N - 1].t1 && s->sd->fold)
+	if (s->win_in[i & 1] && s->sd->fold)
 		an_fold(&s->sd->fold[s->r], prev, e, s->wcat[i & 1], next);
 }
 
@@ -751,8 +1082,11 @@ static int split_event(void *ctx, const struct ev *e)
 	s->prev_end = e->t + e->d;
 	if (s->seen)
 		fold_at(s, e);
+	while (s->fcur < N && ri->steps[s->fcur].t1 <= e->t)
+		s->fcur++;
 	s->win[s->seen & 1] = *e;
 	s->wcat[s->seen & 1] = c;
+	s->win_in[s->seen & 1] = s->fcur < N && ri->steps[s->fcur].t0 <= e->t;
 	s->seen++;
 	return 0;
 }
@@ -764,10 +1098,70 @@ void an_analyse_steps(struct analysis *a)
 	if (!sd)
 		return;
 	struct sync *syn = calloc((size_t)R, sizeof *syn);
+	struct sweep *w = NULL;
 	int64_t **b = calloc((size_t)R, sizeof *b);
 	size_t *nb = calloc((size_t)R, sizeof *nb);
 	if (!syn || !b || !nb)
 		goto out;
+	int trunc = 0;
+	for (int r = 0; r < R; r++) {
+		struct proc *p = a->ranks[r].p;
+		for (int h = 0; h < p->nthr; h++)
+			trunc |= p->thr[h].n < p->thr[h].nsync;
+		sync_list(p, &syn[r]);
+	}
+	struct pattern pt;
+	size_t K = SIZE_MAX;
+	int mode = BY_PATTERN;
+	if (marker_bounds(a, b, nb, &K) == 0) {
+		a->step_source = "markers";
+		mode = BY_MARKERS;
+	} else if (syn[0].n && find_pattern(&syn[0], &pt) == 0) {
+		for (int r = 0; r < R; r++) {
+			free(b[r]);
+			b[r] = malloc((pt.nsteps + 1) * sizeof **b);
+			nb[r] = b[r] ? rank_bounds(&syn[r], &pt, b[r]) : 0;
+			K = nb[r] > 1 && nb[r] - 1 < K ? nb[r] - 1 : nb[r] > 1 ? K : 0;
+		}
+	}
+	if (K != SIZE_MAX && K > 0) {
+		if (strcmp(a->step_source, "markers"))
+			a->step_source = "collectives";
+	} else {
+		K = 20;
+		mode = BY_WINDOWS;
+		for (int r = 0; r < R; r++) {
+			free(b[r]);
+			b[r] = malloc((K + 1) * sizeof **b);
+		}
+		windows(a, b, nb, K);
+		for (int r = 0; r < R; r++)
+			if (nb[r] < 2)
+				K = 0;
+		a->step_source = K ? "windows" : "none";
+	}
+	if (trunc && K)
+		K = sweep_steps(a, syn, mode, &pt, &w);
+	if (!strcmp(a->step_source, "windows") && K)
+		an_warn(a, "no repeating pattern of collectives: steps are %zu equal time windows", K);
+	a->steps_detected = (int)K;
+	size_t skip = (size_t)a->skip;
+	if (K && skip >= K) {
+		an_warn(a, "only %zu step%s found; none skipped as warm-up", K, K == 1 ? "" : "s");
+		skip = 0;
+	}
+	a->skip = (int)skip;
+	a->nsteps = (int)(K - skip);
+	size_t N = K - skip;
+	if (w && K)
+		N = sweep_keep_analysed(a, w, skip);
+	a->nsampled = (int)N;
+	if (!N)
+		goto out;
+	if (N < K - skip)
+		an_warn(a, "%d steps analysed; their per-step figures come from a sample of %zu of them (blocks of %d "
+			"consecutive steps chosen by a hash of their index), to bound the report's memory",
+			a->nsteps, N, SAMPLE_BLOCK);
 	/* every collective instance, from every thread of every rank */
 	for (int r = 0; r < R; r++) {
 		struct proc *p = a->ranks[r].p;
@@ -790,48 +1184,7 @@ void an_analyse_steps(struct analysis *a)
 					in->late = r;
 				}
 			}
-		sync_list(p, &syn[r]);
 	}
-	struct pattern pt;
-	size_t K = SIZE_MAX;
-	if (marker_bounds(a, b, nb, &K) == 0) {
-		a->step_source = "markers";
-	} else if (syn[0].n && find_pattern(&syn[0], &pt) == 0) {
-		for (int r = 0; r < R; r++) {
-			free(b[r]);
-			b[r] = malloc((pt.nsteps + 1) * sizeof **b);
-			nb[r] = b[r] ? rank_bounds(&syn[r], &pt, b[r]) : 0;
-			K = nb[r] > 1 && nb[r] - 1 < K ? nb[r] - 1 : nb[r] > 1 ? K : 0;
-		}
-	}
-	if (K != SIZE_MAX && K > 0) {
-		if (strcmp(a->step_source, "markers"))
-			a->step_source = "collectives";
-	} else {
-		K = 20;
-		for (int r = 0; r < R; r++) {
-			free(b[r]);
-			b[r] = malloc((K + 1) * sizeof **b);
-		}
-		windows(a, b, nb, K);
-		for (int r = 0; r < R; r++)
-			if (nb[r] < 2)
-				K = 0;
-		a->step_source = K ? "windows" : "none";
-		if (K)
-			an_warn(a, "no repeating pattern of collectives: steps are %zu equal time windows", K);
-	}
-	a->steps_detected = (int)K;
-	size_t skip = (size_t)a->skip;
-	if (K && skip >= K) {
-		an_warn(a, "only %zu step%s found; none skipped as warm-up", K, K == 1 ? "" : "s");
-		skip = 0;
-	}
-	a->skip = (int)skip;
-	size_t N = K - skip;
-	a->nsteps = (int)N;
-	if (!N)
-		goto out;
 	sd->R = R;
 	sd->K = N;
 	sd->wf = calloc((size_t)R, sizeof *sd->wf);
@@ -841,8 +1194,12 @@ void an_analyse_steps(struct analysis *a)
 	sd->late = calloc((size_t)R, sizeof *sd->late);
 	sd->nlate = calloc((size_t)R, sizeof *sd->nlate);
 	sd->fold = calloc((size_t)R, sizeof *sd->fold);
-	if (!sd->wf || !sd->nwf || !sd->cwf || !sd->exc || !sd->late || !sd->nlate || !sd->fold)
+	sd->gidx = malloc(N * sizeof *sd->gidx);
+	sd->span = calloc((size_t)R, sizeof *sd->span);
+	if (!sd->wf || !sd->nwf || !sd->cwf || !sd->exc || !sd->late || !sd->nlate || !sd->fold || !sd->gidx || !sd->span)
 		goto out;
+	for (size_t k = 0; k < N; k++)
+		sd->gidx[k] = w ? w[0].ks[k].i - skip : k;
 	for (int r = 0; r < R; r++) {
 		struct rankinfo *ri = &a->ranks[r];
 		ri->steps = calloc(N, sizeof *ri->steps);
@@ -850,15 +1207,19 @@ void an_analyse_steps(struct analysis *a)
 		if (!ri->steps || !t)
 			continue;
 		for (size_t k = 0; k < N; k++) {
-			ri->steps[k].t0 = b[r][skip + k];
-			ri->steps[k].t1 = b[r][skip + k + 1];
+			ri->steps[k].t0 = w ? w[r].ks[k].t0 : b[r][skip + k];
+			ri->steps[k].t1 = w ? w[r].ks[k].t1 : b[r][skip + k + 1];
 		}
+		if (w)
+			sd->span[r] = (struct span){ w[r].span0, w[r].b, (double)(w[r].nb - 1 - skip), MS(w[r].len_max) };
+		else
+			sd->span[r] = (struct span){ ri->steps[0].t0, ri->steps[N - 1].t1, (double)N, 0 };
 		struct split sp = { .sd = sd, .ri = ri, .r = r, .N = N, .w = { .tab = &sd->tab, .rank = r },
 				    .prev_cat = CAT_COMPUTE, .prev_end = INT64_MIN, .pp_cat = CAT_COMPUTE,
 				    .pp_end = INT64_MIN };
 		if (ri->p->bg)
 			bg_build(&sp, ri->p);
-		sp.maxlate = t->ncoll + sp.nbg + 1;
+		sp.maxlate = t->n + sp.nbg + 1;
 		sd->late[r] = malloc(sp.maxlate * sizeof **sd->late);
 		if (an_stream_train(ri->p, split_event, &sp) < 0)
 			an_warn(a, "%s: could not be read a second time; rank %d's steps are not split",
@@ -912,19 +1273,19 @@ void an_analyse_steps(struct analysis *a)
 			const struct wfrom *wl = an_wfrom_step(sd, r, k, &nw);
 			for (size_t i = 0; i < nw; i++) {
 				int L = wl[i].L;
-				double w = wl[i].ms;
+				double wt = wl[i].ms;
 				const double *e = &sd->exc[(k * R + L) * CAT_COUNT];
 				double sum = e[CAT_COMPUTE] + e[CAT_DATA] + e[CAT_HOST];
-				if (w <= 0 || sum <= 0)
+				if (wt <= 0 || sum <= 0)
 					continue;
 				/* only what L's extra work explains is charged to it; a wait beyond that
 				 * is the collective's own cost (a rank whose previous collective finished
 				 * later, not one that worked longer) and stays comms */
-				w = fmin(fmin(w, sum), st->crit[CAT_COMMS]);
-				st->crit[CAT_COMMS] -= w;
+				wt = fmin(fmin(wt, sum), st->crit[CAT_COMMS]);
+				st->crit[CAT_COMMS] -= wt;
 				for (int c = 0; c < CAT_COUNT; c++)
 					if (c != CAT_COMMS)
-						st->crit[c] += w * e[c] / sum;
+						st->crit[c] += wt * e[c] / sum;
 			}
 		}
 	}
@@ -967,7 +1328,7 @@ void an_analyse_steps(struct analysis *a)
 			struct proc *p = &a->procs[i];
 			if (p != ri->p && !(p->role == DDPSPY_ROLE_WORKER && p->parent_pid == ri->p->pid))
 				continue;
-			rd += an_read_bytes(p, t0, t1);
+			rd += an_read_bytes(p, sd->span[r].t0, sd->span[r].t1);
 			for (int h = 0; h < p->nthr; h++)
 				for (size_t k = 0; k < p->thr[h].n; k++) {
 					struct ev *e = &p->thr[h].ev[k];
@@ -979,7 +1340,7 @@ void an_analyse_steps(struct analysis *a)
 				}
 		}
 		ri->coll_bytes = coll / (double)N;
-		ri->read_bytes = rd / (double)N;
+		ri->read_bytes = rd / sd->span[r].n; /* (every analysed step's, kept or not) */
 	}
 	for (int c = 0; c < CAT_COUNT; c++)
 		a->shares[c] = all > 0 ? tot[c] / all : 0;
@@ -987,9 +1348,12 @@ void an_analyse_steps(struct analysis *a)
 	a->step_p50 = an_quantile(v, N, 0.5);
 	a->step_p95 = an_quantile(v, N, 0.95);
 	a->step_max = v[N - 1];
+	for (int r = 0; r < R; r++) /* the longest of all steps, when only some were kept */
+		a->step_max = fmax(a->step_max, sd->span[r].max_ms);
 	free(v);
 	free(job);
 out:
+	sweep_free(w, R);
 	for (int r = 0; syn && r < R; r++)
 		free(syn[r].e);
 	for (int r = 0; b && r < R; r++)

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <msgpack.h>
+#include <zlib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,14 @@ static char *dup_str(const msgpack_object *o)
 }
 
 /* ---- frames ---- */
+
+/* A frame's CRC-32 (the preload's ddpspy_crc32): zlib's, which reads several words at a time,
+ * twice as fast as the table-driven one the preload carries; checking every frame is a fifth of
+ * the report's time otherwise. */
+static uint32_t frame_crc(const void *p, uint32_t n)
+{
+	return (uint32_t)crc32(0L, p, n);
+}
 struct frame {
 	size_t off;         /* of the frame header */
 	const unsigned char *body;
@@ -107,7 +116,7 @@ static int next_frame(struct trace_file *f, size_t *off, struct frame *fr, int c
 	fr->body = h + DDPSPY_FRAME_HEADER_LEN;
 	fr->len = len;
 	if (check_crc && *off + DDPSPY_FRAME_HEADER_LEN + len > f->verified &&
-	    ddpspy_crc32(0, fr->body, len) != ddpspy_get_le32(h + 4)) {
+	    frame_crc(fr->body, len) != ddpspy_get_le32(h + 4)) {
 		snprintf(f->error, sizeof f->error, "checksum mismatch");
 		return -1;
 	}
@@ -537,7 +546,9 @@ static inline __attribute__((always_inline)) int decode_event(struct trace_file 
 	*prev = e->raw;
 	if (want && (kind < 0 || kind >= DDPSPY_EV_COUNT || !want[kind])) {
 		for (int64_t k = 4; k < cnt; k++)
-			if (!mp_skip(m, 0))
+			if (m->p < m->end && *m->p <= 0x7f) /* most arguments: one byte */
+				m->p++;
+			else if (!mp_skip(m, 0))
 				return -1;
 		return 1;
 	}
@@ -697,7 +708,7 @@ static void scan_calib(struct trace_file *f)
 		int is_calib = kind_is(k, kl, DDPSPY_REC_CALIB), is_hdr = kind_is(k, kl, DDPSPY_REC_HEADER);
 		if (!is_calib && !is_hdr)
 			continue;
-		if (ddpspy_crc32(0, fr.body, fr.len) != ddpspy_get_le32(f->map + fr.off + 4))
+		if (frame_crc(fr.body, fr.len) != ddpspy_get_le32(f->map + fr.off + 4))
 			break;
 		size_t p = 0;
 		if (msgpack_unpack_next(&u, (const char *)fr.body, fr.len, &p) != MSGPACK_UNPACK_SUCCESS)

@@ -80,3 +80,35 @@ def cleanup(d):
         print("# a check failed: its traces are kept in %s" % d, flush=True)
     else:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def streamed_differences(out, prefix=64):
+    """What differs between the report of out and the one made with only `prefix` synchronizing
+    calls kept per thread while loading (test-only DDPSPY_REPORT_PREFIX): the steps are then found
+    again from every call, streamed, which must come to the same analysis. The clock is aligned
+    from the kept calls only, so waits may move by microseconds: shares and severities are
+    compared to 0.005, the rest exactly."""
+    def rep(env):
+        p = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, **env))
+        return json.loads(p.stdout) if p.stdout.startswith("{") else None
+
+    a, b = rep({}), rep({"DDPSPY_REPORT_PREFIX": str(prefix)})
+    if a is None or b is None:
+        return ["no report"]
+    diff = []
+    for k in ("steps_detected", "steps_analyzed", "steps_sampled", "step_source"):
+        if a["job"][k] != b["job"][k]:
+            diff.append((k, a["job"][k], b["job"][k]))
+    if a["verdict"]["bound"] != b["verdict"]["bound"]:
+        diff.append(("bound", a["verdict"]["bound"], b["verdict"]["bound"]))
+    pairs = [("verdict", a["verdict"]["shares"], b["verdict"]["shares"])]
+    pairs += [("rank %d" % x["rank"], x["shares"], y["shares"]) for x, y in zip(a["ranks"], b["ranks"])]
+    for what, x, y in pairs:
+        if any(abs(x[c] - y[c]) > 0.005 for c in x):
+            diff.append((what, x, y))
+    fa = [(f["kind"], f["rank"], f["severity"]) for f in a["findings"]]
+    fb = [(f["kind"], f["rank"], f["severity"]) for f in b["findings"]]
+    if len(fa) != len(fb) or any(x[:2] != y[:2] or abs(x[2] - y[2]) > 0.005 for x, y in zip(fa, fb)):
+        diff.append(("findings", fa, fb))
+    return diff

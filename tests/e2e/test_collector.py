@@ -1,10 +1,13 @@
 """The collector on synthetic traces whose split is known exactly (bench/gentrace: 40 ms steps, the
 training thread reading its 128 samples itself, three Iallreduces and a Waitall): the shares it
 computes, and its memory, which must not grow with the length of the trace. The training thread's
-events are read a second time instead of being kept, so a trace four times as long may only add
-what its collectives take."""
+events are read a second time instead of being kept; a rank's collectives beyond the first few
+thousand (DDPSPY_REPORT_PREFIX, a test-only limit) are read again too, and those of a sample of
+steps kept (DDPSPY_REPORT_SAMPLE steps at most, test-only too), so a trace four times as long adds
+nothing once the sample is full."""
 import json
 import os
+import shutil
 import subprocess
 from lib import *
 
@@ -16,24 +19,30 @@ if not os.path.exists(GEN):
 d = tmpdir("collector")
 
 
-def measured(path):
+def measured(path, **env):
     """Runs the report as a child of its own so its peak memory is its own."""
     code = ("import json, resource, subprocess, sys\n"
             "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
             "print(json.dumps({'rc': p.returncode, 'out': p.stdout, 'err': p.stderr,\n"
             "                  'rss': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))\n")
     p = subprocess.run(["/usr/bin/python3", "-c", code, DDPSPY, "report", "--json", path],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, **env))
     r = json.loads(p.stdout)
     return json.loads(r["out"]) if r["rc"] == 0 else None, r["rss"], r["err"]
 
 
-runs = {}
+runs, sampled = {}, {}
 for n in (200000, 800000):
     out = os.path.join(d, "sync%d" % n)
     os.mkdir(out)
     subprocess.run([GEN, out, "2", str(n), "sync"], check=True)
     runs[n] = measured(out)
+    sampled[n] = measured(out, DDPSPY_REPORT_PREFIX="256", DDPSPY_REPORT_SAMPLE="256")
+# 200k events are about 1,500 steps of four collectives, all kept while loading; with only 256 kept,
+# the steps are found again from the whole trace, streamed, which must give the same report
+streamed = measured(os.path.join(d, "sync200000"), DDPSPY_REPORT_PREFIX="256")[0]
+ok(streamed is not None and streamed == runs[200000][0], "the steps found again from the streamed calls give "
+   "the report that keeping every call gives")
 
 j, rss_small, err = runs[200000]
 if ok(j is not None, "report of 2 ranks x 200k events (rc=0) %s" % err[-300:]):
@@ -61,6 +70,25 @@ if ok(j4 is not None, "report of 2 ranks x 800k events (rc=0) %s" % err[-300:]):
     ok(grown < 0.1 * kept, "peak memory %d KiB at 200k events per rank, %d KiB at 800k: grew %d KiB, under a "
        "tenth of the %d KiB that keeping the training thread's events would add" % (rss_small, rss_big, grown, kept))
 
+# a sample of 256 steps: the same split, and memory that no longer grows with the trace
+(js, rs_small, err), (js4, rs_big, err4) = sampled[200000], sampled[800000]
+if ok(js is not None and js4 is not None, "reports from a sample of 256 steps (rc=0) %s %s" % (err[-200:], err4[-200:])):
+    a, b = js4["ranks"][0]["shares"], j["ranks"][0]["shares"]
+    n4 = js4["job"]
+    ok(all(abs(a[k] - b[k]) < 2e-4 for k in a) and n4["steps_sampled"] <= 256 < n4["steps_analyzed"]
+       and any("sample of %d" % n4["steps_sampled"] in w for w in n4["warnings"]),
+       "the sampled split is the whole one's: %s from %d of %d steps, and a warning says so"
+       % (a, n4["steps_sampled"], n4["steps_analyzed"]))
+    ok(rs_big - rs_small < 1024, "peak memory with the sample: %d KiB at 200k events per rank, %d KiB at 800k "
+       "(without it %d and %d)" % (rs_small, rs_big, rss_small, rss_big))
+
+if shutil.which("valgrind"):
+    p = subprocess.run(["valgrind", "-q", "--error-exitcode=9", "--leak-check=full", "--errors-for-leak-kinds=definite",
+                        DDPSPY, "report", os.path.join(d, "sync200000")], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, DDPSPY_REPORT_PREFIX="256", DDPSPY_REPORT_SAMPLE="64"))
+    ok(p.returncode == 0, "valgrind: no memory error or leak while the sample is thinned (rc=%d)%s"
+       % (p.returncode, (": " + p.stderr[-600:].replace("\n", " | ")) if p.returncode else ""))
+
 # PyTorch-shaped steps (gentrace ... gloo SEED): two all-reduces of unknown size per step on a
 # helper thread, the pause before the first varying from step to step (sd 30 ms). Every all-reduce
 # looks like every other, so the step is the period at which the long pause recurs; chance made a
@@ -87,6 +115,24 @@ for seed in range(1, 16):
             bad.append((seed, r0["rank"], n, r0["step_p50_ms"], got, {k: round(v, 4) for k, v in want.items()}))
 ok(not bad, "steps of look-alike gloo calls on 15 seeds: 150 ms each, at least %d of 40 analysed, the waits "
    "split as generated (seed, rank, steps, p50, got, want): %s" % (40 - 4, bad))
+
+# A long PyTorch-shaped run, 20,000 steps whose waits vary step to step: with 2 ranks the report keeps
+# 8192 steps at most, so its per-step figures come from a sample, which must stand for the whole:
+# the shares within 0.005 of the generated ones over all analysed steps. (Its 40,000 calls would
+# all be kept while loading at this world size, 65,536 per thread; 2048 make it take the long way.)
+out = os.path.join(d, "gloolong")
+os.mkdir(out)
+g = subprocess.run([GEN, out, "2", "60000", "gloo", "3"], check=True, capture_output=True, text=True)
+truth = json.loads(g.stdout)
+jl, rss_l, err = measured(out, DDPSPY_REPORT_PREFIX="2048")
+if ok(jl is not None, "report of 20,000 gloo steps (rc=0) %s" % err[-300:]):
+    n = jl["job"]["steps_analyzed"]
+    want = {k: sum(truth[k + "_ms"][-n:]) / (150 * n) for k in ("comms", "host")}
+    got = [{k: r["shares"][k] for k in want} for r in jl["ranks"]]
+    ok(n >= truth["steps"] - 4 and jl["job"]["steps_sampled"] <= 8192 and
+       all(abs(x[k] - want[k]) < 0.005 for x in got for k in want) and jl["step"]["p50_ms"] == 150,
+       "%d steps, %d sampled: shares %s against %s generated, step p50 %.3f ms"
+       % (n, jl["job"]["steps_sampled"], got, {k: round(v, 4) for k, v in want.items()}, jl["step"]["p50_ms"]))
 
 cleanup(d)
 done()

@@ -178,8 +178,19 @@ if ok(len(sev) == 2, "two variable-length runs reported"):
     ok(imb["fixed"] > imb["bucket"] and sev["fixed"] >= 0.15 and sev["fixed"] > sev["bucket"],
        "work_skew %s ordered like the trainer's own padded-token imbalance %s" % (sev, imb))
 
+# ---- long traces: the steps found again from every call, streamed (test_report explains) ----
+diffs = {n: streamed_differences(os.path.join(d, n)) for n in ("healthy", "rank0", "slow-data", "varlen-fixed")
+         if os.path.isdir(os.path.join(d, n))}
+ok(len(diffs) == 4 and not any(diffs.values()), "the same report from the streamed calls (merged from gloo's "
+   "threads) as from the kept ones: %s" % {n: v for n, v in diffs.items() if v})
+
 # ---- memory errors on the helper-thread paths ----
 if shutil.which("valgrind") and os.path.isdir(os.path.join(d, "rank0")):
+    p = subprocess.run(["valgrind", "-q", "--error-exitcode=9", "--leak-check=full", "--errors-for-leak-kinds=definite",
+                        DDPSPY, "report", os.path.join(d, "rank0")], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, DDPSPY_REPORT_PREFIX="64"))
+    ok(p.returncode == 0, "valgrind: no memory error or leak when the steps are found from the streamed calls "
+       "(rc=%d)%s" % (p.returncode, (": " + p.stderr[-600:].replace("\n", " | ")) if p.returncode else ""))
     p = subprocess.run(["valgrind", "-q", "--error-exitcode=9", "--leak-check=full", "--errors-for-leak-kinds=definite",
                         DDPSPY, "report", os.path.join(d, "rank0")], capture_output=True, text=True, timeout=600)
     ok(p.returncode == 0, "valgrind: no memory error or leak in the report of a PyTorch trace (rc=%d)%s"
