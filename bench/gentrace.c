@@ -13,7 +13,10 @@
  * JSON line: steps, step_ms, and per step the main thread's comms (its wait while an all-reduce
  * runs) and host (its wait between the two) in ms.
  *
- * usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | gloo SEED] */
+ * With "irregular", the all-reduces' sizes vary from call to call (the same on every rank), so
+ * that no pattern repeats: the report falls back to time windows.
+ *
+ * usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | irregular | gloo SEED] */
 #include <math.h>
 #include <msgpack.h>
 #include <stdint.h>
@@ -153,11 +156,12 @@ static long gloo_steps(struct evbuf *main_thr, struct evbuf *helper, int64_t t, 
 int main(int argc, char **argv)
 {
 	int gloo = argc == 6 && !strcmp(argv[4], "gloo");
-	if (argc < 4 || argc > 6 || (argc == 5 && strcmp(argv[4], "sync")) || (argc == 6 && !gloo)) {
-		fprintf(stderr, "usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | gloo SEED]\n");
+	int irregular = argc == 5 && !strcmp(argv[4], "irregular");
+	if (argc < 4 || argc > 6 || (argc == 5 && strcmp(argv[4], "sync") && !irregular) || (argc == 6 && !gloo)) {
+		fprintf(stderr, "usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | irregular | gloo SEED]\n");
 		return 2;
 	}
-	int sync = argc == 5;
+	int sync = argc == 5 && !irregular;
 	uint64_t seed = gloo ? strtoull(argv[5], NULL, 10) : 0;
 	long steps = gloo ? atol(argv[3]) / 3 : 0;
 	double *truth = gloo ? calloc((size_t)steps * 2 + 1, sizeof *truth) : NULL;
@@ -233,7 +237,8 @@ int main(int argc, char **argv)
 			if (!sync)
 				add(&train, DDPSPY_EV_READ, s0 + 1000, 20000, 4, a1);
 			for (int b = 0; b < 3; b++) {
-				int64_t a2[7] = { DDPSPY_OP_ALLREDUCE, 0, seq++, 1048576, -1, 0x1000 + b, 0 };
+				int64_t bytes = irregular ? 4096 * (1 + (int64_t)((uint32_t)seq * 2654435761u >> 20)) : 1048576;
+				int64_t a2[7] = { DDPSPY_OP_ALLREDUCE, 0, seq++, bytes, -1, 0x1000 + b, 0 };
 				add(&train, DDPSPY_EV_MPI_ICOLL, s0 + 20000000 + b * 5000000 + r * 1000, 50000, 7, a2);
 			}
 			int64_t a3[4] = { DDPSPY_OP_WAITALL, 3, 0x1000, 0 };

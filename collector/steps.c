@@ -286,8 +286,11 @@ static int find_pattern(struct sync *s, struct pattern *pt)
 		size_t same = 0;
 		for (size_t i = 0; i + p < n; i++)
 			same += same_sig(s->e[i], s->e[i + p]);
-		/* start-up and tear-down calls (a first check, a final gather) break a few matches */
-		if ((double)(n - p - same) <= 0.2 * (double)(n - p) + 2.0 * (double)p && n / p >= 3)
+		/* start-up and tear-down calls (a first check, a final gather) break a few matches: up
+		 * to two periods' worth, but never a third of the comparisons, or a run of only three
+		 * periods would pass whatever its calls (irregular collectives, no pattern at all) */
+		double extra = fmin(2.0 * (double)p, (double)(n - p) / 3);
+		if ((double)(n - p - same) <= 0.2 * (double)(n - p) + extra && n / p >= 3)
 			P = p;
 	}
 	if (!P)

@@ -89,6 +89,27 @@ if shutil.which("valgrind"):
     ok(p.returncode == 0, "valgrind: no memory error or leak while the sample is thinned (rc=%d)%s"
        % (p.returncode, (": " + p.stderr[-600:].replace("\n", " | ")) if p.returncode else ""))
 
+# No pattern at all (gentrace ... irregular: every all-reduce of another size): 20 equal time windows;
+# streamed, windows of about 64 calls (a sample of them can then bound memory), the same shares
+out = os.path.join(d, "irregular")
+os.mkdir(out)
+subprocess.run([GEN, out, "2", "100000", "irregular"], check=True)
+jw = measured(out)[0]
+jws, _, err = measured(out, DDPSPY_REPORT_PREFIX="256")
+if ok(jw is not None and jws is not None, "reports of a run without a pattern (rc=0) %s" % err[-300:]):
+    calls = 4 * 100000 // 133
+    a, b = jw["verdict"]["shares"], jws["verdict"]["shares"]
+    ok(jw["job"]["step_source"] == jws["job"]["step_source"] == "windows" and jw["job"]["steps_detected"] == 20
+       and abs(jws["job"]["steps_detected"] - calls / 64) <= 2 and all(abs(a[k] - b[k]) < 0.005 for k in a),
+       "irregular collectives: %d windows, %d streamed (about %d calls / 64), shares %s and %s"
+       % (jw["job"]["steps_detected"], jws["job"]["steps_detected"], calls, a, b))
+if shutil.which("valgrind"):
+    p = subprocess.run(["valgrind", "-q", "--error-exitcode=9", "--leak-check=full", "--errors-for-leak-kinds=definite",
+                        DDPSPY, "report", out], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, DDPSPY_REPORT_PREFIX="64", DDPSPY_REPORT_SAMPLE="64"))
+    ok(p.returncode == 0, "valgrind: no memory error or leak in streamed windows (rc=%d)%s"
+       % (p.returncode, (": " + p.stderr[-600:].replace("\n", " | ")) if p.returncode else ""))
+
 # PyTorch-shaped steps (gentrace ... gloo SEED): two all-reduces of unknown size per step on a
 # helper thread, the pause before the first varying from step to step (sd 30 ms). Every all-reduce
 # looks like every other, so the step is the period at which the long pause recurs; chance made a
