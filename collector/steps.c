@@ -383,6 +383,26 @@ static size_t rank_bounds(struct sync *s, const struct pattern *pt, int64_t *b)
 	return nb;
 }
 
+/* the time span every rank's training thread covers (lo > hi: none) */
+static void common_span(struct analysis *a, int64_t *lo, int64_t *hi)
+{
+	*lo = INT64_MIN;
+	*hi = INT64_MAX;
+	for (int r = 0; r < a->nranks; r++) {
+		struct thr *t = an_train_thread(a->ranks[r].p);
+		if (!t || t->first > t->last)
+			continue;
+		*lo = t->first > *lo ? t->first : *lo;
+		*hi = t->last < *hi ? t->last : *hi;
+	}
+}
+
+/* boundary k of K equal time windows over [lo, hi] */
+static int64_t window_at(int64_t lo, int64_t hi, size_t k, size_t K)
+{
+	return lo + (int64_t)((double)(hi - lo) * (double)k / (double)K);
+}
+
 /* ---- long traces: the steps from every call streamed again, a sample of them kept ----
  *
  * When a rank made more synchronizing calls than the prefix kept while loading, its steps are
@@ -421,7 +441,7 @@ struct sweep {
 	struct kthr *kt;              /* their calls, per thread */
 	size_t kept;
 	int64_t len_max;              /* the longest step from a->skip on */
-	int64_t b0, bskip, span0;     /* where step 0 and step a->skip start; the first analysed one */
+	int64_t b0, bskip;            /* where step 0 and step a->skip start */
 	int failed;
 };
 
@@ -522,8 +542,8 @@ static int sweep_event(void *ctx, int h, const struct ev *e)
 {
 	struct sweep *w = ctx;
 	if (w->mode == BY_WINDOWS) {
-		while (w->nb <= w->K && e->t >= w->lo + (int64_t)((double)(w->hi - w->lo) * (double)w->nb / (double)w->K))
-			sweep_bound(w, w->lo + (int64_t)((double)(w->hi - w->lo) * (double)w->nb / (double)w->K));
+		while (w->nb <= w->K && e->t >= window_at(w->lo, w->hi, w->nb, w->K))
+			sweep_bound(w, window_at(w->lo, w->hi, w->nb, w->K));
 		if (w->nb > w->K)
 			return 1;
 	} else if (w->mode == BY_MARKERS && e->kind == DDPSPY_EV_STEP) {
@@ -556,7 +576,7 @@ static size_t sweep_rank(struct sweep *w)
 		sweep_bound(w, w->lastend);
 	if (w->mode == BY_WINDOWS)
 		while (w->nb <= w->K)
-			sweep_bound(w, w->lo + (int64_t)((double)(w->hi - w->lo) * (double)w->nb / (double)w->K));
+			sweep_bound(w, window_at(w->lo, w->hi, w->nb, w->K));
 	size_t n = w->nb ? w->nb - 1 : 0;
 	sweep_prune(w, n); /* the calls of the step still open */
 	return n;
@@ -573,16 +593,10 @@ static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct
 	struct ev *sig = NULL;
 	if (!w)
 		return 0;
-	int64_t lo = INT64_MIN, hi = INT64_MAX;
+	int64_t lo, hi;
 	size_t calls0 = 0;
+	common_span(a, &lo, &hi);
 	if (mode == BY_WINDOWS) { /* windows of about 64 calls of the lowest rank, 20 at least */
-		for (int r = 0; r < R; r++) {
-			struct thr *t = an_train_thread(a->ranks[r].p);
-			if (t && t->first <= t->last) {
-				lo = t->first > lo ? t->first : lo;
-				hi = t->last < hi ? t->last : hi;
-			}
-		}
 		for (int h = 0; h < a->ranks[0].p->nthr; h++)
 			calls0 += a->ranks[0].p->thr[h].nsync;
 	}
@@ -655,7 +669,6 @@ static size_t sweep_keep_analysed(struct analysis *a, struct sweep *w, size_t sk
 				v->ks[n++] = v->ks[i];
 		v->nks = n;
 		N = n < N ? n : N;
-		v->span0 = skip ? v->bskip : v->b0;
 		for (int h = 0; h < v->p->nthr; h++) {
 			struct thr *t = &v->p->thr[h];
 			struct kthr *k = &v->kt[h];
@@ -768,20 +781,14 @@ static void excesses(struct analysis *a, size_t k, int c, struct rv *v, double *
 
 static void windows(struct analysis *a, int64_t **b, size_t *nb, size_t K)
 {
-	int64_t lo = INT64_MIN, hi = INT64_MAX;
-	for (int r = 0; r < a->nranks; r++) {
-		struct thr *t = an_train_thread(a->ranks[r].p);
-		if (!t || t->first > t->last)
-			continue;
-		lo = t->first > lo ? t->first : lo;
-		hi = t->last < hi ? t->last : hi;
-	}
+	int64_t lo, hi;
+	common_span(a, &lo, &hi);
 	for (int r = 0; r < a->nranks; r++) {
 		nb[r] = 0;
 		if (lo == INT64_MIN || hi <= lo)
 			continue;
 		for (size_t k = 0; k <= K; k++)
-			b[r][nb[r]++] = lo + (int64_t)((double)(hi - lo) * (double)k / (double)K);
+			b[r][nb[r]++] = window_at(lo, hi, k, K);
 	}
 }
 
@@ -1214,7 +1221,8 @@ void an_analyse_steps(struct analysis *a)
 			ri->steps[k].t1 = w ? w[r].ks[k].t1 : b[r][skip + k + 1];
 		}
 		if (w)
-			sd->span[r] = (struct span){ w[r].span0, w[r].b, (double)(w[r].nb - 1 - skip), MS(w[r].len_max) };
+			sd->span[r] = (struct span){ skip ? w[r].bskip : w[r].b0, w[r].b, (double)(w[r].nb - 1 - skip),
+						     MS(w[r].len_max) };
 		else
 			sd->span[r] = (struct span){ ri->steps[0].t0, ri->steps[N - 1].t1, (double)N, 0 };
 		struct split sp = { .sd = sd, .ri = ri, .r = r, .N = N, .w = { .tab = &sd->tab, .rank = r },

@@ -86,6 +86,7 @@ static uint32_t frame_crc(const void *p, uint32_t n)
 {
 	return (uint32_t)crc32(0L, p, n);
 }
+
 struct frame {
 	size_t off;         /* of the frame header */
 	const unsigned char *body;

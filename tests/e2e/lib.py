@@ -112,3 +112,11 @@ def streamed_differences(out, prefix=64):
     if len(fa) != len(fb) or any(x[:2] != y[:2] or abs(x[2] - y[2]) > 0.005 for x, y in zip(fa, fb)):
         diff.append(("findings", fa, fb))
     return diff
+
+
+def under_valgrind(args, **env):
+    """`ddpspy ARGS` under valgrind, failing on memory errors and definite leaks: the completed
+    process, and what valgrind said when it failed ("" when it did not), for a check's message."""
+    p = subprocess.run(["valgrind", "-q", "--error-exitcode=9", "--leak-check=full", "--errors-for-leak-kinds=definite",
+                        DDPSPY] + args, capture_output=True, text=True, timeout=600, env=dict(os.environ, **env))
+    return p, (": " + p.stderr[-600:].replace("\n", " | ")) if p.returncode else ""

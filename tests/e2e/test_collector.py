@@ -83,11 +83,9 @@ if ok(js is not None and js4 is not None, "reports from a sample of 256 steps (r
        "(without it %d and %d)" % (rs_small, rs_big, rss_small, rss_big))
 
 if shutil.which("valgrind"):
-    p = subprocess.run(["valgrind", "-q", "--error-exitcode=9", "--leak-check=full", "--errors-for-leak-kinds=definite",
-                        DDPSPY, "report", os.path.join(d, "sync200000")], capture_output=True, text=True, timeout=600,
-                       env=dict(os.environ, DDPSPY_REPORT_PREFIX="256", DDPSPY_REPORT_SAMPLE="64"))
-    ok(p.returncode == 0, "valgrind: no memory error or leak while the sample is thinned (rc=%d)%s"
-       % (p.returncode, (": " + p.stderr[-600:].replace("\n", " | ")) if p.returncode else ""))
+    p, why = under_valgrind(["report", os.path.join(d, "sync200000")], DDPSPY_REPORT_PREFIX="256",
+                            DDPSPY_REPORT_SAMPLE="64")
+    ok(p.returncode == 0, "valgrind: no memory error or leak while the sample is thinned (rc=%d)%s" % (p.returncode, why))
 
 # No pattern at all (gentrace ... irregular: every all-reduce of another size): 20 equal time windows;
 # streamed, windows of about 64 calls (a sample of them can then bound memory), the same shares
@@ -104,11 +102,8 @@ if ok(jw is not None and jws is not None, "reports of a run without a pattern (r
        "irregular collectives: %d windows, %d streamed (about %d calls / 64), shares %s and %s"
        % (jw["job"]["steps_detected"], jws["job"]["steps_detected"], calls, a, b))
 if shutil.which("valgrind"):
-    p = subprocess.run(["valgrind", "-q", "--error-exitcode=9", "--leak-check=full", "--errors-for-leak-kinds=definite",
-                        DDPSPY, "report", out], capture_output=True, text=True, timeout=600,
-                       env=dict(os.environ, DDPSPY_REPORT_PREFIX="64", DDPSPY_REPORT_SAMPLE="64"))
-    ok(p.returncode == 0, "valgrind: no memory error or leak in streamed windows (rc=%d)%s"
-       % (p.returncode, (": " + p.stderr[-600:].replace("\n", " | ")) if p.returncode else ""))
+    p, why = under_valgrind(["report", out], DDPSPY_REPORT_PREFIX="64", DDPSPY_REPORT_SAMPLE="64")
+    ok(p.returncode == 0, "valgrind: no memory error or leak in streamed windows (rc=%d)%s" % (p.returncode, why))
 
 # PyTorch-shaped steps (gentrace ... gloo SEED): two all-reduces of unknown size per step on a
 # helper thread, the pause before the first varying from step to step (sd 30 ms). Every all-reduce

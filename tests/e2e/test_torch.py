@@ -186,15 +186,12 @@ ok(len(diffs) == 4 and not any(diffs.values()), "the same report from the stream
 
 # ---- memory errors on the helper-thread paths ----
 if shutil.which("valgrind") and os.path.isdir(os.path.join(d, "rank0")):
-    p = subprocess.run(["valgrind", "-q", "--error-exitcode=9", "--leak-check=full", "--errors-for-leak-kinds=definite",
-                        DDPSPY, "report", os.path.join(d, "rank0")], capture_output=True, text=True, timeout=600,
-                       env=dict(os.environ, DDPSPY_REPORT_PREFIX="64"))
+    p, why = under_valgrind(["report", os.path.join(d, "rank0")], DDPSPY_REPORT_PREFIX="64")
     ok(p.returncode == 0, "valgrind: no memory error or leak when the steps are found from the streamed calls "
-       "(rc=%d)%s" % (p.returncode, (": " + p.stderr[-600:].replace("\n", " | ")) if p.returncode else ""))
-    p = subprocess.run(["valgrind", "-q", "--error-exitcode=9", "--leak-check=full", "--errors-for-leak-kinds=definite",
-                        DDPSPY, "report", os.path.join(d, "rank0")], capture_output=True, text=True, timeout=600)
+       "(rc=%d)%s" % (p.returncode, why))
+    p, why = under_valgrind(["report", os.path.join(d, "rank0")])
     ok(p.returncode == 0, "valgrind: no memory error or leak in the report of a PyTorch trace (rc=%d)%s"
-       % (p.returncode, (": " + p.stderr[-600:].replace("\n", " | ")) if p.returncode else ""))
+       % (p.returncode, why))
     lines = p.stdout.splitlines()
     ok(any(l.startswith("rank 0: collectives on helper threads") for l in lines) and
        max(len(l) for l in lines if l.startswith("rank") or l[:4].strip().isdigit()) <= 100,
