@@ -16,7 +16,13 @@
  * With "irregular", the all-reduces' sizes vary from call to call (the same on every rank), so
  * that no pattern repeats: the report falls back to time windows.
  *
- * usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | irregular | gloo SEED] */
+ * With "stall", every rank has a DataLoader worker process (a file of its own, role worker) and
+ * waits 20 ms of each 40 ms step reading the worker's pipe; per step the worker reads 32 samples
+ * of 4 KiB from /data/train (a pread of 500 us each: 16 ms per step) and imports 4 modules from
+ * /usr/lib/python3/__pycache__ (a read of 64 KiB, 20 us each: four times the bytes of the
+ * samples in a twentieth of their time). data_stall's evidence must name /data/train first.
+ *
+ * usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | irregular | stall | gloo SEED] */
 #include <math.h>
 #include <msgpack.h>
 #include <stdint.h>
@@ -72,6 +78,7 @@ struct evbuf {
 	int n;
 	int64_t ev[4096][4 + 12];
 	int nargs[4096];
+	const char *path[4096]; /* an open's path: its last argument, a string */
 };
 
 static void flush(struct evbuf *b)
@@ -86,9 +93,11 @@ static void flush(struct evbuf *b)
 	str("ev");
 	msgpack_pack_array(&pk, (size_t)b->n);
 	for (int i = 0; i < b->n; i++) {
-		msgpack_pack_array(&pk, (size_t)(4 + b->nargs[i]));
+		msgpack_pack_array(&pk, (size_t)(4 + b->nargs[i] + !!b->path[i]));
 		for (int k = 0; k < 4 + b->nargs[i]; k++)
 			msgpack_pack_int64(&pk, b->ev[i][k]);
+		if (b->path[i])
+			str(b->path[i]);
 	}
 	frame_end();
 	b->n = 0;
@@ -107,8 +116,101 @@ static void add(struct evbuf *b, int kind, int64_t t, int64_t dur, int nargs, co
 	e[3] = 0;
 	for (int i = 0; i < nargs; i++)
 		e[4 + i] = args[i];
+	b->path[b->n] = NULL;
 	b->nargs[b->n++] = nargs;
 	b->prev = t;
+}
+
+/* open(path) = fd, then its reads of bytes each taking dur, every gap apart; returns the events */
+static int file_reads(struct evbuf *b, int64_t t, const char *path, int fd, int n, int64_t bytes, int64_t dur,
+		      int64_t gap)
+{
+	int64_t o[3] = { fd, 0, DDPSPY_FD_FILE };
+	add(b, DDPSPY_EV_OPEN, t, 5000, 3, o);
+	b->path[b->n - 1] = path;
+	for (int i = 0; i < n; i++) {
+		int64_t a[5] = { fd, DDPSPY_FD_FILE, bytes, bytes, (int64_t)i * bytes };
+		add(b, DDPSPY_EV_PREAD, t + 10000 + i * gap, dur, 5, a);
+	}
+	return n + 1;
+}
+
+static void header(int r, int ranks, int pid, int worker, const char *name, int64_t t)
+{
+	unsigned char fh[16] = "DDPSPY\r\n";
+	fh[8] = DDPSPY_FORMAT_MAJOR;
+	fh[10] = DDPSPY_FORMAT_MINOR;
+	fwrite(fh, 1, 16, out);
+	msgpack_pack_map(&pk, 21);
+	str("k"), str(DDPSPY_REC_HEADER);
+	str("format"), msgpack_pack_array(&pk, 2), msgpack_pack_int(&pk, 1), msgpack_pack_int(&pk, 1);
+	str("tool"), str("gentrace");
+	str("host"), str("gen");
+	kv_int("pid", pid);
+	kv_int("ppid", worker ? 1000 + r : 1);
+	str("role"), str(worker ? "worker" : "rank");
+	kv_int("rank", worker ? -1 : r);
+	kv_int("local_rank", worker ? -1 : r);
+	kv_int("world_size", worker ? -1 : ranks);
+	str("rank_source"), str(worker ? "parent" : "ompi");
+	kv_int("parent_rank", worker ? r : -1);
+	kv_int("parent_pid", worker ? 1000 + r : -1);
+	str("exe"), str("/bin/gentrace");
+	str("cmdline"), msgpack_pack_array(&pk, 1), str("gentrace");
+	str("clock"), str("monotonic");
+	kv_int("raw", t);
+	kv_int("mono_ns", t);
+	kv_int("real_ns", t + 1700000000000000000LL);
+	str("config"), msgpack_pack_map(&pk, 3), kv_int("ring_kb", 4096), kv_int("flush_ms", 100),
+		kv_int("stack_us", 1000);
+	str("pad"), msgpack_pack_nil(&pk); /* 21st key: readers skip unknown keys */
+	frame_end();
+	calib(t);
+	msgpack_pack_map(&pk, 3);
+	str("k"), str(DDPSPY_REC_THREAD);
+	kv_int("tid", pid);
+	str("name"), str(name);
+	frame_end();
+}
+
+static void end(int64_t t, long n)
+{
+	calib(t);
+	msgpack_pack_map(&pk, 4);
+	str("k"), str(DDPSPY_REC_END);
+	str("reason"), str("exit");
+	kv_int("events", n);
+	kv_int("dropped", 0);
+	frame_end();
+}
+
+/* stall mode's worker file for rank r, steps steps from t */
+static int worker_file(const char *dir, int r, int ranks, int64_t t, long steps)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/w%05d-gen-%d.ddpspy", dir, r, 5000 + r);
+	out = fopen(path, "wb");
+	if (!out) {
+		perror(path);
+		return -1;
+	}
+	static struct evbuf w;
+	w.tid = 5000 + r;
+	header(r, ranks, w.tid, 1, "pt_data_worker", t);
+	static const char *mods[] = { "/usr/lib/python3/__pycache__/a.cpython-311.pyc",
+				      "/usr/lib/python3/__pycache__/b.cpython-311.pyc",
+				      "/usr/lib/python3/__pycache__/c.cpython-311.pyc",
+				      "/usr/lib/python3/__pycache__/d.cpython-311.pyc" };
+	long n = 0;
+	for (long k = 0; k < steps; k++, t += 40000000) {
+		n += file_reads(&w, t + 1000000, "/data/train/shard-000.bin", 7, 32, 4096, 500000, 500000);
+		for (int m = 0; m < 4; m++)
+			n += file_reads(&w, t + 20000000 + m * 100000, mods[m], 8, 1, 65536, 20000, 0);
+	}
+	flush(&w);
+	end(t, n);
+	fclose(out);
+	return 0;
 }
 
 static uint64_t rng;
@@ -156,12 +258,12 @@ static long gloo_steps(struct evbuf *main_thr, struct evbuf *helper, int64_t t, 
 int main(int argc, char **argv)
 {
 	int gloo = argc == 6 && !strcmp(argv[4], "gloo");
-	int irregular = argc == 5 && !strcmp(argv[4], "irregular");
-	if (argc < 4 || argc > 6 || (argc == 5 && strcmp(argv[4], "sync") && !irregular) || (argc == 6 && !gloo)) {
-		fprintf(stderr, "usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | irregular | gloo SEED]\n");
+	const char *mode = argc == 5 ? argv[4] : "";
+	int irregular = !strcmp(mode, "irregular"), sync = !strcmp(mode, "sync"), stall = !strcmp(mode, "stall");
+	if (argc < 4 || argc > 6 || (argc == 5 && !sync && !irregular && !stall) || (argc == 6 && !gloo)) {
+		fprintf(stderr, "usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | irregular | stall | gloo SEED]\n");
 		return 2;
 	}
-	int sync = argc == 5 && !irregular;
 	uint64_t seed = gloo ? strtoull(argv[5], NULL, 10) : 0;
 	long steps = gloo ? atol(argv[3]) / 3 : 0;
 	double *truth = gloo ? calloc((size_t)steps * 2 + 1, sizeof *truth) : NULL;
@@ -180,41 +282,13 @@ int main(int argc, char **argv)
 			perror(path);
 			return 1;
 		}
-		unsigned char fh[16] = "DDPSPY\r\n";
-		fh[8] = DDPSPY_FORMAT_MAJOR;
-		fh[10] = DDPSPY_FORMAT_MINOR;
-		fwrite(fh, 1, 16, out);
-		int64_t t = 1000000000;
-		msgpack_pack_map(&pk, 21);
-		str("k"), str(DDPSPY_REC_HEADER);
-		str("format"), msgpack_pack_array(&pk, 2), msgpack_pack_int(&pk, 1), msgpack_pack_int(&pk, 1);
-		str("tool"), str("gentrace");
-		str("host"), str("gen");
-		kv_int("pid", 1000 + r);
-		kv_int("ppid", 1);
-		str("role"), str("rank");
-		kv_int("rank", r);
-		kv_int("local_rank", r);
-		kv_int("world_size", ranks);
-		str("rank_source"), str("ompi");
-		kv_int("parent_rank", -1);
-		kv_int("parent_pid", -1);
-		str("exe"), str("/bin/gentrace");
-		str("cmdline"), msgpack_pack_array(&pk, 1), str("gentrace");
-		str("clock"), str("monotonic");
-		kv_int("raw", t);
-		kv_int("mono_ns", t);
-		kv_int("real_ns", t + 1700000000000000000LL);
-		str("config"), msgpack_pack_map(&pk, 3), kv_int("ring_kb", 4096), kv_int("flush_ms", 100),
-			kv_int("stack_us", 1000);
-		str("pad"), msgpack_pack_nil(&pk); /* 21st key: readers skip unknown keys */
-		frame_end();
-		calib(t);
-		for (int th = 0; th < 2; th++) {
+		int64_t t = 1000000000, t_start = t;
+		header(r, ranks, 1000 + r, 0, gloo ? "python3" : "ddpbench", t);
+		if (!stall) {
 			msgpack_pack_map(&pk, 3);
 			str("k"), str(DDPSPY_REC_THREAD);
-			kv_int("tid", 1000 + r + th * 100000);
-			str("name"), str(gloo ? (th ? "pt_gloo" : "python3") : th ? "ddpbench-in0" : "ddpbench");
+			kv_int("tid", 1000 + r + 100000);
+			str("name"), str(gloo ? "pt_gloo" : "ddpbench-in0");
 			frame_end();
 		}
 		train.tid = 1000 + r;
@@ -225,9 +299,19 @@ int main(int argc, char **argv)
 			n = gloo_steps(&train, &input, t, per, seed, truth);
 			t += 150000000LL * steps;
 		}
+		/* stall: a 40 ms step whose first 20 ms the training thread waits on its worker's pipe,
+		 * then computes and all-reduces 1 MiB (2 ms) */
+		while (stall && n < per) {
+			int64_t a1[4] = { 9, DDPSPY_FD_PIPE, 4, 4 };
+			add(&train, DDPSPY_EV_READ, t, 20000000, 4, a1);
+			int64_t a2[6] = { DDPSPY_OP_ALLREDUCE, 0, seq++, 1048576, -1, 0 };
+			add(&train, DDPSPY_EV_MPI_COLL, t + 37000000 + r * 1000, 2000000 - r * 1000, 6, a2);
+			n += 2;
+			t += 40000000;
+		}
 		/* a 40 ms step: 128 preads on the input thread, then the training thread's pipe read,
 		 * compute, three Iallreduces during backward, the Waitall; rank r is a little late */
-		while (!gloo && n < per) {
+		while (!gloo && !stall && n < per) {
 			int64_t s0 = t;
 			for (int i = 0; i < 128; i++) {
 				int64_t a[5] = { 5, DDPSPY_FD_FILE, 4096, 4096, (int64_t)i * 4096 };
@@ -248,14 +332,10 @@ int main(int argc, char **argv)
 		}
 		flush(&train);
 		flush(&input);
-		calib(t);
-		msgpack_pack_map(&pk, 4);
-		str("k"), str(DDPSPY_REC_END);
-		str("reason"), str("exit");
-		kv_int("events", n);
-		kv_int("dropped", 0);
-		frame_end();
+		end(t, n);
 		fclose(out);
+		if (stall && worker_file(argv[1], r, ranks, t_start, (t - t_start) / 40000000) < 0)
+			return 1;
 	}
 	msgpack_sbuffer_destroy(&sb);
 	if (gloo) {

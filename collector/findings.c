@@ -529,8 +529,9 @@ static void find_data(struct analysis *a)
 				pats[j] = tmp;
 			}
 	/* the files behind it, from every thread of the rank and its input workers: by directory,
-	 * whole-run totals scaled to the analysed span, the most bytes read first (a worker's
-	 * start-up imports cost time too, but the input is where the bytes come from) */
+	 * whole-run totals scaled to the analysed span, the longest time in calls first, then the most
+	 * bytes: what the step waits for is time (a worker importing modules reads more bytes of
+	 * .pyc than of samples, fast, from the page cache) */
 	struct dirsum { char dir[256]; double ms, calls, bytes; } *dirs = calloc(MAX_DIRS, sizeof *dirs);
 	int nd = 0;
 	if (!dirs)
@@ -559,7 +560,7 @@ static void find_data(struct analysis *a)
 	}
 	for (int i = 0; i < nd; i++)
 		for (int j = i + 1; j < nd; j++)
-			if (dirs[j].bytes > dirs[i].bytes || (dirs[j].bytes == dirs[i].bytes && dirs[j].ms > dirs[i].ms)) {
+			if (dirs[j].ms > dirs[i].ms || (dirs[j].ms == dirs[i].ms && dirs[j].bytes > dirs[i].bytes)) {
 				struct dirsum tmp = dirs[i];
 				dirs[i] = dirs[j];
 				dirs[j] = tmp;

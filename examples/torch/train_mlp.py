@@ -10,9 +10,11 @@ The samples are written to DIR first if it has none. Rank 0 prints, as its last 
 summary measured by the trainer itself (the ground truth a profiler's verdict is checked against).
 """
 import argparse
+import importlib
 import json
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -28,9 +30,10 @@ CLASSES = 10
 class FileSamples(Dataset):
     """One file per sample: 4 KiB of float32 features; the label is derived from them."""
 
-    def __init__(self, root, delay_ms=0.0):
+    def __init__(self, root, delay_ms=0.0, import_every=0):
         self.paths = sorted(os.path.join(root, f) for f in os.listdir(root) if f.endswith(".bin"))
         self.delay = delay_ms / 1000.0
+        self.import_every, self.calls = import_every, 0
 
     def __len__(self):
         return len(self.paths)
@@ -38,6 +41,11 @@ class FileSamples(Dataset):
     def __getitem__(self, i):
         if self.delay:
             time.sleep(self.delay)  # slow storage or decoding in the input pipeline
+        if self.import_every and self.calls % self.import_every == 0:
+            # a module imported on first use (a decoder plugin), a new one each time: more bytes
+            # than the samples, read fast from the page cache
+            importlib.import_module("plugin%04d" % (self.calls // self.import_every))
+        self.calls += 1
         with open(self.paths[i], "rb") as f:
             x = torch.frombuffer(bytearray(f.read()), dtype=torch.float32)
         return x, int(x[:CLASSES].argmax())
@@ -51,6 +59,17 @@ def make_data(root, n):
     for i in range(n):
         with open(os.path.join(root, "s%06d.bin" % i), "wb") as f:
             f.write(torch.randn(FEATURES, generator=g).numpy().tobytes())
+
+
+def make_modules(root, n):
+    """n modules of 128 KiB each, for --import-modules"""
+    os.makedirs(root, exist_ok=True)
+    for i in range(n):
+        path = os.path.join(root, "plugin%04d.py" % i)
+        if not os.path.exists(path):
+            with open(path + ".tmp", "w") as f:
+                f.write("TABLE = %r\n" % ("%04d" % i * 32768))
+            os.rename(path + ".tmp", path)
 
 
 def main():
@@ -75,6 +94,9 @@ def main():
                         "checkpoint service: a sleep), then every rank meets it at a barrier")
     p.add_argument("--slow-data", type=float, default=0, metavar="MS",
                    help="each sample takes MS ms to load (a starved DataLoader)")
+    p.add_argument("--import-modules", type=int, default=0, metavar="K",
+                   help="the DataLoader's workers import about K new modules of 128 KiB per step "
+                        "(from DATA-modules/, written first)")
     a = p.parse_args()
     if a.batch < 1 or a.steps < 1 or a.warmup < 0 or a.workers < 0 or a.hidden < 1 or a.layers < 1:
         p.error("--batch, --steps, --hidden and --layers must be positive; --warmup and --workers not negative")
@@ -82,11 +104,16 @@ def main():
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
+    mods = a.data.rstrip("/") + "-modules"
     if rank == 0:
         make_data(a.data, a.samples)
+        if a.import_modules:
+            make_modules(mods, (a.warmup + a.steps + 4) * a.import_modules)  # and batches prefetched
     dist.barrier()
+    if a.import_modules:
+        sys.path.insert(0, mods)
 
-    ds = FileSamples(a.data, a.slow_data)
+    ds = FileSamples(a.data, a.slow_data, max(1, a.batch // a.import_modules) if a.import_modules > 0 else 0)
     sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=True, seed=0)
     dl = DataLoader(ds, batch_size=a.batch, sampler=sampler, num_workers=a.workers, drop_last=True,
                     persistent_workers=a.workers > 0)

@@ -150,5 +150,19 @@ if ok(jl is not None, "report of 20,000 gloo steps (rc=0) %s" % err[-300:]):
        "%d steps, %d sampled: shares %s against %s generated, step p50 %.3f ms"
        % (n, jl["job"]["steps_sampled"], got, {k: round(v, 4) for k, v in want.items()}, jl["step"]["p50_ms"]))
 
+# data_stall's files (gentrace ... stall): each rank's DataLoader worker reads its samples from
+# /data/train (16 ms per step) and imports modules from a __pycache__ (four times the bytes, in a
+# twentieth of the time): what the trainer waits for is the data directory, named first
+out = os.path.join(d, "stall")
+os.mkdir(out)
+subprocess.run([GEN, out, "2", "200", "stall"], check=True)
+j = measured(out)[0]
+f = [x for x in j["findings"] if x["kind"] == "data_stall"] if j else []
+files = f[0]["evidence"]["files"] if f else []
+ok(j is not None and j["verdict"]["bound"] == "data" and len(files) == 2 and files[0]["dir"] == "/data/train"
+   and abs(files[0]["ms_per_step"] - 16.0) < 0.1 and files[1]["bytes_per_step"] > files[0]["bytes_per_step"],
+   "data_stall names the directory the worker spends its time reading first, not the one it reads the most "
+   "bytes from: %s" % files)
+
 cleanup(d)
 done()

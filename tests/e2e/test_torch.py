@@ -142,8 +142,10 @@ if ok(j is not None, "rank-0 work reported"):
     ok(not [x for x in find(j, "straggler") if x["rank"] == 0 and x["evidence"]["cause"] == "host"],
        "and rank 0's host work is not also called a straggler: %s" % kinds(j))
 
-# ---- a starved DataLoader: one worker, 15 ms per sample ----
-t, j = traced("slow-data", ["--steps", "15", "--slow-data", "15", "--workers", "1"])
+# ---- a starved DataLoader: one worker, 15 ms per sample, importing 4 new modules per step ----
+# (the modules are more bytes than the samples, read fast: the samples' directory is what the
+# trainer waits for, and comes first)
+t, j = traced("slow-data", ["--steps", "15", "--slow-data", "15", "--workers", "1", "--import-modules", "4"])
 if ok(j is not None, "starved DataLoader reported"):
     out = os.path.join(d, "slow-data")
     ok([r["rank"] for r in j["ranks"]] == [0, 1] and sum(f.startswith("w") for f in os.listdir(out)) == 2,
@@ -153,8 +155,11 @@ if ok(j is not None, "starved DataLoader reported"):
     ok(j["verdict"]["bound"] == "data" and f, "data-bound with a data_stall: %s, %s" % (j["verdict"]["summary"], kinds(j)))
     ok(ev and ev["ops"] and ev["ops"][0]["op"] in ("poll", "read") and "input pipeline" in f[0]["title"],
        "the wait on the DataLoader's workers is named as the cause: %s" % (f[0]["title"] if f else None))
-    ok(ev and ev["files"] and ev["files"][0]["dir"].endswith("data"),
-       "the workers' own file reads are in the evidence: %s" % (ev.get("files") if ev else None))
+    files = ev.get("files") if ev else []
+    mods = [x for x in files if "data-modules" in x["dir"]]
+    ok(files and files[0]["dir"] == data and mods and mods[0]["bytes_per_step"] > files[0]["bytes_per_step"],
+       "the workers' own file reads are in the evidence, the samples' directory first, before the modules "
+       "they imported during the steps (more bytes, less time): %s" % files)
 
 # ---- an extra 256 MiB all-reduce per step (gloo moves it about as fast as the model computes at 128) ----
 t, j = traced("extra", STEPS + ["--extra-allreduce", "256"])
