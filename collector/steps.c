@@ -1156,8 +1156,12 @@ void an_analyse_steps(struct analysis *a)
 		an_warn(a, "no repeating pattern of collectives: steps are %zu equal time windows", K);
 	a->steps_detected = (int)K;
 	size_t skip = (size_t)a->skip;
-	if (K && skip >= K) {
-		an_warn(a, "only %zu step%s found; none skipped as warm-up", K, K == 1 ? "" : "s");
+	if (skip >= K) { /* none skipped: with no step at all, none analysed either (not K - skip < 0) */
+		if (K)
+			an_warn(a, "only %zu step%s found; none skipped as warm-up", K, K == 1 ? "" : "s");
+		else
+			an_warn(a, "no step found: the training threads made no collective, step marker or other event "
+				"to time one by");
 		skip = 0;
 	}
 	a->skip = (int)skip;
