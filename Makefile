@@ -36,7 +36,7 @@ DDPBENCH_SRC := $(wildcard testapps/ddpbench/*.c)
 UNIT := $(B)/tests/test_ring $(B)/tests/test_format $(B)/tests/test_fdclass \
 	$(B)/tests/test_identity
 
-.PHONY: all deps test bench gen clean testapps stress lab demo
+.PHONY: all deps test bench gen clean testapps stress lab demo fixtures
 all: $(B)/libddpspy.so $(B)/ddpspy
 
 deps:
@@ -134,6 +134,11 @@ lab:
 
 gen:
 	python3 tools/gen_mpi.py > preload/mpi_wrappers.inc
+
+# the golden reports of tests/fixtures/ made again from the stored traces, after an intended change
+# of the analysis (read `git diff tests/fixtures` before committing; tests/fixtures/README.md)
+fixtures: all
+	@/usr/bin/python3 tests/fixtures/record.py --golden
 
 clean:
 	rm -rf $(B)

@@ -1,0 +1,235 @@
+"""The analysis judged on traces that do not depend on this machine's speed, so that it passes
+identically on every run: the recorded fixtures of tests/fixtures/ (README.md there: the testbed
+under ddpspy, each with the testbed's own ground truth, truth.json) and traces bench/gentrace writes
+here. Each fixture's report must be its golden report (report.json and report.txt beside it: a
+change of the analysis shows as a diff, made again with `make fixtures` once read), and must say
+what the ground truth says: every verdict and every finding kind of the CPU vocabulary, each
+against the testbed's own figures."""
+import glob
+import json
+import os
+import shutil
+import subprocess
+from lib import *
+from schema import report_errors
+
+FX = os.path.join(ROOT, "tests", "fixtures")
+GEN = os.path.join(BUILD, "bench", "gentrace")
+
+
+def report(rel, *extra, **env):
+    """The report of tests/fixtures/NAME (named from the root, as record.py names it): (JSON, text)."""
+    e = dict(os.environ, **env)
+    js = subprocess.run([DDPSPY, "report", "--json", rel] + list(extra), capture_output=True, text=True, timeout=120,
+                        cwd=ROOT, env=e)
+    tx = subprocess.run([DDPSPY, "report", rel] + list(extra), capture_output=True, text=True, timeout=120, cwd=ROOT,
+                        env=e)
+    return js.stdout, tx.stdout
+
+
+def differences(a, b, path=""):
+    """Where two JSON values differ, as paths (the first few)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            out += differences(a.get(k), b.get(k), path + "." + k)
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, "%s[%d]" % (path, i))]
+    return [] if a == b else ["%s: %s -> %s" % (path or ".", json.dumps(a)[:80], json.dumps(b)[:80])]
+
+
+names = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(FX, "*", "report.json")))
+ok(len(names) >= 16, "%d recorded fixtures: %s" % (len(names), " ".join(names)))
+rep, truth = {}, {}
+for n in names:
+    rel = os.path.join("tests", "fixtures", n)
+    js, tx = report(rel)
+    with open(os.path.join(FX, n, "report.json")) as f:
+        want_js = f.read()
+    with open(os.path.join(FX, n, "report.txt")) as f:
+        want_tx = f.read()
+    with open(os.path.join(FX, n, "truth.json")) as f:
+        truth[n] = json.load(f)
+    try:
+        rep[n] = json.loads(js)
+    except ValueError:
+        rep[n] = None
+    diff = differences(json.loads(want_js), rep[n]) if rep[n] is not None else ["no JSON report"]
+    ok(js == want_js and tx == want_tx, "%s: the report is the golden one (report.json, report.txt)%s" % (
+        n, "" if js == want_js and tx == want_tx else ": %s; if the analysis changed on purpose, read the diff of "
+        "`make fixtures`" % (diff[:4] or "the text report differs")))
+    errs = report_errors(rep[n]) if rep[n] is not None else ["no report"]
+    ok(not errs, "%s: the report follows the contract%s" % (n, (": %s" % errs[:3]) if errs else ""))
+
+
+def find(n, kind):
+    return [f for f in rep[n]["findings"] if f["kind"] == kind] if rep.get(n) else []
+
+
+def summary(n):
+    j = rep.get(n)
+    return "%s; %s" % (j["verdict"]["summary"], [(f["kind"], f["rank"], round(f["severity"], 3)) for f in j["findings"]]) \
+        if j else "no report"
+
+
+def near(x, want, rel):
+    return abs(x - want) <= rel * want
+
+
+def case(n):
+    return rep.get(n) is not None
+
+
+# ---- healthy: compute-bound, the testbed's own split ----
+if case("healthy"):
+    j, t = rep["healthy"], truth["healthy"]
+    ok(j["verdict"]["bound"] == "compute" and not [f for f in j["findings"] if f["severity"] >= 0.1],
+       "healthy: compute-bound, no finding of 0.1 or more: %s" % summary("healthy"))
+    ok(j["job"]["step_source"] == "collectives" and j["job"]["steps_detected"] == 12 and j["job"]["steps_analyzed"] == 10
+       and near(j["step"]["p50_ms"], t["step_ms_p50"], 0.1),
+       "healthy: 12 steps from the collectives, 10 analysed, p50 %.2f ms against the testbed's %.2f"
+       % (j["step"]["p50_ms"], t["step_ms_p50"]))
+    got = [(r["shares"]["compute"], t["ranks"][r["rank"]]["compute_ms"] / t["ranks"][r["rank"]]["step_ms"]) for r in j["ranks"]]
+    ok(all(abs(a - b) < 0.1 for a, b in got), "healthy: each rank's compute share within 0.1 of the testbed's "
+       "(report, testbed): %s" % [(round(a, 3), round(b, 3)) for a, b in got])
+
+# ---- stragglers: the late rank, what it did, and how much of the step it costs ----
+for n, late, cause, key in (("straggler-delay", 1, "host", "host_ms"), ("straggler-slowdown", 1, "compute", "compute_ms"),
+                            ("straggler-4ranks", 2, "host", "host_ms")):
+    if not case(n):
+        continue
+    t, f = truth[n], find(n, "straggler")
+    others = sorted(r[key] for r in t["ranks"] if r["rank"] != late)
+    want = (t["ranks"][late][key] - others[len(others) // 2]) / t["step_ms_p50"]
+    ok(len(f) == 1 and f[0]["rank"] == late and f[0]["evidence"]["cause"] == cause and near(f[0]["severity"], want, 0.25)
+       and rep[n]["verdict"]["bound"] == cause,
+       "%s: %s-bound, one straggler, rank %d, cause %s, severity within 25%% of its excess %s over the step, %.3f: %s"
+       % (n, cause, late, cause, key, want, summary(n)))
+
+# ---- collectives ----
+if case("extra-allreduce"):
+    f = find("extra-allreduce", "collective_volume")
+    ok(rep["extra-allreduce"]["verdict"]["bound"] == "comms" and f and f[0]["evidence"]["bytes"] == 64 << 20 and
+       abs(f[0]["evidence"]["calls_per_step"] - 1) < 0.01 and f[0]["evidence"]["op"] == "allreduce" and
+       not find("extra-allreduce", "small_work"),
+       "extra all-reduce: comms-bound, collective_volume names one 64 MiB allreduce per step: %s"
+       % (f[0]["evidence"] if f else summary("extra-allreduce")))
+if case("trap"):
+    t, f = truth["trap"], find("trap", "small_work")
+    want = sum(r["comm_ms"] for r in t["ranks"]) / len(t["ranks"]) / t["step_ms_p50"]
+    ok(rep["trap"]["verdict"]["bound"] == "comms" and len(f) == 1 and not find("trap", "collective_volume") and
+       near(f[0]["severity"], want, 0.25),
+       "strong-scaling trap: small_work, severity within 25%% of the testbed's sync share of the step %.3f: %s"
+       % (want, summary("trap")))
+if case("no-overlap"):
+    t, f = truth["no-overlap"], find("no-overlap", "no_overlap")
+    ok(f and f[0]["evidence"]["allreduces_per_step"] == t["buckets"] and f[0]["evidence"]["bytes_per_step"] == t["grad_bytes"],
+       "no overlap: no_overlap names the %d bucket all-reduces of %d bytes per step after backward: %s"
+       % (t["buckets"], t["grad_bytes"], f[0]["evidence"] if f else summary("no-overlap")))
+
+# ---- rank 0 works, then a barrier ----
+if case("rank0-work"):
+    t, f = truth["rank0-work"], find("rank0-work", "rank0_serialization")
+    want = t["ranks"][0]["host_ms"] / t["step_ms_p50"]
+    ok(rep["rank0-work"]["verdict"]["bound"] == "host" and f and f[0]["rank"] == 0 and f[0]["evidence"]["op"] == "barrier"
+       and near(f[0]["severity"], want, 0.25) and not find("rank0-work", "straggler"),
+       "rank-0 work: rank0_serialization on rank 0 at the barrier, severity within 25%% of its work over the step "
+       "%.3f, and no straggler: %s" % (want, summary("rank0-work")))
+
+# ---- input ----
+if case("small-reads"):
+    t, f = truth["small-reads"], find("small-reads", "data_stall")
+    op = f[0]["evidence"]["ops"][0] if f and f[0]["evidence"]["ops"] else {}
+    ok(rep["small-reads"]["verdict"]["bound"] == "data" and op.get("op") == "pread" and op.get("bytes_per_call") == 32
+       and op.get("calls_per_step") == t["batch"] * 4096 / 32,
+       "small reads: data-bound, data_stall names %d preads of 32 bytes per step: %s" % (t["batch"] * 4096 / 32, op))
+if case("read-delay"):
+    f = find("read-delay", "data_stall")
+    op = f[0]["evidence"]["ops"][0] if f and f[0]["evidence"]["ops"] else {}
+    ok(rep["read-delay"]["verdict"]["bound"] == "data" and f and f[0]["rank"] is None and op.get("op") == "read" and
+       op.get("fdclass") == "unix", "storage latency on every rank: data-bound, data_stall on every rank names the "
+       "wait on the storage socket: %s" % op)
+
+# ---- token skew: work_skew ordered like the testbed's own padded imbalance ----
+vl = {b: n for b, n in (("fixed", "varlen-fixed"), ("bucket", "varlen-bucket"), ("token-budget", "varlen-token-budget"))
+      if case(n)}
+if ok(len(vl) == 3, "three variable-length fixtures"):
+    sev = {b: max([f["severity"] for f in find(n, "work_skew")] or [0]) for b, n in vl.items()}
+    imb = {b: truth[n]["padded_imbalance"] for b, n in vl.items()}
+    ok(sorted(sev, key=sev.get) == sorted(imb, key=imb.get) and sev["fixed"] >= 0.15,
+       "work_skew severities %s ordered like the testbed's padded imbalance %s" % (sev, imb))
+
+# ---- steps from markers; clocks offset by -50 and +50 ms, recovered ----
+if case("markers"):
+    j, t = rep["markers"], truth["markers"]
+    ok(j["job"]["step_source"] == "markers" and j["job"]["steps_detected"] == 12 and j["job"]["steps_analyzed"] == 10 and
+       near(j["step"]["p50_ms"], t["step_ms_p50"], 0.1), "markers: 12 steps from them, 10 analysed, p50 %.2f ms "
+       "against the testbed's %.2f" % (j["step"]["p50_ms"], t["step_ms_p50"]))
+if case("clock-offset"):
+    j = rep["clock-offset"]
+    off = {r["rank"]: r["clock_offset_us"] for r in j["ranks"]}
+    ok(abs(off[1] - off[0] + 100000) < 100 and j["job"]["clock"]["method"] == "collective-exit" and
+       j["job"]["clock"]["max_offset_us"] < 100 and j["job"]["steps_analyzed"] == 10,
+       "rank 1's clock, 100 ms ahead of rank 0's, corrected by %.1f us (%s, residual %.1f us), and 10 steps found"
+       % (off[1] - off[0], j["job"]["clock"]["method"], j["job"]["clock"]["max_offset_us"]))
+
+# ---- what was lost: dropped events, damaged files ----
+if case("dropped"):
+    j, f = rep["dropped"], find("dropped", "lost_events")
+    exact = all(abs(x["severity"] - x["evidence"]["dropped"] / (x["evidence"]["dropped"] + x["evidence"]["recorded"]))
+                < 0.001 for x in f)
+    ok(sorted(x["rank"] for x in f) == [0, 1] and exact and
+       j["job"]["dropped_events"] == sum(x["evidence"]["dropped"] for x in f) > 0,
+       "full rings: lost_events on both ranks, each the fraction its file says was dropped, %d events in all: %s"
+       % (j["job"]["dropped_events"], [(x["rank"], x["evidence"]) for x in f]))
+if case("damaged"):
+    j = rep["damaged"]
+    ok(len(j["job"]["warnings"]) >= 2 and sorted(x["rank"] for x in find("damaged", "lost_events")) == [0, 1] and
+       j["job"]["ranks"] == 2 and j["job"]["steps_analyzed"] > 0 and find("damaged", "straggler"),
+       "a truncated and a corrupt file: warnings %s, lost_events on both ranks, the readable part analysed "
+       "(%d steps, the straggler still found)" % (j["job"]["warnings"], j["job"]["steps_analyzed"]))
+
+# ---- generated: no step at all is an unknown verdict, and says why ----
+d = tmpdir("fixtures")
+if os.path.exists(GEN):
+    out = os.path.join(d, "empty")
+    os.mkdir(out)
+    subprocess.run([GEN, out, "2", "0"], check=True)
+    p = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=60)
+    j = json.loads(p.stdout) if p.stdout.startswith("{") else None
+    ok(j is not None and p.returncode == 0 and j["verdict"]["bound"] == "unknown" and j["verdict"]["confidence"] == 0
+       and j["job"]["steps_analyzed"] == 0 and j["job"]["warnings"] and not report_errors(j),
+       "ranks with no event: verdict unknown, confidence 0, 0 steps analysed, a warning says why: %s"
+       % (str((j["verdict"], j["job"]["steps_analyzed"], j["job"]["warnings"])) if j else p.stderr))
+    if j is not None:
+        rep["generated-empty"] = j
+else:
+    skip("a trace without steps", "build/bench/gentrace missing")
+
+# ---- every verdict and every CPU finding kind is covered by the above ----
+bounds = {j["verdict"]["bound"] for j in rep.values() if j}
+kinds = {f["kind"] for j in rep.values() if j for f in j["findings"]}
+want_kinds = {"straggler", "rank0_serialization", "collective_volume", "data_stall", "work_skew", "no_overlap",
+              "small_work", "lost_events"}
+ok(bounds >= {"compute", "data", "comms", "host", "unknown"} and kinds >= want_kinds,
+   "every verdict (%s) and every CPU finding kind (%s) is judged on a fixed trace; missing: %s"
+   % (sorted(bounds), sorted(kinds), sorted(({"compute", "data", "comms", "host", "unknown"} - bounds) |
+                                            (want_kinds - kinds))))
+
+# ---- long traces: the steps found again from every call, streamed, give the same analysis ----
+diffs = {n: streamed_differences(os.path.join(FX, n)) for n in ("straggler-delay", "healthy", "rank0-work", "markers",
+                                                                 "varlen-fixed", "trap") if case(n)}
+ok(len(diffs) == 6 and not any(diffs.values()), "the same report from the streamed calls as from the kept ones: %s"
+   % {n: v for n, v in diffs.items() if v})
+
+# ---- memory errors: the report under valgrind ----
+if shutil.which("valgrind"):
+    for n in ("healthy", "trap", "damaged", "dropped"):
+        p, why = under_valgrind(["report", "--json", os.path.join(FX, n)])
+        ok(p.returncode == 0, "valgrind: no memory error or leak in the report of %s (rc=%d)%s" % (n, p.returncode, why))
+else:
+    skip("the report under valgrind", "valgrind is not installed (.ci/deps installs it)")
+
+cleanup(d)
+done()
