@@ -9,7 +9,8 @@ The default model here is small and cache-resident (--hidden 128): its steps are
 with the testbed's default model for the same ~170 recorded events per rank per step (128 sample
 preads, 29 MPI_Testall, pipe reads, collectives), so it is the harsher case for the preload.
 
-Used by `make bench` (prints) and tests/e2e/test_ddpbench.py (asserts)."""
+Used by `make bench`, which prints the ratio against its budget (not by `make test`: a 3% budget
+cannot be resolved on a busy machine)."""
 import json
 import os
 import subprocess

@@ -48,6 +48,12 @@ CASES = [
     ("varlen-bucket", 4, ["--varlen", "--batch", "16", "--batching", "bucket"], "variable lengths, bucketed by length"),
     ("varlen-budget", 4, ["--varlen", "--batch", "16", "--batching", "token-budget"],
      "variable lengths, 2048 padded tokens per rank"),
+    # work_skew's order on 2 ranks, one per core (4 ranks on 2 cores put a noise floor of ~0.2 under
+    # it): token budget (padded imbalance ~0.04) between fixed count (~0.23) and buckets (~0.01) is a
+    # quiet-machine comparison, not one for `make test` (which judges it on recorded traces)
+    ("skew2-fixed", 2, ["--varlen", "--batch", "8", "--batching", "fixed"], "2 ranks, variable lengths, 8 per rank"),
+    ("skew2-bucket", 2, ["--varlen", "--batch", "8", "--batching", "bucket"], "2 ranks, bucketed by length"),
+    ("skew2-budget", 2, ["--varlen", "--batch", "8", "--batching", "token-budget"], "2 ranks, token budget"),
 ]
 
 
@@ -70,6 +76,7 @@ def run_case(name, ws, args, steps, data, k):
         top = [f for f in rep["findings"] if f["severity"] >= 0.05]
         st = [f for f in rep["findings"] if f["kind"] == "straggler"]
         j["severity"] = st[0]["severity"] if st else None
+        j["work_skew"] = max([f["severity"] for f in rep["findings"] if f["kind"] == "work_skew"] or [0])
         if top:
             f = top[0]
             j["finding"] = "%s%s %.2f" % (f["kind"], "" if f["rank"] is None else " r%d" % f["rank"], f["severity"])
@@ -123,6 +130,7 @@ def main():
             res[name] = js[len(js) // 2]
             res[name]["all_sps"] = [j["samples_per_s"] for j in js]
             res[name]["all_tps"] = [j["tokens_per_s"] for j in js]
+            res[name]["all_skew"] = [j.get("work_skew", 0) for j in js]
     write(a, cases, res)
     print("lab: wrote %s" % os.path.relpath(a.out, ROOT))
 
@@ -275,6 +283,15 @@ def write(a, cases, res):
               "batches (as fairseq-style samplers do), so it pads almost nothing and balances padded "
               "tokens per rank by construction. The seed does not describe its token-budget sampler; "
               "one that packs unsorted sequences pads more and lands below bucketing, as the seed's did.")
+    sk = [g(n) for n in ("skew2-fixed", "skew2-bucket", "skew2-budget")]
+    if all(sk):
+        sev = {n: statistics.median(g(n)["all_skew"]) for n in ("skew2-fixed", "skew2-bucket", "skew2-budget")}
+        imb = {n: g(n)["padded_imbalance"] for n in sev}
+        check(sorted(sev, key=sev.get) == sorted(imb, key=imb.get) and sev["skew2-fixed"] >= 0.15,
+              "2 ranks: work_skew severities (median of the runs) fixed %.3f, token budget %.3f, bucket %.3f, in the "
+              "order of the padded imbalance %.3f, %.3f, %.3f." % (sev["skew2-fixed"], sev["skew2-budget"],
+                                                                  sev["skew2-bucket"], imb["skew2-fixed"],
+                                                                  imb["skew2-budget"], imb["skew2-bucket"]))
     L += ["### Shapes", ""] + checks + [""]
     L += ["Reproduce: `make lab` (about 5 minutes on 2 cores; `/usr/bin/python3 lab/lab.py --help` for "
           "fewer cases or repeats). These are wall-clock figures on a shared 2-vCPU VM: identical runs "

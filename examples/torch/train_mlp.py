@@ -62,13 +62,13 @@ def make_data(root, n):
 
 
 def make_modules(root, n):
-    """n modules of 128 KiB each, for --import-modules"""
+    """n modules of 384 KiB each, for --import-modules"""
     os.makedirs(root, exist_ok=True)
     for i in range(n):
         path = os.path.join(root, "plugin%04d.py" % i)
         if not os.path.exists(path):
             with open(path + ".tmp", "w") as f:
-                f.write("TABLE = %r\n" % ("%04d" % i * 32768))
+                f.write("TABLE = %r\n" % ("%04d" % i * 98304))
             os.rename(path + ".tmp", path)
 
 
@@ -95,7 +95,7 @@ def main():
     p.add_argument("--slow-data", type=float, default=0, metavar="MS",
                    help="each sample takes MS ms to load (a starved DataLoader)")
     p.add_argument("--import-modules", type=int, default=0, metavar="K",
-                   help="the DataLoader's workers import about K new modules of 128 KiB per step "
+                   help="the DataLoader's workers import about K new modules of 384 KiB per step "
                         "(from DATA-modules/, written first)")
     a = p.parse_args()
     if a.batch < 1 or a.steps < 1 or a.warmup < 0 or a.workers < 0 or a.hidden < 1 or a.layers < 1:
