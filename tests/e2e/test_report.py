@@ -71,13 +71,19 @@ def healthy(k):
     j, p = report(out)
     if j is None or truth_h is None:
         return [(False, "healthy run reported")]
+    # On a busy machine (another process on one core) the all-reduce itself takes longer, and the
+    # testbed measures it: a collective_volume finding is right there up to the testbed's own comm
+    # share of the step (the least-waiting rank's) and 0.1
+    comm = min(r["comm_ms"] / r["step_ms"] for r in truth_h["ranks"])
     bad = [(f["kind"], f["severity"]) for f in j["findings"]
-           if f["kind"] in ("rank0_serialization", "collective_volume", "data_stall") and f["severity"] >= 0.1]
+           if (f["kind"] in ("rank0_serialization", "data_stall") and f["severity"] >= 0.1) or
+           (f["kind"] == "collective_volume" and f["severity"] >= max(0.1, comm + 0.1))]
     comp = [r["compute_ms"] for r in truth_h["ranks"]]
     gap = (max(comp) - min(comp)) / truth_h["step_ms_max"]
     st = [f for f in findings(j, "straggler") if f["severity"] >= 0.1]
     checks = [(j["verdict"]["bound"] == "compute", "healthy: compute-bound (%s)" % j["verdict"]["summary"]),
-              (not bad, "healthy: no rank-0, volume or data finding of severity >= 0.1: %s" % bad),
+              (not bad, "healthy: no rank-0 or data finding of severity >= 0.1, no volume finding beyond the "
+               "testbed's own comm share %.2f + 0.1: %s" % (comm, bad)),
               (not st or (len(st) == 1 and st[0]["rank"] == comp.index(max(comp)) and st[0]["evidence"]["cause"] == "compute"
                           and abs(st[0]["severity"] - gap) <= 0.1),
                "healthy: a straggler finding only as the testbed measured one (compute %s ms per rank, gap %.2f of the "
