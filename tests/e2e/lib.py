@@ -3,6 +3,7 @@ and report TAP lines that tests/run.sh counts. Run from the repository root."""
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,10 +40,8 @@ def spread(xs):
     """A robust standard deviation of repeated measurements: 1.4826 x their median absolute deviation."""
     if len(xs) < 2:
         return 0.0
-    xs = sorted(xs)
-    m = xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
-    d = sorted(abs(x - m) for x in xs)
-    return 1.4826 * (d[len(d) // 2] if len(d) % 2 else (d[len(d) // 2 - 1] + d[len(d) // 2]) / 2)
+    m = statistics.median(xs)
+    return 1.4826 * statistics.median(abs(x - m) for x in xs)
 
 
 def margin(want, rel, *samples):
