@@ -239,7 +239,7 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	for (int i = 0; i < a->nprocs; i++) {
 		struct proc *p = &a->procs[i];
 		a->events += p->events;
-		a->dropped += p->dropped;
+		a->dropped += p->dropped + p->unwritten;
 		int seen = 0;
 		for (int h = 0; h < nh; h++)
 			seen |= !strcmp(hosts[h], p->host);

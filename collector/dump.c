@@ -1,4 +1,5 @@
-/* ddpspy dump DIR|FILE... [--json]: every process, thread and event as text, or as JSON lines.
+/* ddpspy dump DIR|FILE... [--json] [--summary]: every process, thread and event as text, or as
+ * JSON lines; --summary leaves the events out (each file's process, threads and what it lost).
  * Damaged files print what is readable, then one line naming the file and the byte offset where
  * reading stopped. Exit 0 when anything was readable, 2 when nothing was. */
 #include <inttypes.h>
@@ -12,6 +13,7 @@
 
 struct dumpctx {
 	int json;
+	int summary;      /* --summary: no events */
 	int64_t t_base; /* text times are relative to the process start */
 };
 
@@ -260,19 +262,25 @@ static void print_end(struct dumpctx *d, struct trace_file *f)
 		json_str(&j, "reason", f->ended ? f->end_reason : NULL);
 		json_int(&j, "events", (int64_t)f->events);
 		json_int(&j, "dropped", (int64_t)f->dropped);
+		json_int(&j, "unwritten", (int64_t)f->unwritten);
+		json_str(&j, "write_error", f->write_error[0] ? f->write_error : NULL);
 		json_end(&j);
 		return;
 	}
 	for (size_t i = 0; i < f->nthreads; i++)
 		printf("loss thread %d: %" PRIu64 " events recorded, %" PRIu64 " dropped\n",
 		       f->threads[i].tid, f->threads[i].events, f->threads[i].dropped);
+	char unwritten[128] = "";
+	if (f->unwritten || f->write_error[0])
+		snprintf(unwritten, sizeof unwritten, ", %" PRIu64 " not written (%s)", f->unwritten,
+			 f->write_error[0] ? f->write_error : "write error");
 	if (f->ended)
-		printf("end %s: %" PRIu64 " events, %" PRIu64 " dropped\n", f->end_reason, f->events,
-		       f->dropped);
+		printf("end %s: %" PRIu64 " events, %" PRIu64 " dropped%s\n", f->end_reason, f->events,
+		       f->dropped, unwritten);
 	else
-		printf("end missing: the process did not finish its file (killed?); events after the "
-		       "last flush are lost. %" PRIu64 " events, %" PRIu64 " dropped\n",
-		       f->events, f->dropped);
+		printf("end missing: the process did not finish its file (killed?): %" PRIu64 " events, "
+		       "%" PRIu64 " dropped%s, and an unknown number lost after the last flush\n",
+		       f->events, f->dropped, unwritten);
 }
 
 static void print_error(struct dumpctx *d, const char *path, size_t off, const char *msg)
@@ -294,17 +302,19 @@ static void print_error(struct dumpctx *d, const char *path, size_t off, const c
 
 int cmd_dump(int argc, char **argv)
 {
-	struct dumpctx d = {0, 0};
+	struct dumpctx d = {0, 0, 0};
 	int readable = 0, inputs = 0;
 
 	for (int i = 0; i < argc; i++) {
 		if (!strcmp(argv[i], "--json"))
 			d.json = 1;
+		else if (!strcmp(argv[i], "--summary"))
+			d.summary = 1;
 		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: ddpspy dump DIR|FILE... [--json]\n");
+			printf("usage: ddpspy dump DIR|FILE... [--json] [--summary]\n");
 			return 0;
 		} else if (argv[i][0] == '-') {
-			fprintf(stderr, "ddpspy dump: unknown option %s\nusage: ddpspy dump DIR|FILE... [--json]\n",
+			fprintf(stderr, "ddpspy dump: unknown option %s\nusage: ddpspy dump DIR|FILE... [--json] [--summary]\n",
 				argv[i]);
 			return 2;
 		}
@@ -323,7 +333,8 @@ int cmd_dump(int argc, char **argv)
 			fprintf(stderr, "ddpspy: no trace files (*.ddpspy) in %s\n", argv[i]);
 		for (int k = 0; k < n; k++) {
 			struct trace_file f;
-			struct trace_visitor v = {&d, on_header, on_identity, on_thread, on_event, NULL, NULL};
+			struct trace_visitor v = {&d, on_header, on_identity, on_thread,
+						  d.summary ? NULL : on_event, NULL, NULL};
 			if (trace_open(&f, files[k]) < 0) {
 				print_error(&d, files[k], 0, f.error);
 				trace_close(&f);
@@ -341,7 +352,7 @@ int cmd_dump(int argc, char **argv)
 		trace_free_list(files, n);
 	}
 	if (!inputs) {
-		fprintf(stderr, "usage: ddpspy dump DIR|FILE... [--json]\n");
+		fprintf(stderr, "usage: ddpspy dump DIR|FILE... [--json] [--summary]\n");
 		return 2;
 	}
 	if (!readable) {

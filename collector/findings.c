@@ -751,14 +751,19 @@ static void find_lost(struct analysis *a)
 		struct proc *p = &a->procs[i];
 		if (p->role != DDPSPY_ROLE_RANK && p->role != DDPSPY_ROLE_WORKER)
 			continue;
-		if (!p->dropped && !p->damaged && p->ended)
+		if (!p->dropped && !p->unwritten && !p->write_error[0] && !p->damaged && p->ended)
 			continue;
-		double frac = p->events + p->dropped ? (double)p->dropped / (double)(p->events + p->dropped) : 0;
+		uint64_t lost = p->dropped + p->unwritten;
+		double frac = p->events + lost ? (double)lost / (double)(p->events + lost) : 0;
 		int rank = p->role == DDPSPY_ROLE_RANK ? p->rank : p->parent_rank;
-		struct finding *f = add_finding(a, "lost_events", rank >= 0 ? rank : -1, p->damaged ? fmax(frac, 0.01) : frac);
+		struct finding *f = add_finding(a, "lost_events", rank >= 0 ? rank : -1,
+						p->damaged || !p->ended ? fmax(frac, 0.01) : frac);
 		if (!f)
 			return;
-		if (p->damaged)
+		if (p->write_error[0])
+			snprintf(f->title, sizeof f->title, "%" PRIu64 " events of pid %d (%.2f%%) are missing from "
+				 "%s: writing it failed (%s)", lost, p->pid, 100 * frac, p->file, p->write_error);
+		else if (p->damaged)
 			snprintf(f->title, sizeof f->title, "%s is damaged (%s): events after that point are missing",
 				 p->file, p->error);
 		else if (!p->ended)
@@ -769,12 +774,17 @@ static void find_lost(struct analysis *a)
 				 "were full", p->dropped, p->pid, 100 * frac);
 		char esc[1024];
 		snprintf(f->evidence, sizeof f->evidence, "\"file\": \"%s\", \"recorded\": %" PRIu64 ", \"dropped\": %"
-			 PRIu64 ", \"complete\": %s", jesc(p->file, esc, sizeof esc), p->events, p->dropped, p->ended && !p->damaged ? "true" : "false");
-		snprintf(f->text, sizeof f->text, "%" PRIu64 " recorded, %" PRIu64 " dropped%s", p->events, p->dropped,
-			 p->damaged ? ", file damaged" : !p->ended ? ", file not completed" : "");
+			 PRIu64 ", \"unwritten\": %" PRIu64 ", \"complete\": %s", jesc(p->file, esc, sizeof esc),
+			 p->events, p->dropped, p->unwritten, p->ended && !p->damaged ? "true" : "false");
+		snprintf(f->text, sizeof f->text, "%" PRIu64 " recorded, %" PRIu64 " dropped%s%s", p->events,
+			 lost, p->unwritten ? " or not written" : "",
+			 p->damaged ? ", file damaged" : !p->ended ? ", file not completed: more lost after its last flush" : "");
 		f->advice[0] = "Dropped events: raise DDPSPY_RING_KB or lower DDPSPY_FLUSH_MS.";
 		f->advice[1] = "A damaged or incomplete file: the process died before ddpspy could finish it (SIGKILL, "
 			       "the OOM killer); the rest of the job is still analysed.";
+		if (p->write_error[0])
+			f->advice[1] = "Events not written: the trace directory's filesystem refused them (full, quota); "
+				       "point DDPSPY_OUT at one with room.";
 	}
 }
 

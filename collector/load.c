@@ -499,6 +499,8 @@ int an_load_file(struct analysis *a, const char *path)
 	}
 	p->events = f.events;
 	p->dropped = f.dropped;
+	p->unwritten = f.unwritten;
+	snprintf(p->write_error, sizeof p->write_error, "%s", f.write_error);
 	p->read_to = f.stop_offset;
 	p->clock = calloc(1, sizeof *p->clock);
 	if (p->clock && trace_get_clock(&f, p->clock) < 0) {

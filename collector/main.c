@@ -13,7 +13,7 @@ static void usage(FILE *to)
 		    "  run [-o DIR] -- CMD...   run CMD with ddpspy's preload library, traces in DIR\n"
 		    "  report DIR... [--json]    the verdict: what bounds the job, which rank, what to change\n"
 		    "  compare --weak|--strong DIR... [--json]  scaling across world sizes\n"
-		    "  dump DIR|FILE... [--json] print every process, thread and event\n"
+		    "  dump DIR|FILE... [--json] [--summary]  print every process, thread and event\n"
 		    "  version                  print the version\n");
 }
 

@@ -726,6 +726,16 @@ static void scan_calib(struct trace_file *f)
 	memcpy(f->error, saved, sizeof saved); /* pass 2 reports damage itself */
 }
 
+/* A write error's count of events the file did not take: cumulative, in loss and end records. */
+static void rd_unwritten(struct trace_file *f, const msgpack_object *m)
+{
+	int64_t n = int_or(m, "unwritten", -1);
+	if (n >= 0 && (uint64_t)n > f->unwritten)
+		f->unwritten = (uint64_t)n;
+	if (get(m, "write_error"))
+		str_into(m, "write_error", f->write_error, sizeof f->write_error);
+}
+
 int trace_read(struct trace_file *f, const struct trace_visitor *v)
 {
 	size_t off = DDPSPY_FILE_HEADER_LEN;
@@ -812,7 +822,9 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 					break;
 				}
 			}
+			rd_unwritten(f, m);
 		} else if (!strcmp(kind, DDPSPY_REC_END)) {
+			rd_unwritten(f, m);
 			str_into(m, "reason", f->end_reason, sizeof f->end_reason);
 			f->ended = 1;
 			stop = v->on_end && v->on_end(v->ctx, f);

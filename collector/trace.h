@@ -70,6 +70,8 @@ struct trace_file {
 	int ended;          /* the last record is "end" */
 	char end_reason[32];
 	uint64_t events, dropped, frames;
+	uint64_t unwritten;      /* since 1.2: events the file did not take (a full disk, a write error) */
+	char write_error[64];    /* that write's error, "" for none */
 	/* where reading stopped early, and why (error[0] == 0: the whole file was read) */
 	size_t stop_offset;
 	char error[160];

@@ -15,7 +15,7 @@
 #define DDPSPY_MAGIC_LEN 8
 #define DDPSPY_FILE_HEADER_LEN 16
 #define DDPSPY_FORMAT_MAJOR 1
-#define DDPSPY_FORMAT_MINOR 1
+#define DDPSPY_FORMAT_MINOR 2
 
 /* Each frame: u32 payload length, u32 CRC-32 (IEEE, as zlib's crc32) of the payload, then the
  * payload: exactly one msgpack map whose key "k" names the record type. */

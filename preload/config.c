@@ -10,7 +10,7 @@
 
 struct dsp_config dsp_cfg;
 
-enum { OPT_STR, OPT_LONG, OPT_BOOL };
+enum { OPT_STR, OPT_LONG, OPT_BOOL, OPT_OCTAL };
 
 static const struct option {
 	const char *name;
@@ -26,6 +26,7 @@ static const struct option {
 	{"DDPSPY_DISABLE", OPT_BOOL, 0, 0, 1, NULL, offsetof(struct dsp_config, disable)},
 	{"DDPSPY_LOG", OPT_BOOL, 0, 0, 1, NULL, offsetof(struct dsp_config, log)},
 	{"DDPSPY_SIGNALS", OPT_BOOL, 1, 0, 1, NULL, offsetof(struct dsp_config, signals)},
+	{"DDPSPY_FILE_MODE", OPT_OCTAL, 0600, 0, 0777, NULL, offsetof(struct dsp_config, file_mode)},
 	{"DDPSPY_CLOCK_OFFSET_NS", OPT_STR, 0, 0, 0, "", offsetof(struct dsp_config, clock_offset)},
 };
 
@@ -66,12 +67,14 @@ void dsp_log(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* secure_getenv: in a setuid or setgid program (secure execution) every setting reads as unset;
+ * init.c then records nothing at all. */
 void dsp_config_load(void)
 {
 	for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
 		const struct option *o = &options[i];
 		char *field = (char *)&dsp_cfg + o->off;
-		const char *v = getenv(o->name);
+		const char *v = secure_getenv(o->name);
 		if (o->type == OPT_STR) {
 			*(const char **)field = v && *v ? v : o->sdef;
 			continue;
@@ -80,12 +83,15 @@ void dsp_config_load(void)
 		if (v && *v) {
 			char *end;
 			errno = 0;
-			long x = strtol(v, &end, 10);
+			long x = strtol(v, &end, o->type == OPT_OCTAL ? 8 : 10);
 			if (errno || *end || x < o->min || x > o->max ||
 			    (o->type == OPT_BOOL && x != 0 && x != 1))
-				dsp_warn("%s=%s is not %s %ld..%ld; using %ld", o->name, v,
-					 o->type == OPT_BOOL ? "one of" : "a whole number in", o->min,
-					 o->max, o->def);
+				if (o->type == OPT_OCTAL)
+					dsp_warn("%s=%s is not an octal mode; using %03lo", o->name, v, o->def);
+				else
+					dsp_warn("%s=%s is not %s %ld..%ld; using %ld", o->name, v,
+						 o->type == OPT_BOOL ? "one of" : "a whole number in", o->min,
+						 o->max, o->def);
 			else
 				val = x;
 		}

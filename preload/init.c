@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 int dsp_on;
@@ -29,6 +30,11 @@ DSP_REAL(void, _Exit, (int), NULL)
 void dsp_writer_exec_begin(void);
 void dsp_writer_exec_failed(void);
 void dsp_writer_signal_flush(int sig, int timeout_ms);
+
+int dsp_vfork_child(void)
+{
+	return getpid() != my_pid;
+}
 
 static const char *env_get(const char *name)
 {
@@ -116,7 +122,9 @@ __attribute__((constructor)) static void ddpspy_init(void)
 	t->guard = 1;
 	dsp_config_load();
 	my_pid = getpid();
-	if (dsp_cfg.disable) {
+	/* secure execution (setuid, setgid, file capabilities): the environment is the invoking
+	 * user's, the privileges are not; such a program is never traced and nothing is created */
+	if (dsp_cfg.disable || getauxval(AT_SECURE)) {
 		t->guard = 0;
 		return;
 	}

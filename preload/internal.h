@@ -45,6 +45,7 @@ struct dsp_config {
 	int disable;          /* DDPSPY_DISABLE */
 	int log;              /* DDPSPY_LOG */
 	int signals;          /* DDPSPY_SIGNALS: flush on fatal signals */
+	long file_mode;       /* DDPSPY_FILE_MODE: trace files' mode (octal, default 0600) */
 	const char *clock_offset; /* DDPSPY_CLOCK_OFFSET_NS: test only, see clock.c */
 };
 extern struct dsp_config dsp_cfg;
@@ -225,6 +226,11 @@ void dsp_identity_detect(struct dsp_identity *id, const char *(*get)(const char 
 
 /* ---- process lifecycle (init.c) and the writer (writer.c) ---- */
 extern int dsp_own_fd; /* the trace file's descriptor, -1 when none */
+/* The program is about to put another file at descriptor fd, the trace file's: move the trace
+ * file to another number first. Returns 1 when it moved. */
+int dsp_own_fd_move(int fd);
+int dsp_vfork_child(void);           /* this process is a vfork child (init.c) */
+void dsp_writer_wake(void);          /* a ring is half full: drain now (ring.c's hook) */
 extern struct dsp_identity dsp_id;
 int dsp_writer_start(void);               /* starts the writer thread; -1 on failure */
 void dsp_writer_stop_and_drain(const char *reason); /* final drain: exit, exec, signal */
@@ -247,9 +253,10 @@ struct ring *dsp_thread_ring_of(struct dsp_thread *th);
 int dsp_thread_tid(struct dsp_thread *th);
 const char *dsp_thread_name(struct dsp_thread *th);
 int dsp_thread_dead(struct dsp_thread *th);
-/* Words of per-thread state owned by the writer. DSP_WS_FINAL: the thread is dead and its ring
+/* Words of per-thread state owned by the writer: DSP_WS_DROPPED the drop count the file states,
+ * DSP_WS_SEEN the count read at this flush's drain. DSP_WS_FINAL: the thread is dead and its ring
  * drained for the last time, so dsp_registry_reap may free it. */
-enum { DSP_WS_ANNOUNCED, DSP_WS_DROPPED, DSP_WS_WRITTEN, DSP_WS_FINAL };
+enum { DSP_WS_ANNOUNCED, DSP_WS_DROPPED, DSP_WS_SEEN, DSP_WS_FINAL, DSP_WS_N };
 uint64_t *dsp_thread_writer_state(struct dsp_thread *th);
 void dsp_thread_set_name(struct dsp_tls *t, const char *name);
 void dsp_registry_lock(void);

@@ -53,6 +53,8 @@ DSP_REAL(int, __fxstat64, (int, int, struct stat *), NULL)
 DSP_REAL(int, __fxstatat, (int, int, const char *, struct stat *, int), NULL)
 DSP_REAL(int, __fxstatat64, (int, int, const char *, struct stat *, int), NULL)
 DSP_REAL(int, close, (int), NULL)
+DSP_REAL(int, close_range, (unsigned, unsigned, int), NULL)
+DSP_REAL(void, closefrom, (int), NULL)
 DSP_REAL(int, poll, (struct pollfd *, nfds_t, int), NULL)
 DSP_REAL(int, select, (int, fd_set *, fd_set *, fd_set *, struct timeval *), NULL)
 DSP_REAL(int, epoll_wait, (int, struct epoll_event *, int, int), NULL)
@@ -632,16 +634,23 @@ int __fxstat64(int ver, int fd, struct stat *st)
 	return rc;
 }
 
-/* ---- close ---- */
+/* ---- close ----
+ * The trace file's descriptor is never the program's to close or replace: a file the program
+ * opened next could get its number, and the writer would put trace frames into it. Closing it is
+ * pretended (the program cannot tell), ranges skip it, and dup2/dup3 onto it first move the trace
+ * file to another number (writer.c). This holds inside intercepted library calls too; ddpspy's
+ * own close clears dsp_own_fd first. */
+static inline int own_fd(void)
+{
+	return __atomic_load_n(&dsp_own_fd, __ATOMIC_SEQ_CST);
+}
+
 int close(int fd)
 {
 	if (!get_close())
 		return enosys();
 	struct dsp_tls *t = &dsp_tls;
-	/* A program that closes every descriptor (daemons, some launchers) would close the trace
-	 * file, and a file it opens next could get the number: the writer would then write into the
-	 * program's file. Pretend to close it; the program cannot tell. */
-	if (unlikely(fd == __atomic_load_n(&dsp_own_fd, __ATOMIC_RELAXED)) && fd >= 0 && !t->guard)
+	if (unlikely(fd == own_fd()) && fd >= 0)
 		return 0;
 	if (!dsp_enter(t)) {
 		dsp_fdclass_forget(fd);
@@ -656,6 +665,38 @@ int close(int fd)
 	dsp_emit(t, DDPSPY_EV_CLOSE, t0, t1, 3, a);
 	dsp_leave(t);
 	return rc;
+}
+
+/* close_range(2) over the trace descriptor: the two ranges on either side of it. Marking the
+ * range close-on-exec passes whole (the trace descriptor already is). */
+int close_range(unsigned lo, unsigned hi, int flags)
+{
+	if (!get_close_range())
+		return enosys();
+	int own = own_fd();
+	if (own < 0 || (unsigned)own < lo || (unsigned)own > hi || (flags & CLOSE_RANGE_CLOEXEC) ||
+	    lo > hi)
+		return real_close_range(lo, hi, flags);
+	int rc = 0;
+	if ((unsigned)own > lo)
+		rc = real_close_range(lo, (unsigned)own - 1, flags);
+	if (rc == 0 && (unsigned)own < hi)
+		rc = real_close_range((unsigned)own + 1, hi, flags);
+	return rc;
+}
+
+void closefrom(int lo)
+{
+	int own = own_fd();
+	if (own >= 0 && own >= lo) {
+		if (own > lo && (!get_close_range() || real_close_range((unsigned)lo, (unsigned)own - 1, 0) < 0))
+			for (int fd = lo < 0 ? 0 : lo; fd < own; fd++)
+				if (get_close())
+					real_close(fd);
+		lo = own + 1;
+	}
+	if (get_closefrom())
+		real_closefrom(lo);
 }
 
 /* ---- waits on descriptors: recorded only when they may block (a zero timeout is a poll of
@@ -812,7 +853,10 @@ int dup2(int fd, int newfd)
 {
 	if (!get_dup2())
 		return enosys();
+	int moved = newfd >= 0 && newfd == own_fd() && fd != newfd && dsp_own_fd_move(newfd);
 	int rc = real_dup2(fd, newfd);
+	if (rc < 0 && moved)
+		real_close(newfd); /* the trace file's old number, still open: the program's again */
 	if (rc >= 0 && rc != fd)
 		inherit_class(rc, fd);
 	return rc;
@@ -822,7 +866,10 @@ int dup3(int fd, int newfd, int flags)
 {
 	if (!get_dup3())
 		return enosys();
+	int moved = newfd >= 0 && newfd == own_fd() && fd != newfd && dsp_own_fd_move(newfd);
 	int rc = real_dup3(fd, newfd, flags);
+	if (rc < 0 && moved)
+		real_close(newfd);
 	inherit_class(rc, fd);
 	return rc;
 }

@@ -23,7 +23,7 @@ struct dsp_thread {
 	int tid;
 	int dead;         /* release-stored by the exiting thread */
 	char name[16];
-	uint64_t wstate[4];
+	uint64_t wstate[DSP_WS_N];
 	struct dsp_thread *reap_next; /* private list of unlinked threads awaiting a grace period */
 };
 

@@ -24,6 +24,7 @@ struct ring *ring_create(size_t bytes)
 	r->size = size;
 	r->mask = size - 1;
 	r->data = (unsigned char *)p + page;
+	r->wake_at = size / 2;
 	return r;
 }
 
@@ -37,6 +38,23 @@ void ring_reset(struct ring *r)
 {
 	r->head = r->next = r->tail_cache = r->tail = 0;
 	r->dropped = 0;
+	r->wake_at = r->size / 2;
+}
+
+void (*ring_wake_hook)(void);
+
+void ring_half_full(struct ring *r)
+{
+	uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+	r->tail_cache = tail;
+	if (r->next - tail >= r->size / 2) {
+		void (*hook)(void) = __atomic_load_n(&ring_wake_hook, __ATOMIC_RELAXED);
+		if (hook)
+			hook();
+		r->wake_at = r->next + r->size / 4; /* still not drained by then: ask again */
+	} else {
+		r->wake_at = tail + r->size / 2;
+	}
 }
 
 size_t ring_drain(struct ring *r, void (*fn)(void *ctx, const struct rec *rec), void *ctx)

@@ -39,11 +39,15 @@ struct ring {
 	uint64_t dropped;    /* records that did not fit */
 	uint64_t size, mask;
 	unsigned char *data;
-	char pad1[64 - 7 * sizeof(uint64_t)];
+	uint64_t wake_at;    /* head at which the producer next checks for half full */
 	/* consumer's line */
-	uint64_t tail;       /* bytes consumed; release-stored by the consumer */
-	char pad2[64 - sizeof(uint64_t)];
+	uint64_t tail __attribute__((aligned(64))); /* bytes consumed; release-stored by the consumer */
 };
+
+/* Called (by the producer) when its ring passes half full, at most once per quarter of the ring
+ * filled: the consumer should drain now. NULL: nobody to tell. */
+extern void (*ring_wake_hook)(void);
+void ring_half_full(struct ring *r);
 
 /* Maps a ring with a power-of-two data area of at least `bytes` (min 4 KiB). Returns NULL with
  * errno set when mmap fails. Release with ring_release. */
@@ -95,9 +99,13 @@ static inline struct rec *ring_reserve(struct ring *r, uint32_t len)
 	return (struct rec *)(r->data + off);
 }
 
+/* Publishes the reservation. Past the wake mark (one compare: the ring may be half full), asks
+ * for a drain; only then can it cost a syscall. */
 static inline void ring_commit(struct ring *r)
 {
 	__atomic_store_n(&r->head, r->next, __ATOMIC_RELEASE);
+	if (__builtin_expect(r->next >= r->wake_at, 0))
+		ring_half_full(r);
 }
 
 #endif

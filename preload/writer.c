@@ -15,6 +15,7 @@
 #include <linux/futex.h>
 #include <msgpack.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #define EVENTS_PER_RECORD 4096
+#define OUT_BUDGET (4u << 20)
 #define CALIB_EVERY_NS 1000000000LL
 
 uint64_t dsp_stack_ticks = UINT64_MAX;
@@ -38,16 +40,57 @@ static int finished;         /* the end record is written; nothing more will be 
 enum { WAKE_NONE, WAKE_TICK, WAKE_STOP, WAKE_SIGNAL };
 static int signal_no;
 
-/* The trace file. Written only with wlock held (set_fd), so the writer's plain reads are safe;
- * close() in io.c reads it too, so that a program closing every descriptor does not close ours. */
+/* The trace file's descriptor. The writer sets it under wlock; a program thread that is about to
+ * replace that number (dup2 onto it) moves it with dsp_own_fd_move, without the lock. close() in
+ * io.c reads it too, so that a program closing every descriptor does not close ours. */
 int dsp_own_fd = -1;
+static int writing_fd = -1;   /* the descriptor a write() of ours is using now */
+static dev_t own_dev;         /* what the descriptor must still be before we write to it */
+static ino_t own_ino;
 
 static void set_fd(int v)
 {
-	__atomic_store_n(&dsp_own_fd, v, __ATOMIC_RELAXED);
+	__atomic_store_n(&dsp_own_fd, v, __ATOMIC_SEQ_CST);
 }
 
-static int file_failed;
+/* Gives the descriptor up (the close wrapper lets a number that is no longer ours be closed). */
+static void close_fd(void)
+{
+	int fd = __atomic_exchange_n(&dsp_own_fd, -1, __ATOMIC_SEQ_CST);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The program is about to put another file at number fd, the trace file's: the trace file moves
+ * to a new number first, and a write() still using the old one is waited out. Pairs with
+ * pick_fd: each side stores, then loads the other's word (sequentially consistent), so either the
+ * writer sees the new number or this sees the writer on the old one. Returns 1 when moved. Not in
+ * a vfork child: its descriptor table is its own, our variables its parent's. */
+int dsp_own_fd_move(int fd)
+{
+	if (dsp_vfork_child())
+		return 0;
+	struct dsp_tls *t = &dsp_tls;
+	t->guard++;
+	int moved = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
+	int expect = fd;
+	if (moved >= 0 && !__atomic_compare_exchange_n(&dsp_own_fd, &expect, moved, 0,
+						       __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+		close(moved); /* another thread moved it, or the writer gave it up */
+		moved = -1;
+	}
+	while (moved >= 0 && __atomic_load_n(&writing_fd, __ATOMIC_SEQ_CST) == fd)
+		sched_yield();
+	t->guard--;
+	/* when no number was free, the writer's check before each write finds the file gone */
+	return moved >= 0;
+}
+
+static int file_failed;       /* the file is gone: nothing can be written */
+static int write_err;         /* errno of a write the file did not take in full; 0: none */
+static uint64_t file_size;    /* bytes of whole frames in the file */
+static uint64_t events_on_disk, unwritten; /* events in the file; events it did not take */
+static uint64_t unwritten_reported;
 static char path[PATH_MAX];
 static int identity_dirty;
 
@@ -340,12 +383,18 @@ static void rec_identity(void)
 
 static void rec_end(const char *reason)
 {
-	frame_begin(DDPSPY_REC_END, 3);
+	frame_begin(DDPSPY_REC_END, write_err ? 5 : 3);
 	kv_str("reason", reason);
 	kv_int("events", (int64_t)total_written);
 	kv_int("dropped", (int64_t)total_dropped_reported);
+	if (write_err) {
+		kv_int("unwritten", (int64_t)unwritten);
+		kv_str("write_error", strerror(write_err));
+	}
 	frame_end();
 }
+
+static void write_out(void);
 
 /* ---- draining one thread ---- */
 struct drain {
@@ -377,6 +426,8 @@ static void flush_events(struct drain *d)
 	total_written += d->n;
 	msgpack_sbuffer_clear(&evbuf);
 	d->n = 0;
+	if (out.size >= OUT_BUDGET)
+		write_out(); /* a long drain goes out in parts, not as one buffer of every ring */
 }
 
 static void pack_event(void *ctx, const struct rec *e)
@@ -416,6 +467,12 @@ struct flushctx {
 	int final;
 };
 
+static void count_event(void *ctx, const struct rec *e)
+{
+	(void)ctx;
+	(void)e;
+}
+
 static void drain_thread(struct dsp_thread *th, void *ctx)
 {
 	struct flushctx *f = ctx;
@@ -432,9 +489,16 @@ static void drain_thread(struct dsp_thread *th, void *ctx)
 		frame_end();
 		ws[DSP_WS_ANNOUNCED] = 1;
 	}
-	ring_drain(dsp_thread_ring_of(th), pack_event, &d);
-	flush_events(&d);
-	if (ring_dropped(dsp_thread_ring_of(th)) != ws[DSP_WS_DROPPED])
+	if (write_err) {
+		/* the file takes nothing more: the events are counted as not written */
+		unwritten += ring_drain(dsp_thread_ring_of(th), count_event, NULL);
+	} else {
+		ring_drain(dsp_thread_ring_of(th), pack_event, &d);
+		flush_events(&d);
+	}
+	/* the drop count now, once: the loss record's count and its entries come from this */
+	ws[DSP_WS_SEEN] = ring_dropped(dsp_thread_ring_of(th));
+	if (ws[DSP_WS_SEEN] != ws[DSP_WS_DROPPED])
 		f->loss_n++;
 	if (dead)
 		ws[DSP_WS_FINAL] = 1;
@@ -444,7 +508,7 @@ static void pack_loss(struct dsp_thread *th, void *ctx)
 {
 	(void)ctx;
 	uint64_t *ws = dsp_thread_writer_state(th);
-	uint64_t dr = ring_dropped(dsp_thread_ring_of(th));
+	uint64_t dr = ws[DSP_WS_SEEN];
 	if (dr == ws[DSP_WS_DROPPED])
 		return;
 	msgpack_pack_array(&pk, 2);
@@ -488,7 +552,8 @@ static int open_file(void)
 	/* exec keeps the pid: a second image of the same process takes the next free number */
 	for (int seq = 0; seq < 1000; seq++) {
 		make_path(path, sizeof path, seq);
-		set_fd(open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0644));
+		set_fd(open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND,
+			    (mode_t)dsp_cfg.file_mode));
 		if (dsp_own_fd >= 0 || errno != EEXIST)
 			break;
 	}
@@ -497,6 +562,12 @@ static int open_file(void)
 			 dsp_cfg.out, strerror(errno));
 		return -1;
 	}
+	struct stat st;
+	if (fstat(dsp_own_fd, &st) == 0) {
+		own_dev = st.st_dev;
+		own_ino = st.st_ino;
+	}
+	file_size = 0;
 	memcpy(hdr, DDPSPY_MAGIC, DDPSPY_MAGIC_LEN);
 	hdr[8] = DDPSPY_FORMAT_MAJOR;
 	hdr[10] = DDPSPY_FORMAT_MINOR;
@@ -507,26 +578,78 @@ static int open_file(void)
 	return 0;
 }
 
+/* The descriptor to write to, checked to still be the file we created (a program's raw
+ * close_range or dup2 syscall bypasses the wrappers in io.c): if the number now holds something
+ * else, the file is opened again by its path and the number left alone. writing_fd is set before
+ * the final check (see dsp_own_fd_move). -1: the file is gone. */
+static int pick_fd(void)
+{
+	struct stat st;
+	for (;;) {
+		int fd = __atomic_load_n(&dsp_own_fd, __ATOMIC_SEQ_CST);
+		if (fd < 0)
+			return -1;
+		__atomic_store_n(&writing_fd, fd, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&dsp_own_fd, __ATOMIC_SEQ_CST) != fd)
+			continue; /* moved meanwhile */
+		if (fstat(fd, &st) == 0 && st.st_dev == own_dev && st.st_ino == own_ino)
+			return fd;
+		__atomic_store_n(&writing_fd, -1, __ATOMIC_SEQ_CST);
+		int nfd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+		if (nfd >= 0 && (fstat(nfd, &st) < 0 || st.st_dev != own_dev || st.st_ino != own_ino)) {
+			close(nfd);
+			nfd = -1;
+		}
+		dsp_warn("the program took the trace file's descriptor %d; %s", fd,
+			 nfd >= 0 ? "reopened the file" : "the file is gone: tracing stops");
+		int expect = fd;
+		if (!__atomic_compare_exchange_n(&dsp_own_fd, &expect, nfd, 0, __ATOMIC_SEQ_CST,
+						 __ATOMIC_SEQ_CST) && nfd >= 0)
+			close(nfd);
+	}
+}
+
+/* Writes the frames in out. When the file takes them only in part (a full disk, a write error),
+ * the cut frame is removed again and the file takes no more events: later flushes count what the
+ * threads record as not written, and small loss and end records say so, if they fit. */
 static void write_out(void)
 {
 	const char *p = out.data;
 	size_t n = out.size;
+	int err = 0;
 
-	while (n > 0 && dsp_own_fd >= 0) {
-		ssize_t w = write(dsp_own_fd, p, n);
+	if (n == 0)
+		return;
+	int fd = pick_fd();
+	while (n > 0 && fd >= 0) {
+		ssize_t w = write(fd, p, n);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
-			dsp_warn("writing %s failed (%s): tracing stops", path,
-				 w < 0 ? strerror(errno) : "no space");
-			close(dsp_own_fd);
-			set_fd(-1);
-			file_failed = 1;
-			__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED);
+			err = w < 0 ? errno : ENOSPC;
 			break;
 		}
 		p += w;
 		n -= (size_t)w;
+	}
+	__atomic_store_n(&writing_fd, -1, __ATOMIC_SEQ_CST);
+	if (fd < 0) {
+		err = EBADF;
+		file_failed = 1; /* nothing more can reach the file */
+		__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED);
+	}
+	if (n == 0) {
+		file_size += out.size;
+		events_on_disk = total_written;
+	} else {
+		if (fd >= 0 && n < out.size && ftruncate(fd, (off_t)file_size) < 0)
+			err = err ? err : errno;
+		unwritten += total_written - events_on_disk;
+		total_written = events_on_disk;
+		if (!write_err)
+			dsp_warn("writing %s failed (%s): events are counted as lost from here", path,
+				 strerror(err));
+		write_err = err;
 	}
 	msgpack_sbuffer_clear(&out);
 }
@@ -570,7 +693,9 @@ static int mkdir_p(const char *dir)
 			continue;
 		char c = *p;
 		*p = 0;
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+		/* a directory's mode is the files' with search where they are readable: 0600 makes 0700 */
+		mode_t mode = (mode_t)(dsp_cfg.file_mode | (dsp_cfg.file_mode & 0444) >> 2);
+		if (mkdir(buf, mode | S_IRWXU) < 0 && errno != EEXIST)
 			return -1;
 		*p = c;
 		if (!c)
@@ -608,12 +733,17 @@ static void flush_locked(int final, const char *end_reason)
 		rec_calib();
 	rec_modules_if_changed();
 	dsp_registry_walk(drain_thread, &f);
-	if (f.loss_n) {
-		frame_begin(DDPSPY_REC_LOSS, 1);
+	if (f.loss_n || unwritten != unwritten_reported) {
+		frame_begin(DDPSPY_REC_LOSS, write_err ? 3 : 1);
 		key("threads");
 		msgpack_pack_array(&pk, f.loss_n);
 		dsp_registry_walk(pack_loss, NULL);
+		if (write_err) {
+			kv_int("unwritten", (int64_t)unwritten);
+			kv_str("write_error", strerror(write_err));
+		}
 		frame_end();
+		unwritten_reported = unwritten;
 	}
 	if (end_reason) {
 		rec_end(end_reason);
@@ -625,6 +755,19 @@ static void flush_locked(int final, const char *end_reason)
 static int futex(int *w, int op, int val, const struct timespec *to)
 {
 	return (int)syscall(SYS_futex, w, op, val, to, NULL, 0);
+}
+
+/* ring.c's hook: a thread's ring passed half full. Wakes the writer unless it was woken already;
+ * from a wrapper, so errno is kept. */
+void dsp_writer_wake(void)
+{
+	int expect = WAKE_NONE;
+	if (__atomic_compare_exchange_n(&wake_word, &expect, WAKE_TICK, 0, __ATOMIC_RELEASE,
+					__ATOMIC_RELAXED)) {
+		int saved = errno;
+		futex(&wake_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+		errno = saved;
+	}
 }
 
 static void *writer_main(void *arg)
@@ -680,6 +823,7 @@ static int spawn_writer(void)
 	/* the writer blocks every signal, so process-directed ones reach the program's threads */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	__atomic_store_n(&ring_wake_hook, dsp_writer_wake, __ATOMIC_RELAXED);
 	pthread_attr_init(&a);
 	pthread_attr_setstacksize(&a, 256 * 1024);
 	int rc = pthread_create(&writer, &a, writer_main, NULL);
@@ -719,9 +863,7 @@ void dsp_writer_stop_and_drain(const char *reason)
 	__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED); /* later destructors are not recorded */
 	pthread_mutex_lock(&wlock);
 	flush_locked(1, reason);
-	if (dsp_own_fd >= 0)
-		close(dsp_own_fd);
-	set_fd(-1);
+	close_fd();
 	pthread_mutex_unlock(&wlock);
 }
 
@@ -785,10 +927,9 @@ void dsp_writer_atfork_parent(void)
 void dsp_writer_atfork_child(void)
 {
 	pthread_mutex_init(&wlock, NULL);
-	if (dsp_own_fd >= 0)
-		close(dsp_own_fd);
-	set_fd(-1);
-	finished = file_failed = 0;
+	close_fd();
+	finished = file_failed = write_err = 0;
+	file_size = events_on_disk = unwritten = unwritten_reported = 0;
 	writer_running = 0;
 	wake_word = done_word = stop_requested = 0;
 	total_written = total_dropped_reported = 0;

@@ -4,6 +4,11 @@
  *   forker spin       records forever (for the SIGKILL and SIGTERM tests)
  *   forker segv       records, then dereferences NULL (a crash)
  *   forker closeall   records, closes every descriptor from 3 up (as daemons do), records
+ *   forker fdgame HOW FILE  records, takes the descriptor numbers from 3 up away in one of three
+ *                     ways, then writes 40 lines to FILE over 0.4 s while recording: FILE must
+ *                     hold exactly those lines. HOW: closerange (close_range(3, ~0U, 0)), rawclose
+ *                     (the close_range syscall, past any wrapper), dup2 (FILE's descriptor duplicated
+ *                     onto every number from 3 to 63)
  *   forker forkunwind N  two threads block 1.2 ms at a time (each gets a call stack, which walks
  *                        the loaded objects) while the main thread forks N children that walk
  *                        the loaded objects and exec /bin/true, as mpirun's children do
@@ -17,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -117,6 +123,44 @@ int main(int argc, char **argv)
 		int fd = open("/dev/null", O_RDONLY); /* would take the trace file's number */
 		stat("/nonexistent/ddpspy-after-closeall", &st);
 		close(fd);
+		return 0;
+	}
+	if (argc >= 4 && !strcmp(argv[1], "fdgame")) {
+		const char *how = argv[2];
+		stat("/nonexistent/ddpspy-before-fdgame", &st);
+		usleep(300000); /* the writer has created its file by now */
+		int fd = -1;
+		if (!strcmp(how, "closerange") || !strcmp(how, "rawclose")) {
+			int rc = !strcmp(how, "closerange") ? close_range(3, ~0U, 0)
+							   : (int)syscall(SYS_close_range, 3, ~0U, 0);
+			if (rc != 0) {
+				perror("close_range");
+				return 1;
+			}
+			fd = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC, 0644); /* the trace file's number */
+		} else if (!strcmp(how, "dup2")) {
+			int f = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+			for (int n = 3; n < 64; n++)
+				if (n != f && dup2(f, n) != n) {
+					perror("dup2");
+					return 1;
+				}
+			fd = 63;
+		}
+		if (fd < 0) {
+			perror(argv[3]);
+			return 1;
+		}
+		for (int i = 0; i < 40; i++) {
+			char line[64];
+			int n = snprintf(line, sizeof line, "line %d of the program's own output\n", i);
+			stat("/nonexistent/ddpspy-during-fdgame", &st);
+			if (write(fd, line, (size_t)n) != n) {
+				perror("write");
+				return 1;
+			}
+			usleep(10000); /* several writer flushes happen meanwhile */
+		}
 		return 0;
 	}
 	if (argc >= 2 && !strcmp(argv[1], "spin")) {

@@ -1,8 +1,11 @@
 /* Concurrency stress for the rings and the registry.
  *   threads produce T N   T threads each make N recorded calls (stat of a missing path), then
  *                         print {"produced": T*N} (ring accounting: written + dropped == produced)
+ *   threads reads T N     T threads each read one byte from /dev/zero N times (the fastest
+ *                         recorded call: a rate test), then print {"produced": T*N}
  *   threads churn K       K short-lived threads, each recording a few events, a few at a time
  *   threads exit-from-thread   a secondary thread calls exit() while main is blocked */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,20 @@ static void *produce(void *arg)
 	(void)arg;
 	for (long i = 0; i < per_thread; i++)
 		stat("/nonexistent/ddpspy-produce", &st);
+	return NULL;
+}
+
+static void *reader(void *arg)
+{
+	char c;
+	(void)arg;
+	int fd = open("/dev/zero", O_RDONLY);
+	if (fd < 0)
+		return NULL;
+	for (long i = 0; i < per_thread; i++)
+		if (read(fd, &c, 1) != 1)
+			break;
+	close(fd);
 	return NULL;
 }
 
@@ -42,14 +59,14 @@ static void *exiter(void *arg)
 
 int main(int argc, char **argv)
 {
-	if (argc >= 4 && !strcmp(argv[1], "produce")) {
+	if (argc >= 4 && (!strcmp(argv[1], "produce") || !strcmp(argv[1], "reads"))) {
 		int t = atoi(argv[2]);
 		per_thread = atol(argv[3]);
 		pthread_t th[64];
 		if (t < 1 || t > 64)
 			return 2;
 		for (int i = 0; i < t; i++)
-			pthread_create(&th[i], NULL, produce, NULL);
+			pthread_create(&th[i], NULL, argv[1][0] == 'p' ? produce : reader, NULL);
 		for (int i = 0; i < t; i++)
 			pthread_join(th[i], NULL);
 		printf("{\"produced\": %ld}\n", (long)t * per_thread);
@@ -74,6 +91,6 @@ int main(int argc, char **argv)
 		for (;;)
 			pause(); /* exit() in the other thread ends us */
 	}
-	fprintf(stderr, "usage: threads produce T N | churn K | exit-from-thread\n");
+	fprintf(stderr, "usage: threads produce T N | reads T N | churn K | exit-from-thread\n");
 	return 2;
 }

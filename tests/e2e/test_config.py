@@ -1,6 +1,7 @@
 """Configuration and the CLI: bad values warn and fall back, DDPSPY_DISABLE, an unwritable
 output directory, `ddpspy run` exit status, and the library's exported symbols."""
 import os
+import shutil
 import subprocess
 from lib import *
 
@@ -22,6 +23,50 @@ ok(p.returncode == 0 and not os.path.exists(out), "DDPSPY_DISABLE=1: no trace, p
 p = traced([threads, "produce", "1", "10"], "/proc/ddpspy-cannot-write")
 ok(p.returncode == 0 and '"produced": 10' in p.stdout and p.stderr.count("untraced") == 1,
    "an unwritable output directory: one line on stderr, the program runs untraced: %s" % p.stderr.strip())
+
+# trace files are the user's alone: 0600 in a 0700 directory ddpspy made, unless DDPSPY_FILE_MODE
+# says otherwise (a group-readable 0640 makes 0750 directories)
+for mode, fmode, dmode in [(None, 0o600, 0o700), ("640", 0o640, 0o750)]:
+    out = os.path.join(d, "mode-%s" % (mode or "default"), "sub")
+    old = os.umask(0o022)
+    p = traced([threads, "produce", "1", "10"], out, env={"DDPSPY_FILE_MODE": mode} if mode else {})
+    os.umask(old)
+    files = [os.path.join(out, f) for f in os.listdir(out)] if os.path.isdir(out) else []
+    got = ([oct(os.stat(f).st_mode & 0o777) for f in files], oct(os.stat(out).st_mode & 0o777) if files else None,
+           oct(os.stat(os.path.dirname(out)).st_mode & 0o777) if files else None)
+    ok(len(files) == 1 and got == ([oct(fmode)], oct(dmode), oct(dmode)),
+       "DDPSPY_FILE_MODE=%s: the trace file %s, the directories made for it %s: %s" % (mode, oct(fmode), oct(dmode), got))
+
+# secure execution: a setuid-root program run by an unprivileged user who set DDPSPY_OUT. The
+# loader preloads only a setuid library from a system directory then, so the test puts one there
+# through an overlay in a private mount namespace; the library must be loaded, and do nothing
+sec = os.path.join(d, "secure")
+os.makedirs(os.path.join(sec, "upper"))
+os.makedirs(os.path.join(sec, "work"))
+os.chmod(d, 0o755)
+os.chmod(sec, 0o755)
+if os.geteuid() == 0 and shutil.which("unshare") and shutil.which("setpriv"):
+    prog = os.path.join(sec, "forker-suid")
+    shutil.copy(os.path.join(APPS, "forker"), prog)
+    os.chmod(prog, 0o4755)
+    shutil.copy(LIB, os.path.join(sec, "upper", "libddpspy.so"))
+    os.chmod(os.path.join(sec, "upper", "libddpspy.so"), 0o4755)
+    evil = os.path.join(sec, "evil", "sub")
+    libdir = "/usr/lib/x86_64-linux-gnu"
+    script = ('mount -t overlay overlay -o lowerdir=%s,upperdir=%s/upper,workdir=%s/work %s || exit 99; '
+              'setpriv --reuid=65534 --regid=65534 --clear-groups env LD_PRELOAD=libddpspy.so DDPSPY_OUT=%s '
+              'DDPSPY_LOG=1 %s spin & pid=$!; sleep 0.5; grep -c libddpspy /proc/$pid/maps; kill $pid; wait $pid; '
+              'exit 0' % (libdir, sec, sec, libdir, evil, prog))
+    p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=60)
+    if p.returncode == 99:
+        skip("secure execution", "no overlay mount in a private mount namespace here: " + p.stderr.strip())
+    else:
+        loaded = p.stdout.split()[-1:] != ["0"] and "spinning" in p.stdout
+        ok(loaded and not os.path.exists(os.path.join(sec, "evil")) and "ddpspy" not in p.stderr,
+           "a setuid program run by nobody with ddpspy preloaded: the library is loaded (%s), records nothing, "
+           "creates nothing, says nothing" % p.stdout.strip().replace("\n", " "))
+else:
+    skip("secure execution", "needs root, unshare and setpriv")
 
 out = os.path.join(d, "run")
 p = subprocess.run([DDPSPY, "run", "-o", out, "--", "sh", "-c", "cat /etc/hostname >/dev/null; exit 3"],

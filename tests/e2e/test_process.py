@@ -64,6 +64,26 @@ paths = [e["path"] for e in events(recs, "stat")]
 ok(paths == ["/nonexistent/ddpspy-before-closeall", "/nonexistent/ddpspy-after-closeall"]
    and of(recs, "end")[0]["complete"] == 1,
    "its trace file survives and stays complete: %s" % paths)
+# the trace descriptor's number taken away by close_range (the wrapper skips it), by the raw
+# syscall (the writer finds another file at that number and reopens its own by path) or by dup2
+# onto it (the wrapper moves the trace file first): the program's own file must be exactly what
+# it wrote, and the trace keeps every event
+for how in ["closerange", "rawclose", "dup2"]:
+    plain = os.path.join(d, "fdgame-%s-plain.txt" % how)
+    mine = os.path.join(d, "fdgame-%s-traced.txt" % how)
+    out = os.path.join(d, "fdgame-" + how)
+    p0 = subprocess.run([forker, "fdgame", how, plain], capture_output=True, text=True, timeout=60)
+    p = traced([forker, "fdgame", how, mine], out, timeout=60)
+    same = p0.returncode == 0 and p.returncode == 0 and open(plain, "rb").read() == open(mine, "rb").read()
+    ok(same and os.path.getsize(mine) > 1000,
+       "fdgame %s: the program's own file is byte-identical with and without the preload (%s)"
+       % (how, p.stderr.strip()[-200:]))
+    recs, rc, _ = dump(out)
+    st = [e["path"] for e in events(recs, "stat")]
+    ends = of(recs, "end")
+    ok(rc == 0 and st.count("/nonexistent/ddpspy-during-fdgame") == 40 and len(ends) == 1
+       and ends[0]["complete"] == 1 and ends[0]["dropped"] == 0,
+       "fdgame %s: the trace has all 40 events after the game and ends complete" % how)
 # fork while other threads unwind their stacks: glibc's fork leaves the loader's write lock as it
 # was, so a child forked mid-unwind must not inherit it held (mpirun's children hung in exec)
 out = os.path.join(d, "forkunwind")
