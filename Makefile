@@ -36,7 +36,7 @@ DDPBENCH_SRC := $(wildcard testapps/ddpbench/*.c)
 UNIT := $(B)/tests/test_ring $(B)/tests/test_format $(B)/tests/test_fdclass \
 	$(B)/tests/test_identity
 
-.PHONY: all deps test bench gen clean testapps stress lab demo fixtures
+.PHONY: all deps test bench gen clean testapps stress lab demo fixtures fuzz sanitized
 all: $(B)/libddpspy.so $(B)/ddpspy
 
 deps:
@@ -60,6 +60,48 @@ $(B)/cobj/%.o: %.c common/format.h collector/trace.h collector/json.h collector/
 
 $(B)/ddpspy: $(COLLECTOR_OBJ)
 	$(CC) -o $@ $(COLLECTOR_OBJ) -lmsgpackc -lz -lm
+
+# ---- the same with AddressSanitizer and UBSan (make test runs these too) ----
+SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+COLLECTOR_LIB_SRC := $(filter-out collector/main.c,$(COLLECTOR_SRC))
+$(B)/asan/cobj/%.o: %.c common/format.h collector/trace.h collector/json.h collector/analysis.h \
+	collector/analysis_int.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(SAN) -c $< -o $@
+$(B)/asan/ddpspy: $(COLLECTOR_SRC:%.c=$(B)/asan/cobj/%.o)
+	$(CC) $(SAN) -o $@ $^ -lmsgpackc -lz -lm
+$(B)/asan/fuzz_replay: tests/fuzz/fuzz_collector.c $(COLLECTOR_LIB_SRC:%.c=$(B)/asan/cobj/%.o)
+	$(CC) $(BASE) $(SAN) -DREPLAY -o $@ $^ -lmsgpackc -lz -lm
+$(B)/asan/obj/%.o: %.c common/format.h preload/internal.h preload/ring.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(SAN) $(MPI_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
+		$(if $(findstring gloo,$<),-fexceptions) -c $< -o $@
+$(B)/asan/obj/preload/mpi.o: preload/mpi_wrappers.inc
+$(B)/asan/libddpspy.so: $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) preload/exports.map
+	$(CC) $(SAN) -shared -o $@ $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) \
+		-Wl,--version-script=preload/exports.map -Wl,-z,now -Wl,-z,nodelete \
+		-lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
+$(B)/asan/tests/%: tests/unit/%.c tests/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(SAN) -o $@ $< $(UNIT_SRC_$*) -lmsgpackc -lz -lpthread
+UNIT_SRC_test_ring := preload/ring.c
+UNIT_SRC_test_format := collector/trace.c common/format.c
+UNIT_SRC_test_fdclass := preload/fdclass.c common/format.c
+UNIT_SRC_test_identity := preload/identity.c common/format.c
+SANITIZED := $(B)/asan/ddpspy $(B)/asan/fuzz_replay $(B)/asan/libddpspy.so \
+	$(UNIT:$(B)/tests/%=$(B)/asan/tests/%)
+sanitized: $(SANITIZED)
+
+# libFuzzer over dump and report (clang): make fuzz [FUZZ_SECONDS=600]; seeds are the fixtures,
+# findings land in build/fuzz/findings/ (copy one that crashed into tests/fuzz/crashes/)
+FUZZ_SECONDS ?= 600
+$(B)/fuzz/fuzz_collector: tests/fuzz/fuzz_collector.c $(COLLECTOR_LIB_SRC)
+	@mkdir -p $(dir $@)
+	clang -O1 -g -std=gnu11 -D_GNU_SOURCE -DDDPSPY_VERSION='"$(VERSION)"' \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $^ -lmsgpackc -lz -lm
+fuzz: $(B)/fuzz/fuzz_collector
+	@bash .ci/deps --quiet --fuzz
+	@bash tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 # ---- tests ----
 $(B)/tests/test_ring: tests/unit/test_ring.c preload/ring.c tests/unit/tap.h
@@ -103,7 +145,7 @@ testapps: $(TESTAPPS)
 
 test: 
 	@bash .ci/deps --quiet --torch
-	@$(MAKE) --no-print-directory all testapps $(UNIT) $(B)/bench/gentrace
+	@$(MAKE) --no-print-directory all testapps $(UNIT) $(B)/bench/gentrace $(SANITIZED)
 	@bash tests/run.sh
 
 bench: all $(B)/bench/overhead $(B)/bench/gentrace $(B)/bench/decode $(if $(MPICC),$(B)/ddpbench)

@@ -48,7 +48,7 @@ double an_quantile(double *v, size_t n, double q)
 {
 	if (!n)
 		return 0;
-	qsort(v, n, sizeof *v, cmp_dbl);
+	sort_n(v, n, sizeof *v, cmp_dbl);
 	double pos = q * (double)(n - 1);
 	size_t i = (size_t)pos;
 	return i + 1 < n ? v[i] + (pos - (double)i) * (v[i + 1] - v[i]) : v[i];
@@ -263,7 +263,7 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 			 files, files == 1 ? "" : "s");
 		return -1;
 	}
-	qsort(a->ranks, (size_t)a->nranks, sizeof *a->ranks, cmp_rank);
+	sort_n(a->ranks, (size_t)a->nranks, sizeof *a->ranks, cmp_rank);
 	int world = a->ranks[0].p->world;
 	if (world > a->nranks && !o->ranks)
 		an_warn(a, "%d of %d ranks have a readable file; the missing ranks are not analysed", a->nranks, world);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "analysis.h"
+#include "trace.h"
 #include "json.h"
 
 struct run {
@@ -82,7 +83,7 @@ int cmd_compare(int argc, char **argv)
 		memcpy(runs[i].shares, a.shares, sizeof a.shares);
 		analysis_free(&a);
 	}
-	qsort(runs, (size_t)n, sizeof *runs, cmp_run);
+	sort_n(runs, (size_t)n, sizeof *runs, cmp_run);
 	const struct run *b = &runs[0];
 	for (int i = 0; i < n; i++) {
 		struct run *r = &runs[i];

@@ -3,6 +3,7 @@
  * Damaged files print what is readable, then one line naming the file and the byte offset where
  * reading stopped. Exit 0 when anything was readable, 2 when nothing was. */
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,8 @@ static int is_handle(const char *name)
 	return !strcmp(name, "mutex") || !strcmp(name, "cond") || !strcmp(name, "barrier") ||
 	       !strcmp(name, "sem") || !strcmp(name, "request") || !strcmp(name, "flags");
 }
+
+#define T(s) text_safe((s), SIZE_MAX)
 
 static const char *kind_name(int kind, char *buf, size_t n)
 {
@@ -117,19 +120,19 @@ static int on_header(void *ctx, struct trace_file *f)
 		json_end(&j);
 		return 0;
 	}
-	printf("== %s\n", f->path);
-	printf("process pid=%d ppid=%d host=%s role=%s", f->pid, f->ppid, f->host, f->role);
+	printf("== %s\n", T(f->path));
+	printf("process pid=%d ppid=%d host=%s role=%s", f->pid, f->ppid, T(f->host), T(f->role));
 	if (f->rank >= 0)
 		printf(" rank=%d/%d local_rank=%d", f->rank, f->world_size, f->local_rank);
 	if (f->parent_rank >= 0 || f->parent_pid >= 0)
 		printf(" parent_rank=%d parent_pid=%d", f->parent_rank, f->parent_pid);
 	if (f->rank_source[0])
-		printf(" source=%s", f->rank_source);
-	printf("\n  exe %s\n  cmd", f->exe);
+		printf(" source=%s", T(f->rank_source));
+	printf("\n  exe %s\n  cmd", T(f->exe));
 	for (int i = 0; i < f->cmdline_n; i++)
-		printf(" %s", f->cmdline[i]);
+		printf(" %s", T(f->cmdline[i]));
 	printf("\n  clock %s, %zu calibration points; ring %ld KiB, flush %ld ms, stacks over %ld us\n",
-	       f->clock, f->ncalib, f->ring_kb, f->flush_ms, f->stack_us);
+	       T(f->clock), f->ncalib, f->ring_kb, f->flush_ms, f->stack_us);
 	return 0;
 }
 
@@ -148,8 +151,8 @@ static int on_identity(void *ctx, struct trace_file *f)
 		json_str(&j, "rank_source", f->rank_source);
 		json_end(&j);
 	} else {
-		printf("identity role=%s rank=%d/%d source=%s\n", f->role, f->rank, f->world_size,
-		       f->rank_source);
+		printf("identity role=%s rank=%d/%d source=%s\n", T(f->role), f->rank, f->world_size,
+		       T(f->rank_source));
 	}
 	return 0;
 }
@@ -167,7 +170,7 @@ static int on_thread(void *ctx, struct trace_file *f, const struct trace_thread 
 		json_str(&j, "name", th->name);
 		json_end(&j);
 	} else {
-		printf("thread %d \"%s\"\n", th->tid, th->name);
+		printf("thread %d \"%s\"\n", th->tid, T(th->name));
 	}
 	return 0;
 }
@@ -211,7 +214,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		arg_name(e->kind, i, name, sizeof name);
 		const char *nv = named_value(name, e->args[i]);
 		if (i == e->str_index)
-			printf(" %s=\"%.*s\"", name, (int)e->slen, e->str);
+			printf(" %s=\"%s\"", name, text_safe(e->str, e->slen));
 		else if (nv)
 			printf(" %s=%s", name, nv);
 		else if (is_handle(name))
@@ -230,7 +233,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 			const struct trace_module *m = trace_module_of(f, s->ips[i]);
 			const char *base = m ? strrchr(m->path, '/') : NULL;
 			if (m)
-				printf(" %s+0x%" PRIx64, base ? base + 1 : m->path, s->ips[i] - m->bias);
+				printf(" %s+0x%" PRIx64, T(base ? base + 1 : m->path), s->ips[i] - m->bias);
 			else
 				printf(" 0x%" PRIx64, s->ips[i]);
 		}
@@ -273,9 +276,9 @@ static void print_end(struct dumpctx *d, struct trace_file *f)
 	char unwritten[128] = "";
 	if (f->unwritten || f->write_error[0])
 		snprintf(unwritten, sizeof unwritten, ", %" PRIu64 " not written (%s)", f->unwritten,
-			 f->write_error[0] ? f->write_error : "write error");
+			 T(f->write_error[0] ? f->write_error : "write error"));
 	if (f->ended)
-		printf("end %s: %" PRIu64 " events, %" PRIu64 " dropped%s\n", f->end_reason, f->events,
+		printf("end %s: %" PRIu64 " events, %" PRIu64 " dropped%s\n", T(f->end_reason), f->events,
 		       f->dropped, unwritten);
 	else
 		printf("end missing: the process did not finish its file (killed?): %" PRIu64 " events, "
@@ -297,7 +300,7 @@ static void print_error(struct dumpctx *d, const char *path, size_t off, const c
 		json_end(&j);
 	}
 	fflush(stdout);
-	fprintf(stderr, "ddpspy: %s: stopped at byte %zu: %s\n", path, off, msg);
+	fprintf(stderr, "ddpspy: %s: stopped at byte %zu: %s\n", T(path), off, T(msg));
 }
 
 int cmd_dump(int argc, char **argv)

@@ -9,6 +9,7 @@
 
 #include "../common/format.h"
 #include "analysis_int.h"
+#include "json.h"
 #include "trace.h"
 
 /* ---- findings ---- */
@@ -38,19 +39,7 @@ static void human_bytes(double b, char *buf, size_t n)
 /* s as the inside of a JSON string */
 static const char *jesc(const char *s, char *buf, size_t n)
 {
-	size_t o = 0;
-	for (; *s && o + 7 < n; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\') {
-			buf[o++] = '\\';
-			buf[o++] = (char)c;
-		} else if (c < 0x20) {
-			o += (size_t)snprintf(buf + o, n - o, "\\u%04x", c);
-		} else {
-			buf[o++] = (char)c;
-		}
-	}
-	buf[o] = 0;
+	json_escape(buf, n, s, strlen(s));
 	return buf;
 }
 
@@ -314,7 +303,7 @@ static void find_volume(struct analysis *a)
 				cl[ncall++] = e;
 		}
 	}
-	qsort(cl, ncall, sizeof *cl, an_cmp_evp);
+	sort_n(cl, ncall, sizeof *cl, an_cmp_evp);
 	/* Group the calls by op and size: the biggest is what to name. A call of unknown size
 	 * (gloo's) is grouped by its place in the step instead: the third all-reduce of every step
 	 * is one call site, however large. */
@@ -804,7 +793,7 @@ void an_find_all(struct analysis *a)
 		find_skew(a);
 		find_overlap(a);
 	}
-	qsort(a->findings, (size_t)a->nfindings, sizeof *a->findings, cmp_finding);
+	sort_n(a->findings, (size_t)a->nfindings, sizeof *a->findings, cmp_finding);
 	/* the verdict */
 	if (!a->nsteps) {
 		a->bound = "unknown";

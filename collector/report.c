@@ -182,7 +182,9 @@ static void print_json(const struct analysis *a)
 		json_num(&o, "severity", round(f->severity * 1000) / 1000);
 		json_str(&o, "title", f->title);
 		json_key(&o, "evidence");
-		fprintf(out, "{%s}", f->evidence);
+		putc('{', out);
+		json_fragment(out, f->evidence);
+		putc('}', out);
 		json_key(&o, "advice");
 		fputs("[", out);
 		for (int k = 0; k < 4 && f->advice[k]; k++) {
@@ -211,13 +213,13 @@ static void print_text(const struct analysis *a)
 		a->skip, a->wall_s, (unsigned long long)a->events, (unsigned long long)a->dropped, a->clock_method,
 		a->clock_residual_us);
 	for (int i = 0; i < a->nwarnings; i++)
-		fprintf(out, "warning: %s\n", a->warnings[i]);
+		fprintf(out, "warning: %s\n", text_safe(a->warnings[i], SIZE_MAX));
 	fputs("\n", out);
 	fprintf(out, "rank  host             step p50    p95  compute   data  comms   host   wait  late p50\n");
 	for (int r = 0; r < a->nranks; r++) {
 		const struct rankinfo *ri = &a->ranks[r];
 		fprintf(out, "%4d  %-15.15s %8.1f %6.1f  %6.0f%% %5.0f%% %5.0f%% %5.0f%% %5.0f%% %6.2f ms\n", ri->rank,
-			ri->p->host, ri->step_p50, ri->step_p95, 100 * ri->shares[CAT_COMPUTE], 100 * ri->shares[CAT_DATA],
+			text_safe(ri->p->host, SIZE_MAX), ri->step_p50, ri->step_p95, 100 * ri->shares[CAT_COMPUTE], 100 * ri->shares[CAT_DATA],
 			100 * ri->shares[CAT_COMMS], 100 * ri->shares[CAT_HOST], 100 * ri->wait_share, ri->late_p50);
 	}
 	fprintf(out, "(shares of each rank's own step; wait: in collectives before the last peer arrived)\n");
@@ -237,7 +239,7 @@ static void print_text(const struct analysis *a)
 		fprintf(out, "%2d. [%.2f] %s", i + 1, f->severity, f->kind);
 		if (f->rank >= 0)
 			fprintf(out, ", rank %d", f->rank);
-		fprintf(out, ": %s\n    evidence: %s\n", f->title, f->text);
+		fprintf(out, ": %s\n    evidence: %s\n", text_safe(f->title, SIZE_MAX), text_safe(f->text, SIZE_MAX));
 		for (int k = 0; k < 4 && f->advice[k]; k++)
 			fprintf(out, "    advice: %s\n", f->advice[k]);
 	}
@@ -298,9 +300,9 @@ int cmd_report(int argc, char **argv)
 	struct analysis a;
 	char err[512];
 	if (analysis_run(&a, dirs, ndirs, &o, err, sizeof err) != 0) {
-		fprintf(stderr, "ddpspy report: %s\n", err);
+		fprintf(stderr, "ddpspy report: %s\n", text_safe(err, SIZE_MAX));
 		for (int i = 0; i < a.nwarnings; i++)
-			fprintf(stderr, "ddpspy report: %s\n", a.warnings[i]);
+			fprintf(stderr, "ddpspy report: %s\n", text_safe(a.warnings[i], SIZE_MAX));
 		analysis_free(&a);
 		goto out;
 	}

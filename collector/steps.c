@@ -83,14 +83,14 @@ void an_align_clocks(struct analysis *a)
 					d[n++] = e->t + e->d - in->max_arr;
 			}
 		if (n >= 3) {
-			qsort(d, n, sizeof *d, an_cmp_i64);
+			sort_n(d, n, sizeof *d, an_cmp_i64);
 			int64_t off = d[n / 2];
 			shift_proc(p, -off);
 			p->offset = -off;
 			/* residual: the median distance of the exits from the reference after the shift */
 			for (size_t k = 0; k < n; k++)
 				d[k] = llabs(d[k] - off);
-			qsort(d, n, sizeof *d, an_cmp_i64);
+			sort_n(d, n, sizeof *d, an_cmp_i64);
 			worst = fmax(worst, (double)d[n / 2] / 1e3);
 			refined++;
 		}
@@ -159,7 +159,7 @@ static void sync_list(struct proc *p, struct sync *s)
 				s->e[s->n++] = &u->ev[k];
 	}
 	if (p->bg)
-		qsort(s->e, s->n, sizeof *s->e, an_cmp_evp);
+		sort_n(s->e, s->n, sizeof *s->e, an_cmp_evp);
 	/* of threads with more calls than the prefix, only calls up to the earliest one's last kept
 	 * call are all there */
 	int64_t cut = INT64_MAX;
@@ -248,7 +248,7 @@ static size_t best_period(const struct sync *s, size_t maxp)
 		goto out;
 	for (size_t i = 0; i < N; i++)
 		r[i] = (struct ranked){ fmax(0, gap_before(s, lo + i)), i };
-	qsort(r, N, sizeof *r, cmp_ranked);
+	sort_n(r, N, sizeof *r, cmp_ranked);
 	for (size_t i = 0, j; i < N; i = j) { /* ties share their mean rank (overlapping calls: many 0s) */
 		for (j = i + 1; j < N && r[j].v == r[i].v; j++)
 			;
@@ -769,7 +769,7 @@ static void excesses(struct analysis *a, size_t k, int c, struct rv *v, double *
 		v[r].v = a->ranks[r].steps ? a->ranks[r].steps[k].cat[c] : 0;
 		v[r].r = r;
 	}
-	qsort(v, (size_t)R, sizeof *v, cmp_rv);
+	sort_n(v, (size_t)R, sizeof *v, cmp_rv);
 	for (int pos = 0; pos < R; pos++) {
 		/* median of the R-1 others: positions lo and hi of the reduced array */
 		int m = R - 1, lo = (m - 1) / 2, hi = m / 2;
@@ -832,7 +832,7 @@ static int marker_bounds(struct analysis *a, int64_t **b, size_t *nb, size_t *K)
 			}
 		if (!n)
 			return -1;
-		qsort(b[r], n, sizeof *b[r], an_cmp_i64);
+		sort_n(b[r], n, sizeof *b[r], an_cmp_i64);
 		if (last_end > b[r][n - 1])
 			b[r][n++] = last_end;
 		nb[r] = n;
@@ -884,7 +884,7 @@ const struct wfrom *an_wfrom_step(const struct stepdata *sd, int r, size_t k, si
 	while (end < sd->nwf[r] && v[end].k == k)
 		end++;
 	*n = end - lo;
-	return v + lo;
+	return v ? v + lo : v; /* (none at all: NULL, and no arithmetic on it) */
 }
 
 double an_wfrom(const struct stepdata *sd, int r, size_t k, int L)
@@ -954,7 +954,7 @@ static void bg_build(struct split *s, struct proc *p)
 		for (size_t k = 0; &p->thr[h] != t && k < p->thr[h].n && s->nbg < n; k++)
 			if (is_bg_coll(&p->thr[h].ev[k]))
 				s->bg[s->nbg++] = &p->thr[h].ev[k];
-	qsort(s->bg, s->nbg, sizeof *s->bg, an_cmp_evp);
+	sort_n(s->bg, s->nbg, sizeof *s->bg, an_cmp_evp);
 	for (size_t i = 0; i < s->nbg; i++) {
 		const struct ev *e = s->bg[i];
 		struct inst *in = an_inst_get(&s->sd->tab, e->comm, e->seq, 0);
@@ -1126,7 +1126,8 @@ void an_analyse_steps(struct analysis *a)
 	if (marker_bounds(a, b, nb, &K) == 0) {
 		a->step_source = "markers";
 		mode = BY_MARKERS;
-	} else if (syn[0].n && find_pattern(&syn[0], &pt) == 0) {
+	} else if ((K = SIZE_MAX) && syn[0].n && find_pattern(&syn[0], &pt) == 0) {
+		/* (K: what marker_bounds took from the ranks with markers is forgotten) */
 		for (int r = 0; r < R; r++) {
 			free(b[r]);
 			b[r] = malloc((pt.nsteps + 1) * sizeof **b);
@@ -1255,7 +1256,7 @@ void an_analyse_steps(struct analysis *a)
 		free(sp.seg);
 		if (sp.seen)
 			fold_at(&sp, NULL);
-		qsort(sd->wf[r], sd->nwf[r], sizeof *sd->wf[r], cmp_wf);
+		sort_n(sd->wf[r], sd->nwf[r], sizeof *sd->wf[r], cmp_wf);
 		for (size_t k = 0; k < N; k++) {
 			struct rankstep *st = &ri->steps[k];
 			double len = MS(st->t1 - st->t0), busy = st->cat[CAT_DATA] + st->cat[CAT_COMMS] + st->cat[CAT_HOST];
@@ -1355,7 +1356,8 @@ void an_analyse_steps(struct analysis *a)
 				}
 		}
 		ri->coll_bytes = coll / (double)N;
-		ri->read_bytes = rd / sd->span[r].n; /* (every analysed step's, kept or not) */
+		/* (every analysed step's, kept or not) */
+		ri->read_bytes = sd->span[r].n > 0 ? rd / sd->span[r].n : 0;
 	}
 	for (int c = 0; c < CAT_COUNT; c++)
 		a->shares[c] = all > 0 ? tot[c] / all : 0;

@@ -167,11 +167,18 @@ int trace_open(struct trace_file *f, const char *path)
 	memset(f, 0, sizeof *f);
 	f->path = path;
 	f->rank = f->local_rank = f->world_size = f->parent_rank = f->parent_pid = -1;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO or a device named *.ddpspy must not hang the open; only a regular
+	 * file is read */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		snprintf(f->error, sizeof f->error, "cannot read: %s", strerror(errno));
 		if (fd >= 0)
 			close(fd);
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(f->error, sizeof f->error, "not a regular file");
+		close(fd);
 		return -1;
 	}
 	f->size = (size_t)st.st_size;
@@ -423,8 +430,16 @@ static inline uint64_t be(const unsigned char *p, int n)
 	switch (n) {
 	case 1: return p[0];
 	case 2: return (uint64_t)p[0] << 8 | p[1];
-	case 4: return __builtin_bswap32(*(const uint32_t __attribute__((aligned(1), may_alias)) *)p);
-	default: return __builtin_bswap64(*(const uint64_t __attribute__((aligned(1), may_alias)) *)p);
+	case 4: {
+		uint32_t v; /* memcpy: an unaligned load, one instruction */
+		memcpy(&v, p, 4);
+		return __builtin_bswap32(v);
+	}
+	default: {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		return __builtin_bswap64(v);
+	}
 	}
 }
 
@@ -527,6 +542,16 @@ static int mp_skip(struct mp *m, int depth)
 		if (!mp_skip(m, depth + 1))
 			return 0;
 	return 1;
+}
+
+/* The payload is one msgpack value that fits its frame, walked without allocating: msgpack-c's
+ * unpacker allocates a container's elements from its header's count before it reads them, so a
+ * hostile count in a small frame would ask for gigabytes. Every element takes at least a byte, so
+ * a value that fits has every allocation bounded by the frame's size. */
+static int mp_bounded(const unsigned char *body, size_t len)
+{
+	struct mp m = {body, body + len};
+	return mp_skip(&m, 0) && m.p == m.end;
 }
 
 static int mp_key_is(const char *s, uint32_t l, const char *want)
@@ -712,7 +737,8 @@ static void scan_calib(struct trace_file *f)
 		if (frame_crc(fr.body, fr.len) != ddpspy_get_le32(f->map + fr.off + 4))
 			break;
 		size_t p = 0;
-		if (msgpack_unpack_next(&u, (const char *)fr.body, fr.len, &p) != MSGPACK_UNPACK_SUCCESS)
+		if (!mp_bounded(fr.body, fr.len) ||
+		    msgpack_unpack_next(&u, (const char *)fr.body, fr.len, &p) != MSGPACK_UNPACK_SUCCESS)
 			break;
 		int64_t raw, mono, real;
 		if (as_int(get(&u.data, "raw"), &raw) && as_int(get(&u.data, "mono_ns"), &mono) &&
@@ -769,7 +795,8 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 			continue;
 		}
 		size_t p = 0;
-		if (msgpack_unpack_next(&u, (const char *)fr.body, fr.len, &p) != MSGPACK_UNPACK_SUCCESS ||
+		if (!mp_bounded(fr.body, fr.len) ||
+		    msgpack_unpack_next(&u, (const char *)fr.body, fr.len, &p) != MSGPACK_UNPACK_SUCCESS ||
 		    u.data.type != MSGPACK_OBJECT_MAP || p != fr.len) {
 			snprintf(f->error, sizeof f->error, "undecodable record");
 			off = fr.off;
@@ -892,7 +919,7 @@ int trace_list(const char *path, char ***out)
 		snprintf(list[n++], pl, "%s/%s", path, de->d_name);
 	}
 	closedir(d);
-	qsort(list, (size_t)n, sizeof *list, cmp_str);
+	sort_n(list, (size_t)n, sizeof *list, cmp_str);
 	*out = list;
 	return n;
 }

@@ -6,6 +6,14 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+
+/* qsort that takes an empty array at NULL (qsort(NULL, 0, ...) is undefined behaviour) */
+static inline void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, size, cmp);
+}
 
 #define TRACE_MAX_ARGS 16
 

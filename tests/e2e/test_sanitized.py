@@ -1,0 +1,79 @@
+"""The collector and the preload built with AddressSanitizer and UBSan (build/asan/, `make
+sanitized`): the unit tests, every input that ever broke the collector (tests/fuzz/crashes/) and
+the fixtures replayed through `dump` and `report` with their output checked, and a few live runs
+under the sanitized preload. Any sanitizer report fails."""
+import glob
+import os
+import subprocess
+import tempfile
+from lib import *
+
+ASAN = os.path.join(BUILD, "asan")
+SAN_ENV = {"ASAN_OPTIONS": "abort_on_error=0:exitcode=86", "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
+
+
+def reported(text):
+    return any(s in text for s in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer"))
+
+
+def run(argv, **kw):
+    env = dict(os.environ, **SAN_ENV)
+    env.update(kw.pop("env", {}))
+    return subprocess.run(argv, capture_output=True, text=True, timeout=kw.pop("timeout", 300), env=env, **kw)
+
+
+missing = [p for p in ("ddpspy", "fuzz_replay", "libddpspy.so") if not os.path.exists(os.path.join(ASAN, p))]
+if missing:
+    skip("sanitized builds", "build/asan/%s missing (make sanitized)" % missing[0])
+    done()
+
+for t in sorted(glob.glob(os.path.join(ASAN, "tests", "test_*"))):
+    p = run([t])
+    ok(p.returncode == 0 and "not ok" not in p.stdout and not reported(p.stderr),
+       "%s under ASan+UBSan: %s" % (os.path.basename(t), (p.stdout.strip().splitlines() or ["no output"])[-1]
+                                    + (" " + p.stderr[-300:] if p.returncode else "")))
+
+# the collector: every input that ever broke it, and the fixtures, through dump and report (text
+# and JSON, the output checked: valid JSON and UTF-8, no NaN, no raw control character)
+seeds = tempfile.mkdtemp(prefix="ddpspy-seeds-")
+subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tests", "fuzz", "seeds.py"), seeds], check=True,
+               capture_output=True)
+crashes = os.path.join(ROOT, "tests", "fuzz", "crashes")
+p = run([os.path.join(ASAN, "fuzz_replay"), crashes, seeds], timeout=600)
+n = len(os.listdir(crashes)) + len(os.listdir(seeds))
+ok(p.returncode == 0 and ("%d inputs replayed" % n) in p.stdout and not reported(p.stderr),
+   "%d inputs that broke the collector once and %d fixtures: no crash, no sanitizer report, valid output%s"
+   % (len(os.listdir(crashes)), len(os.listdir(seeds)), (": " + p.stderr[-600:]) if p.returncode else ""))
+subprocess.run(["rm", "-rf", seeds])
+
+# the sanitized collector says what the plain one says
+fx = os.path.join(ROOT, "tests", "fixtures", "straggler-delay")
+a = run([os.path.join(ASAN, "ddpspy"), "report", "--json", fx])
+b = subprocess.run([DDPSPY, "report", "--json", fx], capture_output=True, text=True)
+ok(a.returncode == 0 and a.stdout == b.stdout and not reported(a.stderr),
+   "report of the recorded straggler: the sanitized collector's output is the plain one's, byte for byte")
+
+# the preload: libasan first (a sanitized library preloaded into a plain program needs its runtime
+# ahead of it). Leak checking is off there: the writer's buffers and the registry live as long as
+# the process by design.
+libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+d = tmpdir("sanitized")
+pre = {"LD_PRELOAD": libasan + ":" + os.path.join(ASAN, "libddpspy.so"), "ASAN_OPTIONS": "detect_leaks=0:exitcode=86"}
+cases = [
+    ("produce", [os.path.join(APPS, "threads"), "produce", "4", "20000"], {"DDPSPY_RING_KB": "16"}),
+    ("reads", [os.path.join(APPS, "threads"), "reads", "8", "20000"], {"DDPSPY_RING_KB": "64"}),
+    ("churn", [os.path.join(APPS, "threads"), "churn", "200"], {}),
+    ("fork", [os.path.join(APPS, "forker"), "fork", "4"], {}),
+    ("fdgame", [os.path.join(APPS, "forker"), "fdgame", "dup2", os.path.join(d, "fdgame.txt")], {}),
+]
+for name, argv, env in cases:
+    out = os.path.join(d, name)
+    env = dict(pre, DDPSPY_OUT=out, **env)
+    p = run(argv, env=env, timeout=120)
+    q = subprocess.run([DDPSPY, "dump", "--summary", "--json", out], capture_output=True, text=True)
+    ends = [x for x in (json.loads(l) for l in q.stdout.splitlines() if l.strip()) if x["type"] == "end"]
+    ok(p.returncode == 0 and not reported(p.stderr) and ends and all(e["complete"] == 1 for e in ends),
+       "%s under the sanitized preload: no report, %d complete file(s)%s"
+       % (name, len(ends), (": " + p.stderr[-600:]) if p.returncode or reported(p.stderr) else ""))
+cleanup(d)
+done()

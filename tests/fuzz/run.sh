@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# make fuzz: libFuzzer over `ddpspy dump` and `ddpspy report` (tests/fuzz/fuzz_collector.c) for
+# SECONDS seconds, from the fixtures as seeds. What it finds lands in build/fuzz/findings/; an
+# input that crashed goes into tests/fuzz/crashes/ once fixed, and make test replays it forever.
+# usage: tests/fuzz/run.sh SECONDS
+set -eu
+secs=${1:-600}
+cd "$(dirname "$0")/../.."
+b=build/fuzz
+mkdir -p $b/corpus $b/findings
+/usr/bin/python3 tests/fuzz/seeds.py $b/seeds >/dev/null
+cp -n tests/fuzz/crashes/* $b/seeds/ 2>/dev/null || true
+# -rss_limit_mb: an allocation the size of the input's claims, not of the input, is a finding
+log=$b/fuzz.log
+set +e
+$b/fuzz_collector $b/corpus $b/seeds -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 \
+	-timeout=30 -artifact_prefix=$b/findings/ -print_final_stats=1 >"$log" 2>&1
+rc=$?
+set -e
+grep -E "^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|^#[0-9]+.*DONE" "$log" || true
+echo "corpus: $(ls $b/corpus | wc -l) inputs; findings: $(ls $b/findings | wc -l) (in $b/findings); log: $log"
+if [ $rc -ne 0 ]; then
+	grep -E "ERROR|runtime error|fuzz_collector:" "$log" | head -5
+	exit 1
+fi
