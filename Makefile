@@ -42,7 +42,7 @@ all: $(B)/libddpspy.so $(B)/ddpspy
 deps:
 	@bash .ci/deps
 
-$(B)/obj/%.o: %.c common/format.h preload/internal.h preload/ring.h
+$(B)/obj/%.o: %.c common/format.h common/evcodec.h preload/internal.h preload/ring.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(MPI_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
 		-fno-omit-frame-pointer $(if $(findstring gloo,$<),-fexceptions) -c $< -o $@
@@ -53,7 +53,7 @@ $(B)/libddpspy.so: $(PRELOAD_OBJ) preload/exports.map
 	$(CC) -shared -o $@ $(PRELOAD_OBJ) -Wl,--version-script=preload/exports.map \
 		-Wl,-z,now -Wl,-z,nodelete -lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
 
-$(B)/cobj/%.o: %.c common/format.h collector/trace.h collector/json.h collector/analysis.h \
+$(B)/cobj/%.o: %.c common/format.h common/evcodec.h collector/trace.h collector/json.h collector/analysis.h \
 	collector/analysis_int.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -c $< -o $@
@@ -64,7 +64,7 @@ $(B)/ddpspy: $(COLLECTOR_OBJ)
 # ---- the same with AddressSanitizer and UBSan (make test runs these too) ----
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 COLLECTOR_LIB_SRC := $(filter-out collector/main.c,$(COLLECTOR_SRC))
-$(B)/asan/cobj/%.o: %.c common/format.h collector/trace.h collector/json.h collector/analysis.h \
+$(B)/asan/cobj/%.o: %.c common/format.h common/evcodec.h collector/trace.h collector/json.h collector/analysis.h \
 	collector/analysis_int.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SAN) -c $< -o $@
@@ -72,7 +72,7 @@ $(B)/asan/ddpspy: $(COLLECTOR_SRC:%.c=$(B)/asan/cobj/%.o)
 	$(CC) $(SAN) -o $@ $^ -lmsgpackc -lz -lm
 $(B)/asan/fuzz_replay: tests/fuzz/fuzz_collector.c $(COLLECTOR_LIB_SRC:%.c=$(B)/asan/cobj/%.o)
 	$(CC) $(BASE) $(SAN) -DREPLAY -o $@ $^ -lmsgpackc -lz -lm
-$(B)/asan/obj/%.o: %.c common/format.h preload/internal.h preload/ring.h
+$(B)/asan/obj/%.o: %.c common/format.h common/evcodec.h preload/internal.h preload/ring.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SAN) $(MPI_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
 		$(if $(findstring gloo,$<),-fexceptions) -c $< -o $@
@@ -81,7 +81,8 @@ $(B)/asan/libddpspy.so: $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) preload/exports.map
 	$(CC) $(SAN) -shared -o $@ $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) \
 		-Wl,--version-script=preload/exports.map -Wl,-z,now -Wl,-z,nodelete \
 		-lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
-$(B)/asan/tests/%: tests/unit/%.c tests/unit/tap.h
+$(B)/asan/tests/%: tests/unit/%.c tests/unit/tap.h collector/trace.c collector/trace.h common/format.c \
+	common/format.h common/evcodec.h preload/ring.c preload/ring.h preload/fdclass.c preload/identity.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SAN) -o $@ $< $(UNIT_SRC_$*) -lmsgpackc -lz -lpthread
 UNIT_SRC_test_ring := preload/ring.c
@@ -99,7 +100,7 @@ $(B)/fuzz/fuzz_collector: tests/fuzz/fuzz_collector.c $(COLLECTOR_LIB_SRC)
 	@mkdir -p $(dir $@)
 	clang -O1 -g -std=gnu11 -D_GNU_SOURCE -DDDPSPY_VERSION='"$(VERSION)"' \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $^ -lmsgpackc -lz -lm
-fuzz: $(B)/fuzz/fuzz_collector
+fuzz: $(B)/fuzz/fuzz_collector all testapps
 	@bash .ci/deps --quiet --fuzz
 	@bash tests/fuzz/run.sh $(FUZZ_SECONDS)
 
@@ -107,7 +108,7 @@ fuzz: $(B)/fuzz/fuzz_collector
 $(B)/tests/test_ring: tests/unit/test_ring.c preload/ring.c tests/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_ring.c preload/ring.c -lpthread
-$(B)/tests/test_format: tests/unit/test_format.c collector/trace.c common/format.c tests/unit/tap.h $(B)/libddpspy.so
+$(B)/tests/test_format: tests/unit/test_format.c collector/trace.c collector/trace.h common/evcodec.h common/format.c tests/unit/tap.h $(B)/libddpspy.so
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_format.c collector/trace.c common/format.c -lmsgpackc -lz
 $(B)/tests/test_fdclass: tests/unit/test_fdclass.c preload/fdclass.c common/format.c tests/unit/tap.h
@@ -131,10 +132,10 @@ $(B)/testapps/libfakegloo.so: testapps/fakegloo.cc
 	$(CXX) -O2 -g -fPIC -shared -o $@ $<
 $(B)/testapps/libglooplugin.so: testapps/glooplugin.cc $(B)/testapps/libfakegloo.so
 	$(CXX) -O2 -g -fPIC -shared -o $@ $< -L$(B)/testapps -lfakegloo -Wl,-rpath,'$$ORIGIN'
-$(B)/bench/gentrace: bench/gentrace.c common/format.c common/format.h
+$(B)/bench/gentrace: bench/gentrace.c common/format.c common/format.h common/evcodec.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ bench/gentrace.c common/format.c -lmsgpackc -lm
-$(B)/bench/decode: bench/decode.c common/format.h
+$(B)/bench/decode: bench/decode.c common/format.h common/evcodec.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ bench/decode.c -lmsgpackc
 $(B)/bench/overhead: bench/overhead.c
@@ -161,6 +162,7 @@ stress: all testapps $(UNIT)
 		/usr/bin/python3 tests/e2e/test_threads.py >/tmp/ddpspy-stress.log 2>&1 || { cat /tmp/ddpspy-stress.log; echo "test_threads failed on run $$i"; exit 1; }; \
 		/usr/bin/python3 tests/e2e/test_process.py >/tmp/ddpspy-stress.log 2>&1 || { cat /tmp/ddpspy-stress.log; echo "test_process failed on run $$i"; exit 1; }; \
 	done; echo "stress: $(N) runs passed"
+	@/usr/bin/python3 tests/capture_limits.py 20
 
 # the README's first command: a 4-rank testbed job with a straggler, traced, and its report
 demo:

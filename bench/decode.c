@@ -1,5 +1,6 @@
 /* The baseline for the collector's speed: decode every frame of the given trace files with
- * msgpack-c's object API (msgpack_unpack_next), count the events, and do nothing else.
+ * msgpack-c's object API (msgpack_unpack_next), walk every event (1.x: msgpack arrays; 2.x: the
+ * packed encoding, each varint read), count them, and do nothing else.
  *
  * usage: decode FILE... */
 #include <fcntl.h>
@@ -10,7 +11,42 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/evcodec.h"
 #include "../common/format.h"
+
+/* Reads every field of every packed event; returns how many (stops at the first malformed one). */
+static unsigned long long walk_packed(const unsigned char *na, uint32_t nna, const unsigned char *p, uint32_t len)
+{
+	const unsigned char *end = p + len;
+	unsigned long long n = 0;
+	uint64_t v, kind, nargs;
+	while (p < end) {
+		unsigned h = *p++;
+		kind = h & DDPSPY_EVC_ESCAPE;
+		if (kind == DDPSPY_EVC_ESCAPE) {
+			if (!(p = ddpspy_get_varint(p, end, &kind)) || !(p = ddpspy_get_varint(p, end, &nargs)))
+				break;
+		} else if (kind < nna) {
+			nargs = na[kind];
+		} else {
+			break;
+		}
+		if (!(p = ddpspy_get_varint(p, end, &v)) || !(p = ddpspy_get_varint(p, end, &v)) ||
+		    ((h & DDPSPY_EVC_STACK) && !(p = ddpspy_get_varint(p, end, &v))) || (uint64_t)(end - p) < (nargs + 7) / 8)
+			break;
+		const unsigned char *mask = p;
+		p += (nargs + 7) / 8;
+		for (uint64_t i = 0; p && i < nargs; i++)
+			if (mask[i / 8] >> (i % 8) & 1)
+				p = ddpspy_get_varint(p, end, &v);
+		if (p && (h & DDPSPY_EVC_STR) && (p = ddpspy_get_varint(p, end, &v)) && v <= (uint64_t)(end - p))
+			p += v;
+		if (!p)
+			break;
+		n++;
+	}
+	return n;
+}
 
 int main(int argc, char **argv)
 {
@@ -38,13 +74,22 @@ int main(int argc, char **argv)
 			if (msgpack_unpack_next(&u, (const char *)m + off + 8, len, &p) != MSGPACK_UNPACK_SUCCESS)
 				break;
 			frames++;
-			const msgpack_object *o = &u.data;
+			const msgpack_object *o = &u.data, *na = NULL, *b = NULL;
 			for (uint32_t k = 0; o->type == MSGPACK_OBJECT_MAP && k < o->via.map.size; k++) {
 				const msgpack_object_kv *kv = &o->via.map.ptr[k];
-				if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 2 &&
-				    !memcmp(kv->key.via.str.ptr, "ev", 2) && kv->val.type == MSGPACK_OBJECT_ARRAY)
+				if (kv->key.type != MSGPACK_OBJECT_STR)
+					continue;
+				if (kv->key.via.str.size == 2 && !memcmp(kv->key.via.str.ptr, "ev", 2) &&
+				    kv->val.type == MSGPACK_OBJECT_ARRAY)
 					events += kv->val.via.array.size;
+				else if (kv->key.via.str.size == 2 && !memcmp(kv->key.via.str.ptr, "na", 2))
+					na = &kv->val;
+				else if (kv->key.via.str.size == 1 && kv->key.via.str.ptr[0] == 'b')
+					b = &kv->val;
 			}
+			if (na && b && na->type == MSGPACK_OBJECT_BIN && b->type == MSGPACK_OBJECT_BIN)
+				events += walk_packed((const unsigned char *)na->via.bin.ptr, na->via.bin.size,
+						      (const unsigned char *)b->via.bin.ptr, b->via.bin.size);
 			off += 8 + len;
 		}
 		munmap((void *)m, (size_t)st.st_size);

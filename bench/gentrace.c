@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/evcodec.h"
 #include "../common/format.h"
 
 static FILE *out;
@@ -81,24 +82,58 @@ struct evbuf {
 	const char *path[4096]; /* an open's path: its last argument, a string */
 };
 
+/* The record in the current format's packed encoding (common/evcodec.h), as the preload writes it */
 static void flush(struct evbuf *b)
 {
+	static unsigned char buf[4096 * (16 + 12 * 10 + 2) + 4096 * 256];
+	int64_t prev_args[DDPSPY_EVC_KINDS][DDPSPY_EVC_DELTA_ARGS];
+	uint8_t na[DDPSPY_EVC_KINDS];
+	size_t nna = 0;
+	unsigned char *p = buf;
 	if (!b->n)
 		return;
-	msgpack_pack_map(&pk, 4);
+	memset(prev_args, 0, sizeof prev_args);
+	memset(na, DDPSPY_EVC_NA_NONE, sizeof na);
+	int64_t start = b->t0, prev_end = b->t0;
+	for (int i = 0; i < b->n; i++) {
+		const int64_t *e = b->ev[i];
+		int kind = (int)e[0], nargs = b->nargs[i];
+		start += e[1];
+		if (na[kind] == DDPSPY_EVC_NA_NONE)
+			na[kind] = (uint8_t)nargs;
+		nna = (size_t)kind + 1 > nna ? (size_t)kind + 1 : nna;
+		*p++ = (unsigned char)(kind | (b->path[i] ? DDPSPY_EVC_STR : 0));
+		p = ddpspy_put_varint(p, ddpspy_zz(start - prev_end));
+		p = ddpspy_put_varint(p, (uint64_t)e[2]);
+		unsigned char *mask = p;
+		memset(mask, 0, (size_t)(nargs + 7) / 8);
+		p += (nargs + 7) / 8;
+		for (int k = 0; k < nargs; k++)
+			if (e[4 + k] != prev_args[kind][k]) {
+				mask[k / 8] |= (unsigned char)(1u << (k % 8));
+				p = ddpspy_put_varint(p, ddpspy_zz(e[4 + k] - prev_args[kind][k]));
+				prev_args[kind][k] = e[4 + k];
+			}
+		if (b->path[i]) {
+			size_t l = strlen(b->path[i]);
+			p = ddpspy_put_varint(p, l);
+			memcpy(p, b->path[i], l);
+			p += l;
+		}
+		prev_end = start + e[2];
+	}
+	msgpack_pack_map(&pk, 6);
 	str("k");
 	str(DDPSPY_REC_EVENTS);
 	kv_int("tid", b->tid);
 	kv_int("t0", b->t0);
-	str("ev");
-	msgpack_pack_array(&pk, (size_t)b->n);
-	for (int i = 0; i < b->n; i++) {
-		msgpack_pack_array(&pk, (size_t)(4 + b->nargs[i] + !!b->path[i]));
-		for (int k = 0; k < 4 + b->nargs[i]; k++)
-			msgpack_pack_int64(&pk, b->ev[i][k]);
-		if (b->path[i])
-			str(b->path[i]);
-	}
+	kv_int("n", b->n);
+	str("na");
+	msgpack_pack_bin(&pk, nna);
+	msgpack_pack_bin_body(&pk, na, nna);
+	str("b");
+	msgpack_pack_bin(&pk, (size_t)(p - buf));
+	msgpack_pack_bin_body(&pk, buf, (size_t)(p - buf));
 	frame_end();
 	b->n = 0;
 }
@@ -143,7 +178,8 @@ static void header(int r, int ranks, int pid, int worker, const char *name, int6
 	fwrite(fh, 1, 16, out);
 	msgpack_pack_map(&pk, 21);
 	str("k"), str(DDPSPY_REC_HEADER);
-	str("format"), msgpack_pack_array(&pk, 2), msgpack_pack_int(&pk, 1), msgpack_pack_int(&pk, 1);
+	str("format"), msgpack_pack_array(&pk, 2), msgpack_pack_int(&pk, DDPSPY_FORMAT_MAJOR),
+		msgpack_pack_int(&pk, DDPSPY_FORMAT_MINOR);
 	str("tool"), str("gentrace");
 	str("host"), str("gen");
 	kv_int("pid", pid);

@@ -43,6 +43,11 @@ if [ -x build/ddpbench ] && command -v mpirun >/dev/null; then
 else
 	echo "ddpbench side by side: skipped (build/ddpbench or mpirun missing)"
 fi
+# what a trace costs on disk, and the writer's rate
+if [ -x build/ddpbench ] && command -v mpirun >/dev/null; then
+	echo
+	/usr/bin/python3 bench/capture.py
+fi
 # ... and on a healthy PyTorch DDP trainer (skipped, saying so, without Debian's PyTorch)
 echo
 /usr/bin/python3 bench/torch_side_by_side.py

@@ -102,7 +102,7 @@ int an_category(const struct ev *e)
 
 static int64_t inst_key(int comm, int seq)
 {
-	int64_t k = ((int64_t)(uint32_t)comm << 32) | (uint32_t)seq;
+	int64_t k = (int64_t)((uint64_t)(uint32_t)comm << 32 | (uint32_t)seq);
 	return k ? k : -1;
 }
 

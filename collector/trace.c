@@ -201,9 +201,9 @@ int trace_open(struct trace_file *f, const char *path)
 	}
 	f->major = f->map[8] | f->map[9] << 8;
 	f->minor = f->map[10] | f->map[11] << 8;
-	if (f->major != DDPSPY_FORMAT_MAJOR) {
-		snprintf(f->error, sizeof f->error, "format version %d.%d is not readable here (%d.x)",
-			 f->major, f->minor, DDPSPY_FORMAT_MAJOR);
+	if (f->major < DDPSPY_FORMAT_MAJOR_OLDEST || f->major > DDPSPY_FORMAT_MAJOR) {
+		snprintf(f->error, sizeof f->error, "format version %d.%d is not readable here (%d.x to %d.x)",
+			 f->major, f->minor, DDPSPY_FORMAT_MAJOR_OLDEST, DDPSPY_FORMAT_MAJOR);
 		return -1;
 	}
 	return 0;
@@ -211,6 +211,7 @@ int trace_open(struct trace_file *f, const char *path)
 
 void trace_close(struct trace_file *f)
 {
+	free(f->evrec);
 	if (f->map)
 		munmap((void *)f->map, f->size);
 	for (int i = 0; i < f->cmdline_n; i++)
@@ -243,15 +244,37 @@ static int add_calib(struct trace_file *f, uint64_t raw, int64_t mono, int64_t r
 	return 0;
 }
 
+/* Times are kept within +-2^58 ns (9 years) of the clock's zero whatever a file says, so sums and
+ * differences of times and durations in the analysis cannot overflow. */
+#define T_LIM ((int64_t)1 << 58)
+
+static int64_t clamp_ns(double v)
+{
+	if (!(v == v))
+		return 0;
+	return v >= (double)T_LIM ? T_LIM : v <= -(double)T_LIM ? -T_LIM : (int64_t)v;
+}
+
+/* base + delta, exact while both are in range (the usual case: nanoseconds are not rounded to a
+ * double's 53 bits), clamped otherwise */
+static int64_t add_ns(int64_t base, double delta)
+{
+	if (base > -T_LIM && base < T_LIM && delta > -(double)T_LIM && delta < (double)T_LIM) {
+		int64_t v = base + (int64_t)delta;
+		return v > T_LIM ? T_LIM : v < -T_LIM ? -T_LIM : v;
+	}
+	return clamp_ns((double)base + delta);
+}
+
 static int64_t raw_to_ns(const struct trace_file *f, uint64_t raw, size_t *seg)
 {
 	const struct trace_calib *c = f->calib;
 	size_t n = f->ncalib;
 
 	if (f->raw_is_ns || n == 0)
-		return (int64_t)raw;
+		return clamp_ns((double)(int64_t)raw);
 	if (n == 1) /* one point: no rate measured; assume 1 tick/ns rather than invent one */
-		return c[0].mono_ns + (int64_t)(raw - c[0].raw);
+		return add_ns(c[0].mono_ns, (double)(int64_t)(raw - c[0].raw));
 	/* the bracketing pair, or the nearest end pair for extrapolation; events come in time
 	 * order, so the last pair is tried first */
 	size_t lo = *seg < n - 1 ? *seg : 0, hi = lo + 1;
@@ -267,8 +290,9 @@ static int64_t raw_to_ns(const struct trace_file *f, uint64_t raw, size_t *seg)
 		}
 		*seg = lo;
 	}
-	double rate = (double)(c[hi].mono_ns - c[lo].mono_ns) / (double)(c[hi].raw - c[lo].raw);
-	return c[lo].mono_ns + (int64_t)((double)((int64_t)(raw - c[lo].raw)) * rate);
+	double span = (double)(c[hi].raw - c[lo].raw);
+	double rate = span > 0 ? ((double)c[hi].mono_ns - (double)c[lo].mono_ns) / span : 1;
+	return add_ns(c[lo].mono_ns, (double)((int64_t)(raw - c[lo].raw)) * rate);
 }
 
 int64_t trace_raw_to_ns(const struct trace_file *f, uint64_t raw)
@@ -363,27 +387,71 @@ static void rd_identity(struct trace_file *f, const msgpack_object *m)
 	f->parent_pid = (int)int_or(m, "parent_pid", f->parent_pid);
 }
 
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return (a > b) - (a < b);
+}
+
+/* 1.x: each record lists every loaded object. 2.x: the objects loaded since the record before
+ * ("list") and the start addresses of those unloaded ("gone"). */
 static int rd_modules(struct trace_file *f, const msgpack_object *m)
 {
-	const msgpack_object *l = get(m, "list");
+	const msgpack_object *l = get(m, "list"), *g = get(m, "gone");
 	if (!l || l->type != MSGPACK_OBJECT_ARRAY)
 		return -1;
-	for (size_t i = 0; i < f->nmodules; i++)
-		free(f->modules[i].path);
-	free(f->modules);
-	f->nmodules = 0;
-	f->modules = calloc(l->via.array.size + 1, sizeof *f->modules);
-	if (!f->modules)
+	size_t keep = 0, ng = 0;
+	uint64_t *gl = NULL;
+	if (f->major >= 2 && g && g->type == MSGPACK_OBJECT_ARRAY && g->via.array.size) {
+		if (!(gl = malloc(g->via.array.size * sizeof *gl)))
+			return -1;
+		for (uint32_t j = 0; j < g->via.array.size; j++) {
+			int64_t lo;
+			if (as_int(&g->via.array.ptr[j], &lo))
+				gl[ng++] = (uint64_t)lo;
+		}
+		sort_n(gl, ng, sizeof *gl, cmp_u64);
+	}
+	for (size_t i = 0; i < f->nmodules; i++) {
+		int gone = f->major < 2 || (ng && bsearch(&f->modules[i].lo, gl, ng, sizeof *gl, cmp_u64));
+		if (gone)
+			free(f->modules[i].path);
+		else
+			f->modules[keep++] = f->modules[i];
+	}
+	free(gl);
+	f->nmodules = keep;
+	struct trace_module *n = realloc(f->modules, (keep + l->via.array.size + 1) * sizeof *n);
+	if (!n)
 		return -1;
+	f->modules = n;
+	const char *prev = "";
 	for (uint32_t i = 0; i < l->via.array.size; i++) {
 		const msgpack_object *e = &l->via.array.ptr[i];
-		int64_t b, lo, hi;
-		if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 4 ||
-		    !as_int(&e->via.array.ptr[1], &b) || !as_int(&e->via.array.ptr[2], &lo) ||
-		    !as_int(&e->via.array.ptr[3], &hi))
+		const msgpack_object *a = e->via.array.ptr;
+		int64_t b, lo, hi, same;
+		if (f->major < 2) {
+			if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 4 || !as_int(&a[1], &b) ||
+			    !as_int(&a[2], &lo) || !as_int(&a[3], &hi))
+				continue;
+			f->modules[f->nmodules++] = (struct trace_module){dup_str(&a[0]), (uint64_t)b, (uint64_t)lo,
+									  (uint64_t)hi};
 			continue;
-		f->modules[f->nmodules++] = (struct trace_module){dup_str(&e->via.array.ptr[0]),
-								  (uint64_t)b, (uint64_t)lo, (uint64_t)hi};
+		}
+		/* 2.x: [bytes shared with the name before, the rest, bias, lo - bias, hi - lo] */
+		if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 5 || !as_int(&a[0], &same) ||
+		    a[1].type != MSGPACK_OBJECT_STR || !as_int(&a[2], &b) || !as_int(&a[3], &lo) || !as_int(&a[4], &hi) ||
+		    same < 0 || (size_t)same > strlen(prev))
+			continue;
+		char *name = malloc((size_t)same + a[1].via.str.size + 1);
+		if (!name)
+			return -1;
+		memcpy(name, prev, (size_t)same);
+		memcpy(name + same, a[1].via.str.ptr, a[1].via.str.size);
+		name[same + a[1].via.str.size] = 0;
+		uint64_t mlo = (uint64_t)b + (uint64_t)lo;
+		f->modules[f->nmodules++] = (struct trace_module){name, (uint64_t)b, mlo, mlo + (uint64_t)hi};
+		prev = name;
 	}
 	return 0;
 }
@@ -581,6 +649,8 @@ static inline __attribute__((always_inline)) int decode_event(struct trace_file 
 	e->kind = (int)kind;
 	e->t_ns = raw_to_ns(f, e->raw, seg);
 	e->dur_ns = raw_to_ns(f, e->raw + (uint64_t)dur, seg) - e->t_ns;
+	if (e->dur_ns < 0) /* (a damaged file's; the clock never runs back within an event) */
+		e->dur_ns = 0;
 	e->stack = (uint32_t)stack;
 	e->nargs = 0;
 	e->str = NULL;
@@ -612,20 +682,104 @@ static inline __attribute__((always_inline)) int decode_event(struct trace_file 
 	return 0;
 }
 
-/* decodes the "ev" array at m, for thread tid, raw times from t0 */
-static int fast_event_list(struct trace_file *f, struct mp *m, int64_t tid, int64_t t0,
-			   const struct trace_visitor *v)
+/* One event of a 2.x record (common/evcodec.h): 0, 1 when want skips its kind, -1 when
+ * malformed. The same contract as decode_event. */
+static inline __attribute__((always_inline)) int decode_packed(struct trace_file *f, struct trace_evrec *r,
+							     size_t *seg, const uint8_t *want, struct trace_event *e)
 {
-	int64_t n = mp_container(m, 0);
-	if (n < 0)
+	const unsigned char *p = r->p, *end = r->end;
+	uint64_t kind, nargs, gap, dur, sid = 0, v;
+	if (p >= end)
 		return -1;
-	struct trace_thread *th = trace_thread(f, (int)tid);
-	uint64_t prev = (uint64_t)t0;
+	unsigned h = *p++;
+	kind = h & DDPSPY_EVC_ESCAPE;
+	if (kind == DDPSPY_EVC_ESCAPE) {
+		if (!(p = ddpspy_get_varint(p, end, &kind)) || !(p = ddpspy_get_varint(p, end, &nargs)) ||
+		    nargs > DDPSPY_EVC_MAX_ARGS)
+			return -1;
+	} else {
+		if (kind >= r->nna || r->na[kind] == DDPSPY_EVC_NA_NONE || r->na[kind] > DDPSPY_EVC_MAX_ARGS)
+			return -1;
+		nargs = r->na[kind];
+	}
+	if (!(p = ddpspy_get_varint(p, end, &gap)) || !(p = ddpspy_get_varint(p, end, &dur)) ||
+	    ((h & DDPSPY_EVC_STACK) && !(p = ddpspy_get_varint(p, end, &sid))))
+		return -1;
+	size_t mb = (size_t)(nargs + 7) / 8;
+	if ((size_t)(end - p) < mb)
+		return -1;
+	const unsigned char *mask = p;
+	p += mb;
+	int delta = kind < DDPSPY_EVC_KINDS;
+	if (delta && !(r->seen >> kind & 1)) {
+		memset(r->prev_args[kind], 0, sizeof r->prev_args[kind]);
+		r->seen |= 1ull << kind;
+	}
+	e->raw = r->prev + (uint64_t)ddpspy_unzz(gap);
+	r->prev = e->raw + dur;
+	int skip = want && (kind >= DDPSPY_EV_COUNT || !want[kind]);
+	e->nargs = 0;
+	e->str = NULL;
+	e->slen = 0;
+	e->str_index = -1;
+	for (unsigned i = 0; i < nargs; i++) {
+		int tracked = delta && i < DDPSPY_EVC_DELTA_ARGS;
+		int64_t val = tracked ? r->prev_args[kind][i] : 0;
+		if (mask[i / 8] >> (i % 8) & 1) {
+			if (!(p = ddpspy_get_varint(p, end, &v)))
+				return -1;
+			val = (int64_t)((uint64_t)val + (uint64_t)ddpspy_unzz(v));
+			if (tracked)
+				r->prev_args[kind][i] = val;
+		}
+		if (e->nargs < TRACE_MAX_ARGS)
+			e->args[e->nargs++] = val;
+	}
+	if (h & DDPSPY_EVC_STR) {
+		if (!(p = ddpspy_get_varint(p, end, &v)) || v > (uint64_t)(end - p))
+			return -1;
+		e->str = (const char *)p;
+		e->slen = (uint32_t)v;
+		p += v;
+		if (e->nargs < TRACE_MAX_ARGS) {
+			e->str_index = e->nargs;
+			e->args[e->nargs++] = 0;
+		}
+	}
+	r->p = p;
+	if (skip)
+		return 1;
+	e->kind = (int)kind;
+	e->t_ns = raw_to_ns(f, e->raw, seg);
+	e->dur_ns = raw_to_ns(f, e->raw + dur, seg) - e->t_ns;
+	if (e->dur_ns < 0)
+		e->dur_ns = 0;
+	e->stack = (uint32_t)sid;
+	return 0;
+}
+
+/* The record's next event, either encoding: as decode_event. */
+static inline int evrec_next(struct trace_file *f, struct trace_evrec *r, size_t *seg, const uint8_t *want,
+			     struct trace_event *e)
+{
+	r->left--;
+	if (r->packed)
+		return decode_packed(f, r, seg, want, e);
+	struct mp m = { r->p, r->end };
+	int rc = decode_event(f, &m, &r->prev, seg, want, e);
+	r->p = m.p;
+	return rc;
+}
+
+/* decodes the record's events for the visitor */
+static int fast_event_list(struct trace_file *f, struct trace_evrec *r, const struct trace_visitor *v)
+{
+	struct trace_thread *th = trace_thread(f, r->tid);
 	struct trace_event e;
 	size_t seg = f->seg;
-	e.tid = (int)tid;
-	for (int64_t i = 0; i < n; i++) {
-		if (decode_event(f, m, &prev, &seg, NULL, &e) < 0)
+	e.tid = r->tid;
+	while (r->left > 0) {
+		if (evrec_next(f, r, &seg, NULL, &e) < 0)
 			return -1;
 		if (th)
 			th->events++;
@@ -639,15 +793,32 @@ static int fast_event_list(struct trace_file *f, struct mp *m, int64_t tid, int6
 	return 0;
 }
 
-/* An "events" record's thread, first raw time and "ev" array (at *ev, its header not yet read):
- * 1, 0 when it is another thread's than f->only_tid, -1 when malformed. */
-static int events_record(struct trace_file *f, const unsigned char *body, uint32_t len, int64_t *tid,
-			 int64_t *t0, struct mp *ev)
+static int mp_bin(struct mp *m, const unsigned char **b, uint32_t *len)
+{
+	if (m->p >= m->end || *m->p < 0xc4 || *m->p > 0xc6)
+		return 0;
+	int n = 1 << (*m->p - 0xc4);
+	if (m->end - m->p < 1 + n)
+		return 0;
+	uint64_t l = be(m->p + 1, n);
+	if ((uint64_t)(m->end - m->p - 1 - n) < l)
+		return 0;
+	*b = m->p + 1 + n;
+	*len = (uint32_t)l;
+	m->p += 1 + n + l;
+	return 1;
+}
+
+/* An "events" record into r (its thread, and where its events are): 1, 0 when it is another
+ * thread's than f->only_tid, -1 when malformed. 1.x: "tid", "t0", "ev" (an array of arrays, last);
+ * 2.x: "tid", "t0", "n", "na", "b". */
+static int events_record(struct trace_file *f, const unsigned char *body, uint32_t len, struct trace_evrec *r)
 {
 	struct mp m = { body, body + len };
-	int64_t pairs = mp_container(&m, 1);
-	*tid = *t0 = INT64_MIN;
-	ev->p = NULL;
+	int64_t pairs = mp_container(&m, 1), tid = INT64_MIN, t0 = INT64_MIN, n = -1;
+	r->p = r->na = NULL;
+	r->nna = 0;
+	r->packed = f->major >= 2;
 	if (pairs < 0)
 		return -1;
 	for (int64_t i = 0; i < pairs; i++) {
@@ -656,36 +827,56 @@ static int events_record(struct trace_file *f, const unsigned char *body, uint32
 		if (!mp_str(&m, &k, &kl))
 			return -1;
 		if (mp_key_is(k, kl, "tid")) {
-			if (!mp_int(&m, tid))
+			if (!mp_int(&m, &tid))
 				return -1;
-			if (f->only_tid > 0 && *tid != f->only_tid) /* "tid" comes second: the rest is skipped */
+			if (f->only_tid > 0 && tid != f->only_tid) /* "tid" comes second: the rest is skipped */
 				return 0;
 		} else if (mp_key_is(k, kl, "t0")) {
-			if (!mp_int(&m, t0))
+			if (!mp_int(&m, &t0))
 				return -1;
-		} else if (mp_key_is(k, kl, "ev")) {
-			*ev = m;
-			if (*tid != INT64_MIN && *t0 != INT64_MIN) /* the writer's order: the array is last */
-				return m.p < m.end ? 1 : -1;
+		} else if (!r->packed && mp_key_is(k, kl, "ev")) {
+			struct mp ev = m;
+			if ((n = mp_container(&ev, 0)) < 0)
+				return -1;
+			r->p = ev.p;
+			r->end = m.end;
+			if (tid != INT64_MIN && t0 != INT64_MIN) /* the writer's order: the array is last */
+				break;
 			if (!mp_skip(&m, 0))
 				return -1;
+		} else if (r->packed && mp_key_is(k, kl, "n")) {
+			if (!mp_int(&m, &n) || n < 0)
+				return -1;
+		} else if (r->packed && mp_key_is(k, kl, "na")) {
+			if (!mp_bin(&m, &r->na, &r->nna))
+				return -1;
+		} else if (r->packed && mp_key_is(k, kl, "b")) {
+			uint32_t bl;
+			if (!mp_bin(&m, &r->p, &bl))
+				return -1;
+			r->end = r->p + bl;
 		} else if (!mp_skip(&m, 0)) {
 			return -1;
 		}
 	}
-	if (!ev->p || *tid == INT64_MIN || *t0 == INT64_MIN)
+	if (!r->p || tid == INT64_MIN || t0 == INT64_MIN || n < 0 || (r->packed && n > (int64_t)(r->end - r->p)))
 		return -1;
-	return f->only_tid > 0 && *tid != f->only_tid ? 0 : 1;
+	r->tid = (int)tid;
+	r->left = n;
+	r->prev = (uint64_t)t0;
+	r->seen = 0;
+	return f->only_tid > 0 && tid != f->only_tid ? 0 : 1;
 }
 
 /* An "events" record: 0, 1 when a callback stopped reading, -1 when malformed. */
 static int fast_events(struct trace_file *f, const unsigned char *body, uint32_t len,
 		       const struct trace_visitor *v)
 {
-	int64_t tid, t0;
-	struct mp ev;
-	int r = events_record(f, body, len, &tid, &t0, &ev);
-	return r <= 0 ? r : fast_event_list(f, &ev, tid, t0, v);
+	struct trace_evrec *r = f->evrec;
+	if (!r && !(r = f->evrec = malloc(sizeof *r)))
+		return -1;
+	int rc = events_record(f, body, len, r);
+	return rc <= 0 ? rc : fast_event_list(f, r, v);
 }
 
 /* The file is read front to back in windows of WINDOW bytes: each window's pages are mapped in
@@ -936,7 +1127,8 @@ static int copy_clock(struct trace_calib **dst, size_t *dn, const struct trace_c
 	struct trace_calib *c = malloc((n ? n : 1) * sizeof *c);
 	if (!c)
 		return -1;
-	memcpy(c, src, n * sizeof *c);
+	if (n)
+		memcpy(c, src, n * sizeof *c);
 	free(*dst);
 	*dst = c;
 	*dn = n;
@@ -979,17 +1171,14 @@ int trace_cursor_next(struct trace_cursor *c, struct trace_event *e)
 {
 	struct trace_file *f = &c->f;
 	for (;;) {
-		while (c->left > 0) {
-			struct mp m = { c->p, c->end };
-			c->left--;
-			int r = decode_event(f, &m, &c->prev, &c->seg, c->want, e);
-			c->p = m.p;
+		while (c->r.left > 0) {
+			int r = evrec_next(f, &c->r, &c->seg, c->want, e);
 			if (r < 0) {
 				snprintf(f->error, sizeof f->error, "malformed \"events\" record");
 				return c->state = -1;
 			}
 			if (r == 0) {
-				e->tid = c->tid;
+				e->tid = c->r.tid;
 				return 1;
 			}
 		}
@@ -1006,20 +1195,15 @@ int trace_cursor_next(struct trace_cursor *c, struct trace_event *e)
 		uint32_t kl;
 		if (!peek_kind(&fr, &k, &kl) || !kind_is(k, kl, DDPSPY_REC_EVENTS))
 			continue;
-		int64_t tid, t0;
-		struct mp ev;
-		r = events_record(f, fr.body, fr.len, &tid, &t0, &ev);
-		int64_t n = r > 0 ? mp_container(&ev, 0) : 0;
-		if (r < 0 || n < 0) {
+		r = events_record(f, fr.body, fr.len, &c->r);
+		if (r < 0) {
 			snprintf(f->error, sizeof f->error, "malformed \"events\" record");
 			c->state = -1;
+			c->r.left = 0;
 			continue;
 		}
-		c->p = ev.p;
-		c->end = ev.end;
-		c->left = n;
-		c->tid = (int)tid;
-		c->prev = (uint64_t)t0;
+		if (r == 0)
+			c->r.left = 0;
 	}
 }
 

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "../common/evcodec.h"
+
 /* qsort that takes an empty array at NULL (qsort(NULL, 0, ...) is undefined behaviour) */
 static inline void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
 {
@@ -21,6 +23,8 @@ struct trace_calib {
 	uint64_t raw;
 	int64_t mono_ns, real_ns;
 };
+
+struct trace_evrec;
 
 struct trace_module {
 	char *path;
@@ -87,6 +91,7 @@ struct trace_file {
 	int only_tid;       /* > 0: "events" records of other threads are skipped without decoding */
 	size_t verified;    /* frames ending at or before this offset passed an earlier read's CRC check */
 	/* private */
+	struct trace_evrec *evrec; /* trace_read's record state (malloc'ed) */
 	const unsigned char *map;
 	size_t size;
 	int raw_is_ns;      /* clock "monotonic": raw values are already ns */
@@ -132,14 +137,24 @@ int trace_set_clock(struct trace_file *f, const struct trace_clock *c);
  * file should have been read once (trace_read): its clock is passed in, and frames before
  * verified are not checked again. want (NULL: all), indexed by event kind, selects the events
  * returned; the others are parsed past without converting their times. */
+/* Decoding one "events" record: where its events are and what the next one is relative to. */
+struct trace_evrec {
+	const unsigned char *p, *end; /* the events not yet decoded */
+	int64_t left;              /* how many */
+	int tid;
+	int packed;                /* 2.x: the packed encoding (common/evcodec.h); 1.x: msgpack arrays */
+	uint64_t prev;             /* 1.x: the raw start of the event before; 2.x: its raw end */
+	const unsigned char *na;   /* 2.x: argument counts by kind */
+	uint32_t nna;
+	uint64_t seen;             /* 2.x: kinds whose previous arguments are set */
+	int64_t prev_args[DDPSPY_EVC_KINDS][DDPSPY_EVC_DELTA_ARGS];
+};
+
 struct trace_cursor {
 	struct trace_file f;
 	const uint8_t *want;
 	size_t off, done;          /* the next frame; the current mapping window */
-	const unsigned char *p, *end; /* in the current record's "ev" array */
-	int64_t left;              /* its events not yet returned */
-	int tid;
-	uint64_t prev;             /* the raw start of the event before */
+	struct trace_evrec r;      /* the current record */
 	size_t seg;
 	int state;                 /* 0 reading, 1 at the end, -1 damaged (f.error says why) */
 };

@@ -14,8 +14,10 @@
 #define DDPSPY_MAGIC "DDPSPY\r\n"
 #define DDPSPY_MAGIC_LEN 8
 #define DDPSPY_FILE_HEADER_LEN 16
-#define DDPSPY_FORMAT_MAJOR 1
-#define DDPSPY_FORMAT_MINOR 2
+#define DDPSPY_FORMAT_MAJOR 2
+#define DDPSPY_FORMAT_MINOR 0
+/* the oldest major this reader still reads (1.x: events as msgpack arrays, modules snapshots) */
+#define DDPSPY_FORMAT_MAJOR_OLDEST 1
 
 /* Each frame: u32 payload length, u32 CRC-32 (IEEE, as zlib's crc32) of the payload, then the
  * payload: exactly one msgpack map whose key "k" names the record type. */

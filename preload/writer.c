@@ -7,6 +7,7 @@
  * wrapper's fast path. The signal path never takes it: it wakes the writer through a futex and
  * waits, with a time limit, for the writer to say the file is complete. */
 #include "internal.h"
+#include "../common/evcodec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -325,11 +326,28 @@ static void rec_calib(void)
 	}
 }
 
-struct modwalk {
-	int count_only;
-	size_t n;
-	unsigned long long adds, subs;
+/* The loaded objects the file last described, to write only what changed (format 2.0). */
+struct modent {
+	uint64_t lo, hi, bias, hash;
+	char *name;
 };
+static struct modent *msnap;
+static size_t nmsnap;
+
+struct modwalk {
+	struct modent *v;
+	size_t n, cap;
+	unsigned long long adds, subs;
+	int nomem;
+};
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
 
 static int mod_cb(struct dl_phdr_info *info, size_t size, void *ctx)
 {
@@ -337,41 +355,108 @@ static int mod_cb(struct dl_phdr_info *info, size_t size, void *ctx)
 	(void)size;
 	w->adds = info->dlpi_adds;
 	w->subs = info->dlpi_subs;
-	w->n++;
-	if (w->count_only)
-		return 0;
-	uintptr_t lo, hi;
-	dsp_object_range(info, &lo, &hi);
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 256;
+		struct modent *n = realloc(w->v, cap * sizeof *n);
+		if (!n) {
+			w->nomem = 1;
+			return 1;
+		}
+		w->v = n;
+		w->cap = cap;
+	}
+	struct modent *e = &w->v[w->n];
 	const char *name = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : exe;
-	msgpack_pack_array(&pk, 4);
-	msgpack_pack_str_with_body(&pk, name, strlen(name));
-	msgpack_pack_uint64(&pk, info->dlpi_addr);
-	msgpack_pack_uint64(&pk, lo);
-	msgpack_pack_uint64(&pk, hi);
+	dsp_object_range(info, &e->lo, &e->hi);
+	e->bias = info->dlpi_addr;
+	e->name = strdup(name);
+	if (!e->name) {
+		w->nomem = 1;
+		return 1;
+	}
+	e->hash = hash_str(name) ^ e->bias;
+	w->n++;
 	return 0;
 }
 
+static int mod_counters(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	unsigned long long *c = ctx;
+	(void)size;
+	c[0] = info->dlpi_adds;
+	c[1] = info->dlpi_subs;
+	return 1;
+}
+
+static void modents_free(struct modent *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i].name);
+	free(v);
+}
+
+static int mod_in(const struct modent *e, const struct modent *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i].lo == e->lo && v[i].hash == e->hash)
+			return 1;
+	return 0;
+}
+
+/* When objects were loaded or unloaded since the last look (the loader's counters moved): a
+ * "modules" record of what came (all of them, the first time in a file) and what went. */
 static void rec_modules_if_changed(void)
 {
-	struct modwalk w = {1, 0, 0, 0};
-	dl_iterate_phdr(mod_cb, &w);
-	if (w.adds == mod_adds && w.subs == mod_subs)
+	struct modwalk w = {0};
+	unsigned long long cnt[2] = {0, 0};
+	dl_iterate_phdr(mod_counters, cnt); /* (the counters come with the first object) */
+	if (cnt[0] == mod_adds && cnt[1] == mod_subs && msnap)
 		return;
-	size_t n = w.n;
-	frame_begin(DDPSPY_REC_MODULES, 1);
-	key("list");
-	msgpack_pack_array(&pk, n);
-	w.count_only = 0;
-	w.n = 0;
 	dl_iterate_phdr(mod_cb, &w);
-	/* an object loaded between the two walks would break the array count: pad or redo */
-	if (w.n != n) {
-		out.size = frame_start;
-		return; /* try again next flush */
+	unsigned long long adds = w.adds, subs = w.subs;
+	if (w.nomem) {
+		modents_free(w.v, w.n);
+		return;
 	}
-	frame_end();
-	mod_adds = w.adds;
-	mod_subs = w.subs;
+	size_t nadd = 0, ngone = 0;
+	for (size_t i = 0; i < w.n; i++)
+		nadd += !mod_in(&w.v[i], msnap, nmsnap);
+	for (size_t i = 0; i < nmsnap; i++)
+		ngone += !mod_in(&msnap[i], w.v, w.n);
+	if (nadd || ngone) {
+		frame_begin(DDPSPY_REC_MODULES, 2);
+		key("list");
+		msgpack_pack_array(&pk, nadd);
+		const char *prev = "";
+		for (size_t i = 0; i < w.n; i++) {
+			const struct modent *e = &w.v[i];
+			if (mod_in(e, msnap, nmsnap))
+				continue;
+			/* [bytes shared with the name before, the rest, bias, lo - bias, hi - lo]: the
+			 * names share long directories, the addresses their high bits */
+			size_t same = 0;
+			while (prev[same] && prev[same] == e->name[same])
+				same++;
+			msgpack_pack_array(&pk, 5);
+			msgpack_pack_uint64(&pk, same);
+			msgpack_pack_str_with_body(&pk, e->name + same, strlen(e->name + same));
+			msgpack_pack_uint64(&pk, e->bias);
+			msgpack_pack_int64(&pk, (int64_t)(e->lo - e->bias));
+			msgpack_pack_uint64(&pk, e->hi - e->lo);
+			prev = e->name;
+		}
+		key("gone");
+		msgpack_pack_array(&pk, ngone);
+		for (size_t i = 0; i < nmsnap; i++)
+			if (!mod_in(&msnap[i], w.v, w.n))
+				msgpack_pack_uint64(&pk, msnap[i].lo);
+		frame_end();
+	}
+	modents_free(msnap, nmsnap);
+	msnap = w.v;
+	nmsnap = w.n;
+	mod_adds = adds;
+	mod_subs = subs;
 }
 
 static void rec_identity(void)
@@ -399,8 +484,11 @@ static void write_out(void);
 /* ---- draining one thread ---- */
 struct drain {
 	int tid;
-	uint64_t base, prev;
+	uint64_t base, prev_end;
 	size_t n;
+	uint64_t seen;                     /* kinds with delta state in this record */
+	uint8_t na[DDPSPY_EVC_KINDS];      /* their argument counts, DDPSPY_EVC_NA_NONE: not seen */
+	int64_t prev[DDPSPY_EVC_KINDS][DDPSPY_EVC_DELTA_ARGS];
 };
 
 static void flush_events(struct drain *d)
@@ -416,12 +504,20 @@ static void flush_events(struct drain *d)
 	}
 	if (!d->n)
 		return;
-	frame_begin(DDPSPY_REC_EVENTS, 3);
+	size_t nna = 0;
+	for (size_t k = 0; k < DDPSPY_EVC_KINDS; k++)
+		if (d->na[k] != DDPSPY_EVC_NA_NONE)
+			nna = k + 1;
+	frame_begin(DDPSPY_REC_EVENTS, 5);
 	kv_int("tid", d->tid);
 	kv_int("t0", (int64_t)d->base);
-	key("ev");
-	msgpack_pack_array(&pk, d->n);
-	msgpack_sbuffer_write(&out, evbuf.data, evbuf.size);
+	kv_int("n", (int64_t)d->n);
+	key("na");
+	msgpack_pack_bin(&pk, nna);
+	msgpack_pack_bin_body(&pk, d->na, nna);
+	key("b");
+	msgpack_pack_bin(&pk, evbuf.size);
+	msgpack_pack_bin_body(&pk, evbuf.data, evbuf.size);
 	frame_end();
 	total_written += d->n;
 	msgpack_sbuffer_clear(&evbuf);
@@ -430,15 +526,22 @@ static void flush_events(struct drain *d)
 		write_out(); /* a long drain goes out in parts, not as one buffer of every ring */
 }
 
+/* One ring record in the packed encoding (common/evcodec.h). */
 static void pack_event(void *ctx, const struct rec *e)
 {
+	static unsigned char buf[16 + 10 * 6 + 32 + 10 * 256 + 4096 + 16];
+	static const int64_t zeros[DDPSPY_EVC_DELTA_ARGS];
 	struct drain *d = ctx;
 	const unsigned char *tailp = (const unsigned char *)&e->args[e->nargs];
 	uint32_t sid = 0;
 	const char *str = NULL;
+	unsigned kind = e->kind, nargs = e->nargs;
 
-	if (!d->n)
-		d->base = d->prev = e->t0;
+	if (!d->n) {
+		d->base = d->prev_end = e->t0;
+		d->seen = 0;
+		memset(d->na, DDPSPY_EVC_NA_NONE, sizeof d->na);
+	}
 	if (e->flags & REC_STR) {
 		str = (const char *)tailp;
 		tailp += (e->slen + 7u) & ~7u;
@@ -448,16 +551,44 @@ static void pack_event(void *ctx, const struct rec *e)
 		memcpy(&nf, tailp, sizeof nf);
 		sid = stack_id((const uintptr_t *)(tailp + 8), (uint32_t)nf);
 	}
-	msgpack_pack_array(&epk, 4u + e->nargs + (str ? 1u : 0u));
-	msgpack_pack_uint16(&epk, e->kind);
-	msgpack_pack_int64(&epk, (int64_t)(e->t0 - d->prev));
-	msgpack_pack_uint64(&epk, e->dur);
-	msgpack_pack_uint32(&epk, sid);
-	for (int i = 0; i < e->nargs; i++)
-		msgpack_pack_int64(&epk, e->args[i]);
-	if (str)
-		msgpack_pack_str_with_body(&epk, str, e->slen);
-	d->prev = e->t0;
+	int delta = kind < DDPSPY_EVC_KINDS;
+	int esc = !delta || (d->na[kind] != DDPSPY_EVC_NA_NONE && d->na[kind] != nargs);
+	if (delta && !(d->seen >> kind & 1)) {
+		memset(d->prev[kind], 0, sizeof d->prev[kind]);
+		d->seen |= 1ull << kind;
+		d->na[kind] = (uint8_t)nargs;
+	}
+	unsigned char *p = buf;
+	*p++ = (unsigned char)((esc ? DDPSPY_EVC_ESCAPE : kind) | (sid ? DDPSPY_EVC_STACK : 0) |
+			       (str ? DDPSPY_EVC_STR : 0));
+	if (esc) {
+		p = ddpspy_put_varint(p, kind);
+		p = ddpspy_put_varint(p, nargs);
+	}
+	p = ddpspy_put_varint(p, ddpspy_zz((int64_t)(e->t0 - d->prev_end)));
+	p = ddpspy_put_varint(p, e->dur);
+	if (sid)
+		p = ddpspy_put_varint(p, sid);
+	int64_t *prev = delta ? d->prev[kind] : (int64_t *)zeros;
+	unsigned char *mask = p;
+	memset(mask, 0, (nargs + 7) / 8);
+	p += (nargs + 7) / 8;
+	for (unsigned i = 0; i < nargs; i++) {
+		int64_t was = i < DDPSPY_EVC_DELTA_ARGS ? prev[i] : 0;
+		if (e->args[i] == was)
+			continue;
+		mask[i / 8] |= (unsigned char)(1u << (i % 8));
+		p = ddpspy_put_varint(p, ddpspy_zz((int64_t)((uint64_t)e->args[i] - (uint64_t)was)));
+		if (delta && i < DDPSPY_EVC_DELTA_ARGS)
+			prev[i] = e->args[i];
+	}
+	if (str) {
+		p = ddpspy_put_varint(p, e->slen);
+		memcpy(p, str, e->slen);
+		p += e->slen;
+	}
+	msgpack_sbuffer_write(&evbuf, (const char *)buf, (size_t)(p - buf));
+	d->prev_end = e->t0 + e->dur;
 	if (++d->n == EVENTS_PER_RECORD)
 		flush_events(d);
 }
@@ -477,7 +608,9 @@ static void drain_thread(struct dsp_thread *th, void *ctx)
 {
 	struct flushctx *f = ctx;
 	uint64_t *ws = dsp_thread_writer_state(th);
-	struct drain d = {dsp_thread_tid(th), 0, 0, 0};
+	struct drain d;
+	d.tid = dsp_thread_tid(th);
+	d.n = 0;
 	int dead = dsp_thread_dead(th); /* read before draining: nothing is added after */
 
 	if (ws[DSP_WS_FINAL])
@@ -935,6 +1068,9 @@ void dsp_writer_atfork_child(void)
 	total_written = total_dropped_reported = 0;
 	last_calib_mono = first_mono = 0;
 	mod_adds = mod_subs = ~0ull;
+	modents_free(msnap, nmsnap); /* the child's file lists every object again */
+	msnap = NULL;
+	nmsnap = 0;
 	identity_dirty = 0;
 	msgpack_sbuffer_clear(&out);
 	msgpack_sbuffer_clear(&evbuf);

@@ -3,6 +3,9 @@
  *                         print {"produced": T*N} (ring accounting: written + dropped == produced)
  *   threads reads T N     T threads each read one byte from /dev/zero N times (the fastest
  *                         recorded call: a rate test), then print {"produced": T*N}
+ *   threads rate T R S    T threads each record R events a second (step markers: no syscall, so
+ *                         the rate is the writer's to keep, not the kernel's) for S seconds,
+ *                         then print {"produced": N, "per_thread_rate": achieved}
  *   threads churn K       K short-lived threads, each recording a few events, a few at a time
  *   threads exit-from-thread   a secondary thread calls exit() while main is blocked */
 #include <fcntl.h>
@@ -11,7 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "../include/ddpspy.h"
 
 static long per_thread;
 
@@ -35,6 +42,37 @@ static void *reader(void *arg)
 		if (read(fd, &c, 1) != 1)
 			break;
 	close(fd);
+	return NULL;
+}
+
+static double rate, secs;
+static long rate_made[64];
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *paced(void *arg)
+{
+	long *made = arg, n = 0;
+	double t0 = now_s(), t;
+	/* what is due every 0.2 ms, then sleep (the raw syscall: not recorded), so the threads leave
+	 * the CPU to the writer as a program busy elsewhere would */
+	while ((t = now_s()) - t0 < secs) {
+		long due = (long)((t - t0) * rate);
+		for (; n < due; n++) {
+			if (n & 1)
+				ddpspy_step_end();
+			else
+				ddpspy_step_begin();
+		}
+		struct timespec ts = {0, 200000};
+		syscall(SYS_nanosleep, &ts, NULL);
+	}
+	*made = n;
 	return NULL;
 }
 
@@ -72,6 +110,23 @@ int main(int argc, char **argv)
 		printf("{\"produced\": %ld}\n", (long)t * per_thread);
 		return 0;
 	}
+	if (argc >= 5 && !strcmp(argv[1], "rate")) {
+		int t = atoi(argv[2]);
+		rate = atof(argv[3]);
+		secs = atof(argv[4]);
+		pthread_t th[64];
+		if (t < 1 || t > 64)
+			return 2;
+		for (int i = 0; i < t; i++)
+			pthread_create(&th[i], NULL, paced, &rate_made[i]);
+		long sum = 0;
+		for (int i = 0; i < t; i++) {
+			pthread_join(th[i], NULL);
+			sum += rate_made[i];
+		}
+		printf("{\"produced\": %ld, \"per_thread_rate\": %.0f}\n", sum, (double)sum / t / secs);
+		return 0;
+	}
 	if (argc >= 3 && !strcmp(argv[1], "churn")) {
 		int k = atoi(argv[2]);
 		for (int i = 0; i < k; i += 8) {
@@ -91,6 +146,6 @@ int main(int argc, char **argv)
 		for (;;)
 			pause(); /* exit() in the other thread ends us */
 	}
-	fprintf(stderr, "usage: threads produce T N | reads T N | churn K | exit-from-thread\n");
+	fprintf(stderr, "usage: threads produce T N | reads T N | rate T R S | churn K | exit-from-thread\n");
 	return 2;
 }

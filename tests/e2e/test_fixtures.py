@@ -187,6 +187,32 @@ if case("damaged"):
        "a truncated and a corrupt file: warnings %s, lost_events on both ranks, the readable part analysed "
        "(%d steps, the straggler still found)" % (j["job"]["warnings"], j["job"]["steps_analyzed"]))
 
+# ---- older formats: the fixtures are 1.1 files; the same files marked 1.0 (which had no step
+# kind, and these use none) must read the same: the report is the golden one ----
+import struct
+import zlib
+d10 = tmpdir("fixtures-1.0")
+src = os.path.join(FX, "straggler-delay")
+for name in os.listdir(src):
+    if not name.endswith(".ddpspy"):
+        continue
+    b = bytearray(open(os.path.join(src, name), "rb").read())
+    b[10:12] = b"\x00\x00"
+    n = struct.unpack_from("<I", b, 16)[0]
+    body = bytes(b[24:24 + n])
+    i = body.find(b"\xa6format\x92\x01\x01")
+    if i >= 0:
+        body = body[:i] + b"\xa6format\x92\x01\x00" + body[i + 10:]
+        b[24:24 + n] = body
+        struct.pack_into("<I", b, 20, zlib.crc32(body) & 0xffffffff)
+    open(os.path.join(d10, name), "wb").write(b)
+p = subprocess.run([DDPSPY, "report", "--json", d10], capture_output=True, text=True, timeout=120)
+golden = json.load(open(os.path.join(src, "report.json")))
+got = json.loads(p.stdout) if p.stdout.startswith("{") else None
+ok(got is not None and got["findings"] == golden["findings"] and got["verdict"] == golden["verdict"],
+   "the recorded straggler marked format 1.0: the same verdict and findings as its golden report")
+cleanup(d10)
+
 # ---- generated: no step at all is an unknown verdict, and says why ----
 d = tmpdir("fixtures")
 if os.path.exists(GEN):

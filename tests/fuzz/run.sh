@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make fuzz: libFuzzer over `ddpspy dump` and `ddpspy report` (tests/fuzz/fuzz_collector.c) for
-# SECONDS seconds, from the fixtures as seeds. What it finds lands in build/fuzz/findings/; an
+# SECONDS seconds, from the fixtures and a few fresh small traces as seeds. What it finds lands in build/fuzz/findings/; an
 # input that crashed goes into tests/fuzz/crashes/ once fixed, and make test replays it forever.
 # usage: tests/fuzz/run.sh SECONDS
 set -eu
@@ -10,6 +10,16 @@ b=build/fuzz
 mkdir -p $b/corpus $b/findings
 /usr/bin/python3 tests/fuzz/seeds.py $b/seeds >/dev/null
 cp -n tests/fuzz/crashes/* $b/seeds/ 2>/dev/null || true
+# the fixtures are recorded in format 1.1; a few small traces of the current format too
+n=0
+for args in "threads produce 2 300" "threads reads 1 500" "forker fork 2" "families /tmp"; do
+	set -- $args
+	n=$((n + 1))
+	t=$(mktemp -d)
+	DDPSPY_OUT=$t LD_PRELOAD=$PWD/build/libddpspy.so build/testapps/$1 "${@:2}" >/dev/null 2>&1 || true
+	{ printf '\xff'; cat $t/*.ddpspy 2>/dev/null; } >"$b/seeds/current-$n-$1.bin"
+	rm -rf "$t"
+done
 # -rss_limit_mb: an allocation the size of the input's claims, not of the input, is a finding
 log=$b/fuzz.log
 set +e
