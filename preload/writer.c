@@ -96,8 +96,7 @@ static char path[PATH_MAX];
 static int identity_dirty;
 
 static msgpack_sbuffer out;    /* frames waiting for write() */
-static msgpack_sbuffer evbuf;  /* packed events of the record being built */
-static msgpack_packer pk, epk;
+static msgpack_packer pk;
 
 static int64_t last_calib_mono;
 static uint64_t first_raw;
@@ -468,14 +467,14 @@ static void rec_identity(void)
 
 static void rec_end(const char *reason)
 {
-	frame_begin(DDPSPY_REC_END, write_err ? 5 : 3);
+	frame_begin(DDPSPY_REC_END, 3 + (unwritten || write_err) + !!write_err);
 	kv_str("reason", reason);
 	kv_int("events", (int64_t)total_written);
 	kv_int("dropped", (int64_t)total_dropped_reported);
-	if (write_err) {
+	if (unwritten || write_err)
 		kv_int("unwritten", (int64_t)unwritten);
+	if (write_err)
 		kv_str("write_error", strerror(write_err));
-	}
 	frame_end();
 }
 
@@ -486,50 +485,99 @@ struct drain {
 	int tid;
 	uint64_t base, prev_end;
 	size_t n;
+	size_t n_at, b_at, b0;             /* in out: the count's and the bin length's 4 bytes, the events */
 	uint64_t seen;                     /* kinds with delta state in this record */
 	uint8_t na[DDPSPY_EVC_KINDS];      /* their argument counts, DDPSPY_EVC_NA_NONE: not seen */
 	int64_t prev[DDPSPY_EVC_KINDS][DDPSPY_EVC_DELTA_ARGS];
 };
 
-static void flush_events(struct drain *d)
+/* Room for need more bytes in out. */
+static int out_reserve(size_t need)
 {
-	if (st_pending) {
-		frame_begin(DDPSPY_REC_STACKS, 1);
-		key("list");
-		msgpack_pack_array(&pk, st_pending);
-		msgpack_sbuffer_write(&out, stbuf.data, stbuf.size);
-		frame_end();
-		msgpack_sbuffer_clear(&stbuf);
-		st_pending = 0;
-	}
-	if (!d->n)
+	if (out.data && out.alloc - out.size >= need)
+		return 0;
+	size_t cap = out.alloc ? out.alloc : 65536;
+	while (cap - out.size < need)
+		cap *= 2;
+	char *m = realloc(out.data, cap);
+	if (!m)
+		return -1;
+	out.data = m;
+	out.alloc = cap;
+	return 0;
+}
+
+static void put_be32(size_t at, size_t v)
+{
+	unsigned char *p = (unsigned char *)out.data + at;
+	p[0] = (unsigned char)(v >> 24);
+	p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8);
+	p[3] = (unsigned char)v;
+}
+
+static void flush_stacks(void)
+{
+	if (!st_pending)
 		return;
+	frame_begin(DDPSPY_REC_STACKS, 1);
+	key("list");
+	msgpack_pack_array(&pk, st_pending);
+	msgpack_sbuffer_write(&out, stbuf.data, stbuf.size);
+	frame_end();
+	msgpack_sbuffer_clear(&stbuf);
+	st_pending = 0;
+}
+
+/* An "events" record is packed straight into out: its map up to the bin of events, whose count
+ * and length end_events fills in (fixed-width fields), then the events, then "na". */
+static int begin_events(struct drain *d, uint64_t t0)
+{
+	frame_begin(DDPSPY_REC_EVENTS, 5);
+	kv_int("tid", d->tid);
+	kv_int("t0", (int64_t)t0);
+	key("n");
+	if (out_reserve(16) < 0)
+		return -1;
+	out.data[out.size] = (char)0xce; /* uint32 */
+	d->n_at = out.size + 1;
+	out.size += 5;
+	key("b");
+	if (out_reserve(16) < 0)
+		return -1;
+	out.data[out.size] = (char)0xc6; /* bin32 */
+	d->b_at = out.size + 1;
+	out.size += 5;
+	d->b0 = out.size;
+	d->base = d->prev_end = t0;
+	d->seen = 0;
+	memset(d->na, DDPSPY_EVC_NA_NONE, sizeof d->na);
+	return 0;
+}
+
+static void end_events(struct drain *d)
+{
 	size_t nna = 0;
 	for (size_t k = 0; k < DDPSPY_EVC_KINDS; k++)
 		if (d->na[k] != DDPSPY_EVC_NA_NONE)
 			nna = k + 1;
-	frame_begin(DDPSPY_REC_EVENTS, 5);
-	kv_int("tid", d->tid);
-	kv_int("t0", (int64_t)d->base);
-	kv_int("n", (int64_t)d->n);
+	put_be32(d->n_at, d->n);
+	put_be32(d->b_at, out.size - d->b0);
 	key("na");
 	msgpack_pack_bin(&pk, nna);
 	msgpack_pack_bin_body(&pk, d->na, nna);
-	key("b");
-	msgpack_pack_bin(&pk, evbuf.size);
-	msgpack_pack_bin_body(&pk, evbuf.data, evbuf.size);
 	frame_end();
 	total_written += d->n;
-	msgpack_sbuffer_clear(&evbuf);
 	d->n = 0;
 	if (out.size >= OUT_BUDGET)
 		write_out(); /* a long drain goes out in parts, not as one buffer of every ring */
 }
 
+#define EV_MAX (16 + 10 * 6 + 32 + 10 * 256 + 4096 + 16) /* the longest packed event */
+
 /* One ring record in the packed encoding (common/evcodec.h). */
 static void pack_event(void *ctx, const struct rec *e)
 {
-	static unsigned char buf[16 + 10 * 6 + 32 + 10 * 256 + 4096 + 16];
 	static const int64_t zeros[DDPSPY_EVC_DELTA_ARGS];
 	struct drain *d = ctx;
 	const unsigned char *tailp = (const unsigned char *)&e->args[e->nargs];
@@ -537,11 +585,6 @@ static void pack_event(void *ctx, const struct rec *e)
 	const char *str = NULL;
 	unsigned kind = e->kind, nargs = e->nargs;
 
-	if (!d->n) {
-		d->base = d->prev_end = e->t0;
-		d->seen = 0;
-		memset(d->na, DDPSPY_EVC_NA_NONE, sizeof d->na);
-	}
 	if (e->flags & REC_STR) {
 		str = (const char *)tailp;
 		tailp += (e->slen + 7u) & ~7u;
@@ -550,6 +593,15 @@ static void pack_event(void *ctx, const struct rec *e)
 		uint64_t nf;
 		memcpy(&nf, tailp, sizeof nf);
 		sid = stack_id((const uintptr_t *)(tailp + 8), (uint32_t)nf);
+		if (st_pending) { /* a new stack: its entry goes before the record that uses it */
+			if (d->n)
+				end_events(d);
+			flush_stacks();
+		}
+	}
+	if ((!d->n && begin_events(d, e->t0) < 0) || out_reserve(EV_MAX) < 0) {
+		unwritten++; /* out of memory */
+		return;
 	}
 	int delta = kind < DDPSPY_EVC_KINDS;
 	int esc = !delta || (d->na[kind] != DDPSPY_EVC_NA_NONE && d->na[kind] != nargs);
@@ -558,7 +610,7 @@ static void pack_event(void *ctx, const struct rec *e)
 		d->seen |= 1ull << kind;
 		d->na[kind] = (uint8_t)nargs;
 	}
-	unsigned char *p = buf;
+	unsigned char *p = (unsigned char *)out.data + out.size;
 	*p++ = (unsigned char)((esc ? DDPSPY_EVC_ESCAPE : kind) | (sid ? DDPSPY_EVC_STACK : 0) |
 			       (str ? DDPSPY_EVC_STR : 0));
 	if (esc) {
@@ -587,10 +639,10 @@ static void pack_event(void *ctx, const struct rec *e)
 		memcpy(p, str, e->slen);
 		p += e->slen;
 	}
-	msgpack_sbuffer_write(&evbuf, (const char *)buf, (size_t)(p - buf));
+	out.size = (size_t)(p - (unsigned char *)out.data);
 	d->prev_end = e->t0 + e->dur;
 	if (++d->n == EVENTS_PER_RECORD)
-		flush_events(d);
+		end_events(d);
 }
 
 struct flushctx {
@@ -627,7 +679,9 @@ static void drain_thread(struct dsp_thread *th, void *ctx)
 		unwritten += ring_drain(dsp_thread_ring_of(th), count_event, NULL);
 	} else {
 		ring_drain(dsp_thread_ring_of(th), pack_event, &d);
-		flush_events(&d);
+		if (d.n)
+			end_events(&d);
+		flush_stacks();
 	}
 	/* the drop count now, once: the loss record's count and its entries come from this */
 	ws[DSP_WS_SEEN] = ring_dropped(dsp_thread_ring_of(th));
@@ -867,14 +921,13 @@ static void flush_locked(int final, const char *end_reason)
 	rec_modules_if_changed();
 	dsp_registry_walk(drain_thread, &f);
 	if (f.loss_n || unwritten != unwritten_reported) {
-		frame_begin(DDPSPY_REC_LOSS, write_err ? 3 : 1);
+		frame_begin(DDPSPY_REC_LOSS, 2 + !!write_err);
 		key("threads");
 		msgpack_pack_array(&pk, f.loss_n);
 		dsp_registry_walk(pack_loss, NULL);
-		if (write_err) {
-			kv_int("unwritten", (int64_t)unwritten);
+		kv_int("unwritten", (int64_t)unwritten);
+		if (write_err)
 			kv_str("write_error", strerror(write_err));
-		}
 		frame_end();
 		unwritten_reported = unwritten;
 	}
@@ -941,10 +994,8 @@ static void *writer_main(void *arg)
 static void buffers_init(void)
 {
 	msgpack_sbuffer_init(&out);
-	msgpack_sbuffer_init(&evbuf);
 	msgpack_sbuffer_init(&stbuf);
 	msgpack_packer_init(&pk, &out, msgpack_sbuffer_write);
-	msgpack_packer_init(&epk, &evbuf, msgpack_sbuffer_write);
 	msgpack_packer_init(&spk, &stbuf, msgpack_sbuffer_write);
 }
 
@@ -1073,7 +1124,6 @@ void dsp_writer_atfork_child(void)
 	nmsnap = 0;
 	identity_dirty = 0;
 	msgpack_sbuffer_clear(&out);
-	msgpack_sbuffer_clear(&evbuf);
 	msgpack_sbuffer_clear(&stbuf);
 	st_pending = 0;
 	stab_clear();
