@@ -24,7 +24,7 @@ struct ring *ring_create(size_t bytes)
 	r->size = size;
 	r->mask = size - 1;
 	r->data = (unsigned char *)p + page;
-	r->wake_at = size / 2;
+	r->wake_at = size / 4; /* a new ring: its first drain is the slow one (cold pages) */
 	return r;
 }
 
@@ -38,7 +38,7 @@ void ring_reset(struct ring *r)
 {
 	r->head = r->next = r->tail_cache = r->tail = 0;
 	r->dropped = 0;
-	r->wake_at = r->size / 2;
+	r->wake_at = r->size / 4;
 }
 
 void (*ring_wake_hook)(void);
@@ -57,13 +57,13 @@ void ring_half_full(struct ring *r)
 	}
 }
 
-size_t ring_drain(struct ring *r, void (*fn)(void *ctx, const struct rec *rec), void *ctx)
+size_t ring_drain(struct ring *r, void (*fn)(void *ctx, const struct rec *rec), void *ctx, size_t max)
 {
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
 	uint64_t tail = r->tail;
 	size_t n = 0;
 
-	while (tail < head) {
+	while (tail < head && n < max) {
 		uint64_t off = tail & r->mask;
 		const struct rec *rec = (const struct rec *)(r->data + off);
 		if (rec->kind == REC_PAD) {

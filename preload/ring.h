@@ -58,9 +58,9 @@ void ring_release(struct ring *r);
  * the parent's to write). Only with no producer or consumer running. */
 void ring_reset(struct ring *r);
 
-/* Consumer: calls fn for each record in order, returns the number of records handed over.
- * fn's return value is ignored; the record's memory is valid only during the call. */
-size_t ring_drain(struct ring *r, void (*fn)(void *ctx, const struct rec *rec), void *ctx);
+/* Consumer: calls fn for each record in order, at most max of them, returns the number handed
+ * over. The record's memory is valid only during the call. */
+size_t ring_drain(struct ring *r, void (*fn)(void *ctx, const struct rec *rec), void *ctx, size_t max);
 
 static inline uint64_t ring_dropped(const struct ring *r)
 {

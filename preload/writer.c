@@ -25,7 +25,8 @@
 #include <unistd.h>
 
 #define EVENTS_PER_RECORD 4096
-#define OUT_BUDGET (4u << 20)
+#define OUT_BUDGET (256u << 10)
+#define DRAIN_BUDGET 2048 /* records of one ring per pass */
 #define CALIB_EVERY_NS 1000000000LL
 
 uint64_t dsp_stack_ticks = UINT64_MAX;
@@ -648,6 +649,7 @@ static void pack_event(void *ctx, const struct rec *e)
 struct flushctx {
 	size_t loss_n;
 	int final;
+	int more;     /* a ring had more than one pass's budget */
 };
 
 static void count_event(void *ctx, const struct rec *e)
@@ -656,6 +658,8 @@ static void count_event(void *ctx, const struct rec *e)
 	(void)e;
 }
 
+/* One pass over one thread's ring: at most DRAIN_BUDGET records, so that with many busy threads
+ * each ring is visited often instead of waiting for every other ring to be emptied. */
 static void drain_thread(struct dsp_thread *th, void *ctx)
 {
 	struct flushctx *f = ctx;
@@ -664,6 +668,7 @@ static void drain_thread(struct dsp_thread *th, void *ctx)
 	d.tid = dsp_thread_tid(th);
 	d.n = 0;
 	int dead = dsp_thread_dead(th); /* read before draining: nothing is added after */
+	size_t got;
 
 	if (ws[DSP_WS_FINAL])
 		return;
@@ -676,19 +681,29 @@ static void drain_thread(struct dsp_thread *th, void *ctx)
 	}
 	if (write_err) {
 		/* the file takes nothing more: the events are counted as not written */
-		unwritten += ring_drain(dsp_thread_ring_of(th), count_event, NULL);
+		got = ring_drain(dsp_thread_ring_of(th), count_event, NULL, DRAIN_BUDGET);
+		unwritten += got;
 	} else {
-		ring_drain(dsp_thread_ring_of(th), pack_event, &d);
+		got = ring_drain(dsp_thread_ring_of(th), pack_event, &d, DRAIN_BUDGET);
 		if (d.n)
 			end_events(&d);
 		flush_stacks();
 	}
-	/* the drop count now, once: the loss record's count and its entries come from this */
+	if (got == DRAIN_BUDGET)
+		f->more = 1;
+	else if (dead)
+		ws[DSP_WS_FINAL] = 1; /* emptied after its last event */
+}
+
+/* After the drain: each thread's drop count, read once; the loss record's count and its
+ * entries both come from this. */
+static void snap_loss(struct dsp_thread *th, void *ctx)
+{
+	struct flushctx *f = ctx;
+	uint64_t *ws = dsp_thread_writer_state(th);
 	ws[DSP_WS_SEEN] = ring_dropped(dsp_thread_ring_of(th));
 	if (ws[DSP_WS_SEEN] != ws[DSP_WS_DROPPED])
 		f->loss_n++;
-	if (dead)
-		ws[DSP_WS_FINAL] = 1;
 }
 
 static void pack_loss(struct dsp_thread *th, void *ctx)
@@ -893,7 +908,7 @@ static int mkdir_p(const char *dir)
 /* One flush: all rings, the metadata that changed, one write(). wlock held. */
 static void flush_locked(int final, const char *end_reason)
 {
-	struct flushctx f = {0, final};
+	struct flushctx f = {0, final, 0};
 	struct timespec ts;
 
 	if (finished || file_failed)
@@ -919,7 +934,13 @@ static void flush_locked(int final, const char *end_reason)
 	if (final || (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - last_calib_mono >= CALIB_EVERY_NS)
 		rec_calib();
 	rec_modules_if_changed();
-	dsp_registry_walk(drain_thread, &f);
+	/* passes over every ring until all are empty, a bounded number: a program recording faster than
+	 * this drains is served by the next flush, which its half-full rings ask for at once */
+	for (int pass = 0; pass == 0 || (f.more && pass < (final ? 1024 : 64)); pass++) {
+		f.more = 0;
+		dsp_registry_walk(drain_thread, &f);
+	}
+	dsp_registry_walk(snap_loss, &f);
 	if (f.loss_n || unwritten != unwritten_reported) {
 		frame_begin(DDPSPY_REC_LOSS, 2 + !!write_err);
 		key("threads");

@@ -58,6 +58,8 @@ static double now_s(void)
 static void *paced(void *arg)
 {
 	long *made = arg, n = 0;
+	if (getenv("RATE_DELAY_MS"))
+		usleep((useconds_t)atoi(getenv("RATE_DELAY_MS")) * 1000);
 	double t0 = now_s(), t;
 	/* what is due every 0.2 ms, then sleep (the raw syscall: not recorded), so the threads leave
 	 * the CPU to the writer as a program busy elsewhere would */

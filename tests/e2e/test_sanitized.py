@@ -63,7 +63,10 @@ cases = [
     ("produce", [os.path.join(APPS, "threads"), "produce", "4", "20000"], {"DDPSPY_RING_KB": "16"}),
     ("reads", [os.path.join(APPS, "threads"), "reads", "8", "20000"], {"DDPSPY_RING_KB": "64"}),
     ("churn", [os.path.join(APPS, "threads"), "churn", "200"], {}),
-    ("fork", [os.path.join(APPS, "forker"), "fork", "4"], {}),
+    # (no fork: GCC 12's ASan does not lock its allocator around fork, so a child forked while the
+    # parent's writer thread starts, which ASan's thread hooks allocate for, can inherit the lock
+    # held and hang in ASan itself; the fork path runs in test_process without sanitizers)
+    ("exec", [os.path.join(APPS, "forker"), "exec"], {}),
     ("fdgame", [os.path.join(APPS, "forker"), "fdgame", "dup2", os.path.join(d, "fdgame.txt")], {}),
 ]
 for name, argv, env in cases:

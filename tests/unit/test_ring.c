@@ -52,8 +52,8 @@ static void *consumer(void *arg)
 {
 	struct seen *s = arg;
 	while (__atomic_load_n(&producing, __ATOMIC_ACQUIRE))
-		ring_drain(shared, check, s);
-	ring_drain(shared, check, s);
+		ring_drain(shared, check, s, SIZE_MAX);
+	ring_drain(shared, check, s, SIZE_MAX);
 	return NULL;
 }
 
@@ -69,7 +69,7 @@ int main(void)
 		int k = 0;
 		while (k < 20 && push(r, seq, (int)(seq % 13)))
 			seq++, k++;
-		ring_drain(r, check, &s);
+		ring_drain(r, check, &s, SIZE_MAX);
 	}
 	ok(s.bad == 0 && s.n == seq, "%llu records across wrap-arounds read back intact",
 	   (unsigned long long)s.n);
@@ -85,7 +85,7 @@ int main(void)
 	ok(ring_dropped(r) == tries - ok_n, "the rest are counted as dropped (%llu)",
 	   (unsigned long long)ring_dropped(r));
 	s = (struct seen){0, 0, 0};
-	ring_drain(r, check, &s);
+	ring_drain(r, check, &s, SIZE_MAX);
 	ok(s.n == ok_n && s.bad == 0, "the records that fit are intact");
 	ok(ring_idle(r) == 0, "a ring with drops is not idle");
 	ring_release(r);
