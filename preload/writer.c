@@ -538,14 +538,15 @@ static int begin_events(struct drain *d, uint64_t t0)
 	kv_int("tid", d->tid);
 	kv_int("t0", (int64_t)t0);
 	key("n");
-	if (out_reserve(16) < 0)
+	if (out_reserve(32) < 0 || !out.data) {
+		if (out.data)
+			out.size = frame_start; /* (the half-made record is taken back) */
 		return -1;
+	}
 	out.data[out.size] = (char)0xce; /* uint32 */
 	d->n_at = out.size + 1;
 	out.size += 5;
 	key("b");
-	if (out_reserve(16) < 0)
-		return -1;
 	out.data[out.size] = (char)0xc6; /* bin32 */
 	d->b_at = out.size + 1;
 	out.size += 5;
@@ -558,6 +559,12 @@ static int begin_events(struct drain *d, uint64_t t0)
 
 static void end_events(struct drain *d)
 {
+	if (write_err) { /* the file failed during this record: it takes no more events */
+		out.size = frame_start;
+		unwritten += d->n;
+		d->n = 0;
+		return;
+	}
 	size_t nna = 0;
 	for (size_t k = 0; k < DDPSPY_EVC_KINDS; k++)
 		if (d->na[k] != DDPSPY_EVC_NA_NONE)
