@@ -28,6 +28,7 @@ struct dsp_tls {
 	int state;           /* TS_*: TS_OFF once the thread exited or could not get a ring */
 	int tid;
 	void *thread;        /* struct dsp_thread *, owned by registry.c */
+	int unwinding;       /* inside libunwind (record.c): its pipe2 and close are its own */
 };
 
 extern __thread struct dsp_tls dsp_tls __attribute__((tls_model("initial-exec")));
@@ -195,6 +196,19 @@ static inline void dsp_emit_wait(struct dsp_tls *t, int kind, uint64_t t0, uint6
 	else
 		dsp_emit(t, kind, t0, t1, nargs, args);
 }
+
+/* libunwind checks that memory is readable by writing it into a pipe of its own, opened on first
+ * use and closed and opened again when a read from it fails: those descriptors are ddpspy's, and
+ * once the program closed one and took the number, libunwind would close the program's. io.c
+ * protects them like the trace file's (dsp_unwind_fd says which they are); a program that puts
+ * another file at one (dup2) gets it after dsp_stack_disable, which stops unwinding for good. */
+extern int dsp_unwind_fds[2];
+static inline int dsp_unwind_fd(int fd)
+{
+	return fd >= 0 && (fd == __atomic_load_n(&dsp_unwind_fds[0], __ATOMIC_RELAXED) ||
+			   fd == __atomic_load_n(&dsp_unwind_fds[1], __ATOMIC_RELAXED));
+}
+void dsp_stack_disable(void);
 
 /* Call stack capture (record.c): fills up to max return addresses of the current thread, skipping
  * ddpspy's own frames; returns the count (0 when libunwind is unavailable). */

@@ -645,13 +645,23 @@ static inline int own_fd(void)
 	return __atomic_load_n(&dsp_own_fd, __ATOMIC_SEQ_CST);
 }
 
+/* fd is ddpspy's: the trace file's or libunwind's (from libunwind itself it is not) */
+static inline int ours(int fd)
+{
+	return fd >= 0 && (fd == own_fd() || (dsp_unwind_fd(fd) && !dsp_tls.unwinding));
+}
+
 int close(int fd)
 {
 	if (!get_close())
 		return enosys();
 	struct dsp_tls *t = &dsp_tls;
-	if (unlikely(fd == own_fd()) && fd >= 0)
+	if (unlikely(ours(fd)))
 		return 0;
+	if (unlikely(t->unwinding) && dsp_unwind_fd(fd)) /* libunwind closing its pipe */
+		for (int i = 0; i < 2; i++)
+			if (__atomic_load_n(&dsp_unwind_fds[i], __ATOMIC_RELAXED) == fd)
+				__atomic_store_n(&dsp_unwind_fds[i], -1, __ATOMIC_RELAXED);
 	if (!dsp_enter(t)) {
 		dsp_fdclass_forget(fd);
 		return real_close(fd);
@@ -667,36 +677,60 @@ int close(int fd)
 	return rc;
 }
 
-/* close_range(2) over the trace descriptor: the two ranges on either side of it. Marking the
- * range close-on-exec passes whole (the trace descriptor already is). */
+/* close_range(2) over ddpspy's descriptors: the ranges between them. Marking the range
+ * close-on-exec passes whole (ddpspy's descriptors already are). */
+static int close_gaps(unsigned lo, unsigned hi, int flags)
+{
+	int mine[3] = {own_fd(), -1, -1}, n = 0, rc = 0;
+	if (!dsp_tls.unwinding) {
+		mine[1] = __atomic_load_n(&dsp_unwind_fds[0], __ATOMIC_RELAXED);
+		mine[2] = __atomic_load_n(&dsp_unwind_fds[1], __ATOMIC_RELAXED);
+	}
+	unsigned skip[3];
+	for (int i = 0; i < 3; i++)
+		if (mine[i] >= 0 && (unsigned)mine[i] >= lo && (unsigned)mine[i] <= hi)
+			skip[n++] = (unsigned)mine[i];
+	for (int i = 1; i < n; i++) /* (three at most: insertion sort) */
+		for (int j = i; j > 0 && skip[j] < skip[j - 1]; j--) {
+			unsigned x = skip[j];
+			skip[j] = skip[j - 1];
+			skip[j - 1] = x;
+		}
+	for (int i = 0; i <= n && rc == 0; i++) {
+		unsigned a = i ? skip[i - 1] + 1 : lo, b = i < n ? skip[i] - 1 : hi;
+		if (i < n && skip[i] == 0)
+			continue;
+		if (a <= b && (i == 0 || skip[i - 1] < ~0u))
+			rc = real_close_range(a, b, flags);
+	}
+	return rc;
+}
+
 int close_range(unsigned lo, unsigned hi, int flags)
 {
 	if (!get_close_range())
 		return enosys();
-	int own = own_fd();
-	if (own < 0 || (unsigned)own < lo || (unsigned)own > hi || (flags & CLOSE_RANGE_CLOEXEC) ||
-	    lo > hi)
+	if ((flags & CLOSE_RANGE_CLOEXEC) || lo > hi)
 		return real_close_range(lo, hi, flags);
-	int rc = 0;
-	if ((unsigned)own > lo)
-		rc = real_close_range(lo, (unsigned)own - 1, flags);
-	if (rc == 0 && (unsigned)own < hi)
-		rc = real_close_range((unsigned)own + 1, hi, flags);
-	return rc;
+	return close_gaps(lo, hi, flags);
 }
 
 void closefrom(int lo)
 {
-	int own = own_fd();
-	if (own >= 0 && own >= lo) {
-		if (own > lo && (!get_close_range() || real_close_range((unsigned)lo, (unsigned)own - 1, 0) < 0))
-			for (int fd = lo < 0 ? 0 : lo; fd < own; fd++)
-				if (get_close())
-					real_close(fd);
-		lo = own + 1;
-	}
+	if (lo < 0)
+		lo = 0;
+	if (get_close_range() && close_gaps((unsigned)lo, ~0u, 0) == 0)
+		return;
+	/* no close_range (kernels before 5.9): one by one up to the highest of ours, glibc above */
+	int top = own_fd();
+	for (int i = 0; i < 2; i++)
+		if (__atomic_load_n(&dsp_unwind_fds[i], __ATOMIC_RELAXED) > top)
+			top = __atomic_load_n(&dsp_unwind_fds[i], __ATOMIC_RELAXED);
+	for (int fd = lo; fd <= top; fd++)
+		if (!ours(fd) && get_close())
+			real_close(fd);
 	if (get_closefrom())
-		real_closefrom(lo);
+		real_closefrom(top + 1 > lo ? top + 1 : lo);
 }
 
 /* ---- waits on descriptors: recorded only when they may block (a zero timeout is a poll of
@@ -807,6 +841,10 @@ int pipe2(int fds[2], int flags)
 	if (rc == 0) {
 		dsp_fdclass_set(fds[0], DDPSPY_FD_PIPE);
 		dsp_fdclass_set(fds[1], DDPSPY_FD_PIPE);
+		if (dsp_tls.unwinding) { /* libunwind's validation pipe: ddpspy's own */
+			__atomic_store_n(&dsp_unwind_fds[0], fds[0], __ATOMIC_RELAXED);
+			__atomic_store_n(&dsp_unwind_fds[1], fds[1], __ATOMIC_RELAXED);
+		}
 	}
 	return rc;
 }
@@ -854,6 +892,8 @@ int dup2(int fd, int newfd)
 	if (!get_dup2())
 		return enosys();
 	int moved = newfd >= 0 && newfd == own_fd() && fd != newfd && dsp_own_fd_move(newfd);
+	if (fd != newfd && dsp_unwind_fd(newfd) && !dsp_tls.unwinding)
+		dsp_stack_disable(); /* libunwind must never touch that number again */
 	int rc = real_dup2(fd, newfd);
 	if (rc < 0 && moved)
 		real_close(newfd); /* the trace file's old number, still open: the program's again */
@@ -867,6 +907,8 @@ int dup3(int fd, int newfd, int flags)
 	if (!get_dup3())
 		return enosys();
 	int moved = newfd >= 0 && newfd == own_fd() && fd != newfd && dsp_own_fd_move(newfd);
+	if (fd != newfd && dsp_unwind_fd(newfd) && !dsp_tls.unwinding)
+		dsp_stack_disable(); /* libunwind must never touch that number again */
 	int rc = real_dup3(fd, newfd, flags);
 	if (rc < 0 && moved)
 		real_close(newfd);

@@ -66,12 +66,28 @@ void dsp_stack_load(void)
 			 __ATOMIC_RELEASE);
 }
 
+int dsp_unwind_fds[2] = {-1, -1};
+
+/* No more stacks: libunwind is not called again (a capture under way finishes first). */
+void dsp_stack_disable(void)
+{
+	pthread_rwlock_wrlock(&unwind_lock);
+	__atomic_store_n(&unw_backtrace_fn, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&dsp_unwind_fds[0], -1, __ATOMIC_RELAXED);
+	__atomic_store_n(&dsp_unwind_fds[1], -1, __ATOMIC_RELAXED);
+	pthread_rwlock_unlock(&unwind_lock);
+	dsp_log("the program took a descriptor of libunwind's: no more call stacks");
+}
+
 int dsp_stack_capture(void **ips, int max)
 {
 	int (*fn)(void **, int) = __atomic_load_n(&unw_backtrace_fn, __ATOMIC_ACQUIRE);
 	if (!fn || pthread_rwlock_tryrdlock(&unwind_lock) != 0)
 		return 0;
-	int n = fn(ips, max), skip = 0;
+	fn = __atomic_load_n(&unw_backtrace_fn, __ATOMIC_ACQUIRE); /* (not disabled meanwhile) */
+	dsp_tls.unwinding = 1;
+	int n = fn ? fn(ips, max) : 0, skip = 0;
+	dsp_tls.unwinding = 0;
 	pthread_rwlock_unlock(&unwind_lock);
 	while (skip < n && (uintptr_t)ips[skip] >= self_lo && (uintptr_t)ips[skip] < self_hi)
 		skip++;
