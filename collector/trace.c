@@ -571,6 +571,23 @@ static int mp_str(struct mp *m, const char **s, uint32_t *len)
 	return 1;
 }
 
+/* A msgpack bin at m: its bytes and length; 0 when it is not one or does not fit. */
+static int mp_bin(struct mp *m, const unsigned char **b, uint32_t *len)
+{
+	if (m->p >= m->end || *m->p < 0xc4 || *m->p > 0xc6)
+		return 0;
+	int n = 1 << (*m->p - 0xc4);
+	if (m->end - m->p < 1 + n)
+		return 0;
+	uint64_t l = be(m->p + 1, n);
+	if ((uint64_t)(m->end - m->p - 1 - n) < l)
+		return 0;
+	*b = m->p + 1 + n;
+	*len = (uint32_t)l;
+	m->p += 1 + n + l;
+	return 1;
+}
+
 static int mp_skip(struct mp *m, int depth)
 {
 	if (m->p >= m->end || depth > 16)
@@ -593,14 +610,9 @@ static int mp_skip(struct mp *m, int depth)
 		return 1;
 	}
 	if (c >= 0xc4 && c <= 0xc6) { /* bin */
-		int n = 1 << (c - 0xc4);
-		if (m->end - m->p < 1 + n)
-			return 0;
-		uint64_t bl = be(m->p + 1, n);
-		if ((uint64_t)(m->end - m->p - 1 - n) < bl)
-			return 0;
-		m->p += 1 + n + bl;
-		return 1;
+		const unsigned char *b;
+		uint32_t bl;
+		return mp_bin(m, &b, &bl);
 	}
 	int map = (c >= 0x80 && c <= 0x8f) || c == 0xde || c == 0xdf;
 	int64_t n = mp_container(m, map);
@@ -793,21 +805,6 @@ static int fast_event_list(struct trace_file *f, struct trace_evrec *r, const st
 	return 0;
 }
 
-static int mp_bin(struct mp *m, const unsigned char **b, uint32_t *len)
-{
-	if (m->p >= m->end || *m->p < 0xc4 || *m->p > 0xc6)
-		return 0;
-	int n = 1 << (*m->p - 0xc4);
-	if (m->end - m->p < 1 + n)
-		return 0;
-	uint64_t l = be(m->p + 1, n);
-	if ((uint64_t)(m->end - m->p - 1 - n) < l)
-		return 0;
-	*b = m->p + 1 + n;
-	*len = (uint32_t)l;
-	m->p += 1 + n + l;
-	return 1;
-}
 
 /* An "events" record into r (its thread, and where its events are): 1, 0 when it is another
  * thread's than f->only_tid, -1 when malformed. 1.x: "tid", "t0", "ev" (an array of arrays, last);
