@@ -22,7 +22,8 @@ endif
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(B)/obj/%.o)
 
 COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/trace.c \
-	collector/json.c collector/analyze.c collector/load.c collector/steps.c collector/findings.c \
+	collector/json.c collector/analyze.c collector/kinds.c collector/stats.c collector/load.c \
+	collector/clocks.c collector/steps.c collector/split.c collector/findings.c collector/verdict.c \
 	collector/report.c collector/compare.c common/format.c
 COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 
@@ -42,7 +43,7 @@ all: $(B)/libddpspy.so $(B)/ddpspy
 deps:
 	@bash .ci/deps
 
-$(B)/obj/%.o: %.c common/format.h common/evcodec.h preload/internal.h preload/ring.h
+$(B)/obj/%.o: %.c common/format.h common/evcodec.h common/hash.h preload/internal.h preload/ring.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(MPI_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
 		-fno-omit-frame-pointer $(if $(findstring gloo,$<),-fexceptions) -c $< -o $@
@@ -53,7 +54,7 @@ $(B)/libddpspy.so: $(PRELOAD_OBJ) preload/exports.map
 	$(CC) -shared -o $@ $(PRELOAD_OBJ) -Wl,--version-script=preload/exports.map \
 		-Wl,-z,now -Wl,-z,nodelete -lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
 
-$(B)/cobj/%.o: %.c common/format.h common/evcodec.h collector/trace.h collector/json.h collector/analysis.h \
+$(B)/cobj/%.o: %.c common/format.h common/evcodec.h common/hash.h collector/trace.h collector/json.h collector/analysis.h \
 	collector/analysis_int.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -c $< -o $@
@@ -64,7 +65,7 @@ $(B)/ddpspy: $(COLLECTOR_OBJ)
 # ---- the same with AddressSanitizer and UBSan (make test runs these too) ----
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 COLLECTOR_LIB_SRC := $(filter-out collector/main.c,$(COLLECTOR_SRC))
-$(B)/asan/cobj/%.o: %.c common/format.h common/evcodec.h collector/trace.h collector/json.h collector/analysis.h \
+$(B)/asan/cobj/%.o: %.c common/format.h common/evcodec.h common/hash.h collector/trace.h collector/json.h collector/analysis.h \
 	collector/analysis_int.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SAN) -c $< -o $@
@@ -72,7 +73,7 @@ $(B)/asan/ddpspy: $(COLLECTOR_SRC:%.c=$(B)/asan/cobj/%.o)
 	$(CC) $(SAN) -o $@ $^ -lmsgpackc -lz -lm
 $(B)/asan/fuzz_replay: tests/fuzz/fuzz_collector.c $(COLLECTOR_LIB_SRC:%.c=$(B)/asan/cobj/%.o)
 	$(CC) $(BASE) $(SAN) -DREPLAY -o $@ $^ -lmsgpackc -lz -lm
-$(B)/asan/obj/%.o: %.c common/format.h common/evcodec.h preload/internal.h preload/ring.h
+$(B)/asan/obj/%.o: %.c common/format.h common/evcodec.h common/hash.h preload/internal.h preload/ring.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SAN) $(MPI_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
 		$(if $(findstring gloo,$<),-fexceptions) -c $< -o $@
@@ -82,7 +83,7 @@ $(B)/asan/libddpspy.so: $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) preload/exports.map
 		-Wl,--version-script=preload/exports.map -Wl,-z,now -Wl,-z,nodelete \
 		-lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
 $(B)/asan/tests/%: tests/unit/%.c tests/unit/tap.h collector/trace.c collector/trace.h common/format.c \
-	common/format.h common/evcodec.h preload/ring.c preload/ring.h preload/fdclass.c preload/identity.c
+	common/format.h common/evcodec.h common/hash.h preload/ring.c preload/ring.h preload/fdclass.c preload/identity.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SAN) -o $@ $< $(UNIT_SRC_$*) -lmsgpackc -lz -lpthread
 UNIT_SRC_test_ring := preload/ring.c
@@ -132,10 +133,10 @@ $(B)/testapps/libfakegloo.so: testapps/fakegloo.cc
 	$(CXX) -O2 -g -fPIC -shared -o $@ $<
 $(B)/testapps/libglooplugin.so: testapps/glooplugin.cc $(B)/testapps/libfakegloo.so
 	$(CXX) -O2 -g -fPIC -shared -o $@ $< -L$(B)/testapps -lfakegloo -Wl,-rpath,'$$ORIGIN'
-$(B)/bench/gentrace: bench/gentrace.c common/format.c common/format.h common/evcodec.h
+$(B)/bench/gentrace: bench/gentrace.c common/format.c common/format.h common/evcodec.h common/hash.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ bench/gentrace.c common/format.c -lmsgpackc -lm
-$(B)/bench/decode: bench/decode.c common/format.h common/evcodec.h
+$(B)/bench/decode: bench/decode.c common/format.h common/evcodec.h common/hash.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ bench/decode.c -lmsgpackc
 $(B)/bench/overhead: bench/overhead.c

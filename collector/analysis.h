@@ -8,10 +8,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/format.h"
+
 struct trace_clock;
 
-enum cat { CAT_COMPUTE, CAT_DATA, CAT_COMMS, CAT_HOST, CAT_COUNT };
-extern const char *const cat_names[CAT_COUNT];
+/* what a step's time is split into: the first four categories of common/format.h, whose names are
+ * ddpspy_category_names */
+enum cat {
+	CAT_COMPUTE = DDPSPY_CAT_COMPUTE,
+	CAT_DATA = DDPSPY_CAT_DATA,
+	CAT_COMMS = DDPSPY_CAT_COMMS,
+	CAT_HOST = DDPSPY_CAT_HOST,
+	CAT_COUNT
+};
 
 struct ev {                /* one recorded call, times aligned to the job's clock (ns) */
 	int64_t t, d;
@@ -32,7 +41,7 @@ struct thr {
 	size_t n, cap;
 	size_t nsync;          /* synchronizing calls in all (n < nsync: more than the prefix) */
 	size_t ncoll;          /* collective events: the training thread has the most */
-	size_t ngloo;          /* of which gloo's */
+	size_t nhelper;        /* of which a library may run on its helper threads (gloo's) */
 	int64_t first, last;   /* the span of all its events, aligned like ev (first > last: none) */
 };
 
@@ -79,14 +88,34 @@ struct rankstep {          /* one analysed step of one rank */
 	double late_max;       /* ms, the latest this rank entered a collective of the step */
 };
 
+/* A finding's evidence: typed values in order, lists and objects opened by FV_LIST / FV_OBJ and
+ * ended by FV_END, so that every view (JSON, text, HTML) renders the same data. */
+enum fv_type { FV_INT, FV_NUM, FV_STR, FV_BOOL, FV_NULL, FV_OBJ, FV_LIST, FV_END };
+
+struct fv {
+	const char *key;       /* a string literal; NULL in a list and for FV_END */
+	uint8_t type;          /* enum fv_type */
+	uint8_t decimals;      /* FV_NUM: digits after the point */
+	union {
+		int64_t i;         /* FV_INT, FV_BOOL */
+		double d;          /* FV_NUM */
+		uint32_t s;        /* FV_STR: offset of the string in the finding's strs */
+	} v;
+};
+
+#define MAX_EVIDENCE 96
+
 struct finding {
 	char kind[32];
 	int rank;              /* -1: null */
 	double severity;
 	char title[512];
-	char evidence[2048];   /* a JSON object's members, without the braces */
-	char text[1024];       /* the same evidence for the text report */
+	char text[1024];       /* the evidence in one sentence, for the text report */
 	const char *advice[4];
+	struct fv ev[MAX_EVIDENCE];
+	int nev;
+	char strs[4608];       /* the evidence's strings, each NUL-terminated */
+	uint32_t nstrs;
 };
 
 struct rankinfo {

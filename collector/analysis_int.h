@@ -1,11 +1,52 @@
-/* Shared between the parts of the analysis (analyze.c, load.c, steps.c, findings.c); report.c
- * and compare.c see only analysis.h. Internal names carry the an_ prefix. */
+/* Shared between the analysis's files; report.c and compare.c see only analysis.h. Internal names
+ * carry the an_ prefix. The sections follow the phases in order, and each file calls only the
+ * sections above its own:
+ *   kinds.c, stats.c   what each event kind means; quantiles and collective instances
+ *   load.c             the trace files into per-thread timelines; the ranks; warnings
+ *   clocks.c           every process's times on the job's clock
+ *   steps.c            each rank's step boundaries
+ *   split.c            each step split into compute / data / comms / host, waits, critical path
+ *   findings.c         the findings
+ *   verdict.c          the verdict
+ * analyze.c runs them in that order and frees what each made. */
 #ifndef DDPSPY_ANALYSIS_INT_H
 #define DDPSPY_ANALYSIS_INT_H
 
+#include "../common/format.h"
 #include "analysis.h"
 
 #define MS(ns) ((double)(ns) / 1e6)
+
+struct trace_event;
+
+/* ---- kinds.c ---- */
+
+/* an event kind's meaning (common/format.h's DDPSPY_KM_*) and where its arguments are */
+struct kind {
+	unsigned m;
+	int8_t fd, fdclass, bytes, op, comm, seq, peer, begin, path; /* argument positions, -1 none */
+};
+/* never NULL: a kind this collector does not know (a newer writer's) counts as host time */
+const struct kind *an_kind(int kind);
+/* what e's time counts as: CAT_* or DDPSPY_CAT_MARKER (a point); DDPSPY_CAT_NONE never reaches
+ * the phases (an_convert drops those records) */
+int an_category(const struct ev *e);
+int an_is_coll(int kind);            /* a collective or a wait for one: the training thread's mark */
+int an_is_sync_kind(int kind);       /* collectives, their waits, step markers */
+int an_kept_sync(const struct ev *e); /* the synchronizing calls the phases keep (not MPI_Test*) */
+int an_completes(const struct ev *e); /* a wait that completes the pending nonblocking collectives */
+int an_blocking_coll(const struct ev *e);
+int an_exit_aligns(const struct ev *e); /* every rank leaves it together: its exit aligns clocks */
+int an_is_file_read(const struct ev *e);
+/* the trace reader's event as the analysis sees it (v->path -1: the caller's); 0 for records that
+ * are not calls (a thread's start, exit, name) */
+int an_convert(const struct trace_event *e, struct ev *v);
+
+/* ---- stats.c ---- */
+
+double an_quantile(double *v, size_t n, double q); /* sorts v */
+int an_cmp_i64(const void *x, const void *y);
+int an_cmp_evp(const void *x, const void *y); /* struct ev pointers by start time */
 
 /* one collective instance, (comm, seq), over all ranks */
 struct inst {
@@ -24,8 +65,36 @@ struct itab {
 	size_t cap, n;
 };
 
+/* the instance of (comm, seq), created when asked; NULL when absent or out of memory */
+struct inst *an_inst_get(struct itab *t, int comm, int seq, int create);
+
+/* ---- load.c ---- */
+
+void an_warn(struct analysis *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* every file under a->dirs into a->procs, and a->ranks; -1 when no rank is readable (err says why) */
+int an_load(struct analysis *a, const struct report_options *o, char *err, size_t errlen);
+void an_load_free(struct analysis *a);
+struct thr *an_train_thread(struct proc *p);
+/* whether e, a call of p's thread u, is one of the rank's synchronizing calls: the training
+ * thread's collectives and completing waits, or, when they run on helper threads (p->bg), those
+ * threads' blocking collectives */
+int an_rank_sync(const struct proc *p, const struct thr *u, const struct ev *e);
+/* The second pass over a rank's file: every event of its training thread again, in order, times
+ * aligned like the kept ones, handed to fn (non-zero stops). -1 when the file cannot be read. */
+int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *e), void *ctx);
+/* every synchronizing call of p again, from all its threads, in time order */
+int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const struct ev *e), void *ctx);
+double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1);
+
+/* ---- clocks.c ---- */
+
+void an_align_clocks(struct analysis *a);
+void an_wall_time(struct analysis *a);  /* a->wall_s, on the aligned clock */
+
+/* ---- steps.c and split.c: what they leave for the findings (a->sd) ---- */
+
 /* what the findings need from every event of a rank's training thread in the analysed steps,
- * folded as the second pass streams them (an_fold) */
+ * folded as the split streams them */
 struct pat {
 	int kind, fdclass;
 	int64_t bytes;
@@ -47,10 +116,17 @@ struct wfrom {
 	double ms;
 };
 
-/* what the step analysis leaves for the findings */
-struct stepdata {   /* scratch shared by analyse_steps and the findings */
-	int R;
+struct stepdata {
+	/* steps.c: the analysed steps kept (a->ranks[r].steps has K of them) */
 	size_t K;
+	size_t *gidx;   /* each kept step's index among the analysed steps (k when all are kept) */
+	struct span {   /* per rank: all of its analysed steps, kept or not */
+		int64_t t0, t1;
+		double n;       /* how many */
+		double max_ms;  /* the longest (0: taken from the kept ones) */
+	} *span;
+	/* split.c */
+	int R;
 	struct wfrom **wf; /* per rank */
 	size_t *nwf, *cwf;
 	double *exc;    /* [(k * R + L) * CAT_COUNT + c]: L's excess over the median of its peers */
@@ -58,46 +134,25 @@ struct stepdata {   /* scratch shared by analyse_steps and the findings */
 	double **late;  /* per rank: lateness of each collective it entered (ms) */
 	size_t *nlate;
 	struct trainfold *fold; /* per rank */
-	size_t *gidx;   /* each step's index among the analysed steps (k when they were all kept) */
-	struct span {   /* per rank: all of its analysed steps, kept or not */
-		int64_t t0, t1;
-		double n;       /* how many */
-		double max_ms;  /* the longest (0: taken from the kept ones) */
-	} *span;
 };
 
-/* analyze.c */
-void an_warn(struct analysis *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int an_category(const struct ev *e);   /* of an event on the training thread */
-int an_is_coll(int kind);
-double an_quantile(double *v, size_t n, double q); /* sorts v */
-int an_cmp_i64(const void *x, const void *y);
-int an_cmp_evp(const void *x, const void *y); /* struct ev pointers by start time */
-/* the instance of (comm, seq), created when asked; NULL when absent or out of memory */
-struct inst *an_inst_get(struct itab *t, int comm, int seq, int create);
-struct thr *an_train_thread(struct proc *p);
+/* steps.c: a->sd, the boundaries in a->ranks[].steps, the step counts and source */
+void an_find_steps(struct analysis *a);
+void an_steps_free(struct analysis *a);
 
-/* load.c: one trace file into a->procs, with its rank's training thread chosen (proc.train);
- * an unreadable file is a warning, not an error */
-int an_load_file(struct analysis *a, const char *path);
-void an_proc_free(struct proc *p);
-/* The second pass over a rank's file: every event of its training thread again, in order, times
- * aligned like the kept ones, handed to fn (non-zero stops). -1 when the file cannot be read. */
-int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *e), void *ctx);
-double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1);
-int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const struct ev *e), void *ctx);
-
-/* steps.c */
+/* split.c: the steps' splits, waits, critical path, per-rank and job figures */
+void an_split_steps(struct analysis *a);
+void an_split_free(struct analysis *a);
 /* rank r's waits for late ranks in step k: *n entries from the one returned */
 const struct wfrom *an_wfrom_step(const struct stepdata *sd, int r, size_t k, size_t *n);
 double an_wfrom(const struct stepdata *sd, int r, size_t k, int L);
-void an_align_clocks(struct analysis *a);
-void an_analyse_steps(struct analysis *a);
 
-/* findings.c: one training-thread event e of an analysed step, of category cat, into tf, with
- * the events before and after it on the thread (NULL at either end) */
-void an_fold(struct trainfold *tf, const struct ev *prev, const struct ev *e, int cat, const struct ev *next);
-/* the findings, sorted, and the verdict */
+/* ---- findings.c: the findings, sorted by severity ---- */
+
 void an_find_all(struct analysis *a);
+
+/* ---- verdict.c: a->bound, confidence and summary ---- */
+
+void an_verdict(struct analysis *a);
 
 #endif

@@ -101,26 +101,23 @@ int cmd_compare(int argc, char **argv)
 		}
 	}
 	if (json) {
-		struct json j, o2;
+		struct json j;
 		json_begin(&j, stdout);
 		json_str(&j, "schema", "ddpspy.compare.v1");
 		json_str(&j, "mode", mode == 'w' ? "weak" : "strong");
-		json_key(&j, "runs");
-		fputs("[", stdout);
+		json_arr(&j, "runs");
 		for (int i = 0; i < n; i++) {
-			if (i)
-				fputs(", ", stdout);
-			json_begin(&o2, stdout);
-			json_str(&o2, "dir", runs[i].dir);
-			json_int(&o2, "ranks", runs[i].ranks);
-			json_num(&o2, "step_p50_ms", runs[i].step);
-			json_num(&o2, "efficiency", round(runs[i].eff * 1000) / 1000);
-			report_json_shares(&o2, "shares", runs[i].shares);
-			json_str(&o2, "grew", runs[i].grew >= 0 ? cat_names[runs[i].grew] : NULL);
-			json_num(&o2, "grew_ms_per_step", runs[i].grew >= 0 ? runs[i].grew_ms : 0);
-			fputs("}", stdout);
+			json_obj(&j, NULL);
+			json_str(&j, "dir", runs[i].dir);
+			json_int(&j, "ranks", runs[i].ranks);
+			json_num(&j, "step_p50_ms", runs[i].step);
+			json_num(&j, "efficiency", round(runs[i].eff * 1000) / 1000);
+			report_json_shares(&j, "shares", runs[i].shares);
+			json_str(&j, "grew", runs[i].grew >= 0 ? ddpspy_category_names[runs[i].grew] : NULL);
+			json_num(&j, "grew_ms_per_step", runs[i].grew >= 0 ? runs[i].grew_ms : 0);
+			json_close(&j);
 		}
-		fputs("]", stdout);
+		json_close(&j);
 		json_end(&j);
 	} else {
 		printf("%s scaling against %s (%d rank%s)\n", mode == 'w' ? "weak" : "strong", b->dir, b->ranks,
@@ -132,7 +129,7 @@ int cmd_compare(int argc, char **argv)
 			       100 * r->shares[CAT_COMPUTE], 100 * r->shares[CAT_DATA], 100 * r->shares[CAT_COMMS],
 			       100 * r->shares[CAT_HOST]);
 			if (r->grew >= 0)
-				printf("%s %+.1f ms/step\n", cat_names[r->grew], r->grew_ms);
+				printf("%s %+.1f ms/step\n", ddpspy_category_names[r->grew], r->grew_ms);
 			else
 				printf("(base)\n");
 		}

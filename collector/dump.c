@@ -65,19 +65,21 @@ static const char *kind_name(int kind, char *buf, size_t n)
 static void print_stack_json(struct json *j, const struct trace_file *f, uint32_t id)
 {
 	const struct trace_stack *s = trace_stack(f, id);
-	json_key(j, "frames");
-	putc('[', j->out);
+	char hex[32];
+	json_arr(j, "frames");
 	for (uint32_t i = 0; s && i < s->n; i++) {
 		const struct trace_module *m = trace_module_of(f, s->ips[i]);
-		fprintf(j->out, "%s{\"ip\":\"0x%" PRIx64 "\"", i ? "," : "", s->ips[i]);
+		json_obj(j, NULL);
+		snprintf(hex, sizeof hex, "0x%" PRIx64, s->ips[i]);
+		json_str(j, "ip", hex);
 		if (m) {
-			fputs(",\"module\":", j->out);
-			json_raw_escaped(j->out, m->path, strlen(m->path));
-			fprintf(j->out, ",\"offset\":\"0x%" PRIx64 "\"", s->ips[i] - m->bias);
+			json_str(j, "module", m->path);
+			snprintf(hex, sizeof hex, "0x%" PRIx64, s->ips[i] - m->bias);
+			json_str(j, "offset", hex);
 		}
-		putc('}', j->out);
+		json_close(j);
 	}
-	putc(']', j->out);
+	json_close(j);
 }
 
 static int on_header(void *ctx, struct trace_file *f)
@@ -89,8 +91,10 @@ static int on_header(void *ctx, struct trace_file *f)
 		json_begin(&j, stdout);
 		json_str(&j, "type", "process");
 		json_str(&j, "file", f->path);
-		json_key(&j, "format");
-		printf("[%d,%d]", f->major, f->minor);
+		json_arr(&j, "format");
+		json_int(&j, NULL, f->major);
+		json_int(&j, NULL, f->minor);
+		json_close(&j);
 		json_str(&j, "tool", f->tool);
 		json_str(&j, "host", f->host);
 		json_int(&j, "pid", f->pid);
@@ -103,14 +107,10 @@ static int on_header(void *ctx, struct trace_file *f)
 		json_int(&j, "parent_rank", f->parent_rank);
 		json_int(&j, "parent_pid", f->parent_pid);
 		json_str(&j, "exe", f->exe);
-		json_key(&j, "cmdline");
-		putchar('[');
-		for (int i = 0; i < f->cmdline_n; i++) {
-			if (i)
-				putchar(',');
-			json_raw_escaped(stdout, f->cmdline[i], strlen(f->cmdline[i]));
-		}
-		putchar(']');
+		json_arr(&j, "cmdline");
+		for (int i = 0; i < f->cmdline_n; i++)
+			json_str(&j, NULL, f->cmdline[i]);
+		json_close(&j);
 		json_str(&j, "clock", f->clock);
 		json_int(&j, "start_mono_ns", f->start_mono_ns);
 		json_int(&j, "start_real_ns", f->start_real_ns);

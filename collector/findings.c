@@ -26,6 +26,72 @@ static struct finding *add_finding(struct analysis *a, const char *kind, int ran
 	return f;
 }
 
+/* ---- evidence: typed values appended in order (analysis.h); one that does not fit is left out,
+ * and a view closes what is left open ---- */
+
+static struct fv *ev_add(struct finding *f, const char *key, int type)
+{
+	if (f->nev == MAX_EVIDENCE)
+		return NULL;
+	struct fv *v = &f->ev[f->nev++];
+	memset(v, 0, sizeof *v);
+	v->key = key;
+	v->type = (uint8_t)type;
+	return v;
+}
+
+static void ev_int(struct finding *f, const char *key, int64_t i)
+{
+	struct fv *v = ev_add(f, key, FV_INT);
+	if (v)
+		v->v.i = i;
+}
+
+static void ev_num(struct finding *f, const char *key, double d, int decimals)
+{
+	struct fv *v = ev_add(f, key, FV_NUM);
+	if (v) {
+		v->v.d = d;
+		v->decimals = (uint8_t)decimals;
+	}
+}
+
+static void ev_bool(struct finding *f, const char *key, int b)
+{
+	struct fv *v = ev_add(f, key, FV_BOOL);
+	if (v)
+		v->v.i = !!b;
+}
+
+/* a string (NULL: null), cut to what room is left in strs */
+static void ev_str(struct finding *f, const char *key, const char *s)
+{
+	size_t room = sizeof f->strs - f->nstrs;
+	if (!s || room < 2) {
+		ev_add(f, key, FV_NULL);
+		return;
+	}
+	struct fv *v = ev_add(f, key, FV_STR);
+	if (!v)
+		return;
+	size_t n = strnlen(s, room - 1);
+	memcpy(f->strs + f->nstrs, s, n);
+	f->strs[f->nstrs + n] = 0;
+	v->v.s = f->nstrs;
+	f->nstrs += (uint32_t)n + 1;
+}
+
+/* a list or an object (type FV_LIST, FV_OBJ), up to the next ev_end */
+static void ev_open(struct finding *f, const char *key, int type)
+{
+	ev_add(f, key, type);
+}
+
+static void ev_end(struct finding *f)
+{
+	ev_add(f, NULL, FV_END);
+}
+
 static void human_bytes(double b, char *buf, size_t n)
 {
 	if (b >= 1048576)
@@ -34,13 +100,6 @@ static void human_bytes(double b, char *buf, size_t n)
 		snprintf(buf, n, "%.1f KiB", b / 1024);
 	else
 		snprintf(buf, n, "%.0f B", b);
-}
-
-/* s as the inside of a JSON string */
-static const char *jesc(const char *s, char *buf, size_t n)
-{
-	json_escape(buf, n, s, strlen(s));
-	return buf;
 }
 
 static const char *op_name(int op)
@@ -103,9 +162,11 @@ static int find_serialized(struct analysis *a)
 		goto out;
 	snprintf(f->title, sizeof f->title, "rank %d does %.1f ms of host work per step right before a %s "
 		 "that every other rank waits at", rank, host, op_name(best_op));
-	snprintf(f->evidence, sizeof f->evidence, "\"op\": \"%s\", \"host_ms_per_step\": %.3f, "
-		 "\"wait_ms_per_step\": %.3f, \"last_at\": %.0f, \"instances\": %.0f", op_name(best_op), host, wait,
-		 cnt[best_op * R + best_L], total[best_op]);
+	ev_str(f, "op", op_name(best_op));
+	ev_num(f, "host_ms_per_step", host, 3);
+	ev_num(f, "wait_ms_per_step", wait, 3);
+	ev_num(f, "last_at", cnt[best_op * R + best_L], 0);
+	ev_num(f, "instances", total[best_op], 0);
 	snprintf(f->text, sizeof f->text, "last at %.0f of %.0f %s calls, straight from host work (%.1f ms more "
 		 "than its peers per step); the others wait %.1f ms per step there", cnt[best_op * R + best_L],
 		 total[best_op], op_name(best_op), host, wait);
@@ -194,7 +255,7 @@ static void find_late_ranks(struct analysis *a, int serialized)
 			if (by_op[o] > 0 && (op < 0 || by_op[o] > by_op[op]))
 				op = o;
 		int rank = a->ranks[L].rank;
-		const char *cname = cat_names[cause];
+		const char *cname = ddpspy_category_names[cause];
 		struct finding *f = add_finding(a, "straggler", rank, sev);
 		if (!f)
 			break;
@@ -213,11 +274,17 @@ static void find_late_ranks(struct analysis *a, int serialized)
 		}
 		f->advice[1] = "Every other rank waits at the next collective for the slowest one: the job runs "
 			       "at the pace of this rank.";
-		snprintf(f->evidence, sizeof f->evidence,
-			 "\"cause\": \"%s\", \"steps_late\": %zu, \"steps\": %zu, \"late_ms_p50\": %.3f, "
-			 "\"wait_ms_per_step\": %.3f, \"op\": \"%s\", \"excess_ms_per_step\": {\"compute\": %.3f, "
-			 "\"data\": %.3f, \"host\": %.3f}", cname, cnt, N, a->ranks[L].late_p50, wait, op_name(op),
-			 exc[CAT_COMPUTE], exc[CAT_DATA], exc[CAT_HOST]);
+		ev_str(f, "cause", cname);
+		ev_int(f, "steps_late", (int64_t)cnt);
+		ev_int(f, "steps", (int64_t)N);
+		ev_num(f, "late_ms_p50", a->ranks[L].late_p50, 3);
+		ev_num(f, "wait_ms_per_step", wait, 3);
+		ev_str(f, "op", op_name(op));
+		ev_open(f, "excess_ms_per_step", FV_OBJ);
+		ev_num(f, "compute", exc[CAT_COMPUTE], 3);
+		ev_num(f, "data", exc[CAT_DATA], 3);
+		ev_num(f, "host", exc[CAT_HOST], 3);
+		ev_end(f);
 		snprintf(f->text, sizeof f->text, "late in %zu/%zu steps by %.1f ms (p50); others wait %.1f ms/step at "
 			 "%s; its excess per step: compute %.1f ms, data %.1f ms, host %.1f ms", cnt, N,
 			 a->ranks[L].late_p50, wait, op_name(op), exc[CAT_COMPUTE], exc[CAT_DATA], exc[CAT_HOST]);
@@ -298,8 +365,7 @@ static void find_volume(struct analysis *a)
 		struct thr *u = &ri->p->thr[h];
 		for (size_t i = 0; (u == t || ri->p->bg) && i < u->n && ncall < cap; i++) {
 			const struct ev *e = &u->ev[i];
-			if (e->t >= t0 && e->t < t1 &&
-			    (e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL || e->kind == DDPSPY_EV_GLOO_COLL))
+			if (e->t >= t0 && e->t < t1 && (an_kind(e->kind)->m & DDPSPY_KM_COLL))
 				cl[ncall++] = e;
 		}
 	}
@@ -321,7 +387,7 @@ static void find_volume(struct analysis *a)
 		all += e->bytes > 0 ? (double)e->bytes : 0;
 		all_ms += MS(e->d);
 		calls++;
-		int blocking = e->kind != DDPSPY_EV_MPI_ICOLL, pos = e->bytes < 0 ? nth : -1;
+		int blocking = !(an_kind(e->kind)->m & DDPSPY_KM_NONBLOCKING), pos = e->bytes < 0 ? nth : -1;
 		int j = 0;
 		while (j < ng && !(g[j].op == e->op && g[j].bytes == e->bytes && g[j].blocking == blocking && g[j].nth == pos))
 			j++;
@@ -354,32 +420,37 @@ static void find_volume(struct analysis *a)
 		return;
 	/* gloo's calls carry no byte count: sizes are then unknown, JSON null */
 	int known = g[top].bytes >= 0;
-	char jb[32] = "null", jbs[32] = "null", jall[32] = "null";
 	snprintf(hb, sizeof hb, "unknown size");
 	snprintf(ha, sizeof ha, "sizes unknown");
-	if (known) {
+	if (known)
 		human_bytes((double)g[top].bytes, hb, sizeof hb);
-		snprintf(jb, sizeof jb, "%" PRId64, g[top].bytes);
-		snprintf(jbs, sizeof jbs, "%.0f", (double)g[top].bytes * per);
-	}
-	if (!unknown) {
+	if (!unknown)
 		human_bytes(all / (double)N, ha, sizeof ha);
-		snprintf(jall, sizeof jall, "%.0f", all / (double)N);
-	}
 	const char *op = op_name(g[top].op);
 	double coll_ms = sev * median_step(a);
 	/* a nonblocking call's own duration is only its start: time per op only for blocking ones */
 	double op_ms = g[top].ms / (double)N, gbps = g[top].ms > 0 && known ? top_bytes / g[top].ms / 1e6 : 0;
-	char opms[96] = "";
+	ev_str(f, "op", op);
+	if (known)
+		ev_int(f, "bytes", g[top].bytes);
+	else
+		ev_str(f, "bytes", NULL);
+	ev_num(f, "calls_per_step", per, 2);
+	if (known)
+		ev_num(f, "bytes_per_step", (double)g[top].bytes * per, 0);
+	else
+		ev_str(f, "bytes_per_step", NULL);
+	if (!unknown)
+		ev_num(f, "all_bytes_per_step", all / (double)N, 0);
+	else
+		ev_str(f, "all_bytes_per_step", NULL);
+	ev_num(f, "collectives_per_step", calls / (double)N, 2);
+	ev_num(f, "ms_per_step", small ? sync_ms : coll_ms, 3);
+	ev_num(f, "work_ms_per_step", work_ms, 3);
+	if (g[top].blocking)
+		ev_num(f, "op_ms_per_step", op_ms, 3);
 	if (g[top].blocking && known)
-		snprintf(opms, sizeof opms, ", \"op_ms_per_step\": %.3f, \"gbytes_per_s\": %.3f", op_ms, gbps);
-	else if (g[top].blocking)
-		snprintf(opms, sizeof opms, ", \"op_ms_per_step\": %.3f", op_ms);
-	snprintf(f->evidence, sizeof f->evidence,
-		 "\"op\": \"%s\", \"bytes\": %s, \"calls_per_step\": %.2f, \"bytes_per_step\": %s, "
-		 "\"all_bytes_per_step\": %s, \"collectives_per_step\": %.2f, \"ms_per_step\": %.3f, "
-		 "\"work_ms_per_step\": %.3f%s",
-		 op, jb, per, jbs, jall, calls / (double)N, small ? sync_ms : coll_ms, work_ms, opms);
+		ev_num(f, "gbytes_per_s", gbps, 3);
 	if (small) {
 		snprintf(f->title, sizeof f->title, "the busiest rank works %.1f ms per step, then every rank "
 			 "synchronizes for %.1f ms: too little work per rank for what each step's synchronization costs",
@@ -421,57 +492,20 @@ static void describe_pattern(const struct pat *p, double N, char *buf, size_t n)
 	const char *fc = ddpspy_name(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, p->fdclass);
 	char hb[32];
 	human_bytes((double)p->bytes, hb, sizeof hb);
-	if ((p->kind == DDPSPY_EV_READ || p->kind == DDPSPY_EV_READV) &&
+	unsigned m = an_kind(p->kind)->m;
+	if ((m & DDPSPY_KM_READS) &&
 	    (p->fdclass == DDPSPY_FD_PIPE || p->fdclass == DDPSPY_FD_UNIX || p->fdclass == DDPSPY_FD_TCP))
 		snprintf(buf, n, "waiting on a %s for input (%.0f read%s per step, %.1f ms): an input pipeline that "
 			 "does not keep up", p->fdclass == DDPSPY_FD_PIPE ? "pipe" : "socket", p->calls / N,
 			 p->calls / N >= 1.5 ? "s" : "", p->ms / N);
-	else if (p->kind == DDPSPY_EV_READ || p->kind == DDPSPY_EV_PREAD || p->kind == DDPSPY_EV_READV)
+	else if (m & DDPSPY_KM_READS)
 		snprintf(buf, n, "%.0f %s calls of %s per step on %s descriptors (%.1f ms)", p->calls / N, k, hb,
 			 fc ? fc : "?", p->ms / N);
-	else if (p->kind == DDPSPY_EV_POLL || p->kind == DDPSPY_EV_SELECT || p->kind == DDPSPY_EV_EPOLL_WAIT)
+	else if (m & DDPSPY_KM_POLLS)
 		snprintf(buf, n, "waiting in %s for the input pipeline (%.0f call%s per step, %.1f ms): its workers do "
 			 "not keep up", k, p->calls / N, p->calls / N >= 1.5 ? "s" : "", p->ms / N);
 	else
 		snprintf(buf, n, "%.0f %s calls per step (%.1f ms)", p->calls / N, k, p->ms / N);
-}
-
-static int is_allreduce(const struct ev *e)
-{
-	return e->kind == DDPSPY_EV_MPI_COLL && e->op == DDPSPY_OP_ALLREDUCE;
-}
-
-void an_fold(struct trainfold *tf, const struct ev *prev, const struct ev *e, int cat, const struct ev *next)
-{
-	if (e->kind == DDPSPY_EV_MPI_ICOLL)
-		tf->icoll++;
-	/* one of a run of blocking all-reduces with next to nothing between them (no_overlap) */
-	if (is_allreduce(e) && e->bytes > 0 && next &&
-	    ((is_allreduce(next) && next->t - (e->t + e->d) < 200000) ||
-	     (prev && is_allreduce(prev) && e->t - (prev->t + prev->d) < 200000))) {
-		tf->runs++;
-		tf->run_bytes += (double)e->bytes;
-		tf->run_ms += MS(e->d);
-	}
-	if (cat != CAT_DATA)
-		return;
-	/* input calls (data_stall): file reads by size; waits on pipes and sockets are one pattern
-	 * whatever they read */
-	int64_t by = (e->kind == DDPSPY_EV_READ || e->kind == DDPSPY_EV_PREAD || e->kind == DDPSPY_EV_READV) &&
-		     e->fdclass == DDPSPY_FD_FILE ? e->bytes : 0;
-#define SAME_PAT(q) ((q)->kind == e->kind && (q)->fdclass == e->fdclass && (q)->bytes == by)
-	int j = tf->last < tf->np && SAME_PAT(&tf->pats[tf->last]) ? tf->last : 0;
-	while (j < tf->np && !SAME_PAT(&tf->pats[j]))
-		j++;
-#undef SAME_PAT
-	tf->last = j;
-	if (j == tf->np) {
-		if (tf->np == MAX_PATS)
-			return;
-		tf->pats[tf->np++] = (struct pat){ e->kind, e->fdclass, by, 0, 0 };
-	}
-	tf->pats[j].calls++;
-	tf->pats[j].ms += MS(e->d);
 }
 
 #define MAX_DIRS 512 /* directories of a rank and its workers, for the top three */
@@ -564,12 +598,12 @@ static void find_data(struct analysis *a)
 		describe_pattern(&pats[0], (double)N, top, sizeof top);
 	double opens = 0, stats = 0, reads = 0;
 	for (int i = 0; i < np; i++) {
-		if (pats[i].kind == DDPSPY_EV_OPEN)
+		unsigned m = an_kind(pats[i].kind)->m;
+		if (m & DDPSPY_KM_OPENS)
 			opens += pats[i].calls;
-		else if (pats[i].kind == DDPSPY_EV_STAT || pats[i].kind == DDPSPY_EV_FSTAT)
+		else if (m & DDPSPY_KM_STATS)
 			stats += pats[i].calls;
-		else if (pats[i].fdclass == DDPSPY_FD_FILE && (pats[i].kind == DDPSPY_EV_READ ||
-			 pats[i].kind == DDPSPY_EV_PREAD || pats[i].kind == DDPSPY_EV_READV))
+		else if (pats[i].fdclass == DDPSPY_FD_FILE && (m & DDPSPY_KM_READS))
 			reads += pats[i].calls;
 	}
 	if (opens >= 2 * (double)N && opens >= 0.8 * reads && opens <= 1.25 * reads)
@@ -582,31 +616,34 @@ static void find_data(struct analysis *a)
 	double dms = 0;
 	for (size_t k = 0; k < N; k++)
 		dms += ri->steps[k].cat[CAT_DATA] / (double)N;
-	size_t off = (size_t)snprintf(f->evidence, sizeof f->evidence, "\"rank_shown\": %d, \"data_ms_per_step\": %.3f, "
-				      "\"ops\": [", ri->rank, dms);
+	ev_int(f, "rank_shown", ri->rank);
+	ev_num(f, "data_ms_per_step", dms, 3);
+	ev_open(f, "ops", FV_LIST);
 	size_t toff = (size_t)snprintf(f->text, sizeof f->text, "rank %d: %.1f ms of input wait per step", ri->rank, dms);
-	for (int i = 0; i < np && i < 3 && off < sizeof f->evidence; i++) {
+	for (int i = 0; i < np && i < 3; i++) {
 		char d[300];
 		describe_pattern(&pats[i], (double)N, d, sizeof d);
-		off += (size_t)snprintf(f->evidence + off, sizeof f->evidence - off,
-					"%s{\"op\": \"%s\", \"fdclass\": \"%s\", \"bytes_per_call\": %" PRId64
-					", \"calls_per_step\": %.1f, \"ms_per_step\": %.3f}", i ? ", " : "",
-					ddpspy_name(ddpspy_event_names, DDPSPY_EV_COUNT, pats[i].kind),
-					ddpspy_name(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, pats[i].fdclass),
-					pats[i].bytes, pats[i].calls / (double)N, pats[i].ms / (double)N);
+		ev_open(f, NULL, FV_OBJ);
+		ev_str(f, "op", ddpspy_name(ddpspy_event_names, DDPSPY_EV_COUNT, pats[i].kind));
+		ev_str(f, "fdclass", ddpspy_name(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, pats[i].fdclass));
+		ev_int(f, "bytes_per_call", pats[i].bytes);
+		ev_num(f, "calls_per_step", pats[i].calls / (double)N, 1);
+		ev_num(f, "ms_per_step", pats[i].ms / (double)N, 3);
+		ev_end(f);
 		if (toff < sizeof f->text)
 			toff += (size_t)snprintf(f->text + toff, sizeof f->text - toff, "; %s", d);
 	}
-	if (off < sizeof f->evidence)
-		off += (size_t)snprintf(f->evidence + off, sizeof f->evidence - off, "], \"files\": [");
-	char esc[1600];
-	for (int i = 0; i < nd && i < 3 && off < sizeof f->evidence; i++)
-		off += (size_t)snprintf(f->evidence + off, sizeof f->evidence - off,
-					"%s{\"dir\": \"%s\", \"calls_per_step\": %.1f, \"ms_per_step\": %.3f, "
-					"\"bytes_per_step\": %.0f}", i ? ", " : "", jesc(dirs[i].dir, esc, sizeof esc),
-					dirs[i].calls / Nall, dirs[i].ms / Nall, dirs[i].bytes / Nall);
-	if (off < sizeof f->evidence)
-		snprintf(f->evidence + off, sizeof f->evidence - off, "]");
+	ev_end(f);
+	ev_open(f, "files", FV_LIST);
+	for (int i = 0; i < nd && i < 3; i++) {
+		ev_open(f, NULL, FV_OBJ);
+		ev_str(f, "dir", dirs[i].dir);
+		ev_num(f, "calls_per_step", dirs[i].calls / Nall, 1);
+		ev_num(f, "ms_per_step", dirs[i].ms / Nall, 3);
+		ev_num(f, "bytes_per_step", dirs[i].bytes / Nall, 0);
+		ev_end(f);
+	}
+	ev_end(f);
 	if (nd && toff < sizeof f->text)
 		snprintf(f->text + toff, sizeof f->text - toff, "; files under %s (%.0f calls/step)", dirs[0].dir,
 			 dirs[0].calls / Nall);
@@ -694,8 +731,10 @@ static void find_skew(struct analysis *a)
 		return;
 	snprintf(f->title, sizeof f->title, "compute per step differs between ranks by %.1f ms on average and the "
 		 "slowest rank changes from step to step", spread);
-	snprintf(f->evidence, sizeof f->evidence, "\"compute_spread_ms_per_step\": %.3f, \"slowest_rank_share\": %.3f, "
-		 "\"slowest_rank_changes\": %d, \"steps\": %zu", spread, share, changes, N);
+	ev_num(f, "compute_spread_ms_per_step", spread, 3);
+	ev_num(f, "slowest_rank_share", share, 3);
+	ev_int(f, "slowest_rank_changes", changes);
+	ev_int(f, "steps", (int64_t)N);
 	snprintf(f->text, sizeof f->text, "the slowest rank computes %.1f ms more than the mean per step; no rank is "
 		 "slowest in more than %.0f%% of steps; it changes %d times in %zu steps", spread, 100 * share, changes, N);
 	f->advice[0] = "Balance work, not samples: bucket sequences by length or batch by token budget, so every "
@@ -726,8 +765,9 @@ static void find_overlap(struct analysis *a)
 	human_bytes(bytes / (double)N, hb, sizeof hb);
 	snprintf(f->title, sizeof f->title, "%.0f gradient all-reduces per step (%s) run back to back after "
 		 "backward, none overlapping it", nb / (double)N, hb);
-	snprintf(f->evidence, sizeof f->evidence, "\"allreduces_per_step\": %.1f, \"bytes_per_step\": %.0f, "
-		 "\"ms_per_step\": %.3f", nb / (double)N, bytes / (double)N, ms / (double)N);
+	ev_num(f, "allreduces_per_step", nb / (double)N, 1);
+	ev_num(f, "bytes_per_step", bytes / (double)N, 0);
+	ev_num(f, "ms_per_step", ms / (double)N, 3);
 	snprintf(f->text, sizeof f->text, "%.1f blocking all-reduces per step, %s, %.1f ms per step, no nonblocking "
 		 "collective in the step", nb / (double)N, hb, ms / (double)N);
 	f->advice[0] = "Start each gradient bucket's all-reduce as soon as backward has produced it (DDP does this "
@@ -761,10 +801,11 @@ static void find_lost(struct analysis *a)
 		else
 			snprintf(f->title, sizeof f->title, "%" PRIu64 " events of pid %d were dropped (%.2f%%): its rings "
 				 "were full", p->dropped, p->pid, 100 * frac);
-		char esc[1024];
-		snprintf(f->evidence, sizeof f->evidence, "\"file\": \"%s\", \"recorded\": %" PRIu64 ", \"dropped\": %"
-			 PRIu64 ", \"unwritten\": %" PRIu64 ", \"complete\": %s", jesc(p->file, esc, sizeof esc),
-			 p->events, p->dropped, p->unwritten, p->ended && !p->damaged ? "true" : "false");
+		ev_str(f, "file", p->file);
+		ev_int(f, "recorded", (int64_t)p->events);
+		ev_int(f, "dropped", (int64_t)p->dropped);
+		ev_int(f, "unwritten", (int64_t)p->unwritten);
+		ev_bool(f, "complete", p->ended && !p->damaged);
 		snprintf(f->text, sizeof f->text, "%" PRIu64 " recorded, %" PRIu64 " dropped%s%s", p->events,
 			 lost, p->unwritten ? " or not written" : "",
 			 p->damaged ? ", file damaged" : !p->ended ? ", file not completed: more lost after its last flush" : "");
@@ -794,35 +835,4 @@ void an_find_all(struct analysis *a)
 		find_overlap(a);
 	}
 	sort_n(a->findings, (size_t)a->nfindings, sizeof *a->findings, cmp_finding);
-	/* the verdict */
-	if (!a->nsteps) {
-		a->bound = "unknown";
-		a->confidence = 0;
-		snprintf(a->summary, sizeof a->summary, "unknown: no step could be analysed (%s)",
-			 a->nwarnings ? a->warnings[0] : "no events on the training threads");
-		return;
-	}
-	int top = 0, second = -1;
-	for (int c = 1; c < CAT_COUNT; c++)
-		if (a->shares[c] > a->shares[top])
-			top = c;
-	for (int c = 0; c < CAT_COUNT; c++)
-		if (c != top && (second < 0 || a->shares[c] > a->shares[second]))
-			second = c;
-	a->bound = cat_names[top];
-	double conf = 0.5 + (a->shares[top] - a->shares[second]);
-	if (a->nsteps < 5)
-		conf *= 0.6;
-	if (a->events && (double)a->dropped / (double)(a->events + a->dropped) > 0.01)
-		conf *= 0.7;
-	a->confidence = conf > 1 ? 1 : conf;
-	const struct finding *f = a->nfindings ? &a->findings[0] : NULL;
-	if (f && !strcmp(f->kind, "lost_events") && a->nfindings > 1)
-		f = &a->findings[1];
-	if (f && f->severity >= 0.1)
-		snprintf(a->summary, sizeof a->summary, "%s-bound (%.0f%% of the critical path): %s (severity %.2f)",
-			 a->bound, 100 * a->shares[top], f->title, f->severity);
-	else
-		snprintf(a->summary, sizeof a->summary, "%s-bound: %.0f%% of the critical path is %s; no pathology costs "
-			 "more than 10%% of the step", a->bound, 100 * a->shares[top], a->bound);
 }

@@ -1,7 +1,8 @@
-/* JSON output helpers (see json.h). */
+/* The collector's JSON writer and the escapers of its output (json.h). */
 #include "json.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong form, no surrogate,
@@ -67,7 +68,7 @@ size_t json_escape(char *buf, size_t cap, const char *s, size_t n)
 	return o;
 }
 
-void json_raw_escaped(FILE *out, const char *s, size_t n)
+static void put_escaped(FILE *out, const char *s, size_t n)
 {
 	char buf[256 * 6 + 1]; /* each byte of a piece may take 6 */
 	putc('"', out);
@@ -84,93 +85,118 @@ void json_raw_escaped(FILE *out, const char *s, size_t n)
 	putc('"', out);
 }
 
-/* A preformed fragment of members (a finding's evidence): copied, except that a bare word outside
- * strings other than true, false and null (a nan or inf that printf made of a number) becomes
- * null, so the output stays JSON whatever the numbers were. */
-void json_fragment(FILE *out, const char *frag)
+/* what comes before a member: its separator and, in an object, its key */
+static void member(struct json *j, const char *key)
 {
-	int in_str = 0;
-	for (const char *p = frag; *p;) {
-		if (in_str) {
-			if (*p == '\\' && p[1]) {
-				putc(*p++, out);
-			} else if (*p == '"') {
-				in_str = 0;
-			}
-			putc(*p++, out);
-			continue;
-		}
-		if (*p == '"') {
-			in_str = 1;
-			putc(*p++, out);
-			continue;
-		}
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		    (*p == '-' && ((p[1] | 0x20) == 'n' || (p[1] | 0x20) == 'i'))) {
-			const char *e = p + (*p == '-');
-			while ((*e >= 'a' && *e <= 'z') || (*e >= 'A' && *e <= 'Z'))
-				e++;
-			size_t n = (size_t)(e - p);
-			if ((n == 4 && !memcmp(p, "true", 4)) || (n == 5 && !memcmp(p, "false", 5)) ||
-			    (n == 4 && !memcmp(p, "null", 4)))
-				fwrite(p, 1, n, out);
-			else
-				fputs("null", out);
-			p = e;
-			continue;
-		}
-		putc(*p++, out);
+	int d = j->depth - 1;
+	if (d < 0)
+		return;
+	if (!j->first[d])
+		fputs(j->array[d] || j->spaced[d] ? ", " : ",", j->out);
+	j->first[d] = 0;
+	if (j->array[d])
+		return;
+	put_escaped(j->out, key ? key : "", key ? strlen(key) : 0);
+	fputs(j->spaced[d] ? ": " : ":", j->out);
+}
+
+static void open_container(struct json *j, const char *key, int array, int spaced)
+{
+	member(j, key);
+	if (j->depth == JSON_DEPTH) { /* a broken invariant of the caller's: say so, loudly */
+		fprintf(stderr, "ddpspy: %s:%d: JSON nested deeper than %d\n", __FILE__, __LINE__, JSON_DEPTH);
+		abort();
 	}
+	int d = j->depth++;
+	j->first[d] = 1;
+	j->array[d] = (unsigned char)array;
+	j->spaced[d] = (unsigned char)(spaced || (d > 0 && j->spaced[d - 1]));
+	putc(array ? '[' : '{', j->out);
 }
 
 void json_begin(struct json *j, FILE *out)
 {
 	j->out = out;
-	j->first = 1;
-	putc('{', out);
+	j->depth = 0;
+	open_container(j, NULL, 0, 0);
 }
 
 void json_end(struct json *j)
 {
-	fputs("}\n", j->out);
+	while (j->depth > 0)
+		json_close(j);
+	putc('\n', j->out);
 }
 
-void json_key(struct json *j, const char *k)
+void json_obj(struct json *j, const char *key)
 {
-	if (!j->first)
-		putc(',', j->out);
-	j->first = 0;
-	json_raw_escaped(j->out, k, strlen(k));
-	putc(':', j->out);
+	open_container(j, key, 0, 0);
 }
 
-void json_strn(struct json *j, const char *k, const char *v, size_t n)
+void json_obj_spaced(struct json *j, const char *key)
 {
-	json_key(j, k);
+	open_container(j, key, 0, 1);
+}
+
+void json_arr(struct json *j, const char *key)
+{
+	open_container(j, key, 1, 0);
+}
+
+void json_close(struct json *j)
+{
+	if (j->depth > 0)
+		putc(j->array[--j->depth] ? ']' : '}', j->out);
+}
+
+void json_strn(struct json *j, const char *key, const char *v, size_t n)
+{
+	member(j, key);
 	if (v)
-		json_raw_escaped(j->out, v, n);
+		put_escaped(j->out, v, n);
 	else
 		fputs("null", j->out);
 }
 
-void json_str(struct json *j, const char *k, const char *v)
+void json_str(struct json *j, const char *key, const char *v)
 {
-	json_strn(j, k, v, v ? strlen(v) : 0);
+	json_strn(j, key, v, v ? strlen(v) : 0);
 }
 
-void json_int(struct json *j, const char *k, int64_t v)
+void json_int(struct json *j, const char *key, int64_t v)
 {
-	json_key(j, k);
+	member(j, key);
 	fprintf(j->out, "%lld", (long long)v);
 }
 
-void json_num(struct json *j, const char *k, double v)
+void json_num(struct json *j, const char *key, double v)
 {
-	json_key(j, k);
+	member(j, key);
 	if (isfinite(v))
 		fprintf(j->out, "%.6g", v);
 	else
 		fputs("null", j->out); /* (only damaged input makes one: JSON has no NaN) */
+}
+
+void json_fixed(struct json *j, const char *key, double v, int decimals)
+{
+	member(j, key);
+	if (isfinite(v))
+		fprintf(j->out, "%.*f", decimals, v);
+	else
+		fputs("null", j->out);
+}
+
+void json_bool(struct json *j, const char *key, int v)
+{
+	member(j, key);
+	fputs(v ? "true" : "false", j->out);
+}
+
+void json_null(struct json *j, const char *key)
+{
+	member(j, key);
+	fputs("null", j->out);
 }
 
 /* Text output: s[0..n) (n SIZE_MAX: to its terminator) with every control character written as

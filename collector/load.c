@@ -1,18 +1,53 @@
-/* Loading trace files for the analysis: per-thread timelines of the events the step analysis
- * reads, and the input evidence (file reads, directories) counted as the events go by. */
+/* Loading: the first phase of the analysis. Every trace file under the job's directories read
+ * into its process's per-thread timelines of synchronizing calls (collectives, their waits, step
+ * markers), with the input evidence (file reads, directories) counted as the events go by; the
+ * ranks and their training threads; and the second reading of a rank's file that later phases
+ * stream. It also keeps the analysis's warnings, which every phase adds to. */
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../common/format.h"
+#include "../common/hash.h"
 #include "analysis_int.h"
 #include "trace.h"
 
 struct loadctx;
-static int kept_sync(const struct ev *e);
 static void account(struct loadctx *c, const struct ev *e);
+
+void an_warn(struct analysis *a, const char *fmt, ...)
+{
+	if (a->nwarnings == MAX_WARNINGS)
+		return;
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	a->warnings[a->nwarnings] = strdup(buf);
+	if (a->warnings[a->nwarnings])
+		a->nwarnings++;
+}
+
+struct thr *an_train_thread(struct proc *p)
+{
+	return p->train >= 0 ? &p->thr[p->train] : NULL;
+}
+
+int an_rank_sync(const struct proc *p, const struct thr *u, const struct ev *e)
+{
+	const struct thr *t = p->train >= 0 ? &p->thr[p->train] : NULL;
+	if (u != t && !p->bg)
+		return 0;
+	if (u != t)
+		return an_blocking_coll(e) && e->seq >= 0;
+	return (an_kind(e->kind)->m & DDPSPY_KM_COLL) || an_completes(e);
+}
 
 struct loadctx {
 	struct analysis *a;
@@ -29,10 +64,7 @@ struct loadctx {
 
 static uint64_t hash_str(const char *s, size_t n)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-	return h;
+	return ddpspy_fnv_bytes(DDPSPY_FNV_SEED, s, n);
 }
 
 static int intern_path(struct loadctx *c, const char *s, size_t n)
@@ -161,68 +193,6 @@ static int on_thread(void *ctx, struct trace_file *f, const struct trace_thread 
 	return 0;
 }
 
-/* a recorded call as the analysis sees it; 0 for records that are not calls (thread start,
- * exit, name). Paths are the caller's: v->path is -1. */
-static int convert(const struct trace_event *e, struct ev *v)
-{
-	if (e->kind == DDPSPY_EV_THREAD_START || e->kind == DDPSPY_EV_THREAD_EXIT || e->kind == DDPSPY_EV_THREAD_NAME)
-		return 0;
-	v->t = e->t_ns;
-	v->d = e->dur_ns;
-	v->kind = (int16_t)e->kind;
-	v->bytes = -1;
-	v->comm = 0;
-	v->seq = -1;
-	v->fd = -1;
-	v->path = -1;
-	v->op = -1;
-	v->fdclass = 0;
-	const int64_t *a = e->args;
-	switch (e->kind) {
-	case DDPSPY_EV_OPEN:
-		v->fd = (int32_t)a[0];
-		v->fdclass = (int8_t)a[2];
-		break;
-	case DDPSPY_EV_READ:
-	case DDPSPY_EV_PREAD:
-	case DDPSPY_EV_READV:
-		v->fd = (int32_t)a[0];
-		v->fdclass = (int8_t)a[1];
-		v->bytes = a[2];
-		break;
-	case DDPSPY_EV_FSTAT:
-	case DDPSPY_EV_CLOSE:
-		v->fd = (int32_t)a[0];
-		v->fdclass = (int8_t)a[1];
-		break;
-	case DDPSPY_EV_MPI_COLL:
-	case DDPSPY_EV_MPI_ICOLL:
-		v->op = (int8_t)a[0];
-		v->comm = (int32_t)a[1];
-		v->seq = (int32_t)a[2];
-		v->bytes = a[3];
-		break;
-	case DDPSPY_EV_MPI_P2P:
-		v->op = (int8_t)a[0];
-		v->comm = (int32_t)a[1];
-		v->bytes = a[4];
-		break;
-	case DDPSPY_EV_MPI_WAIT:
-		v->op = (int8_t)a[0];
-		break;
-	case DDPSPY_EV_STEP:
-		v->op = (int8_t)(a[0] != 0); /* 1: begin, 0: end */
-		break;
-	case DDPSPY_EV_GLOO_COLL:
-		v->op = (int8_t)a[0];
-		v->comm = -2 - v->op; /* gloo numbers each operation on its own: one sequence space per op */
-		v->seq = (int32_t)a[1];
-		v->bytes = a[2];
-		break;
-	}
-	return 1;
-}
-
 /* Pass 1: every event is counted (account) and its thread's span noted; only the synchronizing
  * ones (collectives, their waits, step markers) are kept. The training thread's other events are
  * read again once the steps are known (an_stream_train). */
@@ -231,7 +201,8 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	struct loadctx *c = ctx;
 	if (!c->keep)
 		return 0;
-	if (e->kind == DDPSPY_EV_THREAD_NAME) {
+	const struct kind *k = an_kind(e->kind);
+	if (k->m & DDPSPY_KM_NAMES_THREAD) {
 		struct thr *t = thread_of(c->p, (int)e->args[0] > 0 ? (int)e->args[0] : e->tid);
 		if (t && e->str) {
 			size_t n = e->slen < sizeof t->name - 1 ? e->slen : sizeof t->name - 1;
@@ -241,39 +212,32 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		return 0;
 	}
 	struct ev ev, *v = &ev;
-	if (!convert(e, v))
+	if (!an_convert(e, v))
 		return 0;
 	struct thr *t = c->last >= 0 && c->p->thr[c->last].tid == e->tid ? &c->p->thr[c->last] :
 			thread_of(c->p, e->tid);
 	if (!t)
 		return 1;
 	c->last = (int)(t - c->p->thr);
-	switch (e->kind) {
-	case DDPSPY_EV_OPEN:
-	case DDPSPY_EV_STAT:
+	/* paths: named by the call, or the latest one opened on its descriptor */
+	if (k->path >= 0) {
 		if (e->str)
 			v->path = intern_path(c, e->str, e->slen);
-		if (e->kind == DDPSPY_EV_OPEN && v->fd >= 0 && e->str)
+		if ((k->m & DDPSPY_KM_FD_IS_RET) && v->fd >= 0 && e->str)
 			set_fd_path(c->p, v->fd, v->path);
-		break;
-	case DDPSPY_EV_READ:
-	case DDPSPY_EV_PREAD:
-	case DDPSPY_EV_READV:
-	case DDPSPY_EV_FSTAT:
-	case DDPSPY_EV_CLOSE:
+	} else if (k->fd >= 0) {
 		v->path = fd_path(c->p, v->fd);
-		break;
 	}
 	if (an_is_coll(e->kind))
 		t->ncoll++;
-	if (e->kind == DDPSPY_EV_GLOO_COLL)
-		t->ngloo++;
+	if (k->m & DDPSPY_KM_HELPER)
+		t->nhelper++;
 	if (v->t < t->first)
 		t->first = v->t;
 	if (v->t + v->d > t->last)
 		t->last = v->t + v->d;
 	account(c, v);
-	if (!kept_sync(v) || t->nsync++ >= c->prefix)
+	if (!an_kept_sync(v) || t->nsync++ >= c->prefix)
 		return 0;
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 256;
@@ -285,24 +249,6 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	}
 	t->ev[t->n++] = *v;
 	return 0;
-}
-
-static int is_sync(int kind)
-{
-	return an_is_coll(kind) || kind == DDPSPY_EV_STEP;
-}
-
-/* the synchronizing calls the analysis keeps: not the MPI_Test* progress calls, which complete
- * nothing the analysis waits for (MPI_Wait and MPI_Waitall do) */
-static int kept_sync(const struct ev *e)
-{
-	return is_sync(e->kind) && (e->kind != DDPSPY_EV_MPI_WAIT || e->op == DDPSPY_OP_WAIT || e->op == DDPSPY_OP_WAITALL);
-}
-
-static int is_file_read(const struct ev *e)
-{
-	return (e->kind == DDPSPY_EV_READ || e->kind == DDPSPY_EV_PREAD || e->kind == DDPSPY_EV_READV) &&
-	       e->fdclass == DDPSPY_FD_FILE;
 }
 
 /* the index in p->dstat of path's directory, created when new; -1 when there is no room */
@@ -354,14 +300,14 @@ static void add_dirstat(struct loadctx *c, const struct ev *e)
 	if (*j > 0) {
 		p->dstat[*j - 1].calls++;
 		p->dstat[*j - 1].ms += MS(e->d);
-		if (is_file_read(e) && e->bytes > 0)
+		if (an_is_file_read(e) && e->bytes > 0)
 			p->dstat[*j - 1].bytes += (double)e->bytes;
 	}
 }
 
 /* The thread that issues the most collectives; the main thread when there are none, or when they
- * all run on gloo's worker threads (PyTorch's ProcessGroupGloo: the Python thread enqueues them
- * and waits, p->bg). */
+ * all run on a library's helper threads (PyTorch's ProcessGroupGloo: the Python thread enqueues
+ * them and waits, p->bg). */
 static int pick_train(struct proc *p)
 {
 	size_t best = 0;
@@ -374,7 +320,7 @@ static int pick_train(struct proc *p)
 		if (p->thr[k].tid == p->pid)
 			mainthr = k;
 	}
-	if (train >= 0 && train != mainthr && mainthr >= 0 && p->thr[train].ngloo == p->thr[train].ncoll &&
+	if (train >= 0 && train != mainthr && mainthr >= 0 && p->thr[train].nhelper == p->thr[train].ncoll &&
 	    !p->thr[mainthr].ncoll) {
 		p->bg = 1;
 		return mainthr;
@@ -393,7 +339,7 @@ static void account(struct loadctx *c, const struct ev *e)
 		c->hi = e->t + e->d;
 	if (e->path >= 0 && e->path < p->npaths && an_category(e) == CAT_DATA)
 		add_dirstat(c, e);
-	if (!is_file_read(e) || e->bytes <= 0)
+	if (!an_is_file_read(e) || e->bytes <= 0)
 		return;
 	int64_t b = (e->t - p->bin0) / p->binw;
 	if (b < 0)
@@ -450,7 +396,7 @@ double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1)
 	return s;
 }
 
-void an_proc_free(struct proc *p)
+static void an_proc_free(struct proc *p)
 {
 	free(p->file);
 	if (p->clock)
@@ -469,7 +415,9 @@ void an_proc_free(struct proc *p)
 	free(p->dstat);
 }
 
-int an_load_file(struct analysis *a, const char *path)
+/* one trace file into a->procs, with its rank's training thread chosen (proc.train); an unreadable
+ * file is a warning, not an error */
+static int an_load_file(struct analysis *a, const char *path)
 {
 	struct trace_file f;
 	struct proc *np = realloc(a->procs, (size_t)(a->nprocs + 1) * sizeof *np);
@@ -547,7 +495,7 @@ int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *
 	int rc = trace_cursor_open(&c, p->file, p->thr[p->train].tid, p->clock, p->read_to, NULL);
 	while (rc == 0 && trace_cursor_next(&c, &e) > 0) {
 		struct ev v;
-		if (!convert(&e, &v))
+		if (!an_convert(&e, &v))
 			continue;
 		v.t += p->shift;
 		if (fn(ctx, &v))
@@ -564,7 +512,7 @@ int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const str
 {
 	uint8_t want[DDPSPY_EV_COUNT] = { 0 };
 	for (int k = 0; k < DDPSPY_EV_COUNT; k++)
-		want[k] = (uint8_t)is_sync(k);
+		want[k] = (uint8_t)an_is_sync_kind(k);
 	struct trace_cursor *c = calloc((size_t)p->nthr + 1, sizeof *c);
 	struct ev *head = calloc((size_t)p->nthr + 1, sizeof *head);
 	int *live = calloc((size_t)p->nthr + 1, sizeof *live), rc = c && head && live ? 0 : -1;
@@ -584,7 +532,7 @@ int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const str
 		while (live[h] == 1) {
 			if (trace_cursor_next(&c[h], &e) <= 0)
 				live[h] = 2; /* ended: closed below */
-			else if (convert(&e, &head[h]) && kept_sync(&head[h])) {
+			else if (an_convert(&e, &head[h]) && an_kept_sync(&head[h])) {
 				head[h].t += p->shift;
 				live[h] = 3;
 			}
@@ -609,4 +557,121 @@ int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const str
 	free(head);
 	free(live);
 	return rc;
+}
+
+static int cmp_rank(const void *x, const void *y)
+{
+	const struct rankinfo *a = x, *b = y;
+	return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+static int wanted(const struct report_options *o, int rank)
+{
+	if (!o->ranks)
+		return 1;
+	for (int i = 0; i < o->nranks; i++)
+		if (o->ranks[i] == rank)
+			return 1;
+	return 0;
+}
+
+/* Every trace file under a->dirs loaded (a progress line on a terminal once that takes more than a
+ * second), and the ranks: one process each, in rank order. Returns 0, or -1 when no rank is
+ * readable (a one-line reason in err). */
+int an_load(struct analysis *a, const struct report_options *o, char *err, size_t errlen)
+{
+	char **dirs = a->dirs;
+	int ndirs = a->ndirs;
+	int files = 0, total = 0;
+	char ***lists = calloc((size_t)ndirs, sizeof *lists);
+	int *counts = calloc((size_t)ndirs, sizeof *counts);
+	if (!lists || !counts) {
+		free(lists);
+		free(counts);
+		goto nothing;
+	}
+	for (int d = 0; d < ndirs; d++) {
+		counts[d] = trace_list(dirs[d], &lists[d]);
+		if (counts[d] < 0)
+			an_warn(a, "%s: cannot be read", dirs[d]);
+		else if (counts[d] == 0)
+			an_warn(a, "%s: no .ddpspy files", dirs[d]);
+		else
+			total += counts[d];
+	}
+	/* a progress line on a terminal once reading takes more than a second */
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int tty = isatty(2), shown = 0;
+	for (int d = 0; d < ndirs; d++) {
+		for (int i = 0; i < counts[d]; i++) {
+			an_load_file(a, lists[d][i]);
+			files++;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if (tty && (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 > 1000) {
+				uint64_t ev = 0;
+				for (int k = 0; k < a->nprocs; k++)
+					ev += a->procs[k].events;
+				fprintf(stderr, "\rddpspy report: read %d of %d files, %.1fM events", files, total, (double)ev / 1e6);
+				shown = 1;
+			}
+		}
+		if (counts[d] > 0)
+			trace_free_list(lists[d], counts[d]);
+	}
+	if (shown)
+		fputs("\r\033[K", stderr);
+	free(lists);
+	free(counts);
+	/* the ranks, one process each (the first file of a rank wins; duplicates are warned) */
+	a->ranks = calloc((size_t)a->nprocs + 1, sizeof *a->ranks);
+	if (!a->ranks)
+		goto nothing;
+	char hosts[64][256];
+	int nh = 0;
+	for (int i = 0; i < a->nprocs; i++) {
+		struct proc *p = &a->procs[i];
+		a->events += p->events;
+		a->dropped += p->dropped + p->unwritten;
+		int seen = 0;
+		for (int h = 0; h < nh; h++)
+			seen |= !strcmp(hosts[h], p->host);
+		if (!seen && nh < 64)
+			snprintf(hosts[nh++], sizeof hosts[0], "%s", p->host);
+		if (p->role != DDPSPY_ROLE_RANK || p->rank < 0 || !wanted(o, p->rank))
+			continue;
+		int dup = 0;
+		for (int r = 0; r < a->nranks; r++)
+			dup |= a->ranks[r].rank == p->rank;
+		if (dup) {
+			an_warn(a, "%s: a second file for rank %d; left out", p->file, p->rank);
+			continue;
+		}
+		a->ranks[a->nranks].rank = p->rank;
+		a->ranks[a->nranks++].p = p;
+	}
+	a->nhosts = nh;
+	if (!a->nranks) {
+		snprintf(err, errlen, "no readable rank in %s%s (%d trace file%s)", dirs[0], ndirs > 1 ? " ..." : "",
+			 files, files == 1 ? "" : "s");
+		return -1;
+	}
+	sort_n(a->ranks, (size_t)a->nranks, sizeof *a->ranks, cmp_rank);
+	int world = a->ranks[0].p->world;
+	if (world > a->nranks && !o->ranks)
+		an_warn(a, "%d of %d ranks have a readable file; the missing ranks are not analysed", a->nranks, world);
+	return 0;
+nothing:
+	snprintf(err, errlen, "out of memory");
+	return -1;
+}
+
+void an_load_free(struct analysis *a)
+{
+	for (int i = 0; i < a->nprocs; i++)
+		an_proc_free(&a->procs[i]);
+	free(a->procs);
+	free(a->ranks);
+	for (int i = 0; i < a->nwarnings; i++)
+		free(a->warnings[i]);
 }

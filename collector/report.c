@@ -64,137 +64,147 @@ bad:
 
 void report_json_shares(struct json *j, const char *key, const double *s)
 {
-	json_key(j, key);
-	struct json o;
-	json_begin(&o, j->out);
+	json_obj(j, key);
 	for (int c = 0; c < CAT_COUNT; c++)
-		json_num(&o, cat_names[c], round(s[c] * 10000) / 10000);
-	fputs("}", j->out);
+		json_num(j, ddpspy_category_names[c], round(s[c] * 10000) / 10000);
+	json_close(j);
+}
+
+/* a finding's evidence (analysis.h) as the members of the open object */
+static void evidence_json(struct json *j, const struct finding *f)
+{
+	int depth = j->depth;
+	for (int i = 0; i < f->nev; i++) {
+		const struct fv *v = &f->ev[i];
+		switch (v->type) {
+		case FV_INT:
+			json_int(j, v->key, v->v.i);
+			break;
+		case FV_NUM:
+			json_fixed(j, v->key, v->v.d, v->decimals);
+			break;
+		case FV_STR:
+			json_str(j, v->key, f->strs + v->v.s);
+			break;
+		case FV_BOOL:
+			json_bool(j, v->key, (int)v->v.i);
+			break;
+		case FV_NULL:
+			json_null(j, v->key);
+			break;
+		case FV_OBJ:
+			json_obj(j, v->key);
+			break;
+		case FV_LIST:
+			json_arr(j, v->key);
+			break;
+		case FV_END:
+			if (j->depth > depth)
+				json_close(j);
+			break;
+		}
+	}
+	while (j->depth > depth) /* (left open when the evidence was full) */
+		json_close(j);
 }
 
 static void print_json(const struct analysis *a)
 {
-	FILE *out = stdout;
-	struct json j, o;
-	json_begin(&j, out);
+	struct json j;
+	json_begin(&j, stdout);
 	json_str(&j, "schema", "ddpspy.report.v1");
-	json_key(&j, "tool");
-	json_begin(&o, out);
-	json_str(&o, "name", "ddpspy");
-	json_str(&o, "version", DDPSPY_VERSION);
-	fputs("}", out);
+	json_obj(&j, "tool");
+	json_str(&j, "name", "ddpspy");
+	json_str(&j, "version", DDPSPY_VERSION);
+	json_close(&j);
 
-	json_key(&j, "job");
-	json_begin(&o, out);
-	json_key(&o, "dirs");
-	fputs("[", out);
-	for (int i = 0; i < a->ndirs; i++) {
-		if (i)
-			fputs(", ", out);
-		json_raw_escaped(out, a->dirs[i], strlen(a->dirs[i]));
-	}
-	fputs("]", out);
-	json_int(&o, "ranks", a->nranks);
-	json_int(&o, "hosts", a->nhosts);
-	json_int(&o, "processes", a->nprocs);
-	json_int(&o, "steps_detected", a->steps_detected);
-	json_int(&o, "steps_analyzed", a->nsteps);
-	json_int(&o, "steps_sampled", a->nsampled);
-	json_int(&o, "skipped", a->skip);
-	json_str(&o, "step_source", a->step_source);
-	json_num(&o, "wall_s", a->wall_s);
-	json_int(&o, "events", (int64_t)a->events);
-	json_int(&o, "dropped_events", (int64_t)a->dropped);
-	json_key(&o, "clock");
-	struct json c;
-	json_begin(&c, out);
-	json_str(&c, "method", a->clock_method);
-	json_num(&c, "max_offset_us", a->clock_residual_us);
-	fputs("}", out);
-	json_key(&o, "warnings");
-	fputs("[", out);
-	for (int i = 0; i < a->nwarnings; i++) {
-		if (i)
-			fputs(", ", out);
-		json_raw_escaped(out, a->warnings[i], strlen(a->warnings[i]));
-	}
-	fputs("]}", out);
+	json_obj(&j, "job");
+	json_arr(&j, "dirs");
+	for (int i = 0; i < a->ndirs; i++)
+		json_str(&j, NULL, a->dirs[i]);
+	json_close(&j);
+	json_int(&j, "ranks", a->nranks);
+	json_int(&j, "hosts", a->nhosts);
+	json_int(&j, "processes", a->nprocs);
+	json_int(&j, "steps_detected", a->steps_detected);
+	json_int(&j, "steps_analyzed", a->nsteps);
+	json_int(&j, "steps_sampled", a->nsampled);
+	json_int(&j, "skipped", a->skip);
+	json_str(&j, "step_source", a->step_source);
+	json_num(&j, "wall_s", a->wall_s);
+	json_int(&j, "events", (int64_t)a->events);
+	json_int(&j, "dropped_events", (int64_t)a->dropped);
+	json_obj(&j, "clock");
+	json_str(&j, "method", a->clock_method);
+	json_num(&j, "max_offset_us", a->clock_residual_us);
+	json_close(&j);
+	json_arr(&j, "warnings");
+	for (int i = 0; i < a->nwarnings; i++)
+		json_str(&j, NULL, a->warnings[i]);
+	json_close(&j);
+	json_close(&j);
 
-	json_key(&j, "verdict");
-	json_begin(&o, out);
-	json_str(&o, "bound", a->bound);
-	json_num(&o, "confidence", round(a->confidence * 100) / 100);
-	report_json_shares(&o, "shares", a->shares);
-	json_str(&o, "summary", a->summary);
-	fputs("}", out);
+	json_obj(&j, "verdict");
+	json_str(&j, "bound", a->bound);
+	json_num(&j, "confidence", round(a->confidence * 100) / 100);
+	report_json_shares(&j, "shares", a->shares);
+	json_str(&j, "summary", a->summary);
+	json_close(&j);
 
-	json_key(&j, "step");
-	json_begin(&o, out);
-	json_num(&o, "p50_ms", a->step_p50);
-	json_num(&o, "p95_ms", a->step_p95);
-	json_num(&o, "max_ms", a->step_max);
-	fputs("}", out);
+	json_obj(&j, "step");
+	json_num(&j, "p50_ms", a->step_p50);
+	json_num(&j, "p95_ms", a->step_p95);
+	json_num(&j, "max_ms", a->step_max);
+	json_close(&j);
 
-	json_key(&j, "ranks");
-	fputs("[", out);
+	json_arr(&j, "ranks");
 	for (int r = 0; r < a->nranks; r++) {
 		const struct rankinfo *ri = &a->ranks[r];
-		if (r)
-			fputs(", ", out);
-		json_begin(&o, out);
-		json_int(&o, "rank", ri->rank);
-		json_str(&o, "host", ri->p->host);
-		json_int(&o, "pid", ri->p->pid);
-		json_num(&o, "step_p50_ms", ri->step_p50);
-		json_num(&o, "step_p95_ms", ri->step_p95);
-		report_json_shares(&o, "shares", ri->shares);
-		json_num(&o, "comms_wait_share", round(ri->wait_share * 10000) / 10000);
-		json_num(&o, "late_ms_p50", ri->late_p50);
-		json_key(&o, "bytes_per_step");
-		json_begin(&c, out);
-		json_num(&c, "collective", round(ri->coll_bytes));
-		json_num(&c, "read", round(ri->read_bytes));
-		fputs("}", out);
-		json_num(&o, "clock_offset_us", (double)ri->p->offset / 1e3);
+		json_obj(&j, NULL);
+		json_int(&j, "rank", ri->rank);
+		json_str(&j, "host", ri->p->host);
+		json_int(&j, "pid", ri->p->pid);
+		json_num(&j, "step_p50_ms", ri->step_p50);
+		json_num(&j, "step_p95_ms", ri->step_p95);
+		report_json_shares(&j, "shares", ri->shares);
+		json_num(&j, "comms_wait_share", round(ri->wait_share * 10000) / 10000);
+		json_num(&j, "late_ms_p50", ri->late_p50);
+		json_obj(&j, "bytes_per_step");
+		json_num(&j, "collective", round(ri->coll_bytes));
+		json_num(&j, "read", round(ri->read_bytes));
+		json_close(&j);
+		json_num(&j, "clock_offset_us", (double)ri->p->offset / 1e3);
 		if (ri->p->bg) {
-			json_key(&o, "background_collectives");
-			json_begin(&c, out);
-			json_num(&c, "ms_per_step", round(ri->bg_ms * 1000) / 1000);
-			json_num(&c, "overlapped_share", round(ri->bg_overlap * 10000) / 10000);
-			fputs("}", out);
+			json_obj(&j, "background_collectives");
+			json_num(&j, "ms_per_step", round(ri->bg_ms * 1000) / 1000);
+			json_num(&j, "overlapped_share", round(ri->bg_overlap * 10000) / 10000);
+			json_close(&j);
 		}
-		fputs("}", out);
+		json_close(&j);
 	}
-	fputs("]", out);
+	json_close(&j);
 
-	json_key(&j, "findings");
-	fputs("[", out);
+	json_arr(&j, "findings");
 	for (int i = 0; i < a->nfindings; i++) {
 		const struct finding *f = &a->findings[i];
-		if (i)
-			fputs(", ", out);
-		json_begin(&o, out);
-		json_str(&o, "kind", f->kind);
+		json_obj(&j, NULL);
+		json_str(&j, "kind", f->kind);
 		if (f->rank >= 0)
-			json_int(&o, "rank", f->rank);
+			json_int(&j, "rank", f->rank);
 		else
-			json_str(&o, "rank", NULL);
-		json_num(&o, "severity", round(f->severity * 1000) / 1000);
-		json_str(&o, "title", f->title);
-		json_key(&o, "evidence");
-		putc('{', out);
-		json_fragment(out, f->evidence);
-		putc('}', out);
-		json_key(&o, "advice");
-		fputs("[", out);
-		for (int k = 0; k < 4 && f->advice[k]; k++) {
-			if (k)
-				fputs(", ", out);
-			json_raw_escaped(out, f->advice[k], strlen(f->advice[k]));
-		}
-		fputs("]}", out);
+			json_null(&j, "rank");
+		json_num(&j, "severity", round(f->severity * 1000) / 1000);
+		json_str(&j, "title", f->title);
+		json_obj_spaced(&j, "evidence");
+		evidence_json(&j, f);
+		json_close(&j);
+		json_arr(&j, "advice");
+		for (int k = 0; k < 4 && f->advice[k]; k++)
+			json_str(&j, NULL, f->advice[k]);
+		json_close(&j);
+		json_close(&j);
 	}
-	fputs("]", out);
+	json_close(&j);
 	json_end(&j);
 }
 

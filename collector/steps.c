@@ -1,5 +1,7 @@
-/* Clocks and steps: aligning ranks' clocks, finding step boundaries, splitting every step of
- * every rank into compute / data / comms / host, waits for late peers, and the critical path. */
+/* Steps: where each rank's training steps begin and end on the job clock. From step markers when
+ * the program has them, else from the repeating pattern of its synchronizing calls (mapped across
+ * ranks by collective sequence numbers), else equal time windows; on long traces the steps are
+ * found again from every call, streamed, and a sample of them kept. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,136 +12,11 @@
 #include "analysis_int.h"
 #include "trace.h"
 
-static int symmetric(int op)
-{
-	return op == DDPSPY_OP_ALLREDUCE || op == DDPSPY_OP_BARRIER || op == DDPSPY_OP_ALLGATHER ||
-	       op == DDPSPY_OP_ALLGATHERV || op == DDPSPY_OP_ALLTOALL || op == DDPSPY_OP_ALLTOALLV ||
-	       op == DDPSPY_OP_REDUCE_SCATTER || op == DDPSPY_OP_REDUCE_SCATTER_BLOCK;
-}
-
-/* ---- clocks ---- */
-
-/* a collective that every rank leaves within microseconds of the others */
-static int syncs_exit(const struct ev *e)
-{
-	return e->seq >= 0 && ((e->kind == DDPSPY_EV_MPI_COLL && symmetric(e->op)) || e->kind == DDPSPY_EV_GLOO_COLL);
-}
-
-static void shift_proc(struct proc *p, int64_t by)
-{
-	p->shift += by;
-	for (int i = 0; i < p->nthr; i++) {
-		struct thr *t = &p->thr[i];
-		for (size_t k = 0; k < t->n; k++)
-			t->ev[k].t += by;
-		if (t->first <= t->last) {
-			t->first += by;
-			t->last += by;
-		}
-	}
-}
-
-/* Realtime anchors first; then each rank's offset from the exits of symmetric blocking
- * collectives, which all ranks leave within microseconds of each other. */
-void an_align_clocks(struct analysis *a)
-{
-	for (int i = 0; i < a->nprocs; i++)
-		shift_proc(&a->procs[i], a->procs[i].to_real);
-	a->clock_method = "realtime";
-	a->clock_residual_us = 0;
-	if (a->nranks < 2)
-		return;
-	struct itab exits = { 0 };
-	/* reference: the lowest rank's exits, keyed by instance (collectives of any of its threads) */
-	struct proc *p0 = a->ranks[0].p;
-	for (int h = 0; h < p0->nthr; h++)
-		for (size_t k = 0; k < p0->thr[h].n; k++) {
-			struct ev *e = &p0->thr[h].ev[k];
-			if (syncs_exit(e)) {
-				struct inst *in = an_inst_get(&exits, e->comm, e->seq, 1);
-				if (in)
-					in->max_arr = e->t + e->d;
-			}
-		}
-	if (!exits.n)
-		return;
-	double worst = 0;
-	int refined = 0;
-	for (int r = 1; r < a->nranks; r++) {
-		struct proc *p = a->ranks[r].p;
-		size_t n = 0, cap = 0;
-		for (int h = 0; h < p->nthr; h++)
-			cap += p->thr[h].n;
-		int64_t *d = malloc((cap + 1) * sizeof *d);
-		if (!d)
-			continue;
-		for (int h = 0; h < p->nthr; h++)
-			for (size_t k = 0; k < p->thr[h].n && n < cap; k++) {
-				struct ev *e = &p->thr[h].ev[k];
-				if (!syncs_exit(e))
-					continue;
-				struct inst *in = an_inst_get(&exits, e->comm, e->seq, 0);
-				if (in)
-					d[n++] = e->t + e->d - in->max_arr;
-			}
-		if (n >= 3) {
-			sort_n(d, n, sizeof *d, an_cmp_i64);
-			int64_t off = d[n / 2];
-			shift_proc(p, -off);
-			p->offset = -off;
-			/* residual: the median distance of the exits from the reference after the shift */
-			for (size_t k = 0; k < n; k++)
-				d[k] = llabs(d[k] - off);
-			sort_n(d, n, sizeof *d, an_cmp_i64);
-			worst = fmax(worst, (double)d[n / 2] / 1e3);
-			refined++;
-		}
-		free(d);
-	}
-	free(exits.v);
-	if (refined) {
-		a->clock_method = "collective-exit";
-		a->clock_residual_us = worst;
-		/* workers share their rank's host clock */
-		for (int i = 0; i < a->nprocs; i++) {
-			struct proc *w = &a->procs[i];
-			if (w->role != DDPSPY_ROLE_WORKER)
-				continue;
-			for (int r = 0; r < a->nranks; r++)
-				if (a->ranks[r].p->pid == w->parent_pid && !strcmp(a->ranks[r].p->host, w->host))
-					shift_proc(w, a->ranks[r].p->offset);
-		}
-	} else if (a->nhosts > 1) {
-		an_warn(a, "fewer than 3 blocking collectives to align clocks with: ranks on different hosts "
-			"are aligned by their CLOCK_REALTIME only");
-	}
-}
-
-/* ---- steps ---- */
-
 struct sync { /* the synchronizing calls of a training thread: collectives and their waits */
 	struct ev **e;
 	size_t n;
 };
 
-static int is_bg_coll(const struct ev *e)
-{
-	return (e->kind == DDPSPY_EV_GLOO_COLL || e->kind == DDPSPY_EV_MPI_COLL) && e->seq >= 0;
-}
-
-/* the calls sync_list selects */
-static int selected(const struct proc *p, const struct thr *u, const struct ev *e)
-{
-	const struct thr *t = an_train_thread((struct proc *)p);
-	if (u != t && !p->bg)
-		return 0;
-	return u != t ? is_bg_coll(e) :
-	       e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL || e->kind == DDPSPY_EV_GLOO_COLL ||
-	       (e->kind == DDPSPY_EV_MPI_WAIT && (e->op == DDPSPY_OP_WAIT || e->op == DDPSPY_OP_WAITALL));
-}
-
-/* The rank's synchronizing calls: the training thread's collectives and waits, or, when they run
- * on helper threads (p->bg), those threads' collectives, in time order. */
 static void sync_list(struct proc *p, struct sync *s)
 {
 	struct thr *t = an_train_thread(p);
@@ -155,7 +32,7 @@ static void sync_list(struct proc *p, struct sync *s)
 		if (u != t && !p->bg)
 			continue;
 		for (size_t k = 0; k < u->n && s->n < n; k++)
-			if (selected(p, u, &u->ev[k]))
+			if (an_rank_sync(p, u, &u->ev[k]))
 				s->e[s->n++] = &u->ev[k];
 	}
 	if (p->bg)
@@ -546,14 +423,14 @@ static int sweep_event(void *ctx, int h, const struct ev *e)
 			sweep_bound(w, window_at(w->lo, w->hi, w->nb, w->K));
 		if (w->nb > w->K)
 			return 1;
-	} else if (w->mode == BY_MARKERS && e->kind == DDPSPY_EV_STEP) {
+	} else if (w->mode == BY_MARKERS && an_category(e) == DDPSPY_CAT_MARKER) {
 		if (!e->op) {
 			w->lastend = e->t > w->lastend ? e->t : w->lastend;
 		} else {
 			sweep_bound(w, e->t);
 		}
 	}
-	int sel = w->mode == BY_PATTERN && selected(w->p, &w->p->thr[h], e);
+	int sel = w->mode == BY_PATTERN && an_rank_sync(w->p, &w->p->thr[h], e);
 	size_t idx = sel ? w->calls++ : 0;
 	if (sel && w->sig && idx >= w->first && !same_sig(e, &w->sig[(idx - w->first) % w->pt->period]))
 		return 1; /* rank 0's pattern ends: the step it was in is not whole */
@@ -705,80 +582,6 @@ static void sweep_free(struct sweep *w, int R)
 	free(w);
 }
 
-/* ---- per-step split, waits and lateness ---- */
-
-struct wait_ctx {
-	struct itab *tab;
-	int rank;
-	int64_t pend_seq[64];
-	int pend_comm[64];
-	int npend;
-};
-
-/* how long e waited for the last peer, and which instance released it */
-static double wait_of(struct wait_ctx *w, const struct ev *e, struct inst **rel)
-{
-	*rel = NULL;
-	int64_t release = INT64_MIN;
-	if (e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_GLOO_COLL) {
-		struct inst *in = an_inst_get(w->tab, e->comm, e->seq, 0);
-		if (in && in->n > 1) {
-			release = in->max_arr;
-			*rel = in;
-		}
-	} else if (e->kind == DDPSPY_EV_MPI_WAIT && (e->op == DDPSPY_OP_WAIT || e->op == DDPSPY_OP_WAITALL)) {
-		for (int i = 0; i < w->npend; i++) {
-			struct inst *in = an_inst_get(w->tab, w->pend_comm[i], (int)w->pend_seq[i], 0);
-			if (in && in->n > 1 && in->max_arr > release) {
-				release = in->max_arr;
-				*rel = in;
-			}
-		}
-		w->npend = 0;
-	} else if (e->kind == DDPSPY_EV_MPI_ICOLL) {
-		if (w->npend < 64) {
-			w->pend_comm[w->npend] = e->comm;
-			w->pend_seq[w->npend++] = e->seq;
-		}
-	}
-	if (!*rel)
-		return 0;
-	int64_t wt = release - e->t;
-	return wt <= 0 ? 0 : MS(wt < e->d ? wt : e->d);
-}
-
-/* ---- steps: boundaries, raw splits, waits, critical path ---- */
-
-struct rv {
-	double v;
-	int r;
-};
-
-static int cmp_rv(const void *x, const void *y)
-{
-	double a = ((const struct rv *)x)->v, b = ((const struct rv *)y)->v;
-	return (a > b) - (a < b);
-}
-
-/* For step k and category c, every rank's excess over the median of the other ranks: one sort,
- * then each rank's "others" are the sorted values without its own. */
-static void excesses(struct analysis *a, size_t k, int c, struct rv *v, double *out)
-{
-	int R = a->nranks;
-	for (int r = 0; r < R; r++) {
-		v[r].v = a->ranks[r].steps ? a->ranks[r].steps[k].cat[c] : 0;
-		v[r].r = r;
-	}
-	sort_n(v, (size_t)R, sizeof *v, cmp_rv);
-	for (int pos = 0; pos < R; pos++) {
-		/* median of the R-1 others: positions lo and hi of the reduced array */
-		int m = R - 1, lo = (m - 1) / 2, hi = m / 2;
-		double a0 = v[lo < pos ? lo : lo + 1].v, a1 = v[hi < pos ? hi : hi + 1].v;
-		double med = (a0 + a1) / 2;
-		out[v[pos].r] = fmax(0, v[pos].v - med);
-	}
-}
-
 static void windows(struct analysis *a, int64_t **b, size_t *nb, size_t K)
 {
 	int64_t lo, hi;
@@ -792,20 +595,6 @@ static void windows(struct analysis *a, int64_t **b, size_t *nb, size_t K)
 	}
 }
 
-static void add_span(struct rankstep *st, size_t nsteps, size_t *cur, int64_t t, int64_t d, int c)
-{
-	/* spread [t, t+d) over the steps it overlaps, from *cur on */
-	while (*cur < nsteps && st[*cur].t1 <= t)
-		(*cur)++;
-	for (size_t k = *cur; k < nsteps && st[k].t0 < t + d; k++) {
-		int64_t lo = t > st[k].t0 ? t : st[k].t0, hi = t + d < st[k].t1 ? t + d : st[k].t1;
-		if (hi > lo)
-			st[k].cat[c] += MS(hi - lo);
-	}
-}
-
-/* Steps from ddpspy_step_begin()/end() markers: each step runs from its begin to the next begin,
- * the last one to its end. Returns 0 when every rank has at least one whole step. */
 static int marker_bounds(struct analysis *a, int64_t **b, size_t *nb, size_t *K)
 {
 	for (int r = 0; r < a->nranks; r++) {
@@ -815,7 +604,7 @@ static int marker_bounds(struct analysis *a, int64_t **b, size_t *nb, size_t *K)
 		for (int h = 0; h < p->nthr; h++)
 			for (size_t k = 0; k < p->thr[h].n; k++) {
 				struct ev *e = &p->thr[h].ev[k];
-				if (e->kind != DDPSPY_EV_STEP)
+				if (an_category(e) != DDPSPY_CAT_MARKER)
 					continue;
 				if (!e->op) {
 					last_end = e->t > last_end ? e->t : last_end;
@@ -844,264 +633,11 @@ static int marker_bounds(struct analysis *a, int64_t **b, size_t *nb, size_t *K)
 	return 0;
 }
 
-static void wf_add(struct stepdata *sd, int r, size_t k, int L, double ms)
-{
-	/* the same step and late rank again: the latest entries, since events come in time order */
-	for (size_t i = sd->nwf[r]; i-- > 0 && sd->wf[r][i].k == k;)
-		if (sd->wf[r][i].L == L) {
-			sd->wf[r][i].ms += ms;
-			return;
-		}
-	if (sd->nwf[r] == sd->cwf[r]) {
-		size_t cap = sd->cwf[r] ? sd->cwf[r] * 2 : 64;
-		struct wfrom *n = realloc(sd->wf[r], cap * sizeof *n);
-		if (!n)
-			return;
-		sd->wf[r] = n;
-		sd->cwf[r] = cap;
-	}
-	sd->wf[r][sd->nwf[r]++] = (struct wfrom){ (uint32_t)k, L, ms };
-}
 
-static int cmp_wf(const void *x, const void *y)
-{
-	const struct wfrom *a = x, *b = y;
-	return a->k != b->k ? (a->k > b->k) - (a->k < b->k) : (a->L > b->L) - (a->L < b->L);
-}
-
-const struct wfrom *an_wfrom_step(const struct stepdata *sd, int r, size_t k, size_t *n)
-{
-	const struct wfrom *v = sd->wf[r];
-	size_t lo = 0, hi = sd->nwf[r];
-	while (lo < hi) {
-		size_t m = (lo + hi) / 2;
-		if (v[m].k < k)
-			lo = m + 1;
-		else
-			hi = m;
-	}
-	size_t end = lo;
-	while (end < sd->nwf[r] && v[end].k == k)
-		end++;
-	*n = end - lo;
-	return v ? v + lo : v; /* (none at all: NULL, and no arithmetic on it) */
-}
-
-double an_wfrom(const struct stepdata *sd, int r, size_t k, int L)
-{
-	size_t n;
-	const struct wfrom *w = an_wfrom_step(sd, r, k, &n);
-	for (size_t i = 0; i < n; i++)
-		if (w[i].L == L)
-			return w[i].ms;
-	return 0;
-}
-
-/* One rank's training thread, streamed in the second pass: each event spread over the steps by
- * category, the waits of its collectives, what it did before the collectives it was late to, and
- * the findings' fold (one event behind, which needs its successor). */
-struct split {
-	struct stepdata *sd;
-	struct rankinfo *ri;
-	int r;
-	size_t N, cur, maxlate;
-	struct wait_ctx w;
-	int prev_cat, pp_cat;    /* the latest event's category, the one before's */
-	int64_t prev_end, pp_end;
-	struct ev win[2]; /* the two latest events: event i in win[i & 1] */
-	int wcat[2];      /* and their categories */
-	int win_in[2];    /* and whether they start in a step (steps may have gaps: a sample) */
-	size_t fcur;      /* the first step that ends after the latest event starts */
-	size_t seen;
-	/* collectives on helper threads (p->bg), in time order, and the union of their spans */
-	const struct ev **bg;
-	size_t nbg, bgi;
-	struct bgseg *seg;
-	size_t nseg, segi;
-	double waited;   /* ms of the segments the training thread waited through, in the steps */
-};
-
-struct bgseg {
-	int64_t t0, t1, release; /* release: the last peer's arrival at any collective in it */
-	struct inst *rel;        /* that collective */
-};
-
-static long step_at(const struct rankstep *st, size_t n, int64_t t)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t m = (lo + hi) / 2;
-		if (st[m].t1 <= t)
-			lo = m + 1;
-		else
-			hi = m;
-	}
-	return lo < n && st[lo].t0 <= t ? (long)lo : -1;
-}
-
-/* A rank's collectives on its helper threads, in time order, and the union of their spans. */
-static void bg_build(struct split *s, struct proc *p)
-{
-	struct thr *t = an_train_thread(p);
-	size_t n = 0;
-	for (int h = 0; h < p->nthr; h++)
-		n += &p->thr[h] != t ? p->thr[h].n : 0;
-	s->bg = malloc((n + 1) * sizeof *s->bg);
-	s->seg = malloc((n + 1) * sizeof *s->seg);
-	if (!s->bg || !s->seg)
-		return;
-	for (int h = 0; h < p->nthr; h++)
-		for (size_t k = 0; &p->thr[h] != t && k < p->thr[h].n && s->nbg < n; k++)
-			if (is_bg_coll(&p->thr[h].ev[k]))
-				s->bg[s->nbg++] = &p->thr[h].ev[k];
-	sort_n(s->bg, s->nbg, sizeof *s->bg, an_cmp_evp);
-	for (size_t i = 0; i < s->nbg; i++) {
-		const struct ev *e = s->bg[i];
-		struct inst *in = an_inst_get(&s->sd->tab, e->comm, e->seq, 0);
-		struct bgseg *g = s->nseg ? &s->seg[s->nseg - 1] : NULL;
-		if (!g || e->t >= g->t1) {
-			g = &s->seg[s->nseg++];
-			*g = (struct bgseg){ e->t, e->t + e->d, INT64_MIN, NULL };
-		}
-		if (e->t + e->d > g->t1)
-			g->t1 = e->t + e->d;
-		if (in && in->n > 1 && in->max_arr > g->release) {
-			g->release = in->max_arr;
-			g->rel = in;
-		}
-	}
-}
-
-/* A helper thread's collective starts: the rank's lateness to it, and, if it was the last to
- * arrive, what the training thread did right before. */
-static void bg_arrival(struct split *s, const struct ev *e)
-{
-	struct stepdata *sd = s->sd;
-	struct inst *in = an_inst_get(&sd->tab, e->comm, e->seq, 0);
-	if (!in || in->n < 2)
-		return;
-	if (in->late == s->r) {
-		/* the training thread's wait for this very collective may have begun first (it enqueues,
-		 * then waits): what it did before is the event before that wait */
-		int straddles = s->prev_end > e->t;
-		in->prev_cat = straddles ? s->pp_cat : s->prev_cat;
-		in->prev_gap = e->t - (straddles ? s->pp_end : s->prev_end);
-	}
-	long k = step_at(s->ri->steps, s->N, e->t);
-	if (k >= 0) {
-		double late = MS(e->t - in->min_arr);
-		s->ri->steps[k].late_max = fmax(s->ri->steps[k].late_max, late);
-		if (sd->late[s->r] && sd->nlate[s->r] < s->maxlate)
-			sd->late[s->r][sd->nlate[s->r]++] = late;
-	}
-}
-
-static int is_block_wait(int kind)
-{
-	return kind == DDPSPY_EV_COND_WAIT || kind == DDPSPY_EV_SEM_WAIT || kind == DDPSPY_EV_MUTEX_WAIT ||
-	       kind == DDPSPY_EV_BARRIER_WAIT;
-}
-
-/* A wait of the training thread while collectives run on helper threads: the overlap is comms
- * (the part before the last peer arrived, a wait for it), the rest host. Returns the category
- * the event counts as for what follows it. */
-static int split_wait(struct split *s, const struct ev *e)
-{
-	struct rankinfo *ri = s->ri;
-	int64_t t = e->t, end = e->t + e->d;
-	int c = CAT_HOST;
-	while (s->segi < s->nseg && s->seg[s->segi].t1 <= t)
-		s->segi++;
-	for (size_t i = s->segi; i < s->nseg && s->seg[i].t0 < end; i++) {
-		const struct bgseg *g = &s->seg[i];
-		int64_t lo = t > g->t0 ? t : g->t0, hi = end < g->t1 ? end : g->t1;
-		if (lo > t)
-			add_span(ri->steps, s->N, &s->cur, t, lo - t, CAT_HOST);
-		add_span(ri->steps, s->N, &s->cur, lo, hi - lo, CAT_COMMS);
-		c = CAT_COMMS;
-		int64_t a0 = lo > ri->steps[0].t0 ? lo : ri->steps[0].t0, a1 = hi < ri->steps[s->N - 1].t1 ? hi : ri->steps[s->N - 1].t1;
-		if (a1 > a0)
-			s->waited += MS(a1 - a0);
-		long k = step_at(ri->steps, s->N, lo);
-		if (g->rel && g->release > lo && k >= 0) {
-			double wt = MS((hi < g->release ? hi : g->release) - lo);
-			ri->steps[k].wait += wt;
-			g->rel->wait_sum += wt;
-			if (g->rel->late >= 0 && g->rel->late != s->r)
-				wf_add(s->sd, s->r, (size_t)k, g->rel->late, wt);
-		}
-		t = hi;
-	}
-	if (end > t)
-		add_span(ri->steps, s->N, &s->cur, t, end - t, CAT_HOST);
-	return c;
-}
-
-/* the findings' fold of event i = seen - 1, now that its successor (next, NULL at the end) is known */
-static void fold_at(struct split *s, const struct ev *next)
-{
-	size_t i = s->seen - 1;
-	const struct ev *e = &s->win[i & 1], *prev = i ? &s->win[(i - 1) & 1] : NULL;
-	if (s->win_in[i & 1] && s->sd->fold)
-		an_fold(&s->sd->fold[s->r], prev, e, s->wcat[i & 1], next);
-}
-
-static int split_event(void *ctx, const struct ev *e)
-{
-	struct split *s = ctx;
-	struct stepdata *sd = s->sd;
-	struct rankinfo *ri = s->ri;
-	size_t N = s->N;
-	int r = s->r;
-	while (s->bgi < s->nbg && s->bg[s->bgi]->t <= e->t)
-		bg_arrival(s, s->bg[s->bgi++]);
-	int c = an_category(e);
-	if (s->nseg && c == CAT_HOST && is_block_wait(e->kind))
-		c = split_wait(s, e);
-	else
-		add_span(ri->steps, N, &s->cur, e->t, e->d, c);
-	struct inst *rel = NULL;
-	double wt = an_is_coll(e->kind) ? wait_of(&s->w, e, &rel) : 0;
-	/* add_span left cur at the first step ending after e starts: events come in time order */
-	long k = s->cur < N && ri->steps[s->cur].t0 <= e->t ? (long)s->cur : -1;
-	if (k >= 0 && rel && wt > 0) {
-		ri->steps[k].wait += wt;
-		rel->wait_sum += wt;
-		if (rel->late >= 0 && rel->late != r)
-			wf_add(sd, r, (size_t)k, rel->late, wt);
-	}
-	if (e->seq >= 0 && (e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL ||
-			    e->kind == DDPSPY_EV_GLOO_COLL)) {
-		struct inst *in = an_inst_get(&sd->tab, e->comm, e->seq, 0);
-		if (in && in->n > 1) {
-			if (in->late == r) {
-				in->prev_cat = s->prev_cat;
-				in->prev_gap = e->t - s->prev_end;
-			}
-			if (k >= 0) {
-				double late = MS(e->t - in->min_arr);
-				ri->steps[k].late_max = fmax(ri->steps[k].late_max, late);
-				if (sd->late[r] && sd->nlate[r] < s->maxlate) /* (a file that grew since) */
-					sd->late[r][sd->nlate[r]++] = late;
-			}
-		}
-	}
-	s->pp_cat = s->prev_cat;
-	s->pp_end = s->prev_end;
-	s->prev_cat = c;
-	s->prev_end = e->t + e->d;
-	if (s->seen)
-		fold_at(s, e);
-	while (s->fcur < N && ri->steps[s->fcur].t1 <= e->t)
-		s->fcur++;
-	s->win[s->seen & 1] = *e;
-	s->wcat[s->seen & 1] = c;
-	s->win_in[s->seen & 1] = s->fcur < N && ri->steps[s->fcur].t0 <= e->t;
-	s->seen++;
-	return 0;
-}
-
-void an_analyse_steps(struct analysis *a)
+/* The analysed steps, the same number on every rank: boundaries by markers, else by the pattern
+ * of rank 0's synchronizing calls, else by windows; a->ranks[r].steps gets each kept step's start
+ * and end, a->sd the sample's indices and each rank's whole span. */
+void an_find_steps(struct analysis *a)
 {
 	int R = a->nranks;
 	struct stepdata *sd = a->sd = calloc(1, sizeof *a->sd);
@@ -1177,41 +713,9 @@ void an_analyse_steps(struct analysis *a)
 		an_warn(a, "%d steps analysed; their per-step figures come from a sample of %zu of them (blocks of %d "
 			"consecutive steps chosen by a hash of their index), to bound the report's memory",
 			a->nsteps, N, SAMPLE_BLOCK);
-	/* every collective instance, from every thread of every rank */
-	for (int r = 0; r < R; r++) {
-		struct proc *p = a->ranks[r].p;
-		for (int i = 0; i < p->nthr; i++)
-			for (size_t k = 0; k < p->thr[i].n; k++) {
-				struct ev *e = &p->thr[i].ev[k];
-				if (e->seq < 0 || !(e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL ||
-						    e->kind == DDPSPY_EV_GLOO_COLL))
-					continue;
-				struct inst *in = an_inst_get(&sd->tab, e->comm, e->seq, 1);
-				if (!in)
-					continue;
-				in->n++;
-				in->op = e->op;
-				in->bytes = e->bytes;
-				if (e->t < in->min_arr)
-					in->min_arr = e->t;
-				if (e->t > in->max_arr) {
-					in->max_arr = e->t;
-					in->late = r;
-				}
-			}
-	}
-	sd->R = R;
-	sd->K = N;
-	sd->wf = calloc((size_t)R, sizeof *sd->wf);
-	sd->nwf = calloc((size_t)R, sizeof *sd->nwf);
-	sd->cwf = calloc((size_t)R, sizeof *sd->cwf);
-	sd->exc = calloc(N * R * CAT_COUNT, sizeof *sd->exc);
-	sd->late = calloc((size_t)R, sizeof *sd->late);
-	sd->nlate = calloc((size_t)R, sizeof *sd->nlate);
-	sd->fold = calloc((size_t)R, sizeof *sd->fold);
 	sd->gidx = malloc(N * sizeof *sd->gidx);
 	sd->span = calloc((size_t)R, sizeof *sd->span);
-	if (!sd->wf || !sd->nwf || !sd->cwf || !sd->exc || !sd->late || !sd->nlate || !sd->fold || !sd->gidx || !sd->span)
+	if (!sd->gidx || !sd->span)
 		goto out;
 	for (size_t k = 0; k < N; k++)
 		sd->gidx[k] = w ? w[0].ks[k].i - skip : k;
@@ -1230,145 +734,8 @@ void an_analyse_steps(struct analysis *a)
 						     MS(w[r].len_max) };
 		else
 			sd->span[r] = (struct span){ ri->steps[0].t0, ri->steps[N - 1].t1, (double)N, 0 };
-		struct split sp = { .sd = sd, .ri = ri, .r = r, .N = N, .w = { .tab = &sd->tab, .rank = r },
-				    .prev_cat = CAT_COMPUTE, .prev_end = INT64_MIN, .pp_cat = CAT_COMPUTE,
-				    .pp_end = INT64_MIN };
-		if (ri->p->bg)
-			bg_build(&sp, ri->p);
-		sp.maxlate = t->n + sp.nbg + 1;
-		sd->late[r] = malloc(sp.maxlate * sizeof **sd->late);
-		if (an_stream_train(ri->p, split_event, &sp) < 0)
-			an_warn(a, "%s: could not be read a second time; rank %d's steps are not split",
-				ri->p->file, ri->rank);
-		while (sp.bgi < sp.nbg)
-			bg_arrival(&sp, sp.bg[sp.bgi++]);
-		if (sp.nseg) {
-			double bg = 0;
-			int64_t lo = ri->steps[0].t0, hi = ri->steps[N - 1].t1;
-			for (size_t i = 0; i < sp.nseg; i++) {
-				int64_t a0 = sp.seg[i].t0 > lo ? sp.seg[i].t0 : lo, a1 = sp.seg[i].t1 < hi ? sp.seg[i].t1 : hi;
-				bg += a1 > a0 ? MS(a1 - a0) : 0;
-			}
-			ri->bg_ms = bg / (double)N;
-			ri->bg_overlap = bg > 0 ? fmax(0, 1 - sp.waited / bg) : 0;
-		}
-		free(sp.bg);
-		free(sp.seg);
-		if (sp.seen)
-			fold_at(&sp, NULL);
-		sort_n(sd->wf[r], sd->nwf[r], sizeof *sd->wf[r], cmp_wf);
-		for (size_t k = 0; k < N; k++) {
-			struct rankstep *st = &ri->steps[k];
-			double len = MS(st->t1 - st->t0), busy = st->cat[CAT_DATA] + st->cat[CAT_COMMS] + st->cat[CAT_HOST];
-			st->cat[CAT_COMPUTE] = len > busy ? len - busy : 0;
-			if (st->wait > st->cat[CAT_COMMS])
-				st->wait = st->cat[CAT_COMMS];
-		}
 	}
-	/* the late ranks' excess, and the critical path: waits charged to what made the peer late */
-	struct rv *rv = malloc((size_t)R * sizeof *rv);
-	double *ex = malloc((size_t)R * sizeof *ex);
-	for (size_t k = 0; rv && ex && R > 1 && k < N; k++)
-		for (int c = 0; c < CAT_COUNT; c++) {
-			if (c == CAT_COMMS)
-				continue;
-			excesses(a, k, c, rv, ex);
-			for (int L = 0; L < R; L++)
-				sd->exc[(k * R + L) * CAT_COUNT + c] = a->ranks[L].steps ? ex[L] : 0;
-		}
-	free(rv);
-	free(ex);
-	for (int r = 0; r < R; r++) {
-		struct rankinfo *ri = &a->ranks[r];
-		if (!ri->steps)
-			continue;
-		for (size_t k = 0; k < N; k++) {
-			struct rankstep *st = &ri->steps[k];
-			memcpy(st->crit, st->cat, sizeof st->crit);
-			size_t nw;
-			const struct wfrom *wl = an_wfrom_step(sd, r, k, &nw);
-			for (size_t i = 0; i < nw; i++) {
-				int L = wl[i].L;
-				double wt = wl[i].ms;
-				const double *e = &sd->exc[(k * R + L) * CAT_COUNT];
-				double sum = e[CAT_COMPUTE] + e[CAT_DATA] + e[CAT_HOST];
-				if (wt <= 0 || sum <= 0)
-					continue;
-				/* only what L's extra work explains is charged to it; a wait beyond that
-				 * is the collective's own cost (a rank whose previous collective finished
-				 * later, not one that worked longer) and stays comms */
-				wt = fmin(fmin(wt, sum), st->crit[CAT_COMMS]);
-				st->crit[CAT_COMMS] -= wt;
-				for (int c = 0; c < CAT_COUNT; c++)
-					if (c != CAT_COMMS)
-						st->crit[c] += wt * e[c] / sum;
-			}
-		}
-	}
-	/* per rank and job summaries */
-	double *v = malloc(N * sizeof *v), tot[CAT_COUNT] = { 0 }, all = 0;
-	double *job = calloc(N, sizeof *job);
-	if (!v || !job) {
-		free(v);
-		free(job);
-		goto out;
-	}
-	for (int r = 0; r < R; r++) {
-		struct rankinfo *ri = &a->ranks[r];
-		if (!ri->steps)
-			continue;
-		double sum = 0, cat[CAT_COUNT] = { 0 }, wait = 0;
-		for (size_t k = 0; k < N; k++) {
-			struct rankstep *st = &ri->steps[k];
-			double len = MS(st->t1 - st->t0);
-			v[k] = len;
-			job[k] = fmax(job[k], len);
-			sum += len;
-			wait += st->wait;
-			for (int c = 0; c < CAT_COUNT; c++) {
-				cat[c] += st->cat[c];
-				tot[c] += st->crit[c];
-			}
-			all += len;
-		}
-		ri->step_p50 = an_quantile(v, N, 0.5);
-		ri->step_p95 = an_quantile(v, N, 0.95);
-		for (int c = 0; c < CAT_COUNT; c++)
-			ri->shares[c] = sum > 0 ? cat[c] / sum : 0;
-		ri->wait_share = sum > 0 ? wait / sum : 0;
-		ri->late_p50 = sd->late[r] ? an_quantile(sd->late[r], sd->nlate[r], 0.5) : 0;
-		/* bytes per step over all of the rank's threads and its input workers */
-		int64_t t0 = ri->steps[0].t0, t1 = ri->steps[N - 1].t1;
-		double coll = 0, rd = 0;
-		for (int i = 0; i < a->nprocs; i++) {
-			struct proc *p = &a->procs[i];
-			if (p != ri->p && !(p->role == DDPSPY_ROLE_WORKER && p->parent_pid == ri->p->pid))
-				continue;
-			rd += an_read_bytes(p, sd->span[r].t0, sd->span[r].t1);
-			for (int h = 0; h < p->nthr; h++)
-				for (size_t k = 0; k < p->thr[h].n; k++) {
-					struct ev *e = &p->thr[h].ev[k];
-					if (e->t < t0 || e->t >= t1 || e->bytes <= 0)
-						continue;
-					if (e->kind == DDPSPY_EV_MPI_COLL || e->kind == DDPSPY_EV_MPI_ICOLL ||
-					    e->kind == DDPSPY_EV_GLOO_COLL)
-						coll += (double)e->bytes;
-				}
-		}
-		ri->coll_bytes = coll / (double)N;
-		/* (every analysed step's, kept or not) */
-		ri->read_bytes = sd->span[r].n > 0 ? rd / sd->span[r].n : 0;
-	}
-	for (int c = 0; c < CAT_COUNT; c++)
-		a->shares[c] = all > 0 ? tot[c] / all : 0;
-	memcpy(v, job, N * sizeof *v);
-	a->step_p50 = an_quantile(v, N, 0.5);
-	a->step_p95 = an_quantile(v, N, 0.95);
-	a->step_max = v[N - 1];
-	for (int r = 0; r < R; r++) /* the longest of all steps, when only some were kept */
-		a->step_max = fmax(a->step_max, sd->span[r].max_ms);
-	free(v);
-	free(job);
+	sd->K = N;
 out:
 	sweep_free(w, R);
 	for (int r = 0; syn && r < R; r++)
@@ -1378,4 +745,17 @@ out:
 	free(syn);
 	free(b);
 	free(nb);
+}
+
+void an_steps_free(struct analysis *a)
+{
+	struct stepdata *sd = a->sd;
+	for (int r = 0; a->ranks && r < a->nranks; r++)
+		free(a->ranks[r].steps);
+	if (!sd)
+		return;
+	free(sd->gidx);
+	free(sd->span);
+	free(sd);
+	a->sd = NULL;
 }

@@ -14,19 +14,37 @@ const char *const ddpspy_fdclass_names[DDPSPY_FDCLASS_COUNT] = {
 };
 
 const char *const ddpspy_op_names[DDPSPY_OP_COUNT] = {
-#define X(e, s) s,
+#define X(e, s, f) s,
 	DDPSPY_OPS(X)
 #undef X
 };
 
+const unsigned ddpspy_op_flags[DDPSPY_OP_COUNT] = {
+#define X(e, s, f) f,
+	DDPSPY_OPS(X)
+#undef X
+};
+
+const char *const ddpspy_category_names[DDPSPY_CAT_COUNT] = {
+#define X(e, s) s,
+	DDPSPY_CATEGORIES(X)
+#undef X
+};
+
 const char *const ddpspy_event_names[DDPSPY_EV_COUNT] = {
-#define X(e, s, a) s,
+#define X(e, s, a, m) s,
 	DDPSPY_EVENT_KINDS(X)
 #undef X
 };
 
 const char *const ddpspy_event_args[DDPSPY_EV_COUNT] = {
-#define X(e, s, a) a,
+#define X(e, s, a, m) a,
+	DDPSPY_EVENT_KINDS(X)
+#undef X
+};
+
+const unsigned ddpspy_event_meaning[DDPSPY_EV_COUNT] = {
+#define X(e, s, a, m) m,
 	DDPSPY_EVENT_KINDS(X)
 #undef X
 };

@@ -69,35 +69,81 @@ enum ddpspy_fdclass {
 	DDPSPY_FDCLASS_COUNT
 };
 
-/* Collective and point-to-point operations, shared by MPI and gloo events. */
+/* Collective and point-to-point operations, shared by MPI and gloo events, with what the analysis
+ * needs to know of each: SYM, every rank contributes and receives, so that all of them leave the
+ * call together (their exits align clocks); DONE, a wait that completes the pending nonblocking
+ * operations (MPI_Test* only looks). */
+#define DDPSPY_OPF_SYM 1
+#define DDPSPY_OPF_DONE 2
 #define DDPSPY_OPS(X)                                                                    \
-	X(OP_BARRIER, "barrier")                                                               \
-	X(OP_BCAST, "broadcast")                                                               \
-	X(OP_REDUCE, "reduce")                                                                 \
-	X(OP_ALLREDUCE, "allreduce")                                                           \
-	X(OP_ALLGATHER, "allgather")                                                           \
-	X(OP_ALLGATHERV, "allgatherv")                                                         \
-	X(OP_GATHER, "gather")                                                                 \
-	X(OP_GATHERV, "gatherv")                                                               \
-	X(OP_SCATTER, "scatter")                                                               \
-	X(OP_SCATTERV, "scatterv")                                                             \
-	X(OP_ALLTOALL, "alltoall")                                                             \
-	X(OP_ALLTOALLV, "alltoallv")                                                           \
-	X(OP_REDUCE_SCATTER, "reduce_scatter")                                                 \
-	X(OP_REDUCE_SCATTER_BLOCK, "reduce_scatter_block")                                     \
-	X(OP_SEND, "send")                                                                     \
-	X(OP_RECV, "recv")                                                                     \
-	X(OP_WAIT, "wait")                                                                     \
-	X(OP_WAITALL, "waitall")                                                               \
-	X(OP_TEST, "test")                                                                     \
-	X(OP_TESTALL, "testall")
+	X(OP_BARRIER, "barrier", DDPSPY_OPF_SYM)                                               \
+	X(OP_BCAST, "broadcast", 0)                                                            \
+	X(OP_REDUCE, "reduce", 0)                                                              \
+	X(OP_ALLREDUCE, "allreduce", DDPSPY_OPF_SYM)                                           \
+	X(OP_ALLGATHER, "allgather", DDPSPY_OPF_SYM)                                           \
+	X(OP_ALLGATHERV, "allgatherv", DDPSPY_OPF_SYM)                                         \
+	X(OP_GATHER, "gather", 0)                                                              \
+	X(OP_GATHERV, "gatherv", 0)                                                            \
+	X(OP_SCATTER, "scatter", 0)                                                            \
+	X(OP_SCATTERV, "scatterv", 0)                                                          \
+	X(OP_ALLTOALL, "alltoall", DDPSPY_OPF_SYM)                                             \
+	X(OP_ALLTOALLV, "alltoallv", DDPSPY_OPF_SYM)                                           \
+	X(OP_REDUCE_SCATTER, "reduce_scatter", DDPSPY_OPF_SYM)                                 \
+	X(OP_REDUCE_SCATTER_BLOCK, "reduce_scatter_block", DDPSPY_OPF_SYM)                     \
+	X(OP_SEND, "send", 0)                                                                  \
+	X(OP_RECV, "recv", 0)                                                                  \
+	X(OP_WAIT, "wait", DDPSPY_OPF_DONE)                                                    \
+	X(OP_WAITALL, "waitall", DDPSPY_OPF_DONE)                                              \
+	X(OP_TEST, "test", 0)                                                                  \
+	X(OP_TESTALL, "testall", 0)
 
 enum ddpspy_op {
-#define X(e, s) DDPSPY_##e,
+#define X(e, s, f) DDPSPY_##e,
 	DDPSPY_OPS(X)
 #undef X
 	DDPSPY_OP_COUNT
 };
+
+/* What an event kind means to the analysis: the fourth column of DDPSPY_EVENT_KINDS, one category
+ * ORed with properties. The collector asks this table (collector/kinds.c) and never switches on
+ * kinds; where a kind's bytes, descriptor, operation, communicator, sequence number, peer and path
+ * are comes from its argument names ("fd", "fdclass", "bytes", "op", "comm", "seq", "peer",
+ * "path", and "begin" for markers). */
+#define DDPSPY_CATEGORIES(X)                                                             \
+	X(CAT_COMPUTE, "compute") /* time that counts as computing */                          \
+	X(CAT_DATA, "data")       /* waiting for input: files, input workers' pipes, sockets */ \
+	X(CAT_COMMS, "comms")     /* communicating with other ranks */                        \
+	X(CAT_HOST, "host")       /* other host work and waits: sleeps, locks */              \
+	X(CAT_MARKER, "marker")   /* a step marker: a point, not time spent */                \
+	X(CAT_NONE, "none")       /* not a call: a thread's start, exit, name */
+
+enum ddpspy_category {
+#define X(e, s) DDPSPY_##e,
+	DDPSPY_CATEGORIES(X)
+#undef X
+	DDPSPY_CAT_COUNT
+};
+
+#define DDPSPY_KM_CAT(m) ((m) & 15u)  /* the category of a meaning */
+#define DDPSPY_KM_INPUT_FD (1u << 4)  /* data only on an input descriptor; host on a device or an
+                                       * anonymous inode (eventfd, epoll) */
+#define DDPSPY_KM_READS (1u << 5)     /* reads "bytes" (requested) from its descriptor */
+#define DDPSPY_KM_OPENS (1u << 6)     /* opens a file */
+#define DDPSPY_KM_STATS (1u << 7)     /* asks for a file's metadata */
+#define DDPSPY_KM_POLLS (1u << 8)     /* waits for descriptors to be ready (an input queue) */
+#define DDPSPY_KM_THREAD_WAIT (1u << 9) /* waits for another thread: lock, condition, barrier */
+#define DDPSPY_KM_COLL (1u << 10)     /* one collective instance across ranks, named by comm and seq */
+#define DDPSPY_KM_NONBLOCKING (1u << 11) /* starts a collective that a later DONE wait completes */
+#define DDPSPY_KM_WAITS (1u << 12)    /* a wait for nonblocking operations ("op" says if it completes) */
+#define DDPSPY_KM_EXIT_ALIGNS (1u << 13) /* ranks leave it together whatever its op (else: SYM ops) */
+#define DDPSPY_KM_SEQ_PER_OP (1u << 14) /* numbered per operation, no communicator (gloo) */
+#define DDPSPY_KM_HELPER (1u << 15)   /* a library may run it on its own threads while the caller
+                                       * waits (PyTorch's gloo process group) */
+#define DDPSPY_KM_FD_IS_RET (1u << 16) /* its descriptor is its return value ("ret") */
+#define DDPSPY_KM_NAMES_THREAD (1u << 17) /* names thread "tid" (0: its own) "name" */
+
+#define DDPSPY_KM_READ_CALL (DDPSPY_CAT_DATA | DDPSPY_KM_INPUT_FD | DDPSPY_KM_READS)
+#define DDPSPY_KM_BLOCKING_COLL (DDPSPY_CAT_COMMS | DDPSPY_KM_COLL)
 
 /* Event kinds. In an "events" record each event is a msgpack array
  *   [kind, dt, dur, stack, arg...]
@@ -105,37 +151,40 @@ enum ddpspy_op {
  * record (the first: since the record's "t0"); dur: raw ticks; stack: id in the stack table,
  * 0 for none; then the kind's arguments in the order listed (integers, -1 meaning unknown;
  * "path" and "name" are strings). Newer minor versions may append arguments: readers ignore
- * arguments past the ones they know. Kind numbers are never reused. */
+ * arguments past the ones they know. Kind numbers are never reused. The last column is what the
+ * kind means to the analysis (above). */
 #define DDPSPY_EVENT_KINDS(X)                                                            \
-	X(EV_THREAD_START, "thread_start", "parent_tid")                                       \
-	X(EV_THREAD_NAME, "thread_name", "tid,name")                                               \
-	X(EV_THREAD_EXIT, "thread_exit", "")                                                   \
-	X(EV_MUTEX_WAIT, "mutex_wait", "mutex,ret")                                            \
-	X(EV_COND_WAIT, "cond_wait", "cond,mutex,timed,ret")                                   \
-	X(EV_BARRIER_WAIT, "barrier_wait", "barrier,ret")                                      \
-	X(EV_SEM_WAIT, "sem_wait", "sem,timed,ret")                                            \
-	X(EV_SLEEP, "sleep", "req_ns,ret")                                                     \
-	X(EV_OPEN, "open", "ret,flags,fdclass,path")                                           \
-	X(EV_READ, "read", "fd,fdclass,bytes,ret")                                             \
-	X(EV_PREAD, "pread", "fd,fdclass,bytes,ret,offset")                                    \
-	X(EV_READV, "readv", "fd,fdclass,bytes,ret,iovcnt")                                    \
-	X(EV_STAT, "stat", "ret,path")                                                         \
-	X(EV_FSTAT, "fstat", "fd,fdclass,ret")                                                 \
-	X(EV_CLOSE, "close", "fd,fdclass,ret")                                                 \
-	X(EV_POLL, "poll", "nfds,timeout_ms,ret")                                              \
-	X(EV_SELECT, "select", "nfds,timeout_us,ret")                                          \
-	X(EV_EPOLL_WAIT, "epoll_wait", "epfd,maxevents,timeout_ms,ret")                        \
-	X(EV_MPI_INIT, "mpi_init", "rank,size,ret")                                            \
-	X(EV_MPI_FINALIZE, "mpi_finalize", "ret")                                              \
-	X(EV_MPI_COLL, "mpi_coll", "op,comm,seq,bytes,root,ret")                               \
-	X(EV_MPI_ICOLL, "mpi_icoll", "op,comm,seq,bytes,root,request,ret")                     \
-	X(EV_MPI_P2P, "mpi_p2p", "op,comm,peer,tag,bytes,request,ret")                         \
-	X(EV_MPI_WAIT, "mpi_wait", "op,count,request,ret")                                     \
-	X(EV_GLOO_COLL, "gloo_coll", "op,seq,bytes,threw")                                     \
-	X(EV_STEP, "step", "begin")   /* 1.1: ddpspy_step_begin() (1) / ddpspy_step_end() (0) */
+	X(EV_THREAD_START, "thread_start", "parent_tid", DDPSPY_CAT_NONE)                     \
+	X(EV_THREAD_NAME, "thread_name", "tid,name", DDPSPY_CAT_NONE | DDPSPY_KM_NAMES_THREAD) \
+	X(EV_THREAD_EXIT, "thread_exit", "", DDPSPY_CAT_NONE)                                 \
+	X(EV_MUTEX_WAIT, "mutex_wait", "mutex,ret", DDPSPY_CAT_HOST | DDPSPY_KM_THREAD_WAIT)  \
+	X(EV_COND_WAIT, "cond_wait", "cond,mutex,timed,ret", DDPSPY_CAT_HOST | DDPSPY_KM_THREAD_WAIT) \
+	X(EV_BARRIER_WAIT, "barrier_wait", "barrier,ret", DDPSPY_CAT_HOST | DDPSPY_KM_THREAD_WAIT) \
+	X(EV_SEM_WAIT, "sem_wait", "sem,timed,ret", DDPSPY_CAT_HOST | DDPSPY_KM_THREAD_WAIT)  \
+	X(EV_SLEEP, "sleep", "req_ns,ret", DDPSPY_CAT_HOST)                                   \
+	X(EV_OPEN, "open", "ret,flags,fdclass,path", DDPSPY_CAT_DATA | DDPSPY_KM_OPENS | DDPSPY_KM_FD_IS_RET) \
+	X(EV_READ, "read", "fd,fdclass,bytes,ret", DDPSPY_KM_READ_CALL)                       \
+	X(EV_PREAD, "pread", "fd,fdclass,bytes,ret,offset", DDPSPY_KM_READ_CALL)              \
+	X(EV_READV, "readv", "fd,fdclass,bytes,ret,iovcnt", DDPSPY_KM_READ_CALL)              \
+	X(EV_STAT, "stat", "ret,path", DDPSPY_CAT_DATA | DDPSPY_KM_STATS)                     \
+	X(EV_FSTAT, "fstat", "fd,fdclass,ret", DDPSPY_CAT_DATA | DDPSPY_KM_STATS)             \
+	X(EV_CLOSE, "close", "fd,fdclass,ret", DDPSPY_CAT_DATA)                               \
+	X(EV_POLL, "poll", "nfds,timeout_ms,ret", DDPSPY_CAT_DATA | DDPSPY_KM_POLLS)          \
+	X(EV_SELECT, "select", "nfds,timeout_us,ret", DDPSPY_CAT_DATA | DDPSPY_KM_POLLS)      \
+	X(EV_EPOLL_WAIT, "epoll_wait", "epfd,maxevents,timeout_ms,ret", DDPSPY_CAT_DATA | DDPSPY_KM_POLLS) \
+	X(EV_MPI_INIT, "mpi_init", "rank,size,ret", DDPSPY_CAT_COMMS)                         \
+	X(EV_MPI_FINALIZE, "mpi_finalize", "ret", DDPSPY_CAT_COMMS)                           \
+	X(EV_MPI_COLL, "mpi_coll", "op,comm,seq,bytes,root,ret", DDPSPY_KM_BLOCKING_COLL)     \
+	X(EV_MPI_ICOLL, "mpi_icoll", "op,comm,seq,bytes,root,request,ret",                    \
+	  DDPSPY_CAT_COMMS | DDPSPY_KM_COLL | DDPSPY_KM_NONBLOCKING)                           \
+	X(EV_MPI_P2P, "mpi_p2p", "op,comm,peer,tag,bytes,request,ret", DDPSPY_CAT_COMMS)      \
+	X(EV_MPI_WAIT, "mpi_wait", "op,count,request,ret", DDPSPY_CAT_COMMS | DDPSPY_KM_WAITS) \
+	X(EV_GLOO_COLL, "gloo_coll", "op,seq,bytes,threw",                                    \
+	  DDPSPY_KM_BLOCKING_COLL | DDPSPY_KM_EXIT_ALIGNS | DDPSPY_KM_SEQ_PER_OP | DDPSPY_KM_HELPER) \
+	X(EV_STEP, "step", "begin", DDPSPY_CAT_MARKER) /* 1.1: ddpspy_step_begin() (1) / _end() (0) */
 
 enum ddpspy_event_kind {
-#define X(e, s, a) DDPSPY_##e,
+#define X(e, s, a, m) DDPSPY_##e,
 	DDPSPY_EVENT_KINDS(X)
 #undef X
 	DDPSPY_EV_COUNT
@@ -147,6 +196,9 @@ extern const char *const ddpspy_fdclass_names[DDPSPY_FDCLASS_COUNT];
 extern const char *const ddpspy_op_names[DDPSPY_OP_COUNT];
 extern const char *const ddpspy_event_names[DDPSPY_EV_COUNT];
 extern const char *const ddpspy_event_args[DDPSPY_EV_COUNT]; /* "a,b,c" */
+extern const unsigned ddpspy_event_meaning[DDPSPY_EV_COUNT];  /* DDPSPY_KM_* */
+extern const unsigned ddpspy_op_flags[DDPSPY_OP_COUNT];       /* DDPSPY_OPF_* */
+extern const char *const ddpspy_category_names[DDPSPY_CAT_COUNT];
 
 /* Returns the name for v, or NULL when v is out of range (a newer writer's value). */
 const char *ddpspy_name(const char *const *names, int count, int64_t v);
