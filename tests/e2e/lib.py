@@ -118,6 +118,10 @@ def ms(ns):
 def cleanup(d):
     """Removes a test's directory, unless one of its checks failed: then its traces are kept for a
     look, and the path is printed (timing-sensitive failures rarely come twice)."""
+    keep = os.environ.get("DDPSPY_TEST_KEEP")
+    if keep:  # every test's traces, for comparing reports across a change (docs/testing.md)
+        dst = os.path.join(keep, "%s-%s" % (os.path.basename(sys.argv[0])[:-3], os.path.basename(d)))
+        shutil.copytree(d, dst, symlinks=True, ignore_dangling_symlinks=True, dirs_exist_ok=True)
     if _failed:
         print("# a check failed: its traces are kept in %s" % d, flush=True)
     else:
