@@ -6,6 +6,7 @@
  * MPI's global objects (MPI_COMM_WORLD is &ompi_mpi_comm_world): that would make
  * libddpspy.so unloadable in programs without MPI. Such objects are looked up at run time. */
 #include "internal.h"
+#include "../common/hash.h"
 
 #include <dlfcn.h>
 #include <mpi.h>
@@ -83,7 +84,7 @@ static uint64_t members_hash(MPI_Comm c)
 {
 	MPI_Group g, wg;
 	int n = (int)csize(c), inter = 0;
-	uint64_t h = 1469598103934665603ull ^ (uint64_t)n;
+	uint64_t h = DDPSPY_FNV_SEED ^ (uint64_t)n;
 
 	if (!world || !get_PMPI_Comm_group() || !get_PMPI_Group_translate_ranks() ||
 	    !get_PMPI_Group_free() || !get_PMPI_Comm_test_inter())
@@ -100,7 +101,7 @@ static uint64_t members_hash(MPI_Comm c)
 		if (real_PMPI_Comm_group(world, &wg) == MPI_SUCCESS) {
 			if (real_PMPI_Group_translate_ranks(g, n, in, wg, out) == MPI_SUCCESS)
 				for (int i = 0; i < n; i++)
-					h = (h ^ (uint64_t)(uint32_t)out[i]) * 1099511628211ull;
+					h = ddpspy_fnv_word(h, (uint64_t)(uint32_t)out[i]);
 			real_PMPI_Group_free(&wg);
 		}
 		real_PMPI_Group_free(&g);

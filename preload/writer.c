@@ -8,6 +8,7 @@
  * waits, with a time limit, for the writer to say the file is complete. */
 #include "internal.h"
 #include "../common/evcodec.h"
+#include "../common/hash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,21 +35,50 @@ uint64_t dsp_poll_ticks = UINT64_MAX;
 
 static pthread_mutex_t wlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t writer;
-static int writer_running;
-static int wake_word;        /* futex: WAKE_* */
-static int done_word;        /* futex: set once the file is complete after a signal */
-static int stop_requested;
-static int finished;         /* the end record is written; nothing more will be */
 enum { WAKE_NONE, WAKE_TICK, WAKE_STOP, WAKE_SIGNAL };
-static int signal_no;
+
+struct modent;
+
+/* Everything the writer knows of its thread and its file, which a fork child starts afresh in one
+ * assignment (W = W_INIT). Kept apart: wlock, the buffers (cleared, their memory reused) and what
+ * is the same in the child (host, executable, command line). */
+struct writer_state {
+	int writer_running;
+	int wake_word;              /* futex: WAKE_* */
+	int done_word;              /* futex: set once the file is complete after a signal */
+	int stop_requested;
+	int finished;               /* the end record is written; nothing more will be */
+	int signal_no, signal_asked; /* the fatal signal whose final flush was asked for */
+	int writing_fd;             /* the descriptor a write() of ours is using now, -1 */
+	dev_t own_dev;              /* what the descriptor must still be before we write to it */
+	ino_t own_ino;
+	int file_failed;            /* the file is gone: nothing can be written */
+	int write_err;              /* errno of a write the file did not take in full; 0: none */
+	uint64_t file_size;         /* bytes of whole frames in the file */
+	uint64_t events_on_disk, unwritten; /* events in the file; events it did not take */
+	uint64_t unwritten_reported;
+	char path[PATH_MAX];
+	int identity_dirty;
+	int64_t last_calib_mono;
+	uint64_t first_raw;
+	int64_t first_mono;
+	unsigned long long mod_adds, mod_subs; /* dl_iterate_phdr's counters at the last modules record */
+	uint64_t total_written, total_dropped_reported;
+	size_t frame_start;         /* where the record being built starts in out */
+	uint32_t st_pending;        /* stack entries waiting in stbuf */
+	struct modent *msnap;       /* the loaded objects the file last described */
+	size_t nmsnap;
+	uint64_t start_raw;         /* the clocks when the library started in this process */
+	int64_t start_mono, start_real;
+};
+#define WRITER_STATE_INIT { .writing_fd = -1, .mod_adds = ~0ull, .mod_subs = ~0ull }
+static struct writer_state W = WRITER_STATE_INIT;
+static const struct writer_state W_INIT = WRITER_STATE_INIT;
 
 /* The trace file's descriptor. The writer sets it under wlock; a program thread that is about to
  * replace that number (dup2 onto it) moves it with dsp_own_fd_move, without the lock. close() in
  * io.c reads it too, so that a program closing every descriptor does not close ours. */
 int dsp_own_fd = -1;
-static int writing_fd = -1;   /* the descriptor a write() of ours is using now */
-static dev_t own_dev;         /* what the descriptor must still be before we write to it */
-static ino_t own_ino;
 
 static void set_fd(int v)
 {
@@ -81,29 +111,17 @@ int dsp_own_fd_move(int fd)
 		close(moved); /* another thread moved it, or the writer gave it up */
 		moved = -1;
 	}
-	while (moved >= 0 && __atomic_load_n(&writing_fd, __ATOMIC_SEQ_CST) == fd)
+	while (moved >= 0 && __atomic_load_n(&W.writing_fd, __ATOMIC_SEQ_CST) == fd)
 		sched_yield();
 	t->guard--;
 	/* when no number was free, the writer's check before each write finds the file gone */
 	return moved >= 0;
 }
 
-static int file_failed;       /* the file is gone: nothing can be written */
-static int write_err;         /* errno of a write the file did not take in full; 0: none */
-static uint64_t file_size;    /* bytes of whole frames in the file */
-static uint64_t events_on_disk, unwritten; /* events in the file; events it did not take */
-static uint64_t unwritten_reported;
-static char path[PATH_MAX];
-static int identity_dirty;
 
 static msgpack_sbuffer out;    /* frames waiting for write() */
 static msgpack_packer pk;
 
-static int64_t last_calib_mono;
-static uint64_t first_raw;
-static int64_t first_mono;
-static unsigned long long mod_adds = ~0ull, mod_subs = ~0ull;
-static uint64_t total_written, total_dropped_reported;
 
 /* ---- stack table: IP arrays deduplicated to small ids, written once per file ---- */
 struct stack_ent {
@@ -115,13 +133,12 @@ static struct stack_ent *stab;
 static size_t stab_cap, stab_len;
 static msgpack_sbuffer stbuf; /* packed entries of the pending "stacks" record */
 static msgpack_packer spk;
-static uint32_t st_pending;
 
 static uint64_t hash_ips(const uintptr_t *ips, uint32_t n)
 {
-	uint64_t h = 1469598103934665603ull;
+	uint64_t h = DDPSPY_FNV_SEED;
 	for (uint32_t i = 0; i < n; i++)
-		h = (h ^ ips[i]) * 1099511628211ull;
+		h = ddpspy_fnv_word(h, ips[i]);
 	return h ? h : 1;
 }
 
@@ -165,7 +182,7 @@ static uint32_t stack_id(const uintptr_t *ips, uint32_t n)
 	msgpack_pack_uint32(&spk, stab[j].id);
 	for (uint32_t i = 0; i < n; i++)
 		msgpack_pack_uint64(&spk, ips[i]);
-	st_pending++;
+	W.st_pending++;
 	return stab[j].id;
 }
 
@@ -179,12 +196,11 @@ static void stab_clear(void)
 }
 
 /* ---- framing ---- */
-static size_t frame_start;
 
 static void frame_begin(const char *kind, size_t nfields)
 {
 	static const char zeros[DDPSPY_FRAME_HEADER_LEN];
-	frame_start = out.size;
+	W.frame_start = out.size;
 	msgpack_sbuffer_write(&out, zeros, sizeof zeros);
 	msgpack_pack_map(&pk, nfields + 1);
 	msgpack_pack_str_with_body(&pk, "k", 1);
@@ -193,10 +209,10 @@ static void frame_begin(const char *kind, size_t nfields)
 
 static void frame_end(void)
 {
-	size_t body = frame_start + DDPSPY_FRAME_HEADER_LEN;
+	size_t body = W.frame_start + DDPSPY_FRAME_HEADER_LEN;
 	if (!out.data) /* the buffer never got memory: nothing to frame */
 		return;
-	unsigned char *h = (unsigned char *)out.data + frame_start;
+	unsigned char *h = (unsigned char *)out.data + W.frame_start;
 	ddpspy_put_le32(h, (uint32_t)(out.size - body));
 	ddpspy_put_le32(h + 4, ddpspy_crc32(0, out.data + body, out.size - body));
 }
@@ -222,8 +238,6 @@ static void kv_str(const char *k, const char *v)
 }
 
 /* ---- records ---- */
-static uint64_t start_raw;
-static int64_t start_mono, start_real;
 static char host[256];
 static char exe[PATH_MAX];
 static char *cmdline;
@@ -290,9 +304,9 @@ static void rec_header(void)
 		}
 	kv_str("clock", dsp_use_tsc ? "tsc" : "monotonic");
 	/* the clocks when the library started in this process (or when the fork child began) */
-	kv_int("raw", (int64_t)start_raw);
-	kv_int("mono_ns", start_mono);
-	kv_int("real_ns", start_real);
+	kv_int("raw", (int64_t)W.start_raw);
+	kv_int("mono_ns", W.start_mono);
+	kv_int("real_ns", W.start_real);
 	key("config");
 	msgpack_pack_map(&pk, 3);
 	kv_int("ring_kb", dsp_cfg.ring_kb);
@@ -312,13 +326,13 @@ static void rec_calib(void)
 	kv_int("mono_ns", mono);
 	kv_int("real_ns", real);
 	frame_end();
-	last_calib_mono = mono;
-	if (!first_mono) {
-		first_raw = raw;
-		first_mono = mono;
-	} else if (mono - first_mono > 1000000) {
+	W.last_calib_mono = mono;
+	if (!W.first_mono) {
+		W.first_raw = raw;
+		W.first_mono = mono;
+	} else if (mono - W.first_mono > 1000000) {
 		/* refine the thresholds with the measured raw clock rate */
-		double per_ns = (double)(raw - first_raw) / (double)(mono - first_mono);
+		double per_ns = (double)(raw - W.first_raw) / (double)(mono - W.first_mono);
 		if (dsp_cfg.stack_us >= 0)
 			__atomic_store_n(&dsp_stack_ticks, (uint64_t)(per_ns * 1000.0 * (double)dsp_cfg.stack_us),
 					 __ATOMIC_RELAXED);
@@ -331,8 +345,6 @@ struct modent {
 	uint64_t lo, hi, bias, hash;
 	char *name;
 };
-static struct modent *msnap;
-static size_t nmsnap;
 
 struct modwalk {
 	struct modent *v;
@@ -343,10 +355,7 @@ struct modwalk {
 
 static uint64_t hash_str(const char *s)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
+	return ddpspy_fnv_bytes(DDPSPY_FNV_SEED, s, strlen(s));
 }
 
 static int mod_cb(struct dl_phdr_info *info, size_t size, void *ctx)
@@ -410,7 +419,7 @@ static void rec_modules_if_changed(void)
 	struct modwalk w = {0};
 	unsigned long long cnt[2] = {0, 0};
 	dl_iterate_phdr(mod_counters, cnt); /* (the counters come with the first object) */
-	if (cnt[0] == mod_adds && cnt[1] == mod_subs && msnap)
+	if (cnt[0] == W.mod_adds && cnt[1] == W.mod_subs && W.msnap)
 		return;
 	dl_iterate_phdr(mod_cb, &w);
 	unsigned long long adds = w.adds, subs = w.subs;
@@ -420,9 +429,9 @@ static void rec_modules_if_changed(void)
 	}
 	size_t nadd = 0, ngone = 0;
 	for (size_t i = 0; i < w.n; i++)
-		nadd += !mod_in(&w.v[i], msnap, nmsnap);
-	for (size_t i = 0; i < nmsnap; i++)
-		ngone += !mod_in(&msnap[i], w.v, w.n);
+		nadd += !mod_in(&w.v[i], W.msnap, W.nmsnap);
+	for (size_t i = 0; i < W.nmsnap; i++)
+		ngone += !mod_in(&W.msnap[i], w.v, w.n);
 	if (nadd || ngone) {
 		frame_begin(DDPSPY_REC_MODULES, 2);
 		key("list");
@@ -430,7 +439,7 @@ static void rec_modules_if_changed(void)
 		const char *prev = "";
 		for (size_t i = 0; i < w.n; i++) {
 			const struct modent *e = &w.v[i];
-			if (mod_in(e, msnap, nmsnap))
+			if (mod_in(e, W.msnap, W.nmsnap))
 				continue;
 			/* [bytes shared with the name before, the rest, bias, lo - bias, hi - lo]: the
 			 * names share long directories, the addresses their high bits */
@@ -447,16 +456,16 @@ static void rec_modules_if_changed(void)
 		}
 		key("gone");
 		msgpack_pack_array(&pk, ngone);
-		for (size_t i = 0; i < nmsnap; i++)
-			if (!mod_in(&msnap[i], w.v, w.n))
-				msgpack_pack_uint64(&pk, msnap[i].lo);
+		for (size_t i = 0; i < W.nmsnap; i++)
+			if (!mod_in(&W.msnap[i], w.v, w.n))
+				msgpack_pack_uint64(&pk, W.msnap[i].lo);
 		frame_end();
 	}
-	modents_free(msnap, nmsnap);
-	msnap = w.v;
-	nmsnap = w.n;
-	mod_adds = adds;
-	mod_subs = subs;
+	modents_free(W.msnap, W.nmsnap);
+	W.msnap = w.v;
+	W.nmsnap = w.n;
+	W.mod_adds = adds;
+	W.mod_subs = subs;
 }
 
 static void rec_identity(void)
@@ -468,14 +477,14 @@ static void rec_identity(void)
 
 static void rec_end(const char *reason)
 {
-	frame_begin(DDPSPY_REC_END, 3 + (unwritten || write_err) + !!write_err);
+	frame_begin(DDPSPY_REC_END, 3 + (W.unwritten || W.write_err) + !!W.write_err);
 	kv_str("reason", reason);
-	kv_int("events", (int64_t)total_written);
-	kv_int("dropped", (int64_t)total_dropped_reported);
-	if (unwritten || write_err)
-		kv_int("unwritten", (int64_t)unwritten);
-	if (write_err)
-		kv_str("write_error", strerror(write_err));
+	kv_int("events", (int64_t)W.total_written);
+	kv_int("dropped", (int64_t)W.total_dropped_reported);
+	if (W.unwritten || W.write_err)
+		kv_int("unwritten", (int64_t)W.unwritten);
+	if (W.write_err)
+		kv_str("write_error", strerror(W.write_err));
 	frame_end();
 }
 
@@ -519,15 +528,15 @@ static void put_be32(size_t at, size_t v)
 
 static void flush_stacks(void)
 {
-	if (!st_pending)
+	if (!W.st_pending)
 		return;
 	frame_begin(DDPSPY_REC_STACKS, 1);
 	key("list");
-	msgpack_pack_array(&pk, st_pending);
+	msgpack_pack_array(&pk, W.st_pending);
 	msgpack_sbuffer_write(&out, stbuf.data, stbuf.size);
 	frame_end();
 	msgpack_sbuffer_clear(&stbuf);
-	st_pending = 0;
+	W.st_pending = 0;
 }
 
 /* An "events" record is packed straight into out: its map up to the bin of events, whose count
@@ -540,7 +549,7 @@ static int begin_events(struct drain *d, uint64_t t0)
 	key("n");
 	if (out_reserve(32) < 0 || !out.data) {
 		if (out.data)
-			out.size = frame_start; /* (the half-made record is taken back) */
+			out.size = W.frame_start; /* (the half-made record is taken back) */
 		return -1;
 	}
 	out.data[out.size] = (char)0xce; /* uint32 */
@@ -559,9 +568,9 @@ static int begin_events(struct drain *d, uint64_t t0)
 
 static void end_events(struct drain *d)
 {
-	if (write_err) { /* the file failed during this record: it takes no more events */
-		out.size = frame_start;
-		unwritten += d->n;
+	if (W.write_err) { /* the file failed during this record: it takes no more events */
+		out.size = W.frame_start;
+		W.unwritten += d->n;
 		d->n = 0;
 		return;
 	}
@@ -575,7 +584,7 @@ static void end_events(struct drain *d)
 	msgpack_pack_bin(&pk, nna);
 	msgpack_pack_bin_body(&pk, d->na, nna);
 	frame_end();
-	total_written += d->n;
+	W.total_written += d->n;
 	d->n = 0;
 	if (out.size >= OUT_BUDGET)
 		write_out(); /* a long drain goes out in parts, not as one buffer of every ring */
@@ -601,14 +610,14 @@ static void pack_event(void *ctx, const struct rec *e)
 		uint64_t nf;
 		memcpy(&nf, tailp, sizeof nf);
 		sid = stack_id((const uintptr_t *)(tailp + 8), (uint32_t)nf);
-		if (st_pending) { /* a new stack: its entry goes before the record that uses it */
+		if (W.st_pending) { /* a new stack: its entry goes before the record that uses it */
 			if (d->n)
 				end_events(d);
 			flush_stacks();
 		}
 	}
 	if ((!d->n && begin_events(d, e->t0) < 0) || out_reserve(EV_MAX) < 0) {
-		unwritten++; /* out of memory */
+		W.unwritten++; /* out of memory */
 		return;
 	}
 	int delta = kind < DDPSPY_EVC_KINDS;
@@ -686,10 +695,10 @@ static void drain_thread(struct dsp_thread *th, void *ctx)
 		frame_end();
 		ws[DSP_WS_ANNOUNCED] = 1;
 	}
-	if (write_err) {
+	if (W.write_err) {
 		/* the file takes nothing more: the events are counted as not written */
 		got = ring_drain(dsp_thread_ring_of(th), count_event, NULL, DRAIN_BUDGET);
-		unwritten += got;
+		W.unwritten += got;
 	} else {
 		got = ring_drain(dsp_thread_ring_of(th), pack_event, &d, DRAIN_BUDGET);
 		if (d.n)
@@ -723,7 +732,7 @@ static void pack_loss(struct dsp_thread *th, void *ctx)
 	msgpack_pack_array(&pk, 2);
 	msgpack_pack_int(&pk, dsp_thread_tid(th));
 	msgpack_pack_uint64(&pk, dr);
-	total_dropped_reported += dr - ws[DSP_WS_DROPPED];
+	W.total_dropped_reported += dr - ws[DSP_WS_DROPPED];
 	ws[DSP_WS_DROPPED] = dr;
 }
 
@@ -760,8 +769,8 @@ static int open_file(void)
 
 	/* exec keeps the pid: a second image of the same process takes the next free number */
 	for (int seq = 0; seq < 1000; seq++) {
-		make_path(path, sizeof path, seq);
-		set_fd(open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND,
+		make_path(W.path, sizeof W.path, seq);
+		set_fd(open(W.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND,
 			    (mode_t)dsp_cfg.file_mode));
 		if (dsp_own_fd >= 0 || errno != EEXIST)
 			break;
@@ -773,17 +782,17 @@ static int open_file(void)
 	}
 	struct stat st;
 	if (fstat(dsp_own_fd, &st) == 0) {
-		own_dev = st.st_dev;
-		own_ino = st.st_ino;
+		W.own_dev = st.st_dev;
+		W.own_ino = st.st_ino;
 	}
-	file_size = 0;
+	W.file_size = 0;
 	memcpy(hdr, DDPSPY_MAGIC, DDPSPY_MAGIC_LEN);
 	hdr[8] = DDPSPY_FORMAT_MAJOR;
 	hdr[10] = DDPSPY_FORMAT_MINOR;
 	/* the header goes out in the first write, together with the first records */
 	msgpack_sbuffer_write(&out, (const char *)hdr, sizeof hdr);
 	rec_header();
-	dsp_log("writing %s", path);
+	dsp_log("writing %s", W.path);
 	return 0;
 }
 
@@ -798,14 +807,14 @@ static int pick_fd(void)
 		int fd = __atomic_load_n(&dsp_own_fd, __ATOMIC_SEQ_CST);
 		if (fd < 0)
 			return -1;
-		__atomic_store_n(&writing_fd, fd, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&W.writing_fd, fd, __ATOMIC_SEQ_CST);
 		if (__atomic_load_n(&dsp_own_fd, __ATOMIC_SEQ_CST) != fd)
 			continue; /* moved meanwhile */
-		if (fstat(fd, &st) == 0 && st.st_dev == own_dev && st.st_ino == own_ino)
+		if (fstat(fd, &st) == 0 && st.st_dev == W.own_dev && st.st_ino == W.own_ino)
 			return fd;
-		__atomic_store_n(&writing_fd, -1, __ATOMIC_SEQ_CST);
-		int nfd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
-		if (nfd >= 0 && (fstat(nfd, &st) < 0 || st.st_dev != own_dev || st.st_ino != own_ino)) {
+		__atomic_store_n(&W.writing_fd, -1, __ATOMIC_SEQ_CST);
+		int nfd = open(W.path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+		if (nfd >= 0 && (fstat(nfd, &st) < 0 || st.st_dev != W.own_dev || st.st_ino != W.own_ino)) {
 			close(nfd);
 			nfd = -1;
 		}
@@ -841,24 +850,24 @@ static void write_out(void)
 		p += w;
 		n -= (size_t)w;
 	}
-	__atomic_store_n(&writing_fd, -1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&W.writing_fd, -1, __ATOMIC_SEQ_CST);
 	if (fd < 0) {
 		err = EBADF;
-		file_failed = 1; /* nothing more can reach the file */
+		W.file_failed = 1; /* nothing more can reach the file */
 		__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED);
 	}
 	if (n == 0) {
-		file_size += out.size;
-		events_on_disk = total_written;
+		W.file_size += out.size;
+		W.events_on_disk = W.total_written;
 	} else {
-		if (fd >= 0 && n < out.size && ftruncate(fd, (off_t)file_size) < 0)
+		if (fd >= 0 && n < out.size && ftruncate(fd, (off_t)W.file_size) < 0)
 			err = err ? err : errno;
-		unwritten += total_written - events_on_disk;
-		total_written = events_on_disk;
-		if (!write_err)
-			dsp_warn("writing %s failed (%s): events are counted as lost from here", path,
+		W.unwritten += W.total_written - W.events_on_disk;
+		W.total_written = W.events_on_disk;
+		if (!W.write_err)
+			dsp_warn("writing %s failed (%s): events are counted as lost from here", W.path,
 				 strerror(err));
-		write_err = err;
+		W.write_err = err;
 	}
 	msgpack_sbuffer_clear(&out);
 }
@@ -868,12 +877,12 @@ static void rename_for_identity(void)
 	char np[PATH_MAX];
 	for (int seq = 0; seq < 1000; seq++) {
 		make_path(np, sizeof np, seq);
-		if (!strcmp(np, path))
+		if (!strcmp(np, W.path))
 			return; /* the name did not change */
 		/* link + unlink: a rename that never replaces another process's file */
-		if (link(path, np) == 0) {
-			unlink(path);
-			memcpy(path, np, sizeof path);
+		if (link(W.path, np) == 0) {
+			unlink(W.path);
+			memcpy(W.path, np, sizeof W.path);
 			return;
 		}
 		if (errno != EEXIST)
@@ -918,7 +927,7 @@ static void flush_locked(int final, const char *end_reason)
 	struct flushctx f = {0, final, 0};
 	struct timespec ts;
 
-	if (finished || file_failed)
+	if (W.finished || W.file_failed)
 		return;
 	if (dsp_own_fd < 0) {
 		/* the first flush with something to say creates the file: a process that never
@@ -928,17 +937,17 @@ static void flush_locked(int final, const char *end_reason)
 		if (!any)
 			return;
 		if (open_file() < 0) {
-			file_failed = 1;
+			W.file_failed = 1;
 			__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED);
 			return;
 		}
-	} else if (identity_dirty) {
+	} else if (W.identity_dirty) {
 		rec_identity();
 		rename_for_identity();
 	}
-	identity_dirty = 0;
+	W.identity_dirty = 0;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	if (final || (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - last_calib_mono >= CALIB_EVERY_NS)
+	if (final || (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - W.last_calib_mono >= CALIB_EVERY_NS)
 		rec_calib();
 	rec_modules_if_changed();
 	/* passes over every ring until all are empty, a bounded number: a program recording faster than
@@ -948,20 +957,20 @@ static void flush_locked(int final, const char *end_reason)
 		dsp_registry_walk(drain_thread, &f);
 	}
 	dsp_registry_walk(snap_loss, &f);
-	if (f.loss_n || unwritten != unwritten_reported) {
-		frame_begin(DDPSPY_REC_LOSS, 2 + !!write_err);
+	if (f.loss_n || W.unwritten != W.unwritten_reported) {
+		frame_begin(DDPSPY_REC_LOSS, 2 + !!W.write_err);
 		key("threads");
 		msgpack_pack_array(&pk, f.loss_n);
 		dsp_registry_walk(pack_loss, NULL);
-		kv_int("unwritten", (int64_t)unwritten);
-		if (write_err)
-			kv_str("write_error", strerror(write_err));
+		kv_int("unwritten", (int64_t)W.unwritten);
+		if (W.write_err)
+			kv_str("write_error", strerror(W.write_err));
 		frame_end();
-		unwritten_reported = unwritten;
+		W.unwritten_reported = W.unwritten;
 	}
 	if (end_reason) {
 		rec_end(end_reason);
-		finished = final;
+		W.finished = final;
 	}
 	write_out();
 }
@@ -976,10 +985,10 @@ static int futex(int *w, int op, int val, const struct timespec *to)
 void dsp_writer_wake(void)
 {
 	int expect = WAKE_NONE;
-	if (__atomic_compare_exchange_n(&wake_word, &expect, WAKE_TICK, 0, __ATOMIC_RELEASE,
+	if (__atomic_compare_exchange_n(&W.wake_word, &expect, WAKE_TICK, 0, __ATOMIC_RELEASE,
 					__ATOMIC_RELAXED)) {
 		int saved = errno;
-		futex(&wake_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+		futex(&W.wake_word, FUTEX_WAKE_PRIVATE, 1, NULL);
 		errno = saved;
 	}
 }
@@ -998,19 +1007,19 @@ static void *writer_main(void *arg)
 	pthread_setname_np(pthread_self(), "ddpspy-writer");
 	for (;;) {
 		struct timespec to = {dsp_cfg.flush_ms / 1000, (dsp_cfg.flush_ms % 1000) * 1000000};
-		futex(&wake_word, FUTEX_WAIT_PRIVATE, WAKE_NONE, &to);
-		int why = __atomic_exchange_n(&wake_word, WAKE_NONE, __ATOMIC_ACQ_REL);
+		futex(&W.wake_word, FUTEX_WAIT_PRIVATE, WAKE_NONE, &to);
+		int why = __atomic_exchange_n(&W.wake_word, WAKE_NONE, __ATOMIC_ACQ_REL);
 		if (why == WAKE_SIGNAL) {
 			char reason[32];
-			snprintf(reason, sizeof reason, "signal %d", signal_no);
+			snprintf(reason, sizeof reason, "signal %d", W.signal_no);
 			pthread_mutex_lock(&wlock);
 			flush_locked(1, reason);
 			pthread_mutex_unlock(&wlock);
-			__atomic_store_n(&done_word, 1, __ATOMIC_RELEASE);
-			futex(&done_word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+			__atomic_store_n(&W.done_word, 1, __ATOMIC_RELEASE);
+			futex(&W.done_word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
 			return NULL;
 		}
-		if (__atomic_load_n(&stop_requested, __ATOMIC_ACQUIRE))
+		if (__atomic_load_n(&W.stop_requested, __ATOMIC_ACQUIRE))
 			return NULL;
 		pthread_mutex_lock(&wlock);
 		flush_locked(0, NULL);
@@ -1045,13 +1054,13 @@ static int spawn_writer(void)
 		dsp_warn("cannot start the writer thread (%s): this process runs untraced", strerror(rc));
 		return -1;
 	}
-	writer_running = 1;
+	W.writer_running = 1;
 	return 0;
 }
 
 int dsp_writer_start(void)
 {
-	dsp_clock_sample(&start_raw, &start_mono, &start_real);
+	dsp_clock_sample(&W.start_raw, &W.start_mono, &W.start_real);
 	read_self();
 	buffers_init();
 	if (mkdir_p(dsp_cfg.out) < 0 || access(dsp_cfg.out, W_OK | X_OK) < 0) {
@@ -1065,12 +1074,12 @@ int dsp_writer_start(void)
 /* Stops the writer thread (it finishes its current flush), then drains from here. */
 void dsp_writer_stop_and_drain(const char *reason)
 {
-	if (writer_running && !pthread_equal(pthread_self(), writer)) {
-		__atomic_store_n(&stop_requested, 1, __ATOMIC_RELEASE);
-		__atomic_store_n(&wake_word, WAKE_STOP, __ATOMIC_RELEASE);
-		futex(&wake_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+	if (W.writer_running && !pthread_equal(pthread_self(), writer)) {
+		__atomic_store_n(&W.stop_requested, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&W.wake_word, WAKE_STOP, __ATOMIC_RELEASE);
+		futex(&W.wake_word, FUTEX_WAKE_PRIVATE, 1, NULL);
 		pthread_join(writer, NULL);
-		writer_running = 0;
+		W.writer_running = 0;
 	}
 	__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED); /* later destructors are not recorded */
 	pthread_mutex_lock(&wlock);
@@ -1103,17 +1112,16 @@ void dsp_writer_exec_failed(void)
  * Threads that fault at the same time all wait for the one flush the first one asked for. */
 void dsp_writer_signal_flush(int sig, int timeout_ms)
 {
-	static int requested;
-	if (!writer_running || pthread_equal(pthread_self(), writer))
+	if (!W.writer_running || pthread_equal(pthread_self(), writer))
 		return;
-	if (!__atomic_exchange_n(&requested, 1, __ATOMIC_ACQ_REL)) {
-		signal_no = sig;
-		__atomic_store_n(&wake_word, WAKE_SIGNAL, __ATOMIC_RELEASE);
-		futex(&wake_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+	if (!__atomic_exchange_n(&W.signal_asked, 1, __ATOMIC_ACQ_REL)) {
+		W.signal_no = sig;
+		__atomic_store_n(&W.wake_word, WAKE_SIGNAL, __ATOMIC_RELEASE);
+		futex(&W.wake_word, FUTEX_WAKE_PRIVATE, 1, NULL);
 	}
 	struct timespec to = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
-	while (!__atomic_load_n(&done_word, __ATOMIC_ACQUIRE)) {
-		if (futex(&done_word, FUTEX_WAIT_PRIVATE, 0, &to) < 0 && errno == ETIMEDOUT)
+	while (!__atomic_load_n(&W.done_word, __ATOMIC_ACQUIRE)) {
+		if (futex(&W.done_word, FUTEX_WAIT_PRIVATE, 0, &to) < 0 && errno == ETIMEDOUT)
 			break;
 	}
 }
@@ -1121,7 +1129,7 @@ void dsp_writer_signal_flush(int sig, int timeout_ms)
 void dsp_writer_identity_changed(void)
 {
 	pthread_mutex_lock(&wlock);
-	identity_dirty = dsp_own_fd >= 0;
+	W.identity_dirty = dsp_own_fd >= 0;
 	pthread_mutex_unlock(&wlock);
 }
 
@@ -1140,22 +1148,12 @@ void dsp_writer_atfork_child(void)
 {
 	pthread_mutex_init(&wlock, NULL);
 	close_fd();
-	finished = file_failed = write_err = 0;
-	file_size = events_on_disk = unwritten = unwritten_reported = 0;
-	writer_running = 0;
-	wake_word = done_word = stop_requested = 0;
-	total_written = total_dropped_reported = 0;
-	last_calib_mono = first_mono = 0;
-	mod_adds = mod_subs = ~0ull;
-	modents_free(msnap, nmsnap); /* the child's file lists every object again */
-	msnap = NULL;
-	nmsnap = 0;
-	identity_dirty = 0;
+	modents_free(W.msnap, W.nmsnap); /* the child's file lists every object again */
+	W = W_INIT;
 	msgpack_sbuffer_clear(&out);
 	msgpack_sbuffer_clear(&stbuf);
-	st_pending = 0;
 	stab_clear();
-	dsp_clock_sample(&start_raw, &start_mono, &start_real);
+	dsp_clock_sample(&W.start_raw, &W.start_mono, &W.start_real);
 	if (spawn_writer() < 0)
 		__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED);
 }
