@@ -49,6 +49,7 @@ $(B)/obj/%.o: %.c common/format.h common/evcodec.h common/hash.h preload/interna
 		-fno-omit-frame-pointer $(if $(findstring gloo,$<),-fexceptions) -c $< -o $@
 
 $(B)/obj/preload/mpi.o: preload/mpi_wrappers.inc
+$(B)/obj/preload/io.o: preload/io_wrappers.inc
 
 $(B)/libddpspy.so: $(PRELOAD_OBJ) preload/exports.map
 	$(CC) -shared -o $@ $(PRELOAD_OBJ) -Wl,--version-script=preload/exports.map \
@@ -78,6 +79,7 @@ $(B)/asan/obj/%.o: %.c common/format.h common/evcodec.h common/hash.h preload/in
 	$(CC) $(BASE) $(SAN) $(MPI_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
 		$(if $(findstring gloo,$<),-fexceptions) -c $< -o $@
 $(B)/asan/obj/preload/mpi.o: preload/mpi_wrappers.inc
+$(B)/asan/obj/preload/io.o: preload/io_wrappers.inc
 $(B)/asan/libddpspy.so: $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) preload/exports.map
 	$(CC) $(SAN) -shared -o $@ $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) \
 		-Wl,--version-script=preload/exports.map -Wl,-z,now -Wl,-z,nodelete \
@@ -179,6 +181,7 @@ lab:
 
 gen:
 	python3 tools/gen_mpi.py > preload/mpi_wrappers.inc
+	python3 tools/gen_io.py > preload/io_wrappers.inc
 
 # the golden reports of tests/fixtures/ made again from the stored traces, after an intended change
 # of the analysis (read `git diff tests/fixtures` before committing; tests/fixtures/README.md)

@@ -8,7 +8,7 @@
  * keeps one sequence space per operation).
  *
  * gloo reports errors by throwing C++ exceptions. This file is compiled with -fexceptions so an
- * exception can unwind through our frame, and the cleanup attribute releases the guard and
+ * exception can unwind through our frames, and the cleanup attribute releases the guard and
  * records the call (threw=1) while it does. */
 #include "internal.h"
 
@@ -53,26 +53,34 @@ static void gloo_missing(const char *name)
 	}
 }
 
+/* One gloo call, in the shape of every wrapper: resolve, enter, timestamp, call, record (gloo_end,
+ * also when the call throws). */
+static void gloo_call(void (**real)(void *), const char *sym, int op, void *opts)
+{
+	if (!*real)
+		*real = (void (*)(void *))dsp_resolve(sym, "libgloo");
+	if (!*real) {
+		gloo_missing(sym);
+		return;
+	}
+	struct gcall c __attribute__((cleanup(gloo_end))) = {NULL, 0, 0, op, 0};
+	if (dsp_enter(&dsp_tls)) {
+		c.t = &dsp_tls;
+		/* numbered as called: ProcessGroupGloo's worker threads may finish two collectives
+		 * in a different order on each rank */
+		c.seq = __atomic_fetch_add(&seqs[op], 1, __ATOMIC_RELAXED);
+		c.t0 = dsp_now();
+	}
+	(*real)(opts);
+	c.done = 1;
+}
+
+/* the declaration boilerplate only: the real function's pointer and the exported wrapper */
 #define GLOO_WRAPPER(sym, op)                                                             \
 	static void (*real_##sym)(void *);                                                \
 	void sym(void *opts)                                                              \
 	{                                                                                 \
-		if (!real_##sym)                                                          \
-			real_##sym = (void (*)(void *))dsp_resolve(#sym, "libgloo");      \
-		if (!real_##sym) {                                                        \
-			gloo_missing(#sym);                                               \
-			return;                                                           \
-		}                                                                         \
-		struct gcall c __attribute__((cleanup(gloo_end))) = {NULL, 0, 0, op, 0};  \
-		if (dsp_enter(&dsp_tls)) {                                                \
-			c.t = &dsp_tls;                                                   \
-			/* numbered as called: ProcessGroupGloo's worker threads may finish \
-			 * two collectives in a different order on each rank */            \
-			c.seq = __atomic_fetch_add(&seqs[op], 1, __ATOMIC_RELAXED);       \
-			c.t0 = dsp_now();                                                 \
-		}                                                                         \
-		real_##sym(opts);                                                         \
-		c.done = 1;                                                               \
+		gloo_call(&real_##sym, #sym, op, opts);                                   \
 	}
 
 /* gloo 0.5 (Debian's libgloo0, PyTorch 1.13): nm -D libgloo.so | grep 'T _ZN4gloo' */

@@ -235,39 +235,61 @@ static void exec_failed(int began)
 	errno = e;
 }
 
-#define EXEC_WRAPPER(name, call)                                                          \
-	if (!get_##name()) {                                                              \
-		errno = ENOSYS;                                                           \
-		return -1;                                                                \
-	}                                                                                 \
-	int began = exec_begin();                                                         \
-	int rc = call;                                                                    \
-	exec_failed(began);                                                               \
-	return rc;
+/* a real exec function that cannot be found fails the call as a missing one would */
+static int exec_missing(void)
+{
+	errno = ENOSYS;
+	return -1;
+}
 
 int execve(const char *path, char *const argv[], char *const envp[])
 {
-	EXEC_WRAPPER(execve, real_execve(path, argv, envp))
+	if (!get_execve())
+		return exec_missing();
+	int began = exec_begin();
+	int rc = real_execve(path, argv, envp);
+	exec_failed(began);
+	return rc;
 }
 
 int execv(const char *path, char *const argv[])
 {
-	EXEC_WRAPPER(execv, real_execv(path, argv))
+	if (!get_execv())
+		return exec_missing();
+	int began = exec_begin();
+	int rc = real_execv(path, argv);
+	exec_failed(began);
+	return rc;
 }
 
 int execvp(const char *file, char *const argv[])
 {
-	EXEC_WRAPPER(execvp, real_execvp(file, argv))
+	if (!get_execvp())
+		return exec_missing();
+	int began = exec_begin();
+	int rc = real_execvp(file, argv);
+	exec_failed(began);
+	return rc;
 }
 
 int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	EXEC_WRAPPER(execvpe, real_execvpe(file, argv, envp))
+	if (!get_execvpe())
+		return exec_missing();
+	int began = exec_begin();
+	int rc = real_execvpe(file, argv, envp);
+	exec_failed(began);
+	return rc;
 }
 
 int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	EXEC_WRAPPER(fexecve, real_fexecve(fd, argv, envp))
+	if (!get_fexecve())
+		return exec_missing();
+	int began = exec_begin();
+	int rc = real_fexecve(fd, argv, envp);
+	exec_failed(began);
+	return rc;
 }
 
 /* execl and friends take their arguments as varargs: gather them and use the v-forms. */

@@ -93,7 +93,8 @@ ok("ompi_" not in und and "unw_" not in und and "MPI_" not in und,
    "no undefined MPI or libunwind references: loads in any program")
 ldd = subprocess.run(["ldd", LIB], capture_output=True, text=True).stdout
 ok("libunwind" not in ldd, "libunwind is not linked (its _Unwind_* would override the program's)")
-gen = subprocess.run(["python3", os.path.join(ROOT, "tools", "gen_mpi.py")], capture_output=True, text=True).stdout
-ok(gen == open(os.path.join(ROOT, "preload", "mpi_wrappers.inc")).read(), "preload/mpi_wrappers.inc is current (make gen)")
+for tool, inc in (("gen_mpi.py", "mpi_wrappers.inc"), ("gen_io.py", "io_wrappers.inc")):
+    gen = subprocess.run(["python3", os.path.join(ROOT, "tools", tool)], capture_output=True, text=True).stdout
+    ok(gen == open(os.path.join(ROOT, "preload", inc)).read(), "preload/%s is current (make gen)" % inc)
 cleanup(d)
 done()
