@@ -35,7 +35,7 @@ TESTAPPS += $(B)/testapps/mpi_app $(B)/ddpbench
 endif
 DDPBENCH_SRC := $(wildcard testapps/ddpbench/*.c)
 UNIT := $(B)/tests/test_ring $(B)/tests/test_format $(B)/tests/test_fdclass \
-	$(B)/tests/test_identity
+	$(B)/tests/test_identity $(B)/tests/test_kinds
 
 .PHONY: all deps test bench gen clean testapps stress lab demo fixtures fuzz sanitized
 all: $(B)/libddpspy.so $(B)/ddpspy
@@ -85,13 +85,14 @@ $(B)/asan/libddpspy.so: $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) preload/exports.map
 		-Wl,--version-script=preload/exports.map -Wl,-z,now -Wl,-z,nodelete \
 		-lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
 $(B)/asan/tests/%: tests/unit/%.c tests/unit/tap.h collector/trace.c collector/trace.h common/format.c \
-	common/format.h common/evcodec.h common/hash.h preload/ring.c preload/ring.h preload/fdclass.c preload/identity.c
+	common/format.h common/evcodec.h common/hash.h collector/kinds.c collector/analysis_int.h preload/ring.c preload/ring.h preload/fdclass.c preload/identity.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SAN) -o $@ $< $(UNIT_SRC_$*) -lmsgpackc -lz -lpthread
 UNIT_SRC_test_ring := preload/ring.c
 UNIT_SRC_test_format := collector/trace.c common/format.c
 UNIT_SRC_test_fdclass := preload/fdclass.c common/format.c
 UNIT_SRC_test_identity := preload/identity.c common/format.c
+UNIT_SRC_test_kinds := collector/kinds.c common/format.c
 SANITIZED := $(B)/asan/ddpspy $(B)/asan/fuzz_replay $(B)/asan/libddpspy.so \
 	$(UNIT:$(B)/tests/%=$(B)/asan/tests/%)
 sanitized: $(SANITIZED)
@@ -117,6 +118,10 @@ $(B)/tests/test_format: tests/unit/test_format.c collector/trace.c collector/tra
 $(B)/tests/test_fdclass: tests/unit/test_fdclass.c preload/fdclass.c common/format.c tests/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_fdclass.c preload/fdclass.c common/format.c
+$(B)/tests/test_kinds: tests/unit/test_kinds.c collector/kinds.c collector/analysis_int.h collector/analysis.h \
+	common/format.c common/format.h tests/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -o $@ tests/unit/test_kinds.c collector/kinds.c common/format.c
 $(B)/tests/test_identity: tests/unit/test_identity.c preload/identity.c common/format.c tests/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_identity.c preload/identity.c common/format.c
