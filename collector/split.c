@@ -391,17 +391,10 @@ static int split_event(void *ctx, const struct ev *e)
 	return 0;
 }
 
-/* Every collective instance over all ranks; then each rank's training thread streamed and split
- * (split_event); then the late ranks' excess and the critical path; then per-rank and job figures. */
-void an_split_steps(struct analysis *a)
+/* Every collective instance, from every thread of every rank: who arrived first and last. */
+static void collect_instances(struct analysis *a, struct stepdata *sd)
 {
-	int R = a->nranks;
-	struct stepdata *sd = a->sd;
-	size_t N = sd ? sd->K : 0;
-	if (!N)
-		return;
-	/* every collective instance, from every thread of every rank */
-	for (int r = 0; r < R; r++) {
+	for (int r = 0; r < a->nranks; r++) {
 		struct proc *p = a->ranks[r].p;
 		for (int i = 0; i < p->nthr; i++)
 			for (size_t k = 0; k < p->thr[i].n; k++) {
@@ -422,57 +415,58 @@ void an_split_steps(struct analysis *a)
 				}
 			}
 	}
-	sd->R = R;
-	sd->wf = calloc((size_t)R, sizeof *sd->wf);
-	sd->nwf = calloc((size_t)R, sizeof *sd->nwf);
-	sd->cwf = calloc((size_t)R, sizeof *sd->cwf);
-	sd->exc = calloc(N * R * CAT_COUNT, sizeof *sd->exc);
-	sd->late = calloc((size_t)R, sizeof *sd->late);
-	sd->nlate = calloc((size_t)R, sizeof *sd->nlate);
-	sd->fold = calloc((size_t)R, sizeof *sd->fold);
-	if (!sd->wf || !sd->nwf || !sd->cwf || !sd->exc || !sd->late || !sd->nlate || !sd->fold)
+}
+
+/* Rank r's training thread streamed again and split (split_event); compute is what is left. */
+static void split_rank(struct analysis *a, struct stepdata *sd, int r)
+{
+	size_t N = sd->K;
+	struct rankinfo *ri = &a->ranks[r];
+	struct thr *t = an_train_thread(ri->p);
+	if (!ri->steps || !t)
 		return;
-	for (int r = 0; r < R; r++) {
-		struct rankinfo *ri = &a->ranks[r];
-		struct thr *t = an_train_thread(ri->p);
-		if (!ri->steps || !t)
-			continue;
-		struct split sp = { .sd = sd, .ri = ri, .r = r, .N = N, .w = { .tab = &sd->tab, .rank = r },
-				    .prev_cat = CAT_COMPUTE, .prev_end = INT64_MIN, .pp_cat = CAT_COMPUTE,
-				    .pp_end = INT64_MIN };
-		if (ri->p->bg)
-			bg_build(&sp, ri->p);
-		sp.maxlate = t->n + sp.nbg + 1;
-		sd->late[r] = malloc(sp.maxlate * sizeof **sd->late);
-		if (an_stream_train(ri->p, split_event, &sp) < 0)
-			an_warn(a, "%s: could not be read a second time; rank %d's steps are not split",
-				ri->p->file, ri->rank);
-		while (sp.bgi < sp.nbg)
-			bg_arrival(&sp, sp.bg[sp.bgi++]);
-		if (sp.nseg) {
-			double bg = 0;
-			int64_t lo = ri->steps[0].t0, hi = ri->steps[N - 1].t1;
-			for (size_t i = 0; i < sp.nseg; i++) {
-				int64_t a0 = sp.seg[i].t0 > lo ? sp.seg[i].t0 : lo, a1 = sp.seg[i].t1 < hi ? sp.seg[i].t1 : hi;
-				bg += a1 > a0 ? MS(a1 - a0) : 0;
-			}
-			ri->bg_ms = bg / (double)N;
-			ri->bg_overlap = bg > 0 ? fmax(0, 1 - sp.waited / bg) : 0;
+	struct split sp = { .sd = sd, .ri = ri, .r = r, .N = N, .w = { .tab = &sd->tab, .rank = r },
+			    .prev_cat = CAT_COMPUTE, .prev_end = INT64_MIN, .pp_cat = CAT_COMPUTE,
+			    .pp_end = INT64_MIN };
+	if (ri->p->bg)
+		bg_build(&sp, ri->p);
+	sp.maxlate = t->n + sp.nbg + 1;
+	sd->late[r] = malloc(sp.maxlate * sizeof **sd->late);
+	if (an_stream_train(ri->p, split_event, &sp) < 0)
+		an_warn(a, "%s: could not be read a second time; rank %d's steps are not split",
+			ri->p->file, ri->rank);
+	while (sp.bgi < sp.nbg)
+		bg_arrival(&sp, sp.bg[sp.bgi++]);
+	if (sp.nseg) {
+		double bg = 0;
+		int64_t lo = ri->steps[0].t0, hi = ri->steps[N - 1].t1;
+		for (size_t i = 0; i < sp.nseg; i++) {
+			int64_t a0 = sp.seg[i].t0 > lo ? sp.seg[i].t0 : lo, a1 = sp.seg[i].t1 < hi ? sp.seg[i].t1 : hi;
+			bg += a1 > a0 ? MS(a1 - a0) : 0;
 		}
-		free(sp.bg);
-		free(sp.seg);
-		if (sp.seen)
-			fold_at(&sp, NULL);
-		sort_n(sd->wf[r], sd->nwf[r], sizeof *sd->wf[r], cmp_wf);
-		for (size_t k = 0; k < N; k++) {
-			struct rankstep *st = &ri->steps[k];
-			double len = MS(st->t1 - st->t0), busy = st->cat[CAT_DATA] + st->cat[CAT_COMMS] + st->cat[CAT_HOST];
-			st->cat[CAT_COMPUTE] = len > busy ? len - busy : 0;
-			if (st->wait > st->cat[CAT_COMMS])
-				st->wait = st->cat[CAT_COMMS];
-		}
+		ri->bg_ms = bg / (double)N;
+		ri->bg_overlap = bg > 0 ? fmax(0, 1 - sp.waited / bg) : 0;
 	}
-	/* the late ranks' excess, and the critical path: waits charged to what made the peer late */
+	free(sp.bg);
+	free(sp.seg);
+	if (sp.seen)
+		fold_at(&sp, NULL);
+	sort_n(sd->wf[r], sd->nwf[r], sizeof *sd->wf[r], cmp_wf);
+	for (size_t k = 0; k < N; k++) {
+		struct rankstep *st = &ri->steps[k];
+		double len = MS(st->t1 - st->t0), busy = st->cat[CAT_DATA] + st->cat[CAT_COMMS] + st->cat[CAT_HOST];
+		st->cat[CAT_COMPUTE] = len > busy ? len - busy : 0;
+		if (st->wait > st->cat[CAT_COMMS])
+			st->wait = st->cat[CAT_COMMS];
+	}
+}
+
+/* The late ranks' excess over their peers, and the critical path: each wait for a late rank
+ * charged to what made it late, as far as its extra work explains the wait. */
+static void critical_path(struct analysis *a, struct stepdata *sd)
+{
+	int R = a->nranks;
+	size_t N = sd->K;
 	struct rv *rv = malloc((size_t)R * sizeof *rv);
 	double *ex = malloc((size_t)R * sizeof *ex);
 	for (size_t k = 0; rv && ex && R > 1 && k < N; k++)
@@ -512,7 +506,14 @@ void an_split_steps(struct analysis *a)
 			}
 		}
 	}
-	/* per rank and job summaries */
+}
+
+/* Per rank: step quantiles, shares, waits, lateness, bytes per step; for the job: the critical
+ * path's shares and the step quantiles (a step of the job lasts as long as its longest rank's). */
+static void figures(struct analysis *a, struct stepdata *sd)
+{
+	int R = a->nranks;
+	size_t N = sd->K;
 	double *v = malloc(N * sizeof *v), tot[CAT_COUNT] = { 0 }, all = 0;
 	double *job = calloc(N, sizeof *job);
 	if (!v || !job) {
@@ -575,6 +576,32 @@ void an_split_steps(struct analysis *a)
 		a->step_max = fmax(a->step_max, sd->span[r].max_ms);
 	free(v);
 	free(job);
+}
+
+/* Every collective instance; then each rank's training thread streamed and split; then the
+ * critical path; then per-rank and job figures. */
+void an_split_steps(struct analysis *a)
+{
+	int R = a->nranks;
+	struct stepdata *sd = a->sd;
+	size_t N = sd ? sd->K : 0;
+	if (!N)
+		return;
+	collect_instances(a, sd);
+	sd->R = R;
+	sd->wf = calloc((size_t)R, sizeof *sd->wf);
+	sd->nwf = calloc((size_t)R, sizeof *sd->nwf);
+	sd->cwf = calloc((size_t)R, sizeof *sd->cwf);
+	sd->exc = calloc(N * R * CAT_COUNT, sizeof *sd->exc);
+	sd->late = calloc((size_t)R, sizeof *sd->late);
+	sd->nlate = calloc((size_t)R, sizeof *sd->nlate);
+	sd->fold = calloc((size_t)R, sizeof *sd->fold);
+	if (!sd->wf || !sd->nwf || !sd->cwf || !sd->exc || !sd->late || !sd->nlate || !sd->fold)
+		return;
+	for (int r = 0; r < R; r++)
+		split_rank(a, sd, r);
+	critical_path(a, sd);
+	figures(a, sd);
 }
 
 void an_split_free(struct analysis *a)
