@@ -17,7 +17,7 @@
 
 #define MS(ns) ((double)(ns) / 1e6)
 
-struct trace_event;
+#include "trace.h"
 
 /* ---- kinds.c ---- */
 
@@ -26,21 +26,97 @@ struct kind {
 	unsigned m;
 	int8_t fd, fdclass, bytes, op, comm, seq, peer, begin, path; /* argument positions, -1 none */
 };
+/* every kind's entry, built when the program starts (kinds.c), and one for unknown kinds */
+extern struct kind an_kinds[DDPSPY_EV_COUNT + 1];
 /* never NULL: a kind this collector does not know (a newer writer's) counts as host time */
-const struct kind *an_kind(int kind);
-/* what e's time counts as: CAT_* or DDPSPY_CAT_MARKER (a point); DDPSPY_CAT_NONE never reaches
- * the phases (an_convert drops those records) */
-int an_category(const struct ev *e);
-int an_is_coll(int kind);            /* a collective or a wait for one: the training thread's mark */
-int an_is_sync_kind(int kind);       /* collectives, their waits, step markers */
-int an_kept_sync(const struct ev *e); /* the synchronizing calls the phases keep (not MPI_Test*) */
-int an_completes(const struct ev *e); /* a wait that completes the pending nonblocking collectives */
-int an_blocking_coll(const struct ev *e);
-int an_exit_aligns(const struct ev *e); /* every rank leaves it together: its exit aligns clocks */
-int an_is_file_read(const struct ev *e);
-/* the trace reader's event as the analysis sees it (v->path -1: the caller's); 0 for records that
- * are not calls (a thread's start, exit, name) */
-int an_convert(const struct trace_event *e, struct ev *v);
+static inline const struct kind *an_kind(int kind)
+{
+	return &an_kinds[(unsigned)kind < DDPSPY_EV_COUNT ? kind : DDPSPY_EV_COUNT];
+}
+/* The predicates the phases ask, inline: they run for every event.
+ * an_category: what e's time counts as, CAT_* or DDPSPY_CAT_MARKER (a point); DDPSPY_CAT_NONE
+ *   never reaches the phases (an_convert drops those records).
+ * an_is_coll: a collective or a wait for one (what marks the training thread).
+ * an_is_sync_kind: collectives, their waits, step markers.
+ * an_completes: a wait that completes the pending nonblocking collectives.
+ * an_kept_sync: the synchronizing calls the phases keep (not MPI_Test*, which only looks).
+ * an_exit_aligns: every rank leaves it together, so its exit aligns clocks. */
+static inline int an_category(const struct ev *e)
+{
+	unsigned m = an_kind(e->kind)->m;
+	/* reads of a device or an eventfd are not input */
+	if ((m & DDPSPY_KM_INPUT_FD) && (e->fdclass == DDPSPY_FD_DEVICE || e->fdclass == DDPSPY_FD_ANON))
+		return CAT_HOST;
+	return (int)DDPSPY_KM_CAT(m);
+}
+
+static inline int an_is_coll(int kind)
+{
+	return (an_kind(kind)->m & (DDPSPY_KM_COLL | DDPSPY_KM_WAITS)) != 0;
+}
+
+static inline int an_is_sync_kind(int kind)
+{
+	const struct kind *k = an_kind(kind);
+	return (k->m & (DDPSPY_KM_COLL | DDPSPY_KM_WAITS)) || DDPSPY_KM_CAT(k->m) == DDPSPY_CAT_MARKER;
+}
+
+static inline int an_completes(const struct ev *e)
+{
+	return (an_kind(e->kind)->m & DDPSPY_KM_WAITS) && e->op >= 0 && e->op < DDPSPY_OP_COUNT &&
+	       (ddpspy_op_flags[e->op] & DDPSPY_OPF_DONE);
+}
+
+static inline int an_kept_sync(const struct ev *e)
+{
+	return an_is_sync_kind(e->kind) && (!(an_kind(e->kind)->m & DDPSPY_KM_WAITS) || an_completes(e));
+}
+
+static inline int an_blocking_coll(const struct ev *e)
+{
+	unsigned m = an_kind(e->kind)->m;
+	return (m & DDPSPY_KM_COLL) && !(m & DDPSPY_KM_NONBLOCKING);
+}
+
+static inline int an_exit_aligns(const struct ev *e)
+{
+	return e->seq >= 0 && an_blocking_coll(e) &&
+	       ((an_kind(e->kind)->m & DDPSPY_KM_EXIT_ALIGNS) ||
+		(e->op >= 0 && e->op < DDPSPY_OP_COUNT && (ddpspy_op_flags[e->op] & DDPSPY_OPF_SYM)));
+}
+
+static inline int an_is_file_read(const struct ev *e)
+{
+	return (an_kind(e->kind)->m & DDPSPY_KM_READS) && e->fdclass == DDPSPY_FD_FILE;
+}
+
+/* The trace reader's event as the analysis sees it (v->path -1: the caller's); 0 for records that
+ * are not calls (a thread's start, exit, name). Inline too: the two readings call it for every
+ * event. */
+/* e's argument at position i, or def when it has none there */
+static inline int64_t an_arg(const struct trace_event *e, int i, int64_t def)
+{
+	return i >= 0 && i < e->nargs ? e->args[i] : def;
+}
+
+static inline int an_convert(const struct trace_event *e, struct ev *v)
+{
+	const struct kind *k = an_kind(e->kind);
+	if (DDPSPY_KM_CAT(k->m) == DDPSPY_CAT_NONE)
+		return 0;
+	v->t = e->t_ns;
+	v->d = e->dur_ns;
+	v->kind = (int16_t)e->kind;
+	v->bytes = an_arg(e, k->bytes, -1);
+	v->seq = (int32_t)an_arg(e, k->seq, -1);
+	v->fd = (int32_t)an_arg(e, k->fd, -1);
+	v->fdclass = (int8_t)an_arg(e, k->fdclass, 0);
+	v->op = k->begin >= 0 ? (int8_t)(an_arg(e, k->begin, 0) != 0) : (int8_t)an_arg(e, k->op, -1); /* markers: 1 begin */
+	/* one sequence space per operation where there is no communicator */
+	v->comm = k->m & DDPSPY_KM_SEQ_PER_OP ? -2 - v->op : (int32_t)an_arg(e, k->comm, 0);
+	v->path = -1;
+	return 1;
+}
 
 /* ---- stats.c ---- */
 
