@@ -63,9 +63,9 @@ def worst(j, kind):
 
 # ---- healthy ----
 # This VM's two vCPUs are at times 10-40% apart in speed for seconds on end; a "healthy" 2-rank run
-# then really has a straggler, which the testbed's own compute times show. So: no rank-0, volume
-# or data finding, and a straggler finding of 0.1 or more only where the testbed itself measured
-# one rank computing longer, on that rank, with cause compute and about that size.
+# then really has a straggler, which the testbed's own times show. So: no rank-0, volume or data
+# finding, and a straggler finding of 0.1 or more only where the testbed itself measured one rank
+# working longer, on that rank, with cause compute and about that size.
 def healthy(k):
     truth_h, out = traced("healthy", SMALL)
     j, p = report(out)
@@ -78,26 +78,43 @@ def healthy(k):
     bad = [(f["kind"], f["severity"]) for f in j["findings"]
            if (f["kind"] in ("rank0_serialization", "data_stall") and f["severity"] >= 0.1) or
            (f["kind"] == "collective_volume" and f["severity"] >= max(0.1, comm + 0.1))]
-    comp = [r["compute_ms"] for r in truth_h["ranks"]]
-    gap = (max(comp) - min(comp)) / truth_h["step_ms_max"]
+    # A straggler's severity weighs the late rank's excess work (compute, input, host: not only
+    # compute, since ddpspy counts the input thread's preemption below as compute) in units of the
+    # median step (docs/report.md), which the testbed measures the same way (the median over steps
+    # of the slowest rank's step).
+    comp = [round(r["compute_ms"] + r["data_ms"] + r["host_ms"], 3) for r in truth_h["ranks"]]
+    gap = (max(comp) - min(comp)) / truth_h["step_ms_p50"]
     st = [f for f in findings(j, "straggler") if f["severity"] >= 0.1]
     checks = [(j["verdict"]["bound"] == "compute", "healthy: compute-bound (%s)" % j["verdict"]["summary"]),
               (not bad, "healthy: no rank-0 or data finding of severity >= 0.1, no volume finding beyond the "
                "testbed's own comm share %.2f + 0.1: %s" % (comm, bad)),
               (not st or (len(st) == 1 and st[0]["rank"] == comp.index(max(comp)) and st[0]["evidence"]["cause"] == "compute"
                           and abs(st[0]["severity"] - gap) <= 0.1),
-               "healthy: a straggler finding only as the testbed measured one (compute %s ms per rank, gap %.2f of the "
+               "healthy: a straggler finding only as the testbed measured one (work %s ms per rank, gap %.2f of the "
                "step): %s" % (comp, gap, [(f["rank"], f["evidence"]["cause"], f["severity"]) for f in st])),
               (j["job"]["step_source"] == "collectives" and j["job"]["steps_analyzed"] == 20 and j["job"]["steps_detected"] == 22,
                "healthy: 22 steps found from the collectives, 20 analysed after 2 warm-up"),
               (abs(j["step"]["p50_ms"] - truth_h["step_ms_p50"]) < 0.1 * truth_h["step_ms_p50"],
                "healthy: step p50 %.1f ms against the testbed's %.1f ms" % (j["step"]["p50_ms"], truth_h["step_ms_p50"]))]
+    # The testbed's data time is its time in loader_next, and almost none of it is a wait in a
+    # blocking call: the pipe write that asks the rank's input thread for the next batch wakes
+    # that thread, which takes the core from the training thread (perf's sched_switch shows the
+    # training thread preempted in write() once or more a step) and loads the batch meanwhile; 5%
+    # of the step on a quiet machine, up to 14% with another process on one core. ddpspy sees no
+    # blocking call there and counts it as compute (telling CPU contention apart is issue 19's
+    # work). So compute and data are compared together, data must not be invented, and comms,
+    # which both measure as time in MPI calls, is compared on its own.
     for r in j["ranks"]:
-        s = r["shares"]
-        want = truth_h["ranks"][r["rank"]]["compute_ms"] / truth_h["ranks"][r["rank"]]["step_ms"]
+        s, t = r["shares"], truth_h["ranks"][r["rank"]]
+        work = (t["compute_ms"] + t["data_ms"]) / t["step_ms"]
         checks += [(abs(sum(s.values()) - 1) <= 0.02, "rank %d's shares sum to 1: %s" % (r["rank"], s)),
-                   (abs(s["compute"] - want) < 0.1, "rank %d: compute share %.2f against the testbed's %.2f"
-                    % (r["rank"], s["compute"], want))]
+                   (abs(s["compute"] + s["data"] - work) < 0.1,
+                    "rank %d: compute + data share %.2f against the testbed's %.2f"
+                    % (r["rank"], s["compute"] + s["data"], work)),
+                   (s["data"] <= t["data_ms"] / t["step_ms"] + 0.05, "rank %d: data share %.2f, the testbed's %.2f"
+                    % (r["rank"], s["data"], t["data_ms"] / t["step_ms"])),
+                   (abs(s["comms"] - t["comm_ms"] / t["step_ms"]) < 0.05,
+                    "rank %d: comms share %.2f against the testbed's %.2f" % (r["rank"], s["comms"], t["comm_ms"] / t["step_ms"]))]
     return checks
 
 
