@@ -1,6 +1,6 @@
 /* Findings from the analysed steps, in the contract's vocabulary (straggler, rank0_serialization,
- * collective_volume or small_work, data_stall, work_skew, no_overlap, lost_events), and the
- * verdict. */
+ * collective_volume or small_work, data_stall, work_skew, no_overlap, lost_events): each with a
+ * title, typed evidence (analysis.h) and a sentence for the text report, sorted by severity. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,7 +9,6 @@
 
 #include "../common/format.h"
 #include "analysis_int.h"
-#include "json.h"
 #include "trace.h"
 
 /* ---- findings ---- */
