@@ -211,7 +211,7 @@ static void print_json(const struct analysis *a)
 static void print_text(const struct analysis *a)
 {
 	FILE *out = stdout;
-	fprintf(out, "verdict: %s (confidence %.2f)\n", a->summary, a->confidence);
+	fprintf(out, "verdict: %s (confidence %.2f)\n", text_safe(a->summary, SIZE_MAX), a->confidence);
 	fprintf(out, "  critical path: compute %.0f%%  data %.0f%%  comms %.0f%%  host %.0f%%\n",
 		100 * a->shares[CAT_COMPUTE], 100 * a->shares[CAT_DATA], 100 * a->shares[CAT_COMMS],
 		100 * a->shares[CAT_HOST]);
