@@ -396,7 +396,7 @@ double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1)
 	return s;
 }
 
-static void an_proc_free(struct proc *p)
+static void proc_free(struct proc *p)
 {
 	free(p->file);
 	if (p->clock)
@@ -417,7 +417,7 @@ static void an_proc_free(struct proc *p)
 
 /* one trace file into a->procs, with its rank's training thread chosen (proc.train); an unreadable
  * file is a warning, not an error */
-static int an_load_file(struct analysis *a, const char *path)
+static int load_file(struct analysis *a, const char *path)
 {
 	struct trace_file f;
 	struct proc *np = realloc(a->procs, (size_t)(a->nprocs + 1) * sizeof *np);
@@ -442,7 +442,7 @@ static int an_load_file(struct analysis *a, const char *path)
 		trace_close(&f);
 		free(c.path_hash);
 		free(c.dir_of);
-		an_proc_free(p);
+		proc_free(p);
 		return 0;
 	}
 	p->events = f.events;
@@ -605,7 +605,7 @@ int an_load(struct analysis *a, const struct report_options *o, char *err, size_
 	int tty = isatty(2), shown = 0;
 	for (int d = 0; d < ndirs; d++) {
 		for (int i = 0; i < counts[d]; i++) {
-			an_load_file(a, lists[d][i]);
+			load_file(a, lists[d][i]);
 			files++;
 			clock_gettime(CLOCK_MONOTONIC, &now);
 			if (tty && (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 > 1000) {
@@ -669,7 +669,7 @@ nothing:
 void an_load_free(struct analysis *a)
 {
 	for (int i = 0; i < a->nprocs; i++)
-		an_proc_free(&a->procs[i]);
+		proc_free(&a->procs[i]);
 	free(a->procs);
 	free(a->ranks);
 	for (int i = 0; i < a->nwarnings; i++)
