@@ -27,6 +27,12 @@ COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/tra
 	collector/report.c collector/compare.c common/format.c
 COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 
+# CUDA: headers (and nvcc) from CUDA_HOME, for the simulated device's stand-ins and test programs
+CUDA_HOME ?= /usr/local/cuda
+HAVE_CUDA := $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h)
+NVCC := $(wildcard $(CUDA_HOME)/bin/nvcc)
+SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13) $(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app)
+
 TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
 	$(B)/testapps/gloo_host $(B)/testapps/libfakegloo.so \
 	$(B)/testapps/libglooplugin.so $(B)/bench/overhead
@@ -37,7 +43,7 @@ DDPBENCH_SRC := $(wildcard testapps/ddpbench/*.c)
 UNIT := $(B)/tests/test_ring $(B)/tests/test_format $(B)/tests/test_fdclass \
 	$(B)/tests/test_identity $(B)/tests/test_kinds
 
-.PHONY: all deps test bench gen clean testapps stress lab demo fixtures fuzz sanitized
+.PHONY: all deps test bench gen clean testapps stress lab demo fixtures fuzz sanitized sim
 all: $(B)/libddpspy.so $(B)/ddpspy
 
 deps:
@@ -108,6 +114,17 @@ fuzz: $(B)/fuzz/fuzz_collector all testapps
 	@bash .ci/deps --quiet --fuzz
 	@bash tests/fuzz/run.sh $(FUZZ_SECONDS)
 
+# ---- the simulated device (docs/testing.md): stand-ins with the real ABI, and CUDA test programs ----
+sim: $(SIM)
+	@$(if $(HAVE_CUDA),echo "simulated device: $(SIM)",echo "simulated device: not built, no CUDA headers in $(CUDA_HOME)")
+$(B)/simgpu/libcudart.so.13: testapps/simgpu/cudart.c testapps/simgpu/cudart.map
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -I$(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libcudart.so.13 \
+		-Wl,--version-script=testapps/simgpu/cudart.map -lpthread
+$(B)/testapps/gpu_app: testapps/gpu_app.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $<
+
 # ---- tests ----
 $(B)/tests/test_ring: tests/unit/test_ring.c preload/ring.c tests/unit/tap.h
 	@mkdir -p $(dir $@)
@@ -154,7 +171,7 @@ testapps: $(TESTAPPS)
 
 test: 
 	@bash .ci/deps --quiet --torch
-	@$(MAKE) --no-print-directory all testapps $(UNIT) $(B)/bench/gentrace $(SANITIZED)
+	@$(MAKE) --no-print-directory all testapps $(UNIT) $(B)/bench/gentrace $(SANITIZED) sim
 	@bash tests/run.sh
 
 bench: all $(B)/bench/overhead $(B)/bench/gentrace $(B)/bench/decode $(if $(MPICC),$(B)/ddpbench)

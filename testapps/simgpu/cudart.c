@@ -1,0 +1,652 @@
+/* A stand-in for libcudart.so.13, for tests on machines without a GPU: `make sim` builds it as
+ * build/simgpu/libcudart.so.13, and a program linked against the real shared cudart (nvcc
+ * -cudart shared) runs on it with LD_LIBRARY_PATH=build/simgpu. A test double, never part of the
+ * product: it has the real ABI (compiled against the installed cuda_runtime_api.h; nvcc's launch
+ * entry points are declared below as crt/host_runtime.h has them), runs no device code and models
+ * time instead (docs/testing.md, "The simulated device"):
+ *  - memory: device and pinned allocations are host memory, tracked so that a copy knows its
+ *    direction and whether its host side is pinned; copies move the bytes for real, on a worker
+ *    thread, and whatever waits for the device waits for them too;
+ *  - streams: each has a timeline. Work enqueued on one starts when the stream is free, and not
+ *    before the host enqueued it plus LAUNCH_NS; it lasts its modelled time: a kernel
+ *    SIMGPU_KERNEL_US (default 20) or, by a substring of its (mangled) name, what
+ *    SIMGPU_KERNELS="name=us,..." says; a copy COPY_NS plus its bytes at SIMGPU_PINNED_GBS (25)
+ *    or, with pageable host memory, SIMGPU_PAGEABLE_GBS (6); device to device at 500 GB/s;
+ *  - the legacy default stream waits for every blocking stream's work, and they for its;
+ *  - cudaMemcpy, and cudaMemcpyAsync from or to pageable memory, return when the copy ends;
+ *    synchronize calls sleep until the work they wait for ends (CLOCK_MONOTONIC). */
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define LAUNCH_NS 3000   /* from the host's enqueue to the earliest start on the device */
+#define COPY_NS 5000     /* a copy's fixed cost */
+#define D2D_GBS 500.0
+
+/* nvcc's entry points (crt/host_runtime.h, crt/device_functions.h: C++ headers) */
+void **__cudaRegisterFatBinary(void *fatCubin);
+void __cudaRegisterFatBinaryEnd(void **handle);
+void __cudaUnregisterFatBinary(void **handle);
+char __cudaInitModule(void **handle);
+void __cudaRegisterFunction(void **handle, const char *hostFun, char *deviceFun, const char *deviceName,
+			    int thread_limit, uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize);
+void __cudaRegisterVar(void **handle, char *hostVar, char *deviceAddress, const char *deviceName, int ext,
+		       size_t size, int constant, int global);
+unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, struct CUstream_st *stream);
+cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem, void *stream);
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+			       cudaStream_t stream);
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread cudaError_t last_error;
+
+static cudaError_t fail(cudaError_t e)
+{
+	last_error = e;
+	return e;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_until(uint64_t t)
+{
+	struct timespec ts = { (time_t)(t / 1000000000u), (long)(t % 1000000000u) };
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+static double env_num(const char *name, double def)
+{
+	const char *v = getenv(name);
+	char *end;
+	double d = v ? strtod(v, &end) : 0;
+	return v && *v && !*end && d > 0 ? d : def;
+}
+
+/* ---- memory ---- */
+
+enum { MEM_DEVICE = 1, MEM_PINNED = 2 };
+
+static struct alloc { char *p; size_t n; int kind; } *allocs;
+static size_t nallocs, callocs;
+
+static int track(void *p, size_t n, int kind)
+{
+	pthread_mutex_lock(&lock);
+	if (nallocs == callocs) {
+		size_t cap = callocs ? callocs * 2 : 64;
+		struct alloc *a = realloc(allocs, cap * sizeof *a);
+		if (!a) {
+			pthread_mutex_unlock(&lock);
+			return -1;
+		}
+		allocs = a;
+		callocs = cap;
+	}
+	allocs[nallocs++] = (struct alloc){ p, n, kind };
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+/* the kind of the allocation holding p; 0: pageable host memory */
+static int kind_of(const void *p)
+{
+	int kind = 0;
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < nallocs; i++)
+		if ((const char *)p >= allocs[i].p && (const char *)p < allocs[i].p + (allocs[i].n ? allocs[i].n : 1)) {
+			kind = allocs[i].kind;
+			break;
+		}
+	pthread_mutex_unlock(&lock);
+	return kind;
+}
+
+/* forgets the allocation that starts at p, of that kind; -1 when there is none */
+static int untrack(const void *p, int kind)
+{
+	int rc = -1;
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < nallocs; i++)
+		if (allocs[i].p == p && allocs[i].kind == kind) {
+			allocs[i] = allocs[--nallocs];
+			rc = 0;
+			break;
+		}
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+static cudaError_t alloc(void **p, size_t n, int kind)
+{
+	if (!p)
+		return fail(cudaErrorInvalidValue);
+	*p = malloc(n ? n : 1);
+	if (!*p || track(*p, n, kind) < 0) {
+		free(*p);
+		*p = NULL;
+		return fail(cudaErrorMemoryAllocation);
+	}
+	return cudaSuccess;
+}
+
+static cudaError_t release(void *p, int kind)
+{
+	if (!p)
+		return cudaSuccess;
+	if (untrack(p, kind) < 0)
+		return fail(cudaErrorInvalidValue);
+	free(p);
+	return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **p, size_t n)
+{
+	return alloc(p, n, MEM_DEVICE);
+}
+
+cudaError_t cudaFree(void *p)
+{
+	return release(p, MEM_DEVICE);
+}
+
+cudaError_t cudaMallocHost(void **p, size_t n)
+{
+	return alloc(p, n, MEM_PINNED);
+}
+
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags)
+{
+	return alloc(p, n, MEM_PINNED);
+}
+
+cudaError_t cudaFreeHost(void *p)
+{
+	return release(p, MEM_PINNED);
+}
+
+/* The bytes of asynchronous copies and sets move on a worker thread, in order, so that the host
+ * is not held up by them; whatever waits for the device waits for the worker too. */
+struct move { void *dst; const void *src; size_t n; int set, v; struct move *next; };
+static struct move *moves, **moves_tail = &moves;
+static pthread_cond_t moves_cv = PTHREAD_COND_INITIALIZER;
+static pthread_t mover;
+static int mover_started, moving;
+
+static void *mover_main(void *arg)
+{
+	pthread_mutex_lock(&lock);
+	for (;;) {
+		while (!moves)
+			pthread_cond_wait(&moves_cv, &lock);
+		struct move *m = moves;
+		moves = m->next;
+		if (!moves)
+			moves_tail = &moves;
+		moving = 1;
+		pthread_mutex_unlock(&lock);
+		if (m->set)
+			memset(m->dst, m->v, m->n);
+		else
+			memmove(m->dst, m->src, m->n);
+		free(m);
+		pthread_mutex_lock(&lock);
+		moving = 0;
+		pthread_cond_broadcast(&moves_cv);
+	}
+	return NULL;
+}
+
+/* queues a move (or does it now when that is impossible); under lock */
+static void move_later(void *dst, const void *src, size_t n, int set, int v)
+{
+	struct move *m = malloc(sizeof *m);
+	if (!mover_started && m)
+		mover_started = pthread_create(&mover, NULL, mover_main, NULL) == 0 ? 1 : -1;
+	if (!m || mover_started < 0) {
+		free(m);
+		if (set)
+			memset(dst, v, n);
+		else
+			memmove(dst, src, n);
+		return;
+	}
+	*m = (struct move){ dst, src, n, set, v, NULL };
+	*moves_tail = m;
+	moves_tail = &m->next;
+	pthread_cond_broadcast(&moves_cv);
+}
+
+/* waits until every queued move is done */
+static void moves_done(void)
+{
+	pthread_mutex_lock(&lock);
+	while (moves || moving)
+		pthread_cond_wait(&moves_cv, &lock);
+	pthread_mutex_unlock(&lock);
+}
+
+/* ---- streams and their timelines ---- */
+
+struct CUstream_st {
+	uint64_t busy_until;  /* when the work enqueued so far ends */
+	int blocking;         /* synchronizes with the legacy default stream */
+	struct CUstream_st *next;
+};
+
+static struct CUstream_st legacy = { 0, 1, NULL }; /* stream 0 */
+static struct CUstream_st *streams;                /* the others */
+
+static struct CUstream_st *stream_of(cudaStream_t s)
+{
+	return s ? s : &legacy;
+}
+
+/* Work of dur ns on stream s, enqueued now: returns when it ends. Under lock. */
+static uint64_t enqueue(struct CUstream_st *s, uint64_t dur)
+{
+	uint64_t start = now_ns() + LAUNCH_NS;
+	if (s->busy_until > start)
+		start = s->busy_until;
+	if (s == &legacy) {
+		for (struct CUstream_st *o = streams; o; o = o->next)
+			if (o->blocking && o->busy_until > start)
+				start = o->busy_until;
+	} else if (s->blocking && legacy.busy_until > start) {
+		start = legacy.busy_until;
+	}
+	s->busy_until = start + dur;
+	return s->busy_until;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *p, unsigned int flags)
+{
+	struct CUstream_st *s = calloc(1, sizeof *s);
+	if (!p || !s) {
+		free(s);
+		return fail(p ? cudaErrorMemoryAllocation : cudaErrorInvalidValue);
+	}
+	s->blocking = !(flags & cudaStreamNonBlocking);
+	pthread_mutex_lock(&lock);
+	s->next = streams;
+	streams = s;
+	pthread_mutex_unlock(&lock);
+	*p = s;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *p)
+{
+	return cudaStreamCreateWithFlags(p, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+	if (!s)
+		return fail(cudaErrorInvalidResourceHandle);
+	pthread_mutex_lock(&lock);
+	for (struct CUstream_st **q = &streams; *q; q = &(*q)->next)
+		if (*q == s) {
+			*q = s->next;
+			pthread_mutex_unlock(&lock);
+			sleep_until(s->busy_until); /* (the real one lets pending work finish, too) */
+			free(s);
+			return cudaSuccess;
+		}
+	pthread_mutex_unlock(&lock);
+	return fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+	pthread_mutex_lock(&lock);
+	uint64_t t = stream_of(s)->busy_until;
+	pthread_mutex_unlock(&lock);
+	moves_done();
+	sleep_until(t);
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+	pthread_mutex_lock(&lock);
+	uint64_t t = stream_of(s)->busy_until;
+	pthread_mutex_unlock(&lock);
+	return now_ns() >= t ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+	pthread_mutex_lock(&lock);
+	uint64_t t = legacy.busy_until;
+	for (struct CUstream_st *o = streams; o; o = o->next)
+		t = o->busy_until > t ? o->busy_until : t;
+	pthread_mutex_unlock(&lock);
+	moves_done();
+	sleep_until(t);
+	return cudaSuccess;
+}
+
+/* ---- events ---- */
+
+struct CUevent_st {
+	uint64_t t;   /* when the work before its record ends; 0: never recorded */
+};
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
+{
+	if (!e)
+		return fail(cudaErrorInvalidValue);
+	*e = calloc(1, sizeof **e);
+	return *e ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *e)
+{
+	return cudaEventCreateWithFlags(e, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+	free(e);
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+	if (!e)
+		return fail(cudaErrorInvalidResourceHandle);
+	pthread_mutex_lock(&lock);
+	e->t = enqueue(stream_of(s), 0);
+	pthread_mutex_unlock(&lock);
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+	if (!e)
+		return fail(cudaErrorInvalidResourceHandle);
+	moves_done();
+	sleep_until(e->t);
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+	if (!e)
+		return fail(cudaErrorInvalidResourceHandle);
+	return now_ns() >= e->t ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+	if (!ms || !a || !b)
+		return fail(cudaErrorInvalidValue);
+	if (!a->t || !b->t || now_ns() < a->t || now_ns() < b->t)
+		return fail(a->t && b->t ? cudaErrorNotReady : cudaErrorInvalidResourceHandle);
+	*ms = (float)(((double)b->t - (double)a->t) / 1e6);
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
+{
+	if (!e)
+		return fail(cudaErrorInvalidResourceHandle);
+	pthread_mutex_lock(&lock);
+	struct CUstream_st *st = stream_of(s);
+	if (e->t > st->busy_until)
+		st->busy_until = e->t;
+	pthread_mutex_unlock(&lock);
+	return cudaSuccess;
+}
+
+/* ---- copies ---- */
+
+/* the copy's duration: device to device fast; otherwise at the pinned or the pageable rate */
+static uint64_t copy_ns(size_t n, int host_pinned, int d2d)
+{
+	double gbs = d2d ? D2D_GBS : host_pinned ? env_num("SIMGPU_PINNED_GBS", 25) : env_num("SIMGPU_PAGEABLE_GBS", 6);
+	return COPY_NS + (uint64_t)((double)n / gbs);
+}
+
+static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s, int sync)
+{
+	int dk = kind_of(dst), sk = kind_of(src);
+	if (kind == cudaMemcpyDefault)
+		kind = dk == MEM_DEVICE ? (sk == MEM_DEVICE ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice) :
+		       (sk == MEM_DEVICE ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+	int d2d = kind == cudaMemcpyDeviceToDevice;
+	int host = kind == cudaMemcpyHostToDevice ? sk : kind == cudaMemcpyDeviceToHost ? dk : MEM_PINNED;
+	if ((kind == cudaMemcpyHostToDevice && dk != MEM_DEVICE) || (kind == cudaMemcpyDeviceToHost && sk != MEM_DEVICE))
+		return fail(cudaErrorInvalidValue);
+	/* pageable memory goes through a staging buffer: the host waits for the copy */
+	sync |= host != MEM_PINNED;
+	pthread_mutex_lock(&lock);
+	uint64_t end = enqueue(stream_of(s), copy_ns(n, host == MEM_PINNED, d2d));
+	if (n && dst != src)
+		move_later(dst, src, n, 0, 0);
+	pthread_mutex_unlock(&lock);
+	if (sync) {
+		moves_done();
+		sleep_until(end);
+	}
+	return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+{
+	return copy(dst, src, n, kind, NULL, 1);
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+	return copy(dst, src, n, kind, s, 0);
+}
+
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
+{
+	if (kind_of(p) != MEM_DEVICE)
+		return fail(cudaErrorInvalidValue);
+	pthread_mutex_lock(&lock);
+	enqueue(stream_of(s), copy_ns(n, 1, 1));
+	move_later(p, NULL, n, 1, v);
+	pthread_mutex_unlock(&lock);
+	return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void *p, int v, size_t n)
+{
+	return cudaMemsetAsync(p, v, n, NULL);
+}
+
+/* ---- kernels ---- */
+
+struct CUkern_st {
+	const char *host_fun;   /* what the program calls it by */
+	char *name;             /* its device name (mangled) */
+	uint64_t ns;            /* its modelled duration */
+	struct CUkern_st *next;
+};
+
+static struct CUkern_st *kernels;
+
+/* SIMGPU_KERNELS="substr=us,...": the first whose substring is in the name; else SIMGPU_KERNEL_US */
+static uint64_t kernel_ns(const char *name)
+{
+	const char *spec = getenv("SIMGPU_KERNELS");
+	while (spec && *spec) {
+		size_t len = strcspn(spec, ",");
+		const char *eq = memchr(spec, '=', len);
+		if (eq && eq > spec) {
+			char sub[256];
+			size_t sl = (size_t)(eq - spec) < sizeof sub - 1 ? (size_t)(eq - spec) : sizeof sub - 1;
+			memcpy(sub, spec, sl);
+			sub[sl] = 0;
+			if (strstr(name, sub))
+				return (uint64_t)(strtod(eq + 1, NULL) * 1000);
+		}
+		spec += len + (spec[len] == ',');
+	}
+	return (uint64_t)(env_num("SIMGPU_KERNEL_US", 20) * 1000);
+}
+
+static struct CUkern_st *kernel_of(const void *host_fun)
+{
+	pthread_mutex_lock(&lock);
+	struct CUkern_st *k = kernels;
+	while (k && k->host_fun != host_fun)
+		k = k->next;
+	pthread_mutex_unlock(&lock);
+	return k;
+}
+
+void **__cudaRegisterFatBinary(void *fatCubin)
+{
+	static void *handle;
+	return &handle;
+}
+
+void __cudaRegisterFatBinaryEnd(void **handle)
+{
+}
+
+void __cudaUnregisterFatBinary(void **handle)
+{
+}
+
+char __cudaInitModule(void **handle)
+{
+	return 1;
+}
+
+void __cudaRegisterFunction(void **handle, const char *hostFun, char *deviceFun, const char *deviceName,
+			    int thread_limit, uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize)
+{
+	struct CUkern_st *k = calloc(1, sizeof *k);
+	if (!k || !(k->name = strdup(deviceName ? deviceName : "?"))) {
+		free(k);
+		return;
+	}
+	k->host_fun = hostFun;
+	k->ns = kernel_ns(k->name);
+	pthread_mutex_lock(&lock);
+	k->next = kernels;
+	kernels = k;
+	pthread_mutex_unlock(&lock);
+}
+
+void __cudaRegisterVar(void **handle, char *hostVar, char *deviceAddress, const char *deviceName, int ext,
+		       size_t size, int constant, int global)
+{
+	/* device variables are the host's own here */
+}
+
+/* the <<<>>> configuration, pushed then popped by the launch stub on the same thread */
+static __thread struct { dim3 grid, block; size_t shared; cudaStream_t stream; } config;
+
+unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, struct CUstream_st *stream)
+{
+	config.grid = gridDim;
+	config.block = blockDim;
+	config.shared = sharedMem;
+	config.stream = stream;
+	return 0;
+}
+
+cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem, void *stream)
+{
+	*gridDim = config.grid;
+	*blockDim = config.block;
+	*sharedMem = config.shared;
+	*(cudaStream_t *)stream = config.stream;
+	return cudaSuccess;
+}
+
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun)
+{
+	struct CUkern_st *k = kernel_of(hostFun);
+	if (!kernel || !k)
+		return fail(cudaErrorInvalidDeviceFunction);
+	*kernel = k;
+	return cudaSuccess;
+}
+
+static cudaError_t launch(struct CUkern_st *k, cudaStream_t s)
+{
+	if (!k)
+		return fail(cudaErrorInvalidDeviceFunction);
+	pthread_mutex_lock(&lock);
+	enqueue(stream_of(s), k->ns);
+	pthread_mutex_unlock(&lock);
+	return cudaSuccess;
+}
+
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+			       cudaStream_t stream)
+{
+	return launch(kernel, stream);
+}
+
+cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+			     cudaStream_t stream)
+{
+	return launch(kernel_of(func), stream);
+}
+
+/* ---- the device and errors ---- */
+
+cudaError_t cudaGetDeviceCount(int *n)
+{
+	if (!n)
+		return fail(cudaErrorInvalidValue);
+	*n = 1;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *d)
+{
+	if (!d)
+		return fail(cudaErrorInvalidValue);
+	*d = 0;
+	return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int d)
+{
+	return d == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaGetLastError(void)
+{
+	cudaError_t e = last_error;
+	last_error = cudaSuccess;
+	return e;
+}
+
+cudaError_t cudaPeekAtLastError(void)
+{
+	return last_error;
+}
+
+const char *cudaGetErrorName(cudaError_t e)
+{
+	static __thread char buf[32];
+	snprintf(buf, sizeof buf, "cudaError_%d", (int)e);
+	return e == cudaSuccess ? "cudaSuccess" : buf;
+}
+
+const char *cudaGetErrorString(cudaError_t e)
+{
+	return e == cudaSuccess ? "no error" : "simulated device error";
+}
