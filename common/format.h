@@ -145,12 +145,11 @@ enum ddpspy_category {
 #define DDPSPY_KM_READ_CALL (DDPSPY_CAT_DATA | DDPSPY_KM_INPUT_FD | DDPSPY_KM_READS)
 #define DDPSPY_KM_BLOCKING_COLL (DDPSPY_CAT_COMMS | DDPSPY_KM_COLL)
 
-/* Event kinds. In an "events" record each event is a msgpack array
- *   [kind, dt, dur, stack, arg...]
- * kind: the number below; dt: raw-clock ticks since the previous event's start in the same
- * record (the first: since the record's "t0"); dur: raw ticks; stack: id in the stack table,
- * 0 for none; then the kind's arguments in the order listed (integers, -1 meaning unknown;
- * "path" and "name" are strings). Newer minor versions may append arguments: readers ignore
+/* Event kinds. In an "events" record each event is its kind (the number below), its start and
+ * duration in raw-clock ticks, its stack (an id in the stack table, 0 for none), then the kind's
+ * arguments in the order listed (integers, -1 meaning unknown; "path" and "name" are strings);
+ * format 2.x packs them as common/evcodec.h says, 1.x wrote msgpack arrays
+ * [kind, dt, dur, stack, arg...]. Newer minor versions may append arguments: readers ignore
  * arguments past the ones they know. Kind numbers are never reused. The last column is what the
  * kind means to the analysis (above). */
 #define DDPSPY_EVENT_KINDS(X)                                                            \
