@@ -328,9 +328,10 @@ static void find_volume(struct analysis *a)
 	/* The fixed cost per step, as more work per rank would amortize it: the part of the step in
 	 * which not even the busiest rank works (compute, input, host), against that rank's work;
 	 * medians over steps. */
-	double *sk = malloc(2 * N * sizeof *sk), *wk = sk + N;
+	double *sk = malloc(2 * N * sizeof *sk), *wk;
 	if (!sk)
 		return;
+	wk = sk + N;
 	for (size_t k = 0; k < N; k++) {
 		double len = 0, w = 0;
 		for (int r = 0; r < a->nranks; r++) {
@@ -662,13 +663,14 @@ static void find_skew(struct analysis *a)
 	if (R < 2 || !N)
 		return;
 	int *cnt = calloc((size_t)R, sizeof *cnt), changes = 0, pairs = 0, prev = -1;
-	double *off = calloc((size_t)R, sizeof *off), *v = malloc(2 * N * sizeof *v), *mk = v + N;
+	double *off = calloc((size_t)R, sizeof *off), *v = malloc(2 * N * sizeof *v), *mk;
 	if (!cnt || !off || !v) {
 		free(cnt);
 		free(off);
 		free(v);
 		return;
 	}
+	mk = v + N;
 	/* Skew is what varies from step to step. A rank that is steadily slower (a slower core, more
 	 * data every step) is a straggler's, found by find_late_ranks: each rank's compute is first
 	 * divided by its median ratio to the ranks' mean in the same step, so that it neither counts
