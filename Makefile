@@ -31,7 +31,8 @@ COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 CUDA_HOME ?= /usr/local/cuda
 HAVE_CUDA := $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h)
 NVCC := $(wildcard $(CUDA_HOME)/bin/nvcc)
-SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13) $(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app)
+SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13) \
+	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app $(B)/testapps/gpu_app_pt)
 
 TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
 	$(B)/testapps/gloo_host $(B)/testapps/libfakegloo.so \
@@ -124,6 +125,9 @@ $(B)/simgpu/libcudart.so.13: testapps/simgpu/cudart.c testapps/simgpu/cudart.map
 $(B)/testapps/gpu_app: testapps/gpu_app.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $<
+$(B)/testapps/gpu_app_pt: testapps/gpu_app.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -std=c++17 -cudart shared --default-stream per-thread -o $@ $<
 
 # ---- tests ----
 $(B)/tests/test_ring: tests/unit/test_ring.c preload/ring.c tests/unit/tap.h

@@ -12,7 +12,8 @@
  *    SIMGPU_KERNEL_US (default 20) or, by a substring of its (mangled) name, what
  *    SIMGPU_KERNELS="name=us,..." says; a copy COPY_NS plus its bytes at SIMGPU_PINNED_GBS (25)
  *    or, with pageable host memory, SIMGPU_PAGEABLE_GBS (6); device to device at 500 GB/s;
- *  - the legacy default stream waits for every blocking stream's work, and they for its;
+ *  - the legacy default stream waits for every blocking stream's work, and they for its; each
+ *    thread's default stream (the _ptsz/_ptds entry points, cudaStreamPerThread) is blocking;
  *  - cudaMemcpy, and cudaMemcpyAsync from or to pageable memory, return when the copy ends;
  *    synchronize calls sleep until the work they wait for ends (CLOCK_MONOTONIC). */
 #include <cuda_runtime_api.h>
@@ -42,6 +43,21 @@ cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sh
 cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun);
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 			       cudaStream_t stream);
+
+/* the per-thread default stream's entry points (cuda_runtime_api.h declares them only for programs
+ * built with it) */
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+				    cudaStream_t stream);
+cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+				  cudaStream_t stream);
+cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s);
+cudaError_t cudaMemset_ptds(void *p, int v, size_t n);
+cudaError_t cudaMemsetAsync_ptsz(void *p, int v, size_t n, cudaStream_t s);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s);
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t s);
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, unsigned int flags);
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread cudaError_t last_error;
@@ -248,9 +264,21 @@ struct CUstream_st {
 static struct CUstream_st legacy = { 0, 1, NULL }; /* stream 0 */
 static struct CUstream_st *streams;                /* the others */
 
-static struct CUstream_st *stream_of(cudaStream_t s)
+static struct CUstream_st *new_stream(int blocking);
+
+/* The stream a handle names: 0 is the legacy default stream, or, in the per-thread variants
+ * (_ptsz, _ptds: nvcc --default-stream per-thread), the calling thread's default stream, which
+ * cudaStreamPerThread names too. Not under lock: a thread's default stream is made on first use. */
+static struct CUstream_st *stream_of(cudaStream_t s, int per_thread)
 {
-	return s ? s : &legacy;
+	static __thread struct CUstream_st *mine;
+	if (s == cudaStreamLegacy || (!s && !per_thread))
+		return &legacy;
+	if (s && s != cudaStreamPerThread)
+		return s;
+	if (!mine)
+		mine = new_stream(1); /* blocking: it and the legacy stream wait for each other */
+	return mine ? mine : &legacy;
 }
 
 /* Work of dur ns on stream s, enqueued now: returns when it ends. Under lock. */
@@ -270,20 +298,25 @@ static uint64_t enqueue(struct CUstream_st *s, uint64_t dur)
 	return s->busy_until;
 }
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *p, unsigned int flags)
+static struct CUstream_st *new_stream(int blocking)
 {
 	struct CUstream_st *s = calloc(1, sizeof *s);
-	if (!p || !s) {
-		free(s);
-		return fail(p ? cudaErrorMemoryAllocation : cudaErrorInvalidValue);
-	}
-	s->blocking = !(flags & cudaStreamNonBlocking);
+	if (!s)
+		return NULL;
+	s->blocking = blocking;
 	pthread_mutex_lock(&lock);
 	s->next = streams;
 	streams = s;
 	pthread_mutex_unlock(&lock);
-	*p = s;
-	return cudaSuccess;
+	return s;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *p, unsigned int flags)
+{
+	if (!p)
+		return fail(cudaErrorInvalidValue);
+	*p = new_stream(!(flags & cudaStreamNonBlocking));
+	return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t *p)
@@ -308,22 +341,42 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 	return fail(cudaErrorInvalidResourceHandle);
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t s)
+static cudaError_t stream_sync(struct CUstream_st *st)
 {
 	pthread_mutex_lock(&lock);
-	uint64_t t = stream_of(s)->busy_until;
+	uint64_t t = st->busy_until;
 	pthread_mutex_unlock(&lock);
 	moves_done();
 	sleep_until(t);
 	return cudaSuccess;
 }
 
-cudaError_t cudaStreamQuery(cudaStream_t s)
+static cudaError_t stream_query(struct CUstream_st *st)
 {
 	pthread_mutex_lock(&lock);
-	uint64_t t = stream_of(s)->busy_until;
+	uint64_t t = st->busy_until;
 	pthread_mutex_unlock(&lock);
 	return now_ns() >= t ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+	return stream_sync(stream_of(s, 0));
+}
+
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s)
+{
+	return stream_sync(stream_of(s, 1));
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+	return stream_query(stream_of(s, 0));
+}
+
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t s)
+{
+	return stream_query(stream_of(s, 1));
 }
 
 cudaError_t cudaDeviceSynchronize(void)
@@ -363,14 +416,24 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
 	return cudaSuccess;
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+static cudaError_t event_record(cudaEvent_t e, struct CUstream_st *st)
 {
 	if (!e)
 		return fail(cudaErrorInvalidResourceHandle);
 	pthread_mutex_lock(&lock);
-	e->t = enqueue(stream_of(s), 0);
+	e->t = enqueue(st, 0);
 	pthread_mutex_unlock(&lock);
 	return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+	return event_record(e, stream_of(s, 0));
+}
+
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s)
+{
+	return event_record(e, stream_of(s, 1));
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
@@ -399,16 +462,25 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 	return cudaSuccess;
 }
 
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
+static cudaError_t stream_wait(struct CUstream_st *st, cudaEvent_t e)
 {
 	if (!e)
 		return fail(cudaErrorInvalidResourceHandle);
 	pthread_mutex_lock(&lock);
-	struct CUstream_st *st = stream_of(s);
 	if (e->t > st->busy_until)
 		st->busy_until = e->t;
 	pthread_mutex_unlock(&lock);
 	return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
+{
+	return stream_wait(stream_of(s, 0), e);
+}
+
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, unsigned int flags)
+{
+	return stream_wait(stream_of(s, 1), e);
 }
 
 /* ---- copies ---- */
@@ -420,7 +492,8 @@ static uint64_t copy_ns(size_t n, int host_pinned, int d2d)
 	return COPY_NS + (uint64_t)((double)n / gbs);
 }
 
-static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s, int sync)
+static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, struct CUstream_st *st,
+			int sync)
 {
 	int dk = kind_of(dst), sk = kind_of(src);
 	if (kind == cudaMemcpyDefault)
@@ -433,7 +506,7 @@ static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKin
 	/* pageable memory goes through a staging buffer: the host waits for the copy */
 	sync |= host != MEM_PINNED;
 	pthread_mutex_lock(&lock);
-	uint64_t end = enqueue(stream_of(s), copy_ns(n, host == MEM_PINNED, d2d));
+	uint64_t end = enqueue(st, copy_ns(n, host == MEM_PINNED, d2d));
 	if (n && dst != src)
 		move_later(dst, src, n, 0, 0);
 	pthread_mutex_unlock(&lock);
@@ -446,28 +519,53 @@ static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKin
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
 {
-	return copy(dst, src, n, kind, NULL, 1);
+	return copy(dst, src, n, kind, stream_of(NULL, 0), 1);
+}
+
+cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+{
+	return copy(dst, src, n, kind, stream_of(NULL, 1), 1);
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
 {
-	return copy(dst, src, n, kind, s, 0);
+	return copy(dst, src, n, kind, stream_of(s, 0), 0);
 }
 
-cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
+cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+	return copy(dst, src, n, kind, stream_of(s, 1), 0);
+}
+
+static cudaError_t set(void *p, int v, size_t n, struct CUstream_st *st)
 {
 	if (kind_of(p) != MEM_DEVICE)
 		return fail(cudaErrorInvalidValue);
 	pthread_mutex_lock(&lock);
-	enqueue(stream_of(s), copy_ns(n, 1, 1));
+	enqueue(st, copy_ns(n, 1, 1));
 	move_later(p, NULL, n, 1, v);
 	pthread_mutex_unlock(&lock);
 	return cudaSuccess;
 }
 
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
+{
+	return set(p, v, n, stream_of(s, 0));
+}
+
+cudaError_t cudaMemsetAsync_ptsz(void *p, int v, size_t n, cudaStream_t s)
+{
+	return set(p, v, n, stream_of(s, 1));
+}
+
 cudaError_t cudaMemset(void *p, int v, size_t n)
 {
-	return cudaMemsetAsync(p, v, n, NULL);
+	return set(p, v, n, stream_of(NULL, 0));
+}
+
+cudaError_t cudaMemset_ptds(void *p, int v, size_t n)
+{
+	return set(p, v, n, stream_of(NULL, 1));
 }
 
 /* ---- kernels ---- */
@@ -582,12 +680,12 @@ cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun)
 	return cudaSuccess;
 }
 
-static cudaError_t launch(struct CUkern_st *k, cudaStream_t s)
+static cudaError_t launch(struct CUkern_st *k, struct CUstream_st *st)
 {
 	if (!k)
 		return fail(cudaErrorInvalidDeviceFunction);
 	pthread_mutex_lock(&lock);
-	enqueue(stream_of(s), k->ns);
+	enqueue(st, k->ns);
 	pthread_mutex_unlock(&lock);
 	return cudaSuccess;
 }
@@ -595,13 +693,25 @@ static cudaError_t launch(struct CUkern_st *k, cudaStream_t s)
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 			       cudaStream_t stream)
 {
-	return launch(kernel, stream);
+	return launch(kernel, stream_of(stream, 0));
+}
+
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+				    cudaStream_t stream)
+{
+	return launch(kernel, stream_of(stream, 1));
 }
 
 cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 			     cudaStream_t stream)
 {
-	return launch(kernel_of(func), stream);
+	return launch(kernel_of(func), stream_of(stream, 0));
+}
+
+cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+				  cudaStream_t stream)
+{
+	return launch(kernel_of(func), stream_of(stream, 1));
 }
 
 /* ---- the device and errors ---- */

@@ -20,13 +20,14 @@ if not os.path.exists(os.path.join(SIMDIR, "libcudart.so.13")) or not os.path.ex
     skip("the simulated device", "make sim did not build it (no nvcc in %s/bin?)" % CUDA)
     done()
 
+APP_PT = os.path.join(APPS, "gpu_app_pt")  # the same, built with --default-stream per-thread
 ENV = dict(os.environ, LD_LIBRARY_PATH=SIMDIR, SIMGPU_KERNELS="spin=5000,tick=2000",
            SIMGPU_PINNED_GBS="25", SIMGPU_PAGEABLE_GBS="6")
 MIB64 = 64 << 20
 
 
-def run():
-    p = subprocess.run([APP, "timeline"], env=ENV, capture_output=True, text=True, timeout=60)
+def run(app=APP):
+    p = subprocess.run([app, "timeline"], env=ENV, capture_output=True, text=True, timeout=60)
     if p.returncode != 0:
         return None, p
     return json.loads(p.stdout.splitlines()[-1]), p
@@ -67,4 +68,23 @@ def model(k):
 
 
 live("simulated device", model)
+
+
+# Built with --default-stream per-thread, the program's stream 0 is its thread's default stream
+# (the _ptsz/_ptds entry points): events recorded there do not wait for the other streams' work,
+# and a kernel there runs beside another stream's.
+def per_thread(k):
+    j, p = run(APP_PT)
+    if j is None:
+        return [(False, "gpu_app_pt runs on the simulated device (rc=%d %s)" % (p.returncode, p.stderr[-300:]))]
+    return [(j["serial3_ms"] < 0.5 and j["side_ms"] < 0.5,
+             "per-thread default stream: events on it do not wait for other streams (%.3f, %.3f ms)"
+             % (j["serial3_ms"], j["side_ms"])),
+            (5.0 <= j["legacy_ms"] < 5.5, "per-thread default stream: its kernel runs beside another stream's: %.3f ms"
+             % j["legacy_ms"]),
+            (j["sync_ms"] >= 4.9 and j["pageable_host_ms"] >= page_model - 0.05 and j["round_trip"],
+             "per-thread default stream: synchronize, pageable copies and the bytes as before")]
+
+
+live("simulated device, per-thread default stream", per_thread)
 done()
