@@ -31,7 +31,7 @@ COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 CUDA_HOME ?= /usr/local/cuda
 HAVE_CUDA := $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h)
 NVCC := $(wildcard $(CUDA_HOME)/bin/nvcc)
-SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13) \
+SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13) \
 	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app $(B)/testapps/gpu_app_pt)
 
 TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
@@ -118,10 +118,14 @@ fuzz: $(B)/fuzz/fuzz_collector all testapps
 # ---- the simulated device (docs/testing.md): stand-ins with the real ABI, and CUDA test programs ----
 sim: $(SIM)
 	@$(if $(HAVE_CUDA),echo "simulated device: $(SIM)",echo "simulated device: not built, no CUDA headers in $(CUDA_HOME)")
-$(B)/simgpu/libcudart.so.13: testapps/simgpu/cudart.c testapps/simgpu/cudart.map
+$(B)/simgpu/libcudart.so.13: testapps/simgpu/cudart.c testapps/simgpu/cudart.map testapps/simgpu/simgpu.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -I$(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libcudart.so.13 \
 		-Wl,--version-script=testapps/simgpu/cudart.map -lpthread
+$(B)/simgpu/libcupti.so.13: testapps/simgpu/cupti.c testapps/simgpu/cupti.map testapps/simgpu/simgpu.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -I$(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libcupti.so.13 \
+		-Wl,--version-script=testapps/simgpu/cupti.map -ldl -lpthread
 $(B)/testapps/gpu_app: testapps/gpu_app.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $<

@@ -3,11 +3,19 @@
 // the simulated device (LD_LIBRARY_PATH=build/simgpu) or on a real GPU.
 //
 // usage: gpu_app timeline    (with SIMGPU_KERNELS=spin=5000,tick=2000 on the simulated device)
+//        gpu_app cupti       a small CUPTI client (libcupti.so.13, dlopened as a profiler would):
+//                            the records of a short workload, summarized as one JSON line;
+//                            GPU_APP_TINY_BUFFERS=1 hands CUPTI buffers too small for any record
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <cuda_runtime.h>
+#include <cupti.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 
 __global__ void spin(float *a, int n)
 {
@@ -55,10 +63,185 @@ template <typename F> static float between(F fn)
 	return ms;
 }
 
+// ---- the CUPTI client ----
+
+static struct {
+	int api, kernels, memcpy, memset, sync, ext, other, deliveries, from_main;
+	int kernel_bad_time, launch_corr_ok, ext_corr;
+	double spin_ms, tick_ms;
+	unsigned long long bytes_h2d;
+	int pinned_src;
+} sum;
+static unsigned spin_corr, launch_corr[64], nlaunch;
+static unsigned long long launch_start[64];
+static pid_t main_tid;
+static size_t buffer_bytes = 1 << 16;
+
+static uint64_t CUPTIAPI mono_ts()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **b, size_t *size, size_t *max)
+{
+	*b = (uint8_t *)aligned_alloc(8, buffer_bytes);
+	*size = buffer_bytes;
+	*max = 0;
+}
+
+static CUptiResult (*get_next)(uint8_t *, size_t, CUpti_Activity **);
+static struct { unsigned corr; unsigned long long start, end; char name[64]; } kern[256];
+static int nkern;
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b, size_t size, size_t valid)
+{
+	sum.deliveries++;
+	sum.from_main += (pid_t)syscall(SYS_gettid) == main_tid;
+	CUpti_Activity *r = NULL;
+	while (get_next(b, valid, &r) == CUPTI_SUCCESS) {
+		switch (r->kind) {
+		case CUPTI_ACTIVITY_KIND_RUNTIME: {
+			CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)r;
+			sum.api++;
+			if ((a->cbid == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000 ||
+			     a->cbid == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000) && nlaunch < 64) {
+				launch_corr[nlaunch] = a->correlationId;
+				launch_start[nlaunch++] = a->start;
+			}
+			break;
+		}
+		case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+			CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)r;
+			sum.kernels++;
+			double ms = (k->end - k->start) / 1e6;
+			if (strstr(k->name, "spin"))
+				sum.spin_ms += ms;
+			if (strstr(k->name, "tick"))
+				sum.tick_ms += ms;
+			if (nkern < 256) {
+				kern[nkern].corr = k->correlationId;
+				kern[nkern].start = k->start;
+				kern[nkern].end = k->end;
+				snprintf(kern[nkern++].name, 64, "%s", k->name);
+			}
+			break;
+		}
+		case CUPTI_ACTIVITY_KIND_MEMCPY: {
+			CUpti_ActivityMemcpy6 *m = (CUpti_ActivityMemcpy6 *)r;
+			sum.memcpy++;
+			if (m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD) {
+				sum.bytes_h2d += m->bytes;
+				sum.pinned_src += m->srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+			}
+			break;
+		}
+		case CUPTI_ACTIVITY_KIND_MEMSET:
+			sum.memset++;
+			break;
+		case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+			sum.sync++;
+			break;
+		case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+			CUpti_ActivityExternalCorrelation *x = (CUpti_ActivityExternalCorrelation *)r;
+			sum.ext++;
+			if (x->externalId == 42)
+				spin_corr = x->correlationId;
+			break;
+		}
+		default:
+			sum.other++;
+		}
+	}
+	free(b);
+}
+
+static int cupti_client()
+{
+	main_tid = (pid_t)syscall(SYS_gettid);
+	if (getenv("GPU_APP_TINY_BUFFERS"))
+		buffer_bytes = 8;
+	void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		fprintf(stderr, "gpu_app: %s\n", dlerror());
+		return 1;
+	}
+	// the functions, typed from cupti.h's declarations (the library itself is not linked)
+#define SYM(n) auto p_##n = (decltype(&::n))dlsym(h, #n)
+	SYM(cuptiSubscribe);
+	SYM(cuptiActivityRegisterTimestampCallback);
+	SYM(cuptiActivityRegisterCallbacks);
+	SYM(cuptiActivityEnable);
+	SYM(cuptiActivityFlushAll);
+	SYM(cuptiActivityGetNumDroppedRecords);
+	SYM(cuptiActivityPushExternalCorrelationId);
+	SYM(cuptiActivityPopExternalCorrelationId);
+#undef SYM
+	get_next = (decltype(get_next))dlsym(h, "cuptiActivityGetNextRecord");
+	CUpti_SubscriberHandle sub;
+	CUptiResult rc = p_cuptiSubscribe(&sub, NULL, NULL);
+	if (rc != CUPTI_SUCCESS) {
+		printf("{\"subscribe\": %d}\n", (int)rc);
+		return 0;
+	}
+	int ts_ok = p_cuptiActivityRegisterTimestampCallback(mono_ts) == CUPTI_SUCCESS;
+	p_cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+	CUpti_ActivityKind kinds[] = { CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+				       CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+				       CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION };
+	for (CUpti_ActivityKind k : kinds)
+		p_cuptiActivityEnable(k);
+	int ts_late = p_cuptiActivityRegisterTimestampCallback(mono_ts) != CUPTI_SUCCESS;
+
+	const int n = 1 << 16;
+	float *d;
+	char *pinned;
+	cudaStream_t s1;
+	check(cudaMalloc(&d, n * sizeof(float)), "cudaMalloc");
+	check(cudaMallocHost(&pinned, n * sizeof(float)), "cudaMallocHost");
+	check(cudaStreamCreate(&s1), "cudaStreamCreate");
+	p_cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 42);
+	spin<<<n / 256, 256, 0, s1>>>(d, n);
+	uint64_t popped = 0;
+	p_cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &popped);
+	for (int i = 0; i < 3; i++)
+		tick<<<n / 256, 256, 0, s1>>>(d, n);
+	check(cudaMemsetAsync(d, 0, n * sizeof(float), s1), "cudaMemsetAsync");
+	check(cudaMemcpyAsync(d, pinned, n * sizeof(float), cudaMemcpyHostToDevice, s1), "cudaMemcpyAsync");
+	check(cudaStreamSynchronize(s1), "cudaStreamSynchronize");
+	check(cudaMemcpy(pinned, d, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+	check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	usleep(300000); /* CUPTI's own thread delivers what is complete meanwhile */
+	p_cuptiActivityFlushAll(1);
+	size_t dropped = 0;
+	p_cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped);
+	// every kernel: its launch call's correlation id, and a start no earlier than that call's
+	for (int i = 0; i < nkern; i++)
+		for (unsigned k = 0; k < nlaunch; k++)
+			if (launch_corr[k] == kern[i].corr) {
+				sum.launch_corr_ok++;
+				sum.kernel_bad_time += kern[i].start < launch_start[k] || kern[i].end < kern[i].start;
+			}
+	for (int i = 0; i < nkern; i++)
+		sum.ext_corr += spin_corr && kern[i].corr == spin_corr && strstr(kern[i].name, "spin") != NULL;
+	printf("{\"subscribe\": 0, \"timestamp_before\": %d, \"timestamp_after_refused\": %d, \"api\": %d, "
+	       "\"kernels\": %d, \"memcpy\": %d, \"memset\": %d, \"sync\": %d, \"ext\": %d, \"other\": %d, "
+	       "\"deliveries\": %d, \"from_main\": %d, \"spin_ms\": %.3f, \"tick_ms\": %.3f, "
+	       "\"launch_corr_ok\": %d, \"kernel_bad_time\": %d, \"ext_corr\": %d, \"popped\": %llu, "
+	       "\"bytes_h2d\": %llu, \"pinned_src\": %d, \"dropped\": %zu}\n",
+	       ts_ok, ts_late, sum.api, sum.kernels, sum.memcpy, sum.memset, sum.sync, sum.ext, sum.other,
+	       sum.deliveries, sum.from_main, sum.spin_ms, sum.tick_ms, sum.launch_corr_ok, sum.kernel_bad_time,
+	       sum.ext_corr, (unsigned long long)popped, sum.bytes_h2d, sum.pinned_src, dropped);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 2 && !strcmp(argv[1], "cupti"))
+		return cupti_client();
 	if (argc < 2 || strcmp(argv[1], "timeline")) {
-		fprintf(stderr, "usage: gpu_app timeline\n");
+		fprintf(stderr, "usage: gpu_app timeline | cupti\n");
 		return 2;
 	}
 	const int n = 1 << 20;

@@ -15,15 +15,23 @@
  *  - the legacy default stream waits for every blocking stream's work, and they for its; each
  *    thread's default stream (the _ptsz/_ptds entry points, cudaStreamPerThread) is blocking;
  *  - cudaMemcpy, and cudaMemcpyAsync from or to pageable memory, return when the copy ends;
- *    synchronize calls sleep until the work they wait for ends (CLOCK_MONOTONIC). */
+ *    synchronize calls sleep until the work they wait for ends (CLOCK_MONOTONIC).
+ * The calls that do or wait for device work, the work and the waits are told, with their times and
+ * correlation ids, to the CUPTI stand-in when one observes (simgpu.h). */
 #include <cuda_runtime_api.h>
+#include <cupti_activity.h>
+#include <cupti_runtime_cbid.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "simgpu.h"
 
 #define LAUNCH_NS 3000   /* from the host's enqueue to the earliest start on the device */
 #define COPY_NS 5000     /* a copy's fixed cost */
@@ -88,6 +96,42 @@ static double env_num(const char *name, double def)
 	char *end;
 	double d = v ? strtod(v, &end) : 0;
 	return v && *v && !*end && d > 0 ? d : def;
+}
+
+/* ---- what the CUPTI stand-in is told (simgpu.h) ---- */
+
+static void (*observer)(const struct simgpu_item *);
+static uint32_t correlations;
+static __thread uint32_t correlation; /* the runtime API call this thread is in */
+
+void simgpu_observe(void (*fn)(const struct simgpu_item *))
+{
+	__atomic_store_n(&observer, fn, __ATOMIC_RELEASE);
+}
+
+static void tell(struct simgpu_item *it)
+{
+	void (*fn)(const struct simgpu_item *) = __atomic_load_n(&observer, __ATOMIC_ACQUIRE);
+	if (!fn)
+		return;
+	it->correlation = correlation;
+	it->tid = (uint32_t)syscall(SYS_gettid);
+	fn(it);
+}
+
+/* A runtime API call that does or waits for device work begins: its correlation id, its start */
+static uint64_t api_begin(void)
+{
+	correlation = __atomic_add_fetch(&correlations, 1, __ATOMIC_RELAXED);
+	return now_ns();
+}
+
+static cudaError_t api_end(int cbid, uint64_t t0, cudaError_t rc)
+{
+	struct simgpu_item it = { .what = SIMGPU_API, .start = t0, .end = now_ns(), .cbid = cbid, .ret = (int)rc };
+	tell(&it);
+	correlation = 0;
+	return rc;
 }
 
 /* ---- memory ---- */
@@ -258,10 +302,12 @@ static void moves_done(void)
 struct CUstream_st {
 	uint64_t busy_until;  /* when the work enqueued so far ends */
 	int blocking;         /* synchronizes with the legacy default stream */
+	uint32_t id;          /* CUPTI's stream id */
 	struct CUstream_st *next;
 };
 
-static struct CUstream_st legacy = { 0, 1, NULL }; /* stream 0 */
+static struct CUstream_st legacy = { 0, 1, 7, NULL }; /* stream 0 */
+static uint32_t stream_ids = 12;
 static struct CUstream_st *streams;                /* the others */
 
 static struct CUstream_st *new_stream(int blocking);
@@ -305,6 +351,7 @@ static struct CUstream_st *new_stream(int blocking)
 		return NULL;
 	s->blocking = blocking;
 	pthread_mutex_lock(&lock);
+	s->id = ++stream_ids;
 	s->next = streams;
 	streams = s;
 	pthread_mutex_unlock(&lock);
@@ -341,14 +388,23 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 	return fail(cudaErrorInvalidResourceHandle);
 }
 
-static cudaError_t stream_sync(struct CUstream_st *st)
+/* a synchronization record for the CUPTI stand-in: the host waited from t0 until now */
+static void tell_sync(int type, uint64_t t0, uint32_t stream)
 {
+	struct simgpu_item it = { .what = SIMGPU_SYNC, .start = t0, .end = now_ns(), .stream = stream, .sync = type };
+	tell(&it);
+}
+
+static cudaError_t stream_sync(struct CUstream_st *st, int cbid)
+{
+	uint64_t t0 = api_begin();
 	pthread_mutex_lock(&lock);
 	uint64_t t = st->busy_until;
 	pthread_mutex_unlock(&lock);
 	moves_done();
 	sleep_until(t);
-	return cudaSuccess;
+	tell_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, t0, st->id);
+	return api_end(cbid, t0, cudaSuccess);
 }
 
 static cudaError_t stream_query(struct CUstream_st *st)
@@ -361,12 +417,12 @@ static cudaError_t stream_query(struct CUstream_st *st)
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
-	return stream_sync(stream_of(s, 0));
+	return stream_sync(stream_of(s, 0), CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020);
 }
 
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s)
 {
-	return stream_sync(stream_of(s, 1));
+	return stream_sync(stream_of(s, 1), CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000);
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t s)
@@ -381,6 +437,7 @@ cudaError_t cudaStreamQuery_ptsz(cudaStream_t s)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
+	uint64_t t0 = api_begin();
 	pthread_mutex_lock(&lock);
 	uint64_t t = legacy.busy_until;
 	for (struct CUstream_st *o = streams; o; o = o->next)
@@ -388,7 +445,8 @@ cudaError_t cudaDeviceSynchronize(void)
 	pthread_mutex_unlock(&lock);
 	moves_done();
 	sleep_until(t);
-	return cudaSuccess;
+	tell_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, t0, UINT32_MAX);
+	return api_end(CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, t0, cudaSuccess);
 }
 
 /* ---- events ---- */
@@ -440,9 +498,11 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
 	if (!e)
 		return fail(cudaErrorInvalidResourceHandle);
+	uint64_t t0 = api_begin();
 	moves_done();
 	sleep_until(e->t);
-	return cudaSuccess;
+	tell_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE, t0, UINT32_MAX);
+	return api_end(CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020, t0, cudaSuccess);
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e)
@@ -492,9 +552,15 @@ static uint64_t copy_ns(size_t n, int host_pinned, int d2d)
 	return COPY_NS + (uint64_t)((double)n / gbs);
 }
 
-static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, struct CUstream_st *st,
-			int sync)
+static int side(int mem)
 {
+	return mem == MEM_DEVICE ? SIMGPU_DEVICE : mem == MEM_PINNED ? SIMGPU_PINNED : SIMGPU_PAGEABLE;
+}
+
+static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, struct CUstream_st *st,
+			int async, int cbid)
+{
+	uint64_t t0 = api_begin();
 	int dk = kind_of(dst), sk = kind_of(src);
 	if (kind == cudaMemcpyDefault)
 		kind = dk == MEM_DEVICE ? (sk == MEM_DEVICE ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice) :
@@ -502,70 +568,77 @@ static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKin
 	int d2d = kind == cudaMemcpyDeviceToDevice;
 	int host = kind == cudaMemcpyHostToDevice ? sk : kind == cudaMemcpyDeviceToHost ? dk : MEM_PINNED;
 	if ((kind == cudaMemcpyHostToDevice && dk != MEM_DEVICE) || (kind == cudaMemcpyDeviceToHost && sk != MEM_DEVICE))
-		return fail(cudaErrorInvalidValue);
-	/* pageable memory goes through a staging buffer: the host waits for the copy */
-	sync |= host != MEM_PINNED;
+		return api_end(cbid, t0, fail(cudaErrorInvalidValue));
+	uint64_t dur = copy_ns(n, host == MEM_PINNED, d2d);
 	pthread_mutex_lock(&lock);
-	uint64_t end = enqueue(st, copy_ns(n, host == MEM_PINNED, d2d));
+	uint64_t end = enqueue(st, dur);
 	if (n && dst != src)
 		move_later(dst, src, n, 0, 0);
 	pthread_mutex_unlock(&lock);
-	if (sync) {
+	struct simgpu_item it = { .what = SIMGPU_MEMCPY, .start = end - dur, .end = end, .stream = st->id, .bytes = n,
+				  .copy_kind = (int)kind, .src = side(sk), .dst = side(dk), .async = async };
+	tell(&it);
+	/* pageable memory goes through a staging buffer: the host waits for the copy */
+	if (!async || host != MEM_PINNED) {
 		moves_done();
 		sleep_until(end);
 	}
-	return cudaSuccess;
+	return api_end(cbid, t0, cudaSuccess);
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
 {
-	return copy(dst, src, n, kind, stream_of(NULL, 0), 1);
+	return copy(dst, src, n, kind, stream_of(NULL, 0), 0, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020);
 }
 
 cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
 {
-	return copy(dst, src, n, kind, stream_of(NULL, 1), 1);
+	return copy(dst, src, n, kind, stream_of(NULL, 1), 0, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000);
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
 {
-	return copy(dst, src, n, kind, stream_of(s, 0), 0);
+	return copy(dst, src, n, kind, stream_of(s, 0), 1, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020);
 }
 
 cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
 {
-	return copy(dst, src, n, kind, stream_of(s, 1), 0);
+	return copy(dst, src, n, kind, stream_of(s, 1), 1, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000);
 }
 
-static cudaError_t set(void *p, int v, size_t n, struct CUstream_st *st)
+static cudaError_t set(void *p, int v, size_t n, struct CUstream_st *st, int cbid)
 {
+	uint64_t t0 = api_begin();
 	if (kind_of(p) != MEM_DEVICE)
-		return fail(cudaErrorInvalidValue);
+		return api_end(cbid, t0, fail(cudaErrorInvalidValue));
+	uint64_t dur = copy_ns(n, 1, 1);
 	pthread_mutex_lock(&lock);
-	enqueue(st, copy_ns(n, 1, 1));
+	uint64_t end = enqueue(st, dur);
 	move_later(p, NULL, n, 1, v);
 	pthread_mutex_unlock(&lock);
-	return cudaSuccess;
+	struct simgpu_item it = { .what = SIMGPU_MEMSET, .start = end - dur, .end = end, .stream = st->id, .bytes = n };
+	tell(&it);
+	return api_end(cbid, t0, cudaSuccess);
 }
 
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 {
-	return set(p, v, n, stream_of(s, 0));
+	return set(p, v, n, stream_of(s, 0), CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020);
 }
 
 cudaError_t cudaMemsetAsync_ptsz(void *p, int v, size_t n, cudaStream_t s)
 {
-	return set(p, v, n, stream_of(s, 1));
+	return set(p, v, n, stream_of(s, 1), CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000);
 }
 
 cudaError_t cudaMemset(void *p, int v, size_t n)
 {
-	return set(p, v, n, stream_of(NULL, 0));
+	return set(p, v, n, stream_of(NULL, 0), CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020);
 }
 
 cudaError_t cudaMemset_ptds(void *p, int v, size_t n)
 {
-	return set(p, v, n, stream_of(NULL, 1));
+	return set(p, v, n, stream_of(NULL, 1), CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000);
 }
 
 /* ---- kernels ---- */
@@ -680,38 +753,45 @@ cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun)
 	return cudaSuccess;
 }
 
-static cudaError_t launch(struct CUkern_st *k, struct CUstream_st *st)
+static cudaError_t launch(struct CUkern_st *k, dim3 grid, dim3 block, struct CUstream_st *st, int cbid)
 {
+	uint64_t t0 = api_begin();
 	if (!k)
-		return fail(cudaErrorInvalidDeviceFunction);
+		return api_end(cbid, t0, fail(cudaErrorInvalidDeviceFunction));
 	pthread_mutex_lock(&lock);
-	enqueue(st, k->ns);
+	uint64_t end = enqueue(st, k->ns);
 	pthread_mutex_unlock(&lock);
-	return cudaSuccess;
+	struct simgpu_item it = { .what = SIMGPU_KERNEL, .start = end - k->ns, .end = end, .stream = st->id,
+				  .name = k->name, .grid = { grid.x, grid.y, grid.z }, .block = { block.x, block.y, block.z } };
+	tell(&it);
+	return api_end(cbid, t0, cudaSuccess);
 }
 
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 			       cudaStream_t stream)
 {
-	return launch(kernel, stream_of(stream, 0));
+	return launch(kernel, gridDim, blockDim, stream_of(stream, 0), CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
 }
 
 cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 				    cudaStream_t stream)
 {
-	return launch(kernel, stream_of(stream, 1));
+	return launch(kernel, gridDim, blockDim, stream_of(stream, 1),
+		      CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000);
 }
 
 cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 			     cudaStream_t stream)
 {
-	return launch(kernel_of(func), stream_of(stream, 0));
+	return launch(kernel_of(func), gridDim, blockDim, stream_of(stream, 0),
+		      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
 }
 
 cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 				  cudaStream_t stream)
 {
-	return launch(kernel_of(func), stream_of(stream, 1));
+	return launch(kernel_of(func), gridDim, blockDim, stream_of(stream, 1),
+		      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000);
 }
 
 /* ---- the device and errors ---- */

@@ -87,4 +87,38 @@ def per_thread(k):
 
 
 live("simulated device, per-thread default stream", per_thread)
+
+
+# The CUPTI stand-in, through gpu_app's small CUPTI client (dlopened, as a profiler does): real
+# record structs for the workload (a 5 ms kernel under external id 42, three 2 ms kernels, a set,
+# a pinned copy to the device, a stream synchronize, a copy back, a device synchronize), delivered
+# from CUPTI's own thread, in the client's timebase; every record counted as dropped when the
+# client's buffers are too small; no subscriber when one is taken.
+def cupti(env):
+    # CUPTI's thread delivers every 20 ms; the client waits 300 ms before it flushes
+    p = subprocess.run([APP, "cupti"], env=dict(ENV, SIMGPU_CUPTI_FLUSH_MS="20", **env), capture_output=True, text=True,
+                       timeout=60)
+    return json.loads(p.stdout.splitlines()[-1]) if p.returncode == 0 and p.stdout else {"rc": p.returncode, "err": p.stderr[-300:]}
+
+
+c = cupti({})
+ok(c.get("subscribe") == 0 and c["timestamp_before"] == 1 and c["timestamp_after_refused"] == 1,
+   "CUPTI: subscribed; a timestamp callback is taken before any kind is enabled and refused after: %s" % c)
+if c.get("subscribe") == 0:
+    ok((c["api"], c["kernels"], c["memcpy"], c["memset"], c["sync"], c["ext"], c["other"]) == (9, 4, 2, 1, 2, 1, 0),
+       "CUPTI: 9 runtime calls, 4 kernels, 2 copies, 1 set, 2 synchronizations, 1 external correlation, nothing else: %s" % c)
+    ok(abs(c["spin_ms"] - 5) < 0.01 and abs(c["tick_ms"] - 6) < 0.01,
+       "CUPTI: kernel times are the model's: spin %.3f ms (5), ticks %.3f ms (3 x 2)" % (c["spin_ms"], c["tick_ms"]))
+    ok(c["launch_corr_ok"] == 4 and c["kernel_bad_time"] == 0,
+       "CUPTI: each kernel carries its launch call's correlation id and starts after that call, in the client's clock")
+    ok(c["ext_corr"] == 1 and c["popped"] == 42, "CUPTI: external id 42 is joined to the kernel launched under it")
+    ok(c["bytes_h2d"] == 4 * (1 << 16) and c["pinned_src"] == 1, "CUPTI: the copy to the device: %d bytes, from pinned memory"
+       % c["bytes_h2d"])
+    ok(c["deliveries"] >= 1 and c["from_main"] == 0 and c["dropped"] == 0,
+       "CUPTI: buffers come back from CUPTI's own thread (%d deliveries, %d from the program's), none dropped"
+       % (c["deliveries"], c["from_main"]))
+t = cupti({"GPU_APP_TINY_BUFFERS": "1"})
+ok(t.get("dropped") == 19 and t.get("kernels") == 0, "CUPTI: with buffers too small every record is dropped and counted: %s" % t)
+x = cupti({"SIMGPU_CUPTI_TAKEN": "1"})
+ok(x.get("subscribe") == 39, "CUPTI: with the subscriber taken, cuptiSubscribe fails with 39: %s" % x)
 done()

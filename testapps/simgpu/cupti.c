@@ -1,0 +1,411 @@
+/* A stand-in for libcupti.so.13 on the simulated device (testapps/simgpu/, `make sim`): CUPTI's
+ * activity API with the real ABI (compiled against the installed cupti headers), delivering real
+ * record structs for what the simulated cudart tells it (simgpu.h): runtime API calls, kernels,
+ * copies, sets and synchronizations, and external correlations. A test double, never part of the
+ * product.
+ *
+ * As the real one: records go into buffers the client hands out (its buffer-requested callback)
+ * and come back through its buffer-completed callback from a thread of CUPTI's own (every
+ * SIMGPU_CUPTI_FLUSH_MS, default 100, and when a buffer is full), or from the caller of
+ * cuptiActivityFlushAll; a record that finds no buffer is dropped and counted
+ * (cuptiActivityGetNumDroppedRecords); times are CLOCK_REALTIME ns unless a timestamp callback was
+ * registered, before any kind was enabled, whose timebase they then use; one subscriber per
+ * process, and none at all with SIMGPU_CUPTI_TAKEN=1 (as under nsys or torch.profiler). */
+#include <cupti.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "simgpu.h"
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static int subscribed;
+static uint64_t enabled;                 /* bit k: CUpti_ActivityKind k */
+static CUpti_BuffersCallbackRequestFunc requested;
+static CUpti_BuffersCallbackCompleteFunc completed;
+static CUpti_TimestampCallbackFunc timestamp;
+static size_t dropped;
+
+static uint8_t *buf;                     /* the buffer being filled */
+static size_t buf_size, buf_used;
+static struct full { uint8_t *b; size_t size, used; struct full *next; } *fulls, **fulls_tail = &fulls;
+static pthread_t thread;
+static int thread_started;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* a CLOCK_MONOTONIC time in CUPTI's timebase: CLOCK_REALTIME, or the client's */
+static uint64_t to_cupti(uint64_t mono)
+{
+	uint64_t now = mono_ns(), other;
+	if (timestamp) {
+		other = timestamp();
+	} else {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		other = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	}
+	return mono + (other - now);
+}
+
+static size_t record_size(CUpti_ActivityKind kind)
+{
+	switch (kind) {
+	case CUPTI_ACTIVITY_KIND_RUNTIME:
+		return sizeof(CUpti_ActivityAPI);
+	case CUPTI_ACTIVITY_KIND_KERNEL:
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+		return sizeof(CUpti_ActivityKernel10);
+	case CUPTI_ACTIVITY_KIND_MEMCPY:
+		return sizeof(CUpti_ActivityMemcpy6);
+	case CUPTI_ACTIVITY_KIND_MEMSET:
+		return sizeof(CUpti_ActivityMemset4);
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+		return sizeof(CUpti_ActivitySynchronization2);
+	case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+		return sizeof(CUpti_ActivityExternalCorrelation);
+	default:
+		return 0;
+	}
+}
+
+/* the filled buffer goes to the queue of completed ones; under lock */
+static void retire(void)
+{
+	struct full *f = buf ? malloc(sizeof *f) : NULL;
+	if (!f)
+		return;
+	*f = (struct full){ buf, buf_size, buf_used, NULL };
+	*fulls_tail = f;
+	fulls_tail = &f->next;
+	buf = NULL;
+	buf_size = buf_used = 0;
+	pthread_cond_broadcast(&wake);
+}
+
+/* room for n bytes of records, from the client's buffers; NULL (the record dropped) without */
+static void *room(size_t n)
+{
+	if (buf && buf_used + n > buf_size)
+		retire();
+	if (!buf) {
+		size_t max = 0;
+		requested(&buf, &buf_size, &max);
+		buf_used = 0;
+		if (!buf || buf_size < n) {
+			buf = NULL;
+			return NULL;
+		}
+	}
+	void *p = buf + buf_used;
+	buf_used += n;
+	memset(p, 0, n);
+	return p;
+}
+
+static void *add(CUpti_ActivityKind kind)
+{
+	if (!(enabled & (1ull << kind)) || !requested)
+		return NULL;
+	CUpti_Activity *r = room(record_size(kind));
+	if (!r) {
+		dropped++;
+		return NULL;
+	}
+	r->kind = kind;
+	return r;
+}
+
+/* ---- what the simulated cudart tells (simgpu.h) ---- */
+
+static __thread struct { CUpti_ExternalCorrelationKind kind; uint64_t id; } ext[16];
+static __thread int next_ext;
+static int64_t grids;
+
+static void observe(const struct simgpu_item *it)
+{
+	pthread_mutex_lock(&lock);
+	switch (it->what) {
+	case SIMGPU_API: {
+		/* the innermost pushed external id, joined to this call */
+		CUpti_ActivityExternalCorrelation *x = next_ext > 0 && next_ext <= 16 ?
+			add(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) : NULL;
+		if (x) {
+			x->externalKind = ext[next_ext - 1].kind;
+			x->externalId = ext[next_ext - 1].id;
+			x->correlationId = it->correlation;
+		}
+		CUpti_ActivityAPI *a = add(CUPTI_ACTIVITY_KIND_RUNTIME);
+		if (a) {
+			a->cbid = (CUpti_CallbackId)it->cbid;
+			a->start = to_cupti(it->start);
+			a->end = to_cupti(it->end);
+			a->processId = (uint32_t)getpid();
+			a->threadId = it->tid;
+			a->correlationId = it->correlation;
+			a->returnValue = (uint32_t)it->ret;
+		}
+		break;
+	}
+	case SIMGPU_KERNEL: {
+		CUpti_ActivityKernel10 *k = add(enabled & (1ull << CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ?
+						CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL : CUPTI_ACTIVITY_KIND_KERNEL);
+		if (k) {
+			k->start = to_cupti(it->start);
+			k->end = to_cupti(it->end);
+			k->completed = k->end;
+			k->contextId = 1;
+			k->streamId = it->stream;
+			k->gridX = (int32_t)it->grid[0];
+			k->gridY = (int32_t)it->grid[1];
+			k->gridZ = (int32_t)it->grid[2];
+			k->blockX = (int32_t)it->block[0];
+			k->blockY = (int32_t)it->block[1];
+			k->blockZ = (int32_t)it->block[2];
+			k->correlationId = it->correlation;
+			k->gridId = ++grids;
+			k->name = it->name;
+		}
+		break;
+	}
+	case SIMGPU_MEMCPY: {
+		CUpti_ActivityMemcpy6 *m = add(CUPTI_ACTIVITY_KIND_MEMCPY);
+		static const uint8_t mem[] = { [SIMGPU_PAGEABLE] = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
+					       [SIMGPU_DEVICE] = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+					       [SIMGPU_PINNED] = CUPTI_ACTIVITY_MEMORY_KIND_PINNED };
+		if (m) {
+			m->copyKind = it->copy_kind == 1 ? CUPTI_ACTIVITY_MEMCPY_KIND_HTOD :
+				      it->copy_kind == 2 ? CUPTI_ACTIVITY_MEMCPY_KIND_DTOH :
+				      it->copy_kind == 3 ? CUPTI_ACTIVITY_MEMCPY_KIND_DTOD : CUPTI_ACTIVITY_MEMCPY_KIND_HTOH;
+			m->srcKind = mem[it->src];
+			m->dstKind = mem[it->dst];
+			m->flags = it->async ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : 0;
+			m->bytes = it->bytes;
+			m->start = to_cupti(it->start);
+			m->end = to_cupti(it->end);
+			m->contextId = 1;
+			m->streamId = it->stream;
+			m->correlationId = it->correlation;
+		}
+		break;
+	}
+	case SIMGPU_MEMSET: {
+		CUpti_ActivityMemset4 *m = add(CUPTI_ACTIVITY_KIND_MEMSET);
+		if (m) {
+			m->bytes = it->bytes;
+			m->start = to_cupti(it->start);
+			m->end = to_cupti(it->end);
+			m->contextId = 1;
+			m->streamId = it->stream;
+			m->correlationId = it->correlation;
+			m->memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+		}
+		break;
+	}
+	case SIMGPU_SYNC: {
+		CUpti_ActivitySynchronization2 *y = add(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+		if (y) {
+			y->type = (CUpti_ActivitySynchronizationType)it->sync;
+			y->start = to_cupti(it->start);
+			y->end = to_cupti(it->end);
+			y->correlationId = it->correlation;
+			y->contextId = 1;
+			y->streamId = it->stream;
+			y->cudaEventId = UINT32_MAX;
+		}
+		break;
+	}
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+/* ---- delivery ---- */
+
+/* hands every completed buffer to the client; under lock, which it drops around each callback */
+static void deliver(void)
+{
+	while (fulls) {
+		struct full *f = fulls;
+		fulls = f->next;
+		if (!fulls)
+			fulls_tail = &fulls;
+		pthread_mutex_unlock(&lock);
+		completed(NULL, 0, f->b, f->size, f->used);
+		free(f);
+		pthread_mutex_lock(&lock);
+	}
+}
+
+static void *cupti_thread(void *arg)
+{
+	const char *v = getenv("SIMGPU_CUPTI_FLUSH_MS");
+	long ms = v && atol(v) > 0 ? atol(v) : 100;
+	pthread_mutex_lock(&lock);
+	for (;;) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += ms / 1000;
+		until.tv_nsec += (ms % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		if (!fulls && pthread_cond_timedwait(&wake, &lock, &until) == ETIMEDOUT && buf && buf_used)
+			retire();
+		deliver();
+	}
+	return NULL;
+}
+
+/* ---- the API ---- */
+
+CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback, void *userdata)
+{
+	const char *taken = getenv("SIMGPU_CUPTI_TAKEN");
+	if (!subscriber)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	if ((taken && *taken == '1') || __atomic_exchange_n(&subscribed, 1, __ATOMIC_ACQ_REL))
+		return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+	*subscriber = (CUpti_SubscriberHandle)&subscribed;
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber)
+{
+	if (subscriber != (CUpti_SubscriberHandle)&subscribed)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	__atomic_store_n(&subscribed, 0, __ATOMIC_RELEASE);
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req, CUpti_BuffersCallbackCompleteFunc comp)
+{
+	if (!req || !comp)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	requested = req;
+	completed = comp;
+	if (!thread_started)
+		thread_started = pthread_create(&thread, NULL, cupti_thread, NULL) == 0;
+	pthread_mutex_unlock(&lock);
+	return thread_started ? CUPTI_SUCCESS : CUPTI_ERROR_UNKNOWN;
+}
+
+CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc fn)
+{
+	pthread_mutex_lock(&lock);
+	int late = enabled != 0;
+	if (!late)
+		timestamp = fn;
+	pthread_mutex_unlock(&lock);
+	return late ? CUPTI_ERROR_INVALID_OPERATION : CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
+{
+	if (!record_size(kind))
+		return CUPTI_ERROR_INVALID_KIND;
+	/* the program's cudart: the simulated one tells what it does, a real one nothing (no GPU) */
+	void (*observe_fn)(void (*)(const struct simgpu_item *)) =
+		(void (*)(void (*)(const struct simgpu_item *)))dlsym(RTLD_DEFAULT, "simgpu_observe");
+	pthread_mutex_lock(&lock);
+	enabled |= 1ull << kind;
+	pthread_mutex_unlock(&lock);
+	if (observe_fn)
+		observe_fn(observe);
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind)
+{
+	pthread_mutex_lock(&lock);
+	enabled &= ~(1ull << kind);
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityFlushAll(uint32_t flag)
+{
+	pthread_mutex_lock(&lock);
+	if (buf && buf_used)
+		retire();
+	if (completed)
+		deliver();
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, CUpti_Activity **record)
+{
+	if (!buffer || !record)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	size_t at = *record ? (size_t)((uint8_t *)*record - buffer) + record_size((*record)->kind) : 0;
+	if (at + sizeof(CUpti_Activity) > valid)
+		return CUPTI_ERROR_MAX_LIMIT_REACHED;
+	CUpti_Activity *r = (CUpti_Activity *)(buffer + at);
+	size_t n = record_size(r->kind);
+	if (!n || at + n > valid)
+		return CUPTI_ERROR_INVALID_KIND;
+	*record = r;
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t streamId, size_t *n)
+{
+	if (!n)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	*n = dropped;
+	dropped = 0;
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t id)
+{
+	if (next_ext < 16) {
+		ext[next_ext].kind = kind;
+		ext[next_ext].id = id;
+	}
+	next_ext++;
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t *lastId)
+{
+	if (!next_ext)
+		return CUPTI_ERROR_QUEUE_EMPTY;
+	next_ext--;
+	if (lastId && next_ext < 16)
+		*lastId = ext[next_ext].id;
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiGetTimestamp(uint64_t *t)
+{
+	if (!t)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*t = to_cupti(mono_ns());
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiGetResultString(CUptiResult result, const char **str)
+{
+	if (!str)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*str = result == CUPTI_SUCCESS ? "CUPTI_SUCCESS" :
+	       result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED" :
+	       "CUPTI_ERROR (simulated)";
+	return CUPTI_SUCCESS;
+}
