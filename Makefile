@@ -12,12 +12,21 @@ B := build
 MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 
+# CUDA: its headers (and nvcc) from CUDA_HOME, for the CUDA runtime wrappers, the simulated device's
+# stand-ins and the CUDA test programs; nothing links against CUDA
+CUDA_HOME ?= /usr/local/cuda
+HAVE_CUDA := $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h)
+NVCC := $(wildcard $(CUDA_HOME)/bin/nvcc)
+
 PRELOAD_SRC := preload/init.c preload/config.c preload/clock.c preload/ring.c \
 	preload/registry.c preload/writer.c preload/record.c preload/resolve.c \
 	preload/fdclass.c preload/identity.c preload/pthread.c preload/sleep.c preload/io.c \
 	preload/gloo.c preload/markers.c common/format.c
 ifneq ($(MPI_CFLAGS),)
 PRELOAD_SRC += preload/mpi.c
+endif
+ifneq ($(HAVE_CUDA),)
+PRELOAD_SRC += preload/cuda.c
 endif
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(B)/obj/%.o)
 
@@ -27,10 +36,6 @@ COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/tra
 	collector/report.c collector/compare.c common/format.c
 COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 
-# CUDA: headers (and nvcc) from CUDA_HOME, for the simulated device's stand-ins and test programs
-CUDA_HOME ?= /usr/local/cuda
-HAVE_CUDA := $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h)
-NVCC := $(wildcard $(CUDA_HOME)/bin/nvcc)
 SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13) \
 	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app $(B)/testapps/gpu_app_pt)
 
@@ -53,12 +58,14 @@ deps:
 $(B)/obj/%.o: %.c common/format.h common/evcodec.h common/hash.h preload/internal.h preload/ring.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(MPI_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
-		-fno-omit-frame-pointer $(if $(findstring gloo,$<),-fexceptions) -c $< -o $@
+		-fno-omit-frame-pointer $(if $(findstring gloo,$<),-fexceptions) \
+		$(if $(findstring cuda,$<),-I$(CUDA_HOME)/include) -c $< -o $@
 
 $(B)/obj/preload/mpi.o: preload/mpi_wrappers.inc
 $(B)/obj/preload/io.o: preload/io_wrappers.inc
 
 $(B)/libddpspy.so: $(PRELOAD_OBJ) preload/exports.map
+	@echo "libddpspy.so: CUDA runtime capture $(if $(HAVE_CUDA),built (headers in $(CUDA_HOME)),left out (no CUDA headers in $(CUDA_HOME)))"
 	$(CC) -shared -o $@ $(PRELOAD_OBJ) -Wl,--version-script=preload/exports.map \
 		-Wl,-z,now -Wl,-z,nodelete -lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
 
@@ -84,7 +91,7 @@ $(B)/asan/fuzz_replay: tests/fuzz/fuzz_collector.c $(COLLECTOR_LIB_SRC:%.c=$(B)/
 $(B)/asan/obj/%.o: %.c common/format.h common/evcodec.h common/hash.h preload/internal.h preload/ring.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SAN) $(MPI_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
-		$(if $(findstring gloo,$<),-fexceptions) -c $< -o $@
+		$(if $(findstring gloo,$<),-fexceptions) $(if $(findstring cuda,$<),-I$(CUDA_HOME)/include) -c $< -o $@
 $(B)/asan/obj/preload/mpi.o: preload/mpi_wrappers.inc
 $(B)/asan/obj/preload/io.o: preload/io_wrappers.inc
 $(B)/asan/libddpspy.so: $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) preload/exports.map

@@ -42,13 +42,18 @@ static const char *named_value(const char *name, int64_t v)
 		return ddpspy_name(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, v);
 	if (!strcmp(name, "op"))
 		return ddpspy_name(ddpspy_op_names, DDPSPY_OP_COUNT, v);
+	if (!strcmp(name, "dir"))
+		return ddpspy_name(ddpspy_cuda_dir_names, DDPSPY_DIR_COUNT, v);
+	if (!strcmp(name, "what"))
+		return ddpspy_name(ddpspy_cuda_sync_names, DDPSPY_SYNC_COUNT, v);
 	return NULL;
 }
 
 static int is_handle(const char *name)
 {
 	return !strcmp(name, "mutex") || !strcmp(name, "cond") || !strcmp(name, "barrier") ||
-	       !strcmp(name, "sem") || !strcmp(name, "request") || !strcmp(name, "flags");
+	       !strcmp(name, "sem") || !strcmp(name, "request") || !strcmp(name, "flags") || !strcmp(name, "stream") ||
+	       !strcmp(name, "event");
 }
 
 #define T(s) text_safe((s), SIZE_MAX)

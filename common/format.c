@@ -25,6 +25,18 @@ const unsigned ddpspy_op_flags[DDPSPY_OP_COUNT] = {
 #undef X
 };
 
+const char *const ddpspy_cuda_dir_names[DDPSPY_DIR_COUNT] = {
+#define X(e, s) s,
+	DDPSPY_CUDA_DIRS(X)
+#undef X
+};
+
+const char *const ddpspy_cuda_sync_names[DDPSPY_SYNC_COUNT] = {
+#define X(e, s) s,
+	DDPSPY_CUDA_SYNCS(X)
+#undef X
+};
+
 const char *const ddpspy_category_names[DDPSPY_CAT_COUNT] = {
 #define X(e, s) s,
 	DDPSPY_CATEGORIES(X)

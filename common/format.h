@@ -15,7 +15,7 @@
 #define DDPSPY_MAGIC_LEN 8
 #define DDPSPY_FILE_HEADER_LEN 16
 #define DDPSPY_FORMAT_MAJOR 2
-#define DDPSPY_FORMAT_MINOR 0
+#define DDPSPY_FORMAT_MINOR 1
 /* the oldest major this reader still reads (1.x: events as msgpack arrays, modules snapshots) */
 #define DDPSPY_FORMAT_MAJOR_OLDEST 1
 
@@ -104,6 +104,34 @@ enum ddpspy_op {
 	DDPSPY_OP_COUNT
 };
 
+/* A CUDA copy's direction (cuda_memcpy "dir": cudaMemcpyKind's values) and what a cuda_sync
+ * waited for ("what"). */
+#define DDPSPY_CUDA_DIRS(X)                                                              \
+	X(DIR_H2H, "h2h")                                                                      \
+	X(DIR_H2D, "h2d")                                                                      \
+	X(DIR_D2H, "d2h")                                                                      \
+	X(DIR_D2D, "d2d")                                                                      \
+	X(DIR_DEFAULT, "default") /* cudaMemcpyDefault: from the pointers */
+
+enum ddpspy_cuda_dir {
+#define X(e, s) DDPSPY_##e,
+	DDPSPY_CUDA_DIRS(X)
+#undef X
+	DDPSPY_DIR_COUNT
+};
+
+#define DDPSPY_CUDA_SYNCS(X)                                                             \
+	X(SYNC_DEVICE, "device")                                                               \
+	X(SYNC_STREAM, "stream")                                                               \
+	X(SYNC_EVENT, "event")
+
+enum ddpspy_cuda_sync {
+#define X(e, s) DDPSPY_##e,
+	DDPSPY_CUDA_SYNCS(X)
+#undef X
+	DDPSPY_SYNC_COUNT
+};
+
 /* What an event kind means to the analysis: the fourth column of DDPSPY_EVENT_KINDS, one category
  * ORed with properties. The collector asks this table (collector/kinds.c) and never switches on
  * kinds; where a kind's bytes, descriptor, operation, communicator, sequence number, peer and path
@@ -180,7 +208,12 @@ enum ddpspy_category {
 	X(EV_MPI_WAIT, "mpi_wait", "op,count,request,ret", DDPSPY_CAT_COMMS | DDPSPY_KM_WAITS) \
 	X(EV_GLOO_COLL, "gloo_coll", "op,seq,bytes,threw",                                    \
 	  DDPSPY_KM_BLOCKING_COLL | DDPSPY_KM_EXIT_ALIGNS | DDPSPY_KM_SEQ_PER_OP | DDPSPY_KM_HELPER) \
-	X(EV_STEP, "step", "begin", DDPSPY_CAT_MARKER) /* 1.1: ddpspy_step_begin() (1) / _end() (0) */
+	X(EV_STEP, "step", "begin", DDPSPY_CAT_MARKER) /* 1.1: ddpspy_step_begin() (1) / _end() (0) */ \
+	/* 2.1: the host side of CUDA runtime calls; the GPU's own times come from CUPTI. A host     \
+	 * held by a copy or a synchronize waits for the GPU's work: compute, as before they were  \
+	 * recorded */                                                                           \
+	X(EV_CUDA_MEMCPY, "cuda_memcpy", "bytes,dir,stream,async,ret", DDPSPY_CAT_COMPUTE)      \
+	X(EV_CUDA_SYNC, "cuda_sync", "what,stream,event,ret", DDPSPY_CAT_COMPUTE)
 
 enum ddpspy_event_kind {
 #define X(e, s, a, m) DDPSPY_##e,
@@ -198,6 +231,8 @@ extern const char *const ddpspy_event_args[DDPSPY_EV_COUNT]; /* "a,b,c" */
 extern const unsigned ddpspy_event_meaning[DDPSPY_EV_COUNT];  /* DDPSPY_KM_* */
 extern const unsigned ddpspy_op_flags[DDPSPY_OP_COUNT];       /* DDPSPY_OPF_* */
 extern const char *const ddpspy_category_names[DDPSPY_CAT_COUNT];
+extern const char *const ddpspy_cuda_dir_names[DDPSPY_DIR_COUNT];
+extern const char *const ddpspy_cuda_sync_names[DDPSPY_SYNC_COUNT];
 
 /* Returns the name for v, or NULL when v is out of range (a newer writer's value). */
 const char *ddpspy_name(const char *const *names, int count, int64_t v);

@@ -1,0 +1,77 @@
+"""CUDA runtime capture (preload/cuda.c) on the simulated device: testapps/gpu_app.cu, built with
+nvcc -cudart shared (and again with --default-stream per-thread), runs under the preload with
+LD_LIBRARY_PATH=build/simgpu; `ddpspy dump --json` must show every copy (bytes, direction, stream,
+async) and every synchronize (stream, event, device) with the host time the program itself
+measured around the call, and none of the stand-in's own sleeps inside them. A process that never
+uses CUDA loads no CUDA library."""
+import json
+import os
+import subprocess
+from lib import *
+
+CUDA = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+SIMDIR = os.path.join(BUILD, "simgpu")
+if not os.path.exists(os.path.join(CUDA, "include", "cuda_runtime_api.h")):
+    skip("CUDA runtime capture", "no CUDA headers in %s (set CUDA_HOME): preload/cuda.c is not built" % CUDA)
+    done()
+if not os.path.exists(os.path.join(APPS, "gpu_app")) or not os.path.exists(os.path.join(SIMDIR, "libcudart.so.13")):
+    skip("CUDA runtime capture", "make sim did not build the simulated device and gpu_app (no nvcc in %s/bin?)" % CUDA)
+    done()
+
+MIB64 = 64 << 20
+page_model = (5000 + MIB64 / 6) / 1e6  # ms: 64 MiB at the stand-in's pageable 6 GB/s
+d = tmpdir("cuda")
+
+
+def capture(app, name):
+    out = os.path.join(d, name)
+    env = {"LD_LIBRARY_PATH": SIMDIR, "SIMGPU_KERNELS": "spin=5000,tick=2000"}
+    p = traced([os.path.join(APPS, app), "timeline"], out, env=env)
+    if p.returncode != 0:
+        return None, [], p.stderr
+    recs, rc, err = dump(out)
+    return json.loads(p.stdout.splitlines()[-1]), recs, err
+
+
+def check(app, name, per_thread):
+    truth, recs, err = capture(app, name)
+    if truth is None:
+        return [(False, "%s runs under the preload on the simulated device: %s" % (app, err[-300:]))]
+    main = [r for r in of(recs, "process")][0]["pid"]
+    cp = [e for e in events(recs, "cuda_memcpy") if e["tid"] == main]
+    sy = [e for e in events(recs, "cuda_sync") if e["tid"] == main]
+    ms = lambda e: e["dur_ns"] / 1e6
+    legacy = 2 if per_thread else 0  # cudaStreamPerThread, or 0: the legacy default stream
+    want = [("h2d", 1, legacy), ("h2d", 1, legacy), ("d2h", 0, legacy)]
+    got = [(e["dir"], e["async"], e["stream"]) for e in cp]
+    checks = [(got == want and all(e["bytes"] == MIB64 for e in cp) and all(e["ret"] == 0 for e in cp),
+               "%s: three 64 MiB copies, to the device twice asynchronously and back, on stream %d: %s"
+               % (name, legacy, got))]
+    if len(cp) == 3:
+        checks += [(ms(cp[0]) <= truth["pinned_host_ms"] + 0.05,
+                    "%s: the pinned asynchronous copy holds the host %.3f ms, within the %.3f ms the program measured "
+                    "around it" % (name, ms(cp[0]), truth["pinned_host_ms"])),
+                   (page_model - 0.05 <= ms(cp[1]) <= truth["pageable_host_ms"] + 0.05,
+                    "%s: the pageable one holds it for the whole copy: %.3f ms (model %.3f, the program's %.3f)"
+                    % (name, ms(cp[1]), page_model, truth["pageable_host_ms"]))]
+    kinds = [e["what"] for e in sy]
+    checks.append((kinds == ["stream"] + ["event"] * 5 + ["device"],
+                   "%s: one stream, five event and one device synchronize, in order: %s" % (name, kinds)))
+    if kinds and kinds[0] == "stream":
+        checks.append((4.9 <= ms(sy[0]) <= truth["sync_ms"] + 0.05 and sy[0]["stream"] != legacy,
+                       "%s: the stream synchronize waits for the 5 ms kernel on its stream: %.3f ms (the program's %.3f)"
+                       % (name, ms(sy[0]), truth["sync_ms"])))
+    # the stand-in sleeps inside the calls it models: the guard keeps those out
+    sleeps = sum(ms(e) for e in events(recs, "sleep") if e["tid"] == main)
+    checks.append((sleeps < 1, "%s: no sleep of the stand-in's inside a recorded call (%.3f ms of sleeps)" % (name, sleeps)))
+    return checks
+
+
+live("CUDA capture", lambda k: check("gpu_app", "legacy", False))
+live("CUDA capture, per-thread default stream", lambda k: check("gpu_app_pt", "per-thread", True))
+
+p = traced(["cat", "/proc/self/maps"], os.path.join(d, "nocuda"))
+ok(p.returncode == 0 and "cuda" not in p.stdout.lower() and "cupti" not in p.stdout.lower(),
+   "a process that never uses CUDA loads no CUDA library")
+cleanup(d)
+done()
