@@ -116,10 +116,15 @@ static void summarize(const struct options *o, int ws, int batch, const double *
 			"\"comm_ms\": %.3f, \"host_ms\": %.3f, \"samples_per_step\": %.2f, ", r ? ", " : "", r,
 			m[F_STEP], m[F_DATA], m[F_COMPUTE], m[F_COMM], m[F_HOST], m[F_SAMPLES]);
 		if (mlp)
-			printf("\"tokens_per_step\": null, \"padded_tokens_per_step\": null}");
+			printf("\"tokens_per_step\": null, \"padded_tokens_per_step\": null, ");
 		else
-			printf("\"tokens_per_step\": %.1f, \"padded_tokens_per_step\": %.1f}", m[F_TOKENS],
+			printf("\"tokens_per_step\": %.1f, \"padded_tokens_per_step\": %.1f, ", m[F_TOKENS],
 				m[F_PADDED]);
+		/* each step's work (data, compute, host: all but communication), for per-step comparisons */
+		printf("\"work_ms_steps\": [");
+		for (int st = 0; st < S; st++)
+			printf("%s%.3f", st ? ", " : "", AT(r, st, F_DATA) + AT(r, st, F_COMPUTE) + AT(r, st, F_HOST));
+		printf("]}");
 	}
 	printf("]}\n");
 #undef AT
