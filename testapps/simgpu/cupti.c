@@ -94,7 +94,9 @@ static void retire(void)
 	pthread_cond_broadcast(&wake);
 }
 
-/* room for n bytes of records, from the client's buffers; NULL (the record dropped) without */
+/* room for n bytes of records, from the client's buffers; NULL (the record dropped) without.
+ * Under lock: the client's buffer-requested callback (and its timestamp callback, to_cupti) run
+ * with it held, so they must not call back into CUPTI, which a real client never does either. */
 static void *room(size_t n)
 {
 	if (buf && buf_used + n > buf_size)
