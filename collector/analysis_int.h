@@ -61,10 +61,15 @@ static inline int an_is_sync_kind(int kind)
 	return (k->m & (DDPSPY_KM_COLL | DDPSPY_KM_WAITS)) || DDPSPY_KM_CAT(k->m) == DDPSPY_CAT_MARKER;
 }
 
+/* whether e's operation has flag (DDPSPY_OPF_*) */
+static inline int an_op_is(const struct ev *e, unsigned flag)
+{
+	return e->op >= 0 && e->op < DDPSPY_OP_COUNT && (ddpspy_op_flags[e->op] & flag);
+}
+
 static inline int an_completes(const struct ev *e)
 {
-	return (an_kind(e->kind)->m & DDPSPY_KM_WAITS) && e->op >= 0 && e->op < DDPSPY_OP_COUNT &&
-	       (ddpspy_op_flags[e->op] & DDPSPY_OPF_DONE);
+	return (an_kind(e->kind)->m & DDPSPY_KM_WAITS) && an_op_is(e, DDPSPY_OPF_DONE);
 }
 
 static inline int an_kept_sync(const struct ev *e)
@@ -78,11 +83,16 @@ static inline int an_blocking_coll(const struct ev *e)
 	return (m & DDPSPY_KM_COLL) && !(m & DDPSPY_KM_NONBLOCKING);
 }
 
+/* a blocking collective with a sequence number: one whose instance other ranks' match (what a
+ * rank's helper threads contribute to its synchronizing calls) */
+static inline int an_numbered_coll(const struct ev *e)
+{
+	return e->seq >= 0 && an_blocking_coll(e);
+}
+
 static inline int an_exit_aligns(const struct ev *e)
 {
-	return e->seq >= 0 && an_blocking_coll(e) &&
-	       ((an_kind(e->kind)->m & DDPSPY_KM_EXIT_ALIGNS) ||
-		(e->op >= 0 && e->op < DDPSPY_OP_COUNT && (ddpspy_op_flags[e->op] & DDPSPY_OPF_SYM)));
+	return an_numbered_coll(e) && ((an_kind(e->kind)->m & DDPSPY_KM_EXIT_ALIGNS) || an_op_is(e, DDPSPY_OPF_SYM));
 }
 
 static inline int an_is_file_read(const struct ev *e)
@@ -150,7 +160,7 @@ void an_warn(struct analysis *a, const char *fmt, ...) __attribute__((format(pri
 /* every file under a->dirs into a->procs, and a->ranks; -1 when no rank is readable (err says why) */
 int an_load(struct analysis *a, const struct report_options *o, char *err, size_t errlen);
 void an_load_free(struct analysis *a);
-struct thr *an_train_thread(struct proc *p);
+struct thr *an_train_thread(const struct proc *p);
 /* whether e, a call of p's thread u, is one of the rank's synchronizing calls: the training
  * thread's collectives and completing waits, or, when they run on helper threads (p->bg), those
  * threads' blocking collectives */

@@ -34,18 +34,18 @@ void an_warn(struct analysis *a, const char *fmt, ...)
 		a->nwarnings++;
 }
 
-struct thr *an_train_thread(struct proc *p)
+struct thr *an_train_thread(const struct proc *p)
 {
 	return p->train >= 0 ? &p->thr[p->train] : NULL;
 }
 
 int an_rank_sync(const struct proc *p, const struct thr *u, const struct ev *e)
 {
-	const struct thr *t = p->train >= 0 ? &p->thr[p->train] : NULL;
+	const struct thr *t = an_train_thread(p);
 	if (u != t && !p->bg)
 		return 0;
 	if (u != t)
-		return an_blocking_coll(e) && e->seq >= 0;
+		return an_numbered_coll(e);
 	return (an_kind(e->kind)->m & DDPSPY_KM_COLL) || an_completes(e);
 }
 

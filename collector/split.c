@@ -209,7 +209,7 @@ static void bg_build(struct split *s, struct proc *p)
 		return;
 	for (int h = 0; h < p->nthr; h++)
 		for (size_t k = 0; &p->thr[h] != t && k < p->thr[h].n && s->nbg < n; k++)
-			if (an_blocking_coll(&p->thr[h].ev[k]) && p->thr[h].ev[k].seq >= 0)
+			if (an_numbered_coll(&p->thr[h].ev[k]))
 				s->bg[s->nbg++] = &p->thr[h].ev[k];
 	sort_n(s->bg, s->nbg, sizeof *s->bg, an_cmp_evp);
 	for (size_t i = 0; i < s->nbg; i++) {
