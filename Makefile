@@ -16,6 +16,8 @@ MPICC := $(shell command -v mpicc 2>/dev/null)
 # stand-ins and the CUDA test programs; nothing links against CUDA
 CUDA_HOME ?= /usr/local/cuda
 HAVE_CUDA := $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h)
+HAVE_CUPTI := $(wildcard $(CUDA_HOME)/include/cupti.h)
+GPU_DEF := $(if $(HAVE_CUPTI),-DDDPSPY_GPU)
 NVCC := $(wildcard $(CUDA_HOME)/bin/nvcc)
 
 PRELOAD_SRC := preload/init.c preload/config.c preload/clock.c preload/ring.c \
@@ -28,6 +30,9 @@ endif
 ifneq ($(HAVE_CUDA),)
 PRELOAD_SRC += preload/cuda.c
 endif
+ifneq ($(HAVE_CUPTI),)
+PRELOAD_SRC += cupti/gpu.c
+endif
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(B)/obj/%.o)
 
 COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/trace.c \
@@ -36,7 +41,7 @@ COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/tra
 	collector/report.c collector/compare.c common/format.c
 COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 
-SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13) \
+SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13 $(B)/simgpu/libcuda.so.1) \
 	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app $(B)/testapps/gpu_app_pt)
 
 TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
@@ -55,17 +60,17 @@ all: $(B)/libddpspy.so $(B)/ddpspy
 deps:
 	@bash .ci/deps
 
-$(B)/obj/%.o: %.c common/format.h common/evcodec.h common/hash.h preload/internal.h preload/ring.h
+$(B)/obj/%.o: %.c common/format.h common/evcodec.h common/hash.h preload/internal.h preload/ring.h cupti/gpu.h
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) $(MPI_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
+	$(CC) $(BASE) $(MPI_CFLAGS) $(GPU_DEF) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
 		-fno-omit-frame-pointer $(if $(findstring gloo,$<),-fexceptions) \
-		$(if $(findstring cuda,$<),-I$(CUDA_HOME)/include) -c $< -o $@
+		$(if $(or $(findstring cuda,$<),$(findstring cupti,$<)),-I$(CUDA_HOME)/include) -c $< -o $@
 
 $(B)/obj/preload/mpi.o: preload/mpi_wrappers.inc
 $(B)/obj/preload/io.o: preload/io_wrappers.inc
 
 $(B)/libddpspy.so: $(PRELOAD_OBJ) preload/exports.map
-	@echo "libddpspy.so: CUDA runtime capture $(if $(HAVE_CUDA),built (headers in $(CUDA_HOME)),left out (no CUDA headers in $(CUDA_HOME)))"
+	@echo "libddpspy.so: CUDA runtime capture $(if $(HAVE_CUDA),built,left out); GPU capture (CUPTI) $(if $(HAVE_CUPTI),built,left out) (CUDA headers $(if $(HAVE_CUDA),in,not found in) $(CUDA_HOME))"
 	$(CC) -shared -o $@ $(PRELOAD_OBJ) -Wl,--version-script=preload/exports.map \
 		-Wl,-z,now -Wl,-z,nodelete -lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
 
@@ -88,10 +93,11 @@ $(B)/asan/ddpspy: $(COLLECTOR_SRC:%.c=$(B)/asan/cobj/%.o)
 	$(CC) $(SAN) -o $@ $^ -lmsgpackc -lz -lm
 $(B)/asan/fuzz_replay: tests/fuzz/fuzz_collector.c $(COLLECTOR_LIB_SRC:%.c=$(B)/asan/cobj/%.o)
 	$(CC) $(BASE) $(SAN) -DREPLAY -o $@ $^ -lmsgpackc -lz -lm
-$(B)/asan/obj/%.o: %.c common/format.h common/evcodec.h common/hash.h preload/internal.h preload/ring.h
+$(B)/asan/obj/%.o: %.c common/format.h common/evcodec.h common/hash.h preload/internal.h preload/ring.h cupti/gpu.h
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) $(SAN) $(MPI_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
-		$(if $(findstring gloo,$<),-fexceptions) $(if $(findstring cuda,$<),-I$(CUDA_HOME)/include) -c $< -o $@
+	$(CC) $(BASE) $(SAN) $(MPI_CFLAGS) $(GPU_DEF) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
+		$(if $(findstring gloo,$<),-fexceptions) \
+		$(if $(or $(findstring cuda,$<),$(findstring cupti,$<)),-I$(CUDA_HOME)/include) -c $< -o $@
 $(B)/asan/obj/preload/mpi.o: preload/mpi_wrappers.inc
 $(B)/asan/obj/preload/io.o: preload/io_wrappers.inc
 $(B)/asan/libddpspy.so: $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) preload/exports.map
@@ -133,6 +139,9 @@ $(B)/simgpu/libcupti.so.13: testapps/simgpu/cupti.c testapps/simgpu/cupti.map te
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -I$(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libcupti.so.13 \
 		-Wl,--version-script=testapps/simgpu/cupti.map -ldl -lpthread
+$(B)/simgpu/libcuda.so.1: testapps/simgpu/driver.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -I$(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libcuda.so.1
 $(B)/testapps/gpu_app: testapps/gpu_app.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $<
@@ -189,7 +198,7 @@ test:
 	@$(MAKE) --no-print-directory all testapps $(UNIT) $(B)/bench/gentrace $(SANITIZED) sim
 	@bash tests/run.sh
 
-bench: all $(B)/bench/overhead $(B)/bench/gentrace $(B)/bench/decode $(if $(MPICC),$(B)/ddpbench)
+bench: all sim $(B)/bench/overhead $(B)/bench/gentrace $(B)/bench/decode $(if $(MPICC),$(B)/ddpbench)
 	@bash bench/run.sh
 	@echo
 	@bash bench/collector.sh

@@ -1,7 +1,8 @@
 /* Per-call cost of intercepted calls that do not block, run with and without the preload by
  * bench/run.sh. Calls are timed in bursts short enough for the ring (ddpspy's writer drains
  * between bursts), after a warm-up that has touched every ring page: this is the steady state of
- * a long training run. Usage: overhead [mt]. Prints one JSON line: ns per call for each case (median of bursts). */
+ * a long training run. Usage: overhead [mt|st [cuda]]. Prints one JSON line: ns per call for each case (median of bursts). */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -93,6 +94,18 @@ int main(int argc, char **argv)
 	pthread_t th;
 	if (argc > 1 && !strcmp(argv[1], "mt"))
 		pthread_create(&th, NULL, idle, NULL);
+	/* "cuda": start CUDA first (libcudart.so.13 from the library path: the simulated device's in
+	 * make bench), as a training process has, so that the calls below run with CUDA and, under
+	 * the preload, CUPTI loaded */
+	if (argc > 2 && !strcmp(argv[2], "cuda")) {
+		void *h = dlopen("libcudart.so.13", RTLD_NOW);
+		int (*count)(int *) = h ? (int (*)(int *))dlsym(h, "cudaGetDeviceCount") : NULL;
+		int n = 0;
+		if (!count || count(&n) != 0) {
+			fprintf(stderr, "overhead: no CUDA runtime to start: %s\n", h ? "cudaGetDeviceCount failed" : dlerror());
+			return 1;
+		}
+	}
 	devnull = open("/dev/null", O_RDONLY);
 	if (devnull < 0)
 		return 1;

@@ -36,6 +36,9 @@ extra = mt_t["sem_wait_ns"] - mt_p["sem_wait_ns"]
 print(f"budget: a recorded call that does not block costs at most 40 ns more; "
       f"measured {extra:.1f} ns ({'met' if extra <= 40 else 'NOT met'})")
 PY
+# GPU capture's cost to the host, on the simulated device (skipped, saying so, without it)
+echo
+/usr/bin/python3 bench/gpu.py
 # the preload's cost on a whole training step: the testbed, plain and traced side by side
 if [ -x build/ddpbench ] && command -v mpirun >/dev/null; then
 	echo

@@ -46,7 +46,19 @@ static const char *named_value(const char *name, int64_t v)
 		return ddpspy_name(ddpspy_cuda_dir_names, DDPSPY_DIR_COUNT, v);
 	if (!strcmp(name, "what"))
 		return ddpspy_name(ddpspy_cuda_sync_names, DDPSPY_SYNC_COUNT, v);
+	if (!strcmp(name, "copy"))
+		return ddpspy_name(ddpspy_gpu_copy_names, DDPSPY_GCOPY_COUNT, v);
+	if (!strcmp(name, "src") || !strcmp(name, "dst") || !strcmp(name, "mem"))
+		return ddpspy_name(ddpspy_gpu_mem_names, DDPSPY_GMEM_COUNT, v);
+	if (!strcmp(name, "sync"))
+		return ddpspy_name(ddpspy_gpu_sync_names, DDPSPY_GSYNC_COUNT, v);
 	return NULL;
+}
+
+/* arguments that are ids in the file's string table */
+static int is_name_id(const char *name)
+{
+	return !strcmp(name, "kname") || !strcmp(name, "fn");
 }
 
 static int is_handle(const char *name)
@@ -188,19 +200,23 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	if (d->json) {
 		struct json j;
 		json_begin(&j, stdout);
-		json_str(&j, "type", "event");
+		json_str(&j, "type", e->tid == -1 ? "gpu_event" : "event");
 		json_str(&j, "file", f->path);
 		json_int(&j, "pid", f->pid);
 		json_int(&j, "rank", f->rank);
-		json_int(&j, "tid", e->tid);
+		if (e->tid != -1)
+			json_int(&j, "tid", e->tid);
 		json_str(&j, "kind", kind_name(e->kind, kb, sizeof kb));
 		json_int(&j, "t_ns", e->t_ns);
 		json_int(&j, "dur_ns", e->dur_ns);
 		for (int i = 0; i < e->nargs; i++) {
 			arg_name(e->kind, i, name, sizeof name);
 			const char *nv = named_value(name, e->args[i]);
+			const struct trace_name *tn = is_name_id(name) ? trace_name(f, (uint32_t)e->args[i]) : NULL;
 			if (i == e->str_index)
 				json_strn(&j, name, e->str, e->slen);
+			else if (is_name_id(name))
+				json_strn(&j, name, tn ? tn->s : NULL, tn ? tn->len : 0);
 			else if (nv)
 				json_str(&j, name, nv);
 			else
@@ -213,16 +229,22 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		json_end(&j);
 		return 0;
 	}
-	printf("  %12.6f %6d %-13s", (double)(e->t_ns - d->t_base) / 1e9, e->tid,
-	       kind_name(e->kind, kb, sizeof kb));
+	if (e->tid == -1)
+		printf("  %12.6f %6s %-13s", (double)(e->t_ns - d->t_base) / 1e9, "gpu", kind_name(e->kind, kb, sizeof kb));
+	else
+		printf("  %12.6f %6d %-13s", (double)(e->t_ns - d->t_base) / 1e9, e->tid,
+		       kind_name(e->kind, kb, sizeof kb));
 	for (int i = 0; i < e->nargs; i++) {
 		arg_name(e->kind, i, name, sizeof name);
 		const char *nv = named_value(name, e->args[i]);
+		const struct trace_name *tn = is_name_id(name) ? trace_name(f, (uint32_t)e->args[i]) : NULL;
 		if (i == e->str_index)
 			printf(" %s=\"%s\"", name, text_safe(e->str, e->slen));
+		else if (is_name_id(name))
+			printf(" %s=\"%s\"", name, tn ? text_safe(tn->s, tn->len) : "?");
 		else if (nv)
 			printf(" %s=%s", name, nv);
-		else if (is_handle(name))
+		else if (is_handle(name) && e->tid != -1) /* (CUPTI's streams and events are numbers) */
 			printf(" %s=0x%" PRIx64, name, (uint64_t)e->args[i]);
 		else
 			printf(" %s=%" PRId64, name, e->args[i]);
@@ -247,8 +269,45 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	return 0;
 }
 
+/* what the file says of GPU capture (its last "gpu" record) */
+static void print_gpu(struct dumpctx *d, const struct trace_file *f)
+{
+	const struct trace_gpu *g = &f->gpu;
+	if (!g->have)
+		return;
+	if (d->json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "type", "gpu");
+		json_str(&j, "file", f->path);
+		json_int(&j, "pid", f->pid);
+		json_str(&j, "state", g->state);
+		json_str(&j, "why", g->why);
+		json_str(&j, "lib", g->lib);
+		json_int(&j, "version", g->version);
+		json_str(&j, "clock", g->clock);
+		json_int(&j, "events", g->events);
+		json_int(&j, "read", (int64_t)g->read);
+		json_int(&j, "dropped", g->dropped);
+		json_int(&j, "refused", g->refused);
+		json_int(&j, "unwritten", g->unwritten);
+		json_int(&j, "lead_ns", g->lead_ns);
+		json_int(&j, "checked", g->checked);
+		json_end(&j);
+		return;
+	}
+	printf("gpu %s: %s\n", T(g->state), T(g->why));
+	if (!strcmp(g->state, "on"))
+		printf("gpu %s (CUPTI %" PRId64 "), clock %s: %" PRId64 " records, %" PRId64 " dropped by CUPTI, %" PRId64
+		       " buffers refused, %" PRId64 " not written; device work checked against its launch: %" PRId64
+		       ", none earlier than %" PRId64 " ns before it\n",
+		       T(g->lib), g->version, T(g->clock), g->events, g->dropped, g->refused, g->unwritten, g->checked,
+		       g->lead_ns > 0 ? g->lead_ns : 0);
+}
+
 static void print_end(struct dumpctx *d, struct trace_file *f)
 {
+	print_gpu(d, f);
 	if (d->json) {
 		for (size_t i = 0; i < f->nthreads; i++) {
 			struct json j;
@@ -342,7 +401,7 @@ int cmd_dump(int argc, char **argv)
 		for (int k = 0; k < n; k++) {
 			struct trace_file f;
 			struct trace_visitor v = {&d, on_header, on_identity, on_thread,
-						  d.summary ? NULL : on_event, NULL, NULL};
+						  d.summary ? NULL : on_event, NULL, NULL, d.summary ? NULL : on_event};
 			if (trace_open(&f, files[k]) < 0) {
 				print_error(&d, files[k], 0, f.error);
 				trace_close(&f);

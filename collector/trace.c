@@ -222,6 +222,9 @@ void trace_close(struct trace_file *f)
 	for (size_t i = 0; i < f->nstacks; i++)
 		free(f->stacks[i].ips);
 	free(f->stacks);
+	for (size_t i = 0; i < f->nnames; i++)
+		free(f->names[i].s);
+	free(f->names);
 	for (size_t i = 0; i < f->nmodules; i++)
 		free(f->modules[i].path);
 	free(f->modules);
@@ -329,6 +332,39 @@ const struct trace_stack *trace_stack(const struct trace_file *f, uint32_t id)
 		if (f->stacks[i].id == id)
 			return &f->stacks[i];
 	return NULL;
+}
+
+const struct trace_name *trace_name(const struct trace_file *f, uint32_t id)
+{
+	/* ids are assigned 1, 2, 3... in the order names appear */
+	if (id >= 1 && id <= f->nnames && f->names[id - 1].id == id)
+		return &f->names[id - 1];
+	for (size_t i = 0; i < f->nnames; i++)
+		if (f->names[i].id == id)
+			return &f->names[i];
+	return NULL;
+}
+
+/* A CUPTI time in CLOCK_MONOTONIC ns: as it is, or from CLOCK_REALTIME through the calibration
+ * point nearest in real time */
+static int64_t gpu_to_ns(const struct trace_file *f, uint64_t t)
+{
+	if (!f->gpu.realtime)
+		return (int64_t)t;
+	int64_t real = (int64_t)t, off = f->start_real_ns - f->start_mono_ns;
+	size_t lo = 0, hi = f->ncalib;
+	while (lo < hi) { /* the first point at or after real */
+		size_t mid = lo + (hi - lo) / 2;
+		if (f->calib[mid].real_ns < real)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < f->ncalib)
+		off = f->calib[lo].real_ns - f->calib[lo].mono_ns;
+	else if (f->ncalib)
+		off = f->calib[f->ncalib - 1].real_ns - f->calib[f->ncalib - 1].mono_ns;
+	return real - off;
 }
 
 const struct trace_module *trace_module_of(const struct trace_file *f, uint64_t ip)
@@ -484,6 +520,51 @@ static int rd_stacks(struct trace_file *f, const msgpack_object *m)
 			s->n = 0;
 	}
 	return 0;
+}
+
+static int rd_names(struct trace_file *f, const msgpack_object *m)
+{
+	const msgpack_object *l = get(m, "list");
+	if (!l || l->type != MSGPACK_OBJECT_ARRAY)
+		return -1;
+	for (uint32_t i = 0; i < l->via.array.size; i++) {
+		const msgpack_object *e = &l->via.array.ptr[i];
+		int64_t id;
+		if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 2 || !as_int(&e->via.array.ptr[0], &id) ||
+		    e->via.array.ptr[1].type != MSGPACK_OBJECT_STR)
+			continue;
+		struct trace_name *n = realloc(f->names, (f->nnames + 1) * sizeof *n);
+		if (!n)
+			return -1;
+		f->names = n;
+		struct trace_name *t = &f->names[f->nnames];
+		t->id = (uint32_t)id;
+		t->len = e->via.array.ptr[1].via.str.size;
+		if (!(t->s = malloc(t->len + 1)))
+			return -1;
+		memcpy(t->s, e->via.array.ptr[1].via.str.ptr, t->len);
+		t->s[t->len] = 0;
+		f->nnames++;
+	}
+	return 0;
+}
+
+static void rd_gpu(struct trace_file *f, const msgpack_object *m)
+{
+	struct trace_gpu *g = &f->gpu;
+	g->have = 1;
+	str_into(m, "state", g->state, sizeof g->state);
+	str_into(m, "why", g->why, sizeof g->why);
+	str_into(m, "lib", g->lib, sizeof g->lib);
+	str_into(m, "clock", g->clock, sizeof g->clock);
+	g->realtime = !strcmp(g->clock, "realtime");
+	g->version = int_or(m, "version", -1);
+	g->events = int_or(m, "events", -1);
+	g->dropped = int_or(m, "dropped", 0);
+	g->refused = int_or(m, "refused", 0);
+	g->unwritten = int_or(m, "unwritten", 0);
+	g->lead_ns = int_or(m, "lead_ns", 0);
+	g->checked = int_or(m, "checked", 0);
 }
 
 /* ---- events records, decoded without building msgpack objects ----
@@ -762,6 +843,12 @@ static inline __attribute__((always_inline)) int decode_packed(struct trace_file
 	if (skip)
 		return 1;
 	e->kind = (int)kind;
+	if (r->gpu) {
+		e->t_ns = gpu_to_ns(f, e->raw);
+		e->dur_ns = dur > INT64_MAX ? INT64_MAX : (int64_t)dur;
+		e->stack = 0;
+		return 0;
+	}
 	e->t_ns = raw_to_ns(f, e->raw, seg);
 	e->dur_ns = raw_to_ns(f, e->raw + dur, seg) - e->t_ns;
 	if (e->dur_ns < 0)
@@ -809,13 +896,17 @@ static int fast_event_list(struct trace_file *f, struct trace_evrec *r, const st
 /* An "events" record into r (its thread, and where its events are): 1, 0 when it is another
  * thread's than f->only_tid, -1 when malformed. 1.x: "tid", "t0", "ev" (an array of arrays, last);
  * 2.x: "tid", "t0", "n", "na", "b". */
-static int events_record(struct trace_file *f, const unsigned char *body, uint32_t len, struct trace_evrec *r)
+static int events_record(struct trace_file *f, const unsigned char *body, uint32_t len, struct trace_evrec *r,
+			 int gpu)
 {
 	struct mp m = { body, body + len };
-	int64_t pairs = mp_container(&m, 1), tid = INT64_MIN, t0 = INT64_MIN, n = -1;
+	int64_t pairs = mp_container(&m, 1), tid = gpu ? -1 : INT64_MIN, t0 = INT64_MIN, n = -1;
 	r->p = r->na = NULL;
 	r->nna = 0;
+	r->gpu = gpu;
 	r->packed = f->major >= 2;
+	if (gpu && !r->packed)
+		return -1;
 	if (pairs < 0)
 		return -1;
 	for (int64_t i = 0; i < pairs; i++) {
@@ -823,7 +914,7 @@ static int events_record(struct trace_file *f, const unsigned char *body, uint32
 		uint32_t kl;
 		if (!mp_str(&m, &k, &kl))
 			return -1;
-		if (mp_key_is(k, kl, "tid")) {
+		if (!gpu && mp_key_is(k, kl, "tid")) {
 			if (!mp_int(&m, &tid))
 				return -1;
 			if (f->only_tid > 0 && tid != f->only_tid) /* "tid" comes second: the rest is skipped */
@@ -862,7 +953,7 @@ static int events_record(struct trace_file *f, const unsigned char *body, uint32
 	r->left = n;
 	r->prev = (uint64_t)t0;
 	r->seen = 0;
-	return f->only_tid > 0 && tid != f->only_tid ? 0 : 1;
+	return !gpu && f->only_tid > 0 && tid != f->only_tid ? 0 : 1;
 }
 
 /* An "events" record: 0, 1 when a callback stopped reading, -1 when malformed. */
@@ -872,8 +963,30 @@ static int fast_events(struct trace_file *f, const unsigned char *body, uint32_t
 	struct trace_evrec *r = f->evrec;
 	if (!r && !(r = f->evrec = malloc(sizeof *r)))
 		return -1;
-	int rc = events_record(f, body, len, r);
+	int rc = events_record(f, body, len, r, 0);
 	return rc <= 0 ? rc : fast_event_list(f, r, v);
+}
+
+/* A "gpu_events" record (2.2): as fast_events, for v->on_gpu */
+static int gpu_events(struct trace_file *f, const unsigned char *body, uint32_t len, const struct trace_visitor *v)
+{
+	struct trace_evrec *r = f->evrec;
+	struct trace_event e;
+	size_t seg = 0;
+	if (!r && !(r = f->evrec = malloc(sizeof *r)))
+		return -1;
+	int rc = events_record(f, body, len, r, 1);
+	if (rc <= 0)
+		return rc;
+	e.tid = -1;
+	while (r->left > 0) {
+		if (evrec_next(f, r, &seg, NULL, &e) < 0)
+			return -1;
+		f->gpu.read++;
+		if (v->on_gpu(v->ctx, f, &e))
+			return 1;
+	}
+	return 0;
 }
 
 /* The file is read front to back in windows of WINDOW bytes: each window's pages are mapped in
@@ -964,14 +1077,17 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 	msgpack_unpacked_init(&u);
 	while ((r = next_frame(f, &off, &fr, 1)) > 0) {
 		window(f, &done, fr.off);
-		const char *pk;
-		uint32_t pkl;
-		if (f->have_header && peek_kind(&fr, &pk, &pkl) && kind_is(pk, pkl, DDPSPY_REC_EVENTS)) {
+		const char *pk = "";
+		uint32_t pkl = 0;
+		int peeked = f->have_header && peek_kind(&fr, &pk, &pkl);
+		int gpu = peeked && kind_is(pk, pkl, DDPSPY_REC_GPU_EVENTS);
+		if (gpu || (peeked && kind_is(pk, pkl, DDPSPY_REC_EVENTS))) {
 			f->frames++;
 			f->ended = 0;
-			int e = fast_events(f, fr.body, fr.len, v);
+			int e = !gpu ? fast_events(f, fr.body, fr.len, v) : v->on_gpu ? gpu_events(f, fr.body, fr.len, v) : 0;
 			if (e < 0) {
-				snprintf(f->error, sizeof f->error, "malformed \"events\" record");
+				snprintf(f->error, sizeof f->error, "malformed \"%s\" record",
+					 gpu ? DDPSPY_REC_GPU_EVENTS : DDPSPY_REC_EVENTS);
 				off = fr.off;
 				rc = 2;
 				break;
@@ -1019,6 +1135,10 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 			bad = rd_stacks(f, m) < 0;
 		} else if (!strcmp(kind, DDPSPY_REC_MODULES)) {
 			bad = rd_modules(f, m) < 0;
+		} else if (!strcmp(kind, DDPSPY_REC_NAMES)) {
+			bad = rd_names(f, m) < 0;
+		} else if (!strcmp(kind, DDPSPY_REC_GPU)) {
+			rd_gpu(f, m);
 		} else if (!strcmp(kind, DDPSPY_REC_LOSS)) {
 			const msgpack_object *l = get(m, "threads");
 			for (uint32_t i = 0; l && l->type == MSGPACK_OBJECT_ARRAY && i < l->via.array.size; i++) {
@@ -1192,7 +1312,7 @@ int trace_cursor_next(struct trace_cursor *c, struct trace_event *e)
 		uint32_t kl;
 		if (!peek_kind(&fr, &k, &kl) || !kind_is(k, kl, DDPSPY_REC_EVENTS))
 			continue;
-		r = events_record(f, fr.body, fr.len, &c->r);
+		r = events_record(f, fr.body, fr.len, &c->r, 0);
 		if (r < 0) {
 			snprintf(f->error, sizeof f->error, "malformed \"events\" record");
 			c->state = -1;

@@ -36,6 +36,22 @@ struct trace_stack {
 	uint64_t *ips;
 };
 
+/* an entry of the file's string table (2.2: kernel and CUDA API names) */
+struct trace_name {
+	uint32_t id, len;
+	char *s;
+};
+
+/* what the file says of GPU capture (its latest "gpu" record; 2.2) */
+struct trace_gpu {
+	int have;           /* a "gpu" record was read */
+	char state[16];     /* "on", "taken", "unavailable", "failed" */
+	char why[512], lib[512], clock[16];
+	int realtime;       /* CUPTI's times are CLOCK_REALTIME ns (else CLOCK_MONOTONIC) */
+	int64_t version, events, dropped, refused, unwritten, lead_ns, checked;
+	uint64_t read;      /* CUPTI records read from the file */
+};
+
 struct trace_thread {
 	int tid;
 	char name[32];
@@ -78,6 +94,9 @@ struct trace_file {
 	size_t nstacks;
 	struct trace_module *modules;
 	size_t nmodules;
+	struct trace_name *names;
+	size_t nnames;
+	struct trace_gpu gpu;
 	/* end state */
 	int ended;          /* the last record is "end" */
 	char end_reason[32];
@@ -108,6 +127,9 @@ struct trace_visitor {
 	int (*on_event)(void *ctx, struct trace_file *f, const struct trace_event *ev);
 	int (*on_loss)(void *ctx, struct trace_file *f, int tid, uint64_t dropped);
 	int (*on_end)(void *ctx, struct trace_file *f);
+	/* 2.2: CUPTI's records ("gpu_events"; DDPSPY_KM_GPU kinds), times converted to
+	 * CLOCK_MONOTONIC ns, tid -1; NULL skips them without decoding */
+	int (*on_gpu)(void *ctx, struct trace_file *f, const struct trace_event *ev);
 };
 
 /* Opens and maps path. Returns 0, or -1 with f->error set (unreadable, not a ddpspy file,
@@ -143,6 +165,7 @@ struct trace_evrec {
 	int64_t left;              /* how many */
 	int tid;
 	int packed;                /* 2.x: the packed encoding (common/evcodec.h); 1.x: msgpack arrays */
+	int gpu;                   /* a "gpu_events" record: times are ns (trace_gpu's clock), no thread */
 	uint64_t prev;             /* 1.x: the raw start of the event before; 2.x: its raw end */
 	const unsigned char *na;   /* 2.x: argument counts by kind */
 	uint32_t nna;
@@ -170,6 +193,8 @@ void trace_cursor_close(struct trace_cursor *c);
 int64_t trace_raw_to_ns(const struct trace_file *f, uint64_t raw);
 
 const struct trace_stack *trace_stack(const struct trace_file *f, uint32_t id);
+/* the string table's entry id (not NUL-terminated: len bytes), NULL when absent */
+const struct trace_name *trace_name(const struct trace_file *f, uint32_t id);
 const struct trace_module *trace_module_of(const struct trace_file *f, uint64_t ip);
 struct trace_thread *trace_thread(struct trace_file *f, int tid);
 

@@ -37,6 +37,24 @@ const char *const ddpspy_cuda_sync_names[DDPSPY_SYNC_COUNT] = {
 #undef X
 };
 
+const char *const ddpspy_gpu_copy_names[DDPSPY_GCOPY_COUNT] = {
+#define X(e, s) s,
+	DDPSPY_GPU_COPIES(X)
+#undef X
+};
+
+const char *const ddpspy_gpu_mem_names[DDPSPY_GMEM_COUNT] = {
+#define X(e, s) s,
+	DDPSPY_GPU_MEMS(X)
+#undef X
+};
+
+const char *const ddpspy_gpu_sync_names[DDPSPY_GSYNC_COUNT] = {
+#define X(e, s) s,
+	DDPSPY_GPU_SYNCS(X)
+#undef X
+};
+
 const char *const ddpspy_category_names[DDPSPY_CAT_COUNT] = {
 #define X(e, s) s,
 	DDPSPY_CATEGORIES(X)

@@ -15,7 +15,7 @@
 #define DDPSPY_MAGIC_LEN 8
 #define DDPSPY_FILE_HEADER_LEN 16
 #define DDPSPY_FORMAT_MAJOR 2
-#define DDPSPY_FORMAT_MINOR 1
+#define DDPSPY_FORMAT_MINOR 2
 /* the oldest major this reader still reads (1.x: events as msgpack arrays, modules snapshots) */
 #define DDPSPY_FORMAT_MAJOR_OLDEST 1
 
@@ -34,6 +34,9 @@
 #define DDPSPY_REC_EVENTS "events"     /* a batch of one thread's events */
 #define DDPSPY_REC_LOSS "loss"         /* cumulative dropped-event counts per thread */
 #define DDPSPY_REC_END "end"           /* clean end of the file (exit, exec) */
+#define DDPSPY_REC_GPU "gpu"           /* 2.2: GPU capture's state: CUPTI, its clock, its losses */
+#define DDPSPY_REC_NAMES "names"       /* 2.2: new entries of the per-file string table */
+#define DDPSPY_REC_GPU_EVENTS "gpu_events" /* 2.2: a batch of CUPTI's records, times in ns */
 
 /* Process roles (header "role"). */
 #define DDPSPY_ROLES(X)                                                                  \
@@ -125,6 +128,41 @@ enum ddpspy_cuda_dir {
 	X(SYNC_STREAM, "stream")                                                               \
 	X(SYNC_EVENT, "event")
 
+/* CUPTI's copy kinds (gpu_memcpy "copy": CUpti_ActivityMemcpyKind), memory kinds ("src", "dst",
+ * "mem": CUpti_ActivityMemoryKind) and synchronization types (gpu_sync "sync"), named as CUPTI
+ * numbers them; cupti/gpu.c checks the numbers against CUPTI's headers. */
+#define DDPSPY_GPU_COPIES(X)                                                             \
+	X(GCOPY_UNKNOWN, "unknown") X(GCOPY_HTOD, "htod") X(GCOPY_DTOH, "dtoh")                 \
+	X(GCOPY_HTOA, "htoa") X(GCOPY_ATOH, "atoh") X(GCOPY_ATOA, "atoa") X(GCOPY_ATOD, "atod") \
+	X(GCOPY_DTOA, "dtoa") X(GCOPY_DTOD, "dtod") X(GCOPY_HTOH, "htoh") X(GCOPY_PTOP, "ptop")
+#define DDPSPY_GPU_MEMS(X)                                                               \
+	X(GMEM_UNKNOWN, "unknown") X(GMEM_PAGEABLE, "pageable") X(GMEM_PINNED, "pinned")        \
+	X(GMEM_DEVICE, "device") X(GMEM_ARRAY, "array") X(GMEM_MANAGED, "managed")              \
+	X(GMEM_DEVICE_STATIC, "device_static") X(GMEM_MANAGED_STATIC, "managed_static")
+#define DDPSPY_GPU_SYNCS(X)                                                              \
+	X(GSYNC_UNKNOWN, "unknown") X(GSYNC_EVENT, "event_synchronize")                         \
+	X(GSYNC_STREAM_WAIT_EVENT, "stream_wait_event") X(GSYNC_STREAM, "stream_synchronize")   \
+	X(GSYNC_CONTEXT, "context_synchronize")
+
+enum ddpspy_gpu_copy {
+#define X(e, s) DDPSPY_##e,
+	DDPSPY_GPU_COPIES(X)
+#undef X
+	DDPSPY_GCOPY_COUNT
+};
+enum ddpspy_gpu_mem {
+#define X(e, s) DDPSPY_##e,
+	DDPSPY_GPU_MEMS(X)
+#undef X
+	DDPSPY_GMEM_COUNT
+};
+enum ddpspy_gpu_sync {
+#define X(e, s) DDPSPY_##e,
+	DDPSPY_GPU_SYNCS(X)
+#undef X
+	DDPSPY_GSYNC_COUNT
+};
+
 enum ddpspy_cuda_sync {
 #define X(e, s) DDPSPY_##e,
 	DDPSPY_CUDA_SYNCS(X)
@@ -169,6 +207,9 @@ enum ddpspy_category {
                                        * waits (PyTorch's gloo process group) */
 #define DDPSPY_KM_FD_IS_RET (1u << 16) /* its descriptor is its return value ("ret") */
 #define DDPSPY_KM_NAMES_THREAD (1u << 17) /* names thread "tid" (0: its own) "name" */
+#define DDPSPY_KM_GPU (1u << 18)      /* a CUPTI record ("gpu_events"): the GPU's timeline, or a host
+                                       * thread's CUDA call as CUPTI saw it; never in "events" */
+#define DDPSPY_KM_GPU_NONE (DDPSPY_CAT_NONE | DDPSPY_KM_GPU)
 
 #define DDPSPY_KM_READ_CALL (DDPSPY_CAT_DATA | DDPSPY_KM_INPUT_FD | DDPSPY_KM_READS)
 #define DDPSPY_KM_BLOCKING_COLL (DDPSPY_CAT_COMMS | DDPSPY_KM_COLL)
@@ -213,7 +254,18 @@ enum ddpspy_category {
 	 * held by a copy or a synchronize waits for the GPU's work: compute, as before they were  \
 	 * recorded */                                                                           \
 	X(EV_CUDA_MEMCPY, "cuda_memcpy", "bytes,dir,stream,async,ret", DDPSPY_CAT_COMPUTE)      \
-	X(EV_CUDA_SYNC, "cuda_sync", "what,stream,event,ret", DDPSPY_CAT_COMPUTE)
+	X(EV_CUDA_SYNC, "cuda_sync", "what,stream,event,ret", DDPSPY_CAT_COMPUTE)                \
+	/* 2.2: CUPTI's activity records, in "gpu_events" records; "kname" and "fn" are ids in the   \
+	 * file's string table ("names"); CUPTI's enums as CUPTI numbers them */                   \
+	X(EV_GPU_KERNEL, "gpu_kernel",                                                         \
+	  "device,context,stream,corr,kname,grid_x,grid_y,grid_z,block_x,block_y,block_z,smem,regs", \
+	  DDPSPY_KM_GPU_NONE)                                                                  \
+	X(EV_GPU_MEMCPY, "gpu_memcpy", "device,context,stream,corr,bytes,copy,src,dst,async",   \
+	  DDPSPY_KM_GPU_NONE)                                                                  \
+	X(EV_GPU_MEMSET, "gpu_memset", "device,context,stream,corr,bytes,value,mem", DDPSPY_KM_GPU_NONE) \
+	X(EV_GPU_SYNC, "gpu_sync", "sync,context,stream,event,corr,ret", DDPSPY_KM_GPU_NONE)   \
+	X(EV_CUDA_API, "cuda_api", "thread,cbid,fn,corr,ret", DDPSPY_KM_GPU_NONE)               \
+	X(EV_GPU_EXTCORR, "gpu_extcorr", "kind,ext_id,corr", DDPSPY_KM_GPU_NONE)
 
 enum ddpspy_event_kind {
 #define X(e, s, a, m) DDPSPY_##e,
@@ -233,6 +285,9 @@ extern const unsigned ddpspy_op_flags[DDPSPY_OP_COUNT];       /* DDPSPY_OPF_* */
 extern const char *const ddpspy_category_names[DDPSPY_CAT_COUNT];
 extern const char *const ddpspy_cuda_dir_names[DDPSPY_DIR_COUNT];
 extern const char *const ddpspy_cuda_sync_names[DDPSPY_SYNC_COUNT];
+extern const char *const ddpspy_gpu_copy_names[DDPSPY_GCOPY_COUNT];
+extern const char *const ddpspy_gpu_mem_names[DDPSPY_GMEM_COUNT];
+extern const char *const ddpspy_gpu_sync_names[DDPSPY_GSYNC_COUNT];
 
 /* Returns the name for v, or NULL when v is out of range (a newer writer's value). */
 const char *ddpspy_name(const char *const *names, int count, int64_t v);

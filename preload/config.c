@@ -28,6 +28,8 @@ static const struct option {
 	{"DDPSPY_SIGNALS", OPT_BOOL, 1, 0, 1, NULL, offsetof(struct dsp_config, signals)},
 	{"DDPSPY_FILE_MODE", OPT_OCTAL, 0600, 0, 0777, NULL, offsetof(struct dsp_config, file_mode)},
 	{"DDPSPY_CLOCK_OFFSET_NS", OPT_STR, 0, 0, 0, "", offsetof(struct dsp_config, clock_offset)},
+	{"DDPSPY_GPU", OPT_BOOL, 1, 0, 1, NULL, offsetof(struct dsp_config, gpu)},
+	{"DDPSPY_CUPTI", OPT_STR, 0, 0, 0, "", offsetof(struct dsp_config, cupti)},
 };
 
 static void vsay(const char *fmt, va_list ap)

@@ -2,6 +2,7 @@
  * record into their own file), exec and _exit (the old image's file is completed first) and
  * fatal signals (the writer completes the file before the default action runs). */
 #include "internal.h"
+#include "../cupti/gpu.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -147,6 +148,7 @@ __attribute__((constructor)) static void ddpspy_init(void)
 					      : (uint64_t)dsp_cfg.stack_us * 1000;
 	dsp_poll_ticks = (uint64_t)DSP_POLL_US * (dsp_use_tsc ? 3000 : 1000);
 	if (dsp_writer_start() == 0) {
+		dsp_gpu_init();
 		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 		if (dsp_cfg.signals)
 			install_signal_handlers();
@@ -165,6 +167,7 @@ static void finish(const char *reason)
 		return;
 	initialised = 0;
 	t->guard++;
+	dsp_gpu_stop(); /* (at exit, already done by its atexit handler, before libcupti's destructors) */
 	dsp_writer_stop_and_drain(reason);
 	t->guard--;
 }

@@ -33,6 +33,10 @@ struct dsp_tls {
 
 extern __thread struct dsp_tls dsp_tls __attribute__((tls_model("initial-exec")));
 
+/* Added to the guard while ddpspy itself calls into a library that may start threads (CUPTI):
+ * pthread_create then starts them untraced (pthread.c). */
+#define DSP_GUARD_OWN (1 << 16)
+
 /* Recording is on: set once the library is initialised and the output is writable, cleared
  * when tracing is disabled. Read relaxed on every call. */
 extern int dsp_on;
@@ -48,6 +52,8 @@ struct dsp_config {
 	int signals;          /* DDPSPY_SIGNALS: flush on fatal signals */
 	long file_mode;       /* DDPSPY_FILE_MODE: trace files' mode (octal, default 0600) */
 	const char *clock_offset; /* DDPSPY_CLOCK_OFFSET_NS: test only, see clock.c */
+	int gpu;              /* DDPSPY_GPU: GPU capture through CUPTI (cupti/gpu.c) */
+	const char *cupti;    /* DDPSPY_CUPTI: the libcupti to load, "" to search */
 };
 extern struct dsp_config dsp_cfg;
 void dsp_config_load(void);

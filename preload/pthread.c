@@ -30,7 +30,7 @@ DSP_REAL(int, sem_clockwait, (sem_t *, clockid_t, const struct timespec *), NULL
 struct start {
 	void *(*fn)(void *);
 	void *arg;
-	int parent_tid;
+	int parent_tid;   /* -1: a thread a library started while ddpspy called it (CUPTI's), untraced */
 };
 
 static void *trampoline(void *p)
@@ -39,7 +39,9 @@ static void *trampoline(void *p)
 	struct dsp_tls *t = &dsp_tls;
 
 	free(p);
-	if (dsp_enter(t)) {
+	if (s.parent_tid < 0)
+		t->state = TS_OFF;
+	else if (dsp_enter(t)) {
 		uint64_t now = dsp_now();
 		int64_t a[1] = {s.parent_tid};
 		dsp_emit(t, DDPSPY_EV_THREAD_START, now, now, 1, a);
@@ -53,19 +55,21 @@ int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *
 	if (!get_pthread_create())
 		return EAGAIN;
 	struct dsp_tls *t = &dsp_tls;
-	if (!dsp_enter(t))
+	int own = t->guard >= DSP_GUARD_OWN;
+	if (!own && !dsp_enter(t))
 		return real_pthread_create(th, attr, fn, arg);
 	struct start *s = malloc(sizeof *s); /* pthread_create allocates anyway: not a fast path */
 	int rc;
 	if (!s) {
 		rc = real_pthread_create(th, attr, fn, arg);
 	} else {
-		*s = (struct start){fn, arg, t->tid ? t->tid : dsp_gettid()};
+		*s = (struct start){fn, arg, own ? -1 : t->tid ? t->tid : dsp_gettid()};
 		rc = real_pthread_create(th, attr, trampoline, s);
 		if (rc)
 			free(s);
 	}
-	dsp_leave(t);
+	if (!own)
+		dsp_leave(t);
 	return rc;
 }
 

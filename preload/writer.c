@@ -9,6 +9,7 @@
 #include "internal.h"
 #include "../common/evcodec.h"
 #include "../common/hash.h"
+#include "../cupti/gpu.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,8 +65,9 @@ struct writer_state {
 	int64_t first_mono;
 	unsigned long long mod_adds, mod_subs; /* dl_iterate_phdr's counters at the last modules record */
 	uint64_t total_written, total_dropped_reported;
+	uint64_t gpu_written, gpu_unwritten; /* CUPTI's records in the file; those it did not take */
+	uint64_t gpu_changes;       /* dsp_gpu_info's change count at the last "gpu" record */
 	size_t frame_start;         /* where the record being built starts in out */
-	uint32_t st_pending;        /* stack entries waiting in stbuf */
 	struct modent *msnap;       /* the loaded objects the file last described */
 	size_t nmsnap;
 	uint64_t start_raw;         /* the clocks when the library started in this process */
@@ -123,76 +125,103 @@ static msgpack_sbuffer out;    /* frames waiting for write() */
 static msgpack_packer pk;
 
 
-/* ---- stack table: IP arrays deduplicated to small ids, written once per file ---- */
-struct stack_ent {
+/* ---- tables: call stacks (IP arrays) and strings (kernel and CUDA API names), each deduplicated
+ * to small ids and written once per file, in a "stacks" or "names" record before the events
+ * record that first uses them ---- */
+struct tab_ent {
 	uint64_t hash;
-	uint32_t id, n;
-	uintptr_t *ips;
+	uint32_t id, bytes;
+	void *key;
 };
-static struct stack_ent *stab;
-static size_t stab_cap, stab_len;
-static msgpack_sbuffer stbuf; /* packed entries of the pending "stacks" record */
-static msgpack_packer spk;
+struct table {
+	struct tab_ent *v;
+	size_t cap, len;
+	msgpack_sbuffer pend;  /* packed entries of the pending record */
+	msgpack_packer pk;
+	uint32_t pending;      /* entries waiting in pend */
+};
+static struct table stacks, names;
 
-static uint64_t hash_ips(const uintptr_t *ips, uint32_t n)
+static int tab_grow(struct table *t)
 {
-	uint64_t h = DDPSPY_FNV_SEED;
-	for (uint32_t i = 0; i < n; i++)
-		h = ddpspy_fnv_word(h, ips[i]);
-	return h ? h : 1;
-}
-
-static int stab_grow(void)
-{
-	size_t cap = stab_cap ? stab_cap * 2 : 1024;
-	struct stack_ent *n = calloc(cap, sizeof *n);
+	size_t cap = t->cap ? t->cap * 2 : 1024;
+	struct tab_ent *n = calloc(cap, sizeof *n);
 	if (!n)
 		return -1;
-	for (size_t i = 0; i < stab_cap; i++) {
-		if (!stab[i].hash)
+	for (size_t i = 0; i < t->cap; i++) {
+		if (!t->v[i].hash)
 			continue;
-		size_t j = stab[i].hash & (cap - 1);
+		size_t j = t->v[i].hash & (cap - 1);
 		while (n[j].hash)
 			j = (j + 1) & (cap - 1);
-		n[j] = stab[i];
+		n[j] = t->v[i];
 	}
-	free(stab);
-	stab = n;
-	stab_cap = cap;
+	free(t->v);
+	t->v = n;
+	t->cap = cap;
 	return 0;
 }
 
-/* The stack's id, adding it (and queueing it for the next "stacks" record) when new; 0 when
- * out of memory. */
-static uint32_t stack_id(const uintptr_t *ips, uint32_t n)
+/* The entry's id, adding it (packed as [id, ...] into the pending record by pack) when new; 0
+ * when out of memory. */
+static uint32_t tab_id(struct table *t, const void *key, uint32_t bytes,
+		       void (*pack)(msgpack_packer *pk, uint32_t id, const void *key, uint32_t bytes))
 {
-	uint64_t h = hash_ips(ips, n);
-	if ((stab_len + 1) * 2 > stab_cap && stab_grow() < 0)
+	uint64_t h = ddpspy_fnv_bytes(DDPSPY_FNV_SEED, key, bytes);
+	h = h ? h : 1;
+	if ((t->len + 1) * 2 > t->cap && tab_grow(t) < 0)
 		return 0;
-	size_t j = h & (stab_cap - 1);
-	for (; stab[j].hash; j = (j + 1) & (stab_cap - 1))
-		if (stab[j].hash == h && stab[j].n == n && !memcmp(stab[j].ips, ips, n * sizeof *ips))
-			return stab[j].id;
-	uintptr_t *copy = malloc(n * sizeof *ips);
+	size_t j = h & (t->cap - 1);
+	for (; t->v[j].hash; j = (j + 1) & (t->cap - 1))
+		if (t->v[j].hash == h && t->v[j].bytes == bytes && !memcmp(t->v[j].key, key, bytes))
+			return t->v[j].id;
+	void *copy = malloc(bytes ? bytes : 1);
 	if (!copy)
 		return 0;
-	memcpy(copy, ips, n * sizeof *ips);
-	stab[j] = (struct stack_ent){h, (uint32_t)++stab_len, n, copy};
-	msgpack_pack_array(&spk, n + 1);
-	msgpack_pack_uint32(&spk, stab[j].id);
-	for (uint32_t i = 0; i < n; i++)
-		msgpack_pack_uint64(&spk, ips[i]);
-	W.st_pending++;
-	return stab[j].id;
+	memcpy(copy, key, bytes);
+	t->v[j] = (struct tab_ent){h, (uint32_t)++t->len, bytes, copy};
+	pack(&t->pk, t->v[j].id, key, bytes);
+	t->pending++;
+	return t->v[j].id;
 }
 
-static void stab_clear(void)
+static void tab_clear(struct table *t)
 {
-	for (size_t i = 0; i < stab_cap; i++)
-		free(stab[i].ips);
-	free(stab);
-	stab = NULL;
-	stab_cap = stab_len = 0;
+	for (size_t i = 0; i < t->cap; i++)
+		free(t->v[i].key);
+	free(t->v);
+	t->v = NULL;
+	t->cap = t->len = 0;
+	t->pending = 0;
+	msgpack_sbuffer_clear(&t->pend);
+}
+
+static void pack_stack(msgpack_packer *p, uint32_t id, const void *key, uint32_t bytes)
+{
+	const uintptr_t *ips = key;
+	uint32_t n = bytes / sizeof *ips;
+	msgpack_pack_array(p, n + 1);
+	msgpack_pack_uint32(p, id);
+	for (uint32_t i = 0; i < n; i++)
+		msgpack_pack_uint64(p, ips[i]);
+}
+
+static void pack_name(msgpack_packer *p, uint32_t id, const void *key, uint32_t bytes)
+{
+	msgpack_pack_array(p, 2);
+	msgpack_pack_uint32(p, id);
+	msgpack_pack_str_with_body(p, key, bytes);
+}
+
+static uint32_t stack_id(const uintptr_t *ips, uint32_t n)
+{
+	return tab_id(&stacks, ips, n * (uint32_t)sizeof *ips, pack_stack);
+}
+
+static uint32_t name_id(const char *name)
+{
+	size_t n = name ? strnlen(name, 4096) : 0;
+	return n ? tab_id(&names, name, (uint32_t)n, pack_name) : 0;
 }
 
 /* ---- framing ---- */
@@ -461,6 +490,7 @@ static void rec_modules_if_changed(void)
 				msgpack_pack_uint64(&pk, W.msnap[i].lo);
 		frame_end();
 	}
+	dsp_gpu_modules_changed();
 	modents_free(W.msnap, W.nmsnap);
 	W.msnap = w.v;
 	W.nmsnap = w.n;
@@ -491,6 +521,7 @@ static void rec_end(const char *reason)
 static void write_out(void);
 
 /* ---- draining one thread ---- */
+#define GPU_TID INT32_MIN /* the drain of CUPTI's records: a "gpu_events" record, no thread */
 struct drain {
 	int tid;
 	uint64_t base, prev_end;
@@ -526,25 +557,35 @@ static void put_be32(size_t at, size_t v)
 	p[3] = (unsigned char)v;
 }
 
+/* the table's pending entries as one record */
+static void flush_table(struct table *t, const char *rec)
+{
+	if (!t->pending)
+		return;
+	frame_begin(rec, 1);
+	key("list");
+	msgpack_pack_array(&pk, t->pending);
+	msgpack_sbuffer_write(&out, t->pend.data, t->pend.size);
+	frame_end();
+	msgpack_sbuffer_clear(&t->pend);
+	t->pending = 0;
+}
+
 static void flush_stacks(void)
 {
-	if (!W.st_pending)
-		return;
-	frame_begin(DDPSPY_REC_STACKS, 1);
-	key("list");
-	msgpack_pack_array(&pk, W.st_pending);
-	msgpack_sbuffer_write(&out, stbuf.data, stbuf.size);
-	frame_end();
-	msgpack_sbuffer_clear(&stbuf);
-	W.st_pending = 0;
+	flush_table(&stacks, DDPSPY_REC_STACKS);
 }
 
 /* An "events" record is packed straight into out: its map up to the bin of events, whose count
  * and length end_events fills in (fixed-width fields), then the events, then "na". */
 static int begin_events(struct drain *d, uint64_t t0)
 {
-	frame_begin(DDPSPY_REC_EVENTS, 5);
-	kv_int("tid", d->tid);
+	if (d->tid == GPU_TID) {
+		frame_begin(DDPSPY_REC_GPU_EVENTS, 4);
+	} else {
+		frame_begin(DDPSPY_REC_EVENTS, 5);
+		kv_int("tid", d->tid);
+	}
 	kv_int("t0", (int64_t)t0);
 	key("n");
 	if (out_reserve(32) < 0 || !out.data) {
@@ -568,9 +609,10 @@ static int begin_events(struct drain *d, uint64_t t0)
 
 static void end_events(struct drain *d)
 {
+	uint64_t *unwritten = d->tid == GPU_TID ? &W.gpu_unwritten : &W.unwritten;
 	if (W.write_err) { /* the file failed during this record: it takes no more events */
 		out.size = W.frame_start;
-		W.unwritten += d->n;
+		*unwritten += d->n;
 		d->n = 0;
 		return;
 	}
@@ -584,7 +626,7 @@ static void end_events(struct drain *d)
 	msgpack_pack_bin(&pk, nna);
 	msgpack_pack_bin_body(&pk, d->na, nna);
 	frame_end();
-	W.total_written += d->n;
+	*(d->tid == GPU_TID ? &W.gpu_written : &W.total_written) += d->n;
 	d->n = 0;
 	if (out.size >= OUT_BUDGET)
 		write_out(); /* a long drain goes out in parts, not as one buffer of every ring */
@@ -610,14 +652,14 @@ static void pack_event(void *ctx, const struct rec *e)
 		uint64_t nf;
 		memcpy(&nf, tailp, sizeof nf);
 		sid = stack_id((const uintptr_t *)(tailp + 8), (uint32_t)nf);
-		if (W.st_pending) { /* a new stack: its entry goes before the record that uses it */
+		if (stacks.pending) { /* a new stack: its entry goes before the record that uses it */
 			if (d->n)
 				end_events(d);
 			flush_stacks();
 		}
 	}
 	if ((!d->n && begin_events(d, e->t0) < 0) || out_reserve(EV_MAX) < 0) {
-		W.unwritten++; /* out of memory */
+		(*(d->tid == GPU_TID ? &W.gpu_unwritten : &W.unwritten))++; /* out of memory */
 		return;
 	}
 	int delta = kind < DDPSPY_EVC_KINDS;
@@ -921,6 +963,77 @@ static int mkdir_p(const char *dir)
 	}
 }
 
+/* ---- CUPTI's records (cupti/gpu.c) ---- */
+
+/* one record into a "gpu_events" record; a name new to the file goes into a "names" record
+ * before the events record that first uses it */
+static void pack_gpu(void *ctx, const struct dsp_gpu_ev *ev)
+{
+	struct drain *d = ctx;
+	union {
+		struct rec r;
+		unsigned char b[sizeof(struct rec) + DSP_GPU_MAX_ARGS * sizeof(int64_t)];
+	} u;
+	memset(&u.r, 0, sizeof u.r);
+	u.r.kind = (uint16_t)ev->kind;
+	u.r.nargs = (uint8_t)ev->nargs;
+	u.r.t0 = ev->t0;
+	u.r.dur = ev->dur;
+	memcpy(u.r.args, ev->args, (size_t)ev->nargs * sizeof(int64_t));
+	if (ev->name_arg >= 0) {
+		u.r.args[ev->name_arg] = name_id(ev->name);
+		if (names.pending) {
+			if (d->n)
+				end_events(d);
+			flush_table(&names, DDPSPY_REC_NAMES);
+		}
+	}
+	if (W.write_err) {
+		W.gpu_unwritten++;
+		return;
+	}
+	pack_event(d, &u.r);
+}
+
+/* GPU capture's state, when it moved: how it started or why not, its clock, what it lost */
+static void rec_gpu_if_changed(int final)
+{
+	struct dsp_gpu_info g;
+	static const char *const states[] = {"none", "on", "taken", "unavailable", "failed"};
+	dsp_gpu_get_info(&g);
+	if (g.state == DSP_GPU_NONE || (g.changes == W.gpu_changes && !final))
+		return;
+	frame_begin(DDPSPY_REC_GPU, 12);
+	kv_str("state", states[g.state]);
+	kv_str("why", g.why);
+	kv_str("lib", g.lib);
+	kv_int("version", g.version);
+	kv_str("clock", g.clock ? g.clock : "");
+	key("kinds");
+	msgpack_pack_array(&pk, (size_t)__builtin_popcountll(g.kinds));
+	for (int k = 0; k < DDPSPY_EV_COUNT; k++)
+		if (g.kinds >> k & 1)
+			msgpack_pack_str_with_body(&pk, ddpspy_event_names[k], strlen(ddpspy_event_names[k]));
+	kv_int("events", (int64_t)W.gpu_written);
+	kv_int("dropped", (int64_t)g.dropped);
+	kv_int("refused", (int64_t)g.refused);
+	kv_int("unwritten", (int64_t)W.gpu_unwritten);
+	kv_int("lead_ns", g.lead_ns);
+	kv_int("checked", (int64_t)g.checked);
+	frame_end();
+	W.gpu_changes = g.changes;
+}
+
+static void drain_gpu(int mode)
+{
+	struct drain d;
+	d.tid = GPU_TID;
+	d.n = 0;
+	dsp_gpu_collect(mode, pack_gpu, &d);
+	if (d.n)
+		end_events(&d);
+}
+
 /* One flush: all rings, the metadata that changed, one write(). wlock held. */
 static void flush_locked(int final, const char *end_reason)
 {
@@ -934,6 +1047,11 @@ static void flush_locked(int final, const char *end_reason)
 		 * records anything (a shell between fork and exec) leaves none */
 		int any = 0;
 		dsp_registry_walk(any_pending, &any);
+		if (!any) { /* or GPU capture has something to say */
+			struct dsp_gpu_info g;
+			dsp_gpu_get_info(&g);
+			any = g.state != DSP_GPU_NONE;
+		}
 		if (!any)
 			return;
 		if (open_file() < 0) {
@@ -956,6 +1074,10 @@ static void flush_locked(int final, const char *end_reason)
 		f.more = 0;
 		dsp_registry_walk(drain_thread, &f);
 	}
+	rec_gpu_if_changed(0); /* (its clock before the records that use it) */
+	drain_gpu(!end_reason ? DSP_GPU_COLLECT : !strcmp(end_reason, "exec") ? DSP_GPU_COLLECT_FORCED
+									      : DSP_GPU_COLLECT_DELIVERED);
+	rec_gpu_if_changed(final || end_reason);
 	dsp_registry_walk(snap_loss, &f);
 	if (f.loss_n || W.unwritten != W.unwritten_reported) {
 		frame_begin(DDPSPY_REC_LOSS, 2 + !!W.write_err);
@@ -1031,9 +1153,11 @@ static void *writer_main(void *arg)
 static void buffers_init(void)
 {
 	msgpack_sbuffer_init(&out);
-	msgpack_sbuffer_init(&stbuf);
 	msgpack_packer_init(&pk, &out, msgpack_sbuffer_write);
-	msgpack_packer_init(&spk, &stbuf, msgpack_sbuffer_write);
+	msgpack_sbuffer_init(&stacks.pend);
+	msgpack_packer_init(&stacks.pk, &stacks.pend, msgpack_sbuffer_write);
+	msgpack_sbuffer_init(&names.pend);
+	msgpack_packer_init(&names.pk, &names.pend, msgpack_sbuffer_write);
 }
 
 static int spawn_writer(void)
@@ -1151,8 +1275,9 @@ void dsp_writer_atfork_child(void)
 	modents_free(W.msnap, W.nmsnap); /* the child's file lists every object again */
 	W = W_INIT;
 	msgpack_sbuffer_clear(&out);
-	msgpack_sbuffer_clear(&stbuf);
-	stab_clear();
+	tab_clear(&stacks);
+	tab_clear(&names);
+	dsp_gpu_atfork_child();
 	dsp_clock_sample(&W.start_raw, &W.start_mono, &W.start_real);
 	if (spawn_writer() < 0)
 		__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED);

@@ -2,10 +2,12 @@
 // host-side timings printed as one JSON line. Built with nvcc -cudart shared (make sim), it runs on
 // the simulated device (LD_LIBRARY_PATH=build/simgpu) or on a real GPU.
 //
-// usage: gpu_app timeline    (with SIMGPU_KERNELS=spin=5000,tick=2000 on the simulated device)
+// usage: gpu_app timeline    (with SIMGPU_KERNELS=spin=5000,tick=2000 on the simulated device;
+//                            GPU_APP_FORK=1 forks a child that does host work only, after the first kernel)
 //        gpu_app cupti       a small CUPTI client (libcupti.so.13, dlopened as a profiler would):
 //                            the records of a short workload, summarized as one JSON line;
 //                            GPU_APP_TINY_BUFFERS=1 hands CUPTI buffers too small for any record
+//        gpu_app launches    host ns per launch of a tiny kernel, launched back to back (make bench)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +18,7 @@
 #include <pthread.h>
 #include <unistd.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 __global__ void spin(float *a, int n)
 {
@@ -236,12 +239,44 @@ static int cupti_client()
 	return 0;
 }
 
+// a launch-heavy loop: the host's time per launch of a tiny kernel, median of 15 bursts of 2000,
+// after 300 ms of the same (a profiler's buffers are in use and recycled by then, as in a long run)
+static int launches()
+{
+	const int n = 256, burst = 2000, bursts = 15;
+	float *d;
+	double per[bursts];
+	check(cudaMalloc(&d, n * sizeof(float)), "cudaMalloc");
+	for (double w0 = now_ms(); now_ms() - w0 < 300;) {
+		for (int i = 0; i < burst; i++)
+			tick<<<1, n>>>(d, n);
+		check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	}
+	for (int b = 0; b < bursts; b++) {
+		double t0 = now_ms();
+		for (int i = 0; i < burst; i++)
+			tick<<<1, n>>>(d, n);
+		per[b] = (now_ms() - t0) * 1e6 / burst;
+		check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	}
+	for (int i = 1; i < bursts; i++) // insertion sort, then the median
+		for (int k = i; k > 0 && per[k] < per[k - 1]; k--) {
+			double t = per[k];
+			per[k] = per[k - 1];
+			per[k - 1] = t;
+		}
+	printf("{\"launch_ns\": %.1f}\n", per[bursts / 2]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "cupti"))
 		return cupti_client();
+	if (argc >= 2 && !strcmp(argv[1], "launches"))
+		return launches();
 	if (argc < 2 || strcmp(argv[1], "timeline")) {
-		fprintf(stderr, "usage: gpu_app timeline | cupti\n");
+		fprintf(stderr, "usage: gpu_app timeline | cupti | launches\n");
 		return 2;
 	}
 	const int n = 1 << 20;
@@ -259,6 +294,20 @@ int main(int argc, char **argv)
 	double t1 = now_ms();
 	check(cudaStreamSynchronize(s1), "cudaStreamSynchronize");
 	double t2 = now_ms();
+
+	// GPU_APP_FORK=1: a child forked after CUDA started does host work only and exits
+	if (getenv("GPU_APP_FORK")) {
+		pid_t c = fork();
+		if (c == 0) {
+			usleep(20000);
+			exit(0);
+		}
+		int st = 0;
+		if (c < 0 || waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			fprintf(stderr, "gpu_app: the forked child failed\n");
+			return 1;
+		}
+	}
 
 	// three kernels in a row on one stream; two streams side by side; a stream then stream 0
 	float serial3 = between([&] { for (int i = 0; i < 3; i++) tick<<<n / 256, 256, 0, s1>>>(d, n); });

@@ -21,6 +21,7 @@
 #include <cuda_runtime_api.h>
 #include <cupti_activity.h>
 #include <cupti_runtime_cbid.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -98,6 +99,29 @@ static double env_num(const char *name, double def)
 	return v && *v && !*end && d > 0 ? d : def;
 }
 
+/* ---- the driver's start: cuInit, on the first call that needs the device ----
+ * As the real runtime and driver do: the driver (libcuda.so.1, the stand-in of driver.c) is loaded,
+ * then at cuInit a library named by CUDA_INJECTION64_PATH is loaded and its InitializeInjection
+ * called, once, from the thread that got there first, before any work. */
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+
+static void driver_start(void)
+{
+	dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL); /* the driver stand-in, when it is on the path */
+	const char *path = getenv("CUDA_INJECTION64_PATH");
+	if (!path || !*path)
+		return;
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	int (*init)(void) = h ? (int (*)(void))dlsym(h, "InitializeInjection") : NULL;
+	if (init)
+		init();
+}
+
+static void driver(void)
+{
+	pthread_once(&driver_once, driver_start);
+}
+
 /* ---- what the CUPTI stand-in is told (simgpu.h) ---- */
 
 static void (*observer)(const struct simgpu_item *);
@@ -114,14 +138,18 @@ static void tell(struct simgpu_item *it)
 	void (*fn)(const struct simgpu_item *) = __atomic_load_n(&observer, __ATOMIC_ACQUIRE);
 	if (!fn)
 		return;
+	static __thread uint32_t tid; /* (no syscall per call: a real runtime makes none either) */
+	if (!tid)
+		tid = (uint32_t)syscall(SYS_gettid);
 	it->correlation = correlation;
-	it->tid = (uint32_t)syscall(SYS_gettid);
+	it->tid = tid;
 	fn(it);
 }
 
 /* A runtime API call that does or waits for device work begins: its correlation id, its start */
 static uint64_t api_begin(void)
 {
+	driver();
 	correlation = __atomic_add_fetch(&correlations, 1, __ATOMIC_RELAXED);
 	return now_ns();
 }
@@ -190,6 +218,7 @@ static int untrack(const void *p, int kind)
 
 static cudaError_t alloc(void **p, size_t n, int kind)
 {
+	driver();
 	if (!p)
 		return fail(cudaErrorInvalidValue);
 	*p = malloc(n ? n : 1);
@@ -346,6 +375,7 @@ static uint64_t enqueue(struct CUstream_st *s, uint64_t dur)
 
 static struct CUstream_st *new_stream(int blocking)
 {
+	driver();
 	struct CUstream_st *s = calloc(1, sizeof *s);
 	if (!s)
 		return NULL;
@@ -798,6 +828,7 @@ cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
 
 cudaError_t cudaGetDeviceCount(int *n)
 {
+	driver();
 	if (!n)
 		return fail(cudaErrorInvalidValue);
 	*n = 1;
@@ -814,6 +845,7 @@ cudaError_t cudaGetDevice(int *d)
 
 cudaError_t cudaSetDevice(int d)
 {
+	driver();
 	return d == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
 }
 

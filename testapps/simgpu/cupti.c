@@ -10,8 +10,11 @@
  * cuptiActivityFlushAll; a record that finds no buffer is dropped and counted
  * (cuptiActivityGetNumDroppedRecords); times are CLOCK_REALTIME ns unless a timestamp callback was
  * registered, before any kind was enabled, whose timebase they then use; one subscriber per
- * process, and none at all with SIMGPU_CUPTI_TAKEN=1 (as under nsys or torch.profiler). */
+ * process, and none at all with SIMGPU_CUPTI_TAKEN=1 (as under nsys or torch.profiler).
+ * SIMGPU_CUPTI_MAX_RECORDS=n: the records after the first n find no buffer (dropped and counted,
+ * as when a client's buffers run out). */
 #include <cupti.h>
+#include <cupti_runtime_cbid.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -118,9 +121,15 @@ static void *room(size_t n)
 
 static void *add(CUpti_ActivityKind kind)
 {
+	static long made, max = -1;
 	if (!(enabled & (1ull << kind)) || !requested)
 		return NULL;
-	CUpti_Activity *r = room(record_size(kind));
+	if (max < 0) {
+		const char *v = getenv("SIMGPU_CUPTI_MAX_RECORDS");
+		max = v && *v ? atol(v) : 0;
+	}
+	CUpti_Activity *r = max && made >= max ? NULL : room(record_size(kind));
+	made++;
 	if (!r) {
 		dropped++;
 		return NULL;
@@ -137,6 +146,9 @@ static int64_t grids;
 
 static void observe(const struct simgpu_item *it)
 {
+	static uint32_t pid; /* (a fork child has no CUPTI: the stand-in's pid never changes) */
+	if (!pid)
+		pid = (uint32_t)getpid();
 	pthread_mutex_lock(&lock);
 	switch (it->what) {
 	case SIMGPU_API: {
@@ -153,7 +165,7 @@ static void observe(const struct simgpu_item *it)
 			a->cbid = (CUpti_CallbackId)it->cbid;
 			a->start = to_cupti(it->start);
 			a->end = to_cupti(it->end);
-			a->processId = (uint32_t)getpid();
+			a->processId = pid;
 			a->threadId = it->tid;
 			a->correlationId = it->correlation;
 			a->returnValue = (uint32_t)it->ret;
@@ -409,5 +421,49 @@ CUptiResult cuptiGetResultString(CUptiResult result, const char **str)
 	*str = result == CUPTI_SUCCESS ? "CUPTI_SUCCESS" :
 	       result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED" :
 	       "CUPTI_ERROR (simulated)";
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiGetVersion(uint32_t *version)
+{
+	if (!version)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*version = CUPTI_API_VERSION;
+	return CUPTI_SUCCESS;
+}
+
+/* the runtime calls the simulated cudart tells of, named as cupti_runtime_cbid.h names them */
+CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char **name)
+{
+	if (!name)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*name = NULL;
+	if (domain != CUPTI_CB_DOMAIN_RUNTIME_API)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	switch (cbid) {
+#define N(x)                                                                                      \
+	case CUPTI_RUNTIME_TRACE_CBID_##x:                                                        \
+		*name = #x;                                                                       \
+		break;
+		N(__cudaLaunchKernel_ptsz_v13000)
+		N(__cudaLaunchKernel_v13000)
+		N(cudaDeviceSynchronize_v3020)
+		N(cudaEventSynchronize_v3020)
+		N(cudaLaunchKernel_ptsz_v7000)
+		N(cudaLaunchKernel_v7000)
+		N(cudaMemcpyAsync_ptsz_v7000)
+		N(cudaMemcpyAsync_v3020)
+		N(cudaMemcpy_ptds_v7000)
+		N(cudaMemcpy_v3020)
+		N(cudaMemsetAsync_ptsz_v7000)
+		N(cudaMemsetAsync_v3020)
+		N(cudaMemset_ptds_v7000)
+		N(cudaMemset_v3020)
+		N(cudaStreamSynchronize_ptsz_v7000)
+		N(cudaStreamSynchronize_v3020)
+#undef N
+	default:
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	}
 	return CUPTI_SUCCESS;
 }

@@ -82,6 +82,21 @@ def done():
     sys.exit(1 if _failed else 0)
 
 
+CUDA = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+SIMDIR = os.path.join(BUILD, "simgpu")
+
+
+def need_sim(what, header, built):
+    """Ends the test with one skip, saying why, unless CUDA's `header` is in CUDA_HOME (so `built`,
+    what it compiles, is built) and `make sim` built the simulated device and gpu_app."""
+    if not os.path.exists(os.path.join(CUDA, "include", header)):
+        skip(what, "no CUDA headers in %s (set CUDA_HOME): %s is not built" % (CUDA, built))
+        done()
+    if not os.path.exists(os.path.join(APPS, "gpu_app")) or not os.path.exists(os.path.join(SIMDIR, "libcupti.so.13")):
+        skip(what, "make sim did not build the simulated device and gpu_app (no nvcc in %s/bin?)" % CUDA)
+        done()
+
+
 def tmpdir(name):
     d = tempfile.mkdtemp(prefix="ddpspy-%s-" % name)
     return d

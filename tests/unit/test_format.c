@@ -91,7 +91,7 @@ static long cursor_matches(const char *path, const struct seen *s, int tid, cons
 
 static int read_file(const char *path, struct count *c, struct trace_file *f, int *rc)
 {
-	struct trace_visitor v = {c, NULL, NULL, on_thread, on_event, NULL, NULL};
+	struct trace_visitor v = {c, NULL, NULL, on_thread, on_event, NULL, NULL, NULL};
 	memset(c, 0, sizeof *c);
 	c->last_t = INT64_MIN;
 	if (trace_open(f, path) < 0)
@@ -137,7 +137,7 @@ int main(void)
 	   f.end_reason, (unsigned long long)f.dropped);
 	/* a cursor reads the same events as trace_read, whole or filtered by kind */
 	struct seen s = { 0 };
-	struct trace_visitor rv = { &s, NULL, NULL, NULL, on_record, NULL, NULL };
+	struct trace_visitor rv = { &s, NULL, NULL, NULL, on_record, NULL, NULL, NULL };
 	struct trace_file f2;
 	trace_open(&f2, file);
 	trace_read(&f2, &rv);

@@ -1,0 +1,608 @@
+/* The GPU side: CUPTI's activity records on the trace's timeline (cupti/gpu.h).
+ *
+ * Start. The constructor points CUDA_INJECTION64_PATH at libddpspy.so (unless the program set it,
+ * or DDPSPY_GPU=0), so the CUDA driver calls InitializeInjection below from cuInit: the process's
+ * first CUDA use, before any context exists. A process that never uses CUDA never gets there and
+ * loads no CUDA library. When the variable is another tool's, the writer starts CUPTI itself once
+ * it sees the driver (libcuda.so.1) among the loaded objects. libcupti is dlopened (RTLD_LOCAL)
+ * from next to the program's libcudart, then $CUDA_HOME, then the loader's search path; nothing
+ * links against it. One subscriber per process: when another profiler holds it (nsys, ncu,
+ * torch.profiler, DCGM), ddpspy says so once on stderr and in the file and records host events
+ * only.
+ *
+ * Records. CUPTI fills buffers this file hands out (at most MAX_BUFFERS of BUF_BYTES; a request
+ * beyond that is refused, and CUPTI drops and counts the records) and hands them back from its
+ * own thread; they wait in a queue for the writer thread, which walks them with
+ * cuptiActivityGetNextRecord (never by stride: newer CUPTIs append fields) and packs them. Times
+ * are CLOCK_MONOTONIC ns through CUPTI's timestamp callback, registered before any kind is
+ * enabled (else CUPTI's default, CLOCK_REALTIME, which the file then names).
+ *
+ * Threads. Every callback runs with the guard held, so nothing CUPTI does inside one is
+ * recorded; threads CUPTI creates while ddpspy calls it are created untraced (pthread.c). No call
+ * into CUPTI happens after dsp_gpu_stop (exit: before the destructors, for libcupti's run before
+ * ours), in a fork child, or from the signal path. */
+#include "../preload/internal.h"
+#include "gpu.h"
+
+#include <cupti.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BUF_BYTES (1u << 20)
+#define MAX_BUFFERS 64 /* 64 MiB of records waiting for the writer at most */
+#define FLUSH_EVERY_NS 1000000000LL
+#define CUPTI_SONAME "libcupti.so.13"
+#define SLOTS 4096 /* recent API calls by correlation id, for the launch-order check */
+
+_Static_assert((int)CUPTI_ACTIVITY_MEMCPY_KIND_HTOD == (int)DDPSPY_GCOPY_HTOD && (int)CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ==
+		       DDPSPY_GCOPY_DTOH && (int)CUPTI_ACTIVITY_MEMCPY_KIND_DTOD == (int)DDPSPY_GCOPY_DTOD &&
+		       (int)CUPTI_ACTIVITY_MEMCPY_KIND_PTOP == (int)DDPSPY_GCOPY_PTOP,
+	       "format.h's GPU copy kinds are CUPTI's");
+_Static_assert((int)CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE == (int)DDPSPY_GMEM_PAGEABLE && (int)CUPTI_ACTIVITY_MEMORY_KIND_PINNED ==
+		       DDPSPY_GMEM_PINNED && (int)CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC == (int)DDPSPY_GMEM_MANAGED_STATIC,
+	       "format.h's GPU memory kinds are CUPTI's");
+_Static_assert((int)CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE == (int)DDPSPY_GSYNC_STREAM &&
+		       (int)CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE == (int)DDPSPY_GSYNC_CONTEXT,
+	       "format.h's GPU synchronization types are CUPTI's");
+
+/* what CUPTI delivers, waiting for the writer; data is the buffer CUPTI filled */
+struct buf {
+	struct buf *next;
+	size_t valid;
+	uint8_t data[] __attribute__((aligned(16)));
+};
+
+/* CUPTI's functions, from the dlopened library */
+static struct {
+	__typeof__(cuptiGetVersion) *GetVersion;
+	__typeof__(cuptiSubscribe) *Subscribe;
+	__typeof__(cuptiUnsubscribe) *Unsubscribe;
+	__typeof__(cuptiActivityRegisterCallbacks) *RegisterCallbacks;
+	__typeof__(cuptiActivityRegisterTimestampCallback) *RegisterTimestampCallback;
+	__typeof__(cuptiActivityEnable) *Enable;
+	__typeof__(cuptiActivityFlushAll) *FlushAll;
+	__typeof__(cuptiActivityGetNextRecord) *GetNextRecord;
+	__typeof__(cuptiActivityGetNumDroppedRecords) *GetNumDroppedRecords;
+	__typeof__(cuptiGetCallbackName) *GetCallbackName;
+	__typeof__(cuptiGetResultString) *GetResultString;
+} C;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;      /* G's fields and the queues */
+static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER; /* calls into CUPTI against stop */
+static struct {
+	struct dsp_gpu_info info;
+	char why[PATH_MAX + 256], lib[PATH_MAX], self[PATH_MAX];
+	int tried;          /* a start was attempted (once per process) */
+	int injection_ours; /* CUDA_INJECTION64_PATH names this library: cuInit will call us */
+	int stopped;        /* no more calls into CUPTI */
+	int64_t last_flush;
+	struct buf *done, **done_tail, *spare;
+	int nbufs;
+	CUpti_SubscriberHandle sub;
+} G = {.done_tail = &G.done};
+
+static const char *cbnames[CUPTI_RUNTIME_TRACE_CBID_SIZE]; /* runtime API names, asked at start */
+/* recent API calls and device work by correlation id, for the launch-order check: whichever of a
+ * pair comes second is checked against the first */
+static struct slot { uint32_t corr; uint64_t start; } api_slots[SLOTS], dev_slots[SLOTS];
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static uint64_t CUPTIAPI timestamp(void)
+{
+	return (uint64_t)mono_ns();
+}
+
+static const char *result(CUptiResult r)
+{
+	const char *s = NULL;
+	if (!C.GetResultString || C.GetResultString(r, &s) != CUPTI_SUCCESS || !s)
+		s = "unknown CUPTI error";
+	return s;
+}
+
+/* ---- CUPTI's callbacks: its thread, or whoever called FlushAll; guard held throughout ---- */
+
+static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
+{
+	(void)ud;
+	(void)d;
+	(void)id;
+	(void)data;
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+	struct dsp_tls *t = &dsp_tls;
+	struct buf *b;
+	t->guard++;
+	pthread_mutex_lock(&lock);
+	if ((b = G.spare) != NULL) {
+		G.spare = b->next;
+	} else if (G.nbufs < MAX_BUFFERS && (b = malloc(sizeof *b + BUF_BYTES)) != NULL) {
+		G.nbufs++;
+	} else {
+		G.info.refused++;
+		G.info.changes++;
+	}
+	pthread_mutex_unlock(&lock);
+	*buffer = b ? b->data : NULL;
+	*size = b ? BUF_BYTES : 0;
+	*max_records = 0;
+	t->guard--;
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
+{
+	struct dsp_tls *t = &dsp_tls;
+	size_t dropped = 0;
+	(void)size;
+	t->guard++;
+	if (C.GetNumDroppedRecords(ctx, stream, &dropped) != CUPTI_SUCCESS)
+		dropped = 0;
+	pthread_mutex_lock(&lock);
+	if (buffer) {
+		struct buf *b = (struct buf *)(void *)(buffer - offsetof(struct buf, data));
+		b->valid = valid;
+		b->next = NULL;
+		*G.done_tail = b;
+		G.done_tail = &b->next;
+	}
+	if (dropped) {
+		G.info.dropped += dropped;
+		G.info.changes++;
+	}
+	pthread_mutex_unlock(&lock);
+	t->guard--;
+}
+
+/* ---- start ---- */
+
+struct find {
+	char cudart[PATH_MAX]; /* the loaded libcudart.so.N's path, "" when none */
+	int cudart_major;
+	int driver;            /* libcuda.so.1 is loaded */
+};
+
+static int find_cb(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	struct find *f = ctx;
+	const char *n = info->dlpi_name, *base;
+	(void)size;
+	if (!n || !*n)
+		return 0;
+	base = strrchr(n, '/') ? strrchr(n, '/') + 1 : n;
+	if (!strncmp(base, "libcudart.so.", 13) && !f->cudart[0]) {
+		snprintf(f->cudart, sizeof f->cudart, "%s", n);
+		f->cudart_major = atoi(base + 13);
+	}
+	f->driver |= !strcmp(base, "libcuda.so.1");
+	return 0;
+}
+
+/* libcupti: DDPSPY_CUPTI; next to the program's libcudart (the toolkit's lib64, or the CUDA
+ * wheels' nvidia/cuda_runtime/lib beside nvidia/cuda_cupti/lib); $CUDA_HOME; the search path */
+static void *open_cupti(const struct find *f)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+	const char *cands[8];
+	char bufs[8][PATH_MAX];
+	int n = 0;
+	const char *home = getenv("CUDA_HOME");
+
+	if (dsp_cfg.cupti && *dsp_cfg.cupti)
+		cands[n++] = dsp_cfg.cupti;
+	if (f->cudart[0] && strrchr(f->cudart, '/')) {
+		snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(f->cudart, '/') - f->cudart), f->cudart);
+		const char *rel[] = {"", "/../../cuda_cupti/lib", "/../extras/CUPTI/lib64"};
+		for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+			snprintf(bufs[n], PATH_MAX, "%.4000s%s/" CUPTI_SONAME, dir, rel[i]);
+			cands[n] = bufs[n];
+			n++;
+		}
+	}
+	if (!home || !*home)
+		home = "/usr/local/cuda";
+	snprintf(bufs[n], PATH_MAX, "%.4000s/extras/CUPTI/lib64/" CUPTI_SONAME, home);
+	cands[n] = bufs[n];
+	n++;
+	snprintf(bufs[n], PATH_MAX, "%.4000s/lib64/" CUPTI_SONAME, home);
+	cands[n] = bufs[n];
+	n++;
+	cands[n++] = CUPTI_SONAME;
+	for (int i = 0; i < n; i++) {
+		if (strchr(cands[i], '/') && access(cands[i], R_OK) != 0)
+			continue;
+		void *h = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
+		if (!h)
+			continue;
+		struct link_map *lm = NULL;
+		if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && *lm->l_name)
+			snprintf(path, sizeof path, "%s", lm->l_name);
+		else
+			snprintf(path, sizeof path, "%s", cands[i]);
+		snprintf(G.lib, sizeof G.lib, "%s", path);
+		return h;
+	}
+	return NULL;
+}
+
+/* the state and G.why (already written) change together, under lock */
+static void set_state(int state)
+{
+	pthread_mutex_lock(&lock);
+	G.info.state = state;
+	G.info.changes++;
+	pthread_mutex_unlock(&lock);
+}
+
+#define SAY(...) snprintf(G.why, sizeof G.why, __VA_ARGS__)
+
+static void at_exit(void)
+{
+	dsp_gpu_stop();
+}
+
+static const struct {
+	CUpti_ActivityKind cupti;
+	int kind;
+} KINDS[] = {
+	{CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, DDPSPY_EV_GPU_KERNEL},
+	{CUPTI_ACTIVITY_KIND_MEMCPY, DDPSPY_EV_GPU_MEMCPY},
+	{CUPTI_ACTIVITY_KIND_MEMSET, DDPSPY_EV_GPU_MEMSET},
+	{CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, DDPSPY_EV_GPU_SYNC},
+	{CUPTI_ACTIVITY_KIND_RUNTIME, DDPSPY_EV_CUDA_API},
+	{CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, DDPSPY_EV_GPU_EXTCORR},
+};
+
+/* Once per process, from cuInit's thread (injection) or the writer's. The guard is held as
+ * DSP_GUARD_OWN across every call into CUPTI, so threads it starts then are not traced. */
+static void start(const char *how)
+{
+	struct find f = {{0}, 0, 0};
+	void *h;
+	CUptiResult r;
+
+	dsp_tls.guard += DSP_GUARD_OWN;
+	pthread_mutex_lock(&call_lock);
+	if (G.tried || G.stopped) {
+		pthread_mutex_unlock(&call_lock);
+		return;
+	}
+	G.tried = 1;
+	dl_iterate_phdr(find_cb, &f);
+	if (f.cudart[0] && f.cudart_major != 13) {
+		SAY("the program's CUDA runtime is %s (CUDA %d): ddpspy reads CUDA 13's CUPTI records", f.cudart,
+		    f.cudart_major);
+		set_state(DSP_GPU_UNAVAILABLE);
+		goto out;
+	}
+	if (!(h = open_cupti(&f))) {
+		SAY("no " CUPTI_SONAME " next to %s, in $CUDA_HOME or on the library path (set DDPSPY_CUPTI)",
+		    f.cudart[0] ? f.cudart : "the program (static CUDA runtime)");
+		set_state(DSP_GPU_UNAVAILABLE);
+		goto out;
+	}
+#define SYM(f, n) (*(void **)&C.f = dlsym(h, n))
+	SYM(GetVersion, "cuptiGetVersion");
+	SYM(Subscribe, "cuptiSubscribe");
+	SYM(Unsubscribe, "cuptiUnsubscribe");
+	SYM(RegisterCallbacks, "cuptiActivityRegisterCallbacks");
+	SYM(RegisterTimestampCallback, "cuptiActivityRegisterTimestampCallback");
+	SYM(Enable, "cuptiActivityEnable");
+	SYM(FlushAll, "cuptiActivityFlushAll");
+	SYM(GetNextRecord, "cuptiActivityGetNextRecord");
+	SYM(GetNumDroppedRecords, "cuptiActivityGetNumDroppedRecords");
+	SYM(GetCallbackName, "cuptiGetCallbackName");
+	SYM(GetResultString, "cuptiGetResultString");
+#undef SYM
+	if (!C.Subscribe || !C.Unsubscribe || !C.RegisterCallbacks || !C.Enable || !C.FlushAll || !C.GetNextRecord ||
+	    !C.GetNumDroppedRecords) {
+		SAY("%s lacks CUPTI's activity API", G.lib);
+		set_state(DSP_GPU_FAILED);
+		goto out;
+	}
+	if (C.GetVersion && C.GetVersion(&G.info.version) == CUPTI_SUCCESS && G.info.version < 130000) {
+		SAY("%s is CUPTI API version %u: ddpspy reads CUDA 13's records (130000 and later)", G.lib,
+		    G.info.version);
+		set_state(DSP_GPU_FAILED);
+		goto out;
+	}
+	r = C.Subscribe(&G.sub, on_callback, NULL);
+	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+		SAY("another profiler holds CUPTI's one subscriber (nsys, ncu, torch.profiler, DCGM?): GPU activity "
+		    "is not recorded, host events are");
+		set_state(DSP_GPU_TAKEN);
+		dsp_warn("%s", G.why);
+		goto out;
+	}
+	if (r != CUPTI_SUCCESS) {
+		SAY("cuptiSubscribe: %s", result(r));
+		set_state(DSP_GPU_FAILED);
+		goto out;
+	}
+	G.info.clock = C.RegisterTimestampCallback && C.RegisterTimestampCallback(timestamp) == CUPTI_SUCCESS ?
+			       "monotonic" : "realtime";
+	if ((r = C.RegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS) {
+		C.Unsubscribe(G.sub);
+		SAY("cuptiActivityRegisterCallbacks: %s", result(r));
+		set_state(DSP_GPU_FAILED);
+		goto out;
+	}
+	r = CUPTI_SUCCESS;
+	for (size_t i = 0; i < sizeof KINDS / sizeof *KINDS; i++) {
+		CUptiResult e = C.Enable(KINDS[i].cupti);
+		if (e == CUPTI_SUCCESS)
+			G.info.kinds |= 1ull << KINDS[i].kind;
+		else
+			r = e;
+	}
+	if (!G.info.kinds) {
+		C.Unsubscribe(G.sub);
+		SAY("cuptiActivityEnable: %s", result(r));
+		set_state(DSP_GPU_FAILED);
+		goto out;
+	}
+	SAY("%s%s", how, r == CUPTI_SUCCESS ? "" : " (some activity kinds refused)");
+	for (uint32_t i = 0; C.GetCallbackName && i < CUPTI_RUNTIME_TRACE_CBID_SIZE; i++)
+		if (C.GetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, i, &cbnames[i]) != CUPTI_SUCCESS)
+			cbnames[i] = NULL;
+	set_state(DSP_GPU_ON);
+	G.last_flush = mono_ns();
+	atexit(at_exit); /* after the runtime's own handlers registered: runs before them */
+out:
+	dsp_log("GPU capture: %s", G.why);
+	pthread_mutex_unlock(&call_lock);
+	dsp_tls.guard -= DSP_GUARD_OWN;
+}
+
+#pragma GCC visibility push(default)
+/* The CUDA driver's injection entry point (CUDA_INJECTION64_PATH), called once from cuInit. */
+int InitializeInjection(void)
+{
+	if (__atomic_load_n(&dsp_on, __ATOMIC_RELAXED))
+		start("started at cuInit (CUDA_INJECTION64_PATH)");
+	return 1;
+}
+#pragma GCC visibility pop
+
+void dsp_gpu_init(void)
+{
+	Dl_info di;
+	const char *v = getenv("CUDA_INJECTION64_PATH");
+	if (!dsp_cfg.gpu) { /* not even a "gpu" record: nothing is attempted */
+		G.tried = G.stopped = 1;
+		return;
+	}
+	if (!dladdr((void *)dsp_gpu_init, &di) || !di.dli_fname || !realpath(di.dli_fname, G.self))
+		return;
+	if (!v || !*v)
+		G.injection_ours = setenv("CUDA_INJECTION64_PATH", G.self, 1) == 0;
+	else
+		G.injection_ours = !strcmp(v, G.self) || !strcmp(v, di.dli_fname);
+}
+
+void dsp_gpu_modules_changed(void)
+{
+	struct find f = {{0}, 0, 0};
+	if (G.tried || G.injection_ours)
+		return;
+	dl_iterate_phdr(find_cb, &f);
+	if (f.driver)
+		start("started when the CUDA driver was loaded (CUDA_INJECTION64_PATH is another library)");
+}
+
+/* ---- the writer's side ---- */
+
+static const char *api_name(uint32_t cbid)
+{
+	return cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE ? cbnames[cbid] : NULL;
+}
+
+static int64_t opt(uint32_t v)
+{
+	return v == CUPTI_SYNCHRONIZATION_INVALID_VALUE ? -1 : (int64_t)v;
+}
+
+/* device work against its launching call: how far it started before that call did (api: this
+ * is the call's record, else the work's) */
+static void check_order(int api, uint32_t corr, uint64_t start)
+{
+	struct slot *mine = &(api ? api_slots : dev_slots)[corr % SLOTS];
+	struct slot *other = &(api ? dev_slots : api_slots)[corr % SLOTS];
+	*mine = (struct slot){corr, start};
+	if (!corr || other->corr != corr)
+		return;
+	other->corr = 0;
+	int64_t lead = (int64_t)(api ? start - other->start : other->start - start);
+	pthread_mutex_lock(&lock);
+	if (lead > G.info.lead_ns)
+		G.info.lead_ns = lead;
+	G.info.checked++;
+	pthread_mutex_unlock(&lock);
+}
+
+/* the event: kind, its n arguments, its span (a clock that ran back makes it 0 long) */
+static void fill(struct dsp_gpu_ev *e, int kind, const int64_t *a, int n, uint64_t start, uint64_t end)
+{
+	e->kind = kind;
+	memcpy(e->args, a, (size_t)n * sizeof *a);
+	e->nargs = n;
+	e->t0 = start;
+	e->dur = end > start ? end - start : 0;
+}
+
+#define FILL(e, kind, a, start, end) fill(e, kind, a, (int)(sizeof a / sizeof *a), start, end)
+
+/* one CUPTI record as an event; 0: not one ddpspy records. last: the end of the record before */
+static int convert(const CUpti_Activity *r, struct dsp_gpu_ev *e, uint64_t *last)
+{
+	e->name_arg = -1;
+	e->name = NULL;
+	switch (r->kind) {
+	case CUPTI_ACTIVITY_KIND_KERNEL:
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+		const CUpti_ActivityKernel10 *k = (const void *)r;
+		int64_t a[] = {k->deviceId, k->contextId, k->streamId, k->correlationId, 0, k->gridX, k->gridY, k->gridZ,
+			       k->blockX, k->blockY, k->blockZ, (int64_t)k->staticSharedMemory + k->dynamicSharedMemory,
+			       k->registersPerThread};
+		FILL(e, DDPSPY_EV_GPU_KERNEL, a, k->start, k->end);
+		e->name_arg = 4;
+		e->name = k->name;
+		check_order(0, k->correlationId, k->start);
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_MEMCPY: {
+		const CUpti_ActivityMemcpy6 *m = (const void *)r;
+		int64_t a[] = {m->deviceId, m->contextId, m->streamId, m->correlationId, (int64_t)m->bytes, m->copyKind,
+			       m->srcKind, m->dstKind, (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0};
+		FILL(e, DDPSPY_EV_GPU_MEMCPY, a, m->start, m->end);
+		check_order(0, m->correlationId, m->start);
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_MEMSET: {
+		const CUpti_ActivityMemset4 *m = (const void *)r;
+		int64_t a[] = {m->deviceId, m->contextId, m->streamId, m->correlationId, (int64_t)m->bytes, m->value,
+			       m->memoryKind};
+		FILL(e, DDPSPY_EV_GPU_MEMSET, a, m->start, m->end);
+		check_order(0, m->correlationId, m->start);
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+		const CUpti_ActivitySynchronization2 *y = (const void *)r;
+		int64_t a[] = {y->type, opt(y->contextId), opt(y->streamId), opt(y->cudaEventId), y->correlationId,
+			       y->returnValue};
+		FILL(e, DDPSPY_EV_GPU_SYNC, a, y->start, y->end);
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_RUNTIME: {
+		const CUpti_ActivityAPI *p = (const void *)r;
+		int64_t a[] = {p->threadId, p->cbid, 0, p->correlationId, p->returnValue};
+		FILL(e, DDPSPY_EV_CUDA_API, a, p->start, p->end);
+		e->name_arg = 2;
+		e->name = api_name(p->cbid);
+		check_order(1, p->correlationId, p->start);
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+		const CUpti_ActivityExternalCorrelation *x = (const void *)r;
+		int64_t a[] = {x->externalKind, (int64_t)x->externalId, x->correlationId};
+		FILL(e, DDPSPY_EV_GPU_EXTCORR, a, *last, *last); /* no time of its own */
+		break;
+	}
+	default:
+		return 0;
+	}
+	*last = e->t0 + e->dur;
+	return 1;
+}
+
+/* what CUPTI dropped since it was last asked (from outside its buffer callbacks: records that
+ * found no buffer at all come to light only here); call_lock held */
+static void count_dropped(void)
+{
+	size_t n = 0;
+	if (C.GetNumDroppedRecords(NULL, 0, &n) == CUPTI_SUCCESS && n) {
+		pthread_mutex_lock(&lock);
+		G.info.dropped += n;
+		G.info.changes++;
+		pthread_mutex_unlock(&lock);
+	}
+}
+
+uint64_t dsp_gpu_collect(int mode, void (*fn)(void *ctx, const struct dsp_gpu_ev *ev), void *ctx)
+{
+	struct buf *list;
+	uint64_t n = 0, last = 0;
+	struct dsp_gpu_ev e;
+
+	if (G.info.state != DSP_GPU_ON)
+		return 0;
+	if (mode != DSP_GPU_COLLECT_DELIVERED && pthread_mutex_trylock(&call_lock) == 0) {
+		int64_t now = mono_ns();
+		dsp_tls.guard += DSP_GUARD_OWN;
+		if (!G.stopped && (mode == DSP_GPU_COLLECT_FORCED || now - G.last_flush >= FLUSH_EVERY_NS)) {
+			C.FlushAll(mode == DSP_GPU_COLLECT_FORCED ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+			count_dropped();
+			G.last_flush = now;
+		}
+		dsp_tls.guard -= DSP_GUARD_OWN;
+		pthread_mutex_unlock(&call_lock);
+	}
+	pthread_mutex_lock(&lock);
+	list = G.done;
+	G.done = NULL;
+	G.done_tail = &G.done;
+	pthread_mutex_unlock(&lock);
+	while (list) {
+		struct buf *b = list;
+		CUpti_Activity *r = NULL;
+		list = b->next;
+		while (C.GetNextRecord(b->data, b->valid, &r) == CUPTI_SUCCESS)
+			if (convert(r, &e, &last)) {
+				fn(ctx, &e);
+				n++;
+			}
+		pthread_mutex_lock(&lock);
+		b->next = G.spare;
+		G.spare = b;
+		pthread_mutex_unlock(&lock);
+	}
+	return n;
+}
+
+void dsp_gpu_get_info(struct dsp_gpu_info *info)
+{
+	pthread_mutex_lock(&lock);
+	*info = G.info;
+	info->why = G.why;
+	info->lib = G.lib;
+	pthread_mutex_unlock(&lock);
+}
+
+void dsp_gpu_stop(void)
+{
+	struct dsp_tls *t = &dsp_tls;
+	t->guard += DSP_GUARD_OWN;
+	pthread_mutex_lock(&call_lock);
+	if (!G.stopped && G.info.state == DSP_GPU_ON) {
+		C.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+		count_dropped();
+	}
+	G.stopped = 1;
+	pthread_mutex_unlock(&call_lock);
+	t->guard -= DSP_GUARD_OWN;
+}
+
+/* The child has no CUPTI thread and its CUDA is unusable: the parent's records are the parent's,
+ * and nothing calls CUPTI here. */
+void dsp_gpu_atfork_child(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	pthread_mutex_init(&call_lock, NULL);
+	for (struct buf *b = G.done, *next; b; b = next) {
+		next = b->next;
+		free(b);
+	}
+	for (struct buf *b = G.spare, *next; b; b = next) {
+		next = b->next;
+		free(b);
+	}
+	G.done = G.spare = NULL;
+	G.done_tail = &G.done;
+	G.nbufs = 0;
+	memset(&G.info, 0, sizeof G.info);
+	G.why[0] = G.lib[0] = 0;
+	G.tried = G.stopped = 1;
+}

@@ -1,0 +1,153 @@
+"""GPU capture through CUPTI (cupti/gpu.c) on the simulated device: testapps/gpu_app.cu runs under the
+preload with LD_LIBRARY_PATH=build/simgpu, where the stand-in cudart plays the driver's part at cuInit
+(CUDA_INJECTION64_PATH) and the stand-in CUPTI delivers real record structs. `ddpspy dump --json` must
+show every kernel (its modelled duration, stream, grid, name) and copy (bytes, direction, pinned or
+pageable) joined to the runtime call that launched it; GPU times on the host's clock, inside the host
+calls that waited for them; the subscriber-taken, dropped-records and late-start paths; nothing at all
+with DDPSPY_GPU=0."""
+import os
+import shutil
+import subprocess
+from lib import *
+
+need_sim("GPU capture (CUPTI)", "cupti.h", "cupti/gpu.c")
+
+MIB64 = 64 << 20
+SLACK = 20000  # ns: the host clock's conversion (calibration) against CLOCK_MONOTONIC, with room
+d = tmpdir("cupti")
+
+
+def capture(name, extra=None):
+    out = os.path.join(d, name)
+    shutil.rmtree(out, ignore_errors=True)  # (a rerun reads its own run's files only)
+    env = {"LD_LIBRARY_PATH": SIMDIR, "SIMGPU_KERNELS": "spin=5000,tick=2000"}
+    env.update(extra or {})
+    p = traced([os.path.join(APPS, "gpu_app"), "timeline"], out, env=env)
+    recs, rc, err = dump(out)
+    return p, recs
+
+
+def gpu_events(recs, kind=None):
+    return [r for r in of(recs, "gpu_event") if kind is None or r["kind"] == kind]
+
+
+def info(recs):
+    g = of(recs, "gpu")
+    return g[0] if g else {}
+
+
+p, recs = capture("on")
+ok(p.returncode == 0, "gpu_app runs under the preload on the simulated device: %s" % p.stderr[-300:])
+main = of(recs, "process")[0]["pid"] if of(recs, "process") else -1
+g = info(recs)
+ok(g.get("state") == "on" and g.get("clock") == "monotonic" and g.get("why", "").startswith("started at cuInit")
+   and g.get("lib", "").endswith("simgpu/libcupti.so.13") and g.get("version") == 130001,
+   "CUPTI starts at cuInit through CUDA_INJECTION64_PATH, from next to the program's libcudart, with its "
+   "timestamps on CLOCK_MONOTONIC: %s" % g)
+ok(g.get("dropped") == 0 and g.get("refused") == 0 and g.get("unwritten") == 0 and g.get("events") == g.get("read") > 0,
+   "nothing lost, and the file holds every record it says it wrote: %s" % g)
+
+kern = gpu_events(recs, "gpu_kernel")
+api = {e["corr"]: e for e in gpu_events(recs, "cuda_api")}
+names = [e["kname"] for e in kern]
+ok(names == ["_Z4spinPfi"] + ["_Z4tickPfi"] * 3 + ["_Z4spinPfi"] * 4,
+   "every kernel, in launch order, its name whole: %s" % names)
+durs = [e["dur_ns"] for e in kern]
+ok(len(kern) == 8 and all(abs(e["dur_ns"] - (5000000 if "spin" in e["kname"] else 2000000)) <= 1000 for e in kern),
+   "each kernel's GPU time is its modelled one (spin 5 ms, tick 2 ms): %s" % durs)
+streams = [e["stream"] for e in kern]
+ok(len(set(streams[:5])) == 1 and streams[5] != streams[4] and streams[7] not in (streams[0], streams[5])
+   and streams[6] == streams[0],
+   "streams: five kernels on the first, one on a second, one on the legacy default stream: %s" % streams)
+ok(all(e["grid_x"] == 4096 and e["block_x"] == 256 and e["grid_y"] == 1 and e["block_z"] == 1 for e in kern),
+   "grid and block dimensions as launched (<<<4096, 256>>>)")
+joined = [api.get(e["corr"], {}) for e in kern]
+ok(all("LaunchKernel" in (a.get("fn") or "") and a.get("thread") == main for a in joined),
+   "every kernel joins, by correlation id, the launch call the main thread made: %s"
+   % [(a.get("fn"), a.get("thread")) for a in joined])
+ok(all(a and a["t_ns"] <= e["t_ns"] for a, e in zip(joined, kern)) and g.get("lead_ns") == 0 and g.get("checked") == 11,
+   "no kernel or copy starts before the call that launched it (the writer checked %s of them, lead %s ns)"
+   % (g.get("checked"), g.get("lead_ns")))
+
+cp = gpu_events(recs, "gpu_memcpy")
+got = [(e["copy"], e["src"], e["dst"], e["async"], e["bytes"]) for e in cp]
+want = [("htod", "pinned", "device", 1, MIB64), ("htod", "pageable", "device", 1, MIB64),
+        ("dtoh", "device", "pinned", 0, MIB64)]
+ok(got == want, "the three 64 MiB copies with direction, pinned or pageable, async: %s" % got)
+ok(all("Memcpy" in (api.get(e["corr"], {}).get("fn") or "") for e in cp),
+   "each copy joins its cudaMemcpy/cudaMemcpyAsync call")
+host_cp = [e for e in events(recs, "cuda_memcpy") if e["tid"] == main]
+if len(cp) == 3 and len(host_cp) == 3:
+    # the pageable copy holds the host for the whole copy: the GPU's copy lies inside the host's call
+    h, gp = host_cp[1], cp[1]
+    ok(h["t_ns"] - SLACK <= gp["t_ns"] and gp["t_ns"] + gp["dur_ns"] <= h["t_ns"] + h["dur_ns"] + SLACK,
+       "the pageable copy's GPU time lies inside the host call that waited for it, on one clock: GPU %.3f..%.3f ms, "
+       "host %.3f..%.3f ms" % (ms(gp["t_ns"] - h["t_ns"]), ms(gp["t_ns"] + gp["dur_ns"] - h["t_ns"]), 0,
+                               ms(h["dur_ns"])))
+else:
+    ok(False, "three copies on each side: %d on the GPU, %d host calls" % (len(cp), len(host_cp)))
+
+hs = [e for e in events(recs, "cuda_sync") if e["tid"] == main]
+gs = gpu_events(recs, "gpu_sync")
+ok([e["sync"] for e in gs] == ["stream_synchronize"] + ["event_synchronize"] * 5 + ["context_synchronize"],
+   "CUPTI's synchronization records: one stream, five event, one context: %s" % [e["sync"] for e in gs])
+inside = [h["t_ns"] - SLACK <= y["t_ns"] and y["t_ns"] + y["dur_ns"] <= h["t_ns"] + h["dur_ns"] + SLACK
+          for h, y in zip(hs, gs)]
+ok(len(hs) == len(gs) == 7 and all(inside),
+   "each synchronization CUPTI saw lies inside the one the preload recorded around the same call (%s)" % inside)
+if kern and hs:
+    k0, s0 = kern[0], hs[0]
+    end = k0["t_ns"] + k0["dur_ns"]
+    ok(s0["t_ns"] <= end <= s0["t_ns"] + s0["dur_ns"] + SLACK,
+       "the first kernel ends while the host waits for it in cudaStreamSynchronize: %.3f ms into a %.3f ms wait"
+       % (ms(end - s0["t_ns"]), ms(s0["dur_ns"])))
+text = subprocess.run([DDPSPY, "dump", os.path.join(d, "on")], capture_output=True, text=True).stdout
+ok('kname="_Z4spinPfi"' in text and "gpu on: started at cuInit" in text,
+   "the text dump names kernels and says how GPU capture started")
+
+# another profiler holds the subscriber: said once, host capture goes on, the program unchanged
+p, recs = capture("taken", {"SIMGPU_CUPTI_TAKEN": "1"})
+g = info(recs)
+ok(p.returncode == 0 and '"round_trip": true' in p.stdout, "with CUPTI taken, the program runs as before")
+ok(g.get("state") == "taken" and p.stderr.count("another profiler holds CUPTI") == 1 and not gpu_events(recs),
+   "CUPTI taken: said once on stderr and in the file, no GPU records: %s / %r" % (g.get("state"), p.stderr[-200:]))
+ok(len(events(recs, "cuda_memcpy")) == 3 and len(events(recs, "cuda_sync")) == 7,
+   "CUPTI taken: the host-side CUDA calls are still recorded")
+
+# records CUPTI had no buffer for: counted into the file
+total = info(capture("count")[1]).get("read", 0)
+p, recs = capture("drops", {"SIMGPU_CUPTI_MAX_RECORDS": "10"})
+g = info(recs)
+ok(g.get("read") == 10 and g.get("dropped") == total - 10 and total > 10,
+   "records CUPTI dropped are stated: %s read + %s dropped = %s made" % (g.get("read"), g.get("dropped"), total))
+
+# CUDA_INJECTION64_PATH is another library's: the writer starts CUPTI when it sees the driver
+p, recs = capture("late", {"CUDA_INJECTION64_PATH": "/nonexistent/libother.so"})
+g = info(recs)
+ok(p.returncode == 0 and g.get("state") == "on" and "driver was loaded" in g.get("why", "")
+   and len(gpu_events(recs, "gpu_memcpy")) == 3,
+   "with another injection library named, CUPTI starts once the driver is loaded, and records from then on: %s, "
+   "%d copies" % (g.get("why"), len(gpu_events(recs, "gpu_memcpy"))))
+
+# a child forked after CUDA started: no CUPTI there (its CUDA is unusable), a complete file of its own
+p, recs = capture("fork", {"GPU_APP_FORK": "1"})
+procs = of(recs, "process")
+child = [r for r in procs if r["ppid"] != os.getpid()]
+ends = {r["pid"]: r for r in of(recs, "end")}
+gpu_pids = {r["pid"] for r in of(recs, "gpu")}
+ok(p.returncode == 0 and len(procs) == 2 and len(child) == 1 and ends.get(child[0]["pid"], {}).get("complete") == 1
+   and child[0]["pid"] not in gpu_pids and len(gpu_events(recs, "gpu_kernel")) == 8,
+   "a child forked after CUDA started writes a complete file without GPU records; the parent keeps all 8 kernels "
+   "(%d processes, gpu records from %s)" % (len(procs), sorted(gpu_pids)))
+
+# DDPSPY_GPU=0: nothing attempted, the environment untouched
+p, recs = capture("off", {"DDPSPY_GPU": "0"})
+ok(p.returncode == 0 and not of(recs, "gpu") and not gpu_events(recs) and len(events(recs, "cuda_memcpy")) == 3,
+   "DDPSPY_GPU=0: no GPU capture, host capture as before")
+sh = "echo \"[$CUDA_INJECTION64_PATH]\""
+v = [traced(["sh", "-c", sh], os.path.join(d, "env%d" % i), env=e).stdout.strip()
+     for i, e in enumerate([{}, {"DDPSPY_GPU": "0"}, {"CUDA_INJECTION64_PATH": "/x/y.so"}])]
+ok(v[0] == "[%s]" % os.path.realpath(LIB) and v[1] == "[]" and v[2] == "[/x/y.so]",
+   "CUDA_INJECTION64_PATH names libddpspy.so unless DDPSPY_GPU=0 or the program set its own: %s" % v)
+cleanup(d)
+done()
