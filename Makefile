@@ -17,6 +17,7 @@ MPICC := $(shell command -v mpicc 2>/dev/null)
 CUDA_HOME ?= /usr/local/cuda
 HAVE_CUDA := $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h)
 HAVE_CUPTI := $(wildcard $(CUDA_HOME)/include/cupti.h)
+HAVE_NCCL := $(wildcard $(CUDA_HOME)/include/nccl.h)
 GPU_DEF := $(if $(HAVE_CUPTI),-DDDPSPY_GPU)
 NVCC := $(wildcard $(CUDA_HOME)/bin/nvcc)
 
@@ -33,6 +34,9 @@ endif
 ifneq ($(HAVE_CUPTI),)
 PRELOAD_SRC += cupti/gpu.c
 endif
+ifneq ($(HAVE_NCCL),)
+PRELOAD_SRC += preload/nccl.c
+endif
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(B)/obj/%.o)
 
 COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/trace.c \
@@ -41,8 +45,10 @@ COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/tra
 	collector/report.c collector/compare.c common/format.c
 COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 
-SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13 $(B)/simgpu/libcuda.so.1) \
-	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app $(B)/testapps/gpu_app_pt)
+SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13 $(B)/simgpu/libcuda.so.1 \
+	$(B)/simgpu/libnccl.so.2) \
+	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app $(B)/testapps/gpu_app_pt) \
+	$(if $(and $(HAVE_NCCL),$(NVCC)),$(B)/testapps/nccl_app)
 
 TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
 	$(B)/testapps/gloo_host $(B)/testapps/libfakegloo.so \
@@ -64,13 +70,13 @@ $(B)/obj/%.o: %.c common/format.h common/evcodec.h common/hash.h preload/interna
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(MPI_CFLAGS) $(GPU_DEF) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
 		-fno-omit-frame-pointer $(if $(findstring gloo,$<),-fexceptions) \
-		$(if $(or $(findstring cuda,$<),$(findstring cupti,$<)),-I$(CUDA_HOME)/include) -c $< -o $@
+		$(if $(or $(findstring cuda,$<),$(findstring cupti,$<),$(findstring nccl,$<)),-isystem $(CUDA_HOME)/include) -c $< -o $@
 
 $(B)/obj/preload/mpi.o: preload/mpi_wrappers.inc
 $(B)/obj/preload/io.o: preload/io_wrappers.inc
 
 $(B)/libddpspy.so: $(PRELOAD_OBJ) preload/exports.map
-	@echo "libddpspy.so: CUDA runtime capture $(if $(HAVE_CUDA),built,left out); GPU capture (CUPTI) $(if $(HAVE_CUPTI),built,left out) (CUDA headers $(if $(HAVE_CUDA),in,not found in) $(CUDA_HOME))"
+	@echo "libddpspy.so: CUDA runtime capture $(if $(HAVE_CUDA),built,left out); GPU capture (CUPTI) $(if $(HAVE_CUPTI),built,left out); NCCL capture $(if $(HAVE_NCCL),built,left out) (CUDA headers $(if $(HAVE_CUDA),in,not found in) $(CUDA_HOME))"
 	$(CC) -shared -o $@ $(PRELOAD_OBJ) -Wl,--version-script=preload/exports.map \
 		-Wl,-z,now -Wl,-z,nodelete -lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
 
@@ -97,7 +103,7 @@ $(B)/asan/obj/%.o: %.c common/format.h common/evcodec.h common/hash.h preload/in
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SAN) $(MPI_CFLAGS) $(GPU_DEF) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
 		$(if $(findstring gloo,$<),-fexceptions) \
-		$(if $(or $(findstring cuda,$<),$(findstring cupti,$<)),-I$(CUDA_HOME)/include) -c $< -o $@
+		$(if $(or $(findstring cuda,$<),$(findstring cupti,$<),$(findstring nccl,$<)),-isystem $(CUDA_HOME)/include) -c $< -o $@
 $(B)/asan/obj/preload/mpi.o: preload/mpi_wrappers.inc
 $(B)/asan/obj/preload/io.o: preload/io_wrappers.inc
 $(B)/asan/libddpspy.so: $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) preload/exports.map
@@ -139,12 +145,18 @@ $(B)/simgpu/libcupti.so.13: testapps/simgpu/cupti.c testapps/simgpu/cupti.map te
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -I$(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libcupti.so.13 \
 		-Wl,--version-script=testapps/simgpu/cupti.map -ldl -lpthread
+$(B)/simgpu/libnccl.so.2: testapps/simgpu/nccl.c testapps/simgpu/simgpu.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -isystem $(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libnccl.so.2 -ldl
 $(B)/simgpu/libcuda.so.1: testapps/simgpu/driver.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -I$(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libcuda.so.1
 $(B)/testapps/gpu_app: testapps/gpu_app.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $<
+$(B)/testapps/nccl_app: testapps/nccl_app.cu $(B)/simgpu/libnccl.so.2
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $< -Xlinker $(B)/simgpu/libnccl.so.2
 $(B)/testapps/gpu_app_pt: testapps/gpu_app.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared --default-stream per-thread -o $@ $<

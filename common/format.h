@@ -210,6 +210,8 @@ enum ddpspy_category {
 #define DDPSPY_KM_GPU (1u << 18)      /* a CUPTI record ("gpu_events"): the GPU's timeline, or a host
                                        * thread's CUDA call as CUPTI saw it; never in "events" */
 #define DDPSPY_KM_GPU_NONE (DDPSPY_CAT_NONE | DDPSPY_KM_GPU)
+#define DDPSPY_KM_ENQUEUES (1u << 19) /* its host time is an enqueue: the work runs on the GPU later,
+                                       * joined to the call by "ext" (CUPTI's external correlation) */
 
 #define DDPSPY_KM_READ_CALL (DDPSPY_CAT_DATA | DDPSPY_KM_INPUT_FD | DDPSPY_KM_READS)
 #define DDPSPY_KM_BLOCKING_COLL (DDPSPY_CAT_COMMS | DDPSPY_KM_COLL)
@@ -264,8 +266,15 @@ enum ddpspy_category {
 	  DDPSPY_KM_GPU_NONE)                                                                  \
 	X(EV_GPU_MEMSET, "gpu_memset", "device,context,stream,corr,bytes,value,mem", DDPSPY_KM_GPU_NONE) \
 	X(EV_GPU_SYNC, "gpu_sync", "sync,context,stream,event,corr,ret", DDPSPY_KM_GPU_NONE)   \
-	X(EV_CUDA_API, "cuda_api", "thread,cbid,fn,corr,ret", DDPSPY_KM_GPU_NONE)               \
-	X(EV_GPU_EXTCORR, "gpu_extcorr", "kind,ext_id,corr", DDPSPY_KM_GPU_NONE)
+	X(EV_CUDA_API, "cuda_api", "thread,cbid,fn,corr,ret,driver", DDPSPY_KM_GPU_NONE)        \
+	X(EV_GPU_EXTCORR, "gpu_extcorr", "ext_kind,ext_id,corr", DDPSPY_KM_GPU_NONE)                \
+	/* 2.2: NCCL calls, host side: "comm" equal on every rank, "seq" numbering collectives per   \
+	 * communicator from 0 on every rank alike (-1 for send and recv), "ext" the external id     \
+	 * pushed around the call, which CUPTI's gpu_extcorr joins to the kernel it launched */      \
+	X(EV_NCCL_INIT, "nccl_init", "comm,comm_rank,nranks,ret", DDPSPY_CAT_COMMS)                 \
+	X(EV_NCCL_COLL, "nccl_coll", "op,comm,seq,bytes,root,peer,stream,ext,ret",               \
+	  DDPSPY_CAT_COMMS | DDPSPY_KM_ENQUEUES)                                                 \
+	X(EV_NCCL_GROUP, "nccl_group", "begin,ext,ret", DDPSPY_CAT_COMMS)
 
 enum ddpspy_event_kind {
 #define X(e, s, a, m) DDPSPY_##e,

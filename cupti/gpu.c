@@ -25,6 +25,7 @@
 #include "gpu.h"
 
 #include <cupti.h>
+#include <cupti_driver_cbid.h>
 #include <dlfcn.h>
 #include <link.h>
 #include <limits.h>
@@ -71,7 +72,12 @@ static struct {
 	__typeof__(cuptiActivityGetNumDroppedRecords) *GetNumDroppedRecords;
 	__typeof__(cuptiGetCallbackName) *GetCallbackName;
 	__typeof__(cuptiGetResultString) *GetResultString;
+	__typeof__(cuptiActivityPushExternalCorrelationId) *Push;
+	__typeof__(cuptiActivityPopExternalCorrelationId) *Pop;
 } C;
+
+/* the external correlation kind ddpspy's ids are pushed as */
+#define EXT_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;      /* G's fields and the queues */
 static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER; /* calls into CUPTI against stop */
@@ -88,6 +94,14 @@ static struct {
 } G = {.done_tail = &G.done};
 
 static const char *cbnames[CUPTI_RUNTIME_TRACE_CBID_SIZE]; /* runtime API names, asked at start */
+/* the driver calls kept (launches: how NCCL and other libraries start kernels), and their names */
+static const uint32_t LAUNCHES[] = {
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,		CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+};
+static const char *launch_names[sizeof LAUNCHES / sizeof *LAUNCHES];
 /* recent API calls and device work by correlation id, for the launch-order check: whichever of a
  * pair comes second is checked against the first */
 static struct slot { uint32_t corr; uint64_t start; } api_slots[SLOTS], dev_slots[SLOTS];
@@ -263,6 +277,7 @@ static const struct {
 	{CUPTI_ACTIVITY_KIND_MEMSET, DDPSPY_EV_GPU_MEMSET},
 	{CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, DDPSPY_EV_GPU_SYNC},
 	{CUPTI_ACTIVITY_KIND_RUNTIME, DDPSPY_EV_CUDA_API},
+	{CUPTI_ACTIVITY_KIND_DRIVER, DDPSPY_EV_CUDA_API}, /* (launches only: NCCL's kernels' calls) */
 	{CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, DDPSPY_EV_GPU_EXTCORR},
 };
 
@@ -306,6 +321,8 @@ static void start(const char *how)
 	SYM(GetNumDroppedRecords, "cuptiActivityGetNumDroppedRecords");
 	SYM(GetCallbackName, "cuptiGetCallbackName");
 	SYM(GetResultString, "cuptiGetResultString");
+	SYM(Push, "cuptiActivityPushExternalCorrelationId");
+	SYM(Pop, "cuptiActivityPopExternalCorrelationId");
 #undef SYM
 	if (!C.Subscribe || !C.Unsubscribe || !C.RegisterCallbacks || !C.Enable || !C.FlushAll || !C.GetNextRecord ||
 	    !C.GetNumDroppedRecords) {
@@ -358,6 +375,9 @@ static void start(const char *how)
 	for (uint32_t i = 0; C.GetCallbackName && i < CUPTI_RUNTIME_TRACE_CBID_SIZE; i++)
 		if (C.GetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, i, &cbnames[i]) != CUPTI_SUCCESS)
 			cbnames[i] = NULL;
+	for (size_t i = 0; C.GetCallbackName && i < sizeof LAUNCHES / sizeof *LAUNCHES; i++)
+		if (C.GetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, LAUNCHES[i], &launch_names[i]) != CUPTI_SUCCESS)
+			launch_names[i] = NULL;
 	set_state(DSP_GPU_ON);
 	G.last_flush = mono_ns();
 	atexit(at_exit); /* after the runtime's own handlers registered: runs before them */
@@ -408,6 +428,15 @@ void dsp_gpu_modules_changed(void)
 static const char *api_name(uint32_t cbid)
 {
 	return cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE ? cbnames[cbid] : NULL;
+}
+
+/* a kept driver call's index in LAUNCHES, -1 for the others */
+static int launch_index(uint32_t cbid)
+{
+	for (size_t i = 0; i < sizeof LAUNCHES / sizeof *LAUNCHES; i++)
+		if (LAUNCHES[i] == cbid)
+			return (int)i;
+	return -1;
 }
 
 static int64_t opt(uint32_t v)
@@ -486,12 +515,16 @@ static int convert(const CUpti_Activity *r, struct dsp_gpu_ev *e, uint64_t *last
 		FILL(e, DDPSPY_EV_GPU_SYNC, a, y->start, y->end);
 		break;
 	}
-	case CUPTI_ACTIVITY_KIND_RUNTIME: {
+	case CUPTI_ACTIVITY_KIND_RUNTIME:
+	case CUPTI_ACTIVITY_KIND_DRIVER: {
 		const CUpti_ActivityAPI *p = (const void *)r;
-		int64_t a[] = {p->threadId, p->cbid, 0, p->correlationId, p->returnValue};
+		int driver = r->kind == CUPTI_ACTIVITY_KIND_DRIVER, li = driver ? launch_index(p->cbid) : -1;
+		if (driver && li < 0)
+			return 0;
+		int64_t a[] = {p->threadId, p->cbid, 0, p->correlationId, p->returnValue, driver};
 		FILL(e, DDPSPY_EV_CUDA_API, a, p->start, p->end);
 		e->name_arg = 2;
-		e->name = api_name(p->cbid);
+		e->name = driver ? launch_names[li] : api_name(p->cbid);
 		check_order(1, p->correlationId, p->start);
 		break;
 	}
@@ -583,6 +616,25 @@ void dsp_gpu_stop(void)
 	G.stopped = 1;
 	pthread_mutex_unlock(&call_lock);
 	t->guard -= DSP_GUARD_OWN;
+}
+
+/* Only while on: "pushed" so that a pop never meets a push made before CUPTI started. */
+static __thread int pushed;
+
+void dsp_gpu_push(uint64_t id)
+{
+	if (__atomic_load_n(&G.info.state, __ATOMIC_RELAXED) == DSP_GPU_ON && !G.stopped && C.Push &&
+	    C.Push(EXT_KIND, id) == CUPTI_SUCCESS)
+		pushed++;
+}
+
+void dsp_gpu_pop(void)
+{
+	uint64_t id;
+	if (pushed && C.Pop && !G.stopped) {
+		pushed--;
+		C.Pop(EXT_KIND, &id);
+	}
 }
 
 /* The child has no CUPTI thread and its CUDA is unusable: the parent's records are the parent's,

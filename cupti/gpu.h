@@ -52,7 +52,13 @@ void dsp_gpu_init(void);
 /* exit and _exit: the last call into CUPTI (a forced flush); none after it. */
 void dsp_gpu_stop(void);
 void dsp_gpu_atfork_child(void);
+/* Around a library call that launches GPU work (NCCL's): CUPTI joins what it launches to id
+ * (gpu_extcorr). No-ops unless GPU capture is on. From any thread, guard held. */
+void dsp_gpu_push(uint64_t id);
+void dsp_gpu_pop(void);
 #else
+static inline void dsp_gpu_push(uint64_t id) { (void)id; }
+static inline void dsp_gpu_pop(void) {}
 static inline uint64_t dsp_gpu_collect(int mode, void (*fn)(void *, const struct dsp_gpu_ev *), void *ctx)
 {
 	(void)mode;

@@ -15,12 +15,15 @@
  *  - the legacy default stream waits for every blocking stream's work, and they for its; each
  *    thread's default stream (the _ptsz/_ptds entry points, cudaStreamPerThread) is blocking;
  *  - cudaMemcpy, and cudaMemcpyAsync from or to pageable memory, return when the copy ends;
- *    synchronize calls sleep until the work they wait for ends (CLOCK_MONOTONIC).
+ *    synchronize calls sleep until the work they wait for ends (CLOCK_MONOTONIC);
+ *  - collectives (the NCCL stand-in's, simgpu.h) start when every rank agrees: work enqueued
+ *    behind one is placed later, in order, by a device thread of the stand-in's own.
  * The calls that do or wait for device work, the work and the waits are told, with their times and
  * correlation ids, to the CUPTI stand-in when one observes (simgpu.h). */
 #include <cuda_runtime_api.h>
 #include <cupti_activity.h>
 #include <cupti_runtime_cbid.h>
+#include <cupti_driver_cbid.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -133,17 +136,23 @@ void simgpu_observe(void (*fn)(const struct simgpu_item *))
 	__atomic_store_n(&observer, fn, __ATOMIC_RELEASE);
 }
 
-static void tell(struct simgpu_item *it)
+/* hands it to the observer as it is (correlation and thread set) */
+static void tell_as(const struct simgpu_item *it)
 {
 	void (*fn)(const struct simgpu_item *) = __atomic_load_n(&observer, __ATOMIC_ACQUIRE);
-	if (!fn)
-		return;
+	if (fn)
+		fn(it);
+}
+
+/* the calling thread's item, in the runtime call it is in */
+static void tell(struct simgpu_item *it)
+{
 	static __thread uint32_t tid; /* (no syscall per call: a real runtime makes none either) */
 	if (!tid)
 		tid = (uint32_t)syscall(SYS_gettid);
 	it->correlation = correlation;
 	it->tid = tid;
-	fn(it);
+	tell_as(it);
 }
 
 /* A runtime API call that does or waits for device work begins: its correlation id, its start */
@@ -328,6 +337,11 @@ static void moves_done(void)
 
 /* ---- streams and their timelines ---- */
 
+struct CUevent_st {
+	uint64_t t;   /* when the work before its record ends; 0: never recorded */
+	int pending;  /* recorded behind a collective: t is not known yet */
+};
+
 struct CUstream_st {
 	uint64_t busy_until;  /* when the work enqueued so far ends */
 	int blocking;         /* synchronizes with the legacy default stream */
@@ -356,10 +370,10 @@ static struct CUstream_st *stream_of(cudaStream_t s, int per_thread)
 	return mine ? mine : &legacy;
 }
 
-/* Work of dur ns on stream s, enqueued now: returns when it ends. Under lock. */
-static uint64_t enqueue(struct CUstream_st *s, uint64_t dur)
+/* When work enqueued on stream s at time enq could start. Under lock. */
+static uint64_t ready_at(struct CUstream_st *s, uint64_t enq)
 {
-	uint64_t start = now_ns() + LAUNCH_NS;
+	uint64_t start = enq + LAUNCH_NS;
 	if (s->busy_until > start)
 		start = s->busy_until;
 	if (s == &legacy) {
@@ -369,8 +383,142 @@ static uint64_t enqueue(struct CUstream_st *s, uint64_t dur)
 	} else if (s->blocking && legacy.busy_until > start) {
 		start = legacy.busy_until;
 	}
-	s->busy_until = start + dur;
+	return start;
+}
+
+/* Work of dur ns on stream s, enqueued at enq: returns when it ends. Under lock. */
+static uint64_t place(struct CUstream_st *s, uint64_t dur, uint64_t enq)
+{
+	s->busy_until = ready_at(s, enq) + dur;
 	return s->busy_until;
+}
+
+/* ---- work placed later: after a collective (simgpu.h) ----
+ * While a collective waits for its ranks, everything enqueued after it, on any stream, waits in
+ * this queue in enqueue order, with its enqueue time; the device thread places each in turn with
+ * the rules above, so the times come out as if placed at enqueue. */
+enum { D_WORK, D_EVENT, D_WAIT, D_COLL };
+struct deferred {
+	int what;
+	struct CUstream_st *st;
+	uint64_t enq, dur;
+	struct simgpu_item it;      /* D_WORK, D_COLL: told once placed */
+	struct CUevent_st *ev;      /* D_EVENT, D_WAIT */
+	struct simgpu_coll *coll;   /* D_COLL */
+	uint64_t *end;              /* D_WORK: where a waiting caller wants the end, or NULL */
+	uint64_t no;
+	struct deferred *next;
+};
+static struct deferred *dq, **dq_tail = &dq;
+static uint64_t deferred_n, placed_n; /* enqueued into the queue, placed from it */
+static pthread_cond_t placed_cv = PTHREAD_COND_INITIALIZER, dq_cv = PTHREAD_COND_INITIALIZER;
+static int device_started;
+
+static void *device_main(void *arg);
+
+/* queues d (under lock); returns its number for wait_placed */
+static uint64_t defer(struct deferred *d)
+{
+	if (!device_started) {
+		pthread_t t;
+		device_started = pthread_create(&t, NULL, device_main, NULL) == 0;
+	}
+	d->no = ++deferred_n;
+	d->next = NULL;
+	*dq_tail = d;
+	dq_tail = &d->next;
+	pthread_cond_broadcast(&dq_cv);
+	return d->no;
+}
+
+/* waits (under lock) until everything queued so far, or up to no, is placed */
+static void wait_placed(uint64_t no)
+{
+	while (placed_n < no)
+		pthread_cond_wait(&placed_cv, &lock);
+}
+
+/* Work of dur ns on st, told to CUPTI as it (start and end filled in) once placed: returns its end,
+ * or 0 when it is queued behind a collective (then *end gets it, if end is not NULL, and a caller
+ * that needs it waits with wait_placed(*no)). Under lock; tells after unlocking (told[0] = 1). */
+static uint64_t work(struct CUstream_st *st, uint64_t dur, struct simgpu_item *it, uint64_t *end, uint64_t *no,
+		     int *told)
+{
+	*told = 0;
+	if (!dq) {
+		uint64_t e = place(st, dur, now_ns());
+		it->start = e - dur;
+		it->end = e;
+		*told = 1;
+		return e;
+	}
+	struct deferred *d = calloc(1, sizeof *d);
+	if (!d) { /* (no memory: placed now, out of order) */
+		uint64_t e = place(st, dur, now_ns());
+		it->start = e - dur;
+		it->end = e;
+		*told = 1;
+		return e;
+	}
+	it->correlation = correlation;
+	it->tid = (uint32_t)syscall(SYS_gettid);
+	*d = (struct deferred){ .what = D_WORK, .st = st, .enq = now_ns(), .dur = dur, .it = *it, .end = end };
+	*no = defer(d);
+	return 0;
+}
+
+static void *device_main(void *arg)
+{
+	pthread_mutex_lock(&lock);
+	for (;;) {
+		while (!dq)
+			pthread_cond_wait(&dq_cv, &lock);
+		struct deferred *d = dq; /* stays at the head until placed: new work queues behind it */
+		uint64_t e = 0;
+		switch (d->what) {
+		case D_WORK:
+			e = place(d->st, d->dur, d->enq);
+			d->it.start = e - d->dur;
+			d->it.end = e;
+			if (d->end)
+				*d->end = e;
+			break;
+		case D_EVENT:
+			d->ev->t = ready_at(d->st, d->enq);
+			if (d->st->busy_until < d->ev->t)
+				d->st->busy_until = d->ev->t;
+			d->ev->pending = 0;
+			break;
+		case D_WAIT:
+			if (d->ev->t > d->st->busy_until)
+				d->st->busy_until = d->ev->t;
+			break;
+		case D_COLL: {
+			uint64_t local = ready_at(d->st, d->enq);
+			pthread_mutex_unlock(&lock);
+			uint64_t start = d->coll->start(d->coll, local);
+			pthread_mutex_lock(&lock);
+			start = start > local ? start : local;
+			d->st->busy_until = start + d->coll->dur;
+			d->it.start = start;
+			d->it.end = start + d->coll->dur;
+			break;
+		}
+		}
+		dq = d->next;
+		if (!dq)
+			dq_tail = &dq;
+		placed_n = d->no;
+		pthread_cond_broadcast(&placed_cv);
+		pthread_mutex_unlock(&lock);
+		if (d->what == D_WORK || d->what == D_COLL)
+			tell_as(&d->it);
+		if (d->what == D_COLL)
+			d->coll->done(d->coll);
+		free(d);
+		pthread_mutex_lock(&lock);
+	}
+	return NULL;
 }
 
 static struct CUstream_st *new_stream(int blocking)
@@ -408,9 +556,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 	pthread_mutex_lock(&lock);
 	for (struct CUstream_st **q = &streams; *q; q = &(*q)->next)
 		if (*q == s) {
+			wait_placed(deferred_n); /* (the real one lets pending work finish, too) */
 			*q = s->next;
 			pthread_mutex_unlock(&lock);
-			sleep_until(s->busy_until); /* (the real one lets pending work finish, too) */
+			sleep_until(s->busy_until);
 			free(s);
 			return cudaSuccess;
 		}
@@ -429,6 +578,7 @@ static cudaError_t stream_sync(struct CUstream_st *st, int cbid)
 {
 	uint64_t t0 = api_begin();
 	pthread_mutex_lock(&lock);
+	wait_placed(deferred_n);
 	uint64_t t = st->busy_until;
 	pthread_mutex_unlock(&lock);
 	moves_done();
@@ -441,8 +591,9 @@ static cudaError_t stream_query(struct CUstream_st *st)
 {
 	pthread_mutex_lock(&lock);
 	uint64_t t = st->busy_until;
+	int queued = dq != NULL;
 	pthread_mutex_unlock(&lock);
-	return now_ns() >= t ? cudaSuccess : cudaErrorNotReady;
+	return !queued && now_ns() >= t ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
@@ -469,6 +620,7 @@ cudaError_t cudaDeviceSynchronize(void)
 {
 	uint64_t t0 = api_begin();
 	pthread_mutex_lock(&lock);
+	wait_placed(deferred_n);
 	uint64_t t = legacy.busy_until;
 	for (struct CUstream_st *o = streams; o; o = o->next)
 		t = o->busy_until > t ? o->busy_until : t;
@@ -481,9 +633,7 @@ cudaError_t cudaDeviceSynchronize(void)
 
 /* ---- events ---- */
 
-struct CUevent_st {
-	uint64_t t;   /* when the work before its record ends; 0: never recorded */
-};
+
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
 {
@@ -509,7 +659,15 @@ static cudaError_t event_record(cudaEvent_t e, struct CUstream_st *st)
 	if (!e)
 		return fail(cudaErrorInvalidResourceHandle);
 	pthread_mutex_lock(&lock);
-	e->t = enqueue(st, 0);
+	struct deferred *d = dq ? calloc(1, sizeof *d) : NULL;
+	if (d) {
+		*d = (struct deferred){ .what = D_EVENT, .st = st, .enq = now_ns(), .ev = e };
+		e->pending = 1;
+		defer(d);
+	} else {
+		e->t = place(st, 0, now_ns());
+		e->pending = 0;
+	}
 	pthread_mutex_unlock(&lock);
 	return cudaSuccess;
 }
@@ -529,6 +687,10 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
 	if (!e)
 		return fail(cudaErrorInvalidResourceHandle);
 	uint64_t t0 = api_begin();
+	pthread_mutex_lock(&lock);
+	while (e->pending)
+		pthread_cond_wait(&placed_cv, &lock);
+	pthread_mutex_unlock(&lock);
 	moves_done();
 	sleep_until(e->t);
 	tell_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE, t0, UINT32_MAX);
@@ -539,13 +701,15 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
 {
 	if (!e)
 		return fail(cudaErrorInvalidResourceHandle);
-	return now_ns() >= e->t ? cudaSuccess : cudaErrorNotReady;
+	return !__atomic_load_n(&e->pending, __ATOMIC_ACQUIRE) && now_ns() >= e->t ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
 	if (!ms || !a || !b)
 		return fail(cudaErrorInvalidValue);
+	if (a->pending || b->pending)
+		return fail(cudaErrorNotReady);
 	if (!a->t || !b->t || now_ns() < a->t || now_ns() < b->t)
 		return fail(a->t && b->t ? cudaErrorNotReady : cudaErrorInvalidResourceHandle);
 	*ms = (float)(((double)b->t - (double)a->t) / 1e6);
@@ -557,8 +721,13 @@ static cudaError_t stream_wait(struct CUstream_st *st, cudaEvent_t e)
 	if (!e)
 		return fail(cudaErrorInvalidResourceHandle);
 	pthread_mutex_lock(&lock);
-	if (e->t > st->busy_until)
+	struct deferred *d = dq ? calloc(1, sizeof *d) : NULL;
+	if (d) {
+		*d = (struct deferred){ .what = D_WAIT, .st = st, .ev = e };
+		defer(d);
+	} else if (e->t > st->busy_until) {
 		st->busy_until = e->t;
+	}
 	pthread_mutex_unlock(&lock);
 	return cudaSuccess;
 }
@@ -599,17 +768,23 @@ static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKin
 	int host = kind == cudaMemcpyHostToDevice ? sk : kind == cudaMemcpyDeviceToHost ? dk : MEM_PINNED;
 	if ((kind == cudaMemcpyHostToDevice && dk != MEM_DEVICE) || (kind == cudaMemcpyDeviceToHost && sk != MEM_DEVICE))
 		return api_end(cbid, t0, fail(cudaErrorInvalidValue));
-	uint64_t dur = copy_ns(n, host == MEM_PINNED, d2d);
+	uint64_t dur = copy_ns(n, host == MEM_PINNED, d2d), end = 0, no = 0;
+	/* pageable memory goes through a staging buffer: the host waits for the copy */
+	int hold = !async || host != MEM_PINNED, told;
+	struct simgpu_item it = { .what = SIMGPU_MEMCPY, .stream = st->id, .bytes = n, .copy_kind = (int)kind,
+				  .src = side(sk), .dst = side(dk), .async = async };
 	pthread_mutex_lock(&lock);
-	uint64_t end = enqueue(st, dur);
+	uint64_t e = work(st, dur, &it, &end, &no, &told);
 	if (n && dst != src)
 		move_later(dst, src, n, 0, 0);
+	if (e)
+		end = e;
+	else if (hold)
+		wait_placed(no);
 	pthread_mutex_unlock(&lock);
-	struct simgpu_item it = { .what = SIMGPU_MEMCPY, .start = end - dur, .end = end, .stream = st->id, .bytes = n,
-				  .copy_kind = (int)kind, .src = side(sk), .dst = side(dk), .async = async };
-	tell(&it);
-	/* pageable memory goes through a staging buffer: the host waits for the copy */
-	if (!async || host != MEM_PINNED) {
+	if (told)
+		tell(&it);
+	if (hold) {
 		moves_done();
 		sleep_until(end);
 	}
@@ -641,13 +816,15 @@ static cudaError_t set(void *p, int v, size_t n, struct CUstream_st *st, int cbi
 	uint64_t t0 = api_begin();
 	if (kind_of(p) != MEM_DEVICE)
 		return api_end(cbid, t0, fail(cudaErrorInvalidValue));
-	uint64_t dur = copy_ns(n, 1, 1);
+	uint64_t dur = copy_ns(n, 1, 1), no;
+	int told;
+	struct simgpu_item it = { .what = SIMGPU_MEMSET, .stream = st->id, .bytes = n };
 	pthread_mutex_lock(&lock);
-	uint64_t end = enqueue(st, dur);
+	work(st, dur, &it, NULL, &no, &told);
 	move_later(p, NULL, n, 1, v);
 	pthread_mutex_unlock(&lock);
-	struct simgpu_item it = { .what = SIMGPU_MEMSET, .start = end - dur, .end = end, .stream = st->id, .bytes = n };
-	tell(&it);
+	if (told)
+		tell(&it);
 	return api_end(cbid, t0, cudaSuccess);
 }
 
@@ -788,13 +965,44 @@ static cudaError_t launch(struct CUkern_st *k, dim3 grid, dim3 block, struct CUs
 	uint64_t t0 = api_begin();
 	if (!k)
 		return api_end(cbid, t0, fail(cudaErrorInvalidDeviceFunction));
+	uint64_t no;
+	int told;
+	struct simgpu_item it = { .what = SIMGPU_KERNEL, .stream = st->id, .name = k->name,
+				  .grid = { grid.x, grid.y, grid.z }, .block = { block.x, block.y, block.z } };
 	pthread_mutex_lock(&lock);
-	uint64_t end = enqueue(st, k->ns);
+	work(st, k->ns, &it, NULL, &no, &told);
 	pthread_mutex_unlock(&lock);
-	struct simgpu_item it = { .what = SIMGPU_KERNEL, .start = end - k->ns, .end = end, .stream = st->id,
-				  .name = k->name, .grid = { grid.x, grid.y, grid.z }, .block = { block.x, block.y, block.z } };
-	tell(&it);
+	if (told)
+		tell(&it);
 	return api_end(cbid, t0, cudaSuccess);
+}
+
+/* ---- collectives (simgpu.h): the NCCL stand-in's ---- */
+
+uint32_t simgpu_collective(void *stream, int per_thread, struct simgpu_coll *c)
+{
+	struct CUstream_st *st = stream_of((cudaStream_t)stream, per_thread);
+	uint32_t saved = correlation, corr;
+	driver();
+	correlation = corr = __atomic_add_fetch(&correlations, 1, __ATOMIC_RELAXED);
+	uint64_t t0 = now_ns();
+	struct deferred *d = calloc(1, sizeof *d);
+	if (!d) {
+		correlation = saved;
+		return 0;
+	}
+	/* the launch, as NCCL makes it: a driver call */
+	struct simgpu_item api = { .what = SIMGPU_API, .start = t0, .end = now_ns(), .driver = 1,
+				   .cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel };
+	tell(&api);
+	*d = (struct deferred){ .what = D_COLL, .st = st, .enq = t0, .coll = c };
+	d->it = (struct simgpu_item){ .what = SIMGPU_KERNEL, .stream = st->id, .name = c->name, .grid = { c->grid, 1, 1 },
+				      .block = { c->block, 1, 1 }, .correlation = corr, .tid = api.tid };
+	pthread_mutex_lock(&lock);
+	defer(d);
+	pthread_mutex_unlock(&lock);
+	correlation = saved;
+	return corr;
 }
 
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,

@@ -15,6 +15,7 @@
  * as when a client's buffers run out). */
 #include <cupti.h>
 #include <cupti_runtime_cbid.h>
+#include <cupti_driver_cbid.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -48,10 +49,34 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* a CLOCK_MONOTONIC time in CUPTI's timebase: CLOCK_REALTIME, or the client's */
-static uint64_t to_cupti(uint64_t mono)
+static uint64_t read_other(void);
+static uint64_t offset_at; /* when cupti_offset last measured; 0: never (or the timebase changed) */
+
+/* what to add to a CLOCK_MONOTONIC time for CUPTI's timebase: CLOCK_REALTIME, or the client's.
+ * Measured once a second, the tightest of three readings, and kept in between, as a real CUPTI
+ * keeps its conversion of the GPU's clock: records keep their distances and their order exactly. */
+static int64_t cupti_offset(void)
 {
-	uint64_t now = mono_ns(), other;
+	static int64_t off;
+	uint64_t t = mono_ns();
+	if (offset_at && t - offset_at < 1000000000u)
+		return off;
+	uint64_t best = UINT64_MAX;
+	for (int i = 0; i < 3; i++) {
+		uint64_t a = mono_ns(), other = read_other(), b = mono_ns();
+		if (b - a < best) {
+			best = b - a;
+			off = (int64_t)(other - (a + (b - a) / 2));
+		}
+	}
+	offset_at = t;
+	return off;
+}
+
+/* CUPTI's timebase now: the client's timestamp callback, or CLOCK_REALTIME */
+static uint64_t read_other(void)
+{
+	uint64_t other;
 	if (timestamp) {
 		other = timestamp();
 	} else {
@@ -59,13 +84,14 @@ static uint64_t to_cupti(uint64_t mono)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		other = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	}
-	return mono + (other - now);
+	return other;
 }
 
 static size_t record_size(CUpti_ActivityKind kind)
 {
 	switch (kind) {
 	case CUPTI_ACTIVITY_KIND_RUNTIME:
+	case CUPTI_ACTIVITY_KIND_DRIVER:
 		return sizeof(CUpti_ActivityAPI);
 	case CUPTI_ACTIVITY_KIND_KERNEL:
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
@@ -98,7 +124,7 @@ static void retire(void)
 }
 
 /* room for n bytes of records, from the client's buffers; NULL (the record dropped) without.
- * Under lock: the client's buffer-requested callback (and its timestamp callback, to_cupti) run
+ * Under lock: the client's buffer-requested callback (and its timestamp callback, cupti_offset) run
  * with it held, so they must not call back into CUPTI, which a real client never does either. */
 static void *room(size_t n)
 {
@@ -150,6 +176,7 @@ static void observe(const struct simgpu_item *it)
 	if (!pid)
 		pid = (uint32_t)getpid();
 	pthread_mutex_lock(&lock);
+	uint64_t off = (uint64_t)cupti_offset();
 	switch (it->what) {
 	case SIMGPU_API: {
 		/* the innermost pushed external id, joined to this call */
@@ -160,11 +187,11 @@ static void observe(const struct simgpu_item *it)
 			x->externalId = ext[next_ext - 1].id;
 			x->correlationId = it->correlation;
 		}
-		CUpti_ActivityAPI *a = add(CUPTI_ACTIVITY_KIND_RUNTIME);
+		CUpti_ActivityAPI *a = add(it->driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME);
 		if (a) {
 			a->cbid = (CUpti_CallbackId)it->cbid;
-			a->start = to_cupti(it->start);
-			a->end = to_cupti(it->end);
+			a->start = it->start + off;
+			a->end = it->end + off;
 			a->processId = pid;
 			a->threadId = it->tid;
 			a->correlationId = it->correlation;
@@ -176,8 +203,8 @@ static void observe(const struct simgpu_item *it)
 		CUpti_ActivityKernel10 *k = add(enabled & (1ull << CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ?
 						CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL : CUPTI_ACTIVITY_KIND_KERNEL);
 		if (k) {
-			k->start = to_cupti(it->start);
-			k->end = to_cupti(it->end);
+			k->start = it->start + off;
+			k->end = it->end + off;
 			k->completed = k->end;
 			k->contextId = 1;
 			k->streamId = it->stream;
@@ -206,8 +233,8 @@ static void observe(const struct simgpu_item *it)
 			m->dstKind = mem[it->dst];
 			m->flags = it->async ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : 0;
 			m->bytes = it->bytes;
-			m->start = to_cupti(it->start);
-			m->end = to_cupti(it->end);
+			m->start = it->start + off;
+			m->end = it->end + off;
 			m->contextId = 1;
 			m->streamId = it->stream;
 			m->correlationId = it->correlation;
@@ -218,8 +245,8 @@ static void observe(const struct simgpu_item *it)
 		CUpti_ActivityMemset4 *m = add(CUPTI_ACTIVITY_KIND_MEMSET);
 		if (m) {
 			m->bytes = it->bytes;
-			m->start = to_cupti(it->start);
-			m->end = to_cupti(it->end);
+			m->start = it->start + off;
+			m->end = it->end + off;
 			m->contextId = 1;
 			m->streamId = it->stream;
 			m->correlationId = it->correlation;
@@ -231,8 +258,8 @@ static void observe(const struct simgpu_item *it)
 		CUpti_ActivitySynchronization2 *y = add(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
 		if (y) {
 			y->type = (CUpti_ActivitySynchronizationType)it->sync;
-			y->start = to_cupti(it->start);
-			y->end = to_cupti(it->end);
+			y->start = it->start + off;
+			y->end = it->end + off;
 			y->correlationId = it->correlation;
 			y->contextId = 1;
 			y->streamId = it->stream;
@@ -320,8 +347,10 @@ CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc f
 {
 	pthread_mutex_lock(&lock);
 	int late = enabled != 0;
-	if (!late)
+	if (!late) {
 		timestamp = fn;
+		offset_at = 0;
+	}
 	pthread_mutex_unlock(&lock);
 	return late ? CUPTI_ERROR_INVALID_OPERATION : CUPTI_SUCCESS;
 }
@@ -410,7 +439,9 @@ CUptiResult cuptiGetTimestamp(uint64_t *t)
 {
 	if (!t)
 		return CUPTI_ERROR_INVALID_PARAMETER;
-	*t = to_cupti(mono_ns());
+	pthread_mutex_lock(&lock);
+	*t = mono_ns() + (uint64_t)cupti_offset();
+	pthread_mutex_unlock(&lock);
 	return CUPTI_SUCCESS;
 }
 
@@ -438,6 +469,10 @@ CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, con
 	if (!name)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	*name = NULL;
+	if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) {
+		*name = "cuLaunchKernel";
+		return CUPTI_SUCCESS;
+	}
 	if (domain != CUPTI_CB_DOMAIN_RUNTIME_API)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	switch (cbid) {

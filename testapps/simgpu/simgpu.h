@@ -24,9 +24,32 @@ struct simgpu_item {
 	const char *name;       /* kernels: the device name, valid as long as the program runs */
 	uint32_t grid[3], block[3];
 	int sync;               /* SIMGPU_SYNC: CUpti_ActivitySynchronizationType */
+	int driver;             /* SIMGPU_API: a driver API call (cbid: CUPTI's driver callback id) */
 };
 
-/* Sets the function every item is handed to, from the thread that made it (NULL: none). */
+/* Sets the function every item is handed to (NULL: none): from the thread that made it, or, for
+ * work placed after a collective, from the simulated device's own thread once it is placed. */
 void simgpu_observe(void (*fn)(const struct simgpu_item *));
+
+/* A collective (the NCCL stand-in's, testapps/simgpu/nccl.c): device work whose start every rank
+ * must agree on, so that its end, and that of everything after it on its stream, stays unknown
+ * until every rank has enqueued it. The host is never held at enqueue: work placed after a
+ * collective waits in order for the simulated device's own thread, which places it once the
+ * collective is; what waits for the device (synchronize calls, synchronous copies, events) waits
+ * for that too. */
+struct simgpu_coll {
+	/* From the device's thread, once: local is when this rank's stream could start it; returns
+	 * when it starts (the latest rank's), waiting as long as that takes. */
+	uint64_t (*start)(struct simgpu_coll *c, uint64_t local);
+	void (*done)(struct simgpu_coll *c); /* afterwards: frees it */
+	uint64_t dur;                        /* ns, from its start */
+	const char *name;                    /* its kernel's name */
+	uint32_t grid, block;
+};
+
+/* Enqueues c on stream (per_thread: 0 means the calling thread's default stream). Tells a driver
+ * launch call (cuLaunchKernel, as NCCL launches) at once and the kernel once placed, both with
+ * the returned correlation id. */
+uint32_t simgpu_collective(void *stream, int per_thread, struct simgpu_coll *c);
 
 #endif

@@ -1,6 +1,7 @@
 """Configuration and the CLI: bad values warn and fall back, DDPSPY_DISABLE, an unwritable
 output directory, `ddpspy run` exit status, and the library's exported symbols."""
 import os
+import re
 import shutil
 import subprocess
 from lib import *
@@ -96,5 +97,12 @@ ok("libunwind" not in ldd, "libunwind is not linked (its _Unwind_* would overrid
 for tool, inc in (("gen_mpi.py", "mpi_wrappers.inc"), ("gen_io.py", "io_wrappers.inc")):
     gen = subprocess.run(["python3", os.path.join(ROOT, "tools", tool)], capture_output=True, text=True).stdout
     ok(gen == open(os.path.join(ROOT, "preload", inc)).read(), "preload/%s is current (make gen)" % inc)
+# dump --json writes an event's arguments beside its own keys: a name of both would be written twice
+fmt = open(os.path.join(ROOT, "common", "format.h")).read()
+kinds = re.findall(r'X\(EV_\w+, "(\w+)",\s*"([\w,]*)"', fmt)
+own = {"type", "file", "pid", "rank", "tid", "kind", "t_ns", "dur_ns", "stack", "frames"}
+legacy = {("mpi_init", "rank"), ("thread_name", "tid")}  # 1.0 kinds: their argument wins (the last key)
+clash = [(k, a) for k, args in kinds for a in args.split(",") if a in own and (k, a) not in legacy]
+ok(len(kinds) > 30 and not clash, "no event argument is named as dump's own keys (%d kinds; clashes: %s)" % (len(kinds), clash))
 cleanup(d)
 done()

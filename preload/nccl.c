@@ -1,0 +1,266 @@
+/* NCCL: the host side of every collective and send/recv, group start and end, and communicator
+ * creation, on a dynamically linked libnccl.so.2 (PyTorch's wheels; every ncclX there is a weak
+ * alias of pncclX, so the program's calls to ncclX come here). A collective's host time is its
+ * enqueue: NCCL launches its kernel through the driver and only CUPTI sees when it runs. So each
+ * call pushes an external correlation id ("ext") around the real call; CUPTI joins the kernel it
+ * launches to that id (gpu_extcorr). Inside ncclGroupStart/End nothing launches until the
+ * outermost ncclGroupEnd, whose event carries the id the group's kernel is joined to.
+ *
+ * Communicators are named by an id equal on every member rank (a hash of the ncclUniqueId they were
+ * made from) and their collectives numbered from 0 in call order ("seq"), which is the same on every
+ * rank since NCCL requires every rank to call them in the same order; matching (comm, seq) pairs
+ * the instances of one collective, as for MPI. "bytes" is the whole buffer in the nccl-tests
+ * convention (docs/format.md). The table of communicators is filled at creation (not a fast path)
+ * and read without a lock. Compiled when CUDA's headers (and nccl.h) are found; nothing links
+ * against NCCL. */
+#include "internal.h"
+#include "../common/hash.h"
+#include "../cupti/gpu.h"
+
+#include <nccl.h>
+#include <unistd.h>
+
+/* the wrappers below are the library's exports (exports.map); helpers are static */
+#pragma GCC visibility push(default)
+
+DSP_REAL(ncclResult_t, ncclCommInitRank, (ncclComm_t *, int, ncclUniqueId, int), "libnccl")
+DSP_REAL(ncclResult_t, ncclCommInitRankConfig, (ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *), "libnccl")
+DSP_REAL(ncclResult_t, ncclCommInitAll, (ncclComm_t *, int, const int *), "libnccl")
+DSP_REAL(ncclResult_t, ncclAllReduce, (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+				       cudaStream_t), "libnccl")
+DSP_REAL(ncclResult_t, ncclBroadcast, (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t),
+	 "libnccl")
+DSP_REAL(ncclResult_t, ncclBcast, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t), "libnccl")
+DSP_REAL(ncclResult_t, ncclReduce, (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t,
+				    cudaStream_t), "libnccl")
+DSP_REAL(ncclResult_t, ncclAllGather, (const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t),
+	 "libnccl")
+DSP_REAL(ncclResult_t, ncclReduceScatter, (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+					   cudaStream_t), "libnccl")
+DSP_REAL(ncclResult_t, ncclAlltoAll, (const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t),
+	 "libnccl")
+DSP_REAL(ncclResult_t, ncclGather, (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t),
+	 "libnccl")
+DSP_REAL(ncclResult_t, ncclScatter, (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t),
+	 "libnccl")
+DSP_REAL(ncclResult_t, ncclSend, (const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t), "libnccl")
+DSP_REAL(ncclResult_t, ncclRecv, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t), "libnccl")
+DSP_REAL(ncclResult_t, ncclGroupStart, (void), "libnccl")
+DSP_REAL(ncclResult_t, ncclGroupEnd, (void), "libnccl")
+
+/* ---- communicators ---- */
+#define COMMS 1024 /* live communicators a process can name; more are recorded with comm -1 */
+static struct comm {
+	ncclComm_t key;     /* published last (release): a reader that sees it sees the rest */
+	int claimed;
+	int rank, nranks;
+	int64_t id;
+	uint64_t seq;       /* collectives called so far */
+} comms[COMMS];
+
+static size_t slot_of(ncclComm_t c)
+{
+	return (size_t)(ddpspy_fnv_word(DDPSPY_FNV_SEED, (uint64_t)(uintptr_t)c) & (COMMS - 1));
+}
+
+static struct comm *comm_find(ncclComm_t c)
+{
+	for (size_t i = 0, s = slot_of(c); c && i < COMMS; i++) {
+		struct comm *e = &comms[(s + i) & (COMMS - 1)];
+		ncclComm_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
+		if (k == c)
+			return e;
+		if (!k && !__atomic_load_n(&e->claimed, __ATOMIC_ACQUIRE))
+			return NULL;
+	}
+	return NULL;
+}
+
+/* a new communicator (or a new one at a freed one's address) */
+static void comm_add(ncclComm_t c, int64_t id, int rank, int nranks)
+{
+	struct comm *e = comm_find(c);
+	for (size_t i = 0, s = slot_of(c); c && !e && i < COMMS; i++) {
+		struct comm *f = &comms[(s + i) & (COMMS - 1)];
+		int zero = 0;
+		if (__atomic_compare_exchange_n(&f->claimed, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			e = f;
+	}
+	if (!e)
+		return;
+	e->rank = rank;
+	e->nranks = nranks;
+	e->id = id;
+	__atomic_store_n(&e->seq, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->key, c, __ATOMIC_RELEASE);
+}
+
+/* equal on every rank made from this unique id: 62 bits of its hash */
+static int64_t id_of(const ncclUniqueId *u)
+{
+	return (int64_t)(ddpspy_fnv_bytes(DDPSPY_FNV_SEED, u->internal, sizeof u->internal) >> 2);
+}
+
+static void rec_init(struct dsp_tls *t, uint64_t t0, ncclComm_t c, int64_t id, int rank, int nranks, ncclResult_t rc)
+{
+	uint64_t t1 = dsp_now();
+	if (rc == ncclSuccess)
+		comm_add(c, id, rank, nranks);
+	int64_t a[4] = {rc == ncclSuccess ? id : -1, rank, nranks, rc};
+	dsp_emit_wait(t, DDPSPY_EV_NCCL_INIT, t0, t1, 4, a);
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
+{
+	if (!get_ncclCommInitRank())
+		return ncclSystemError;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_ncclCommInitRank(comm, nranks, id, rank);
+	uint64_t t0 = dsp_now();
+	ncclResult_t rc = real_ncclCommInitRank(comm, nranks, id, rank);
+	rec_init(t, t0, comm ? *comm : NULL, id_of(&id), rank, nranks, rc);
+	dsp_leave(t);
+	return rc;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t *config)
+{
+	if (!get_ncclCommInitRankConfig())
+		return ncclSystemError;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_ncclCommInitRankConfig(comm, nranks, id, rank, config);
+	uint64_t t0 = dsp_now();
+	ncclResult_t rc = real_ncclCommInitRankConfig(comm, nranks, id, rank, config);
+	rec_init(t, t0, comm ? *comm : NULL, id_of(&id), rank, nranks, rc);
+	dsp_leave(t);
+	return rc;
+}
+
+/* one process, ndev ranks: the id is the process's and the call's */
+ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
+{
+	static uint64_t calls;
+	if (!get_ncclCommInitAll())
+		return ncclSystemError;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_ncclCommInitAll(comm, ndev, devlist);
+	uint64_t t0 = dsp_now();
+	ncclResult_t rc = real_ncclCommInitAll(comm, ndev, devlist);
+	uint64_t n = __atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED);
+	int64_t id = (int64_t)(ddpspy_fnv_word(ddpspy_fnv_word(DDPSPY_FNV_SEED, (uint64_t)getpid()), n) >> 2);
+	for (int i = 0; comm && i < ndev; i++)
+		rec_init(t, t0, comm[i], id, i, ndev, rc);
+	dsp_leave(t);
+	return rc;
+}
+
+/* ---- collectives ---- */
+static uint64_t ext_ids; /* the external ids this process pushed */
+
+static size_t type_size(ncclDataType_t t)
+{
+	static const unsigned char sz[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1}; /* ncclInt8 .. ncclFloat8e5m2 */
+	return (unsigned)t < sizeof sz ? sz[t] : 0;
+}
+
+/* per: how many count-sized parts the whole buffer has (nccl-tests' convention): 0 for nranks */
+static void rec_coll(struct dsp_tls *t, uint64_t t0, int op, ncclComm_t comm, size_t count, ncclDataType_t type,
+		     int per, int root, int peer, cudaStream_t s, uint64_t ext, ncclResult_t rc)
+{
+	uint64_t t1 = dsp_now();
+	struct comm *c = comm_find(comm);
+	int64_t seq = -1;
+	if (c && op != DDPSPY_OP_SEND && op != DDPSPY_OP_RECV)
+		seq = (int64_t)__atomic_fetch_add(&c->seq, 1, __ATOMIC_RELAXED);
+	int64_t parts = per ? per : c ? c->nranks : -1;
+	int64_t bytes = type_size(type) && parts > 0 ? (int64_t)(count * type_size(type)) * parts : -1;
+	int64_t a[9] = {op, c ? c->id : -1, seq, bytes, root, peer, (int64_t)(uintptr_t)s, (int64_t)ext, rc};
+	dsp_emit_wait(t, DDPSPY_EV_NCCL_COLL, t0, t1, 9, a);
+}
+
+/* The wrapper of name(params): real(args) with an external id pushed around it, recorded as op over
+ * count elements of type times per parts (0: nranks), with root and peer (-1 when none). */
+#define NCCL_CALL(name, params, args, op, count, type, per, root, peer, stream)                       \
+	ncclResult_t name params                                                                    \
+	{                                                                                           \
+		if (!get_##name())                                                                  \
+			return ncclSystemError;                                                     \
+		struct dsp_tls *t = &dsp_tls;                                                       \
+		if (!dsp_enter(t))                                                                  \
+			return real_##name args;                                                    \
+		uint64_t ext = __atomic_add_fetch(&ext_ids, 1, __ATOMIC_RELAXED);                   \
+		dsp_gpu_push(ext);                                                                  \
+		uint64_t t0 = dsp_now();                                                            \
+		ncclResult_t rc = real_##name args;                                                 \
+		dsp_gpu_pop();                                                                      \
+		rec_coll(t, t0, op, comm, count, type, per, root, peer, stream, ext, rc);           \
+		dsp_leave(t);                                                                       \
+		return rc;                                                                          \
+	}
+
+NCCL_CALL(ncclAllReduce, (const void *s, void *r, size_t n, ncclDataType_t ty, ncclRedOp_t o, ncclComm_t comm,
+			  cudaStream_t st), (s, r, n, ty, o, comm, st), DDPSPY_OP_ALLREDUCE, n, ty, 1, -1, -1, st)
+NCCL_CALL(ncclBroadcast, (const void *s, void *r, size_t n, ncclDataType_t ty, int root, ncclComm_t comm,
+			  cudaStream_t st), (s, r, n, ty, root, comm, st), DDPSPY_OP_BCAST, n, ty, 1, root, -1, st)
+NCCL_CALL(ncclBcast, (void *b, size_t n, ncclDataType_t ty, int root, ncclComm_t comm, cudaStream_t st),
+	  (b, n, ty, root, comm, st), DDPSPY_OP_BCAST, n, ty, 1, root, -1, st)
+NCCL_CALL(ncclReduce, (const void *s, void *r, size_t n, ncclDataType_t ty, ncclRedOp_t o, int root, ncclComm_t comm,
+		       cudaStream_t st), (s, r, n, ty, o, root, comm, st), DDPSPY_OP_REDUCE, n, ty, 1, root, -1, st)
+NCCL_CALL(ncclAllGather, (const void *s, void *r, size_t n, ncclDataType_t ty, ncclComm_t comm, cudaStream_t st),
+	  (s, r, n, ty, comm, st), DDPSPY_OP_ALLGATHER, n, ty, 0, -1, -1, st)
+NCCL_CALL(ncclReduceScatter, (const void *s, void *r, size_t n, ncclDataType_t ty, ncclRedOp_t o, ncclComm_t comm,
+			      cudaStream_t st), (s, r, n, ty, o, comm, st), DDPSPY_OP_REDUCE_SCATTER, n, ty, 0, -1, -1, st)
+NCCL_CALL(ncclAlltoAll, (const void *s, void *r, size_t n, ncclDataType_t ty, ncclComm_t comm, cudaStream_t st),
+	  (s, r, n, ty, comm, st), DDPSPY_OP_ALLTOALL, n, ty, 0, -1, -1, st)
+NCCL_CALL(ncclGather, (const void *s, void *r, size_t n, ncclDataType_t ty, int root, ncclComm_t comm,
+		       cudaStream_t st), (s, r, n, ty, root, comm, st), DDPSPY_OP_GATHER, n, ty, 0, root, -1, st)
+NCCL_CALL(ncclScatter, (const void *s, void *r, size_t n, ncclDataType_t ty, int root, ncclComm_t comm,
+			cudaStream_t st), (s, r, n, ty, root, comm, st), DDPSPY_OP_SCATTER, n, ty, 0, root, -1, st)
+NCCL_CALL(ncclSend, (const void *s, size_t n, ncclDataType_t ty, int peer, ncclComm_t comm, cudaStream_t st),
+	  (s, n, ty, peer, comm, st), DDPSPY_OP_SEND, n, ty, 1, -1, peer, st)
+NCCL_CALL(ncclRecv, (void *r, size_t n, ncclDataType_t ty, int peer, ncclComm_t comm, cudaStream_t st),
+	  (r, n, ty, peer, comm, st), DDPSPY_OP_RECV, n, ty, 1, -1, peer, st)
+
+/* ---- groups: begin 1 at ncclGroupStart, 0 at ncclGroupEnd (whose id the group's kernels carry) ---- */
+static void rec_group(struct dsp_tls *t, uint64_t t0, int begin, uint64_t ext, ncclResult_t rc)
+{
+	uint64_t t1 = dsp_now();
+	int64_t a[3] = {begin, (int64_t)ext, rc};
+	dsp_emit_wait(t, DDPSPY_EV_NCCL_GROUP, t0, t1, 3, a);
+}
+
+ncclResult_t ncclGroupStart(void)
+{
+	if (!get_ncclGroupStart())
+		return ncclSystemError;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_ncclGroupStart();
+	uint64_t t0 = dsp_now();
+	ncclResult_t rc = real_ncclGroupStart();
+	rec_group(t, t0, 1, 0, rc);
+	dsp_leave(t);
+	return rc;
+}
+
+ncclResult_t ncclGroupEnd(void)
+{
+	if (!get_ncclGroupEnd())
+		return ncclSystemError;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_ncclGroupEnd();
+	uint64_t ext = __atomic_add_fetch(&ext_ids, 1, __ATOMIC_RELAXED);
+	dsp_gpu_push(ext);
+	uint64_t t0 = dsp_now();
+	ncclResult_t rc = real_ncclGroupEnd();
+	dsp_gpu_pop();
+	rec_group(t, t0, 0, ext, rc);
+	dsp_leave(t);
+	return rc;
+}
+
+#pragma GCC visibility pop

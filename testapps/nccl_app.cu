@@ -1,0 +1,127 @@
+// A data-parallel training loop on NCCL for the tests, one process per rank: each step runs a
+// forward and a backward kernel on a compute stream, then allreduces 32 MiB of gradients on a
+// communication stream that waits for the backward kernel, and exchanges 1 MiB with its ring
+// neighbours in a group (send to the next rank, receive from the one before). Rank r's host is
+// r x NCCL_APP_SKEW_MS late into each step's allreduce, so the collective starts when the last rank
+// is ready. Built with nvcc -cudart shared against the simulated device's libnccl.so.2 (make sim);
+// it runs on the simulated device (LD_LIBRARY_PATH=build/simgpu) or on real GPUs.
+//
+// usage: nccl_app RANK NRANKS IDFILE [STEPS]
+//   rank 0 makes the unique id and writes it to IDFILE; the others read it from there.
+// Prints one JSON line: the host's time around each call it makes (CLOCK_MONOTONIC ns).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <unistd.h>
+
+__global__ void forward(float *a, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		a[i] = a[i] * 0.5f + 1.0f;
+}
+
+__global__ void backward(float *a, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		a[i] -= 1.0f;
+}
+
+static long long now_ns()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void cuda(cudaError_t e, const char *what)
+{
+	if (e != cudaSuccess) {
+		fprintf(stderr, "nccl_app: %s: %s\n", what, cudaGetErrorString(e));
+		exit(1);
+	}
+}
+
+static void nccl(ncclResult_t e, const char *what)
+{
+	if (e != ncclSuccess) {
+		fprintf(stderr, "nccl_app: %s: %s\n", what, ncclGetErrorString(e));
+		exit(1);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 4) {
+		fprintf(stderr, "usage: nccl_app RANK NRANKS IDFILE [STEPS]\n");
+		return 2;
+	}
+	int rank = atoi(argv[1]), nranks = atoi(argv[2]), steps = argc > 4 ? atoi(argv[4]) : 4;
+	const char *idfile = argv[3];
+	double skew_ms = getenv("NCCL_APP_SKEW_MS") ? atof(getenv("NCCL_APP_SKEW_MS")) : 2;
+	ncclUniqueId id;
+	if (rank == 0) {
+		nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+		char tmp[4096];
+		snprintf(tmp, sizeof tmp, "%s.tmp", idfile);
+		FILE *f = fopen(tmp, "wb");
+		if (!f || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, idfile) != 0) {
+			perror("nccl_app: writing the id");
+			return 1;
+		}
+	} else {
+		FILE *f = NULL;
+		for (int i = 0; i < 6000 && !(f = fopen(idfile, "rb")); i++)
+			usleep(10000);
+		if (!f || fread(&id, sizeof id, 1, f) != 1) {
+			fprintf(stderr, "nccl_app: no id in %s\n", idfile);
+			return 1;
+		}
+		fclose(f);
+	}
+	cuda(cudaSetDevice(0), "cudaSetDevice");
+	ncclComm_t comm;
+	long long i0 = now_ns();
+	nccl(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank");
+	long long i1 = now_ns();
+
+	const int n = 8 << 20; // 32 MiB of floats
+	const int m = 1 << 18; // 1 MiB
+	float *grad, *out, *in;
+	cuda(cudaMalloc(&grad, n * sizeof(float)), "cudaMalloc");
+	cuda(cudaMalloc(&out, m * sizeof(float)), "cudaMalloc");
+	cuda(cudaMalloc(&in, m * sizeof(float)), "cudaMalloc");
+	cudaStream_t compute, comms;
+	cudaEvent_t done;
+	cuda(cudaStreamCreate(&compute), "cudaStreamCreate");
+	cuda(cudaStreamCreate(&comms), "cudaStreamCreate");
+	cuda(cudaEventCreate(&done), "cudaEventCreate");
+	printf("{\"rank\": %d, \"init\": [%lld, %lld], \"steps\": [", rank, i0, i1);
+	for (int s = 0; s < steps; s++) {
+		long long t0 = now_ns();
+		forward<<<n / 1024, 1024, 0, compute>>>(grad, n);
+		backward<<<n / 1024, 1024, 0, compute>>>(grad, n);
+		cuda(cudaEventRecord(done, compute), "cudaEventRecord");
+		cuda(cudaStreamWaitEvent(comms, done, 0), "cudaStreamWaitEvent");
+		usleep((useconds_t)(rank * skew_ms * 1000));
+		long long a0 = now_ns();
+		nccl(ncclAllReduce(grad, grad, n, ncclFloat, ncclSum, comm, comms), "ncclAllReduce");
+		long long a1 = now_ns();
+		nccl(ncclGroupStart(), "ncclGroupStart");
+		nccl(ncclSend(out, m, ncclFloat, (rank + 1) % nranks, comm, comms), "ncclSend");
+		nccl(ncclRecv(in, m, ncclFloat, (rank + nranks - 1) % nranks, comm, comms), "ncclRecv");
+		nccl(ncclGroupEnd(), "ncclGroupEnd");
+		long long g1 = now_ns();
+		cuda(cudaStreamSynchronize(comms), "cudaStreamSynchronize");
+		long long t1 = now_ns();
+		printf("%s{\"t0\": %lld, \"allreduce\": [%lld, %lld], \"group_end\": %lld, \"t1\": %lld}", s ? ", " : "",
+		       t0, a0, a1, g1, t1);
+	}
+	printf("]}\n");
+	nccl(ncclCommDestroy(comm), "ncclCommDestroy");
+	return 0;
+}

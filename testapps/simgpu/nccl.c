@@ -1,0 +1,464 @@
+/* A stand-in for libnccl.so.2 on the simulated device (testapps/simgpu/, `make sim`): NCCL's API
+ * with the real ABI (compiled against the installed nccl.h; every ncclX a weak alias of pncclX, as
+ * in the real library), for the ranks of one host. A test double, never part of the product. It
+ * moves no data; it models time:
+ *  - a communicator is a shared memory segment named by the unique id (ncclGetUniqueId), which
+ *    every rank maps in ncclCommInitRank (waiting, as the real one does, for all of them);
+ *  - a collective is enqueued on its stream at once (the call never waits) as one kernel,
+ *    "ncclDevKernel_<Op>_..." and launched, as NCCL launches, through a driver call
+ *    (cuLaunchKernel); its start is the latest of every rank's "this stream could start it" and
+ *    it lasts SIMGPU_NCCL_US (10) plus its bytes over SIMGPU_NCCL_GBS (100) bus bandwidth, in the
+ *    nccl-tests convention: allreduce 2(n-1)/n of its bytes, allgather, reduce-scatter, alltoall,
+ *    gather and scatter (n-1)/n, broadcast, reduce, send and recv all of them;
+ *  - send and recv pair by peer, in call order; between ncclGroupStart and ncclGroupEnd calls are
+ *    collected and enqueued at the end as one kernel (ncclDevKernel_SendRecv when it holds only
+ *    sends and receives) that starts when all of its parts can.
+ * The ranks agree through the segment, from the simulated cudart's device thread (simgpu.h). Not
+ * simulated: ncclCommSplit, ncclCommShrink, user buffers and windows, non-blocking communicators. */
+#include <errno.h>
+#include <fcntl.h>
+#include <nccl.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "simgpu.h"
+
+#define MAXR 16     /* ranks of a communicator */
+#define NSLOT 256   /* collectives in flight per communicator */
+#define NP2P 32     /* messages in flight per ordered pair of ranks */
+#define MAGIC "simgpu-nccl-"
+
+struct slot { uint64_t seq1[MAXR], ready[MAXR], done1[MAXR]; };
+struct pslot { uint64_t seq1[2], ready[2], done1[2]; };
+struct shm {
+	uint32_t nranks, joined;
+	struct slot slots[NSLOT];
+	struct pslot p2p[MAXR][MAXR][NP2P];
+};
+
+struct ncclComm {
+	int rank, nranks;
+	struct shm *shm;
+	uint64_t seq;                       /* collectives enqueued */
+	uint64_t sent[MAXR], received[MAXR]; /* messages to and from each peer */
+};
+
+enum { OP_COLL, OP_SEND, OP_RECV };
+struct op {
+	int kind;
+	struct ncclComm *comm;
+	uint64_t seq;          /* OP_COLL: the collective's; else the message's on its pair */
+	int peer;
+	uint64_t dur;
+	const char *name;
+	void *stream;
+};
+struct sim {
+	struct simgpu_coll c;  /* first: the device thread hands it back */
+	int nops;
+	struct op ops[];
+};
+
+static __thread int depth;       /* ncclGroupStart nesting */
+static __thread struct op *grouped;
+static __thread int ngrouped, cgrouped;
+static __thread ncclResult_t group_error;
+
+static uint32_t (*collective)(void *stream, int per_thread, struct simgpu_coll *c);
+
+static void pause_us(long us)
+{
+	/* a raw system call: the tools under test do not see the stand-in's own waits */
+	struct timespec ts = { 0, us * 1000 };
+	syscall(SYS_nanosleep, &ts, NULL);
+}
+
+static double env_num(const char *name, double def)
+{
+	const char *v = getenv(name);
+	char *end;
+	double d = v ? strtod(v, &end) : 0;
+	return v && *v && !*end && d > 0 ? d : def;
+}
+
+static size_t type_size(ncclDataType_t t)
+{
+	static const size_t sz[ncclNumTypes] = { 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1 };
+	return (unsigned)t < ncclNumTypes ? sz[t] : 0;
+}
+
+/* ---- agreeing on a start, from the device thread ---- */
+
+static uint64_t ld(uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+/* participants' indices i < n publish at slot words seq1/ready/done1 (stride 1) */
+static void publish(uint64_t *seq1, uint64_t *ready, uint64_t *done1, int n, int me, uint64_t seq, uint64_t ring,
+		    uint64_t local)
+{
+	/* the slot's last use (seq - ring) must be over for everyone before it is written again */
+	for (int r = 0; seq >= ring && r < n; r++)
+		while (ld(&done1[r]) < seq - ring + 1)
+			pause_us(20);
+	ready[me] = local;
+	__atomic_store_n(&seq1[me], seq + 1, __ATOMIC_RELEASE);
+}
+
+static uint64_t agree(uint64_t *seq1, uint64_t *ready, uint64_t *done1, int n, int me, uint64_t seq)
+{
+	uint64_t start = 0;
+	for (int r = 0; r < n; r++) {
+		while (ld(&seq1[r]) != seq + 1)
+			pause_us(20);
+		start = ready[r] > start ? ready[r] : start;
+	}
+	__atomic_store_n(&done1[me], seq + 1, __ATOMIC_RELEASE);
+	return start;
+}
+
+static struct pslot *pslot_of(const struct op *o)
+{
+	int from = o->kind == OP_SEND ? o->comm->rank : o->peer, to = o->kind == OP_SEND ? o->peer : o->comm->rank;
+	return &o->comm->shm->p2p[from][to][o->seq % NP2P];
+}
+
+static uint64_t sim_start(struct simgpu_coll *c, uint64_t local)
+{
+	struct sim *s = (struct sim *)c;
+	uint64_t start = local, dur = 0;
+	for (int i = 0; i < s->nops; i++) { /* every part published first: a group's parts wait together */
+		struct op *o = &s->ops[i];
+		if (o->kind == OP_COLL) {
+			struct slot *sl = &o->comm->shm->slots[o->seq % NSLOT];
+			publish(sl->seq1, sl->ready, sl->done1, o->comm->nranks, o->comm->rank, o->seq, NSLOT, local);
+		} else {
+			struct pslot *p = pslot_of(o);
+			publish(p->seq1, p->ready, p->done1, 2, o->kind == OP_RECV, o->seq, NP2P, local);
+		}
+	}
+	for (int i = 0; i < s->nops; i++) {
+		struct op *o = &s->ops[i];
+		uint64_t t;
+		if (o->kind == OP_COLL) {
+			struct slot *sl = &o->comm->shm->slots[o->seq % NSLOT];
+			t = agree(sl->seq1, sl->ready, sl->done1, o->comm->nranks, o->comm->rank, o->seq);
+		} else {
+			struct pslot *p = pslot_of(o);
+			t = agree(p->seq1, p->ready, p->done1, 2, o->kind == OP_RECV, o->seq);
+		}
+		start = t > start ? t : start;
+		dur = o->dur > dur ? o->dur : dur;
+	}
+	c->dur = dur;
+	return start;
+}
+
+static void sim_done(struct simgpu_coll *c)
+{
+	free(c);
+}
+
+/* ---- enqueueing ---- */
+
+static ncclResult_t launch(const struct op *ops, int n)
+{
+	struct sim *s = calloc(1, sizeof *s + (size_t)n * sizeof *ops);
+	if (!s)
+		return ncclSystemError;
+	int p2p = 1;
+	for (int i = 0; i < n; i++)
+		p2p &= ops[i].kind != OP_COLL;
+	memcpy(s->ops, ops, (size_t)n * sizeof *ops);
+	s->nops = n;
+	s->c = (struct simgpu_coll){ .start = sim_start, .done = sim_done, .dur = ops[0].dur,
+				     .name = p2p ? "ncclDevKernel_SendRecv" : ops[0].name, .grid = 2, .block = 640 };
+	collective(ops[0].stream, 0, &s->c);
+	return ncclSuccess;
+}
+
+/* one operation: enqueued now, or collected until the group ends */
+static ncclResult_t submit(struct op o)
+{
+	if (!o.comm || !collective)
+		return ncclInvalidArgument;
+	if (!depth)
+		return launch(&o, 1);
+	if (ngrouped == cgrouped) {
+		int cap = cgrouped ? cgrouped * 2 : 16;
+		struct op *g = realloc(grouped, (size_t)cap * sizeof *g);
+		if (!g)
+			return group_error = ncclSystemError;
+		grouped = g;
+		cgrouped = cap;
+	}
+	grouped[ngrouped++] = o;
+	return ncclSuccess;
+}
+
+/* bus time of bytes, scaled as nccl-tests scales each operation */
+static uint64_t model(double factor, size_t bytes)
+{
+	return (uint64_t)(env_num("SIMGPU_NCCL_US", 10) * 1000 + factor * (double)bytes / env_num("SIMGPU_NCCL_GBS", 100));
+}
+
+static ncclResult_t coll(const char *name, double factor, size_t count, ncclDataType_t t, size_t per, ncclComm_t comm,
+			 cudaStream_t stream)
+{
+	if (!comm || !type_size(t))
+		return ncclInvalidArgument;
+	double n = comm->nranks;
+	struct op o = { .kind = OP_COLL, .comm = comm, .seq = comm->seq++, .stream = stream, .name = name,
+			.dur = model(factor < 0 ? (n - 1) / n * -factor : factor, count * type_size(t) * per) };
+	return submit(o);
+}
+
+static ncclResult_t p2p(int kind, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t stream)
+{
+	if (!comm || !type_size(t) || peer < 0 || peer >= comm->nranks || peer == comm->rank)
+		return ncclInvalidArgument;
+	uint64_t *k = kind == OP_SEND ? &comm->sent[peer] : &comm->received[peer];
+	struct op o = { .kind = kind, .comm = comm, .seq = (*k)++, .peer = peer, .stream = stream,
+			.dur = model(1, count * type_size(t)) };
+	return submit(o);
+}
+
+#define API(ret, name, params) \
+	ret name params __attribute__((weak, alias("p" #name))); \
+	ret p##name params
+
+API(ncclResult_t, ncclAllReduce, (const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
+				  cudaStream_t stream))
+{
+	return coll("ncclDevKernel_AllReduce_Sum_f32_RING_LL", -2, count, t, 1, comm, stream);
+}
+
+API(ncclResult_t, ncclBroadcast, (const void *s, void *r, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
+				  cudaStream_t stream))
+{
+	return coll("ncclDevKernel_Broadcast_RING_LL", 1, count, t, 1, comm, stream);
+}
+
+API(ncclResult_t, ncclBcast, (void *b, size_t count, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t stream))
+{
+	return coll("ncclDevKernel_Broadcast_RING_LL", 1, count, t, 1, comm, stream);
+}
+
+API(ncclResult_t, ncclReduce, (const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op, int root,
+			       ncclComm_t comm, cudaStream_t stream))
+{
+	return coll("ncclDevKernel_Reduce_Sum_f32_RING_LL", 1, count, t, 1, comm, stream);
+}
+
+API(ncclResult_t, ncclAllGather, (const void *s, void *r, size_t count, ncclDataType_t t, ncclComm_t comm,
+				  cudaStream_t stream))
+{
+	return coll("ncclDevKernel_AllGather_RING_LL", -1, count, t, comm ? (size_t)comm->nranks : 0, comm, stream);
+}
+
+API(ncclResult_t, ncclReduceScatter, (const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op,
+				      ncclComm_t comm, cudaStream_t stream))
+{
+	return coll("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", -1, count, t, comm ? (size_t)comm->nranks : 0, comm,
+		    stream);
+}
+
+API(ncclResult_t, ncclAlltoAll, (const void *s, void *r, size_t count, ncclDataType_t t, ncclComm_t comm,
+				 cudaStream_t stream))
+{
+	return coll("ncclDevKernel_SendRecv", -1, count, t, comm ? (size_t)comm->nranks : 0, comm, stream);
+}
+
+API(ncclResult_t, ncclGather, (const void *s, void *r, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
+			       cudaStream_t stream))
+{
+	return coll("ncclDevKernel_SendRecv", -1, count, t, comm ? (size_t)comm->nranks : 0, comm, stream);
+}
+
+API(ncclResult_t, ncclScatter, (const void *s, void *r, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
+				cudaStream_t stream))
+{
+	return coll("ncclDevKernel_SendRecv", -1, count, t, comm ? (size_t)comm->nranks : 0, comm, stream);
+}
+
+API(ncclResult_t, ncclSend, (const void *s, size_t count, ncclDataType_t t, int peer, ncclComm_t comm,
+			     cudaStream_t stream))
+{
+	return p2p(OP_SEND, count, t, peer, comm, stream);
+}
+
+API(ncclResult_t, ncclRecv, (void *r, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t stream))
+{
+	return p2p(OP_RECV, count, t, peer, comm, stream);
+}
+
+API(ncclResult_t, ncclGroupStart, (void))
+{
+	if (!depth++) {
+		ngrouped = 0;
+		group_error = ncclSuccess;
+	}
+	return ncclSuccess;
+}
+
+API(ncclResult_t, ncclGroupEnd, (void))
+{
+	if (depth <= 0)
+		return ncclInvalidUsage;
+	if (--depth)
+		return ncclSuccess;
+	ncclResult_t rc = group_error;
+	if (rc == ncclSuccess && ngrouped)
+		rc = launch(grouped, ngrouped);
+	ngrouped = 0;
+	return rc;
+}
+
+/* ---- communicators ---- */
+
+API(ncclResult_t, ncclGetVersion, (int *version))
+{
+	if (!version)
+		return ncclInvalidArgument;
+	*version = NCCL_VERSION_CODE;
+	return ncclSuccess;
+}
+
+API(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * id))
+{
+	unsigned char r[8];
+	int f = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (!id || f < 0 || read(f, r, sizeof r) != (ssize_t)sizeof r) {
+		if (f >= 0)
+			close(f);
+		return id ? ncclSystemError : ncclInvalidArgument;
+	}
+	close(f);
+	memset(id, 0, sizeof *id);
+	snprintf(id->internal, sizeof id->internal, "/" MAGIC "%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3],
+		 r[4], r[5], r[6], r[7]);
+	return ncclSuccess;
+}
+
+static ncclResult_t init(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank)
+{
+	if (!out || nranks < 1 || nranks > MAXR || rank < 0 || rank >= nranks ||
+	    strncmp(id->internal, "/" MAGIC, strlen(MAGIC) + 1) || !memchr(id->internal, 0, sizeof id->internal))
+		return ncclInvalidArgument;
+	if (!collective) {
+		*(void **)&collective = dlsym(RTLD_DEFAULT, "simgpu_collective");
+		if (!collective)
+			return ncclSystemError; /* not on the simulated cudart */
+	}
+	int fd = shm_open(id->internal, O_RDWR | O_CREAT, 0600);
+	if (fd < 0)
+		return ncclSystemError;
+	struct shm *m = ftruncate(fd, sizeof *m) == 0 ?
+				mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+	close(fd);
+	struct ncclComm *c = m != MAP_FAILED ? calloc(1, sizeof *c) : NULL;
+	if (!c) {
+		if (m != MAP_FAILED)
+			munmap(m, sizeof *m);
+		return ncclSystemError;
+	}
+	*c = (struct ncclComm){ .rank = rank, .nranks = nranks, .shm = m };
+	/* every rank joins before any returns, as the real one's bootstrap does */
+	__atomic_add_fetch(&m->joined, 1, __ATOMIC_ACQ_REL);
+	for (int waited = 0; __atomic_load_n(&m->joined, __ATOMIC_ACQUIRE) < (uint32_t)nranks; waited++) {
+		if (waited > 600000) { /* a minute */
+			munmap(m, sizeof *m);
+			free(c);
+			return ncclSystemError;
+		}
+		pause_us(100);
+	}
+	if (rank == 0)
+		shm_unlink(id->internal); /* (every rank has it mapped) */
+	*out = c;
+	return ncclSuccess;
+}
+
+API(ncclResult_t, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId id, int rank))
+{
+	return init(comm, nranks, &id, rank);
+}
+
+API(ncclResult_t, ncclCommInitRankConfig, (ncclComm_t * comm, int nranks, ncclUniqueId id, int rank,
+					   ncclConfig_t *config))
+{
+	return init(comm, nranks, &id, rank);
+}
+
+API(ncclResult_t, ncclCommDestroy, (ncclComm_t comm))
+{
+	if (!comm)
+		return ncclInvalidArgument;
+	munmap(comm->shm, sizeof *comm->shm);
+	free(comm);
+	return ncclSuccess;
+}
+
+API(ncclResult_t, ncclCommAbort, (ncclComm_t comm))
+{
+	return pncclCommDestroy(comm);
+}
+
+API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm))
+{
+	return comm ? ncclSuccess : ncclInvalidArgument;
+}
+
+API(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int *count))
+{
+	if (!comm || !count)
+		return ncclInvalidArgument;
+	*count = comm->nranks;
+	return ncclSuccess;
+}
+
+API(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int *rank))
+{
+	if (!comm || !rank)
+		return ncclInvalidArgument;
+	*rank = comm->rank;
+	return ncclSuccess;
+}
+
+API(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int *device))
+{
+	if (!comm || !device)
+		return ncclInvalidArgument;
+	*device = 0;
+	return ncclSuccess;
+}
+
+API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t *err))
+{
+	if (!comm || !err)
+		return ncclInvalidArgument;
+	*err = ncclSuccess;
+	return ncclSuccess;
+}
+
+API(const char *, ncclGetErrorString, (ncclResult_t r))
+{
+	static const char *const s[] = { "no error", "unhandled cuda error", "unhandled system error",
+					 "internal error", "invalid argument", "invalid usage", "remote error",
+					 "operation in progress" };
+	return (unsigned)r < sizeof s / sizeof *s ? s[r] : "unknown result code";
+}
+
+API(const char *, ncclGetLastError, (ncclComm_t comm))
+{
+	return "";
+}

@@ -1,0 +1,127 @@
+"""NCCL capture (preload/nccl.c) with CUPTI (cupti/gpu.c) on the simulated device: testapps/nccl_app.cu,
+a data-parallel loop (forward and backward kernels, a 32 MiB allreduce on a stream that waits for
+them, a ring exchange in a group), runs as 2 and then 4 ranks on the stand-in libnccl.so.2, whose
+collectives start when the last rank is ready and end together. `ddpspy dump --json` of every rank
+must show every NCCL call with its communicator (equal on every rank), per-communicator sequence
+number, bytes, peer and stream, inside the host time the program measured around it; and, from
+CUPTI, each NCCL kernel joined to the call that launched it (external correlation, driver launch),
+starting at the same time on every rank, not before any rank called the collective nor before the
+backward kernel it waits for ended, and lasting the stand-in's bus-bandwidth model."""
+import json
+import os
+import shutil
+import subprocess
+from lib import *
+
+need_sim("NCCL capture", "nccl.h", "preload/nccl.c")
+APP = os.path.join(APPS, "nccl_app")
+if not os.path.exists(APP):
+    skip("NCCL capture", "make sim did not build nccl_app")
+    done()
+
+STEPS = 4
+GRAD, RING = 32 << 20, 1 << 20
+SLACK = 20000   # ns: the host clock's conversion against CLOCK_MONOTONIC, with room
+TOGETHER = 5000  # ns: the stand-in CUPTI reads two clocks to put a time on the client's clock
+d = tmpdir("nccl")
+
+
+def run(n):
+    out = os.path.join(d, "r%d" % n)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    env = dict(os.environ, LD_PRELOAD=LIB, DDPSPY_OUT=out, LD_LIBRARY_PATH=SIMDIR,
+               SIMGPU_KERNELS="forward=2000,backward=3000", NCCL_APP_SKEW_MS="2")
+    idfile = os.path.join(out, "id")
+    ps = [subprocess.Popen([APP, str(r), str(n), idfile, str(STEPS)], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True) for r in range(n)]
+    res = [p.communicate(timeout=120) for p in ps]
+    truth = {}
+    for p, (o, e) in zip(ps, res):
+        if p.returncode == 0 and o.strip():
+            t = json.loads(o.splitlines()[-1])
+            truth[t["rank"]] = t
+    recs, rc, err = dump(out)
+    return ps, res, truth, recs
+
+
+def model(n, factor, nbytes):
+    return 10000 + factor * nbytes / 100.0  # SIMGPU_NCCL_US 10, SIMGPU_NCCL_GBS 100
+
+
+def check(n):
+    ps, res, truth, recs = run(n)
+    if not ok(all(p.returncode == 0 for p in ps) and len(truth) == n,
+              "%d ranks run nccl_app under the preload on the simulated device: %s" % (n, [e[-200:] for o, e in res])):
+        return
+    procs = of(recs, "process")
+    pid_rank = {}
+    for p in procs:  # the rank is nccl_app's first argument
+        pid_rank[p["pid"]] = int(p["cmdline"][1])
+    ev = {r: [e for e in events(recs) if pid_rank.get(e["pid"]) == r] for r in range(n)}
+    gev = {r: [e for e in of(recs, "gpu_event") if pid_rank.get(e["pid"]) == r] for r in range(n)}
+
+    inits = [[e for e in ev[r] if e["kind"] == "nccl_init"] for r in range(n)]
+    ok(all(len(i) == 1 and i[0]["comm_rank"] == r and i[0]["nranks"] == n and i[0]["ret"] == 0 for r, i in enumerate(inits))
+       and len({i[0]["comm"] for i in inits if i}) == 1 and inits[0][0]["comm"] >= 0,
+       "%d ranks: each rank's ncclCommInitRank, with its rank, the size, and one communicator id on all: %s"
+       % (n, [(i[0]["comm_rank"], i[0]["comm"]) for i in inits if i]))
+    comm = inits[0][0]["comm"] if inits[0] else None
+
+    ars = {r: [e for e in ev[r] if e["kind"] == "nccl_coll" and e["op"] == "allreduce"] for r in range(n)}
+    ok(all([(e["seq"], e["comm"], e["bytes"], e["ret"]) for e in ars[r]] == [(s, comm, GRAD, 0) for s in range(STEPS)]
+           for r in range(n)),
+       "%d ranks: every allreduce, numbered 0..%d on its communicator, 32 MiB each" % (n, STEPS - 1))
+    inside = [truth[r]["steps"][s]["allreduce"][0] - SLACK <= e["t_ns"] and
+              e["t_ns"] + e["dur_ns"] <= truth[r]["steps"][s]["allreduce"][1] + SLACK
+              for r in range(n) for s, e in enumerate(ars[r]) if s < STEPS]
+    ok(len(inside) == n * STEPS and all(inside),
+       "%d ranks: each allreduce's host time lies within what the program measured around the call" % n)
+    p2p = {r: [(e["op"], e["peer"], e["bytes"], e["seq"]) for e in ev[r] if e["kind"] == "nccl_coll"
+               and e["op"] in ("send", "recv")] for r in range(n)}
+    ok(all(p2p[r] == [("send", (r + 1) % n, RING, -1), ("recv", (r - 1) % n, RING, -1)] * STEPS for r in range(n)),
+       "%d ranks: the ring exchange's sends and receives with their peers and bytes" % n)
+    groups = {r: [e["begin"] for e in ev[r] if e["kind"] == "nccl_group"] for r in range(n)}
+    ok(all(groups[r] == [1, 0] * STEPS for r in range(n)), "%d ranks: every group start and end" % n)
+
+    # CUPTI: the NCCL kernels, joined to their calls
+    joined = True
+    starts = {}
+    for r in range(n):
+        ext_of = {e["corr"]: e["ext_id"] for e in gev[r] if e["kind"] == "gpu_extcorr"}
+        launch = {e["corr"] for e in gev[r] if e["kind"] == "cuda_api" and e["driver"] == 1 and e["fn"] == "cuLaunchKernel"}
+        ends = [e for e in ev[r] if e["kind"] == "nccl_group" and e["begin"] == 0]
+        kern = [e for e in gev[r] if e["kind"] == "gpu_kernel" and e["kname"].startswith("ncclDevKernel_")]
+        ark = [k for k in kern if "AllReduce" in k["kname"]]
+        srk = [k for k in kern if k["kname"] == "ncclDevKernel_SendRecv"]
+        joined &= len(ark) == STEPS and len(srk) == STEPS
+        joined &= all(k["corr"] in launch for k in kern)
+        joined &= [ext_of.get(k["corr"]) for k in ark] == [e["ext"] for e in ars[r]]
+        joined &= [ext_of.get(k["corr"]) for k in srk] == [e["ext"] for e in ends]
+        starts[r] = ark
+    ok(joined, "%d ranks: each allreduce's and each group's kernel joins its call (external id) and its driver launch" % n)
+    if not joined:
+        return
+    spread_ns = [max(starts[r][s]["t_ns"] for r in range(n)) - min(starts[r][s]["t_ns"] for r in range(n))
+                 for s in range(STEPS)]
+    ok(max(spread_ns) <= TOGETHER, "%d ranks: each allreduce starts on every rank together (spread %s ns)" % (n, spread_ns))
+    late = [min(starts[r][s]["t_ns"] for r in range(n)) + TOGETHER >= max(ars[r][s]["t_ns"] for r in range(n))
+            for s in range(STEPS)]
+    ok(all(late), "%d ranks: no allreduce starts before the last rank called it" % n)
+    bwd = {r: [e for e in gev[r] if e["kind"] == "gpu_kernel" and "backward" in e["kname"]] for r in range(n)}
+    after = [starts[r][s]["t_ns"] >= bwd[r][s]["t_ns"] + bwd[r][s]["dur_ns"] for r in range(n) for s in range(STEPS)]
+    ok(all(after), "%d ranks: each allreduce starts after the backward kernel its stream waits for" % n)
+    want = model(n, 2 * (n - 1) / n, GRAD)
+    durs = sorted({starts[r][s]["dur_ns"] for r in range(n) for s in range(STEPS)})
+    ok(all(abs(x - want) <= 1000 for x in durs),
+       "%d ranks: each allreduce lasts the bus model's 10 us + 2(n-1)/n x 32 MiB at 100 GB/s = %.1f us: %s"
+       % (n, want / 1e3, [x / 1e3 for x in durs]))
+    g = of(recs, "gpu")
+    ok(len(g) == n and all(x["state"] == "on" and x["dropped"] == 0 and x["lead_ns"] == 0 for x in g),
+       "%d ranks: GPU capture on in every rank, nothing dropped, no device work before its launch" % n)
+
+
+check(2)
+check(4)
+cleanup(d)
+done()
