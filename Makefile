@@ -18,7 +18,8 @@ CUDA_HOME ?= /usr/local/cuda
 HAVE_CUDA := $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h)
 HAVE_CUPTI := $(wildcard $(CUDA_HOME)/include/cupti.h)
 HAVE_NCCL := $(wildcard $(CUDA_HOME)/include/nccl.h)
-GPU_DEF := $(if $(HAVE_CUPTI),-DDDPSPY_GPU)
+HAVE_NVTX := $(wildcard $(CUDA_HOME)/include/nvtx3/nvToolsExt.h)
+GPU_DEF := $(if $(HAVE_CUPTI),-DDDPSPY_GPU) $(if $(HAVE_NVTX),-DDDPSPY_NVTX)
 NVCC := $(wildcard $(CUDA_HOME)/bin/nvcc)
 
 PRELOAD_SRC := preload/init.c preload/config.c preload/clock.c preload/ring.c \
@@ -36,6 +37,9 @@ PRELOAD_SRC += cupti/gpu.c
 endif
 ifneq ($(HAVE_NCCL),)
 PRELOAD_SRC += preload/nccl.c
+endif
+ifneq ($(HAVE_NVTX),)
+PRELOAD_SRC += preload/nvtx.c
 endif
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(B)/obj/%.o)
 
@@ -56,6 +60,9 @@ TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
 ifneq ($(MPICC),)
 TESTAPPS += $(B)/testapps/mpi_app $(B)/ddpbench
 endif
+ifneq ($(HAVE_NVTX),)
+TESTAPPS += $(B)/testapps/nvtx_app
+endif
 DDPBENCH_SRC := $(wildcard testapps/ddpbench/*.c)
 UNIT := $(B)/tests/test_ring $(B)/tests/test_format $(B)/tests/test_fdclass \
 	$(B)/tests/test_identity $(B)/tests/test_kinds
@@ -70,13 +77,13 @@ $(B)/obj/%.o: %.c common/format.h common/evcodec.h common/hash.h preload/interna
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(MPI_CFLAGS) $(GPU_DEF) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
 		-fno-omit-frame-pointer $(if $(findstring gloo,$<),-fexceptions) \
-		$(if $(or $(findstring cuda,$<),$(findstring cupti,$<),$(findstring nccl,$<)),-isystem $(CUDA_HOME)/include) -c $< -o $@
+		$(if $(or $(findstring cuda,$<),$(findstring cupti,$<),$(findstring nccl,$<),$(findstring nvtx,$<)),-isystem $(CUDA_HOME)/include) -c $< -o $@
 
 $(B)/obj/preload/mpi.o: preload/mpi_wrappers.inc
 $(B)/obj/preload/io.o: preload/io_wrappers.inc
 
 $(B)/libddpspy.so: $(PRELOAD_OBJ) preload/exports.map
-	@echo "libddpspy.so: CUDA runtime capture $(if $(HAVE_CUDA),built,left out); GPU capture (CUPTI) $(if $(HAVE_CUPTI),built,left out); NCCL capture $(if $(HAVE_NCCL),built,left out) (CUDA headers $(if $(HAVE_CUDA),in,not found in) $(CUDA_HOME))"
+	@echo "libddpspy.so: CUDA runtime capture $(if $(HAVE_CUDA),built,left out); GPU capture (CUPTI) $(if $(HAVE_CUPTI),built,left out); NCCL capture $(if $(HAVE_NCCL),built,left out); NVTX ranges $(if $(HAVE_NVTX),built,left out) (CUDA headers $(if $(HAVE_CUDA),in,not found in) $(CUDA_HOME))"
 	$(CC) -shared -o $@ $(PRELOAD_OBJ) -Wl,--version-script=preload/exports.map \
 		-Wl,-z,now -Wl,-z,nodelete -lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
 
@@ -103,7 +110,7 @@ $(B)/asan/obj/%.o: %.c common/format.h common/evcodec.h common/hash.h preload/in
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SAN) $(MPI_CFLAGS) $(GPU_DEF) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
 		$(if $(findstring gloo,$<),-fexceptions) \
-		$(if $(or $(findstring cuda,$<),$(findstring cupti,$<),$(findstring nccl,$<)),-isystem $(CUDA_HOME)/include) -c $< -o $@
+		$(if $(or $(findstring cuda,$<),$(findstring cupti,$<),$(findstring nccl,$<),$(findstring nvtx,$<)),-isystem $(CUDA_HOME)/include) -c $< -o $@
 $(B)/asan/obj/preload/mpi.o: preload/mpi_wrappers.inc
 $(B)/asan/obj/preload/io.o: preload/io_wrappers.inc
 $(B)/asan/libddpspy.so: $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) preload/exports.map
@@ -145,6 +152,9 @@ $(B)/simgpu/libcupti.so.13: testapps/simgpu/cupti.c testapps/simgpu/cupti.map te
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -I$(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libcupti.so.13 \
 		-Wl,--version-script=testapps/simgpu/cupti.map -ldl -lpthread
+$(B)/testapps/nvtx_app: testapps/nvtx_app.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -isystem $(CUDA_HOME)/include -o $@ $< -ldl -lpthread
 $(B)/simgpu/libnccl.so.2: testapps/simgpu/nccl.c testapps/simgpu/simgpu.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -isystem $(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libnccl.so.2 -ldl

@@ -50,6 +50,8 @@ static const char *named_value(const char *name, int64_t v)
 		return ddpspy_name(ddpspy_gpu_copy_names, DDPSPY_GCOPY_COUNT, v);
 	if (!strcmp(name, "src") || !strcmp(name, "dst") || !strcmp(name, "mem"))
 		return ddpspy_name(ddpspy_gpu_mem_names, DDPSPY_GMEM_COUNT, v);
+	if (!strcmp(name, "range"))
+		return ddpspy_name(ddpspy_nvtx_names, DDPSPY_NVTX_COUNT, v);
 	if (!strcmp(name, "sync"))
 		return ddpspy_name(ddpspy_gpu_sync_names, DDPSPY_GSYNC_COUNT, v);
 	return NULL;

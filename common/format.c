@@ -55,6 +55,12 @@ const char *const ddpspy_gpu_sync_names[DDPSPY_GSYNC_COUNT] = {
 #undef X
 };
 
+const char *const ddpspy_nvtx_names[DDPSPY_NVTX_COUNT] = {
+#define X(e, s) s,
+	DDPSPY_NVTX_RANGES(X)
+#undef X
+};
+
 const char *const ddpspy_category_names[DDPSPY_CAT_COUNT] = {
 #define X(e, s) s,
 	DDPSPY_CATEGORIES(X)

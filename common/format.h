@@ -170,6 +170,20 @@ enum ddpspy_cuda_sync {
 	DDPSPY_SYNC_COUNT
 };
 
+/* What an "nvtx" event is ("range"): a push or pop (id: its nesting level), a start or end of a
+ * range (id: the range's), a mark, or a domain's creation (id: the domain's, 0 being NVTX's default
+ * domain; message: its name). */
+#define DDPSPY_NVTX_RANGES(X)                                                            \
+	X(NVTX_POP, "pop") X(NVTX_PUSH, "push") X(NVTX_START, "start") X(NVTX_END, "end")       \
+	X(NVTX_MARK, "mark") X(NVTX_DOMAIN, "domain")
+
+enum ddpspy_nvtx_range {
+#define X(e, s) DDPSPY_##e,
+	DDPSPY_NVTX_RANGES(X)
+#undef X
+	DDPSPY_NVTX_COUNT
+};
+
 /* What an event kind means to the analysis: the fourth column of DDPSPY_EVENT_KINDS, one category
  * ORed with properties. The collector asks this table (collector/kinds.c) and never switches on
  * kinds; where a kind's bytes, descriptor, operation, communicator, sequence number, peer and path
@@ -274,7 +288,9 @@ enum ddpspy_category {
 	X(EV_NCCL_INIT, "nccl_init", "comm,comm_rank,nranks,ret", DDPSPY_CAT_COMMS)                 \
 	X(EV_NCCL_COLL, "nccl_coll", "op,comm,seq,bytes,root,peer,stream,ext,ret",               \
 	  DDPSPY_CAT_COMMS | DDPSPY_KM_ENQUEUES)                                                 \
-	X(EV_NCCL_GROUP, "nccl_group", "begin,ext,ret", DDPSPY_CAT_COMMS)
+	X(EV_NCCL_GROUP, "nccl_group", "begin,ext,ret", DDPSPY_CAT_COMMS)                         \
+	/* 2.2: the program's NVTX ranges and marks (a point each; DDPSPY_NVTX_RANGES) */          \
+	X(EV_NVTX, "nvtx", "range,id,domain,message", DDPSPY_CAT_NONE)
 
 enum ddpspy_event_kind {
 #define X(e, s, a, m) DDPSPY_##e,
@@ -297,6 +313,7 @@ extern const char *const ddpspy_cuda_sync_names[DDPSPY_SYNC_COUNT];
 extern const char *const ddpspy_gpu_copy_names[DDPSPY_GCOPY_COUNT];
 extern const char *const ddpspy_gpu_mem_names[DDPSPY_GMEM_COUNT];
 extern const char *const ddpspy_gpu_sync_names[DDPSPY_GSYNC_COUNT];
+extern const char *const ddpspy_nvtx_names[DDPSPY_NVTX_COUNT];
 
 /* Returns the name for v, or NULL when v is out of range (a newer writer's value). */
 const char *ddpspy_name(const char *const *names, int count, int64_t v);

@@ -399,18 +399,18 @@ int InitializeInjection(void)
 
 void dsp_gpu_init(void)
 {
-	Dl_info di;
 	const char *v = getenv("CUDA_INJECTION64_PATH");
+	char real[PATH_MAX];
 	if (!dsp_cfg.gpu) { /* not even a "gpu" record: nothing is attempted */
 		G.tried = G.stopped = 1;
 		return;
 	}
-	if (!dladdr((void *)dsp_gpu_init, &di) || !di.dli_fname || !realpath(di.dli_fname, G.self))
+	if (dsp_self_path(G.self, sizeof G.self) < 0)
 		return;
 	if (!v || !*v)
 		G.injection_ours = setenv("CUDA_INJECTION64_PATH", G.self, 1) == 0;
 	else
-		G.injection_ours = !strcmp(v, G.self) || !strcmp(v, di.dli_fname);
+		G.injection_ours = realpath(v, real) && !strcmp(real, G.self);
 }
 
 void dsp_gpu_modules_changed(void)

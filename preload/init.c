@@ -5,6 +5,9 @@
 #include "../cupti/gpu.h"
 
 #include <errno.h>
+#include <string.h>
+#include <limits.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -113,6 +116,17 @@ static void atfork_child(void)
 	dsp_tls.guard--;
 }
 
+int dsp_self_path(char *buf, size_t n)
+{
+	Dl_info di;
+	char path[PATH_MAX];
+	if (!dladdr((void *)dsp_self_path, &di) || !di.dli_fname || !realpath(di.dli_fname, path) ||
+	    strlen(path) >= n)
+		return -1;
+	memcpy(buf, path, strlen(path) + 1);
+	return 0;
+}
+
 /* ---- start and stop ---- */
 __attribute__((constructor)) static void ddpspy_init(void)
 {
@@ -149,6 +163,9 @@ __attribute__((constructor)) static void ddpspy_init(void)
 	dsp_poll_ticks = (uint64_t)DSP_POLL_US * (dsp_use_tsc ? 3000 : 1000);
 	if (dsp_writer_start() == 0) {
 		dsp_gpu_init();
+#ifdef DDPSPY_NVTX
+		dsp_nvtx_init();
+#endif
 		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 		if (dsp_cfg.signals)
 			install_signal_handlers();

@@ -54,6 +54,7 @@ struct dsp_config {
 	const char *clock_offset; /* DDPSPY_CLOCK_OFFSET_NS: test only, see clock.c */
 	int gpu;              /* DDPSPY_GPU: GPU capture through CUPTI (cupti/gpu.c) */
 	const char *cupti;    /* DDPSPY_CUPTI: the libcupti to load, "" to search */
+	int nvtx;             /* DDPSPY_NVTX: the program's NVTX ranges (nvtx.c) */
 };
 extern struct dsp_config dsp_cfg;
 void dsp_config_load(void);
@@ -245,6 +246,10 @@ void dsp_identity_detect(struct dsp_identity *id, const char *(*get)(const char 
 			 const char *cmdline, size_t cmdline_len);
 
 /* ---- process lifecycle (init.c) and the writer (writer.c) ---- */
+/* This library's own path (resolved), for the injection variables (CUDA_INJECTION64_PATH,
+ * NVTX_INJECTION64_PATH); -1 when unknown. */
+int dsp_self_path(char *buf, size_t n);
+void dsp_nvtx_init(void); /* nvtx.c, when built: NVTX_INJECTION64_PATH */
 extern int dsp_own_fd; /* the trace file's descriptor, -1 when none */
 /* The program is about to put another file at descriptor fd, the trace file's: move the trace
  * file to another number first. Returns 1 when it moved. */

@@ -1,0 +1,51 @@
+/* NVTX ranges as a training script annotates them (torch.cuda.nvtx, libraries' own domains), for
+ * the tests: nvtx_app [STEPS]. An "epoch" range holds STEPS "step" ranges of 2 ms (a sleep) each,
+ * a mark after each; a start/end range "checkpoint" crosses threads (started here, ended by a
+ * second thread); a domain "ddp" pushes a registered "forward" and an ASCII "backward". Uses NVTX's
+ * header-only API (nvtx3), so it records nothing unless a tool is injected. */
+#include <nvtx3/nvToolsExt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static nvtxRangeId_t ckpt;
+
+static void *ender(void *arg)
+{
+	(void)arg;
+	nvtxRangeEnd(ckpt);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	int steps = argc > 1 ? atoi(argv[1]) : 3;
+	struct timespec two_ms = {0, 2000000};
+	nvtxRangePushA("epoch");
+	for (int s = 0; s < steps; s++) {
+		nvtxRangePushA("step");
+		nanosleep(&two_ms, NULL);
+		nvtxRangePop();
+		nvtxMarkA("step done");
+	}
+	ckpt = nvtxRangeStartA("checkpoint");
+	pthread_t t;
+	if (pthread_create(&t, NULL, ender, NULL) == 0)
+		pthread_join(t, NULL);
+	nvtxDomainHandle_t ddp = nvtxDomainCreateA("ddp");
+	nvtxEventAttributes_t a = {0};
+	a.version = NVTX_VERSION;
+	a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+	a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+	a.message.registered = nvtxDomainRegisterStringA(ddp, "forward");
+	nvtxDomainRangePushEx(ddp, &a);
+	nvtxDomainRangePop(ddp);
+	a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+	a.message.ascii = "backward";
+	nvtxDomainRangePushEx(ddp, &a);
+	nvtxDomainRangePop(ddp);
+	nvtxRangePop();
+	printf("{\"steps\": %d}\n", steps);
+	return 0;
+}
