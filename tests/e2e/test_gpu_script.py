@@ -1,0 +1,20 @@
+"""The real-hardware checks (tests/gpu/check.py, run on a machine with a GPU: docs/gpu.md) run here
+on the simulated device (--sim), so that the script that has to work on a GPU machine, where a
+session has little time, is itself tested: every check it makes must pass on the stand-ins."""
+import os
+import subprocess
+from lib import *
+
+need_sim("the GPU checks script on the simulated device", "nccl.h", "preload/nccl.c")
+d = tmpdir("gpu-script")
+p = subprocess.run([os.path.join(ROOT, "tests", "gpu", "run.sh"), "--sim", "--out", d], capture_output=True,
+                   text=True, timeout=600)
+lines = p.stdout.splitlines()
+passed = [l for l in lines if l.startswith("ok ") and "# SKIP" not in l]
+failed = [l for l in lines if l.startswith("not ok")]
+ok(p.returncode == 0 and not failed and len(passed) >= 14,
+   "tests/gpu/run.sh --sim: %d checks passed, failed: %s %s" % (len(passed), failed[:3], p.stderr[-300:]))
+skips = [l for l in lines if "# SKIP" in l]
+ok(len(skips) == 1 and "PyTorch" in skips[0], "only the PyTorch part is left to a GPU machine: %s" % skips)
+cleanup(d)
+done()
