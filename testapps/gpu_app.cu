@@ -3,7 +3,8 @@
 // the simulated device (LD_LIBRARY_PATH=build/simgpu) or on a real GPU.
 //
 // usage: gpu_app timeline    (with SIMGPU_KERNELS=spin=5000,tick=2000 on the simulated device;
-//                            GPU_APP_FORK=1 forks a child that does host work only, after the first kernel)
+//                            GPU_APP_FORK=1 forks a child that does host work only, after the first kernel;
+//                            GPU_APP_END=exec or segv ends it by exec of /bin/true or SIGSEGV)
 //        gpu_app cupti       a small CUPTI client (libcupti.so.13, dlopened as a profiler would):
 //                            the records of a short workload, summarized as one JSON line;
 //                            GPU_APP_TINY_BUFFERS=1 hands CUPTI buffers too small for any record
@@ -19,6 +20,7 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <csignal>
 
 __global__ void spin(float *a, int n)
 {
@@ -351,5 +353,12 @@ int main(int argc, char **argv)
 	cudaFree(dbig);
 	cudaStreamDestroy(s1);
 	cudaStreamDestroy(s2);
+	fflush(stdout);
+	// GPU_APP_END=exec: the process becomes /bin/true; =segv: it dies of SIGSEGV
+	const char *end = getenv("GPU_APP_END");
+	if (end && !strcmp(end, "exec"))
+		execl("/bin/true", "true", (char *)NULL);
+	if (end && !strcmp(end, "segv"))
+		raise(SIGSEGV);
 	return 0;
 }

@@ -140,6 +140,21 @@ ok(p.returncode == 0 and len(procs) == 2 and len(child) == 1 and ends.get(child[
    "a child forked after CUDA started writes a complete file without GPU records; the parent keeps all 8 kernels "
    "(%d processes, gpu records from %s)" % (len(procs), sorted(gpu_pids)))
 
+# exec and a fatal signal: the file is complete; before exec CUPTI is asked for everything
+p, recs = capture("exec", {"GPU_APP_END": "exec"})
+ends = of(recs, "end")
+files = {r["file"] for r in of(recs, "process")}
+first = [e for e in ends if e["reason"] == "exec"]
+ok(p.returncode == 0 and len(files) == 1 and len(first) == 1 and first[0]["complete"] == 1  # (/bin/true records nothing)
+   and len(gpu_events(recs, "gpu_kernel")) == 8 and info(recs).get("events") == total,
+   "exec: the CUDA image's file ends with reason exec and holds every one of its %s CUPTI records (%s)"
+   % (total, info(recs).get("events")))
+p, recs = capture("segv", {"GPU_APP_END": "segv"})
+ends = of(recs, "end")
+ok(p.returncode != 0 and len(ends) == 1 and ends[0]["complete"] == 1 and ends[0]["reason"] == "signal 11"
+   and info(recs).get("state") == "on" and info(recs).get("events", -1) >= 0,
+   "SIGSEGV: the file is complete (signal 11), with what CUPTI had delivered (%s records)" % info(recs).get("events"))
+
 # DDPSPY_GPU=0: nothing attempted, the environment untouched
 p, recs = capture("off", {"DDPSPY_GPU": "0"})
 ok(p.returncode == 0 and not of(recs, "gpu") and not gpu_events(recs) and len(events(recs, "cuda_memcpy")) == 3,

@@ -169,11 +169,23 @@ for step in range(5):
     torch.cuda.nvtx.range_pop()
 torch.cuda.synchronize()
 y = torch.ones(1, device="cuda")
+def loop():
+    for i in range(20000):
+        y.add_(1)
+    torch.cuda.synchronize()
+loop()  # warm-up
 t0 = time.perf_counter()
-for i in range(20000):
-    y.add_(1)
-torch.cuda.synchronize()
-print("launch_us %.3f" % ((time.perf_counter() - t0) / 20000 * 1e6))
+if os.environ.get("CHECK_KINETO"):  # the same loop under torch.profiler (Kineto's CUPTI)
+    from torch.profiler import profile, ProfilerActivity
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        loop()
+        t1 = time.perf_counter()
+    print("kineto_kernels %d" % sum(1 for e in prof.events() if e.device_type.name == "CUDA"))
+else:
+    loop()
+    t1 = time.perf_counter()
+print("launch_us %.3f" % ((t1 - t0) / 20000 * 1e6))
 dist.destroy_process_group()
 '''
 
@@ -192,7 +204,10 @@ def torch_checks():
     script = os.path.join(OUT, "ddp.py")
     open(script, "w").write(TORCH)
     plain = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=600)
+    kineto = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, CHECK_KINETO="1"))
     p = traced([sys.executable, script], out, timeout=600)
+    both = traced([sys.executable, script], os.path.join(OUT, "torch-kineto"), timeout=600, env={"CHECK_KINETO": "1"})
     recs, rc, err = dump(out)
     if not ok(p.returncode == 0, "a PyTorch DDP job (NCCL, world size 1) runs under the preload: %s" % p.stderr[-400:]):
         return
@@ -212,9 +227,11 @@ def torch_checks():
     cm = events(recs, "cuda_memcpy")
     print("# PyTorch: %d kernels, %d runtime API records, %d host cudaMemcpy* events" %
           (len(kern), len(gpu_events(recs, "cuda_api")), len(cm)))
-    lp = [l for l in plain.stdout.splitlines() if l.startswith("launch_us")]
-    lt = [l for l in p.stdout.splitlines() if l.startswith("launch_us")]
-    print("# PyTorch launch-heavy loop (y.add_(1) x 20000): plain %s, under ddpspy %s" % (lp, lt))
+    pick = lambda q: [l for l in q.stdout.splitlines() if l.startswith(("launch_us", "kineto_kernels"))]
+    print("# PyTorch launch-heavy loop (y.add_(1) x 20000), host us per launch: plain %s; under torch.profiler %s; "
+          "under ddpspy %s" % (pick(plain), pick(kineto), pick(p)))
+    print("# torch.profiler under ddpspy (ddpspy holds CUPTI from cuInit): exit %d, %s; ddpspy's gpu record: %s"
+          % (both.returncode, pick(both) or both.stderr[-300:], info(dump(os.path.join(OUT, "torch-kineto"))[0]).get("state")))
 
 
 def main():
