@@ -52,7 +52,8 @@ COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13 $(B)/simgpu/libcuda.so.1 \
 	$(B)/simgpu/libnccl.so.2) \
 	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app $(B)/testapps/gpu_app_pt) \
-	$(if $(and $(HAVE_NCCL),$(NVCC)),$(B)/testapps/nccl_app)
+	$(if $(and $(HAVE_NCCL),$(NVCC)),$(B)/testapps/nccl_app) \
+	$(if $(HAVE_CUDA),$(B)/testapps/cuda_c)
 
 TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
 	$(B)/testapps/gloo_host $(B)/testapps/libfakegloo.so \
@@ -152,6 +153,9 @@ $(B)/simgpu/libcupti.so.13: testapps/simgpu/cupti.c testapps/simgpu/cupti.map te
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -I$(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libcupti.so.13 \
 		-Wl,--version-script=testapps/simgpu/cupti.map -ldl -lpthread
+$(B)/testapps/cuda_c: testapps/cuda_c.c $(B)/simgpu/libcudart.so.13
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -isystem $(CUDA_HOME)/include -o $@ $< $(B)/simgpu/libcudart.so.13
 $(B)/testapps/nvtx_app: testapps/nvtx_app.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -isystem $(CUDA_HOME)/include -o $@ $< -ldl -lpthread

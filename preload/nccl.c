@@ -104,9 +104,10 @@ static int64_t id_of(const ncclUniqueId *u)
 static void rec_init(struct dsp_tls *t, uint64_t t0, ncclComm_t c, int64_t id, int rank, int nranks, ncclResult_t rc)
 {
 	uint64_t t1 = dsp_now();
-	if (rc == ncclSuccess)
+	int made = rc == ncclSuccess || rc == ncclInProgress; /* (a non-blocking one is made, not ready) */
+	if (made)
 		comm_add(c, id, rank, nranks);
-	int64_t a[4] = {rc == ncclSuccess ? id : -1, rank, nranks, rc};
+	int64_t a[4] = {made ? id : -1, rank, nranks, rc};
 	dsp_emit_wait(t, DDPSPY_EV_NCCL_INIT, t0, t1, 4, a);
 }
 

@@ -224,7 +224,7 @@ static ncclResult_t coll(const char *name, double factor, size_t count, ncclData
 
 static ncclResult_t p2p(int kind, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t stream)
 {
-	if (!comm || !type_size(t) || peer < 0 || peer >= comm->nranks || peer == comm->rank)
+	if (!comm || !type_size(t) || peer < 0 || peer >= comm->nranks)
 		return ncclInvalidArgument;
 	uint64_t *k = kind == OP_SEND ? &comm->sent[peer] : &comm->received[peer];
 	struct op o = { .kind = kind, .comm = comm, .seq = (*k)++, .peer = peer, .stream = stream,

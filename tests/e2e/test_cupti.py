@@ -155,6 +155,16 @@ ok(p.returncode != 0 and len(ends) == 1 and ends[0]["complete"] == 1 and ends[0]
    and info(recs).get("state") == "on" and info(recs).get("events", -1) >= 0,
    "SIGSEGV: the file is complete (signal 11), with what CUPTI had delivered (%s records)" % info(recs).get("events"))
 
+# a C program on the runtime API (cc, no nvcc): its copies, set and synchronizes, both sides
+out = os.path.join(d, "c")
+p = traced([os.path.join(APPS, "cuda_c")], out, env={"LD_LIBRARY_PATH": SIMDIR})
+recs = dump(out)[0]
+gc = [(e["copy"], e["bytes"]) for e in gpu_events(recs, "gpu_memcpy")]
+ok(p.returncode == 0 and '"ok": true' in p.stdout and gc == [("htod", 8 << 20), ("dtoh", 8 << 20)]
+   and len(gpu_events(recs, "gpu_memset")) == 1 and len(events(recs, "cuda_memcpy")) == 2
+   and len(events(recs, "cuda_sync")) == 2,
+   "a C program on the runtime API: both copies and the set on the GPU, the copies and synchronizes on the host: %s" % gc)
+
 # DDPSPY_GPU=0: nothing attempted, the environment untouched
 p, recs = capture("off", {"DDPSPY_GPU": "0"})
 ok(p.returncode == 0 and not of(recs, "gpu") and not gpu_events(recs) and len(events(recs, "cuda_memcpy")) == 3,

@@ -69,6 +69,16 @@ cases = [
     ("exec", [os.path.join(APPS, "forker"), "exec"], {}),
     ("fdgame", [os.path.join(APPS, "forker"), "fdgame", "dup2", os.path.join(d, "fdgame.txt")], {}),
 ]
+# GPU capture on the simulated device (CUPTI's buffers, the string table, NCCL, NVTX), where built
+sim = os.path.join(BUILD, "simgpu")
+if os.path.exists(os.path.join(APPS, "gpu_app")) and os.path.exists(os.path.join(sim, "libcupti.so.13")):
+    cases.append(("cupti", [os.path.join(APPS, "gpu_app"), "timeline"],
+                  {"LD_LIBRARY_PATH": sim, "SIMGPU_KERNELS": "spin=5000,tick=2000"}))
+if os.path.exists(os.path.join(APPS, "nccl_app")):
+    cases.append(("nccl", [os.path.join(APPS, "nccl_app"), "0", "1", os.path.join(d, "nccl.id"), "3"],
+                  {"LD_LIBRARY_PATH": sim}))
+if os.path.exists(os.path.join(APPS, "nvtx_app")):
+    cases.append(("nvtx", [os.path.join(APPS, "nvtx_app"), "3"], {}))
 for name, argv, env in cases:
     out = os.path.join(d, name)
     env = dict(pre, DDPSPY_OUT=out, **env)

@@ -20,6 +20,17 @@ for args in "threads produce 2 300" "threads reads 1 500" "forker fork 2" "famil
 	{ printf '\xff'; cat $t/*.ddpspy 2>/dev/null; } >"$b/seeds/current-$n-$1.bin"
 	rm -rf "$t"
 done
+# and GPU capture's records (gpu, names, gpu_events; NCCL and NVTX events), on the simulated device
+for args in "gpu_app timeline" "nvtx_app 2" "nccl_app 0 1 @/id 2"; do
+	set -- $args
+	[ -x build/testapps/$1 ] && [ -e build/simgpu/libcupti.so.13 ] || continue
+	n=$((n + 1))
+	t=$(mktemp -d)
+	DDPSPY_OUT=$t LD_PRELOAD=$PWD/build/libddpspy.so LD_LIBRARY_PATH=$PWD/build/simgpu SIMGPU_KERNEL_US=5 \
+		build/testapps/$1 $(echo "${@:2}" | sed "s|@|$t|") >/dev/null 2>&1 || true
+	{ printf '\xff'; cat $t/*.ddpspy 2>/dev/null; } >"$b/seeds/current-$n-$1.bin"
+	rm -rf "$t"
+done
 # -rss_limit_mb: an allocation the size of the input's claims, not of the input, is a finding
 log=$b/fuzz.log
 set +e
