@@ -56,8 +56,8 @@ def env_for():
     return e
 
 
-def build(src, out, extra=()):
-    cmd = [NVCC, "-O2", "-std=c++17", "-cudart", "shared", "-o", out, src] + list(extra)
+def build(src, out, extra=(), cudart="shared"):
+    cmd = [NVCC, "-O2", "-std=c++17", "-cudart", cudart, "-o", out, src] + list(extra)
     p = subprocess.run(cmd, capture_output=True, text=True)
     return p.returncode == 0, p.stderr[-400:]
 
@@ -118,6 +118,28 @@ def gpu_app_checks(app):
     lead = [k["t_ns"] - api[k["corr"]]["t_ns"] for k in kern if k["corr"] in api]
     print("# gpu_app: kernel start minus its launch call's start, us: %s" % [round(x / 1e3, 1) for x in lead])
     print("# gpu_app: kernel durations, us: %s" % [round(k["dur_ns"] / 1e3, 1) for k in kern])
+
+
+def static_checks():
+    """nvcc's default, static cudart: no wrapper sees its calls; CUPTI sees its kernels and calls."""
+    if SIM:
+        skip("a static-cudart program", "the simulated device has no CUDA driver for a static cudart to load")
+        return
+    app = os.path.join(OUT, "bin", "gpu_app_static")
+    built, why = build(os.path.join(ROOT, "testapps", "gpu_app.cu"), app, cudart="static")
+    if not ok(built, "gpu_app builds with nvcc's default static cudart: %s" % why):
+        return
+    out = os.path.join(OUT, "gpu_app_static")
+    shutil.rmtree(out, ignore_errors=True)
+    p = traced([app, "timeline"], out, env=env_for(), timeout=300)
+    recs, rc, err = dump(out)
+    kern = gpu_events(recs, "gpu_kernel")
+    api = {e["corr"]: e for e in gpu_events(recs, "cuda_api")}
+    ok(p.returncode == 0 and info(recs).get("state") == "on" and len(kern) == 8
+       and all(k["corr"] in api for k in kern) and len(gpu_events(recs, "gpu_memcpy")) == 3,
+       "static cudart: CUPTI sees all 8 kernels, each with its runtime launch call, and the 3 copies "
+       "(%d kernels, %d copies, host cuda_memcpy events: %d)" % (len(kern), len(gpu_events(recs, "gpu_memcpy")),
+                                                                 len(events(recs, "cuda_memcpy"))))
 
 
 def nccl_checks(app, n):
@@ -245,6 +267,7 @@ def main():
     built, why = build(os.path.join(ROOT, "testapps", "gpu_app.cu"), app)
     if ok(built, "gpu_app builds with nvcc -cudart shared: %s" % why):
         gpu_app_checks(app)
+    static_checks()
     libs, incs = python_lib_dirs()
     nccl_h = [i for i in incs + [os.path.join(CUDA, "include")] if os.path.exists(os.path.join(i, "nccl.h"))]
     nccl_so = ([os.path.join(SIMDIR, "libnccl.so.2")] if SIM else
