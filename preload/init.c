@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 #include <limits.h>
+#include <link.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -127,6 +128,32 @@ int dsp_self_path(char *buf, size_t n)
 	return 0;
 }
 
+/* Loaded ahead of the C library (LD_PRELOAD, /etc/ld.so.preload), as ddpspy must be; not when a
+ * library loaded it late: the CUDA driver or NVTX through an injection variable a child inherited
+ * from a traced parent after LD_PRELOAD was taken out of its environment. */
+struct order { uintptr_t self; int at, libc, i; };
+
+static int order_cb(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	struct order *o = ctx;
+	uintptr_t lo, hi;
+	(void)size;
+	dsp_object_range(info, &lo, &hi);
+	if (o->self >= lo && o->self < hi)
+		o->at = o->i;
+	if (o->libc < 0 && info->dlpi_name && strstr(info->dlpi_name, "/libc.so"))
+		o->libc = o->i;
+	o->i++;
+	return 0;
+}
+
+static int preloaded(void)
+{
+	struct order o = {(uintptr_t)preloaded, -1, -1, 0};
+	dl_iterate_phdr(order_cb, &o);
+	return o.at >= 0 && (o.libc < 0 || o.at < o.libc);
+}
+
 /* ---- start and stop ---- */
 __attribute__((constructor)) static void ddpspy_init(void)
 {
@@ -139,7 +166,7 @@ __attribute__((constructor)) static void ddpspy_init(void)
 	my_pid = getpid();
 	/* secure execution (setuid, setgid, file capabilities): the environment is the invoking
 	 * user's, the privileges are not; such a program is never traced and nothing is created */
-	if (dsp_cfg.disable || getauxval(AT_SECURE)) {
+	if (dsp_cfg.disable || getauxval(AT_SECURE) || !preloaded()) {
 		t->guard = 0;
 		return;
 	}

@@ -165,6 +165,16 @@ ok(p.returncode == 0 and '"ok": true' in p.stdout and gc == [("htod", 8 << 20), 
    and len(events(recs, "cuda_sync")) == 2,
    "a C program on the runtime API: both copies and the set on the GPU, the copies and synchronizes on the host: %s" % gc)
 
+# a child that inherited the injection variables but not LD_PRELOAD: the driver and NVTX load the
+# library late; it stays off, and the program runs as without it
+out = os.path.join(d, "late-load")
+e = dict(os.environ, LD_LIBRARY_PATH=SIMDIR, CUDA_INJECTION64_PATH=LIB, NVTX_INJECTION64_PATH=LIB, DDPSPY_OUT=out)
+e.pop("LD_PRELOAD", None)
+p = subprocess.run([os.path.join(APPS, "gpu_app"), "timeline"], env=e, capture_output=True, text=True, timeout=120)
+ok(p.returncode == 0 and '"round_trip": true' in p.stdout and not os.path.exists(out) and not p.stderr,
+   "libddpspy.so loaded late by the CUDA driver (no LD_PRELOAD) records nothing and changes nothing: %r"
+   % p.stderr[-200:])
+
 # DDPSPY_GPU=0: nothing attempted, the environment untouched
 p, recs = capture("off", {"DDPSPY_GPU": "0"})
 ok(p.returncode == 0 and not of(recs, "gpu") and not gpu_events(recs) and len(events(recs, "cuda_memcpy")) == 3,
