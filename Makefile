@@ -51,7 +51,7 @@ COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 
 SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13 $(B)/simgpu/libcuda.so.1 \
 	$(B)/simgpu/libnccl.so.2) \
-	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app $(B)/testapps/gpu_app_pt) \
+	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app $(B)/testapps/gpu_app_pt $(B)/testapps/gpu_app_static) \
 	$(if $(and $(HAVE_NCCL),$(NVCC)),$(B)/testapps/nccl_app) \
 	$(if $(HAVE_CUDA),$(B)/testapps/cuda_c)
 
@@ -171,6 +171,9 @@ $(B)/testapps/gpu_app: testapps/gpu_app.cu
 $(B)/testapps/nccl_app: testapps/nccl_app.cu $(B)/simgpu/libnccl.so.2
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $< -Xlinker $(B)/simgpu/libnccl.so.2
+$(B)/testapps/gpu_app_static: testapps/gpu_app.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -std=c++17 -o $@ $<
 $(B)/testapps/gpu_app_pt: testapps/gpu_app.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared --default-stream per-thread -o $@ $<

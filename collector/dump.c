@@ -187,6 +187,11 @@ static int on_thread(void *ctx, struct trace_file *f, const struct trace_thread 
 		json_int(&j, "pid", f->pid);
 		json_int(&j, "tid", th->tid);
 		json_str(&j, "name", th->name);
+		if (th->pthread) { /* (CUPTI's thread ids may be these, cut to 32 bits) */
+			char hex[24];
+			snprintf(hex, sizeof hex, "0x%" PRIx64, th->pthread);
+			json_str(&j, "pthread", hex);
+		}
 		json_end(&j);
 	} else {
 		printf("thread %d \"%s\"\n", th->tid, T(th->name));

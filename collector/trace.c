@@ -1129,6 +1129,8 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 			struct trace_thread *th = trace_thread(f, (int)int_or(m, "tid", -1));
 			if (th) {
 				str_into(m, "name", th->name, sizeof th->name);
+				const msgpack_object *pt = get(m, "pthread");
+				th->pthread = pt && pt->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? pt->via.u64 : 0;
 				stop = v->on_thread && v->on_thread(v->ctx, f, th);
 			}
 		} else if (!strcmp(kind, DDPSPY_REC_STACKS)) {

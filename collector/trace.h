@@ -55,6 +55,7 @@ struct trace_gpu {
 struct trace_thread {
 	int tid;
 	char name[32];
+	uint64_t pthread; /* 2.2: its pthread_t, 0 when not written */
 	uint64_t dropped; /* cumulative, from the latest "loss" record */
 	uint64_t events;
 };

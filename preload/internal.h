@@ -277,6 +277,7 @@ void dsp_registry_fork_child(void);                    /* keep only the calling 
 struct ring *dsp_thread_ring_of(struct dsp_thread *th);
 int dsp_thread_tid(struct dsp_thread *th);
 const char *dsp_thread_name(struct dsp_thread *th);
+uint64_t dsp_thread_pthread(struct dsp_thread *th);
 int dsp_thread_dead(struct dsp_thread *th);
 /* Words of per-thread state owned by the writer: DSP_WS_DROPPED the drop count the file states,
  * DSP_WS_SEEN the count read at this flush's drain. DSP_WS_FINAL: the thread is dead and its ring

@@ -22,6 +22,7 @@ struct dsp_thread {
 	struct ring *ring;
 	int tid;
 	int dead;         /* release-stored by the exiting thread */
+	uint64_t pthread; /* its pthread_t (CUPTI may name threads by it) */
 	char name[16];
 	uint64_t wstate[DSP_WS_N];
 	struct dsp_thread *reap_next; /* private list of unlinked threads awaiting a grace period */
@@ -100,6 +101,7 @@ static struct ring *thread_register(struct dsp_tls *t)
 	struct dsp_thread *th = p;
 	th->ring = r;
 	th->tid = dsp_gettid();
+	th->pthread = (uint64_t)pthread_self();
 	prctl(PR_GET_NAME, th->name);
 	t->tid = th->tid;
 	t->ring = r;
@@ -186,6 +188,7 @@ void dsp_registry_fork_parent(void)
 struct ring *dsp_thread_ring_of(struct dsp_thread *th) { return th->ring; }
 int dsp_thread_tid(struct dsp_thread *th) { return th->tid; }
 const char *dsp_thread_name(struct dsp_thread *th) { return th->name; }
+uint64_t dsp_thread_pthread(struct dsp_thread *th) { return th->pthread; }
 int dsp_thread_dead(struct dsp_thread *th) { return __atomic_load_n(&th->dead, __ATOMIC_ACQUIRE); }
 uint64_t *dsp_thread_writer_state(struct dsp_thread *th) { return th->wstate; }
 

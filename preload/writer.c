@@ -731,9 +731,11 @@ static void drain_thread(struct dsp_thread *th, void *ctx)
 	if (ws[DSP_WS_FINAL])
 		return;
 	if (!ws[DSP_WS_ANNOUNCED]) {
-		frame_begin(DDPSPY_REC_THREAD, 2);
+		frame_begin(DDPSPY_REC_THREAD, 3);
 		kv_int("tid", d.tid);
 		kv_str("name", dsp_thread_name(th));
+		key("pthread");
+		msgpack_pack_uint64(&pk, dsp_thread_pthread(th));
 		frame_end();
 		ws[DSP_WS_ANNOUNCED] = 1;
 	}

@@ -165,6 +165,28 @@ ok(p.returncode == 0 and '"ok": true' in p.stdout and gc == [("htod", 8 << 20), 
    and len(events(recs, "cuda_sync")) == 2,
    "a C program on the runtime API: both copies and the set on the GPU, the copies and synchronizes on the host: %s" % gc)
 
+# nvcc's default static cudart: no wrapper sees its calls, and without a driver (this machine; the
+# simulated device cannot stand in for the driver a static cudart loads: docs/gpu.md) it fails as it
+# would without ddpspy, which records nothing of it
+static = os.path.join(APPS, "gpu_app_static")
+if not os.path.exists(static):
+    skip("a static-cudart program", "make sim did not build gpu_app_static")
+    static = None
+else:
+    e = dict(os.environ)
+    e.pop("LD_LIBRARY_PATH", None)
+    plain = subprocess.run([static, "timeline"], env=e, capture_output=True, text=True, timeout=120)
+    if plain.returncode == 0:  # a real driver and GPU: tests/gpu/check.py checks it there
+        skip("a static-cudart program without a driver", "this machine has a CUDA driver that runs it")
+        static = None
+if static:
+    out = os.path.join(d, "static")
+    p = traced([static, "timeline"], out, env={"LD_LIBRARY_PATH": ""})
+    ok(p.returncode == plain.returncode and p.stderr == plain.stderr and p.stdout == plain.stdout
+       and not (os.path.isdir(out) and os.listdir(out)),
+       "a static-cudart program with no driver fails as it does without ddpspy (%d, %r), and leaves no trace"
+       % (plain.returncode, plain.stderr.strip()[-80:]))
+
 # a child that inherited the injection variables but not LD_PRELOAD: the driver and NVTX load the
 # library late; it stays off, and the program runs as without it
 out = os.path.join(d, "late-load")
