@@ -11,8 +11,9 @@
  * rank since NCCL requires every rank to call them in the same order; matching (comm, seq) pairs
  * the instances of one collective, as for MPI. "bytes" is the whole buffer in the nccl-tests
  * convention (docs/format.md). The table of communicators is filled at creation (not a fast path)
- * and read without a lock. Compiled when CUDA's headers (and nccl.h) are found; nothing links
- * against NCCL. */
+ * and read without a lock; a communicator made by ncclCommSplit gets an id from its parent's (made
+ * before the library was loaded, or by ncclCommShrink, it has none: comm -1). Compiled when CUDA's
+ * headers (and nccl.h) are found; nothing links against NCCL. */
 #include "internal.h"
 #include "../common/hash.h"
 #include "../cupti/gpu.h"
@@ -26,6 +27,9 @@
 DSP_REAL(ncclResult_t, ncclCommInitRank, (ncclComm_t *, int, ncclUniqueId, int), "libnccl")
 DSP_REAL(ncclResult_t, ncclCommInitRankConfig, (ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *), "libnccl")
 DSP_REAL(ncclResult_t, ncclCommInitAll, (ncclComm_t *, int, const int *), "libnccl")
+DSP_REAL(ncclResult_t, ncclCommSplit, (ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *), "libnccl")
+DSP_REAL(ncclResult_t, ncclCommUserRank, (const ncclComm_t, int *), "libnccl")
+DSP_REAL(ncclResult_t, ncclCommCount, (const ncclComm_t, int *), "libnccl")
 DSP_REAL(ncclResult_t, ncclAllReduce, (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
 				       cudaStream_t), "libnccl")
 DSP_REAL(ncclResult_t, ncclBroadcast, (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t),
@@ -56,6 +60,7 @@ static struct comm {
 	int rank, nranks;
 	int64_t id;
 	uint64_t seq;       /* collectives called so far */
+	uint64_t splits;    /* ncclCommSplit calls on it so far (every member makes them alike) */
 } comms[COMMS];
 
 static size_t slot_of(ncclComm_t c)
@@ -92,6 +97,7 @@ static void comm_add(ncclComm_t c, int64_t id, int rank, int nranks)
 	e->nranks = nranks;
 	e->id = id;
 	__atomic_store_n(&e->seq, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->splits, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->key, c, __ATOMIC_RELEASE);
 }
 
@@ -154,6 +160,34 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
 	int64_t id = (int64_t)(ddpspy_fnv_word(ddpspy_fnv_word(DDPSPY_FNV_SEED, (uint64_t)getpid()), n) >> 2);
 	for (int i = 0; comm && i < ndev; i++)
 		rec_init(t, t0, comm[i], id, i, ndev, rc);
+	dsp_leave(t);
+	return rc;
+}
+
+/* Every member of comm calls it, in the same order on each: the new communicator's id is made from
+ * comm's, the call's number on comm and the color, so that its members name it alike and the
+ * other colors' communicators differently. Its rank and size come from NCCL once it is made. */
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)
+{
+	if (!get_ncclCommSplit())
+		return ncclSystemError;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_ncclCommSplit(comm, color, key, newcomm, config);
+	uint64_t t0 = dsp_now();
+	ncclResult_t rc = real_ncclCommSplit(comm, color, key, newcomm, config);
+	struct comm *p = comm_find(comm);
+	uint64_t k = p ? __atomic_fetch_add(&p->splits, 1, __ATOMIC_RELAXED) : 0;
+	if (newcomm && *newcomm && (rc == ncclSuccess || rc == ncclInProgress)) {
+		int r = -1, n = -1;
+		if (get_ncclCommUserRank() && real_ncclCommUserRank(*newcomm, &r) != ncclSuccess)
+			r = -1;
+		if (get_ncclCommCount() && real_ncclCommCount(*newcomm, &n) != ncclSuccess)
+			n = -1;
+		uint64_t h = p ? ddpspy_fnv_word(ddpspy_fnv_word(ddpspy_fnv_word(DDPSPY_FNV_SEED, (uint64_t)p->id), k),
+						 (uint64_t)(int64_t)color) : 0;
+		rec_init(t, t0, *newcomm, p ? (int64_t)(h >> 2) : -1, r, n, rc);
+	}
 	dsp_leave(t);
 	return rc;
 }

@@ -88,6 +88,11 @@ int main(int argc, char **argv)
 	long long i0 = now_ns();
 	nccl(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank");
 	long long i1 = now_ns();
+	// NCCL_APP_SPLIT=1: the even and the odd ranks also make a communicator each (ncclCommSplit)
+	// and allreduce 1 MiB on it every step
+	ncclComm_t sub = NULL;
+	if (getenv("NCCL_APP_SPLIT"))
+		nccl(ncclCommSplit(comm, rank % 2, rank, &sub, NULL), "ncclCommSplit");
 
 	const int n = 8 << 20; // 32 MiB of floats
 	const int m = 1 << 18; // 1 MiB
@@ -111,6 +116,8 @@ int main(int argc, char **argv)
 		long long a0 = now_ns();
 		nccl(ncclAllReduce(grad, grad, n, ncclFloat, ncclSum, comm, comms), "ncclAllReduce");
 		long long a1 = now_ns();
+		if (sub)
+			nccl(ncclAllReduce(in, in, m, ncclFloat, ncclSum, sub, comms), "ncclAllReduce (split)");
 		nccl(ncclGroupStart(), "ncclGroupStart");
 		nccl(ncclSend(out, m, ncclFloat, (rank + 1) % nranks, comm, comms), "ncclSend");
 		nccl(ncclRecv(in, m, ncclFloat, (rank + nranks - 1) % nranks, comm, comms), "ncclRecv");
@@ -122,6 +129,8 @@ int main(int argc, char **argv)
 		       t0, a0, a1, g1, t1);
 	}
 	printf("]}\n");
+	if (sub)
+		nccl(ncclCommDestroy(sub), "ncclCommDestroy");
 	nccl(ncclCommDestroy(comm), "ncclCommDestroy");
 	return 0;
 }

@@ -14,7 +14,8 @@
  *    collected and enqueued at the end as one kernel (ncclDevKernel_SendRecv when it holds only
  *    sends and receives) that starts when all of its parts can.
  * The ranks agree through the segment, from the simulated cudart's device thread (simgpu.h). Not
- * simulated: ncclCommSplit, ncclCommShrink, user buffers and windows, non-blocking communicators. */
+ * simulated: ncclCommShrink, user buffers and windows, non-blocking communicators. ncclCommSplit makes
+ * the communicators of each color from the colors and keys every rank leaves in the parent's segment. */
 #include <errno.h>
 #include <fcntl.h>
 #include <nccl.h>
@@ -38,14 +39,19 @@
 
 struct slot { uint64_t seq1[MAXR], ready[MAXR], done1[MAXR]; };
 struct pslot { uint64_t seq1[2], ready[2], done1[2]; };
+#define NSPLIT 8  /* splits of a communicator in flight */
+struct split { uint64_t seq1[MAXR], done1[MAXR]; int color[MAXR], key[MAXR]; };
 struct shm {
 	uint32_t nranks, joined;
 	struct slot slots[NSLOT];
 	struct pslot p2p[MAXR][MAXR][NP2P];
+	struct split splits[NSPLIT];
 };
 
 struct ncclComm {
 	int rank, nranks;
+	char name[NCCL_UNIQUE_ID_BYTES]; /* its segment's name */
+	uint64_t splits;                 /* ncclCommSplit calls so far */
 	struct shm *shm;
 	uint64_t seq;                       /* collectives enqueued */
 	uint64_t sent[MAXR], received[MAXR]; /* messages to and from each peer */
@@ -349,17 +355,18 @@ API(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * id))
 	return ncclSuccess;
 }
 
-static ncclResult_t init(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank)
+/* joins the communicator of segment name (a unique id's, or a split's) as rank of nranks */
+static ncclResult_t join(ncclComm_t *out, int nranks, const char *name, int rank)
 {
 	if (!out || nranks < 1 || nranks > MAXR || rank < 0 || rank >= nranks ||
-	    strncmp(id->internal, "/" MAGIC, strlen(MAGIC) + 1) || !memchr(id->internal, 0, sizeof id->internal))
+	    strncmp(name, "/" MAGIC, strlen(MAGIC) + 1) || !memchr(name, 0, NCCL_UNIQUE_ID_BYTES))
 		return ncclInvalidArgument;
 	if (!collective) {
 		*(void **)&collective = dlsym(RTLD_DEFAULT, "simgpu_collective");
 		if (!collective)
 			return ncclSystemError; /* not on the simulated cudart */
 	}
-	int fd = shm_open(id->internal, O_RDWR | O_CREAT, 0600);
+	int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
 	if (fd < 0)
 		return ncclSystemError;
 	struct shm *m = ftruncate(fd, sizeof *m) == 0 ?
@@ -372,6 +379,7 @@ static ncclResult_t init(ncclComm_t *out, int nranks, const ncclUniqueId *id, in
 		return ncclSystemError;
 	}
 	*c = (struct ncclComm){ .rank = rank, .nranks = nranks, .shm = m };
+	snprintf(c->name, sizeof c->name, "%s", name);
 	/* every rank joins before any returns, as the real one's bootstrap does */
 	__atomic_add_fetch(&m->joined, 1, __ATOMIC_ACQ_REL);
 	for (int waited = 0; __atomic_load_n(&m->joined, __ATOMIC_ACQUIRE) < (uint32_t)nranks; waited++) {
@@ -383,20 +391,58 @@ static ncclResult_t init(ncclComm_t *out, int nranks, const ncclUniqueId *id, in
 		pause_us(100);
 	}
 	if (rank == 0)
-		shm_unlink(id->internal); /* (every rank has it mapped) */
+		shm_unlink(name); /* (every rank has it mapped) */
 	*out = c;
 	return ncclSuccess;
 }
 
 API(ncclResult_t, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId id, int rank))
 {
-	return init(comm, nranks, &id, rank);
+	return join(comm, nranks, id.internal, rank);
 }
 
 API(ncclResult_t, ncclCommInitRankConfig, (ncclComm_t * comm, int nranks, ncclUniqueId id, int rank,
 					   ncclConfig_t *config))
 {
-	return init(comm, nranks, &id, rank);
+	return join(comm, nranks, id.internal, rank);
+}
+
+/* Every rank of comm calls it: those of one color make a communicator, ranked by key (then by
+ * their rank in comm); NCCL_SPLIT_NOCOLOR makes none. The colors and keys meet in comm's segment. */
+API(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config))
+{
+	if (!comm || !newcomm || (color < 0 && color != NCCL_SPLIT_NOCOLOR))
+		return ncclInvalidArgument;
+	uint64_t k = comm->splits++;
+	struct split *sp = &comm->shm->splits[k % NSPLIT];
+	int n = comm->nranks, me = comm->rank;
+	for (int r = 0; k >= NSPLIT && r < n; r++) /* the slot's last use over for everyone */
+		while (ld(&sp->done1[r]) < k - NSPLIT + 1)
+			pause_us(20);
+	sp->color[me] = color;
+	sp->key[me] = key;
+	__atomic_store_n(&sp->seq1[me], k + 1, __ATOMIC_RELEASE);
+	int colors[MAXR], keys[MAXR];
+	for (int r = 0; r < n; r++) {
+		while (ld(&sp->seq1[r]) != k + 1)
+			pause_us(20);
+		colors[r] = sp->color[r];
+		keys[r] = sp->key[r];
+	}
+	__atomic_store_n(&sp->done1[me], k + 1, __ATOMIC_RELEASE);
+	*newcomm = NULL;
+	if (color == NCCL_SPLIT_NOCOLOR)
+		return ncclSuccess;
+	int size = 0, rank = 0;
+	for (int r = 0; r < n; r++) {
+		if (colors[r] != color)
+			continue;
+		size++;
+		rank += keys[r] < key || (keys[r] == key && r < me);
+	}
+	char name[NCCL_UNIQUE_ID_BYTES];
+	snprintf(name, sizeof name, "%.80s-%llu-%d", comm->name, (unsigned long long)k, color);
+	return join(newcomm, size, name, rank);
 }
 
 API(ncclResult_t, ncclCommDestroy, (ncclComm_t comm))

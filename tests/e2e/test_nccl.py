@@ -26,12 +26,14 @@ TOGETHER = 5000  # ns: the stand-in CUPTI reads two clocks to put a time on the 
 d = tmpdir("nccl")
 
 
-def run(n):
-    out = os.path.join(d, "r%d" % n)
+def run(n, split=False):
+    out = os.path.join(d, "r%d%s" % (n, "-split" if split else ""))
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     env = dict(os.environ, LD_PRELOAD=LIB, DDPSPY_OUT=out, LD_LIBRARY_PATH=SIMDIR,
                SIMGPU_KERNELS="forward=2000,backward=3000", NCCL_APP_SKEW_MS="2")
+    if split:
+        env["NCCL_APP_SPLIT"] = "1"
     idfile = os.path.join(out, "id")
     ps = [subprocess.Popen([APP, str(r), str(n), idfile, str(STEPS)], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True) for r in range(n)]
@@ -121,7 +123,31 @@ def check(n):
        "%d ranks: GPU capture on in every rank, nothing dropped, no device work before its launch" % n)
 
 
+def check_split(n):
+    """ncclCommSplit into the even and the odd ranks: each half names its communicator alike, the
+    two halves differently, and numbers its collectives from 0"""
+    ps, res, truth, recs = run(n, split=True)
+    if not ok(all(p.returncode == 0 for p in ps), "%d ranks split in two run: %s" % (n, [e[-200:] for o, e in res])):
+        return
+    rank_of = {p["pid"]: int(p["cmdline"][1]) for p in of(recs, "process")}
+    inits = sorted((rank_of[e["pid"]], e["comm"], e["comm_rank"], e["nranks"]) for e in events(recs, "nccl_init"))
+    world = {c for r, c, cr, nr in inits if nr == n}
+    halves = {r % 2: c for r, c, cr, nr in inits if nr == n // 2}
+    subs = [(r, c, cr, nr) for r, c, cr, nr in inits if nr == n // 2]
+    ok(len(inits) == 2 * n and len(world) == 1 and len(subs) == n and len(set(halves.values())) == 2
+       and all(c == halves[r % 2] and cr == r // 2 for r, c, cr, nr in subs) and not world & set(halves.values()),
+       "%d ranks: ncclCommSplit recorded; each half names its communicator alike, rank r as r/2 of %d, the halves "
+       "and the world differently: %s" % (n, n // 2, subs))
+    sub_ar = {}
+    for e in events(recs, "nccl_coll"):
+        if e["op"] == "allreduce" and e["comm"] in halves.values():
+            sub_ar.setdefault(rank_of[e["pid"]], []).append((e["seq"], e["bytes"]))
+    ok(sorted(sub_ar) == list(range(n)) and all(v == [(s, RING) for s in range(STEPS)] for v in sub_ar.values()),
+       "%d ranks: the allreduces on each half numbered 0..%d on it, 1 MiB each" % (n, STEPS - 1))
+
+
 check(2)
 check(4)
+check_split(4)
 cleanup(d)
 done()
