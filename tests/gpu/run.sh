@@ -17,7 +17,7 @@ if [ "${1:-}" = "--bundle" ]; then
 	mkdir -p build/gpu-libs
 	for so in $( (ldd build/libddpspy.so; ldd build/ddpspy) | awk '/=> \// {print $3}' | sort -u); do
 		case "$(basename "$so")" in
-		libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libz.so*) ;;
+		libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libz.so*|libgcc_s.so*|libstdc++.so*) ;;
 		*) cp -L "$so" build/gpu-libs/ ;;
 		esac
 	done
