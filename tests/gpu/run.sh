@@ -28,8 +28,8 @@ if [ "${1:-}" = "--bundle" ]; then
 	ls build/gpu-libs
 	exit 0
 fi
-if [ -d build/gpu-libs ]; then
-	export LD_LIBRARY_PATH="$PWD/build/gpu-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ -d build/gpu-libs ]; then # last: the machine's own libraries first, where it has them
+	export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$PWD/build/gpu-libs"
 fi
 PY=python3
 [ "${1:-}" = "--sim" ] && [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
