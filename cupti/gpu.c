@@ -187,6 +187,7 @@ struct find {
 	char cudart[PATH_MAX]; /* the loaded libcudart.so.N's path, "" when none */
 	int cudart_major;
 	int driver;            /* libcuda.so.1 is loaded */
+	char cupti[PATH_MAX];  /* a libcupti the process loaded already (PyTorch links Kineto's), "" */
 };
 
 static int find_cb(struct dl_phdr_info *info, size_t size, void *ctx)
@@ -202,21 +203,26 @@ static int find_cb(struct dl_phdr_info *info, size_t size, void *ctx)
 		f->cudart_major = atoi(base + 13);
 	}
 	f->driver |= !strcmp(base, "libcuda.so.1");
+	if (!strncmp(base, "libcupti.so", 11) && !f->cupti[0])
+		snprintf(f->cupti, sizeof f->cupti, "%s", n);
 	return 0;
 }
 
-/* libcupti: DDPSPY_CUPTI; next to the program's libcudart (the toolkit's lib64, or the CUDA
- * wheels' nvidia/cuda_runtime/lib beside nvidia/cuda_cupti/lib); $CUDA_HOME; the search path */
+/* libcupti: DDPSPY_CUPTI; the one the process has loaded already; next to the program's libcudart
+ * (the toolkit's lib64, or the CUDA wheels' nvidia/cuda_runtime/lib beside nvidia/cuda_cupti/lib);
+ * $CUDA_HOME; the search path */
 static void *open_cupti(const struct find *f)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
-	const char *cands[8];
-	char bufs[8][PATH_MAX];
+	const char *cands[9];
+	char bufs[9][PATH_MAX];
 	int n = 0;
 	const char *home = getenv("CUDA_HOME");
 
 	if (dsp_cfg.cupti && *dsp_cfg.cupti)
 		cands[n++] = dsp_cfg.cupti;
+	if (f->cupti[0]) /* the one in the process already: a second copy would be a second CUPTI */
+		cands[n++] = f->cupti;
 	if (f->cudart[0] && strrchr(f->cudart, '/')) {
 		snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(f->cudart, '/') - f->cudart), f->cudart);
 		const char *rel[] = {"", "/../../cuda_cupti/lib", "/../extras/CUPTI/lib64"};
@@ -285,7 +291,7 @@ static const struct {
  * DSP_GUARD_OWN across every call into CUPTI, so threads it starts then are not traced. */
 static void start(const char *how)
 {
-	struct find f = {{0}, 0, 0};
+	struct find f = {{0}, 0, 0, {0}};
 	void *h;
 	CUptiResult r;
 
@@ -415,7 +421,7 @@ void dsp_gpu_init(void)
 
 void dsp_gpu_modules_changed(void)
 {
-	struct find f = {{0}, 0, 0};
+	struct find f = {{0}, 0, 0, {0}};
 	if (G.tried || G.injection_ours)
 		return;
 	dl_iterate_phdr(find_cb, &f);

@@ -114,6 +114,16 @@ ok(g.get("state") == "taken" and p.stderr.count("another profiler holds CUPTI") 
 ok(len(events(recs, "cuda_memcpy")) == 3 and len(events(recs, "cuda_sync")) == 7,
    "CUPTI taken: the host-side CUDA calls are still recorded")
 
+# a libcupti the process loaded already (PyTorch links Kineto's) is the one used: a second copy
+# would be a second CUPTI in one process
+alt = os.path.join(d, "alt")
+os.makedirs(alt, exist_ok=True)
+shutil.copy(os.path.join(SIMDIR, "libcupti.so.13"), alt)
+p, recs = capture("loaded", {"LD_PRELOAD": LIB + ":" + os.path.join(alt, "libcupti.so.13")})
+ok(p.returncode == 0 and info(recs).get("lib") == os.path.join(alt, "libcupti.so.13")
+   and len(gpu_events(recs, "gpu_kernel")) == 8,
+   "the libcupti already in the process is used, not another copy: %s" % info(recs).get("lib"))
+
 # records CUPTI had no buffer for: counted into the file
 total = info(capture("count")[1]).get("read", 0)
 p, recs = capture("drops", {"SIMGPU_CUPTI_MAX_RECORDS": "10"})
