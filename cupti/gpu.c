@@ -208,7 +208,7 @@ static int find_cb(struct dl_phdr_info *info, size_t size, void *ctx)
 	return 0;
 }
 
-/* libcupti: DDPSPY_CUPTI; the one the process has loaded already; next to the program's libcudart
+/* libcupti: the one the process has loaded already; DDPSPY_CUPTI; next to the program's libcudart
  * (the toolkit's lib64, or the CUDA wheels' nvidia/cuda_runtime/lib beside nvidia/cuda_cupti/lib);
  * $CUDA_HOME; the search path */
 static void *open_cupti(const struct find *f)
@@ -219,10 +219,10 @@ static void *open_cupti(const struct find *f)
 	int n = 0;
 	const char *home = getenv("CUDA_HOME");
 
-	if (dsp_cfg.cupti && *dsp_cfg.cupti)
-		cands[n++] = dsp_cfg.cupti;
 	if (f->cupti[0]) /* the one in the process already: a second copy would be a second CUPTI */
 		cands[n++] = f->cupti;
+	if (dsp_cfg.cupti && *dsp_cfg.cupti)
+		cands[n++] = dsp_cfg.cupti;
 	if (f->cudart[0] && strrchr(f->cudart, '/')) {
 		snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(f->cudart, '/') - f->cudart), f->cudart);
 		const char *rel[] = {"", "/../../cuda_cupti/lib", "/../extras/CUPTI/lib64"};
