@@ -17,12 +17,12 @@ SLACK = 20000  # ns: the host clock's conversion (calibration) against CLOCK_MON
 d = tmpdir("cupti")
 
 
-def capture(name, extra=None):
+def capture(name, extra=None, app="gpu_app"):
     out = os.path.join(d, name)
     shutil.rmtree(out, ignore_errors=True)  # (a rerun reads its own run's files only)
     env = {"LD_LIBRARY_PATH": SIMDIR, "SIMGPU_KERNELS": "spin=5000,tick=2000"}
     env.update(extra or {})
-    p = traced([os.path.join(APPS, "gpu_app"), "timeline"], out, env=env)
+    p = traced([os.path.join(APPS, app), "timeline"], out, env=env)
     recs, rc, err = dump(out)
     return p, recs
 
@@ -104,6 +104,17 @@ if kern and hs:
 text = subprocess.run([DDPSPY, "dump", os.path.join(d, "on")], capture_output=True, text=True).stdout
 ok('kname="_Z4spinPfi"' in text and "gpu on: started at cuInit" in text,
    "the text dump names kernels and says how GPU capture started")
+
+# built with --default-stream per-thread: the _ptsz launches, and the kernels on the thread's own
+# default stream instead of the legacy one
+p, recs = capture("per-thread", app="gpu_app_pt")
+kern = gpu_events(recs, "gpu_kernel")
+api = {e["corr"]: e for e in gpu_events(recs, "cuda_api")}
+fns = sorted({api.get(k["corr"], {}).get("fn") for k in kern})
+st = [k["stream"] for k in kern]
+ok(p.returncode == 0 and len(kern) == 8 and fns == ["__cudaLaunchKernel_ptsz_v13000"] and st[7] not in (7, st[0], st[5]),
+   "per-thread default stream: every launch a _ptsz one (%s), the last kernel on the thread's own default stream, "
+   "not the legacy one: %s" % (fns, st))
 
 # another profiler holds the subscriber: said once, host capture goes on, the program unchanged
 p, recs = capture("taken", {"SIMGPU_CUPTI_TAKEN": "1"})
