@@ -323,26 +323,31 @@ struct trace_thread *trace_thread(struct trace_file *f, int tid)
 	return t;
 }
 
+/* The entry of a table (stacks, names) whose elements of size bytes begin with their uint32_t id.
+ * Ids are assigned 1, 2, 3... in the order entries appear: entry id - 1, unless the file says
+ * otherwise. */
+static const void *by_id(const void *v, size_t n, size_t size, uint32_t id)
+{
+	const char *p = v;
+	if (id >= 1 && id <= n && *(const uint32_t *)(p + (id - 1) * size) == id)
+		return p + (id - 1) * size;
+	for (size_t i = 0; i < n; i++)
+		if (*(const uint32_t *)(p + i * size) == id)
+			return p + i * size;
+	return NULL;
+}
+
+_Static_assert(offsetof(struct trace_stack, id) == 0 && offsetof(struct trace_name, id) == 0,
+	       "by_id reads the id first");
+
 const struct trace_stack *trace_stack(const struct trace_file *f, uint32_t id)
 {
-	/* ids are assigned 1, 2, 3... in the order stacks appear */
-	if (id >= 1 && id <= f->nstacks && f->stacks[id - 1].id == id)
-		return &f->stacks[id - 1];
-	for (size_t i = 0; i < f->nstacks; i++)
-		if (f->stacks[i].id == id)
-			return &f->stacks[i];
-	return NULL;
+	return by_id(f->stacks, f->nstacks, sizeof *f->stacks, id);
 }
 
 const struct trace_name *trace_name(const struct trace_file *f, uint32_t id)
 {
-	/* ids are assigned 1, 2, 3... in the order names appear */
-	if (id >= 1 && id <= f->nnames && f->names[id - 1].id == id)
-		return &f->names[id - 1];
-	for (size_t i = 0; i < f->nnames; i++)
-		if (f->names[i].id == id)
-			return &f->names[i];
-	return NULL;
+	return by_id(f->names, f->nnames, sizeof *f->names, id);
 }
 
 /* A CUPTI time in CLOCK_MONOTONIC ns: as it is, or from CLOCK_REALTIME through the calibration

@@ -633,8 +633,6 @@ cudaError_t cudaDeviceSynchronize(void)
 
 /* ---- events ---- */
 
-
-
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
 {
 	if (!e)
