@@ -83,7 +83,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;      /* G's fields and 
 static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER; /* calls into CUPTI against stop */
 static struct {
 	struct dsp_gpu_info info;
-	char why[PATH_MAX + 256], lib[PATH_MAX], self[PATH_MAX];
+	char why[PATH_MAX + 256], lib[PATH_MAX];
 	int tried;          /* a start was attempted (once per process) */
 	int injection_ours; /* CUDA_INJECTION64_PATH names this library: cuInit will call us */
 	int stopped;        /* no more calls into CUPTI */
@@ -106,16 +106,9 @@ static const char *launch_names[sizeof LAUNCHES / sizeof *LAUNCHES];
  * pair comes second is checked against the first */
 static struct slot { uint32_t corr; uint64_t start; } api_slots[SLOTS], dev_slots[SLOTS];
 
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static uint64_t CUPTIAPI timestamp(void)
 {
-	return (uint64_t)mono_ns();
+	return (uint64_t)dsp_mono_ns();
 }
 
 static const char *result(CUptiResult r)
@@ -385,7 +378,7 @@ static void start(const char *how)
 		if (C.GetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, LAUNCHES[i], &launch_names[i]) != CUPTI_SUCCESS)
 			launch_names[i] = NULL;
 	set_state(DSP_GPU_ON);
-	G.last_flush = mono_ns();
+	G.last_flush = dsp_mono_ns();
 	atexit(at_exit); /* after the runtime's own handlers registered: runs before them */
 out:
 	dsp_log("GPU capture: %s", G.why);
@@ -405,18 +398,11 @@ int InitializeInjection(void)
 
 void dsp_gpu_init(void)
 {
-	const char *v = getenv("CUDA_INJECTION64_PATH");
-	char real[PATH_MAX];
 	if (!dsp_cfg.gpu) { /* not even a "gpu" record: nothing is attempted */
 		G.tried = G.stopped = 1;
 		return;
 	}
-	if (dsp_self_path(G.self, sizeof G.self) < 0)
-		return;
-	if (!v || !*v)
-		G.injection_ours = setenv("CUDA_INJECTION64_PATH", G.self, 1) == 0;
-	else
-		G.injection_ours = realpath(v, real) && !strcmp(real, G.self);
+	G.injection_ours = dsp_inject("CUDA_INJECTION64_PATH");
 }
 
 void dsp_gpu_modules_changed(void)
@@ -569,7 +555,7 @@ uint64_t dsp_gpu_collect(int mode, void (*fn)(void *ctx, const struct dsp_gpu_ev
 	if (G.info.state != DSP_GPU_ON)
 		return 0;
 	if (mode != DSP_GPU_COLLECT_DELIVERED && pthread_mutex_trylock(&call_lock) == 0) {
-		int64_t now = mono_ns();
+		int64_t now = dsp_mono_ns();
 		dsp_tls.guard += DSP_GUARD_OWN;
 		if (!G.stopped && (mode == DSP_GPU_COLLECT_FORCED || now - G.last_flush >= FLUSH_EVERY_NS)) {
 			C.FlushAll(mode == DSP_GPU_COLLECT_FORCED ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);

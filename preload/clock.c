@@ -46,6 +46,11 @@ static int64_t ns_of(clockid_t id)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+int64_t dsp_mono_ns(void)
+{
+	return ns_of(CLOCK_MONOTONIC) + offset_ns;
+}
+
 void dsp_clock_sample(uint64_t *raw, int64_t *mono_ns, int64_t *real_ns)
 {
 	/* Bracket the monotonic read with two raw reads and keep the tightest of a few tries, so

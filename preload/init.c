@@ -117,15 +117,16 @@ static void atfork_child(void)
 	dsp_tls.guard--;
 }
 
-int dsp_self_path(char *buf, size_t n)
+int dsp_inject(const char *var)
 {
 	Dl_info di;
-	char path[PATH_MAX];
-	if (!dladdr((void *)dsp_self_path, &di) || !di.dli_fname || !realpath(di.dli_fname, path) ||
-	    strlen(path) >= n)
-		return -1;
-	memcpy(buf, path, strlen(path) + 1);
-	return 0;
+	char self[PATH_MAX], named[PATH_MAX];
+	const char *v = getenv(var);
+	if (!dladdr((void *)dsp_inject, &di) || !di.dli_fname || !realpath(di.dli_fname, self))
+		return 0;
+	if (!v || !*v)
+		return setenv(var, self, 1) == 0;
+	return realpath(v, named) && !strcmp(named, self);
 }
 
 /* Loaded ahead of the C library (LD_PRELOAD, /etc/ld.so.preload), as ddpspy must be; not when a

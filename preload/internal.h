@@ -81,6 +81,9 @@ static inline uint64_t dsp_now(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+/* CLOCK_MONOTONIC ns as this process's file states it (DDPSPY_CLOCK_OFFSET_NS included): the
+ * clock GPU times are put on (cupti/gpu.c). */
+int64_t dsp_mono_ns(void);
 /* One calibration triple, taken as close together as the clocks allow. */
 void dsp_clock_sample(uint64_t *raw, int64_t *mono_ns, int64_t *real_ns);
 
@@ -246,9 +249,9 @@ void dsp_identity_detect(struct dsp_identity *id, const char *(*get)(const char 
 			 const char *cmdline, size_t cmdline_len);
 
 /* ---- process lifecycle (init.c) and the writer (writer.c) ---- */
-/* This library's own path (resolved), for the injection variables (CUDA_INJECTION64_PATH,
- * NVTX_INJECTION64_PATH); -1 when unknown. */
-int dsp_self_path(char *buf, size_t n);
+/* An injection variable (CUDA_INJECTION64_PATH, NVTX_INJECTION64_PATH) names this library: set
+ * now when the program had not set it (1), or already (1); 0 when it names another library. */
+int dsp_inject(const char *var);
 void dsp_nvtx_init(void); /* nvtx.c, when built: NVTX_INJECTION64_PATH */
 extern int dsp_own_fd; /* the trace file's descriptor, -1 when none */
 /* The program is about to put another file at descriptor fd, the trace file's: move the trace

@@ -8,7 +8,6 @@
  * headers are found; a process that makes no NVTX call loads nothing and records nothing. */
 #include "internal.h"
 
-#include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,8 +150,6 @@ int NVTX_API InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get)
 /* Constructor: NVTX_INJECTION64_PATH names this library unless the program set it. */
 void dsp_nvtx_init(void)
 {
-	char self[PATH_MAX];
-	const char *v = getenv("NVTX_INJECTION64_PATH");
-	if (dsp_cfg.nvtx && !(v && *v) && dsp_self_path(self, sizeof self) == 0)
-		setenv("NVTX_INJECTION64_PATH", self, 1);
+	if (dsp_cfg.nvtx)
+		dsp_inject("NVTX_INJECTION64_PATH");
 }

@@ -105,6 +105,14 @@ text = subprocess.run([DDPSPY, "dump", os.path.join(d, "on")], capture_output=Tr
 ok('kname="_Z4spinPfi"' in text and "gpu on: started at cuInit" in text,
    "the text dump names kernels and says how GPU capture started")
 
+# a host whose clock is off (test-only DDPSPY_CLOCK_OFFSET_NS): GPU times are put on the same
+# shifted clock as the host's events, so they still line up
+p, recs = capture("offset", {"DDPSPY_CLOCK_OFFSET_NS": "5000000000"})
+hc, gc = events(recs, "cuda_memcpy"), gpu_events(recs, "gpu_memcpy")
+ok(p.returncode == 0 and len(hc) == 3 and len(gc) == 3 and hc[1]["t_ns"] - SLACK <= gc[1]["t_ns"]
+   and gc[1]["t_ns"] + gc[1]["dur_ns"] <= hc[1]["t_ns"] + hc[1]["dur_ns"] + SLACK,
+   "with the host's clock 5 s off, the pageable copy's GPU time still lies inside its host call")
+
 # built with --default-stream per-thread: the _ptsz launches, and the kernels on the thread's own
 # default stream instead of the legacy one
 p, recs = capture("per-thread", app="gpu_app_pt")
