@@ -1,17 +1,12 @@
 /* Name tables generated from the X-macro lists in format.h, and the frame checksum. */
 #include "format.h"
 
-const char *const ddpspy_role_names[DDPSPY_ROLE_COUNT] = {
-#define X(e, s) s,
-	DDPSPY_ROLES(X)
-#undef X
-};
+/* the names of a two-column list (enum, name) */
+#define NAME_OF(e, s) s,
+#define NAMES(table, count, list) const char *const table[count] = {list(NAME_OF)};
 
-const char *const ddpspy_fdclass_names[DDPSPY_FDCLASS_COUNT] = {
-#define X(e, s) s,
-	DDPSPY_FDCLASSES(X)
-#undef X
-};
+NAMES(ddpspy_role_names, DDPSPY_ROLE_COUNT, DDPSPY_ROLES)
+NAMES(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, DDPSPY_FDCLASSES)
 
 const char *const ddpspy_op_names[DDPSPY_OP_COUNT] = {
 #define X(e, s, f) s,
@@ -25,47 +20,13 @@ const unsigned ddpspy_op_flags[DDPSPY_OP_COUNT] = {
 #undef X
 };
 
-const char *const ddpspy_cuda_dir_names[DDPSPY_DIR_COUNT] = {
-#define X(e, s) s,
-	DDPSPY_CUDA_DIRS(X)
-#undef X
-};
-
-const char *const ddpspy_cuda_sync_names[DDPSPY_SYNC_COUNT] = {
-#define X(e, s) s,
-	DDPSPY_CUDA_SYNCS(X)
-#undef X
-};
-
-const char *const ddpspy_gpu_copy_names[DDPSPY_GCOPY_COUNT] = {
-#define X(e, s) s,
-	DDPSPY_GPU_COPIES(X)
-#undef X
-};
-
-const char *const ddpspy_gpu_mem_names[DDPSPY_GMEM_COUNT] = {
-#define X(e, s) s,
-	DDPSPY_GPU_MEMS(X)
-#undef X
-};
-
-const char *const ddpspy_gpu_sync_names[DDPSPY_GSYNC_COUNT] = {
-#define X(e, s) s,
-	DDPSPY_GPU_SYNCS(X)
-#undef X
-};
-
-const char *const ddpspy_nvtx_names[DDPSPY_NVTX_COUNT] = {
-#define X(e, s) s,
-	DDPSPY_NVTX_RANGES(X)
-#undef X
-};
-
-const char *const ddpspy_category_names[DDPSPY_CAT_COUNT] = {
-#define X(e, s) s,
-	DDPSPY_CATEGORIES(X)
-#undef X
-};
+NAMES(ddpspy_cuda_dir_names, DDPSPY_DIR_COUNT, DDPSPY_CUDA_DIRS)
+NAMES(ddpspy_cuda_sync_names, DDPSPY_SYNC_COUNT, DDPSPY_CUDA_SYNCS)
+NAMES(ddpspy_gpu_copy_names, DDPSPY_GCOPY_COUNT, DDPSPY_GPU_COPIES)
+NAMES(ddpspy_gpu_mem_names, DDPSPY_GMEM_COUNT, DDPSPY_GPU_MEMS)
+NAMES(ddpspy_gpu_sync_names, DDPSPY_GSYNC_COUNT, DDPSPY_GPU_SYNCS)
+NAMES(ddpspy_nvtx_names, DDPSPY_NVTX_COUNT, DDPSPY_NVTX_RANGES)
+NAMES(ddpspy_category_names, DDPSPY_CAT_COUNT, DDPSPY_CATEGORIES)
 
 const char *const ddpspy_event_names[DDPSPY_EV_COUNT] = {
 #define X(e, s, a, m) s,
