@@ -497,7 +497,10 @@ static int rd_modules(struct trace_file *f, const msgpack_object *m)
 	return 0;
 }
 
-static int rd_stacks(struct trace_file *f, const msgpack_object *m)
+/* A table record ("stacks", "names"): its "list" of [id, ...] entries, each handed to add with at
+ * least min elements and an integer id (others are skipped). -1 when malformed or add fails. */
+static int rd_table(struct trace_file *f, const msgpack_object *m, uint32_t min,
+		    int (*add)(struct trace_file *f, uint32_t id, const msgpack_object *e))
 {
 	const msgpack_object *l = get(m, "list");
 	if (!l || l->type != MSGPACK_OBJECT_ARRAY)
@@ -505,52 +508,52 @@ static int rd_stacks(struct trace_file *f, const msgpack_object *m)
 	for (uint32_t i = 0; i < l->via.array.size; i++) {
 		const msgpack_object *e = &l->via.array.ptr[i];
 		int64_t id;
-		if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 1 ||
-		    !as_int(&e->via.array.ptr[0], &id))
-			continue;
-		struct trace_stack *n = realloc(f->stacks, (f->nstacks + 1) * sizeof *n);
-		if (!n)
+		if (e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size >= min && as_int(&e->via.array.ptr[0], &id) &&
+		    add(f, (uint32_t)id, e) < 0)
 			return -1;
-		f->stacks = n;
-		struct trace_stack *s = &f->stacks[f->nstacks++];
-		s->id = (uint32_t)id;
-		s->n = e->via.array.size - 1;
-		s->ips = malloc((s->n + 1) * sizeof *s->ips);
-		for (uint32_t k = 0; s->ips && k < s->n; k++) {
-			int64_t ip = 0;
-			as_int(&e->via.array.ptr[k + 1], &ip);
-			s->ips[k] = (uint64_t)ip;
-		}
-		if (!s->ips)
-			s->n = 0;
 	}
 	return 0;
 }
 
-static int rd_names(struct trace_file *f, const msgpack_object *m)
+/* [id, ip0, ip1, ...] */
+static int add_stack(struct trace_file *f, uint32_t id, const msgpack_object *e)
 {
-	const msgpack_object *l = get(m, "list");
-	if (!l || l->type != MSGPACK_OBJECT_ARRAY)
+	struct trace_stack *n = realloc(f->stacks, (f->nstacks + 1) * sizeof *n);
+	if (!n)
 		return -1;
-	for (uint32_t i = 0; i < l->via.array.size; i++) {
-		const msgpack_object *e = &l->via.array.ptr[i];
-		int64_t id;
-		if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 2 || !as_int(&e->via.array.ptr[0], &id) ||
-		    e->via.array.ptr[1].type != MSGPACK_OBJECT_STR)
-			continue;
-		struct trace_name *n = realloc(f->names, (f->nnames + 1) * sizeof *n);
-		if (!n)
-			return -1;
-		f->names = n;
-		struct trace_name *t = &f->names[f->nnames];
-		t->id = (uint32_t)id;
-		t->len = e->via.array.ptr[1].via.str.size;
-		if (!(t->s = malloc(t->len + 1)))
-			return -1;
-		memcpy(t->s, e->via.array.ptr[1].via.str.ptr, t->len);
-		t->s[t->len] = 0;
-		f->nnames++;
+	f->stacks = n;
+	struct trace_stack *s = &f->stacks[f->nstacks++];
+	s->id = id;
+	s->n = e->via.array.size - 1;
+	s->ips = malloc((s->n + 1) * sizeof *s->ips);
+	for (uint32_t k = 0; s->ips && k < s->n; k++) {
+		int64_t ip = 0;
+		as_int(&e->via.array.ptr[k + 1], &ip);
+		s->ips[k] = (uint64_t)ip;
 	}
+	if (!s->ips)
+		s->n = 0;
+	return 0;
+}
+
+/* [id, string] */
+static int add_name(struct trace_file *f, uint32_t id, const msgpack_object *e)
+{
+	const msgpack_object *str = &e->via.array.ptr[1];
+	if (str->type != MSGPACK_OBJECT_STR)
+		return 0;
+	struct trace_name *n = realloc(f->names, (f->nnames + 1) * sizeof *n);
+	if (!n)
+		return -1;
+	f->names = n;
+	struct trace_name *t = &f->names[f->nnames];
+	t->id = id;
+	t->len = str->via.str.size;
+	if (!(t->s = malloc(t->len + 1)))
+		return -1;
+	memcpy(t->s, str->via.str.ptr, t->len);
+	t->s[t->len] = 0;
+	f->nnames++;
 	return 0;
 }
 
@@ -1139,11 +1142,11 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 				stop = v->on_thread && v->on_thread(v->ctx, f, th);
 			}
 		} else if (!strcmp(kind, DDPSPY_REC_STACKS)) {
-			bad = rd_stacks(f, m) < 0;
+			bad = rd_table(f, m, 1, add_stack) < 0;
 		} else if (!strcmp(kind, DDPSPY_REC_MODULES)) {
 			bad = rd_modules(f, m) < 0;
 		} else if (!strcmp(kind, DDPSPY_REC_NAMES)) {
-			bad = rd_names(f, m) < 0;
+			bad = rd_table(f, m, 2, add_name) < 0;
 		} else if (!strcmp(kind, DDPSPY_REC_GPU)) {
 			rd_gpu(f, m);
 		} else if (!strcmp(kind, DDPSPY_REC_LOSS)) {
