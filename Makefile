@@ -46,13 +46,13 @@ PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(B)/obj/%.o)
 COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/trace.c \
 	collector/json.c collector/analyze.c collector/kinds.c collector/stats.c collector/load.c \
 	collector/clocks.c collector/steps.c collector/split.c collector/findings.c collector/verdict.c \
-	collector/report.c collector/compare.c common/format.c
+	collector/report.c collector/compare.c collector/gpu.c common/format.c
 COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 
 SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13 $(B)/simgpu/libcuda.so.1 \
 	$(B)/simgpu/libnccl.so.2) \
 	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app $(B)/testapps/gpu_app_pt $(B)/testapps/gpu_app_static) \
-	$(if $(and $(HAVE_NCCL),$(NVCC)),$(B)/testapps/nccl_app) \
+	$(if $(and $(HAVE_NCCL),$(NVCC)),$(B)/testapps/nccl_app $(B)/libddpbench_gpu.so) \
 	$(if $(HAVE_CUDA),$(B)/testapps/cuda_c)
 
 TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
@@ -171,6 +171,9 @@ $(B)/testapps/gpu_app: testapps/gpu_app.cu
 $(B)/testapps/nccl_app: testapps/nccl_app.cu $(B)/simgpu/libnccl.so.2
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $< -Xlinker $(B)/simgpu/libnccl.so.2
+# the testbed's GPU half (ddpbench train --gpu dlopens it from its own directory)
+$(B)/libddpbench_gpu.so: testapps/ddpbench/gpu.cu testapps/ddpbench/ddpbench.h $(B)/simgpu/libnccl.so.2
+	$(NVCC) -O2 -std=c++17 -cudart shared -Xcompiler -fPIC -shared -o $@ $< -Xlinker $(B)/simgpu/libnccl.so.2
 $(B)/testapps/gpu_app_static: testapps/gpu_app.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -o $@ $<
@@ -204,7 +207,7 @@ $(B)/testapps/mpi_app: testapps/mpi_app.c
 	$(MPICC) $(BASE) -o $@ $<
 # the testbed: optimized like a real trainer's kernels would be
 $(B)/ddpbench: $(DDPBENCH_SRC) testapps/ddpbench/ddpbench.h include/ddpspy.h
-	$(MPICC) $(BASE) -O3 -ffast-math -o $@ $(DDPBENCH_SRC) -lm -lpthread
+	$(MPICC) $(BASE) -O3 -ffast-math -o $@ $(DDPBENCH_SRC) -lm -lpthread -ldl
 $(B)/testapps/libfakegloo.so: testapps/fakegloo.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -fPIC -shared -o $@ $<

@@ -11,6 +11,7 @@
 #include "../common/format.h"
 
 struct trace_clock;
+struct gpuproc;
 
 /* what a step's time is split into: the first four categories of common/format.h, whose names are
  * ddpspy_category_names */
@@ -57,6 +58,7 @@ struct proc {
 	struct trace_clock *clock; /* its clock conversion, for the second reading */
 	int damaged, ended;
 	char error[200];
+	struct gpuproc *gpu;   /* what CUPTI and the NCCL calls say of its device (gpu.c), NULL none */
 	struct thr *thr;
 	int nthr;
 	int train;             /* index of the training thread in thr, -1 none */
@@ -118,6 +120,44 @@ struct finding {
 	uint32_t nstrs;
 };
 
+/* A rank's device timeline, per analysed step, on GPU jobs (collector/gpu.c): what the device was
+ * busy with (in that order when several overlap) or, idle, what the training thread did */
+#define GPU_PARTS(X)                                                                     \
+	X(GP_COMPUTE, "compute")            /* compute kernels */                                \
+	X(GP_COPY, "copy")                  /* copies and sets other than input */               \
+	X(GP_COPY_IN, "copy_in")            /* host-to-device copies */                          \
+	X(GP_NCCL_WAIT, "nccl_wait")        /* NCCL kernels before the last rank's started */    \
+	X(GP_NCCL, "nccl_transfer")         /* NCCL kernels, the rest */                         \
+	X(GP_IDLE_DATA, "idle_data")        /* idle, the host waiting for input */               \
+	X(GP_IDLE_SYNC, "idle_sync")        /* idle, the host waiting for the device or after it */ \
+	X(GP_IDLE_LAUNCH, "idle_launch")    /* idle, the host launching kernels */               \
+	X(GP_IDLE_COMMS, "idle_comms")      /* idle, the host in a collective of its own (MPI, gloo) */ \
+	X(GP_IDLE_OTHER, "idle_other")      /* idle, the host doing anything else */             \
+	X(GP_IDLE_PAGEABLE, "idle_pageable") /* idle, the host held by a pageable copy or after it (in \
+	                                      * the contract's sync) */
+enum gpart {
+#define X(e, s) e,
+	GPU_PARTS(X)
+#undef X
+	GP_COUNT
+};
+extern const char *const an_gpart_names[GP_COUNT];
+
+struct gpustat {
+	int have;
+	double part[GP_COUNT];     /* ms per step */
+	double kernels, launches;  /* compute kernels, launch calls: per step */
+	double nccl_ms, nccl_bytes, nccl_calls; /* NCCL kernels per step: time (with waits), bytes, count */
+	double nccl_xfer_ms;       /* NCCL kernels per step: their time after the last rank's started */
+	double nccl_overlap_left_ms; /* on the compute stream: what overlapping backward would leave */
+	int nccl_on_compute;       /* NCCL kernels ran on a stream that also ran compute kernels */
+	double pageable_bytes, pageable_calls, pageable_ms; /* copies from or to pageable memory, per step */
+	double pinned_gbs;         /* the fastest copy from or to pinned memory of 1 MiB or more, 0 none */
+	double kernel_us_p50;      /* compute kernels' median duration */
+	int device;                /* the device its work ran on (the first one seen) */
+	int site;                  /* the training thread's longest wait for the device (an_gpu_site) */
+};
+
 struct rankinfo {
 	int rank;
 	struct proc *p;
@@ -127,6 +167,7 @@ struct rankinfo {
 	/* collectives on helper threads (p->bg), per step: their time (the union of their spans), and
 	 * the part of it the training thread kept computing through instead of waiting */
 	double bg_ms, bg_overlap;
+	struct gpustat gpu;        /* GPU jobs: the device's split */
 };
 
 #define MAX_FINDINGS 32
@@ -172,6 +213,16 @@ struct report_options {
 int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report_options *o,
 	char *err, size_t errlen);
 void analysis_free(struct analysis *a);
+
+/* GPU capture over the job (collector/gpu.c) */
+struct gpujob {
+	int any;               /* a rank recorded GPU capture's state or device work */
+	int ranks;             /* ranks with device work */
+	const char *capture;   /* "cupti" where some rank's capture was on, else "host-only" */
+	uint64_t dropped;      /* CUPTI's records lost (dropped by it, or buffers refused) */
+	double lead_us;        /* the most device work started before its launching call: clock error */
+};
+void an_gpu_job(const struct analysis *a, struct gpujob *j);
 
 /* report.c: shares as a JSON member {"compute", "data", "comms", "host"}, rounded to 1e-4 */
 struct json;

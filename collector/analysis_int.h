@@ -28,6 +28,8 @@ struct kind {
 };
 /* every kind's entry, built when the program starts (kinds.c), and one for unknown kinds */
 extern struct kind an_kinds[DDPSPY_EV_COUNT + 1];
+/* the position of argument name in kind's list (common/format.h), -1 when absent */
+int8_t an_argpos(int kind, const char *name);
 /* never NULL: a kind this collector does not know (a newer writer's) counts as host time */
 static inline const struct kind *an_kind(int kind)
 {
@@ -232,6 +234,35 @@ void an_split_free(struct analysis *a);
 /* rank r's waits for late ranks in step k: *n entries from the one returned */
 const struct wfrom *an_wfrom_step(const struct stepdata *sd, int r, size_t k, size_t *n);
 double an_wfrom(const struct stepdata *sd, int r, size_t k, int L);
+
+void an_wf_add(struct stepdata *sd, int r, size_t k, int L, double ms);
+void an_wf_sort(struct stepdata *sd, int r);
+
+/* ---- gpu.c: GPU jobs ----
+ * while loading: a CUPTI record of p's file (f: its string table), and its host events of the
+ * kinds gpu.c reads (NCCL calls and groups, CUDA copies and synchronizations); non-zero when out
+ * of memory. an_gpu_loaded resolves the stacks it keeps before f is closed. */
+struct trace_event;
+int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace_event *e);
+int an_gpu_host(struct proc *p, const struct trace_event *e, const struct ev *v);
+void an_gpu_loaded(struct proc *p, const struct trace_file *f);
+void an_gpu_free(struct proc *p);
+int an_gpu_ranks(const struct analysis *a); /* ranks with device work */
+/* p's NCCL kernels' ends on the job's clock so far, by collective (comm, seq): every rank's kernels
+ * of one collective end together (clocks.c); *out malloc'ed */
+struct gend {
+	int32_t comm, seq;
+	int64_t end;
+};
+size_t an_gpu_nccl_ends(const struct proc *p, struct gend **out);
+
+/* after the host split (split.c), before the critical path: the steps of ranks with device work
+ * split from the device's timeline instead */
+void an_gpu_split(struct analysis *a, struct stepdata *sd);
+/* p's call site i that waited for the device: its event kind's name (NULL: none), frames
+ * (innermost first, "module+0xoffset"), time, calls, kind, and what (cuda_sync "what", cuda_memcpy "dir") */
+const char *an_gpu_site(const struct proc *p, int i, const char *(*frames)[8], int *nframes, double *ms,
+			double *calls, int *kind, int *what);
 
 /* ---- findings.c: the findings, sorted by severity ---- */
 

@@ -1,6 +1,7 @@
 /* Clocks: every process's times moved onto one job clock, first by its CLOCK_REALTIME anchor,
- * then, for the ranks, by the offset the exits of blocking collectives show (every rank leaves
- * them together); a rank's input workers move with it. Also the job's span on that clock. */
+ * then, for the ranks, by the offset the ends of NCCL kernels (GPU jobs) or the exits of blocking
+ * collectives show (every rank leaves them together); a rank's input workers move with it. Also
+ * the job's span on that clock. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,8 +26,62 @@ static void shift_proc(struct proc *p, int64_t by)
 	}
 }
 
-/* Realtime anchors first; then each rank's offset from the exits of symmetric blocking
- * collectives, which all ranks leave within microseconds of each other. */
+/* workers share their rank's host clock */
+static void align_workers(struct analysis *a)
+{
+	for (int i = 0; i < a->nprocs; i++) {
+		struct proc *w = &a->procs[i];
+		if (w->role != DDPSPY_ROLE_WORKER)
+			continue;
+		for (int r = 0; r < a->nranks; r++)
+			if (a->ranks[r].p->pid == w->parent_pid && !strcmp(a->ranks[r].p->host, w->host))
+				shift_proc(w, a->ranks[r].p->offset);
+	}
+}
+
+/* Each rank's offset from the ends of its NCCL kernels, which every rank's kernels of one collective
+ * reach together (the device waits in them for the last rank, then they transfer alike): on GPU
+ * jobs, many more and cleaner than the host's few blocking calls. Returns the ranks refined. */
+static int align_nccl(struct analysis *a, double *worst)
+{
+	struct gend *ref, *e;
+	size_t nref = an_gpu_nccl_ends(a->ranks[0].p, &ref), refined = 0;
+	struct itab ends = { 0 };
+	for (size_t i = 0; i < nref; i++) {
+		struct inst *in = an_inst_get(&ends, ref[i].comm, ref[i].seq, 1);
+		if (in)
+			in->max_arr = ref[i].end;
+	}
+	free(ref);
+	for (int r = 1; ends.n && r < a->nranks; r++) {
+		size_t n = an_gpu_nccl_ends(a->ranks[r].p, &e), m = 0;
+		int64_t *d = malloc((n + 1) * sizeof *d);
+		for (size_t i = 0; d && i < n; i++) {
+			struct inst *in = an_inst_get(&ends, e[i].comm, e[i].seq, 0);
+			if (in)
+				d[m++] = e[i].end - in->max_arr;
+		}
+		free(e);
+		if (d && m >= 3) {
+			sort_n(d, m, sizeof *d, an_cmp_i64);
+			int64_t off = d[m / 2];
+			shift_proc(a->ranks[r].p, -off);
+			a->ranks[r].p->offset = -off;
+			for (size_t k = 0; k < m; k++)
+				d[k] = llabs(d[k] - off);
+			sort_n(d, m, sizeof *d, an_cmp_i64);
+			*worst = fmax(*worst, (double)d[m / 2] / 1e3);
+			refined++;
+		}
+		free(d);
+	}
+	free(ends.v);
+	return (int)refined;
+}
+
+/* Realtime anchors first; then each rank's offset from the ends of NCCL kernels where every rank
+ * has them, else from the exits of symmetric blocking collectives, which all ranks leave within
+ * microseconds of each other. */
 void an_align_clocks(struct analysis *a)
 {
 	for (int i = 0; i < a->nprocs; i++)
@@ -35,6 +90,18 @@ void an_align_clocks(struct analysis *a)
 	a->clock_residual_us = 0;
 	if (a->nranks < 2)
 		return;
+	double worst = 0;
+	if (align_nccl(a, &worst) == a->nranks - 1) {
+		a->clock_method = "nccl-kernel-end";
+		a->clock_residual_us = worst;
+		align_workers(a);
+		return;
+	}
+	for (int r = 1; r < a->nranks; r++) { /* (some rank had too few: back to the host's calls) */
+		shift_proc(a->ranks[r].p, -a->ranks[r].p->offset);
+		a->ranks[r].p->offset = 0;
+	}
+	worst = 0;
 	struct itab exits = { 0 };
 	/* reference: the lowest rank's exits, keyed by instance (collectives of any of its threads) */
 	struct proc *p0 = a->ranks[0].p;
@@ -49,7 +116,6 @@ void an_align_clocks(struct analysis *a)
 		}
 	if (!exits.n)
 		return;
-	double worst = 0;
 	int refined = 0;
 	for (int r = 1; r < a->nranks; r++) {
 		struct proc *p = a->ranks[r].p;
@@ -86,15 +152,7 @@ void an_align_clocks(struct analysis *a)
 	if (refined) {
 		a->clock_method = "collective-exit";
 		a->clock_residual_us = worst;
-		/* workers share their rank's host clock */
-		for (int i = 0; i < a->nprocs; i++) {
-			struct proc *w = &a->procs[i];
-			if (w->role != DDPSPY_ROLE_WORKER)
-				continue;
-			for (int r = 0; r < a->nranks; r++)
-				if (a->ranks[r].p->pid == w->parent_pid && !strcmp(a->ranks[r].p->host, w->host))
-					shift_proc(w, a->ranks[r].p->offset);
-		}
+		align_workers(a);
 	} else if (a->nhosts > 1) {
 		an_warn(a, "fewer than 3 blocking collectives to align clocks with: ranks on different hosts "
 			"are aligned by their CLOCK_REALTIME only");

@@ -27,6 +27,11 @@ static int8_t position(const char *args, const char *name)
 	return -1;
 }
 
+int8_t an_argpos(int kind, const char *name)
+{
+	return kind >= 0 && kind < DDPSPY_EV_COUNT ? position(ddpspy_event_args[kind], name) : -1;
+}
+
 __attribute__((constructor)) static void build(void)
 {
 	for (int k = 0; k <= DDPSPY_EV_COUNT; k++) {

@@ -219,6 +219,8 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	if (!t)
 		return 1;
 	c->last = (int)(t - c->p->thr);
+	if (an_gpu_host(c->p, e, v))
+		return 1;
 	/* paths: named by the call, or the latest one opened on its descriptor */
 	if (k->path >= 0) {
 		if (e->str)
@@ -249,6 +251,13 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	}
 	t->ev[t->n++] = *v;
 	return 0;
+}
+
+/* a CUPTI record: the device's timeline, kept whole (gpu.c) */
+static int on_gpu(void *ctx, struct trace_file *f, const struct trace_event *e)
+{
+	struct loadctx *c = ctx;
+	return c->keep && c->p->role == DDPSPY_ROLE_RANK ? an_gpu_record(c->p, f, e) : 0;
 }
 
 /* the index in p->dstat of path's directory, created when new; -1 when there is no room */
@@ -399,6 +408,7 @@ double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1)
 static void proc_free(struct proc *p)
 {
 	free(p->file);
+	an_gpu_free(p);
 	if (p->clock)
 		free(p->clock->calib);
 	free(p->clock);
@@ -433,10 +443,11 @@ static int load_file(struct analysis *a, const char *path)
 	p->binw = BIN_NS;
 	struct loadctx c = { .a = a, .p = p, .last = -1, .lo = INT64_MAX, .hi = INT64_MIN };
 	struct trace_visitor v = { .ctx = &c, .on_header = on_header, .on_identity = on_identity,
-				   .on_thread = on_thread, .on_event = on_event };
+				   .on_thread = on_thread, .on_event = on_event, .on_gpu = on_gpu };
 	int rc = trace_open(&f, path);
 	if (rc == 0)
 		rc = trace_read(&f, &v);
+	an_gpu_loaded(p, &f);
 	if (rc < 0 || !f.have_header) {
 		an_warn(a, "%s: unreadable (%s); left out", path, f.error[0] ? f.error : "no header");
 		trace_close(&f);

@@ -142,6 +142,16 @@ static void print_json(const struct analysis *a)
 	for (int i = 0; i < a->nwarnings; i++)
 		json_str(&j, NULL, a->warnings[i]);
 	json_close(&j);
+	struct gpujob gj;
+	an_gpu_job(a, &gj);
+	if (gj.any) {
+		json_obj(&j, "gpu");
+		json_int(&j, "ranks_with_gpu", gj.ranks);
+		json_str(&j, "capture", gj.capture);
+		json_int(&j, "dropped_records", (int64_t)gj.dropped);
+		json_num(&j, "clock_residual_us", round(gj.lead_us * 10) / 10);
+		json_close(&j);
+	}
 	json_close(&j);
 
 	json_obj(&j, "verdict");
@@ -178,6 +188,43 @@ static void print_json(const struct analysis *a)
 			json_obj(&j, "background_collectives");
 			json_num(&j, "ms_per_step", round(ri->bg_ms * 1000) / 1000);
 			json_num(&j, "overlapped_share", round(ri->bg_overlap * 10000) / 10000);
+			json_close(&j);
+		}
+		if (ri->gpu.have) {
+			/* the contract's shares of the device's step, then the same in ms per step */
+			const struct gpustat *g = &ri->gpu;
+			double all = 0;
+			for (int c = 0; c < GP_COUNT; c++)
+				all += g->part[c];
+#define SH(x) (all > 0 ? round((x) / all * 10000) / 10000 : 0)
+			double idle = g->part[GP_IDLE_DATA] + g->part[GP_IDLE_SYNC] + g->part[GP_IDLE_LAUNCH] +
+				      g->part[GP_IDLE_COMMS] + g->part[GP_IDLE_OTHER] + g->part[GP_IDLE_PAGEABLE];
+			json_obj(&j, "gpu");
+			json_int(&j, "device", g->device);
+			json_num(&j, "busy_share", SH(all - idle));
+			json_num(&j, "compute_share", SH(g->part[GP_COMPUTE]));
+			json_num(&j, "copy_share", SH(g->part[GP_COPY] + g->part[GP_COPY_IN]));
+			json_num(&j, "nccl_share", SH(g->part[GP_NCCL_WAIT] + g->part[GP_NCCL]));
+			json_num(&j, "nccl_wait_share", SH(g->part[GP_NCCL_WAIT]));
+			json_num(&j, "idle_share", SH(idle));
+			json_obj(&j, "idle_by_cause");
+			json_num(&j, "data", SH(g->part[GP_IDLE_DATA]));
+			json_num(&j, "sync", SH(g->part[GP_IDLE_SYNC] + g->part[GP_IDLE_PAGEABLE]));
+			json_num(&j, "launch", SH(g->part[GP_IDLE_LAUNCH]));
+			json_num(&j, "comms", SH(g->part[GP_IDLE_COMMS]));
+			json_num(&j, "other", SH(g->part[GP_IDLE_OTHER]));
+			json_close(&j);
+#undef SH
+			json_num(&j, "kernels_per_step", round(g->kernels * 10) / 10);
+			json_num(&j, "kernel_us_p50", round(g->kernel_us_p50 * 100) / 100);
+			json_num(&j, "launches_per_step", round(g->launches * 10) / 10);
+			json_num(&j, "nccl_kernels_per_step", round(g->nccl_calls * 10) / 10);
+			json_num(&j, "nccl_bytes_per_step", round(g->nccl_bytes));
+			json_num(&j, "pageable_copy_bytes_per_step", round(g->pageable_bytes));
+			json_obj(&j, "ms_per_step");
+			for (int c = 0; c < GP_COUNT; c++)
+				json_num(&j, an_gpart_names[c], round(g->part[c] * 1000) / 1000);
+			json_close(&j);
 			json_close(&j);
 		}
 		json_close(&j);
@@ -233,6 +280,28 @@ static void print_text(const struct analysis *a)
 			100 * ri->shares[CAT_COMMS], 100 * ri->shares[CAT_HOST], 100 * ri->wait_share, ri->late_p50);
 	}
 	fprintf(out, "(shares of each rank's own step; wait: in collectives before the last peer arrived)\n");
+	int gpu = 0;
+	for (int r = 0; r < a->nranks; r++)
+		gpu |= a->ranks[r].gpu.have;
+	if (gpu) {
+		fprintf(out, "\nrank  GPU: compute  copy  nccl (wait)   idle: data  sync launch comms other   kernels/step\n");
+		for (int r = 0; r < a->nranks; r++) {
+			const struct gpustat *g = &a->ranks[r].gpu;
+			double all = 0;
+			for (int c = 0; c < GP_COUNT; c++)
+				all += g->part[c];
+			if (!g->have || all <= 0)
+				continue;
+#define P(x) (100 * (x) / all)
+			fprintf(out, "%4d  %11.0f%% %4.0f%% %4.0f%% %5.0f%%  %10.0f%% %4.0f%% %5.0f%% %4.0f%% %4.0f%%   %12.0f\n",
+				a->ranks[r].rank, P(g->part[GP_COMPUTE]), P(g->part[GP_COPY] + g->part[GP_COPY_IN]),
+				P(g->part[GP_NCCL_WAIT] + g->part[GP_NCCL]), P(g->part[GP_NCCL_WAIT]), P(g->part[GP_IDLE_DATA]),
+				P(g->part[GP_IDLE_SYNC] + g->part[GP_IDLE_PAGEABLE]), P(g->part[GP_IDLE_LAUNCH]), P(g->part[GP_IDLE_COMMS]),
+				P(g->part[GP_IDLE_OTHER]), g->kernels);
+#undef P
+		}
+		fprintf(out, "(shares of the GPU's step: busy in the first that applies, else idle by what the host did then)\n");
+	}
 	for (int r = 0; r < a->nranks; r++) {
 		const struct rankinfo *ri = &a->ranks[r];
 		if (ri->p->bg)

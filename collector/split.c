@@ -99,9 +99,8 @@ static void add_span(struct rankstep *st, size_t nsteps, size_t *cur, int64_t t,
 	}
 }
 
-/* Steps from ddpspy_step_begin()/end() markers: each step runs from its begin to the next begin,
- * the last one to its end. Returns 0 when every rank has at least one whole step. */
-static void wf_add(struct stepdata *sd, int r, size_t k, int L, double ms)
+/* rank r waited ms in step k for late rank L (analysis_int.h's struct wfrom) */
+void an_wf_add(struct stepdata *sd, int r, size_t k, int L, double ms)
 {
 	/* the same step and late rank again: the latest entries, since events come in time order */
 	for (size_t i = sd->nwf[r]; i-- > 0 && sd->wf[r][i].k == k;)
@@ -124,6 +123,11 @@ static int cmp_wf(const void *x, const void *y)
 {
 	const struct wfrom *a = x, *b = y;
 	return a->k != b->k ? (a->k > b->k) - (a->k < b->k) : (a->L > b->L) - (a->L < b->L);
+}
+
+void an_wf_sort(struct stepdata *sd, int r)
+{
+	sort_n(sd->wf[r], sd->nwf[r], sizeof *sd->wf[r], cmp_wf);
 }
 
 const struct wfrom *an_wfrom_step(const struct stepdata *sd, int r, size_t k, size_t *n)
@@ -279,7 +283,7 @@ static int split_wait(struct split *s, const struct ev *e)
 			ri->steps[k].wait += wt;
 			g->rel->wait_sum += wt;
 			if (g->rel->late >= 0 && g->rel->late != s->r)
-				wf_add(s->sd, s->r, (size_t)k, g->rel->late, wt);
+				an_wf_add(s->sd, s->r, (size_t)k, g->rel->late, wt);
 		}
 		t = hi;
 	}
@@ -359,7 +363,7 @@ static int split_event(void *ctx, const struct ev *e)
 		ri->steps[k].wait += wt;
 		rel->wait_sum += wt;
 		if (rel->late >= 0 && rel->late != r)
-			wf_add(sd, r, (size_t)k, rel->late, wt);
+			an_wf_add(sd, r, (size_t)k, rel->late, wt);
 	}
 	if (e->seq >= 0 && (an_kind(e->kind)->m & DDPSPY_KM_COLL)) {
 		struct inst *in = an_inst_get(&sd->tab, e->comm, e->seq, 0);
@@ -451,7 +455,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, int r)
 	free(sp.seg);
 	if (sp.seen)
 		fold_at(&sp, NULL);
-	sort_n(sd->wf[r], sd->nwf[r], sizeof *sd->wf[r], cmp_wf);
+	an_wf_sort(sd, r);
 	for (size_t k = 0; k < N; k++) {
 		struct rankstep *st = &ri->steps[k];
 		double len = MS(st->t1 - st->t0), busy = st->cat[CAT_DATA] + st->cat[CAT_COMMS] + st->cat[CAT_HOST];
@@ -497,8 +501,11 @@ static void critical_path(struct analysis *a, struct stepdata *sd)
 					continue;
 				/* only what L's extra work explains is charged to it; a wait beyond that
 				 * is the collective's own cost (a rank whose previous collective finished
-				 * later, not one that worked longer) and stays comms */
-				wt = fmin(fmin(wt, sum), st->crit[CAT_COMMS]);
+				 * later, not one that worked longer) and stays comms. On a device the wait
+				 * is the skew of the NCCL kernels' starts, and the collectives before them
+				 * ended together: all of it is what L did since, charged in the proportions
+				 * of its extra work over the step */
+				wt = fmin(ri->gpu.have ? wt : fmin(wt, sum), st->crit[CAT_COMMS]);
 				st->crit[CAT_COMMS] -= wt;
 				for (int c = 0; c < CAT_COUNT; c++)
 					if (c != CAT_COMMS)
@@ -600,6 +607,7 @@ void an_split_steps(struct analysis *a)
 		return;
 	for (int r = 0; r < R; r++)
 		split_rank(a, sd, r);
+	an_gpu_split(a, sd);
 	critical_path(a, sd);
 	figures(a, sd);
 }

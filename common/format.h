@@ -287,7 +287,7 @@ enum ddpspy_category {
 	 * pushed around the call, which CUPTI's gpu_extcorr joins to the kernel it launched */      \
 	X(EV_NCCL_INIT, "nccl_init", "comm,comm_rank,nranks,ret", DDPSPY_CAT_COMMS)                 \
 	X(EV_NCCL_COLL, "nccl_coll", "op,comm,seq,bytes,root,peer,stream,ext,ret",               \
-	  DDPSPY_CAT_COMMS | DDPSPY_KM_ENQUEUES)                                                 \
+	  DDPSPY_CAT_COMMS | DDPSPY_KM_COLL | DDPSPY_KM_NONBLOCKING | DDPSPY_KM_ENQUEUES)         \
 	X(EV_NCCL_GROUP, "nccl_group", "begin,ext,ret", DDPSPY_CAT_COMMS)                         \
 	/* 2.2: the program's NVTX ranges and marks (a point each; DDPSPY_NVTX_RANGES) */          \
 	X(EV_NVTX, "nvtx", "range,id,domain,message", DDPSPY_CAT_NONE)

@@ -36,6 +36,38 @@ struct options {
 	int uniform_len;
 	uint64_t seed;
 	int markers;                   /* call ddpspy_step_begin/end around each step */
+	/* --gpu: the step's work on a GPU (gpu.cu) */
+	int gpu;
+	double gpu_ms;                 /* forward + backward + optimizer kernels per step */
+	double input_mb;               /* the batch as the GPU takes it (0: its own bytes) */
+	int pageable;                  /* copy it from pageable memory, not pinned */
+	int host_sync;                 /* read the loss back with a blocking copy every step */
+	int gpu_kernels;               /* kernels per layer and phase (launch-bound when many) */
+	double host_ms;                /* host work per step before enqueueing it */
+};
+
+/* The GPU half (gpu.cu, build/libddpbench_gpu.so), as ddpbench finds it with dlsym:
+ * "ddpbench_gpu", a struct gpu_ops. */
+enum { GPU_FORWARD, GPU_BACKWARD, GPU_OPTIMIZER };
+struct gpu_conf {
+	int rank, ws, local_rank;
+	size_t grad_floats, extra_floats, input_bytes;
+	int pageable, kernels, overlap;
+};
+#define GPU_OPS_VERSION 1
+struct gpu_ops {
+	int version;
+	int (*unique_id)(void *id, size_t len);          /* rank 0: the NCCL id's bytes, or -1 */
+	int (*init)(const struct gpu_conf *c, const void *id, char *err, size_t len);
+	void (*upload)(const void *src, size_t bytes);    /* the batch, host to device */
+	void (*kernel)(int phase, double ns);             /* GPU_*: ns of work on the compute stream */
+	void (*bucket)(size_t first, size_t count);       /* all-reduce this range of the gradients */
+	void (*grads_done)(void);                         /* the optimizer waits for the all-reduces */
+	void (*extra)(void);                              /* the extra all-reduce */
+	void (*barrier)(void);                            /* a barrier the host waits for */
+	void (*read_loss)(void);                          /* loss.item(): the host waits */
+	int (*end_step)(char *err, size_t len);           /* -1: a CUDA or NCCL call failed */
+	void (*finish)(void);
 };
 
 /* A gen-data directory, as described by its manifest. */

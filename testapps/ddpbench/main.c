@@ -44,7 +44,19 @@ static const char usage[] = USAGE_HEAD
 	"                          load in the training thread), delay (storage latency per batch)\n"
 	"  --slow-rank R           apply --slow-data on rank R only (default: every rank)\n"
 	"  --read-chunk B          bytes per read for small-reads (default 64)\n"
-	"  --read-delay-ms M       storage latency per batch for delay (default 20)\n";
+	"  --read-delay-ms M       storage latency per batch for delay (default 20)\n"
+	"GPU (MLP task; needs build/libddpbench_gpu.so, built by make sim where CUDA and nvcc are):\n"
+	"  --gpu                   the step's work as CUDA kernels, batches copied to the device,\n"
+	"                          buckets all-reduced with NCCL on a second stream (one GPU per rank)\n"
+	"  --gpu-ms M              forward + backward + optimizer kernel time per step (default 20)\n"
+	"  --input-mb M            the batch as the GPU takes it, copied every step (default: its bytes)\n"
+	"  --pageable              copy batches from pageable host memory instead of pinned\n"
+	"  --host-sync             read the loss back every step with a blocking copy (.item())\n"
+	"  --gpu-kernels K         split each layer's work into K kernels (launch-bound when large)\n"
+	"  --host-ms M             host work per step before enqueueing it (collation, Python): it\n"
+	"                          overlaps the device's work unless the host waits for the device\n"
+	"  (--straggler-slowdown stretches the straggler's kernels; --no-overlap all-reduces after\n"
+	"  backward on the compute stream; the other pathologies apply as on the CPU)\n";
 
 static int is_rank0(void)
 {
@@ -110,7 +122,8 @@ static int parse_train(int argc, char **argv, struct options *o)
 {
 	enum { O_DATA = 256, O_STEPS, O_WARMUP, O_BATCH, O_GBATCH, O_HIDDEN, O_LAYERS, O_BUCKET,
 		O_NOOVERLAP, O_WORKERS, O_PREFETCH, O_SEED, O_VARLEN, O_ULEN, O_BATCHING, O_BUDGET,
-		O_SRANK, O_SMS, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY, O_MARKERS, O_ACCUM };
+		O_SRANK, O_SMS, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY, O_MARKERS, O_ACCUM,
+		O_GPU, O_GPUMS, O_INPUT, O_PAGEABLE, O_HOSTSYNC, O_KERNELS, O_HOSTMS };
 	static const struct option opts[] = {
 		{ "data", 1, 0, O_DATA }, { "steps", 1, 0, O_STEPS }, { "warmup", 1, 0, O_WARMUP },
 		{ "batch", 1, 0, O_BATCH }, { "global-batch", 1, 0, O_GBATCH },
@@ -123,13 +136,16 @@ static int parse_train(int argc, char **argv, struct options *o)
 		{ "extra-allreduce-mb", 1, 0, O_EXTRA }, { "rank0-work-ms", 1, 0, O_R0 },
 		{ "slow-data", 1, 0, O_SLOWDATA }, { "slow-rank", 1, 0, O_SLOWRANK },
 		{ "read-chunk", 1, 0, O_CHUNK }, { "read-delay-ms", 1, 0, O_DELAY },
-		{ "markers", 0, 0, O_MARKERS }, { "accum", 1, 0, O_ACCUM },
+		{ "markers", 0, 0, O_MARKERS }, { "accum", 1, 0, O_ACCUM }, { "gpu", 0, 0, O_GPU },
+		{ "gpu-ms", 1, 0, O_GPUMS }, { "input-mb", 1, 0, O_INPUT }, { "pageable", 0, 0, O_PAGEABLE },
+		{ "host-sync", 0, 0, O_HOSTSYNC }, { "gpu-kernels", 1, 0, O_KERNELS }, { "host-ms", 1, 0, O_HOSTMS },
 		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
 	};
 	*o = (struct options){ .steps = 20, .warmup = 2, .batch = -1, .workers = 2, .prefetch = 2,
 		.bucket_mb = 1, .overlap = 1, .hidden = 512, .layers = -1, .straggler_rank = -1,
 		.straggler_slowdown = 1, .slow_rank = -1, .read_chunk = 64, .read_delay_ms = 20,
-		.seed = 1, .accum = 1 };
+		.seed = 1, .accum = 1, .gpu_ms = 20, .gpu_kernels = 1 };
+	int gpu_opts = 0;
 	int c, batching_set = 0;
 	double v;
 	optind = 1;
@@ -174,6 +190,13 @@ static int parse_train(int argc, char **argv, struct options *o)
 		case O_DELAY: bad = num(optarg, 0, 1e6, &o->read_delay_ms); break;
 		case O_MARKERS: o->markers = 1; break;
 		case O_ACCUM: bad = integer(optarg, 1, 1 << 16, &o->accum); break;
+		case O_GPU: o->gpu = 1; break;
+		case O_GPUMS: bad = num(optarg, 0.001, 1e6, &o->gpu_ms); gpu_opts = 1; break;
+		case O_INPUT: bad = num(optarg, 0.000001, 4096, &o->input_mb); gpu_opts = 1; break;
+		case O_PAGEABLE: o->pageable = gpu_opts = 1; break;
+		case O_HOSTSYNC: o->host_sync = gpu_opts = 1; break;
+		case O_KERNELS: bad = integer(optarg, 1, 1 << 20, &o->gpu_kernels); gpu_opts = 1; break;
+		case O_HOSTMS: bad = num(optarg, 0, 1e6, &o->host_ms); gpu_opts = 1; break;
 		case 'h': fputs(usage, stdout); return 1;
 		default:
 			if (is_rank0())
@@ -208,6 +231,10 @@ static int parse_train(int argc, char **argv, struct options *o)
 		conflict = "--straggler-rank needs --straggler-ms or --straggler-slowdown";
 	else if (o->slow_rank >= 0 && !o->slow_data)
 		conflict = "--slow-rank needs --slow-data";
+	else if (gpu_opts && !o->gpu)
+		conflict = "--gpu-ms, --input-mb, --pageable, --host-sync, --gpu-kernels and --host-ms need --gpu";
+	else if (o->gpu && o->task != TASK_MLP)
+		conflict = "--gpu runs the MLP task only (the token model has no GPU kernels)";
 	if (conflict) {
 		if (is_rank0())
 			fprintf(stderr, "ddpbench: %s\n", conflict);

@@ -2,15 +2,18 @@
  * they become ready (MPI_Iallreduce, progressed while backward continues), optimizer step, and
  * the injected pathologies. Every phase is timed with the testbed's own clock; rank 0 gathers
  * the per-step figures and prints the JSON summary as the last line of its stdout. */
+#include <dlfcn.h>
+#include <limits.h>
 #include <math.h>
 #include <mpi.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ddpbench.h"
 #include "../../include/ddpspy.h"
 
-enum { F_STEP, F_DATA, F_COMPUTE, F_COMM, F_HOST, F_SAMPLES, F_TOKENS, F_PADDED, NF };
+enum { F_STEP, F_DATA, F_COMPUTE, F_COMM, F_HOST, F_SAMPLES, F_TOKENS, F_PADDED, F_GPUWAIT, NF };
 
 struct inflight {
 	MPI_Request req[MAX_LAYERS];
@@ -104,9 +107,13 @@ static void summarize(const struct options *o, int ws, int batch, const double *
 	else
 		printf("\"tokens_per_s\": %.1f, \"token_imbalance\": %.4f, \"padded_imbalance\": %.4f, "
 			"\"padding_ratio\": %.4f, ", tps, imb / S, pimb / S, padded > 0 ? 1 - tokens / padded : 0);
-	printf("\"grad_bytes\": %zu, \"buckets\": %d, \"overlap\": %s, \"loss_first\": %.5f, "
-		"\"loss_last\": %.5f, \"ranks\": [", grad_bytes, buckets, o->overlap ? "true" : "false",
-		loss0, loss1);
+	printf("\"grad_bytes\": %zu, \"buckets\": %d, \"overlap\": %s, ", grad_bytes, buckets,
+		o->overlap ? "true" : "false");
+	/* on the GPU the kernels are a cost model: nothing is learnt */
+	if (o->gpu)
+		printf("\"device\": \"gpu\", \"loss_first\": null, \"loss_last\": null, \"ranks\": [");
+	else
+		printf("\"device\": \"cpu\", \"loss_first\": %.5f, \"loss_last\": %.5f, \"ranks\": [", loss0, loss1);
 	for (int r = 0; r < ws; r++) {
 		double m[NF] = { 0 };
 		for (int s = 0; s < S; s++)
@@ -115,6 +122,9 @@ static void summarize(const struct options *o, int ws, int batch, const double *
 		printf("%s{\"rank\": %d, \"step_ms\": %.3f, \"data_ms\": %.3f, \"compute_ms\": %.3f, "
 			"\"comm_ms\": %.3f, \"host_ms\": %.3f, \"samples_per_step\": %.2f, ", r ? ", " : "", r,
 			m[F_STEP], m[F_DATA], m[F_COMPUTE], m[F_COMM], m[F_HOST], m[F_SAMPLES]);
+		/* --gpu: compute_ms is the device's kernel time; the host's waits for the device apart */
+		if (o->gpu)
+			printf("\"gpu_wait_ms\": %.3f, ", m[F_GPUWAIT]);
 		if (mlp)
 			printf("\"tokens_per_step\": null, \"padded_tokens_per_step\": null, ");
 		else
@@ -128,6 +138,50 @@ static void summarize(const struct options *o, int ws, int batch, const double *
 	}
 	printf("]}\n");
 #undef AT
+}
+
+/* --gpu: the GPU half, next to the program (or where DDPBENCH_GPU_LIB says); NULL with why in err */
+static const struct gpu_ops *gpu_load(char *err, size_t len)
+{
+	char path[PATH_MAX];
+	const char *env = getenv("DDPBENCH_GPU_LIB");
+	ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
+	if (env && *env)
+		snprintf(path, sizeof path, "%s", env);
+	else if (n > 0) {
+		path[n] = 0;
+		char *slash = strrchr(path, '/');
+		strcpy(slash ? slash + 1 : path, "libddpbench_gpu.so");
+	} else
+		strcpy(path, "libddpbench_gpu.so");
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	const struct gpu_ops *g = h ? dlsym(h, "ddpbench_gpu") : NULL;
+	if (!g || g->version != GPU_OPS_VERSION) {
+		snprintf(err, len, "--gpu needs %s (make sim builds it where CUDA and nvcc are): %s", path,
+			h ? "not ddpbench's GPU library of this version" : dlerror());
+		return NULL;
+	}
+	return g;
+}
+
+/* The ns of GPU work of each phase: forward 30%, backward 60% of gpu_ms over the layers by their
+ * share of the parameters, the optimizer 10%; slowdown stretches them all. */
+struct gpu_plan {
+	double fwd[MAX_LAYERS], bwd[MAX_LAYERS], opt, ms;
+};
+
+static void gpu_plan(const struct options *o, struct model *m, double slowdown, struct gpu_plan *gp)
+{
+	int nl = model_layers(m);
+	double ns = o->gpu_ms * 1e6 * slowdown, total = (double)model_params(m);
+	for (int l = 0; l < nl; l++) {
+		size_t first, count;
+		model_layer_range(m, l, &first, &count);
+		gp->fwd[l] = 0.3 * ns * (double)count / total;
+		gp->bwd[l] = 0.6 * ns * (double)count / total;
+	}
+	gp->opt = 0.1 * ns;
+	gp->ms = ns / 1e6;
 }
 
 int train(const struct options *o, const struct dataset *ds)
@@ -161,6 +215,17 @@ int train(const struct options *o, const struct dataset *ds)
 		return 2;
 	}
 
+	const struct gpu_ops *G = NULL;
+	if (o->gpu) {
+		int found = (G = gpu_load(why, sizeof why)) != NULL, all;
+		MPI_Allreduce(&found, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+		if (!all) {
+			if (rank == 0)
+				fprintf(stderr, "ddpbench: %s\n", G ? "another rank has no GPU library" : why);
+			MPI_Finalize();
+			return 2;
+		}
+	}
 	struct model *m = model_new(o, ds);
 	struct loader *ld = m ? loader_start(o, ds, rank, ws, batch) : NULL;
 	int ok = ld != NULL, all_ok;
@@ -169,6 +234,29 @@ int train(const struct options *o, const struct dataset *ds)
 		if (!ok)
 			fprintf(stderr, "ddpbench: rank %d cannot start its input pipeline on %s\n", rank, ds->dir);
 		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+	size_t input_bytes = o->input_mb > 0 ? (size_t)(o->input_mb * 1048576) : (size_t)batch * ds->features * sizeof(float);
+	if (G) {
+		char id[256] = { 0 };
+		int idlen = rank == 0 ? G->unique_id(id, sizeof id) : 0;
+		MPI_Bcast(&idlen, 1, MPI_INT, 0, MPI_COMM_WORLD);
+		if (idlen < 0) {
+			if (rank == 0)
+				fprintf(stderr, "ddpbench: ncclGetUniqueId failed\n");
+			MPI_Abort(MPI_COMM_WORLD, 1);
+		}
+		MPI_Bcast(id, idlen, MPI_BYTE, 0, MPI_COMM_WORLD);
+		const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+		struct gpu_conf gc = { .rank = rank, .ws = ws, .local_rank = lr ? atoi(lr) : rank,
+			.grad_floats = model_params(m), .extra_floats = (size_t)(o->extra_allreduce_mb * 1048576) / sizeof(float),
+			.input_bytes = input_bytes, .pageable = o->pageable, .kernels = o->gpu_kernels, .overlap = o->overlap };
+		ok = G->init(&gc, id, why, sizeof why) == 0;
+		MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+		if (!all_ok) {
+			if (!ok)
+				fprintf(stderr, "ddpbench: rank %d: %s\n", rank, why);
+			MPI_Abort(MPI_COMM_WORLD, 1);
+		}
 	}
 
 	/* buckets in backward order: a bucket closes once it holds bucket_mb, at a layer boundary */
@@ -192,12 +280,15 @@ int train(const struct options *o, const struct dataset *ds)
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	float *extra = NULL;
 	size_t extra_n = (size_t)(o->extra_allreduce_mb * 1048576) / sizeof(float);
-	if (extra_n && !(extra = calloc(extra_n, sizeof(float))))
+	if (extra_n && !G && !(extra = calloc(extra_n, sizeof(float))))
 		MPI_Abort(MPI_COMM_WORLD, 1);
 
 	int total = o->warmup + o->steps;
 	double *rec = calloc((size_t)o->steps * NF, sizeof(double)), start = 0, loss0 = 0, loss1 = 0;
 	double slowdown = rank == o->straggler_rank ? o->straggler_slowdown : 1;
+	struct gpu_plan gp = { { 0 }, { 0 }, 0, 0 };
+	if (G)
+		gpu_plan(o, m, slowdown, &gp);
 	struct inflight fl;
 	for (int step = 0; step < total; step++) {
 		if (o->markers)
@@ -226,10 +317,29 @@ int train(const struct options *o, const struct dataset *ds)
 			tokens += (double)b->real_tokens;
 			padded += (double)b->n * b->len_max;
 
-			t = now_ms();
-			model_forward(m, b, slowdown);
 			fl.n = 0;
 			fl.ms = 0;
+			if (G) {
+				/* the host's own work on the batch (collation, Python), then the device's work,
+				 * whose time is the plan's: the host only enqueues it */
+				if (o->host_ms > 0) {
+					t = now_ms();
+					sleep_ms(o->host_ms);
+					v[F_HOST] += now_ms() - t;
+				}
+				G->upload(b->x, (size_t)b->n * ds->features * sizeof(float));
+				for (int l = 0; l < nl; l++)
+					G->kernel(GPU_FORWARD, gp.fwd[l]);
+				for (int l = nl - 1; l >= 0; l--) {
+					G->kernel(GPU_BACKWARD, gp.bwd[l]);
+					if (last && bucket_at[l] >= 0)
+						G->bucket(bfirst[bucket_at[l]], bcount[bucket_at[l]]);
+				}
+				v[F_COMPUTE] += (gp.ms - gp.opt / 1e6) / o->accum;
+				continue;
+			}
+			t = now_ms();
+			model_forward(m, b, slowdown);
 			for (int l = nl - 1; l >= 0; l--) {
 				model_backward_layer(m, l, slowdown, last && o->overlap ? progress : NULL, &fl);
 				if (o->accum > 1) {
@@ -256,7 +366,13 @@ int train(const struct options *o, const struct dataset *ds)
 		}
 		v[F_COMM] += fl.ms;
 		t = now_ms();
-		if (o->overlap)
+		if (G) {
+			G->grads_done();
+			G->kernel(GPU_OPTIMIZER, gp.opt);
+			v[F_COMPUTE] += gp.opt / 1e6;
+			if (extra_n)
+				G->extra();
+		} else if (o->overlap)
 			MPI_Waitall(fl.n, fl.req, MPI_STATUSES_IGNORE);
 		else
 			for (int k = 0; k < nb; k++)
@@ -264,8 +380,10 @@ int train(const struct options *o, const struct dataset *ds)
 					MPI_COMM_WORLD);
 		v[F_COMM] += now_ms() - t;
 		t = now_ms();
-		model_step(m, 1.0f / (float)(ws * o->accum));
-		v[F_COMPUTE] += now_ms() - t;
+		if (!G) {
+			model_step(m, 1.0f / (float)(ws * o->accum));
+			v[F_COMPUTE] += now_ms() - t;
+		}
 
 		if (extra) {
 			t = now_ms();
@@ -278,8 +396,22 @@ int train(const struct options *o, const struct dataset *ds)
 				sleep_ms(o->rank0_work_ms); /* stands in for logging, checkpoint bookkeeping */
 			double tb = now_ms();
 			v[F_HOST] += tb - t;
-			MPI_Barrier(MPI_COMM_WORLD);
+			if (G)
+				G->barrier();
+			else
+				MPI_Barrier(MPI_COMM_WORLD);
 			v[F_COMM] += now_ms() - tb;
+		}
+		if (G) {
+			/* the host's own waits for the device: the loss read back, the bound on running ahead */
+			t = now_ms();
+			if (o->host_sync)
+				G->read_loss();
+			if (G->end_step(why, sizeof why) != 0) {
+				fprintf(stderr, "ddpbench: rank %d, step %d: %s\n", rank, step, why);
+				MPI_Abort(MPI_COMM_WORLD, 1);
+			}
+			v[F_GPUWAIT] += now_ms() - t;
 		}
 		v[F_STEP] = now_ms() - t0;
 		if (o->markers)
@@ -293,6 +425,8 @@ int train(const struct options *o, const struct dataset *ds)
 		if (step >= o->warmup)
 			memcpy(rec + (size_t)(step - o->warmup) * NF, v, sizeof v);
 	}
+	if (G)
+		G->finish();
 	double elapsed = now_ms() - start;
 	loader_stop(ld);
 

@@ -6,18 +6,21 @@
  * time instead (docs/testing.md, "The simulated device"):
  *  - memory: device and pinned allocations are host memory, tracked so that a copy knows its
  *    direction and whether its host side is pinned; copies move the bytes for real, on a worker
- *    thread, and whatever waits for the device waits for them too;
+ *    thread, and whatever waits for the device waits for them too (SIMGPU_MOVE_BYTES=0: not at
+ *    all, for programs that never read what they copy);
  *  - streams: each has a timeline. Work enqueued on one starts when the stream is free, and not
  *    before the host enqueued it plus LAUNCH_NS; it lasts its modelled time: a kernel
  *    SIMGPU_KERNEL_US (default 20) or, by a substring of its (mangled) name, what
- *    SIMGPU_KERNELS="name=us,..." says; a copy COPY_NS plus its bytes at SIMGPU_PINNED_GBS (25)
+ *    SIMGPU_KERNELS="name=us,..." says ("name=arg": each launch's first argument, in ns); a copy COPY_NS plus its bytes at SIMGPU_PINNED_GBS (25)
  *    or, with pageable host memory, SIMGPU_PAGEABLE_GBS (6); device to device at 500 GB/s;
  *  - the legacy default stream waits for every blocking stream's work, and they for its; each
  *    thread's default stream (the _ptsz/_ptds entry points, cudaStreamPerThread) is blocking;
  *  - cudaMemcpy, and cudaMemcpyAsync from or to pageable memory, return when the copy ends;
  *    synchronize calls sleep until the work they wait for ends (CLOCK_MONOTONIC);
- *  - collectives (the NCCL stand-in's, simgpu.h) start when every rank agrees: work enqueued
- *    behind one is placed later, in order, by a device thread of the stand-in's own.
+ *  - collectives (the NCCL stand-in's, simgpu.h) transfer once every rank agrees: their kernel
+ *    runs from when its stream could start it (waiting for the last rank, as NCCL's kernels do)
+ *    to the transfer's end; work enqueued behind one is placed later, in order, by a device
+ *    thread of the stand-in's own.
  * The calls that do or wait for device work, the work and the waits are told, with their times and
  * correlation ids, to the CUPTI stand-in when one observes (simgpu.h). */
 #include <cuda_runtime_api.h>
@@ -306,9 +309,18 @@ static void *mover_main(void *arg)
 	return NULL;
 }
 
-/* queues a move (or does it now when that is impossible); under lock */
+/* queues a move (or does it now when that is impossible); under lock. SIMGPU_MOVE_BYTES=0: no
+ * bytes move at all, for programs that never read what they copy (the testbed's GPU mode), so
+ * that this machine's memory bandwidth does not stand in for the modelled copy's */
 static void move_later(void *dst, const void *src, size_t n, int set, int v)
 {
+	static int skip = -1;
+	if (skip < 0) {
+		const char *e = getenv("SIMGPU_MOVE_BYTES");
+		skip = e && !strcmp(e, "0");
+	}
+	if (skip)
+		return;
 	struct move *m = malloc(sizeof *m);
 	if (!mover_started && m)
 		mover_started = pthread_create(&mover, NULL, mover_main, NULL) == 0 ? 1 : -1;
@@ -500,7 +512,9 @@ static void *device_main(void *arg)
 			pthread_mutex_lock(&lock);
 			start = start > local ? start : local;
 			d->st->busy_until = start + d->coll->dur;
-			d->it.start = start;
+			/* as a real NCCL kernel: it runs from when its stream could start it, waiting in it
+			 * for the last rank, and ends when the transfer that begins then ends */
+			d->it.start = local;
 			d->it.end = start + d->coll->dur;
 			break;
 		}
@@ -857,7 +871,11 @@ struct CUkern_st {
 
 static struct CUkern_st *kernels;
 
-/* SIMGPU_KERNELS="substr=us,...": the first whose substring is in the name; else SIMGPU_KERNEL_US */
+#define ARG_NS UINT64_MAX /* a kernel's duration is its first argument's value */
+
+/* SIMGPU_KERNELS="substr=us,...": the first whose substring is in the name (us "arg": the
+ * kernel's first argument, a 64-bit count of ns, gives each launch's duration); else
+ * SIMGPU_KERNEL_US */
 static uint64_t kernel_ns(const char *name)
 {
 	const char *spec = getenv("SIMGPU_KERNELS");
@@ -870,7 +888,7 @@ static uint64_t kernel_ns(const char *name)
 			memcpy(sub, spec, sl);
 			sub[sl] = 0;
 			if (strstr(name, sub))
-				return (uint64_t)(strtod(eq + 1, NULL) * 1000);
+				return strncmp(eq + 1, "arg", 3) == 0 ? ARG_NS : (uint64_t)(strtod(eq + 1, NULL) * 1000);
 		}
 		spec += len + (spec[len] == ',');
 	}
@@ -958,17 +976,19 @@ cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun)
 	return cudaSuccess;
 }
 
-static cudaError_t launch(struct CUkern_st *k, dim3 grid, dim3 block, struct CUstream_st *st, int cbid)
+static cudaError_t launch(struct CUkern_st *k, dim3 grid, dim3 block, void **args, struct CUstream_st *st, int cbid)
 {
 	uint64_t t0 = api_begin();
-	if (!k)
+	if (!k || (k->ns == ARG_NS && (!args || !args[0])))
 		return api_end(cbid, t0, fail(cudaErrorInvalidDeviceFunction));
-	uint64_t no;
+	uint64_t no, ns = k->ns;
+	if (ns == ARG_NS)
+		memcpy(&ns, args[0], sizeof ns);
 	int told;
 	struct simgpu_item it = { .what = SIMGPU_KERNEL, .stream = st->id, .name = k->name,
 				  .grid = { grid.x, grid.y, grid.z }, .block = { block.x, block.y, block.z } };
 	pthread_mutex_lock(&lock);
-	work(st, k->ns, &it, NULL, &no, &told);
+	work(st, ns, &it, NULL, &no, &told);
 	pthread_mutex_unlock(&lock);
 	if (told)
 		tell(&it);
@@ -1006,27 +1026,27 @@ uint32_t simgpu_collective(void *stream, int per_thread, struct simgpu_coll *c)
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 			       cudaStream_t stream)
 {
-	return launch(kernel, gridDim, blockDim, stream_of(stream, 0), CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
+	return launch(kernel, gridDim, blockDim, args, stream_of(stream, 0), CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
 }
 
 cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 				    cudaStream_t stream)
 {
-	return launch(kernel, gridDim, blockDim, stream_of(stream, 1),
+	return launch(kernel, gridDim, blockDim, args, stream_of(stream, 1),
 		      CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000);
 }
 
 cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 			     cudaStream_t stream)
 {
-	return launch(kernel_of(func), gridDim, blockDim, stream_of(stream, 0),
+	return launch(kernel_of(func), gridDim, blockDim, args, stream_of(stream, 0),
 		      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
 }
 
 cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 				  cudaStream_t stream)
 {
-	return launch(kernel_of(func), gridDim, blockDim, stream_of(stream, 1),
+	return launch(kernel_of(func), gridDim, blockDim, args, stream_of(stream, 1),
 		      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000);
 }
 

@@ -359,9 +359,15 @@ CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
 {
 	if (!record_size(kind))
 		return CUPTI_ERROR_INVALID_KIND;
-	/* the program's cudart: the simulated one tells what it does, a real one nothing (no GPU) */
-	void (*observe_fn)(void (*)(const struct simgpu_item *)) =
-		(void (*)(void (*)(const struct simgpu_item *)))dlsym(RTLD_DEFAULT, "simgpu_observe");
+	/* the program's cudart: the simulated one tells what it does, a real one nothing (no GPU);
+	 * where a library loaded it RTLD_LOCAL (a dlopened module), by its name */
+	void *fn = dlsym(RTLD_DEFAULT, "simgpu_observe");
+	void *h = fn ? NULL : dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
+	if (h) {
+		fn = dlsym(h, "simgpu_observe");
+		dlclose(h);
+	}
+	void (*observe_fn)(void (*)(const struct simgpu_item *)) = (void (*)(void (*)(const struct simgpu_item *)))fn;
 	pthread_mutex_lock(&lock);
 	enabled |= 1ull << kind;
 	pthread_mutex_unlock(&lock);

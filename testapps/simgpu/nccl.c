@@ -17,6 +17,7 @@
  * simulated: ncclCommShrink, user buffers and windows, non-blocking communicators. ncclCommSplit makes
  * the communicators of each color from the colors and keys every rank leaves in the parent's segment. */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <nccl.h>
 #include <dlfcn.h>
@@ -176,6 +177,33 @@ static void sim_done(struct simgpu_coll *c)
 
 /* ---- enqueueing ---- */
 
+/* The kernel's name: SIMGPU_NCCL_KERNEL_PREFIX in place of "ncclDevKernel_" (NCCL before 2.19
+ * said ncclKernel_; a test names them so that only the correlation to the NCCL call tells them).
+ * Names stay valid as long as the program runs (simgpu.h): one copy of each, kept. */
+static const char *renamed(const char *name)
+{
+	static struct { const char *from; char *to; } seen[16];
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	const char *prefix = getenv("SIMGPU_NCCL_KERNEL_PREFIX"), *out = name;
+	if (!prefix || !*prefix)
+		return name;
+	pthread_mutex_lock(&mu);
+	int i = 0;
+	while (i < 16 && seen[i].from && seen[i].from != name)
+		i++;
+	if (i < 16 && !seen[i].from) {
+		size_t n = strlen(prefix) + strlen(name) + 1;
+		if ((seen[i].to = malloc(n))) {
+			snprintf(seen[i].to, n, "%s%s", prefix, name + strlen("ncclDevKernel_"));
+			seen[i].from = name;
+		}
+	}
+	if (i < 16 && seen[i].from)
+		out = seen[i].to;
+	pthread_mutex_unlock(&mu);
+	return out;
+}
+
 static ncclResult_t launch(const struct op *ops, int n)
 {
 	struct sim *s = calloc(1, sizeof *s + (size_t)n * sizeof *ops);
@@ -187,7 +215,7 @@ static ncclResult_t launch(const struct op *ops, int n)
 	memcpy(s->ops, ops, (size_t)n * sizeof *ops);
 	s->nops = n;
 	s->c = (struct simgpu_coll){ .start = sim_start, .done = sim_done, .dur = ops[0].dur,
-				     .name = p2p ? "ncclDevKernel_SendRecv" : ops[0].name, .grid = 2, .block = 640 };
+				     .name = renamed(p2p ? "ncclDevKernel_SendRecv" : ops[0].name), .grid = 2, .block = 640 };
 	collective(ops[0].stream, 0, &s->c);
 	return ncclSuccess;
 }

@@ -1,0 +1,922 @@
+/* GPU jobs: what CUPTI recorded of each rank's device (cupti/gpu.c) and its NCCL calls
+ * (preload/nccl.c), kept while loading, and each analysed step split from the device's timeline
+ * rather than from the training thread's calls, which on a GPU only enqueue work.
+ *
+ * A step on the device: the host's step boundaries (steps.c) mapped to the device as "when all
+ * the work enqueued before this host time ended", so that the device's steps tile its timeline
+ * as the host's tile the host's. Within a step every instant is one of (the first that applies):
+ * a compute kernel, a copy or set other than an input copy (compute); a host-to-device copy
+ * (data); an NCCL kernel (comms: its part before the last rank's kernel of the same collective
+ * started is a wait for that rank, the rest transfer); or idle, charged to what the training
+ * thread did then: waiting for input (data), in a call that waits for the device or right after
+ * one returned, which had let the device's queue run dry (host: sync), launching kernels back to
+ * back (host: launch), or anything else (host). NCCL kernels are known by name (ncclDevKernel_,
+ * ncclKernel_) and by correlation: the external id ddpspy pushes around each NCCL call (gpu_extcorr)
+ * names the call, whose communicator and sequence number match the same collective's kernels on
+ * every rank; kernels of renamed or unrecorded calls are matched by their order. */
+#include <inttypes.h>
+#include <stddef.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/format.h"
+#include "analysis_int.h"
+#include "trace.h"
+
+#define LAUNCH_RUN_NS 50000   /* launch calls closer than this are one run of launching */
+#define AFTER_SYNC_NS 200000  /* an idle gap that begins this soon after a wait for the device */
+#define SYNC_MIN_NS 20000     /* a copy call that held the host this long waited for the device */
+#define PAGEABLE_MIN 65536     /* a pageable copy this large costs bandwidth, not only a sync */
+#define EXT_KIND_DDPSPY 5     /* CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2 (cupti/gpu.c's EXT_KIND) */
+
+const char *const an_gpart_names[GP_COUNT] = {
+#define X(e, s) s,
+	GPU_PARTS(X)
+#undef X
+};
+
+enum { GW_COMPUTE, GW_COPY, GW_COPY_IN, GW_NCCL, GW_COUNT };
+
+struct gwork {            /* a kernel, copy or set */
+	int64_t t, d, launch; /* launch: its launching call's host time (t when unknown) */
+	int64_t bytes;
+	uint32_t corr, stream;
+	int32_t comm, seq;    /* NCCL kernels: their collective (seq -1 unknown) */
+	int8_t cls, pageable;
+};
+
+struct gapi {             /* a CUDA runtime or driver call, as CUPTI saw it */
+	int64_t t, d;
+	uint32_t corr;
+	int8_t launch;
+};
+
+struct gxc {              /* CUPTI's external correlation: the call corr ran inside ddpspy's ext */
+	uint32_t corr;
+	uint64_t ext;
+};
+
+struct gcall {            /* an NCCL call, or the end of a group, by the external id around it */
+	uint64_t ext;
+	int32_t comm, seq;
+	int64_t bytes;
+	int8_t op;
+};
+
+struct gsite {            /* a call site that waited for the device: thread, stack, kind */
+	int tid;
+	uint32_t stack;
+	int kind, what;
+	double ms, calls;
+	char frames[8][112];
+	int nframes;
+};
+
+#define MAX_SITES 16
+
+struct gpuproc {
+	struct gwork *w;
+	size_t nw, cw;
+	struct gapi *api;
+	size_t na, ca;
+	struct gxc *xc;
+	size_t nx, cx;
+	struct gcall *call;
+	size_t nc, cc;
+	int depth;            /* NCCL group nesting, and the group's first call */
+	size_t group_first;
+	struct gsite site[MAX_SITES];
+	int nsites;
+	uint64_t records;
+	int device;           /* the first kernel's device, -1 none yet */
+	/* the file's "gpu" record: capture's state and losses */
+	char state[16], why[160];
+	int64_t dropped, lead_ns;
+};
+
+static void identify(struct gpuproc *g);
+
+#define PUSH(arr, n, cap, val)                                                              \
+	do {                                                                                    \
+		if ((n) == (cap)) {                                                                 \
+			size_t c_ = (cap) ? (cap) * 2 : 256;                                            \
+			void *p_ = realloc((arr), c_ * sizeof *(arr));                                  \
+			if (!p_)                                                                        \
+				return 1;                                                                   \
+			(arr) = p_;                                                                     \
+			(cap) = c_;                                                                     \
+		}                                                                                   \
+		(arr)[(n)++] = (val);                                                               \
+	} while (0)
+
+/* argument positions of the kinds read here, from their names (common/format.h) */
+static struct {
+	int8_t k_device, k_stream, k_corr, k_kname, m_stream, m_corr, m_bytes, m_copy, m_src, m_dst, s_stream, s_corr, a_corr,
+		a_fn, x_kind, x_ext, x_corr, n_ext, g_begin, g_ext, c_dir, c_async, y_what;
+} P;
+
+__attribute__((constructor)) static void positions(void)
+{
+	P.k_device = an_argpos(DDPSPY_EV_GPU_KERNEL, "device");
+	P.k_stream = an_argpos(DDPSPY_EV_GPU_KERNEL, "stream");
+	P.k_corr = an_argpos(DDPSPY_EV_GPU_KERNEL, "corr");
+	P.k_kname = an_argpos(DDPSPY_EV_GPU_KERNEL, "kname");
+	P.m_stream = an_argpos(DDPSPY_EV_GPU_MEMCPY, "stream");
+	P.m_corr = an_argpos(DDPSPY_EV_GPU_MEMCPY, "corr");
+	P.m_bytes = an_argpos(DDPSPY_EV_GPU_MEMCPY, "bytes");
+	P.m_copy = an_argpos(DDPSPY_EV_GPU_MEMCPY, "copy");
+	P.m_src = an_argpos(DDPSPY_EV_GPU_MEMCPY, "src");
+	P.m_dst = an_argpos(DDPSPY_EV_GPU_MEMCPY, "dst");
+	P.s_stream = an_argpos(DDPSPY_EV_GPU_MEMSET, "stream");
+	P.s_corr = an_argpos(DDPSPY_EV_GPU_MEMSET, "corr");
+	P.a_corr = an_argpos(DDPSPY_EV_CUDA_API, "corr");
+	P.a_fn = an_argpos(DDPSPY_EV_CUDA_API, "fn");
+	P.x_kind = an_argpos(DDPSPY_EV_GPU_EXTCORR, "ext_kind");
+	P.x_ext = an_argpos(DDPSPY_EV_GPU_EXTCORR, "ext_id");
+	P.x_corr = an_argpos(DDPSPY_EV_GPU_EXTCORR, "corr");
+	P.n_ext = an_argpos(DDPSPY_EV_NCCL_COLL, "ext");
+	P.g_begin = an_argpos(DDPSPY_EV_NCCL_GROUP, "begin");
+	P.g_ext = an_argpos(DDPSPY_EV_NCCL_GROUP, "ext");
+	P.c_dir = an_argpos(DDPSPY_EV_CUDA_MEMCPY, "dir");
+	P.c_async = an_argpos(DDPSPY_EV_CUDA_MEMCPY, "async");
+	P.y_what = an_argpos(DDPSPY_EV_CUDA_SYNC, "what");
+}
+
+/* whether the string table entry id of f contains needle */
+static int name_has(const struct trace_file *f, int64_t id, const char *needle)
+{
+	const struct trace_name *n = id > 0 ? trace_name(f, (uint32_t)id) : NULL;
+	size_t l = strlen(needle);
+	for (uint32_t i = 0; n && i + l <= n->len; i++)
+		if (!memcmp(n->s + i, needle, l))
+			return 1;
+	return 0;
+}
+
+static struct gpuproc *gpu_of(struct proc *p)
+{
+	if (!p->gpu && (p->gpu = calloc(1, sizeof *p->gpu)))
+		p->gpu->device = -1;
+	return p->gpu;
+}
+
+int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace_event *e)
+{
+	struct gpuproc *g = gpu_of(p);
+	if (!g)
+		return 1;
+	g->records++;
+	struct gwork w = { .t = e->t_ns, .d = e->dur_ns, .launch = e->t_ns, .comm = -1, .seq = -1 };
+	switch (e->kind) {
+	case DDPSPY_EV_GPU_KERNEL: {
+		int64_t kn = an_arg(e, P.k_kname, 0);
+		w.corr = (uint32_t)an_arg(e, P.k_corr, 0);
+		w.stream = (uint32_t)an_arg(e, P.k_stream, 0);
+		w.cls = name_has(f, kn, "ncclDevKernel_") || name_has(f, kn, "ncclKernel_") ? GW_NCCL : GW_COMPUTE;
+		if (g->device < 0)
+			g->device = (int)an_arg(e, P.k_device, 0);
+		PUSH(g->w, g->nw, g->cw, w);
+		break;
+	}
+	case DDPSPY_EV_GPU_MEMCPY: {
+		int64_t copy = an_arg(e, P.m_copy, 0);
+		w.corr = (uint32_t)an_arg(e, P.m_corr, 0);
+		w.stream = (uint32_t)an_arg(e, P.m_stream, 0);
+		w.bytes = an_arg(e, P.m_bytes, 0);
+		w.cls = copy == DDPSPY_GCOPY_HTOD ? GW_COPY_IN : GW_COPY;
+		w.pageable = (copy == DDPSPY_GCOPY_HTOD && an_arg(e, P.m_src, 0) == DDPSPY_GMEM_PAGEABLE) ||
+			     (copy == DDPSPY_GCOPY_DTOH && an_arg(e, P.m_dst, 0) == DDPSPY_GMEM_PAGEABLE);
+		PUSH(g->w, g->nw, g->cw, w);
+		break;
+	}
+	case DDPSPY_EV_GPU_MEMSET:
+		w.corr = (uint32_t)an_arg(e, P.s_corr, 0);
+		w.stream = (uint32_t)an_arg(e, P.s_stream, 0);
+		w.cls = GW_COPY;
+		PUSH(g->w, g->nw, g->cw, w);
+		break;
+	case DDPSPY_EV_CUDA_API: {
+		struct gapi a = { e->t_ns, e->dur_ns, (uint32_t)an_arg(e, P.a_corr, 0),
+				  (int8_t)name_has(f, an_arg(e, P.a_fn, 0), "Launch") };
+		PUSH(g->api, g->na, g->ca, a);
+		break;
+	}
+	case DDPSPY_EV_GPU_EXTCORR:
+		if (an_arg(e, P.x_kind, 0) == EXT_KIND_DDPSPY) {
+			struct gxc x = { (uint32_t)an_arg(e, P.x_corr, 0), (uint64_t)an_arg(e, P.x_ext, 0) };
+			PUSH(g->xc, g->nx, g->cx, x);
+		}
+		break;
+	}
+	return 0;
+}
+
+/* a call site that waited for the device: the same thread and stack add up */
+static void add_site(struct gpuproc *g, const struct trace_event *e, int what)
+{
+	int i = 0;
+	while (i < g->nsites && !(g->site[i].tid == e->tid && g->site[i].stack == e->stack && g->site[i].kind == e->kind))
+		i++;
+	if (i == MAX_SITES) { /* full: the smallest goes */
+		i = 0;
+		for (int k = 1; k < MAX_SITES; k++)
+			if (g->site[k].ms < g->site[i].ms)
+				i = k;
+		if (g->site[i].ms > MS(e->dur_ns))
+			return;
+		memset(&g->site[i], 0, sizeof g->site[i]);
+	} else if (i == g->nsites) {
+		g->nsites++;
+	}
+	struct gsite *s = &g->site[i];
+	s->tid = e->tid;
+	s->stack = e->stack;
+	s->kind = e->kind;
+	s->what = what;
+	s->ms += MS(e->dur_ns);
+	s->calls++;
+}
+
+int an_gpu_host(struct proc *p, const struct trace_event *e, const struct ev *v)
+{
+	if (e->kind != DDPSPY_EV_NCCL_COLL && e->kind != DDPSPY_EV_NCCL_GROUP && e->kind != DDPSPY_EV_CUDA_SYNC &&
+	    e->kind != DDPSPY_EV_CUDA_MEMCPY)
+		return 0;
+	struct gpuproc *g = gpu_of(p);
+	if (!g)
+		return 1;
+	if (e->kind == DDPSPY_EV_NCCL_COLL) {
+		struct gcall c = { (uint64_t)an_arg(e, P.n_ext, 0), v->comm, v->seq, v->bytes, v->op };
+		PUSH(g->call, g->nc, g->cc, c);
+	} else if (e->kind == DDPSPY_EV_NCCL_GROUP) {
+		/* a group's calls launch at its end, under the end's external id: that id names the
+		 * group's first collective (its kernel's place in the sequence) and all its bytes */
+		if (an_arg(e, P.g_begin, 0)) {
+			if (g->depth++ == 0)
+				g->group_first = g->nc;
+		} else if (g->depth > 0 && --g->depth == 0 && g->nc > g->group_first) {
+			struct gcall c = g->call[g->group_first];
+			c.ext = (uint64_t)an_arg(e, P.g_ext, 0);
+			c.bytes = 0;
+			for (size_t i = g->group_first; i < g->nc; i++)
+				c.bytes += g->call[i].bytes > 0 ? g->call[i].bytes : 0;
+			PUSH(g->call, g->nc, g->cc, c);
+		}
+	} else if (e->kind == DDPSPY_EV_CUDA_SYNC) {
+		add_site(g, e, (int)an_arg(e, P.y_what, -1));
+	} else if (!an_arg(e, P.c_async, 1) || e->dur_ns >= SYNC_MIN_NS) {
+		add_site(g, e, (int)an_arg(e, P.c_dir, -1));
+	}
+	return 0;
+}
+
+void an_gpu_loaded(struct proc *p, const struct trace_file *f)
+{
+	if (f->gpu.have && gpu_of(p)) {
+		snprintf(p->gpu->state, sizeof p->gpu->state, "%s", f->gpu.state);
+		snprintf(p->gpu->why, sizeof p->gpu->why, "%.159s", f->gpu.why);
+		p->gpu->dropped = f->gpu.dropped + f->gpu.refused;
+		p->gpu->lead_ns = f->gpu.lead_ns;
+	}
+	struct gpuproc *g = p->gpu;
+	if (g)
+		identify(g);
+	for (int i = 0; g && i < g->nsites; i++) {
+		struct gsite *s = &g->site[i];
+		const struct trace_stack *st = s->stack ? trace_stack(f, s->stack) : NULL;
+		for (uint32_t k = 0; st && k < st->n && s->nframes < 8; k++) {
+			const struct trace_module *m = trace_module_of(f, st->ips[k]);
+			const char *base = m && m->path ? strrchr(m->path, '/') : NULL;
+			if (m)
+				snprintf(s->frames[s->nframes++], sizeof s->frames[0], "%s+0x%" PRIx64,
+					 base ? base + 1 : m->path ? m->path : "?", st->ips[k] - m->bias);
+			else
+				snprintf(s->frames[s->nframes++], sizeof s->frames[0], "0x%" PRIx64, st->ips[k]);
+		}
+	}
+}
+
+void an_gpu_free(struct proc *p)
+{
+	struct gpuproc *g = p->gpu;
+	if (!g)
+		return;
+	free(g->w);
+	free(g->api);
+	free(g->xc);
+	free(g->call);
+	free(g);
+	p->gpu = NULL;
+}
+
+/* ---- the split ---- */
+
+static int cmp_api_corr(const void *x, const void *y)
+{
+	const struct gapi *a = x, *b = y;
+	return (a->corr > b->corr) - (a->corr < b->corr);
+}
+
+static int cmp_api_t(const void *x, const void *y)
+{
+	const struct gapi *a = x, *b = y;
+	return (a->t > b->t) - (a->t < b->t);
+}
+
+static int cmp_xc(const void *x, const void *y)
+{
+	const struct gxc *a = x, *b = y;
+	return (a->corr > b->corr) - (a->corr < b->corr);
+}
+
+static int cmp_call(const void *x, const void *y)
+{
+	const struct gcall *a = x, *b = y;
+	return (a->ext > b->ext) - (a->ext < b->ext);
+}
+
+static int cmp_launch(const void *x, const void *y)
+{
+	const struct gwork *a = x, *b = y;
+	return (a->launch > b->launch) - (a->launch < b->launch);
+}
+
+/* Each work's launch time, and NCCL kernels' collectives (by the call's external id, else by
+ * their order), once the file is read; times on the process's own clock. */
+static void identify(struct gpuproc *g)
+{
+	sort_n(g->api, g->na, sizeof *g->api, cmp_api_corr);
+	sort_n(g->xc, g->nx, sizeof *g->xc, cmp_xc);
+	sort_n(g->call, g->nc, sizeof *g->call, cmp_call);
+	int32_t order = 0;
+	for (size_t i = 0; i < g->nw; i++) {
+		struct gwork *w = &g->w[i];
+		struct gapi ka = { .corr = w->corr };
+		const struct gapi *a = w->corr ? bsearch(&ka, g->api, g->na, sizeof *g->api, cmp_api_corr) : NULL;
+		w->launch = a ? a->t : w->t;
+		struct gxc kx = { .corr = w->corr };
+		const struct gxc *x = w->corr ? bsearch(&kx, g->xc, g->nx, sizeof *g->xc, cmp_xc) : NULL;
+		struct gcall kc = { .ext = x ? x->ext : 0 };
+		const struct gcall *c = x ? bsearch(&kc, g->call, g->nc, sizeof *g->call, cmp_call) : NULL;
+		if (c && w->cls == GW_COMPUTE)
+			w->cls = GW_NCCL; /* a kernel an NCCL call launched, whatever its name */
+		if (w->cls != GW_NCCL)
+			continue;
+		if (c) {
+			w->comm = c->comm;
+			w->seq = c->seq;
+			w->bytes = c->bytes;
+		} else { /* by order, in a sequence of their own */
+			w->comm = INT32_MIN;
+			w->seq = order++;
+		}
+	}
+	sort_n(g->api, g->na, sizeof *g->api, cmp_api_t);
+	sort_n(g->w, g->nw, sizeof *g->w, cmp_launch);
+}
+
+/* times onto the job's clock (after clocks.c), once */
+static void place(struct proc *p)
+{
+	struct gpuproc *g = p->gpu;
+	for (size_t i = 0; i < g->nw; i++) {
+		g->w[i].t += p->shift;
+		g->w[i].launch += p->shift;
+	}
+	for (size_t i = 0; i < g->na; i++)
+		g->api[i].t += p->shift;
+}
+
+size_t an_gpu_nccl_ends(const struct proc *p, struct gend **out)
+{
+	const struct gpuproc *g = p->gpu;
+	size_t n = 0;
+	*out = NULL;
+	for (size_t i = 0; g && i < g->nw; i++)
+		n += g->w[i].cls == GW_NCCL && g->w[i].seq >= 0;
+	if (!n || !(*out = malloc(n * sizeof **out)))
+		return 0;
+	n = 0;
+	for (size_t i = 0; i < g->nw; i++)
+		if (g->w[i].cls == GW_NCCL && g->w[i].seq >= 0)
+			(*out)[n++] = (struct gend){ g->w[i].comm == INT32_MIN ? -7 : g->w[i].comm, g->w[i].seq,
+						     g->w[i].t + g->w[i].d + p->shift };
+	return n;
+}
+
+/* In n elements of size bytes from base, sorted by the int64_t at byte offset off: the first whose
+ * value is t or more (n when none). */
+static size_t first_at(const void *base, size_t n, size_t size, size_t off, int64_t t)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t m = (lo + hi) / 2;
+		int64_t v;
+		memcpy(&v, (const char *)base + m * size + off, sizeof v);
+		if (v < t)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return lo;
+}
+
+/* when all the work launched before host time t ended: ends[] is the running maximum of the
+ * works' ends in launch order */
+static int64_t drained(const struct gwork *w, const int64_t *ends, size_t n, int64_t t)
+{
+	size_t i = first_at(w, n, sizeof *w, offsetof(struct gwork, launch), t);
+	return i ? ends[i - 1] : INT64_MIN;
+}
+
+/* a boundary in the sweep: a work or host interval starts (+1) or ends (-1) */
+enum { H_DATA = GW_COUNT, H_PAGEABLE, H_SYNC, H_LAUNCH, H_COMMS, NLANE };
+struct edge {
+	int64_t t;
+	int8_t lane, delta;
+	int32_t wait;  /* NCCL, on +1: the ns from its start that are a wait for the last rank ... */
+	int32_t late;  /* ... that rank */
+};
+
+static int cmp_edge(const void *x, const void *y)
+{
+	const struct edge *a = x, *b = y;
+	return a->t != b->t ? (a->t > b->t) - (a->t < b->t) : (a->delta > b->delta) - (a->delta < b->delta);
+}
+
+struct hostlanes {
+	struct edge *e;
+	size_t n, cap;
+	const int64_t *page;   /* launch times of copies from or to pageable memory, in order */
+	size_t npage;
+};
+
+static int add_edge(struct hostlanes *h, int64_t t, int64_t d, int lane)
+{
+	if (d <= 0)
+		return 0;
+	if (h->n + 2 > h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 1024;
+		struct edge *n = realloc(h->e, cap * sizeof *n);
+		if (!n)
+			return 1;
+		h->e = n;
+		h->cap = cap;
+	}
+	h->e[h->n++] = (struct edge){ t, (int8_t)lane, 1, 0, -1 };
+	h->e[h->n++] = (struct edge){ t + d, (int8_t)lane, -1, 0, -1 };
+	return 0;
+}
+
+/* the training thread's waits for input and for the device, from its calls */
+static int host_event(void *ctx, const struct ev *e)
+{
+	struct hostlanes *h = ctx;
+	int c = an_category(e);
+	if (c == CAT_DATA)
+		return add_edge(h, e->t, e->d, H_DATA);
+	if (e->kind == DDPSPY_EV_CUDA_MEMCPY && e->d >= SYNC_MIN_NS) {
+		/* held by a copy: one of pageable memory if such a copy was launched inside the call */
+		size_t i = first_at(h->page, h->npage, sizeof *h->page, 0, e->t);
+		return add_edge(h, e->t, e->d, i < h->npage && h->page[i] < e->t + e->d ? H_PAGEABLE : H_SYNC);
+	}
+	if (e->kind == DDPSPY_EV_CUDA_SYNC)
+		return add_edge(h, e->t, e->d, H_SYNC);
+	/* a collective of the host's own (MPI, gloo; NCCL's calls only enqueue) */
+	if (c == CAT_COMMS && !(an_kind(e->kind)->m & DDPSPY_KM_ENQUEUES) && e->d >= SYNC_MIN_NS)
+		return add_edge(h, e->t, e->d, H_COMMS);
+	return 0;
+}
+
+/* the instance of NCCL kernel w in the job's table of device collectives */
+static struct inst *ginst(struct itab *t, const struct gwork *w, int create)
+{
+	/* (kernels matched by order: a sequence that no communicator's numbers reach) */
+	return w->seq >= 0 ? an_inst_get(t, w->comm == INT32_MIN ? -7 : w->comm, w->seq, create) : NULL;
+}
+
+/* the step of bounds b (2 per step, in order) that holds t, -1 none */
+static long step_of(const int64_t *b, size_t N, int64_t t)
+{
+	size_t k = first_at(b + 1, N, 2 * sizeof *b, 0, t + 1); /* the first step ending after t */
+	return k < N && b[2 * k] <= t ? (long)k : -1;
+}
+
+/* Rank r's steps split from its device's timeline (the file comment): ri->steps' bounds become
+ * the device's, their categories, waits and lateness the device's. */
+/* the streams that run compute kernels (at most 64), into cs; returns how many */
+static int compute_streams(const struct gpuproc *g, uint32_t *cs)
+{
+	int ncs = 0;
+	for (size_t i = 0; i < g->nw; i++) {
+		int j = 0;
+		while (j < ncs && cs[j] != g->w[i].stream)
+			j++;
+		if (g->w[i].cls == GW_COMPUTE && j == ncs && ncs < 64)
+			cs[ncs++] = g->w[i].stream;
+	}
+	return ncs;
+}
+
+/* Rank r's device step bounds (b: 2 per step): each of its host's step bounds mapped to when the
+ * computation enqueued before it ended on its device (before the first work: the first work's
+ * start). NCCL's own streams run behind the computation: a step ends when its computation does,
+ * and a collective still running then is exposed in the next. Returns -1 when out of memory. */
+static int bounds(const struct rankinfo *ri, size_t N, int64_t *b)
+{
+	const struct gpuproc *g = ri->p->gpu;
+	size_t nw = g->nw;
+	int64_t *ends = malloc((nw + 1) * sizeof *ends);
+	if (!ends)
+		return -1;
+	uint32_t cs[64];
+	int ncs = compute_streams(g, cs);
+	int64_t run = INT64_MIN;
+	for (size_t i = 0; i < nw; i++) {
+		int j = 0;
+		while (j < ncs && cs[j] != g->w[i].stream)
+			j++;
+		if (!ncs || j < ncs)
+			run = g->w[i].t + g->w[i].d > run ? g->w[i].t + g->w[i].d : run;
+		ends[i] = run;
+	}
+	for (size_t k = 0; k < N; k++) {
+		int64_t t0 = drained(g->w, ends, nw, ri->steps[k].t0), t1 = drained(g->w, ends, nw, ri->steps[k].t1);
+		if (t0 == INT64_MIN) {
+			t0 = INT64_MAX;
+			for (size_t i = 0; i < nw; i++)
+				if (g->w[i].launch >= ri->steps[k].t0 && g->w[i].launch < ri->steps[k].t1 && g->w[i].t < t0)
+					t0 = g->w[i].t;
+		}
+		b[2 * k] = t0;
+		b[2 * k + 1] = t1 > t0 ? t1 : t0;
+	}
+	free(ends);
+	return 0;
+}
+
+/* For NCCL kernels run on the compute stream: how much of them would still be exposed were they
+ * started, on a stream of their own, as soon as backward produced their bytes; in ms per step.
+ * Per step, in launch order since the step's input copy: a collective launched after compute
+ * position T (the computation so far) is ready at T; several launched together after the same
+ * T are spread evenly by bytes over the computation since the collectives before them, or since
+ * backward began (two thirds of the computation up to the last collective: the forward:backward
+ * rule of dense layers). They run one at a time for their measured transfer time (after the last
+ * rank's kernel started); what runs past the last collective's position is left exposed. */
+struct ocoll {
+	double at, bytes, x; /* compute position (ns), bytes, transfer (ns) */
+};
+
+static double overlap_step(const struct ocoll *c, int n)
+{
+	double last = c[n - 1].at, from = last / 3, tn = 0;
+	for (int i = 0; i < n;) {
+		int j = i;
+		double run = 0, cum = 0;
+		while (j < n && c[j].at == c[i].at)
+			run += c[j++].bytes;
+		for (int q = i; q < j; q++) {
+			cum += c[q].bytes;
+			double ready = c[i].at > from ? from + (c[i].at - from) * (run > 0 ? cum / run : 1) : c[i].at;
+			tn = (ready > tn ? ready : tn) + c[q].x;
+		}
+		from = c[i].at;
+		i = j;
+	}
+	return tn > last ? tn - last : 0;
+}
+
+static double overlap_left(const struct gpuproc *g, struct itab *tab, const int64_t *b, size_t N)
+{
+	enum { MAXC = 256 };
+	struct ocoll c[MAXC];
+	double total = 0, pos = 0, steps = 0;
+	long cur = -1;
+	int nc = 0;
+	for (size_t i = 0; i <= g->nw; i++) {
+		const struct gwork *w = i < g->nw ? &g->w[i] : NULL;
+		long k = w ? step_of(b, N, w->t) : -2;
+		if (k != cur) {
+			if (cur >= 0 && nc) {
+				total += MS(overlap_step(c, nc));
+				steps++;
+			}
+			cur = k;
+			pos = 0;
+			nc = 0;
+		}
+		if (!w || k < 0)
+			continue;
+		if (w->cls == GW_COPY_IN && !nc) {
+			pos = 0; /* the batch's copy: forward starts after it */
+		} else if (w->cls == GW_COMPUTE) {
+			pos += (double)w->d;
+		} else if (w->cls == GW_NCCL && nc < MAXC) {
+			struct inst *in = ginst(tab, w, 0);
+			int64_t wt = in && in->n > 1 && in->max_arr > w->t ? in->max_arr - w->t : 0;
+			c[nc++] = (struct ocoll){ pos, (double)(w->bytes > 0 ? w->bytes : 1), (double)(w->d - (wt < w->d ? wt : w->d)) };
+		}
+	}
+	return steps ? total / steps : 0;
+}
+
+/* Rank r's steps split from its device's timeline within the job's device step bounds b (the file
+ * comment): ri->steps' bounds become b, their categories, waits and lateness the device's. */
+static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab, int r, const int64_t *b)
+{
+	struct rankinfo *ri = &a->ranks[r];
+	struct proc *p = ri->p;
+	struct gpuproc *g = p->gpu;
+	size_t N = sd->K, nw = g->nw;
+	double *kus = NULL;
+	struct hostlanes h = { 0 };
+	free(sd->late[r]);
+	sd->late[r] = malloc((nw + 1) * sizeof **sd->late);
+	sd->nlate[r] = 0;
+	int64_t host0 = ri->steps[0].t0, host1 = ri->steps[N - 1].t1;
+	/* the edges: device work, the training thread's waits, runs of launch calls */
+	int64_t *page = malloc((nw + 1) * sizeof *page);
+	if (!page)
+		goto out;
+	for (size_t i = 0; i < nw; i++) /* (a few bytes read back, a loss's .item(), are a sync) */
+		if (g->w[i].pageable && g->w[i].bytes >= PAGEABLE_MIN)
+			page[h.npage++] = g->w[i].launch;
+	h.page = page;
+	int rc = an_stream_train(p, host_event, &h);
+	free(page);
+	if (rc < 0)
+		an_warn(a, "%s: could not be read a second time; rank %d's idle device time is not attributed", p->file,
+			ri->rank);
+	for (size_t i = 0; i < g->na;) {
+		if (!g->api[i].launch) {
+			i++;
+			continue;
+		}
+		int64_t t0 = g->api[i].t, t1 = g->api[i].t + g->api[i].d;
+		size_t j = i + 1;
+		for (; j < g->na && g->api[j].t - t1 <= LAUNCH_RUN_NS; j++)
+			if (g->api[j].launch)
+				t1 = g->api[j].t + g->api[j].d > t1 ? g->api[j].t + g->api[j].d : t1;
+		/* (a run of one call is its own time) */
+		if (add_edge(&h, t0, t1 - t0, H_LAUNCH))
+			goto out;
+		i = j;
+	}
+	struct gpustat *gs = &ri->gpu;
+	gs->device = g->device;
+	kus = malloc((nw + 1) * sizeof *kus);
+	for (size_t i = 0; i < nw; i++) {
+		const struct gwork *w = &g->w[i];
+		if (w->d <= 0 || w->t + w->d <= b[0] || w->t >= b[2 * N - 1])
+			continue;
+		if (add_edge(&h, w->t, w->d, w->cls))
+			goto out;
+		if (w->cls == GW_NCCL) {
+			struct inst *in = ginst(tab, w, 0);
+			int64_t wt = in && in->n > 1 && in->max_arr > w->t ? in->max_arr - w->t : 0;
+			h.e[h.n - 2].wait = (int32_t)(wt < w->d ? wt : w->d);
+			h.e[h.n - 2].late = in ? in->late : -1;
+			/* the same collective as the host saw it (its calls, by communicator and sequence
+			 * number): its waits are these */
+			struct inst *hin = w->comm != INT32_MIN ? an_inst_get(&sd->tab, w->comm, w->seq, 0) : NULL;
+			if (hin)
+				hin->wait_sum += MS(wt < w->d ? wt : w->d);
+			gs->nccl_ms += MS(w->d);
+			gs->nccl_xfer_ms += MS(w->d - (wt < w->d ? wt : w->d));
+			gs->nccl_bytes += (double)(w->bytes > 0 ? w->bytes : 0);
+			gs->nccl_calls++;
+			long k = step_of(b, N, w->t);
+			if (in && in->n > 1 && k >= 0) {
+				double late = MS(w->t - in->min_arr);
+				ri->steps[k].late_max = fmax(ri->steps[k].late_max, late);
+				if (sd->late[r])
+					sd->late[r][sd->nlate[r]++] = late;
+			}
+		} else if (w->cls == GW_COMPUTE) {
+			if (kus)
+				kus[(size_t)gs->kernels] = (double)w->d / 1e3;
+			gs->kernels++;
+		}
+		if (w->pageable) {
+			gs->pageable_bytes += (double)w->bytes;
+			gs->pageable_calls++;
+			gs->pageable_ms += MS(w->d);
+		} else if ((w->cls == GW_COPY_IN || w->cls == GW_COPY) && w->bytes >= (1 << 20)) {
+			gs->pinned_gbs = fmax(gs->pinned_gbs, (double)w->bytes / (double)w->d);
+		}
+	}
+	sort_n(h.e, h.n, sizeof *h.e, cmp_edge);
+	for (size_t k = 0; k < N; k++) {
+		memset(ri->steps[k].cat, 0, sizeof ri->steps[k].cat);
+		ri->steps[k].wait = 0;
+		ri->steps[k].t0 = b[2 * k];
+		ri->steps[k].t1 = b[2 * k + 1];
+	}
+	sd->nwf[r] = 0;
+	/* the sweep: each piece between two edges is one part of the step it falls in */
+	int cnt[NLANE] = { 0 };
+	int64_t wait_until = INT64_MIN, last_sync_end = INT64_MIN, gap_start = INT64_MIN;
+	int after = 0, last_wait = 0, late_rank = -1; /* after: the part of an idle gap a wait began */
+	size_t k = 0;
+	for (size_t i = 0; i < h.n; i++) {
+		const struct edge *e = &h.e[i];
+		int64_t t0 = i ? h.e[i - 1].t : e->t, t1 = e->t;
+		while (k < N && b[2 * k + 1] <= t0)
+			k++;
+		for (size_t q = k; t1 > t0 && q < N && b[2 * q] < t1; q++) {
+			int64_t lo = t0 > b[2 * q] ? t0 : b[2 * q], hi = t1 < b[2 * q + 1] ? t1 : b[2 * q + 1];
+			if (hi <= lo)
+				continue;
+			double ms = MS(hi - lo);
+			struct rankstep *st = &ri->steps[q];
+			double *part = gs->part;
+			if (cnt[GW_COMPUTE] || cnt[GW_COPY]) {
+				st->cat[CAT_COMPUTE] += ms;
+				part[cnt[GW_COMPUTE] ? GP_COMPUTE : GP_COPY] += ms;
+			} else if (cnt[GW_COPY_IN]) {
+				st->cat[CAT_DATA] += ms;
+				part[GP_COPY_IN] += ms;
+			} else if (cnt[GW_NCCL]) {
+				st->cat[CAT_COMMS] += ms;
+				double wt = wait_until > lo ? MS((wait_until < hi ? wait_until : hi) - lo) : 0;
+				st->wait += wt;
+				part[GP_NCCL_WAIT] += wt;
+				part[GP_NCCL] += ms - wt;
+				if (wt > 0 && late_rank >= 0 && late_rank != r)
+					an_wf_add(sd, r, q, late_rank, wt);
+			} else if (cnt[H_DATA]) {
+				st->cat[CAT_DATA] += ms;
+				part[GP_IDLE_DATA] += ms;
+			} else if (cnt[H_PAGEABLE]) {
+				st->cat[CAT_HOST] += ms;
+				part[GP_IDLE_PAGEABLE] += ms;
+			} else if (cnt[H_SYNC]) {
+				st->cat[CAT_HOST] += ms;
+				part[GP_IDLE_SYNC] += ms;
+			} else if (cnt[H_LAUNCH]) {
+				st->cat[CAT_HOST] += ms;
+				part[GP_IDLE_LAUNCH] += ms;
+			} else if (cnt[H_COMMS]) {
+				st->cat[CAT_COMMS] += ms;
+				part[GP_IDLE_COMMS] += ms;
+			} else {
+				st->cat[CAT_HOST] += ms;
+				part[after ? after : GP_IDLE_OTHER] += ms;
+			}
+		}
+		int busy0 = cnt[GW_COMPUTE] || cnt[GW_COPY] || cnt[GW_COPY_IN] || cnt[GW_NCCL];
+		cnt[e->lane] += e->delta;
+		int waited = (e->lane == H_SYNC || e->lane == H_PAGEABLE) && e->delta < 0;
+		if (waited) {
+			last_sync_end = e->t;
+			last_wait = e->lane == H_SYNC ? GP_IDLE_SYNC : GP_IDLE_PAGEABLE;
+		}
+		if (e->lane == GW_NCCL && e->delta > 0 && e->wait > 0) {
+			wait_until = e->t + e->wait;
+			late_rank = e->late;
+		}
+		int busy1 = cnt[GW_COMPUTE] || cnt[GW_COPY] || cnt[GW_COPY_IN] || cnt[GW_NCCL];
+		if (busy0 && !busy1) { /* an idle gap begins: did a wait for the device just empty the queue? */
+			gap_start = e->t;
+			after = cnt[H_PAGEABLE] ? GP_IDLE_PAGEABLE : cnt[H_SYNC] ? GP_IDLE_SYNC :
+				last_sync_end != INT64_MIN && gap_start - last_sync_end <= AFTER_SYNC_NS ? last_wait : 0;
+		}
+		if (!busy0 && busy1)
+			after = 0;
+		if (waited && !busy1 && gap_start != INT64_MIN)
+			after = last_wait; /* the wait ended in the gap: what follows is the host catching up */
+	}
+	for (size_t q = 0; q < N; q++)
+		if (ri->steps[q].wait > ri->steps[q].cat[CAT_COMMS])
+			ri->steps[q].wait = ri->steps[q].cat[CAT_COMMS];
+	gs->have = 1;
+	for (int c = 0; c < GP_COUNT; c++)
+		gs->part[c] /= (double)N;
+	gs->kernel_us_p50 = kus && gs->kernels > 0 ? an_quantile(kus, (size_t)gs->kernels, 0.5) : 0;
+	gs->kernels /= (double)N;
+	gs->nccl_ms /= (double)N;
+	gs->nccl_bytes /= (double)N;
+	gs->nccl_calls /= (double)N;
+	gs->nccl_xfer_ms /= (double)N;
+	gs->pageable_bytes /= (double)N;
+	gs->pageable_ms /= (double)N;
+	/* NCCL on a stream where compute kernels run: it cannot overlap them */
+	uint32_t cs[64];
+	int ncs = compute_streams(g, cs);
+	for (size_t i = 0; i < nw && !gs->nccl_on_compute; i++)
+		for (int j = 0; g->w[i].cls == GW_NCCL && j < ncs; j++)
+			gs->nccl_on_compute |= cs[j] == g->w[i].stream;
+	gs->nccl_overlap_left_ms = gs->nccl_on_compute ? overlap_left(g, tab, b, N) : 0;
+	gs->pageable_calls /= (double)N;
+	size_t launches = 0;
+	for (size_t i = 0; i < g->na; i++)
+		launches += g->api[i].launch && g->api[i].t >= host0 && g->api[i].t < host1;
+	gs->launches = (double)launches / (double)N;
+	an_wf_sort(sd, r);
+	/* the longest-waiting call site on the training thread (host_sync's evidence) */
+	struct thr *t = an_train_thread(p);
+	gs->site = -1;
+	for (int i = 0; t && i < g->nsites; i++)
+		if (g->site[i].tid == t->tid && (gs->site < 0 || g->site[i].ms > g->site[gs->site].ms))
+			gs->site = i;
+out:
+	free(kus);
+	free(h.e);
+}
+
+int an_gpu_ranks(const struct analysis *a)
+{
+	int n = 0;
+	for (int r = 0; r < a->nranks; r++)
+		n += a->ranks[r].p->gpu && a->ranks[r].p->gpu->nw > 0;
+	return n;
+}
+
+void an_gpu_split(struct analysis *a, struct stepdata *sd)
+{
+	int R = a->nranks;
+	struct itab tab = { 0 };
+	for (int r = 0; r < R; r++) {
+		const struct gpuproc *g = a->ranks[r].p->gpu;
+		if (g && g->state[0] && strcmp(g->state, "on"))
+			an_warn(a, "rank %d: GPU capture %s (%s): its device's timeline is not recorded, only its host calls",
+				a->ranks[r].rank, g->state, g->why);
+	}
+	if (!sd->K || !an_gpu_ranks(a))
+		return;
+	for (int r = 0; r < R; r++)
+		if (a->ranks[r].p->gpu && a->ranks[r].p->gpu->nw)
+			place(a->ranks[r].p);
+	/* every device collective: whose kernel started first and last */
+	for (int r = 0; r < R; r++) {
+		struct gpuproc *g = a->ranks[r].p->gpu;
+		for (size_t i = 0; g && i < g->nw; i++) {
+			struct inst *in = g->w[i].cls == GW_NCCL ? ginst(&tab, &g->w[i], 1) : NULL;
+			if (!in)
+				continue;
+			in->n++;
+			in->bytes = g->w[i].bytes;
+			if (g->w[i].t < in->min_arr)
+				in->min_arr = g->w[i].t;
+			if (g->w[i].t > in->max_arr) {
+				in->max_arr = g->w[i].t;
+				in->late = r;
+			}
+		}
+	}
+	/* The job's device steps: each bound the latest of the ranks' own. The ranks leave their
+	 * collectives together, so a step lasts as long on each; the same bounds on every rank make
+	 * their steps' parts comparable (the critical path compares them step by step). */
+	size_t N = sd->K;
+	int64_t *b = malloc(2 * N * sizeof *b), *mine = malloc(2 * N * sizeof *mine);
+	for (size_t i = 0; b && i < 2 * N; i++)
+		b[i] = INT64_MIN;
+	for (int r = 0; b && mine && r < R; r++)
+		if (a->ranks[r].steps && a->ranks[r].p->gpu && a->ranks[r].p->gpu->nw && bounds(&a->ranks[r], N, mine) == 0)
+			for (size_t i = 0; i < 2 * N; i++)
+				b[i] = mine[i] > b[i] ? mine[i] : b[i];
+	for (size_t i = 1; b && i < 2 * N; i++) /* (still in order) */
+		b[i] = b[i] < b[i - 1] ? b[i - 1] : b[i];
+	for (int r = 0; b && mine && r < R; r++)
+		if (a->ranks[r].steps && a->ranks[r].p->gpu && a->ranks[r].p->gpu->nw)
+			split_rank(a, sd, &tab, r, b);
+	free(b);
+	free(mine);
+	free(tab.v);
+}
+
+const char *an_gpu_site(const struct proc *p, int i, const char *(*frames)[8], int *nframes, double *ms,
+			double *calls, int *kind, int *what)
+{
+	const struct gpuproc *g = p->gpu;
+	if (!g || i < 0 || i >= g->nsites)
+		return NULL;
+	const struct gsite *s = &g->site[i];
+	for (int k = 0; k < s->nframes; k++)
+		(*frames)[k] = s->frames[k];
+	*nframes = s->nframes;
+	*ms = s->ms;
+	*calls = s->calls;
+	*kind = s->kind;
+	*what = s->what;
+	return ddpspy_event_names[s->kind];
+}
+
+void an_gpu_job(const struct analysis *a, struct gpujob *j)
+{
+	memset(j, 0, sizeof *j);
+	j->capture = "host-only";
+	for (int r = 0; r < a->nranks; r++) {
+		const struct gpuproc *g = a->ranks[r].p->gpu;
+		if (!g)
+			continue;
+		j->ranks += g->nw > 0;
+		j->any |= g->nw > 0 || g->state[0];
+		if (!strcmp(g->state, "on"))
+			j->capture = "cupti";
+		j->dropped += g->dropped > 0 ? (uint64_t)g->dropped : 0;
+		j->lead_us = fmax(j->lead_us, (double)g->lead_ns / 1e3);
+	}
+}

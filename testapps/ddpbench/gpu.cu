@@ -1,0 +1,223 @@
+// ddpbench's GPU half (`train --gpu`): build/libddpbench_gpu.so, built with nvcc against the shared
+// cudart and libnccl.so.2 when CUDA is found, and dlopened by ddpbench only when --gpu is given, so
+// ddpbench itself needs no CUDA. The step's work as a GPU trainer does it: the batch copied host to
+// device (from pinned or pageable memory) on the compute stream; forward, backward and optimizer
+// as kernels on the compute stream; each gradient bucket all-reduced with NCCL on a communication
+// stream as soon as backward has produced it (an event between the streams), or after backward on
+// the compute stream (no overlap). The kernels are a cost model, like the token model on the CPU:
+// each lasts the time train.c gives it (on a GPU it spins on the global timer; on the simulated
+// device its first argument is its duration, SIMGPU_KERNELS="ddpbench_=arg"); they do not train.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "ddpbench.h"
+
+__device__ static void spin(unsigned long long ns)
+{
+	unsigned long long t0, t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	do
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	while (t - t0 < ns);
+}
+
+// one per phase, so that a profile names them; each touches its buffer so it is real work
+__global__ void ddpbench_forward(unsigned long long ns, float *p)
+{
+	if (threadIdx.x == 0)
+		spin(ns);
+	p[threadIdx.x] += 1.0f;
+}
+
+__global__ void ddpbench_backward(unsigned long long ns, float *p)
+{
+	if (threadIdx.x == 0)
+		spin(ns);
+	p[threadIdx.x] *= 0.5f;
+}
+
+__global__ void ddpbench_optimizer(unsigned long long ns, float *p)
+{
+	if (threadIdx.x == 0)
+		spin(ns);
+	p[threadIdx.x] -= 0.01f;
+}
+
+static struct {
+	struct gpu_conf c;
+	cudaStream_t compute, comm;
+	cudaEvent_t grads_ready[MAX_LAYERS], comm_done, step_end[2];
+	ncclComm_t nccl;
+	float *grad, *extra, *scratch, *loss_dev, *one;
+	void *input_host, *input_dev;
+	float loss_host[4];
+	int nready, step;
+	char err[256];
+} G;
+
+static int cuda_failed(cudaError_t e, const char *what)
+{
+	if (e == cudaSuccess)
+		return 0;
+	snprintf(G.err, sizeof G.err, "%s: %s", what, cudaGetErrorString(e));
+	return 1;
+}
+
+static int nccl_failed(ncclResult_t e, const char *what)
+{
+	if (e == ncclSuccess)
+		return 0;
+	snprintf(G.err, sizeof G.err, "%s: %s", what, ncclGetErrorString(e));
+	return 1;
+}
+
+// the first call that fails stays in G.err, and the run stops at the step's end (gpu_end_step)
+#define CUDA(call) (void)(G.err[0] || cuda_failed((call), #call))
+#define NCCL(call) (void)(G.err[0] || nccl_failed((call), #call))
+
+static int unique_id(void *id, size_t len)
+{
+	ncclUniqueId u;
+	if (len < sizeof u || nccl_failed(ncclGetUniqueId(&u), "ncclGetUniqueId"))
+		return -1;
+	memcpy(id, &u, sizeof u);
+	return (int)sizeof u;
+}
+
+static int init(const struct gpu_conf *c, const void *id, char *err, size_t len)
+{
+	G.c = *c;
+	int n = 0;
+	if (cuda_failed(cudaGetDeviceCount(&n), "cudaGetDeviceCount") || n < 1) {
+		snprintf(err, len, "%s", G.err[0] ? G.err : "no CUDA device");
+		return -1;
+	}
+	CUDA(cudaSetDevice(c->local_rank % n));
+	CUDA(cudaStreamCreateWithFlags(&G.compute, cudaStreamNonBlocking));
+	CUDA(cudaStreamCreateWithFlags(&G.comm, cudaStreamNonBlocking));
+	for (int i = 0; i < MAX_LAYERS; i++)
+		CUDA(cudaEventCreateWithFlags(&G.grads_ready[i], cudaEventDisableTiming));
+	CUDA(cudaEventCreateWithFlags(&G.comm_done, cudaEventDisableTiming));
+	CUDA(cudaEventCreate(&G.step_end[0]));
+	CUDA(cudaEventCreate(&G.step_end[1]));
+	CUDA(cudaMalloc((void **)&G.grad, c->grad_floats * sizeof(float)));
+	CUDA(cudaMalloc((void **)&G.scratch, 1024 * sizeof(float)));
+	CUDA(cudaMalloc((void **)&G.loss_dev, sizeof(float)));
+	CUDA(cudaMalloc((void **)&G.one, sizeof(float)));
+	if (c->extra_floats)
+		CUDA(cudaMalloc((void **)&G.extra, c->extra_floats * sizeof(float)));
+	CUDA(cudaMalloc(&G.input_dev, c->input_bytes));
+	if (!G.err[0]) {
+		if (c->pageable)
+			G.input_host = calloc(1, c->input_bytes);
+		else
+			CUDA(cudaMallocHost(&G.input_host, c->input_bytes));
+		if (!G.input_host && !G.err[0])
+			snprintf(G.err, sizeof G.err, "no memory for the %zu-byte input buffer", c->input_bytes);
+	}
+	if (!G.err[0])
+		memset(G.input_host, 0, c->input_bytes);
+	ncclUniqueId u;
+	memcpy(&u, id, sizeof u);
+	NCCL(ncclCommInitRank(&G.nccl, c->ws, u, c->rank));
+	if (G.err[0])
+		snprintf(err, len, "%s", G.err);
+	return G.err[0] ? -1 : 0;
+}
+
+// the batch to the device: its bytes into the host buffer (pinned: as a DataLoader's pin_memory
+// thread would have; the rest of the buffer stays as it was), then one copy on the compute stream
+static void upload(const void *src, size_t bytes)
+{
+	if (bytes > G.c.input_bytes)
+		bytes = G.c.input_bytes;
+	memcpy(G.input_host, src, bytes);
+	CUDA(cudaMemcpyAsync(G.input_dev, G.input_host, G.c.input_bytes, cudaMemcpyHostToDevice, G.compute));
+}
+
+// ns of one phase's work on the compute stream: one kernel, or c.kernels tiny ones (launch-bound)
+static void kernel(int phase, double ns)
+{
+	int n = G.c.kernels > 1 ? G.c.kernels : 1;
+	unsigned long long each = (unsigned long long)(ns / n);
+	for (int i = 0; i < n && !G.err[0]; i++) {
+		if (phase == GPU_FORWARD)
+			ddpbench_forward<<<1, 32, 0, G.compute>>>(each, G.scratch);
+		else if (phase == GPU_BACKWARD)
+			ddpbench_backward<<<1, 32, 0, G.compute>>>(each, G.scratch);
+		else
+			ddpbench_optimizer<<<1, 32, 0, G.compute>>>(each, G.scratch);
+		CUDA(cudaGetLastError());
+	}
+}
+
+// a gradient bucket is ready: all-reduced on the communication stream once backward has made it,
+// or (no overlap) on the compute stream, in order after backward
+static void bucket(size_t first, size_t count)
+{
+	cudaStream_t s = G.compute;
+	if (G.c.overlap) {
+		int i = G.nready++ % MAX_LAYERS;
+		CUDA(cudaEventRecord(G.grads_ready[i], G.compute));
+		CUDA(cudaStreamWaitEvent(G.comm, G.grads_ready[i], 0));
+		s = G.comm;
+	}
+	NCCL(ncclAllReduce(G.grad + first, G.grad + first, count, ncclFloat, ncclSum, G.nccl, s));
+}
+
+// the optimizer needs every bucket: the compute stream waits for the communication stream
+static void grads_done(void)
+{
+	if (!G.c.overlap)
+		return;
+	CUDA(cudaEventRecord(G.comm_done, G.comm));
+	CUDA(cudaStreamWaitEvent(G.compute, G.comm_done, 0));
+}
+
+static void extra(void)
+{
+	NCCL(ncclAllReduce(G.extra, G.extra, G.c.extra_floats, ncclFloat, ncclSum, G.nccl, G.comm));
+}
+
+// torch.distributed.barrier() on NCCL: a one-element all-reduce, and the host waits for it
+static void barrier(void)
+{
+	NCCL(ncclAllReduce(G.one, G.one, 1, ncclFloat, ncclSum, G.nccl, G.comm));
+	CUDA(cudaStreamSynchronize(G.comm));
+}
+
+// loss.item(): a blocking copy into pageable memory, which waits for everything before it
+static void read_loss(void)
+{
+	CUDA(cudaMemcpyAsync(G.loss_host, G.loss_dev, sizeof(float), cudaMemcpyDeviceToHost, G.compute));
+	CUDA(cudaStreamSynchronize(G.compute));
+}
+
+// The step's end: the host may run one step ahead of the device and no more (a trainer's queue is
+// bounded: the caching allocator, the prefetcher), so it waits for the step before this one.
+// Returns -1 with the first error in err.
+static int end_step(char *err, size_t len)
+{
+	int i = G.step++ & 1;
+	CUDA(cudaEventRecord(G.step_end[i], G.compute));
+	if (G.step > 1)
+		CUDA(cudaEventSynchronize(G.step_end[i ^ 1]));
+	if (G.err[0])
+		snprintf(err, len, "%s", G.err);
+	return G.err[0] ? -1 : 0;
+}
+
+static void finish(void)
+{
+	cudaDeviceSynchronize();
+	if (G.nccl)
+		ncclCommDestroy(G.nccl);
+}
+
+extern "C" __attribute__((visibility("default"))) const struct gpu_ops ddpbench_gpu = {
+	GPU_OPS_VERSION, unique_id, init, upload, kernel, bucket, grads_done, extra, barrier, read_loss, end_step,
+	finish,
+};

@@ -1,0 +1,171 @@
+"""The GPU verdict on the simulated device: the testbed's GPU mode (`ddpbench train --gpu`: kernels on
+a compute stream, batches copied to the device, NCCL all-reduces on a communication stream) traced
+under ddpspy with every GPU pathology switched on, on 2 and 4 ranks, against the throughput the
+testbed loses to it. Ground truth is the testbed's own step time beside a healthy run made just
+before (adjacent pairs, as test_report.py does on the CPU): the loss is 1 - healthy p50 / case p50,
+the median of three pairs, and the finding's severity (median of the three reports) must be within
+15% of it plus the spread the pairs measured. Each case must also get the right verdict and top
+finding, and the healthy run none of 0.1 or more, with the device's compute share within 0.05 of the
+testbed's kernel time over its step. NCCL kernels renamed (the older ncclKernel_ scheme, and a name
+that says nothing) still give the straggler: they are found by the correlation to their NCCL call."""
+import json
+import os
+import shutil
+import statistics
+import subprocess
+from lib import *
+from schema import report_errors
+
+need_sim("the GPU verdict", "nccl.h", "the testbed's GPU mode")
+GPULIB = os.path.join(BUILD, "libddpbench_gpu.so")
+if not shutil.which("mpirun") or not os.path.exists(BENCH) or not os.path.exists(GPULIB):
+    skip("the GPU verdict", "mpirun, build/ddpbench or build/libddpbench_gpu.so missing (Open MPI or nvcc absent)")
+    done()
+
+d = tmpdir("gpu-report")
+data = os.path.join(d, "data")
+subprocess.run([BENCH, "gen-data", data, "--samples", "2048", "--sequences", "512"], check=True,
+               stdout=subprocess.DEVNULL)
+# the testbed's kernels last their first argument; its copies' bytes need not move (it never reads
+# them), so that this machine's memory bandwidth, shared by 4 ranks on 2 cores, is not in the model
+SIM = {"LD_LIBRARY_PATH": SIMDIR, "SIMGPU_KERNELS": "ddpbench_=arg", "SIMGPU_MOVE_BYTES": "0"}
+
+
+def traced(name, args, np, env=None):
+    """The testbed in GPU mode under ddpspy: (its ground truth, the trace directory)."""
+    out = os.path.join(d, name)
+    shutil.rmtree(out, ignore_errors=True)
+    e = dict(os.environ, **SIM)
+    e.update(env or {})
+    p = subprocess.run([DDPSPY, "run", "-o", out, "--"] + MPIRUN + ["-np", str(np), BENCH, "train", "--data", data,
+                       "--gpu", "--steps", "10"] + args, capture_output=True, text=True, timeout=300, env=e)
+    if p.returncode != 0:
+        print("# %s failed: %s" % (name, p.stderr[-800:].replace("\n", "\n# ")))
+        return None, out
+    return json.loads(p.stdout.splitlines()[-1]), out
+
+
+def report(out):
+    p = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=300)
+    try:
+        j = json.loads(p.stdout)
+    except ValueError:
+        print("# report of %s: rc=%d %s" % (out, p.returncode, p.stderr[-500:]))
+        return None
+    errs = report_errors(j)
+    if errs:
+        print("# %s: the report breaks the contract: %s" % (out, errs[:3]))
+        return None
+    return j
+
+
+def top(j):
+    return j["findings"][0] if j["findings"] else {"kind": None, "rank": None, "severity": 0, "evidence": {}}
+
+
+# ---- healthy ----
+def healthy(np):
+    def attempt(k):
+        truth, out = traced("healthy%d" % np, ["--host-ms", "5"], np)
+        j = report(out) if truth else None
+        if j is None:
+            return [(False, "healthy on %d ranks reported" % np)]
+        big = [(f["kind"], f["severity"]) for f in j["findings"] if f["severity"] >= 0.1]
+        shares = {r["rank"]: r["gpu"]["compute_share"] for r in j["ranks"]}
+        want = {r["rank"]: r["compute_ms"] / r["step_ms"] for r in truth["ranks"]}
+        return [(j["verdict"]["bound"] == "compute" and not big,
+                 "healthy, %d ranks: compute-bound, no finding of 0.1 or more (%s; %s)" % (np, j["verdict"]["summary"], big)),
+                (j["job"]["gpu"]["ranks_with_gpu"] == np and j["job"]["gpu"]["capture"] == "cupti" and
+                 j["job"]["step_source"] == "collectives" and j["job"]["steps_analyzed"] == 10,
+                 "healthy, %d ranks: every rank's device recorded, 10 steps found from the NCCL calls (%s, %s)"
+                 % (np, j["job"]["gpu"], j["job"]["step_source"])),
+                (all(abs(shares[r] - want[r]) <= 0.05 for r in want),
+                 "healthy, %d ranks: the device's compute share per rank %s within 0.05 of the testbed's kernel time "
+                 "over its step %s" % (np, shares, {r: round(x, 3) for r, x in want.items()}))]
+    live("healthy-%d" % np, attempt)
+
+
+# ---- pathologies, each against a healthy run made just before ----
+def case(name, np, args, ref, want, env=None, more=None):
+    """want: what the report must say (finding below); more(j): further checks on one report"""
+    def attempt(k):
+        loss, sev, said = [], [], []
+        for i in range(3):
+            th, _ = traced("%s%d-ref%d" % (name, np, i), ref, np, env)
+            truth, out = traced("%s%d-%d" % (name, np, i), args, np, env)
+            j = report(out) if truth and th else None
+            if j is None:
+                continue
+            loss.append(1 - th["step_ms_p50"] / truth["step_ms_p50"])
+            f, why = want(j)
+            sev.append(f["severity"] if f else 0)
+            said.append((f is not None, why))
+            said += more(j) if more else []
+        if len(sev) != 3:
+            return [(False, "%s, %d ranks: three pairs reported" % (name, np))]
+        lm, sv = statistics.median(loss), statistics.median(sev)
+        tol = margin(lm, 0.15, loss, sev)
+        bad = [m for c, m in said if not c]
+        return [(not bad, "%s, %d ranks: %s" % (name, np, bad[0] if bad else said[0][1])),
+                (abs(sv - lm) <= tol, "%s, %d ranks: severity %.3f within %.3f (15%% and the pairs' spread) of the "
+                 "testbed's throughput loss %.3f (pairs: %s; severities: %s)"
+                 % (name, np, sv, tol, lm, ["%.3f" % x for x in loss], ["%.3f" % x for x in sev]))]
+    live("%s-%d" % (name, np), attempt)
+
+
+def finding(kinds, rank="any", cause="any", bound=None):
+    """The verdict must be bound and the top finding one of kinds (on rank, with cause, when
+    given): (that finding or None, what the report said)"""
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+
+    def want(j):
+        t = top(j)
+        good = t["kind"] in kinds and (rank == "any" or t["rank"] == rank) and \
+            (cause == "any" or t["evidence"].get("cause") == cause) and (bound is None or j["verdict"]["bound"] == bound)
+        return (t if good else None), "verdict %s, top finding %s on rank %s, cause %s (want %s, %s, %s, %s)" % (
+            j["verdict"]["bound"], t["kind"], t["rank"], t["evidence"].get("cause"), bound, "/".join(kinds), rank, cause)
+    return want
+
+
+def has(kind, what, test):
+    return lambda j: [(any(x["kind"] == kind and test(x["evidence"]) for x in j["findings"]), what)]
+
+
+for np in (2, 4):
+    healthy(np)
+    # every rank's one input thread 50 ms per batch against 20 ms of kernels: the ranks that get
+    # their batch first wait at the next all-reduce for the last, which the critical path charges
+    # to its input (so the top finding may name a rank)
+    case("data-starved", np, ["--slow-data", "delay", "--read-delay-ms", "50", "--workers", "1"], [],
+         finding(("data_stall", "gpu_idle"), bound="data"))
+    case("host-sync", np, ["--host-sync", "--host-ms", "8"], ["--host-ms", "8"],
+         finding("gpu_idle", rank=None, cause="sync", bound="compute"),
+         more=has("host_sync", "host_sync names the blocking device-to-host copy",
+                  lambda e: e["call"] == "cuda_memcpy" and e["what"] == "d2h"))
+    case("launch-bound", np, ["--gpu-ms", "2", "--gpu-kernels", "1000"], ["--gpu-ms", "2"],
+         finding("gpu_idle", cause="launch", bound="host"),
+         more=has("launch_bound", "launch_bound counts 9000 kernels per step", lambda e: e["kernels_per_step"] == 9000))
+    case("no-overlap", np, ["--no-overlap"], [], finding("no_overlap", bound="compute"), env={"SIMGPU_NCCL_GBS": "0.5"})
+    case("pageable", np, ["--pageable", "--input-mb", "8"], ["--input-mb", "8"],
+         finding("pageable_memcpy", bound="compute"))
+    case("gpu-straggler", np, ["--straggler-rank", "1", "--straggler-slowdown", "1.5"], [],
+         finding("straggler", rank=1, cause="compute", bound="compute"))
+    case("host-straggler", np, ["--straggler-rank", "1", "--straggler-ms", "30"], [],
+         finding("straggler", rank=1, cause="host", bound="compute"))
+    case("extra-allreduce", np, ["--extra-allreduce-mb", "256" if np == 2 else "192"], [],
+         finding("collective_volume", bound="compute"), env={"SIMGPU_NCCL_GBS": "10"})
+    case("rank0-work", np, ["--rank0-work-ms", "30"], [], finding("rank0_serialization", rank=0, bound="compute"))
+
+# ---- NCCL kernels by correlation: renamed, the straggler is still found ----
+for prefix in ("ncclKernel_", "fused_"):
+    case("renamed-" + prefix.rstrip("_"), 2, ["--straggler-rank", "1", "--straggler-slowdown", "1.5"], [],
+         finding("straggler", rank=1, cause="compute", bound="compute"), env={"SIMGPU_NCCL_KERNEL_PREFIX": prefix})
+
+# ---- bad input: --gpu without its library says so ----
+p = subprocess.run(MPIRUN + ["-np", "1", BENCH, "train", "--data", data, "--gpu", "--steps", "1"], capture_output=True,
+                   text=True, env=dict(os.environ, DDPBENCH_GPU_LIB=os.path.join(d, "nope.so"), **SIM))
+ok(p.returncode == 2 and "--gpu needs" in p.stderr, "--gpu without its library: exit 2 and why (%s)" % p.stderr.strip()[:160])
+p = subprocess.run([BENCH, "train", "--data", data, "--host-sync"], capture_output=True, text=True)
+ok(p.returncode == 2 and "need --gpu" in p.stderr, "--host-sync without --gpu: exit 2 (%s)" % p.stderr.strip()[:120])
+cleanup(d)
+done()
