@@ -251,10 +251,11 @@ demo:
 	@$(MAKE) --no-print-directory all $(B)/ddpbench
 	@bash tools/demo.sh
 
-# seed 000/001 case tables on the testbed under ddpspy -> lab/results.md (about 5 minutes)
+# seed 000/001 case tables and the GPU cases (simulated device) on the testbed under ddpspy ->
+# lab/results.md (about 7 minutes)
 lab:
 	@bash .ci/deps --quiet
-	@$(MAKE) --no-print-directory all $(B)/ddpbench
+	@$(MAKE) --no-print-directory all $(B)/ddpbench sim
 	@/usr/bin/python3 lab/lab.py
 
 gen:

@@ -168,6 +168,10 @@ int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace
 	if (!g)
 		return 1;
 	g->records++;
+	/* (times past 2^62 ns, 146 years, or lasting more than 2^46 ns, 19 hours, are not a device's:
+	 * a damaged record, left out so that no sum of times overflows) */
+	if (e->t_ns < 0 || e->t_ns >= (INT64_C(1) << 62) || e->dur_ns < 0 || e->dur_ns >= (INT64_C(1) << 46))
+		return 0;
 	struct gwork w = { .t = e->t_ns, .d = e->dur_ns, .launch = e->t_ns, .comm = -1, .seq = -1 };
 	switch (e->kind) {
 	case DDPSPY_EV_GPU_KERNEL: {
@@ -436,7 +440,7 @@ enum { H_DATA = GW_COUNT, H_PAGEABLE, H_SYNC, H_LAUNCH, H_COMMS, NLANE };
 struct edge {
 	int64_t t;
 	int8_t lane, delta;
-	int32_t wait;  /* NCCL, on +1: the ns from its start that are a wait for the last rank ... */
+	int64_t wait;  /* NCCL, on +1: the ns from its start that are a wait for the last rank ... */
 	int32_t late;  /* ... that rank */
 };
 
@@ -676,7 +680,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 		if (w->cls == GW_NCCL) {
 			struct inst *in = ginst(tab, w, 0);
 			int64_t wt = in && in->n > 1 && in->max_arr > w->t ? in->max_arr - w->t : 0;
-			h.e[h.n - 2].wait = (int32_t)(wt < w->d ? wt : w->d);
+			h.e[h.n - 2].wait = wt < w->d ? wt : w->d;
 			h.e[h.n - 2].late = in ? in->late : -1;
 			/* the same collective as the host saw it (its calls, by communicator and sequence
 			 * number): its waits are these */

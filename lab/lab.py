@@ -1,6 +1,8 @@
 """`make lab`: runs the case tables of seeds 001 and 000 on the bundled testbed under ddpspy and
 writes lab/results.md, the testbed's own measurements beside the seeds' published figures, with
-each expected shape checked. Every run keeps its trace directory under build/lab/<case>/.
+each expected shape checked; then the GPU cases (`ddpbench train --gpu`) on the simulated device,
+each beside a healthy run, with the verdict and top finding. Every run keeps its trace directory
+under build/lab/<case>/.
 
 usage: /usr/bin/python3 lab/lab.py [--repeat N] [--steps N] [--only CASE,...] [--out FILE]"""
 import argparse
@@ -57,12 +59,36 @@ CASES = [
 ]
 
 
-def run_case(name, ws, args, steps, data, k):
+# The GPU cases on the simulated device (docs/testing.md): each against the healthy run of the same
+# settings (ref), as tests/e2e/test_gpu_report.py judges them.
+SIMDIR = os.path.join(BUILD, "simgpu")
+GPULIB = os.path.join(BUILD, "libddpbench_gpu.so")
+SIM_ENV = {"LD_LIBRARY_PATH": SIMDIR, "SIMGPU_KERNELS": "ddpbench_=arg", "SIMGPU_MOVE_BYTES": "0"}
+GPU_CASES = [
+    # name, ranks, ddpbench arguments (after --gpu), healthy reference's, environment, what it is
+    ("gpu-healthy", 4, ["--host-ms", "5"], None, {}, "20 ms of kernels, 5 ms of host work per step"),
+    ("gpu-data-starved", 4, ["--slow-data", "delay", "--read-delay-ms", "50", "--workers", "1"], [], {},
+     "one input thread, 50 ms of storage latency per batch"),
+    ("gpu-host-sync", 4, ["--host-sync", "--host-ms", "8"], ["--host-ms", "8"], {}, "the loss read back every step"),
+    ("gpu-launch-bound", 4, ["--gpu-ms", "2", "--gpu-kernels", "1000"], ["--gpu-ms", "2"], {},
+     "9000 kernels of 0.2 us per step"),
+    ("gpu-no-overlap", 4, ["--no-overlap"], [], {"SIMGPU_NCCL_GBS": "0.5"},
+     "all-reduces on the compute stream (0.5 GB/s bus)"),
+    ("gpu-pageable", 4, ["--pageable", "--input-mb", "8"], ["--input-mb", "8"], {}, "8 MiB batches from pageable memory"),
+    ("gpu-straggler", 4, ["--straggler-rank", "1", "--straggler-slowdown", "1.5"], [], {}, "rank 1's kernels 1.5x slower"),
+    ("gpu-host-straggler", 4, ["--straggler-rank", "1", "--straggler-ms", "30"], [], {}, "rank 1's host 30 ms late"),
+    ("gpu-extra-allreduce", 4, ["--extra-allreduce-mb", "192"], [], {"SIMGPU_NCCL_GBS": "10"},
+     "an extra 192 MiB all-reduce (10 GB/s bus)"),
+    ("gpu-rank0-work", 4, ["--rank0-work-ms", "30"], [], {}, "rank 0 works 30 ms, then an NCCL barrier"),
+]
+
+
+def run_case(name, ws, args, steps, data, k, env=None):
     out = os.path.join(BUILD, "lab", name, "run%d" % k)
     shutil.rmtree(out, ignore_errors=True)
     cmd = [DDPSPY, "run", "-o", out, "--"] + MPIRUN + ["-np", str(ws), BENCH, "train", "--data", data,
                                                         "--steps", str(steps)] + args
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=dict(os.environ, **(env or {})))
     if p.returncode != 0:
         sys.stderr.write("lab: %s failed (exit %d):\n%s\n" % (name, p.returncode, p.stderr[-2000:]))
         return None
@@ -79,7 +105,9 @@ def run_case(name, ws, args, steps, data, k):
         j["work_skew"] = max([f["severity"] for f in rep["findings"] if f["kind"] == "work_skew"] or [0])
         if top:
             f = top[0]
-            j["finding"] = "%s%s %.2f" % (f["kind"], "" if f["rank"] is None else " r%d" % f["rank"], f["severity"])
+            cause = f["evidence"].get("cause") if isinstance(f["evidence"], dict) else None
+            j["finding"] = "%s%s%s %.2f" % (f["kind"], "" if f["rank"] is None else " r%d" % f["rank"],
+                                            " (%s)" % cause if cause else "", f["severity"])
         else:
             j["finding"] = "none"
     return j
@@ -109,10 +137,15 @@ def main():
     if not os.path.exists(BENCH) or not shutil.which("mpirun"):
         sys.exit("lab: build/ddpbench or mpirun missing; run `make` with Open MPI installed")
     only = set(filter(None, a.only.split(",")))
-    unknown = only - {c[0] for c in CASES}
+    unknown = only - {c[0] for c in CASES} - {c[0] for c in GPU_CASES}
     if unknown:
         ap.error("unknown case(s): %s" % ", ".join(sorted(unknown)))
     cases = [c for c in CASES if not only or c[0] in only]
+    gpu_cases = [c for c in GPU_CASES if not only or c[0] in only]
+    if gpu_cases and not (os.path.exists(GPULIB) and os.path.exists(os.path.join(SIMDIR, "libcudart.so.13"))):
+        sys.stderr.write("lab: the GPU cases need the simulated device and build/libddpbench_gpu.so (make sim, "
+                         "with CUDA headers and nvcc); left out\n")
+        gpu_cases = []
     data = os.path.join(BUILD, "lab", "data")
     subprocess.run([BENCH, "gen-data", data], check=True)
 
@@ -123,6 +156,21 @@ def main():
             j = run_case(name, ws, args, a.steps, data, k)
             if j:
                 runs[name].append(j)
+    gres = {}
+    for k in range(a.repeat):
+        for name, ws, args, ref, env, _ in gpu_cases:
+            sys.stderr.write("lab: %s, run %d of %d\n" % (name, k + 1, a.repeat))
+            e = dict(SIM_ENV, **env)
+            r = run_case(name + "-ref", ws, ["--gpu"] + ref, 10, data, k, e) if ref is not None else None
+            j = run_case(name, ws, ["--gpu"] + args, 10, data, k, e)
+            if j and (r or ref is None):
+                j["loss"] = 1 - r["step_ms_p50"] / j["step_ms_p50"] if r else None
+                j["ref_ms"] = r["step_ms_p50"] if r else None
+                gres.setdefault(name, []).append(j)
+    for name, js in gres.items():  # the run with the median loss (or step) stands for the case
+        js.sort(key=lambda j: j["loss"] if j["loss"] is not None else j["step_ms_p50"])
+        gres[name] = js[len(js) // 2]
+        gres[name]["all_loss"] = [j["loss"] for j in js]
     res = {}
     for name, js in runs.items():
         if js:  # the run with the median throughput stands for the case
@@ -131,11 +179,11 @@ def main():
             res[name]["all_sps"] = [j["samples_per_s"] for j in js]
             res[name]["all_tps"] = [j["tokens_per_s"] for j in js]
             res[name]["all_skew"] = [j.get("work_skew", 0) for j in js]
-    write(a, cases, res)
+    write(a, cases, res, gpu_cases, gres)
     print("lab: wrote %s" % os.path.relpath(a.out, ROOT))
 
 
-def write(a, cases, res):
+def write(a, cases, res, gpu_cases, gres):
     cpu = "?"
     try:
         cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0]
@@ -293,7 +341,25 @@ def write(a, cases, res):
                                                                   sev["skew2-bucket"], imb["skew2-fixed"],
                                                                   imb["skew2-budget"], imb["skew2-bucket"]))
     L += ["### Shapes", ""] + checks + [""]
-    L += ["Reproduce: `make lab` (about 5 minutes on 2 cores; `/usr/bin/python3 lab/lab.py --help` for "
+    if gres:
+        L += ["## GPU cases: `ddpbench train --gpu`", "",
+              "On the **simulated device** (testapps/simgpu/: the CUDA runtime, CUPTI and NCCL stand-ins, "
+              "whose kernels, copies and collectives take modelled time); no row here ran on a real GPU "
+              "(docs/gpu.md says what has). Each case ran beside a healthy run of the same settings; "
+              "\"lost\" is the throughput the testbed lost to the pathology (1 - healthy step / case step), "
+              "which the top finding's severity estimates.", "",
+              "| case | ranks | what | device | healthy step ms | case step ms | lost | lost, all runs | ddpspy verdict | top finding |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+        for name, ws, args, ref, env, what in gpu_cases:
+            j = gres.get(name)
+            if not j:
+                continue
+            L.append("| %s | %d | %s | simulated | %s | %.1f | %s | %s | %s | %s |" % (
+                name, ws, what, "%.1f" % j["ref_ms"] if j["ref_ms"] else "-", j["step_ms_p50"],
+                "%.2f" % j["loss"] if j["loss"] is not None else "-",
+                ", ".join("%.2f" % x for x in j["all_loss"] if x is not None) or "-", j["verdict"], j["finding"]))
+        L += ["", "Traces: `build/lab/<case>/run<k>` (and `<case>-ref`).", ""]
+    L += ["Reproduce: `make lab` (about 8 minutes on 2 cores; `/usr/bin/python3 lab/lab.py --help` for "
           "fewer cases or repeats). These are wall-clock figures on a shared 2-vCPU VM: identical runs "
           "differ by up to 40%, which is why each case runs several times and the median is shown.", ""]
     with open(a.out, "w") as fh:

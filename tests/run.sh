@@ -38,7 +38,7 @@ for t in build/tests/test_*; do
 	run "unit/$(basename "$t")" "$t"
 done
 for t in tests/e2e/test_*.py; do
-	run "e2e/$(basename "$t" .py)" timeout 600 "$PY" "$t"
+	run "e2e/$(basename "$t" .py)" timeout 1200 "$PY" "$t"
 done
 rm -f "$log"
 echo "reruns of live comparisons: $reruns${rerun_files:+ (}${rerun_files# }${rerun_files:+)}; total time $((SECONDS))s"

@@ -1,6 +1,7 @@
 """A data-parallel MLP trainer for ddpspy's PyTorch examples: DistributedDataParallel over gloo
-(CPU), samples read from one file each by a DataLoader, and switches that reproduce the
-pathologies of the seeds (000, 001) on demand. Nothing in it knows about ddpspy; run it as
+(CPU) or, with --device cuda, NCCL (one GPU per rank), samples read from one file each by a
+DataLoader, and switches that reproduce the pathologies of the seeds (000, 001) on demand. Nothing
+in it knows about ddpspy; run it as
 
     torchrun --standalone --nproc_per_node=2 --redirects 1 --tee 1 train_mlp.py --data DIR [switches]
     LD_PRELOAD=build/libddpspy.so DDPSPY_OUT=out torchrun ... (the same)
@@ -94,6 +95,10 @@ def main():
                         "checkpoint service: a sleep), then every rank meets it at a barrier")
     p.add_argument("--slow-data", type=float, default=0, metavar="MS",
                    help="each sample takes MS ms to load (a starved DataLoader)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: the model on this rank's GPU (LOCAL_RANK), DDP over NCCL, pinned batches")
+    p.add_argument("--host-sync", action="store_true",
+                   help="read the loss on the host every step (loss.item(): the host waits for the GPU)")
     p.add_argument("--import-modules", type=int, default=0, metavar="K",
                    help="the DataLoader's workers import about K new modules of 384 KiB per step "
                         "(from DATA-modules/, written first)")
@@ -101,7 +106,13 @@ def main():
     if a.batch < 1 or a.steps < 1 or a.warmup < 0 or a.workers < 0 or a.hidden < 1 or a.layers < 1:
         p.error("--batch, --steps, --hidden and --layers must be positive; --warmup and --workers not negative")
 
-    dist.init_process_group("gloo")
+    cuda = a.device == "cuda"
+    if cuda:
+        if not torch.cuda.is_available():
+            p.error("--device cuda: this PyTorch has no CUDA device")
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dev = torch.device("cuda" if cuda else "cpu")
+    dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     mods = a.data.rstrip("/") + "-modules"
@@ -116,12 +127,13 @@ def main():
     ds = FileSamples(a.data, a.slow_data, max(1, a.batch // a.import_modules) if a.import_modules > 0 else 0)
     sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=True, seed=0)
     dl = DataLoader(ds, batch_size=a.batch, sampler=sampler, num_workers=a.workers, drop_last=True,
-                    persistent_workers=a.workers > 0)
+                    persistent_workers=a.workers > 0, pin_memory=cuda)
     dims = [FEATURES] + [a.hidden] * a.layers
     layers = []
     for i in range(len(dims) - 1):
         layers += [torch.nn.Linear(dims[i], dims[i + 1]), torch.nn.ReLU()]
-    model = DDP(torch.nn.Sequential(*layers, torch.nn.Linear(dims[-1], CLASSES)))
+    model = DDP(torch.nn.Sequential(*layers, torch.nn.Linear(dims[-1], CLASSES)).to(dev),
+                device_ids=[torch.cuda.current_device()] if cuda else None)
     # Ground truth for a profiler: when this rank's backward finished computing, i.e. handed its
     # last gradient bucket to the all-reduce. Backward ends at the first layer; the others wait
     # there for a late rank, however it came to be late (a sleep, more work, a slower CPU).
@@ -133,7 +145,11 @@ def main():
     hooks = [prm.register_hook(grad_done) for prm in layers[0].parameters()]
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
-    extra = torch.zeros(int(a.extra_allreduce * (1 << 20)) // 4) if a.extra_allreduce > 0 else None
+    extra = torch.zeros(int(a.extra_allreduce * (1 << 20)) // 4, device=dev) if a.extra_allreduce > 0 else None
+    # On the GPU the host only enqueues: a step's time is its device's, so each step ends by
+    # waiting for the step before it (the host runs at most one step ahead, as a bounded queue
+    # would let it), and the loss is read on the host at the end unless --host-sync.
+    ends = [torch.cuda.Event(), torch.cuda.Event()] if cuda else None
     straggler = rank == a.straggler_rank
 
     it, epoch = iter(dl), 0
@@ -147,7 +163,9 @@ def main():
             sampler.set_epoch(epoch)
             it = iter(dl)
             x, y = next(it)
-        t1 = time.perf_counter()
+        t1 = time.perf_counter()  # (on the GPU: when the batch is on the host, pinned)
+        if cuda:
+            x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
         host = 0.0
         if straggler and a.straggler_delay:
             time.sleep(a.straggler_delay / 1000.0)
@@ -170,6 +188,11 @@ def main():
                 time.sleep(a.rank0_work / 1000.0)
                 host += a.rank0_work
             dist.barrier()
+        if cuda:
+            ends[s % 2].record()
+            if s:
+                ends[(s - 1) % 2].synchronize()
+        lv = float(loss) if a.host_sync or not cuda else loss.detach()
         t2 = time.perf_counter()
         if s >= a.warmup:
             steps.append((t2 - t0) * 1000)
@@ -177,18 +200,19 @@ def main():
             t_host.append(host)
             t_fwd.append(fwd * 1000)
             t_last.append(handed[0])
-            losses.append(float(loss))
+            losses.append(lv)
 
     for h in hooks:
         h.remove()
+    losses = [float(v) for v in losses]
     mine = torch.tensor([statistics.median(steps), statistics.mean(t_data), statistics.mean(t_host),
-                         statistics.median(t_fwd)])
-    every = [torch.zeros(4) for _ in range(world)]
+                         statistics.median(t_fwd)], device=dev)
+    every = [torch.zeros(4, device=dev) for _ in range(world)]
     dist.all_gather(every, mine)
     # how late each rank finished its backward, behind the earliest rank, per step (one host's
     # clock; float64: epoch seconds)
-    last = [torch.zeros(len(t_last), dtype=torch.float64) for _ in range(world)]
-    dist.all_gather(last, torch.tensor(t_last, dtype=torch.float64))
+    last = [torch.zeros(len(t_last), dtype=torch.float64, device=dev) for _ in range(world)]
+    dist.all_gather(last, torch.tensor(t_last, dtype=torch.float64, device=dev))
     late = [statistics.median(float(last[r][s] - min(last[q][s] for q in range(world))) * 1000
                               for s in range(len(t_last))) for r in range(world)]
     if rank == 0:

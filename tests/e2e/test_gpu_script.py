@@ -16,7 +16,8 @@ ok(p.returncode == 0 and not failed and len(passed) >= 14,
    "tests/gpu/run.sh --sim: %d checks passed, failed: %s %s" % (len(passed), failed[:3], p.stderr[-300:]))
 skips = [l for l in lines if "# SKIP" in l]
 left = [x.split(" - ", 1)[-1].split(" # ")[0] for x in skips]  # (what was left, without the runner's skip mark)
-ok(len(skips) == 2 and any("static-cudart" in x for x in left) and any("PyTorch" in x for x in left),
-   "only the static-cudart program and the PyTorch job are left to a GPU machine: %s" % left)
+ok(len(skips) == 3 and any("static-cudart" in x for x in left) and any("PyTorch on the GPU" in x for x in left)
+   and any("verdict on PyTorch" in x for x in left),
+   "only the static-cudart program and the PyTorch jobs (capture, verdict) are left to a GPU machine: %s" % left)
 cleanup(d)
 done()

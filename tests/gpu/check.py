@@ -2,7 +2,8 @@
 tests/e2e/test_cupti.py, test_nccl.py and test_cuda.py that do not depend on the simulated device's
 time model, on testapps/gpu_app.cu and testapps/nccl_app.cu built here with nvcc against the real
 libcudart and libnccl, then a PyTorch job (CUDA kernels, NCCL allreduce through DDP at world size 1,
-NVTX ranges) under the preload. --sim runs the same checks on the simulated device instead (that is
+NVTX ranges) under the preload, and the report's verdict on examples/torch/train_mlp.py --device cuda
+(healthy, data-starved, host-sync). --sim runs the same checks on the simulated device instead (that is
 how this script is itself tested on machines without a GPU: tests/e2e/test_gpu_script.py).
 
 usage: tests/gpu/check.py [--sim] [--out DIR]    (from the repository root, after `make`)
@@ -258,6 +259,71 @@ def torch_checks():
           % (both.returncode, pick(both) or both.stderr[-300:], info(dump(os.path.join(OUT, "torch-kineto"))[0]).get("state")))
 
 
+def verdict_checks():
+    """examples/torch/train_mlp.py --device cuda (DDP over NCCL, world size 1) under ddpspy: the
+    verdict and top finding of the healthy, data-starved and host-sync cases, each against the
+    trainer's own step time beside the healthy run, and the overhead (traced vs plain step)"""
+    try:
+        import torch  # noqa
+        have = torch.cuda.is_available()
+    except Exception:
+        have = False
+    if SIM or not have:
+        skip("the GPU verdict on PyTorch", "simulated device (the testbed's GPU cases: tests/e2e/test_gpu_report.py)"
+             if SIM else "no torch with CUDA here")
+        return
+    train = os.path.join(ROOT, "examples", "torch", "train_mlp.py")
+    data = os.path.join(OUT, "mlp-data")
+    base = ["--data", data, "--samples", "8192", "--hidden", "8192", "--layers", "6", "--batch", "512",
+            "--workers", "6", "--steps", "30", "--device", "cuda"]
+    run = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", train]
+
+    def truth(p):
+        lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+        return json.loads(lines[-1]) if lines else None
+
+    def case(name, extra):
+        out = os.path.join(OUT, "torch-" + name)
+        shutil.rmtree(out, ignore_errors=True)
+        p = traced(run + base + extra, out, timeout=900)
+        r = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True)
+        j = json.loads(r.stdout) if r.stdout.startswith("{") else None
+        return truth(p), j, p
+
+    plain = subprocess.run(run + base, capture_output=True, text=True, timeout=900, env=env_for_torch())
+    th, jh, p = case("healthy", [])
+    if not ok(th is not None and jh is not None, "PyTorch on CUDA under ddpspy: healthy run reported: %s" % p.stderr[-300:]):
+        return
+    tp = truth(plain)
+    if tp:
+        print("# PyTorch on CUDA, step p50: plain %.2f ms, under ddpspy %.2f ms (overhead %.1f%%)"
+              % (tp["step_ms_p50"], th["step_ms_p50"], 100 * (th["step_ms_p50"] / tp["step_ms_p50"] - 1)))
+    data_share = th["ranks"][0]["data_ms"] / th["step_ms_p50"]
+    top = lambda j: (j["findings"][0]["kind"], j["findings"][0]["evidence"].get("cause")) if j["findings"] else (None, None)
+    print("# healthy: %s; GPU %s; findings %s" % (jh["verdict"]["summary"], jh["ranks"][0].get("gpu"),
+                                                  [(f["kind"], f["severity"]) for f in jh["findings"]]))
+    ok(jh["verdict"]["bound"] == "compute" or data_share > 0.1,
+       "healthy: compute-bound (%s; the trainer waited for data %.0f%% of its step)" % (jh["verdict"]["summary"], 100 * data_share))
+    for name, extra, kinds, cause in (("data-starved", ["--slow-data", "2", "--workers", "2"], ("gpu_idle", "data_stall"), "data"),
+                                      ("host-sync", ["--host-sync"], ("gpu_idle", "host_sync"), "sync")):
+        t, j, p = case(name, extra)
+        if not ok(t is not None and j is not None, "PyTorch on CUDA: %s run reported: %s" % (name, p.stderr[-300:])):
+            continue
+        loss = 1 - th["step_ms_p50"] / t["step_ms_p50"]
+        k, c = top(j)
+        f = j["findings"][0] if j["findings"] else {"severity": 0}
+        print("# %s: %s; loss %.3f against healthy; findings %s" % (name, j["verdict"]["summary"], loss,
+                                                                  [(x["kind"], x["severity"]) for x in j["findings"]]))
+        ok(k in kinds and (k != "gpu_idle" or c == cause) and abs(f["severity"] - loss) <= 0.15 * loss + 0.02,
+           "%s: top finding %s (cause %s), severity %.3f against the trainer's loss %.3f" % (name, k, c, f["severity"], loss))
+
+
+def env_for_torch():
+    e = dict(os.environ)
+    e.update(env_for())
+    return e
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     where = "the simulated device" if SIM else "this machine's GPU"
@@ -284,6 +350,7 @@ def main():
     else:
         skip("NCCL on the GPU", "no nccl.h and libnccl.so.2 found (pip's nvidia-nccl, or $CUDA_HOME)")
     torch_checks()
+    verdict_checks()
     print("# traces in %s" % OUT)
     done()
 
