@@ -4,11 +4,13 @@ under ddpspy, each with the testbed's own ground truth, truth.json) and traces b
 here. Each fixture's report must be its golden report (report.json and report.txt beside it: a
 change of the analysis shows as a diff, made again with `make fixtures` once read), and must say
 what the ground truth says: every verdict and every finding kind of the CPU vocabulary, each
-against the testbed's own figures."""
+against the testbed's own figures, and the GPU verdict on the testbed's GPU mode recorded on the
+simulated device (gpu-*: host sync, a GPU straggler, launch-bound steps)."""
 import glob
 import json
 import os
 import shutil
+import statistics
 import subprocess
 from lib import *
 from schema import report_errors
@@ -37,7 +39,7 @@ def differences(a, b, path=""):
 
 
 names = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(FX, "*", "report.json")))
-ok(len(names) >= 17, "%d recorded fixtures: %s" % (len(names), " ".join(names)))
+ok(len(names) >= 20, "%d recorded fixtures: %s" % (len(names), " ".join(names)))
 rep, truth = {}, {}
 for n in names:
     rel = os.path.join("tests", "fixtures", n)
@@ -242,13 +244,47 @@ ok(bounds >= {"compute", "data", "comms", "host", "unknown"} and kinds >= want_k
 
 # ---- long traces: the steps found again from every call, streamed, give the same analysis ----
 diffs = {n: streamed_differences(os.path.join(FX, n)) for n in ("straggler-delay", "healthy", "rank0-work", "markers",
-                                                                 "varlen-fixed", "trap") if case(n)}
-ok(len(diffs) == 6 and not any(diffs.values()), "the same report from the streamed calls as from the kept ones: %s"
+                                                                 "varlen-fixed", "trap", "gpu-straggler") if case(n)}
+ok(len(diffs) == 7 and not any(diffs.values()), "the same report from the streamed calls as from the kept ones: %s"
    % {n: v for n, v in diffs.items() if v})
+
+# ---- GPU jobs (the simulated device): the device's split against the testbed's plan ----
+# (the testbed's compute_ms is the kernel time it planned, host_ms its own host work per step)
+if case("gpu-host-sync"):
+    j, t = rep["gpu-host-sync"], truth["gpu-host-sync"]
+    want = statistics.mean(r["host_ms"] for r in t["ranks"]) / t["step_ms_p50"]  # exposed after each sync
+    top = j["findings"][0] if j["findings"] else {"kind": None, "evidence": {}}
+    hs = find("gpu-host-sync", "host_sync")
+    ok(j["verdict"]["bound"] == "compute" and top["kind"] == "gpu_idle" and top["evidence"]["cause"] == "sync" and
+       near(top["severity"], want, 0.15) and hs and hs[0]["evidence"]["call"] == "cuda_memcpy" and
+       hs[0]["evidence"]["what"] == "d2h" and hs[0]["evidence"]["stack"][0].startswith("libddpbench_gpu.so+0x"),
+       "GPU host sync: gpu_idle (cause sync) within 15%% of the host's work over the step %.3f, host_sync names the "
+       "device-to-host copy and where: %s; %s" % (want, summary("gpu-host-sync"), hs[0]["evidence"] if hs else None))
+    g = [r["gpu"] for r in j["ranks"]]
+    ok(j["job"]["clock"]["method"] == "nccl-kernel-end" and j["job"]["gpu"]["ranks_with_gpu"] == 2 and
+       all(abs(x["busy_share"] + x["idle_share"] - 1) <= 0.02 and near(x["compute_share"], 20 / t["step_ms_p50"], 0.05)
+           for x in g), "GPU host sync: clocks from NCCL kernels' ends, busy + idle = 1, compute share of 20 ms of "
+       "kernels per step: %s" % [(x["busy_share"], x["idle_share"], x["compute_share"]) for x in g])
+if case("gpu-straggler"):
+    j, t, f = rep["gpu-straggler"], truth["gpu-straggler"], find("gpu-straggler", "straggler")
+    want = (t["ranks"][1]["compute_ms"] - t["ranks"][0]["compute_ms"]) / t["step_ms_p50"]
+    ok(j["verdict"]["bound"] == "compute" and len(f) == 1 and f[0]["rank"] == 1 and f[0]["evidence"]["cause"] == "compute"
+       and near(f[0]["severity"], want, 0.15) and j["ranks"][0]["gpu"]["nccl_wait_share"] > 0.25,
+       "GPU straggler: rank 1, cause compute, severity within 15%% of its extra kernel time over the step %.3f; rank "
+       "0's NCCL kernels wait for it: %s" % (want, summary("gpu-straggler")))
+if case("gpu-launch-bound"):
+    j, t = rep["gpu-launch-bound"], truth["gpu-launch-bound"]
+    want = 1 - statistics.mean(r["compute_ms"] for r in t["ranks"]) / t["step_ms_p50"]  # all but the kernels' time
+    top = j["findings"][0] if j["findings"] else {"kind": None, "evidence": {}}
+    lb = find("gpu-launch-bound", "launch_bound")
+    ok(j["verdict"]["bound"] == "host" and top["kind"] == "gpu_idle" and top["evidence"]["cause"] == "launch" and
+       near(top["severity"], want, 0.15) and lb and lb[0]["evidence"]["kernels_per_step"] == 2700,
+       "GPU launch-bound: host-bound, gpu_idle (cause launch) within 15%% of the step beyond the kernels %.3f, "
+       "launch_bound counts 2700 kernels per step: %s" % (want, summary("gpu-launch-bound")))
 
 # ---- memory errors: the report under valgrind ----
 if shutil.which("valgrind"):
-    for n in ("healthy", "trap", "damaged", "dropped"):
+    for n in ("healthy", "trap", "damaged", "dropped", "gpu-launch-bound"):
         p, why = under_valgrind(["report", "--json", os.path.join(FX, n)])
         ok(p.returncode == 0, "valgrind: no memory error or leak in the report of %s (rc=%d)%s" % (n, p.returncode, why))
 else:
