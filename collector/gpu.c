@@ -1,19 +1,21 @@
 /* GPU jobs: what CUPTI recorded of each rank's device (cupti/gpu.c) and its NCCL calls
  * (preload/nccl.c), kept while loading, and each analysed step split from the device's timeline
- * rather than from the training thread's calls, which on a GPU only enqueue work.
+ * rather than from the training thread's calls, which on a GPU only enqueue work
+ * (docs/report.md, section 8).
  *
- * A step on the device: the host's step boundaries (steps.c) mapped to the device as "when all
- * the work enqueued before this host time ended", so that the device's steps tile its timeline
- * as the host's tile the host's. Within a step every instant is one of (the first that applies):
- * a compute kernel, a copy or set other than an input copy (compute); a host-to-device copy
- * (data); an NCCL kernel (comms: its part before the last rank's kernel of the same collective
- * started is a wait for that rank, the rest transfer); or idle, charged to what the training
- * thread did then: waiting for input (data), in a call that waits for the device or right after
- * one returned, which had let the device's queue run dry (host: sync), launching kernels back to
- * back (host: launch), or anything else (host). NCCL kernels are known by name (ncclDevKernel_,
- * ncclKernel_) and by correlation: the external id ddpspy pushes around each NCCL call (gpu_extcorr)
- * names the call, whose communicator and sequence number match the same collective's kernels on
- * every rank; kernels of renamed or unrecorded calls are matched by their order. */
+ * A step on the device: each of the host's step bounds (steps.c) mapped to when the computation
+ * enqueued before it ended (the work of the streams that run compute kernels), the latest over
+ * the ranks, so that the device's steps tile its timeline as the host's tile the host's and are
+ * the same on every rank. Within a step every instant is the first of: a compute kernel, a copy or
+ * set other than an input copy (compute); a host-to-device copy (data); an NCCL kernel (comms: its
+ * part before the last rank's kernel of the same collective started is a wait for that rank, the
+ * rest transfer); or idle, charged to what the training thread did then: waiting for input
+ * (data), held by a pageable copy, waiting for the device or right after such a wait returned,
+ * which had let the device's queue run dry (host: sync), launching kernels back to back (host:
+ * launch), in a collective of its own (comms), or anything else (host). NCCL kernels are known by
+ * name (ncclDevKernel_, ncclKernel_) and by correlation: the external id ddpspy pushes around each
+ * NCCL call (gpu_extcorr) names the call, whose communicator and sequence number match the same
+ * collective's kernels on every rank; kernels of unrecorded calls are matched by their order. */
 #include <inttypes.h>
 #include <stddef.h>
 #include <math.h>

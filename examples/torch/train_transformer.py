@@ -1,5 +1,6 @@
 """A data-parallel transformer trainer on variable-length sequences for ddpspy's PyTorch examples:
-DistributedDataParallel over gloo (CPU), batches padded to their longest sequence, and the choice
+DistributedDataParallel over gloo (CPU) or, with --device cuda, NCCL (one GPU per rank), batches
+padded to their longest sequence, and the choice
 of how sequences are batched, which is what decides whether ranks get equal work (seed 000):
 
   --batching fixed    a fixed number of sequences per rank per step, in random order: ranks pad to
@@ -15,6 +16,7 @@ tokens per rank per step and their imbalance (the ground truth for ddpspy's work
 """
 import argparse
 import json
+import os
 import random
 import statistics
 import time
@@ -82,12 +84,20 @@ def main():
     p.add_argument("--straggler-rank", type=int, default=1)
     p.add_argument("--straggler-delay", type=float, default=0, metavar="MS",
                    help="that rank sleeps MS ms in every step (host)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: the model on this rank's GPU (LOCAL_RANK), DDP over NCCL")
     a = p.parse_args()
     if a.batch < 1 or a.steps < 1 or a.warmup < 0 or not 1 <= a.min_len <= a.max_len or a.dim % 4:
         p.error("--batch and --steps must be positive, --warmup not negative, 1 <= --min-len <= --max-len, "
                 "--dim a multiple of 4")
 
-    dist.init_process_group("gloo")
+    cuda = a.device == "cuda"
+    if cuda:
+        if not torch.cuda.is_available():
+            p.error("--device cuda: this PyTorch has no CUDA device")
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dev = torch.device("cuda" if cuda else "cpu")
+    dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     lens = lengths(a.sequences, a.min_len, a.max_len, seed=1)
@@ -95,7 +105,9 @@ def main():
         p.error("--sequences must be at least world size x --batch")
     plan = batches(lens, rank, world, a.batch, a.batching, a.warmup + a.steps, seed=2)
     gen = torch.Generator().manual_seed(3 + rank)
-    model = DDP(Model(a.dim, a.layers))
+    model = DDP(Model(a.dim, a.layers).to(dev), device_ids=[torch.cuda.current_device()] if cuda else None)
+    # on the GPU a step's time is its device's: each step waits for the one before it to end
+    ends = [torch.cuda.Event(), torch.cuda.Event()] if cuda else None
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = torch.nn.CrossEntropyLoss()
 
@@ -106,18 +118,24 @@ def main():
         x = torch.randint(0, VOCAB, (len(idx), L), generator=gen)
         pad = torch.arange(L).unsqueeze(0) >= torch.tensor([lens[i] for i in idx]).unsqueeze(1)
         y = (x[:, 0] % 2)
+        if cuda:
+            x, pad, y = x.to(dev, non_blocking=True), pad.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
         if rank == a.straggler_rank and a.straggler_delay:
             time.sleep(a.straggler_delay / 1000.0)
         opt.zero_grad()
         loss = loss_fn(model(x, pad), y)
         loss.backward()
         opt.step()
+        if cuda:
+            ends[s % 2].record()
+            if s:
+                ends[(s - 1) % 2].synchronize()
         if s >= a.warmup:
             steps.append((time.perf_counter() - t0) * 1000)
             padded.append(len(idx) * L)
             tokens.append(sum(lens[i] for i in idx))
 
-    mine = torch.tensor([statistics.median(steps)] + padded + tokens, dtype=torch.float64)
+    mine = torch.tensor([statistics.median(steps)] + padded + tokens, dtype=torch.float64, device=dev)
     every = [torch.zeros_like(mine) for _ in range(world)]
     dist.all_gather(every, mine)
     if rank == 0:
