@@ -150,6 +150,9 @@ struct gpustat {
 	double nccl_ms, nccl_bytes, nccl_calls; /* NCCL kernels per step: time (with waits), bytes, count */
 	double nccl_xfer_ms;       /* NCCL kernels per step: their time after the last rank's started */
 	double nccl_overlap_left_ms; /* on the compute stream: what overlapping backward would leave */
+	unsigned nccl_ops;         /* the operations of its NCCL kernels (1 << op; bit 31: unknown) */
+	int64_t nccl_max_bytes;    /* its largest NCCL collective, and that one's operation */
+	int nccl_max_op;
 	int nccl_on_compute;       /* NCCL kernels ran on a stream that also ran compute kernels */
 	double pageable_bytes, pageable_calls, pageable_ms; /* copies from or to pageable memory, per step */
 	double pinned_gbs;         /* the fastest copy from or to pinned memory of 1 MiB or more, 0 none */

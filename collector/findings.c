@@ -1066,7 +1066,9 @@ static void find_pageable(struct analysis *a)
  * their own stream but still exposed for their bytes (collective_volume) */
 static void find_nccl(struct analysis *a)
 {
-	int rank, on = 0, n = 0;
+	int rank, on = 0, n = 0, maxop = -1;
+	unsigned ops = 0;
+	int64_t maxb = 0;
 	double sev = gpu_share(a, 1u << GP_NCCL, &rank), calls = 0, bytes = 0, xfer = 0, left = 0;
 	for (int r = 0; r < a->nranks; r++) {
 		const struct gpustat *g = &a->ranks[r].gpu;
@@ -1077,6 +1079,11 @@ static void find_nccl(struct analysis *a)
 		bytes += g->nccl_bytes;
 		xfer += g->nccl_xfer_ms;
 		left += g->nccl_overlap_left_ms;
+		ops |= g->nccl_ops;
+		if (g->nccl_max_bytes > maxb) {
+			maxb = g->nccl_max_bytes;
+			maxop = g->nccl_max_op;
+		}
 		n++;
 	}
 	if (!n)
@@ -1093,6 +1100,11 @@ static void find_nccl(struct analysis *a)
 	if (sev < (on ? 0.02 : 0.05))
 		return;
 	double algbw = xfer > 0 ? bytes / xfer / 1e6 : 0;
+	/* bus bandwidth as nccl-tests reports it, where every collective is an all-reduce */
+	int world = a->ranks[0].p->world > 1 ? a->ranks[0].p->world : a->nranks;
+	double busbw = ops == 1u << DDPSPY_OP_ALLREDUCE && world > 1 ? algbw * 2 * (world - 1) / world : -1;
+	char hmax[32];
+	human_bytes((double)maxb, hmax, sizeof hmax);
 	struct finding *f = add_finding(a, on ? "no_overlap" : "collective_volume", -1, sev);
 	if (!f)
 		return;
@@ -1102,16 +1114,26 @@ static void find_nccl(struct analysis *a)
 		snprintf(f->title, sizeof f->title, "%.0f NCCL collectives per step (%s) run on the compute stream, after "
 			 "the computation: overlapping them with it would win %.0f%% of the step", calls, hb, 100 * sev);
 	else
-		snprintf(f->title, sizeof f->title, "%.0f NCCL collectives per step move %s; %.0f%% of the step the GPU "
-			 "only communicates", calls, hb, 100 * sev);
+		snprintf(f->title, sizeof f->title, "%.0f NCCL collectives per step move %s (the largest: a%s %s of %s); "
+			 "%.0f%% of the step the GPU only communicates", calls, hb, strchr("aeiou", op_name(maxop)[0]) ? "n" : "",
+			 op_name(maxop), hmax, 100 * sev);
 	ev_num(f, "calls_per_step", calls, 1);
 	ev_num(f, "bytes", bytes, 0);
 	ev_num(f, "transfer_ms_per_step", xfer, 3);
 	ev_num(f, "exposed_ms_per_step", exposed, 3);
 	ev_num(f, "algbw_gbs", algbw, 2);
+	if (busbw >= 0)
+		ev_num(f, "busbw_gbs", busbw, 2);
+	else
+		ev_str(f, "busbw_gbs", NULL);
+	ev_str(f, "largest_op", op_name(maxop));
+	ev_num(f, "largest_bytes", (double)maxb, 0);
 	ev_bool(f, "on_compute_stream", on);
+	char bus[48] = "";
+	if (busbw >= 0)
+		snprintf(bus, sizeof bus, ", bus %.1f GB/s", busbw);
 	snprintf(f->text, sizeof f->text, "%.1f NCCL kernels per step, %s, %.2f ms transferring at %.1f GB/s "
-		 "(bytes over transfer time), %.2f ms of it not overlapped", calls, hb, xfer, algbw, exposed);
+		 "(bytes over transfer time%s), %.2f ms of it not overlapped", calls, hb, xfer, algbw, bus, exposed);
 	if (on) {
 		f->advice[0] = "All-reduce each gradient bucket on a communication stream as soon as backward has made "
 			       "it (DDP does: bucket_cap_mb); the compute stream waits for it only before the optimizer.";

@@ -47,6 +47,7 @@ struct gwork {            /* a kernel, copy or set */
 	uint32_t corr, stream;
 	int32_t comm, seq;    /* NCCL kernels: their collective (seq -1 unknown) */
 	int8_t cls, pageable;
+	int8_t op;            /* NCCL kernels: their call's operation (-1 unknown) */
 };
 
 struct gapi {             /* a CUDA runtime or driver call, as CUPTI saw it */
@@ -174,7 +175,7 @@ int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace
 	 * a damaged record, left out so that no sum of times overflows) */
 	if (e->t_ns < 0 || e->t_ns >= (INT64_C(1) << 62) || e->dur_ns < 0 || e->dur_ns >= (INT64_C(1) << 46))
 		return 0;
-	struct gwork w = { .t = e->t_ns, .d = e->dur_ns, .launch = e->t_ns, .comm = -1, .seq = -1 };
+	struct gwork w = { .t = e->t_ns, .d = e->dur_ns, .launch = e->t_ns, .comm = -1, .seq = -1, .op = -1 };
 	switch (e->kind) {
 	case DDPSPY_EV_GPU_KERNEL: {
 		int64_t kn = an_arg(e, P.k_kname, 0);
@@ -374,6 +375,7 @@ static void identify(struct gpuproc *g)
 			w->comm = c->comm;
 			w->seq = c->seq;
 			w->bytes = c->bytes;
+			w->op = c->op;
 		} else { /* by order, in a sequence of their own */
 			w->comm = INT32_MIN;
 			w->seq = order++;
@@ -693,6 +695,11 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 			gs->nccl_xfer_ms += MS(w->d - (wt < w->d ? wt : w->d));
 			gs->nccl_bytes += (double)(w->bytes > 0 ? w->bytes : 0);
 			gs->nccl_calls++;
+			gs->nccl_ops |= w->op >= 0 && w->op < 32 ? 1u << w->op : 1u << 31;
+			if (w->bytes > gs->nccl_max_bytes) {
+				gs->nccl_max_bytes = w->bytes;
+				gs->nccl_max_op = w->op;
+			}
 			long k = step_of(b, N, w->t);
 			if (in && in->n > 1 && k >= 0) {
 				double late = MS(w->t - in->min_arr);

@@ -153,7 +153,10 @@ for np in (2, 4):
     case("host-straggler", np, ["--straggler-rank", "1", "--straggler-ms", "30"], [],
          finding("straggler", rank=1, cause="host", bound="compute"))
     case("extra-allreduce", np, ["--extra-allreduce-mb", "256" if np == 2 else "192"], [],
-         finding("collective_volume", bound="compute"), env={"SIMGPU_NCCL_GBS": "10"})
+         finding("collective_volume", bound="compute"), env={"SIMGPU_NCCL_GBS": "10"},
+         more=has("collective_volume", "collective_volume names the largest all-reduce and the stand-in's 10 GB/s bus "
+                  "bandwidth", lambda e: e["largest_op"] == "allreduce" and
+                  e["largest_bytes"] == (256 if np == 2 else 192) << 20 and abs(e["busbw_gbs"] - 10) < 0.5))
     case("rank0-work", np, ["--rank0-work-ms", "30"], [], finding("rank0_serialization", rank=0, bound="compute"))
 
 # ---- NCCL kernels by correlation: renamed, the straggler is still found ----
