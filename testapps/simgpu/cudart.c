@@ -519,14 +519,18 @@ static void *device_main(void *arg)
 			break;
 		}
 		}
+		/* told before it counts as placed: whoever waits for it (a synchronize before the
+		 * program's exit) finds its record with CUPTI */
+		pthread_mutex_unlock(&lock);
+		if (d->what == D_WORK || d->what == D_COLL)
+			tell_as(&d->it);
+		pthread_mutex_lock(&lock);
 		dq = d->next;
 		if (!dq)
 			dq_tail = &dq;
 		placed_n = d->no;
 		pthread_cond_broadcast(&placed_cv);
 		pthread_mutex_unlock(&lock);
-		if (d->what == D_WORK || d->what == D_COLL)
-			tell_as(&d->it);
 		if (d->what == D_COLL)
 			d->coll->done(d->coll);
 		free(d);

@@ -278,9 +278,9 @@ if case("gpu-launch-bound"):
     top = j["findings"][0] if j["findings"] else {"kind": None, "evidence": {}}
     lb = find("gpu-launch-bound", "launch_bound")
     ok(j["verdict"]["bound"] == "host" and top["kind"] == "gpu_idle" and top["evidence"]["cause"] == "launch" and
-       near(top["severity"], want, 0.15) and lb and lb[0]["evidence"]["kernels_per_step"] == 2700,
+       near(top["severity"], want, 0.15) and lb and lb[0]["evidence"]["kernels_per_step"] == 2250,
        "GPU launch-bound: host-bound, gpu_idle (cause launch) within 15%% of the step beyond the kernels %.3f, "
-       "launch_bound counts 2700 kernels per step: %s" % (want, summary("gpu-launch-bound")))
+       "launch_bound counts 2250 kernels per step: %s" % (want, summary("gpu-launch-bound")))
 
 # ---- memory errors: the report under valgrind ----
 if shutil.which("valgrind"):

@@ -89,7 +89,7 @@ def check(n):
 
     # CUPTI: the NCCL kernels, joined to their calls
     joined = True
-    starts = {}
+    starts, why = {}, []
     for r in range(n):
         ext_of = {e["corr"]: e["ext_id"] for e in gev[r] if e["kind"] == "gpu_extcorr"}
         launch = {e["corr"] for e in gev[r] if e["kind"] == "cuda_api" and e["driver"] == 1 and e["fn"] == "cuLaunchKernel"}
@@ -97,12 +97,18 @@ def check(n):
         kern = [e for e in gev[r] if e["kind"] == "gpu_kernel" and e["kname"].startswith("ncclDevKernel_")]
         ark = [k for k in kern if "AllReduce" in k["kname"]]
         srk = [k for k in kern if k["kname"] == "ncclDevKernel_SendRecv"]
-        joined &= len(ark) == STEPS and len(srk) == STEPS
-        joined &= all(k["corr"] in launch for k in kern)
-        joined &= [ext_of.get(k["corr"]) for k in ark] == [e["ext"] for e in ars[r]]
-        joined &= [ext_of.get(k["corr"]) for k in srk] == [e["ext"] for e in ends]
+        this = [len(ark) == STEPS and len(srk) == STEPS, all(k["corr"] in launch for k in kern),
+                [ext_of.get(k["corr"]) for k in ark] == [e["ext"] for e in ars[r]],
+                [ext_of.get(k["corr"]) for k in srk] == [e["ext"] for e in ends]]
+        if not all(this):
+            why.append("rank %d: %d allreduce and %d group kernels of %d, launches found %s, allreduce ids %s, group "
+                       "ids %s; gpu record %s" % (r, len(ark), len(srk), STEPS, this[1], this[2], this[3],
+                                                  {k: g.get(k) for g in of(recs, "gpu") if pid_rank.get(g.get("pid")) == r
+                                                   for k in ("state", "events", "dropped", "refused", "unwritten")}))
+        joined &= all(this)
         starts[r] = ark
-    ok(joined, "%d ranks: each allreduce's and each group's kernel joins its call (external id) and its driver launch" % n)
+    ok(joined, "%d ranks: each allreduce's and each group's kernel joins its call (external id) and its driver launch%s"
+       % (n, ": %s" % why if why else ""))
     if not joined:
         return
     # as NCCL's kernels: each starts when its stream could (after the backward kernel it waits
