@@ -890,12 +890,6 @@ static void find_gpu_idle(struct analysis *a)
 	double sev = gpu_crit(a, IDLE_MASK);
 	if (sev < 0.05)
 		return;
-	/* one rank's idle device that its peers wait for is that rank's finding (straggler, rank-0
-	 * work): the same time, named by what the job loses */
-	for (int i = 0; rank >= 0 && i < a->nfindings; i++)
-		if (a->findings[i].rank == rank && (!strcmp(a->findings[i].kind, "straggler") ||
-						    !strcmp(a->findings[i].kind, "rank0_serialization")))
-			return;
 	/* the contract's idle causes (ranks[].gpu.idle_by_cause) */
 	static const char *const cause[] = { "data", "sync", "launch", "comms", "other" };
 	static const char *const why[] = { "waiting for input", "after the host waited for the device",
@@ -909,6 +903,13 @@ static void find_gpu_idle(struct analysis *a)
 		idle += ms[c];
 		top = ms[c] > ms[top] ? c : top;
 	}
+	/* one rank's idle device that its peers wait for, while its host did other work, is that
+	 * rank's finding (straggler, rank-0 work): the same time, named by what the job loses. (Idle
+	 * for input, a sync or launching says more than a late rank's "host" does: it stays.) */
+	for (int i = 0; rank >= 0 && top == 4 && i < a->nfindings; i++)
+		if (a->findings[i].rank == rank && (!strcmp(a->findings[i].kind, "straggler") ||
+						    !strcmp(a->findings[i].kind, "rank0_serialization")))
+			return;
 	struct finding *f = add_finding(a, "gpu_idle", rank, sev);
 	if (!f)
 		return;

@@ -80,6 +80,9 @@ GPU_CASES = [
     ("gpu-extra-allreduce", 4, ["--extra-allreduce-mb", "192"], [], {"SIMGPU_NCCL_GBS": "10"},
      "an extra 192 MiB all-reduce (10 GB/s bus)"),
     ("gpu-rank0-work", 4, ["--rank0-work-ms", "30"], [], {}, "rank 0 works 30 ms, then an NCCL barrier"),
+    # (no healthy reference: length buckets also pad less, so what they win is more than the skew)
+    ("gpu-token-skew", 4, ["--varlen", "--batch", "8", "--batching", "fixed"], None, {},
+     "8 variable-length sequences per rank, fixed count"),
 ]
 
 

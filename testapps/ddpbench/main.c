@@ -45,7 +45,7 @@ static const char usage[] = USAGE_HEAD
 	"  --slow-rank R           apply --slow-data on rank R only (default: every rank)\n"
 	"  --read-chunk B          bytes per read for small-reads (default 64)\n"
 	"  --read-delay-ms M       storage latency per batch for delay (default 20)\n"
-	"GPU (MLP task; needs build/libddpbench_gpu.so, built by make sim where CUDA and nvcc are):\n"
+	"GPU (needs build/libddpbench_gpu.so, built by make sim where CUDA and nvcc are):\n"
 	"  --gpu                   the step's work as CUDA kernels, batches copied to the device,\n"
 	"                          buckets all-reduced with NCCL on a second stream (one GPU per rank)\n"
 	"  --gpu-ms M              forward + backward + optimizer kernel time per step (default 20)\n"
@@ -233,8 +233,6 @@ static int parse_train(int argc, char **argv, struct options *o)
 		conflict = "--slow-rank needs --slow-data";
 	else if (gpu_opts && !o->gpu)
 		conflict = "--gpu-ms, --input-mb, --pageable, --host-sync, --gpu-kernels and --host-ms need --gpu";
-	else if (o->gpu && o->task != TASK_MLP)
-		conflict = "--gpu runs the MLP task only (the token model has no GPU kernels)";
 	if (conflict) {
 		if (is_rank0())
 			fprintf(stderr, "ddpbench: %s\n", conflict);

@@ -184,6 +184,19 @@ static void gpu_plan(const struct options *o, struct model *m, double slowdown, 
 	gp->ms = ns / 1e6;
 }
 
+#define GPU_REF_LEN 128.0 /* token tasks: gpu_ms is the work of a batch of this padded length */
+
+/* A batch's forward and backward work against the plan's (1 for the MLP): for tokens, as the token
+ * model's cost, attention over the padded length and an MLP per token, n Lp (Lp + 128), against a
+ * batch of the same count at 128 tokens */
+static double gpu_scale(const struct options *o, const struct batch *b, int batch)
+{
+	if (o->task == TASK_MLP)
+		return 1;
+	double lp = b->len_max;
+	return (double)b->n * lp * (lp + GPU_REF_LEN) / ((double)batch * GPU_REF_LEN * 2 * GPU_REF_LEN);
+}
+
 int train(const struct options *o, const struct dataset *ds)
 {
 	int rank, ws, provided;
@@ -235,7 +248,10 @@ int train(const struct options *o, const struct dataset *ds)
 			fprintf(stderr, "ddpbench: rank %d cannot start its input pipeline on %s\n", rank, ds->dir);
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	}
-	size_t input_bytes = o->input_mb > 0 ? (size_t)(o->input_mb * 1048576) : (size_t)batch * ds->features * sizeof(float);
+	size_t input_bytes = o->input_mb > 0 ? (size_t)(o->input_mb * 1048576) :
+		o->task == TASK_MLP ? (size_t)batch * ds->features * sizeof(float) :
+		(size_t)(o->batching == BATCH_BUDGET ? o->token_budget :
+			 batch * (o->task == TASK_UNIFORM ? o->uniform_len : ds->max_len)) * sizeof(uint16_t);
 	if (G) {
 		char id[256] = { 0 };
 		int idlen = rank == 0 ? G->unique_id(id, sizeof id) : 0;
@@ -327,15 +343,19 @@ int train(const struct options *o, const struct dataset *ds)
 					sleep_ms(o->host_ms);
 					v[F_HOST] += now_ms() - t;
 				}
-				G->upload(b->x, (size_t)b->n * ds->features * sizeof(float));
+				double sc = gpu_scale(o, b, batch);
+				if (o->task == TASK_MLP)
+					G->upload(b->x, (size_t)b->n * ds->features * sizeof(float));
+				else
+					G->upload(b->tok, (size_t)b->n * b->len_max * sizeof(uint16_t));
 				for (int l = 0; l < nl; l++)
-					G->kernel(GPU_FORWARD, gp.fwd[l]);
+					G->kernel(GPU_FORWARD, gp.fwd[l] * sc);
 				for (int l = nl - 1; l >= 0; l--) {
-					G->kernel(GPU_BACKWARD, gp.bwd[l]);
+					G->kernel(GPU_BACKWARD, gp.bwd[l] * sc);
 					if (last && bucket_at[l] >= 0)
 						G->bucket(bfirst[bucket_at[l]], bcount[bucket_at[l]]);
 				}
-				v[F_COMPUTE] += (gp.ms - gp.opt / 1e6) / o->accum;
+				v[F_COMPUTE] += (gp.ms - gp.opt / 1e6) * sc / o->accum;
 				continue;
 			}
 			t = now_ms();

