@@ -52,6 +52,8 @@ struct proc {
 	int64_t to_real;       /* CLOCK_REALTIME - CLOCK_MONOTONIC at the first calibration */
 	int64_t offset;        /* added to to_real by the collective refinement */
 	uint64_t events, dropped;
+	uint64_t gpu_records;  /* CUPTI's records read from its file (not in events) */
+	uint64_t gpu_dropped;  /* CUPTI's records lost: dropped by CUPTI, or no buffer for them */
 	uint64_t unwritten;    /* events its file did not take (write_error: why) */
 	char write_error[64];
 	size_t read_to;        /* where the first reading stopped; the frames before it are checked */

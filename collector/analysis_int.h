@@ -247,7 +247,7 @@ int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace
 int an_gpu_host(struct proc *p, const struct trace_event *e, const struct ev *v);
 void an_gpu_loaded(struct proc *p, const struct trace_file *f);
 void an_gpu_free(struct proc *p);
-int an_gpu_ranks(const struct analysis *a); /* ranks with device work */
+int an_gpu_ranks(const struct analysis *a); /* ranks whose steps an_gpu_split split from their device */
 /* p's NCCL kernels' ends on the job's clock so far, by collective (comm, seq): every rank's kernels
  * of one collective end together (clocks.c); *out malloc'ed */
 struct gend {

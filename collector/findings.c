@@ -1152,10 +1152,10 @@ static void find_lost(struct analysis *a)
 		struct proc *p = &a->procs[i];
 		if (p->role != DDPSPY_ROLE_RANK && p->role != DDPSPY_ROLE_WORKER)
 			continue;
-		if (!p->dropped && !p->unwritten && !p->write_error[0] && !p->damaged && p->ended)
+		if (!p->dropped && !p->unwritten && !p->gpu_dropped && !p->write_error[0] && !p->damaged && p->ended)
 			continue;
-		uint64_t lost = p->dropped + p->unwritten;
-		double frac = p->events + lost ? (double)lost / (double)(p->events + lost) : 0;
+		uint64_t lost = p->dropped + p->unwritten + p->gpu_dropped, all = p->events + p->gpu_records + lost;
+		double frac = all ? (double)lost / (double)all : 0;
 		int rank = p->role == DDPSPY_ROLE_RANK ? p->rank : p->parent_rank;
 		struct finding *f = add_finding(a, "lost_events", rank >= 0 ? rank : -1,
 						p->damaged || !p->ended ? fmax(frac, 0.01) : frac);
@@ -1170,18 +1170,26 @@ static void find_lost(struct analysis *a)
 		else if (!p->ended)
 			snprintf(f->title, sizeof f->title, "%s was not completed by its process: events after its last "
 				 "flush are missing", p->file);
-		else
+		else if (!p->gpu_dropped)
 			snprintf(f->title, sizeof f->title, "%" PRIu64 " events of pid %d were dropped (%.2f%%): its rings "
 				 "were full", p->dropped, p->pid, 100 * frac);
+		else
+			snprintf(f->title, sizeof f->title, "%" PRIu64 " events of pid %d were lost (%.2f%%): %" PRIu64
+				 " of CUPTI's records (dropped by CUPTI or without a buffer), %" PRIu64 " from full rings",
+				 lost, p->pid, 100 * frac, p->gpu_dropped, p->dropped);
 		ev_str(f, "file", p->file);
 		ev_int(f, "recorded", (int64_t)p->events);
 		ev_int(f, "dropped", (int64_t)p->dropped);
 		ev_int(f, "unwritten", (int64_t)p->unwritten);
+		ev_int(f, "gpu_dropped", (int64_t)p->gpu_dropped);
 		ev_bool(f, "complete", p->ended && !p->damaged);
 		snprintf(f->text, sizeof f->text, "%" PRIu64 " recorded, %" PRIu64 " dropped%s%s", p->events,
 			 lost, p->unwritten ? " or not written" : "",
 			 p->damaged ? ", file damaged" : !p->ended ? ", file not completed: more lost after its last flush" : "");
-		f->advice[0] = "Dropped events: raise DDPSPY_RING_KB or lower DDPSPY_FLUSH_MS.";
+		f->advice[0] = p->gpu_dropped ? "Lost CUPTI records: at most 64 MiB of CUPTI's buffers are out at a time; lower "
+			       "DDPSPY_FLUSH_MS so the writer hands them back sooner, or launch fewer kernels per second "
+			       "(CUDA graphs, fused kernels)." :
+			       "Dropped events: raise DDPSPY_RING_KB or lower DDPSPY_FLUSH_MS.";
 		f->advice[1] = "A damaged or incomplete file: the process died before ddpspy could finish it (SIGKILL, "
 			       "the OOM killer); the rest of the job is still analysed.";
 		if (p->write_error[0])

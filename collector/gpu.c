@@ -839,11 +839,20 @@ out:
 	free(h.e);
 }
 
-int an_gpu_ranks(const struct analysis *a)
+/* ranks with device work */
+static int with_work(const struct analysis *a)
 {
 	int n = 0;
 	for (int r = 0; r < a->nranks; r++)
 		n += a->ranks[r].p->gpu && a->ranks[r].p->gpu->nw > 0;
+	return n;
+}
+
+int an_gpu_ranks(const struct analysis *a)
+{
+	int n = 0;
+	for (int r = 0; r < a->nranks; r++)
+		n += a->ranks[r].gpu.have;
 	return n;
 }
 
@@ -857,8 +866,18 @@ void an_gpu_split(struct analysis *a, struct stepdata *sd)
 			an_warn(a, "rank %d: GPU capture %s (%s): its device's timeline is not recorded, only its host calls",
 				a->ranks[r].rank, g->state, g->why);
 	}
-	if (!sd->K || !an_gpu_ranks(a))
+	if (!sd->K || !with_work(a))
 		return;
+	/* a device timeline with holes would show them as idle: with records lost anywhere, every
+	 * rank keeps its host split (lost_events says how many) */
+	uint64_t lost = 0;
+	for (int r = 0; r < R; r++)
+		lost += a->ranks[r].p->gpu_dropped;
+	if (lost) {
+		an_warn(a, "CUPTI lost %" PRIu64 " records: the devices' timelines have holes, so the steps are split from "
+			"the host's calls, as without GPU capture", lost);
+		return;
+	}
 	for (int r = 0; r < R; r++)
 		if (a->ranks[r].p->gpu && a->ranks[r].p->gpu->nw)
 			place(a->ranks[r].p);

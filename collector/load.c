@@ -457,6 +457,8 @@ static int load_file(struct analysis *a, const char *path)
 		return 0;
 	}
 	p->events = f.events;
+	p->gpu_records = f.gpu.read;
+	p->gpu_dropped = (uint64_t)(f.gpu.dropped > 0 ? f.gpu.dropped : 0) + (uint64_t)(f.gpu.refused > 0 ? f.gpu.refused : 0);
 	p->dropped = f.dropped;
 	p->unwritten = f.unwritten;
 	snprintf(p->write_error, sizeof p->write_error, "%s", f.write_error);
@@ -642,8 +644,8 @@ int an_load(struct analysis *a, const struct report_options *o, char *err, size_
 	int nh = 0;
 	for (int i = 0; i < a->nprocs; i++) {
 		struct proc *p = &a->procs[i];
-		a->events += p->events;
-		a->dropped += p->dropped + p->unwritten;
+		a->events += p->events + p->gpu_records; /* (job.events and dropped_events: CUPTI's too) */
+		a->dropped += p->dropped + p->unwritten + p->gpu_dropped;
 		int seen = 0;
 		for (int h = 0; h < nh; h++)
 			seen |= !strcmp(hosts[h], p->host);

@@ -201,6 +201,20 @@ for prefix in ("ncclKernel_", "fused_"):
     case("renamed-" + prefix.rstrip("_"), 2, ["--straggler-rank", "1", "--straggler-slowdown", "1.5"], [],
          finding("straggler", rank=1, cause="compute", bound="compute"), env={"SIMGPU_NCCL_KERNEL_PREFIX": prefix})
 
+# ---- CUPTI's lost records: every record after the first 100 of each rank has no buffer ----
+truth, out = traced("cupti-drops", [], 2, {"SIMGPU_CUPTI_MAX_RECORDS": "100"})
+j = report(out) if truth else None
+lost = [f for f in j["findings"] if f["kind"] == "lost_events"] if j else []
+recs = [r for r in dump(out)[0] if r.get("type") == "gpu"]
+want = {r["pid"]: r["dropped"] + r["refused"] for r in recs}
+ok(j is not None and len(lost) == 2 and all(f["evidence"]["gpu_dropped"] > 0 for f in lost) and
+   sum(f["evidence"]["gpu_dropped"] for f in lost) == sum(want.values()) and
+   j["job"]["dropped_events"] >= sum(want.values()) and any("CUPTI lost" in w for w in j["job"]["warnings"]) and
+   not any("gpu" in r for r in j["ranks"]),
+   "CUPTI's lost records: lost_events on both ranks with the files' counts (%s), in job.dropped_events, and the "
+   "host split with a warning instead of timelines with holes: %s" % (
+       want, [(f["rank"], f["evidence"].get("gpu_dropped"), round(f["severity"], 3)) for f in lost]))
+
 # ---- bad input: --gpu without its library says so ----
 p = subprocess.run(MPIRUN + ["-np", "1", BENCH, "train", "--data", data, "--gpu", "--steps", "1"], capture_output=True,
                    text=True, env=dict(os.environ, DDPBENCH_GPU_LIB=os.path.join(d, "nope.so"), **SIM))
