@@ -222,6 +222,7 @@ struct stepdata {
 	double **late;  /* per rank: lateness of each collective it entered (ms) */
 	size_t *nlate;
 	struct trainfold *fold; /* per rank */
+	struct hostlanes **lanes; /* per rank with device work: its training thread's waits (gpu.c) */
 };
 
 /* steps.c: a->sd, the boundaries in a->ranks[].steps, the step counts and source */
@@ -259,6 +260,12 @@ size_t an_gpu_nccl_ends(const struct proc *p, struct gend **out);
 /* after the host split (split.c), before the critical path: the steps of ranks with device work
  * split from the device's timeline instead */
 void an_gpu_split(struct analysis *a, struct stepdata *sd);
+/* The training thread's waits that a device's idle time is charged to, gathered while split.c
+ * streams the thread (one reading serves both splits): NULL when p has no device work. */
+struct hostlanes;
+struct hostlanes *an_gpu_lanes_new(const struct proc *p);
+void an_gpu_lanes_event(struct hostlanes *h, const struct ev *e);
+void an_gpu_lanes_free(struct hostlanes *h);
 /* p's call site i that waited for the device: its event kind's name (NULL: none), frames
  * (innermost first, "module+0xoffset"), time, calls, kind, and what (cuda_sync "what", cuda_memcpy "dir") */
 const char *an_gpu_site(const struct proc *p, int i, const char *(*frames)[8], int *nframes, double *ms,

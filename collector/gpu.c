@@ -457,7 +457,7 @@ static int cmp_edge(const void *x, const void *y)
 struct hostlanes {
 	struct edge *e;
 	size_t n, cap;
-	const int64_t *page;   /* launch times of copies from or to pageable memory, in order */
+	int64_t *page;         /* launch times (job clock) of copies from or to pageable memory, in order */
 	size_t npage;
 };
 
@@ -465,37 +465,50 @@ static int add_edge(struct hostlanes *h, int64_t t, int64_t d, int lane)
 {
 	if (d <= 0)
 		return 0;
-	if (h->n + 2 > h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 1024;
-		struct edge *n = realloc(h->e, cap * sizeof *n);
-		if (!n)
-			return 1;
-		h->e = n;
-		h->cap = cap;
-	}
-	h->e[h->n++] = (struct edge){ t, (int8_t)lane, 1, 0, -1 };
-	h->e[h->n++] = (struct edge){ t + d, (int8_t)lane, -1, 0, -1 };
+	PUSH(h->e, h->n, h->cap, ((struct edge){ t, (int8_t)lane, 1, 0, -1 }));
+	PUSH(h->e, h->n, h->cap, ((struct edge){ t + d, (int8_t)lane, -1, 0, -1 }));
 	return 0;
 }
 
-/* the training thread's waits for input and for the device, from its calls */
-static int host_event(void *ctx, const struct ev *e)
+struct hostlanes *an_gpu_lanes_new(const struct proc *p)
 {
-	struct hostlanes *h = ctx;
+	const struct gpuproc *g = p->gpu;
+	struct hostlanes *h = g && g->nw ? calloc(1, sizeof *h) : NULL;
+	if (h && !(h->page = malloc(g->nw * sizeof *h->page))) {
+		free(h);
+		return NULL;
+	}
+	for (size_t i = 0; h && i < g->nw; i++) /* (a few bytes read back, a loss's .item(), are a sync) */
+		if (g->w[i].pageable && g->w[i].bytes >= PAGEABLE_MIN)
+			h->page[h->npage++] = g->w[i].launch + p->shift; /* (gpu.c's own times move later: place) */
+	return h;
+}
+
+void an_gpu_lanes_free(struct hostlanes *h)
+{
+	if (h) {
+		free(h->e);
+		free(h->page);
+		free(h);
+	}
+}
+
+/* the training thread's waits for input and for the device, from its calls (out of memory: the
+ * edges so far) */
+void an_gpu_lanes_event(struct hostlanes *h, const struct ev *e)
+{
 	int c = an_category(e);
-	if (c == CAT_DATA)
-		return add_edge(h, e->t, e->d, H_DATA);
-	if (e->kind == DDPSPY_EV_CUDA_MEMCPY && e->d >= SYNC_MIN_NS) {
+	if (c == CAT_DATA) {
+		add_edge(h, e->t, e->d, H_DATA);
+	} else if (e->kind == DDPSPY_EV_CUDA_MEMCPY && e->d >= SYNC_MIN_NS) {
 		/* held by a copy: one of pageable memory if such a copy was launched inside the call */
 		size_t i = first_at(h->page, h->npage, sizeof *h->page, 0, e->t);
-		return add_edge(h, e->t, e->d, i < h->npage && h->page[i] < e->t + e->d ? H_PAGEABLE : H_SYNC);
+		add_edge(h, e->t, e->d, i < h->npage && h->page[i] < e->t + e->d ? H_PAGEABLE : H_SYNC);
+	} else if (e->kind == DDPSPY_EV_CUDA_SYNC) {
+		add_edge(h, e->t, e->d, H_SYNC);
+	} else if (c == CAT_COMMS && !(an_kind(e->kind)->m & DDPSPY_KM_ENQUEUES) && e->d >= SYNC_MIN_NS) {
+		add_edge(h, e->t, e->d, H_COMMS); /* a collective of the host's own (MPI, gloo) */
 	}
-	if (e->kind == DDPSPY_EV_CUDA_SYNC)
-		return add_edge(h, e->t, e->d, H_SYNC);
-	/* a collective of the host's own (MPI, gloo; NCCL's calls only enqueue) */
-	if (c == CAT_COMMS && !(an_kind(e->kind)->m & DDPSPY_KM_ENQUEUES) && e->d >= SYNC_MIN_NS)
-		return add_edge(h, e->t, e->d, H_COMMS);
-	return 0;
 }
 
 /* the instance of NCCL kernel w in the job's table of device collectives */
@@ -639,24 +652,15 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 	struct gpuproc *g = p->gpu;
 	size_t N = sd->K, nw = g->nw;
 	double *kus = NULL;
-	struct hostlanes h = { 0 };
+	struct hostlanes *h = sd->lanes[r], none = { 0 };
+	if (!h) /* (no memory for them while the host split streamed the thread) */
+		h = &none;
 	free(sd->late[r]);
 	sd->late[r] = malloc((nw + 1) * sizeof **sd->late);
 	sd->nlate[r] = 0;
 	int64_t host0 = ri->steps[0].t0, host1 = ri->steps[N - 1].t1;
-	/* the edges: device work, the training thread's waits, runs of launch calls */
-	int64_t *page = malloc((nw + 1) * sizeof *page);
-	if (!page)
-		goto out;
-	for (size_t i = 0; i < nw; i++) /* (a few bytes read back, a loss's .item(), are a sync) */
-		if (g->w[i].pageable && g->w[i].bytes >= PAGEABLE_MIN)
-			page[h.npage++] = g->w[i].launch;
-	h.page = page;
-	int rc = an_stream_train(p, host_event, &h);
-	free(page);
-	if (rc < 0)
-		an_warn(a, "%s: could not be read a second time; rank %d's idle device time is not attributed", p->file,
-			ri->rank);
+	/* the edges: the training thread's waits (gathered as split.c streamed it), runs of launch
+	 * calls, device work */
 	for (size_t i = 0; i < g->na;) {
 		if (!g->api[i].launch) {
 			i++;
@@ -668,7 +672,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 			if (g->api[j].launch)
 				t1 = g->api[j].t + g->api[j].d > t1 ? g->api[j].t + g->api[j].d : t1;
 		/* (a run of one call is its own time) */
-		if (add_edge(&h, t0, t1 - t0, H_LAUNCH))
+		if (add_edge(h, t0, t1 - t0, H_LAUNCH))
 			goto out;
 		i = j;
 	}
@@ -679,13 +683,13 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 		const struct gwork *w = &g->w[i];
 		if (w->d <= 0 || w->t + w->d <= b[0] || w->t >= b[2 * N - 1])
 			continue;
-		if (add_edge(&h, w->t, w->d, w->cls))
+		if (add_edge(h, w->t, w->d, w->cls))
 			goto out;
 		if (w->cls == GW_NCCL) {
 			struct inst *in = ginst(tab, w, 0);
 			int64_t wt = in && in->n > 1 && in->max_arr > w->t ? in->max_arr - w->t : 0;
-			h.e[h.n - 2].wait = wt < w->d ? wt : w->d;
-			h.e[h.n - 2].late = in ? in->late : -1;
+			h->e[h->n - 2].wait = wt < w->d ? wt : w->d;
+			h->e[h->n - 2].late = in ? in->late : -1;
 			/* the same collective as the host saw it (its calls, by communicator and sequence
 			 * number): its waits are these */
 			struct inst *hin = w->comm != INT32_MIN ? an_inst_get(&sd->tab, w->comm, w->seq, 0) : NULL;
@@ -720,7 +724,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 			gs->pinned_gbs = fmax(gs->pinned_gbs, (double)w->bytes / (double)w->d);
 		}
 	}
-	sort_n(h.e, h.n, sizeof *h.e, cmp_edge);
+	sort_n(h->e, h->n, sizeof *h->e, cmp_edge);
 	for (size_t k = 0; k < N; k++) {
 		memset(ri->steps[k].cat, 0, sizeof ri->steps[k].cat);
 		ri->steps[k].wait = 0;
@@ -733,9 +737,9 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 	int64_t wait_until = INT64_MIN, last_sync_end = INT64_MIN, gap_start = INT64_MIN;
 	int after = 0, last_wait = 0, late_rank = -1; /* after: the part of an idle gap a wait began */
 	size_t k = 0;
-	for (size_t i = 0; i < h.n; i++) {
-		const struct edge *e = &h.e[i];
-		int64_t t0 = i ? h.e[i - 1].t : e->t, t1 = e->t;
+	for (size_t i = 0; i < h->n; i++) {
+		const struct edge *e = &h->e[i];
+		int64_t t0 = i ? h->e[i - 1].t : e->t, t1 = e->t;
 		while (k < N && b[2 * k + 1] <= t0)
 			k++;
 		for (size_t q = k; t1 > t0 && q < N && b[2 * q] < t1; q++) {
@@ -836,7 +840,6 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 			gs->site = i;
 out:
 	free(kus);
-	free(h.e);
 }
 
 /* ranks with device work */

@@ -164,6 +164,7 @@ double an_wfrom(const struct stepdata *sd, int r, size_t k, int L)
 struct split {
 	struct stepdata *sd;
 	struct rankinfo *ri;
+	struct hostlanes *lanes; /* a rank with device work: its waits for gpu.c, from the same reading */
 	int r;
 	size_t N, cur, maxlate;
 	struct wait_ctx w;
@@ -348,6 +349,8 @@ static int split_event(void *ctx, const struct ev *e)
 	struct rankinfo *ri = s->ri;
 	size_t N = s->N;
 	int r = s->r;
+	if (s->lanes)
+		an_gpu_lanes_event(s->lanes, e);
 	while (s->bgi < s->nbg && s->bg[s->bgi]->t <= e->t)
 		bg_arrival(s, s->bg[s->bgi++]);
 	int c = an_category(e);
@@ -435,6 +438,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, int r)
 	if (ri->p->bg)
 		bg_build(&sp, ri->p);
 	sp.maxlate = t->n + sp.nbg + 1;
+	sp.lanes = sd->lanes[r] = an_gpu_lanes_new(ri->p);
 	sd->late[r] = malloc(sp.maxlate * sizeof **sd->late);
 	if (an_stream_train(ri->p, split_event, &sp) < 0)
 		an_warn(a, "%s: could not be read a second time; rank %d's steps are not split",
@@ -603,7 +607,8 @@ void an_split_steps(struct analysis *a)
 	sd->late = calloc((size_t)R, sizeof *sd->late);
 	sd->nlate = calloc((size_t)R, sizeof *sd->nlate);
 	sd->fold = calloc((size_t)R, sizeof *sd->fold);
-	if (!sd->wf || !sd->nwf || !sd->cwf || !sd->exc || !sd->late || !sd->nlate || !sd->fold)
+	sd->lanes = calloc((size_t)R, sizeof *sd->lanes);
+	if (!sd->wf || !sd->nwf || !sd->cwf || !sd->exc || !sd->late || !sd->nlate || !sd->fold || !sd->lanes)
 		return;
 	for (int r = 0; r < R; r++)
 		split_rank(a, sd, r);
@@ -628,5 +633,8 @@ void an_split_free(struct analysis *a)
 	free(sd->cwf);
 	free(sd->exc);
 	free(sd->fold);
+	for (int r = 0; sd->lanes && r < sd->R; r++)
+		an_gpu_lanes_free(sd->lanes[r]);
+	free(sd->lanes);
 	free(sd->tab.v);
 }

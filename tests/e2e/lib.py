@@ -111,6 +111,19 @@ def traced(argv, out, env=None, timeout=120, **kw):
     return subprocess.run(argv, env=e, timeout=timeout, capture_output=True, text=True, **kw)
 
 
+def testbed(out, data, args, np=2, env=None, timeout=600):
+    """build/ddpbench train on np ranks, reading data, under `ddpspy run -o out` (emptied first: a
+    re-run's files must not join the last run's): (its JSON summary, out), or (None, out) after
+    printing why it failed."""
+    shutil.rmtree(out, ignore_errors=True)
+    p = subprocess.run([DDPSPY, "run", "-o", out, "--"] + MPIRUN + ["-np", str(np), BENCH, "train", "--data", data] + args,
+                       capture_output=True, text=True, timeout=timeout, env=dict(os.environ, **(env or {})))
+    if p.returncode != 0:
+        print("# %s failed: %s" % (os.path.basename(out), p.stderr[-800:].replace("\n", "\n# ")))
+        return None, out
+    return json.loads(p.stdout.splitlines()[-1]), out
+
+
 def dump(path):
     """Parses `ddpspy dump --json path` into (records, returncode, stderr)."""
     p = subprocess.run([DDPSPY, "dump", "--json", path], capture_output=True, text=True, timeout=300)

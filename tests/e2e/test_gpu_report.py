@@ -33,16 +33,7 @@ SIM = {"LD_LIBRARY_PATH": SIMDIR, "SIMGPU_KERNELS": "ddpbench_=arg", "SIMGPU_MOV
 
 def traced(name, args, np, env=None):
     """The testbed in GPU mode under ddpspy: (its ground truth, the trace directory)."""
-    out = os.path.join(d, name)
-    shutil.rmtree(out, ignore_errors=True)
-    e = dict(os.environ, **SIM)
-    e.update(env or {})
-    p = subprocess.run([DDPSPY, "run", "-o", out, "--"] + MPIRUN + ["-np", str(np), BENCH, "train", "--data", data,
-                       "--gpu", "--steps", "10"] + args, capture_output=True, text=True, timeout=300, env=e)
-    if p.returncode != 0:
-        print("# %s failed: %s" % (name, p.stderr[-800:].replace("\n", "\n# ")))
-        return None, out
-    return json.loads(p.stdout.splitlines()[-1]), out
+    return testbed(os.path.join(d, name), data, ["--gpu", "--steps", "10"] + args, np, dict(SIM, **(env or {})), 300)
 
 
 def report(out):

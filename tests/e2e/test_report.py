@@ -27,17 +27,7 @@ n_case = 0
 
 def traced(name, args, np=2, env=None):
     """Runs the testbed under ddpspy; returns (ground truth, trace dir)."""
-    out = os.path.join(d, name)
-    shutil.rmtree(out, ignore_errors=True)  # a re-run's files must not join the last run's
-    e = dict(os.environ)
-    if env:
-        e.update(env)
-    p = subprocess.run([DDPSPY, "run", "-o", out, "--"] + MPIRUN + ["-np", str(np), BENCH, "train", "--data", data] + args,
-                       capture_output=True, text=True, timeout=600, env=e)
-    if p.returncode != 0:
-        print("# %s failed: %s" % (name, p.stderr[-800:].replace("\n", "\n# ")))
-        return None, out
-    return json.loads(p.stdout.splitlines()[-1]), out
+    return testbed(os.path.join(d, name), data, args, np, env)
 
 
 def report(out, *extra):
