@@ -257,6 +257,19 @@ struct gend {
 };
 size_t an_gpu_nccl_ends(const struct proc *p, struct gend **out);
 
+/* p's device work (kernels, copies, sets) one at a time, in order of launch, times on the job's
+ * clock, for the viewer: -1 past the end */
+struct gpuitem {
+	int64_t t, d, launch, bytes;
+	uint32_t stream, corr;
+	int32_t comm, seq;     /* NCCL kernels' collective (comm INT32_MIN: numbered by order) */
+	int op, pageable, nccl;
+	const char *cls;       /* "kernel", "copy", "copy_in" (host to device), "nccl" */
+	const char *name;      /* kernels: their name (NULL unknown) */
+};
+size_t an_gpu_nwork(const struct proc *p);
+int an_gpu_work(const struct proc *p, size_t i, struct gpuitem *it);
+
 /* after the host split (split.c), before the critical path: the steps of ranks with device work
  * split from the device's timeline instead */
 void an_gpu_split(struct analysis *a, struct stepdata *sd);

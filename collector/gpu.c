@@ -46,6 +46,7 @@ struct gwork {            /* a kernel, copy or set */
 	int64_t bytes;
 	uint32_t corr, stream;
 	int32_t comm, seq;    /* NCCL kernels: their collective (seq -1 unknown) */
+	uint32_t name;        /* kernels: the name's id in the file's string table (gpuproc.names) */
 	int8_t cls, pageable;
 	int8_t op;            /* NCCL kernels: their call's operation (-1 unknown) */
 };
@@ -93,6 +94,9 @@ struct gpuproc {
 	struct gsite site[MAX_SITES];
 	int nsites;
 	uint64_t records;
+	struct trace_name *names; /* the file's string table, copied: the kernels' names */
+	size_t nnames;
+	int placed;           /* times on the job's clock (place) */
 	int device;           /* the first kernel's device, -1 none yet */
 	/* the file's "gpu" record: capture's state and losses */
 	char state[16], why[160];
@@ -100,6 +104,7 @@ struct gpuproc {
 };
 
 static void identify(struct gpuproc *g);
+static int cmp_name(const void *x, const void *y);
 
 #define PUSH(arr, n, cap, val)                                                              \
 	do {                                                                                    \
@@ -181,6 +186,7 @@ int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace
 		int64_t kn = an_arg(e, P.k_kname, 0);
 		w.corr = (uint32_t)an_arg(e, P.k_corr, 0);
 		w.stream = (uint32_t)an_arg(e, P.k_stream, 0);
+		w.name = (uint32_t)kn;
 		w.cls = name_has(f, kn, "ncclDevKernel_") || name_has(f, kn, "ncclKernel_") ? GW_NCCL : GW_COMPUTE;
 		if (g->device < 0)
 			g->device = (int)an_arg(e, P.k_device, 0);
@@ -290,6 +296,15 @@ void an_gpu_loaded(struct proc *p, const struct trace_file *f)
 	struct gpuproc *g = p->gpu;
 	if (g)
 		identify(g);
+	/* the kernels' names, for the viewer (sorted by id, as the file's table is read) */
+	if (g && f->nnames && (g->names = calloc(f->nnames, sizeof *g->names))) {
+		for (size_t i = 0; i < f->nnames; i++) {
+			g->names[g->nnames] = f->names[i];
+			g->names[g->nnames].s = strndup(f->names[i].s, f->names[i].len);
+			g->nnames += g->names[g->nnames].s != NULL;
+		}
+		sort_n(g->names, g->nnames, sizeof *g->names, cmp_name);
+	}
 	for (int i = 0; g && i < g->nsites; i++) {
 		struct gsite *s = &g->site[i];
 		const struct trace_stack *st = s->stack ? trace_stack(f, s->stack) : NULL;
@@ -305,6 +320,12 @@ void an_gpu_loaded(struct proc *p, const struct trace_file *f)
 	}
 }
 
+static int cmp_name(const void *x, const void *y)
+{
+	const struct trace_name *a = x, *b = y;
+	return (a->id > b->id) - (a->id < b->id);
+}
+
 void an_gpu_free(struct proc *p)
 {
 	struct gpuproc *g = p->gpu;
@@ -314,6 +335,9 @@ void an_gpu_free(struct proc *p)
 	free(g->api);
 	free(g->xc);
 	free(g->call);
+	for (size_t i = 0; i < g->nnames; i++)
+		free(g->names[i].s);
+	free(g->names);
 	free(g);
 	p->gpu = NULL;
 }
@@ -389,6 +413,7 @@ static void identify(struct gpuproc *g)
 static void place(struct proc *p)
 {
 	struct gpuproc *g = p->gpu;
+	g->placed = 1;
 	for (size_t i = 0; i < g->nw; i++) {
 		g->w[i].t += p->shift;
 		g->w[i].launch += p->shift;
@@ -954,4 +979,28 @@ void an_gpu_job(const struct analysis *a, struct gpujob *j)
 		j->dropped += g->dropped > 0 ? (uint64_t)g->dropped : 0;
 		j->lead_us = fmax(j->lead_us, (double)g->lead_ns / 1e3);
 	}
+}
+
+size_t an_gpu_nwork(const struct proc *p)
+{
+	return p->gpu ? p->gpu->nw : 0;
+}
+
+int an_gpu_work(const struct proc *p, size_t i, struct gpuitem *it)
+{
+	static const char *const cls[GW_COUNT] = { "kernel", "copy", "copy_in", "nccl" };
+	const struct gpuproc *g = p->gpu;
+	if (!g || i >= g->nw)
+		return -1;
+	const struct gwork *w = &g->w[i];
+	int64_t sh = g->placed ? 0 : p->shift;
+	*it = (struct gpuitem){ .t = w->t + sh, .d = w->d, .launch = w->launch + sh, .bytes = w->bytes,
+				.stream = w->stream, .corr = w->corr, .comm = w->comm, .seq = w->seq, .op = w->op,
+				.pageable = w->pageable, .cls = cls[w->cls], .nccl = w->cls == GW_NCCL };
+	if (w->cls == GW_COMPUTE || w->cls == GW_NCCL) {
+		struct trace_name k = { .id = w->name };
+		const struct trace_name *n = w->name ? bsearch(&k, g->names, g->nnames, sizeof k, cmp_name) : NULL;
+		it->name = n ? n->s : NULL;
+	}
+	return 0;
 }

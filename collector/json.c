@@ -221,3 +221,33 @@ const char *text_safe(const char *s, size_t n)
 	b[o] = 0;
 	return b;
 }
+
+void html_put(FILE *out, const char *s, size_t n)
+{
+	if (!s)
+		return;
+	if (n == SIZE_MAX)
+		n = strlen(s);
+	for (size_t i = 0; i < n;) {
+		const unsigned char *c = (const unsigned char *)s + i;
+		size_t used = 1;
+		switch (*c) {
+		case '&': fputs("&amp;", out); break;
+		case '<': fputs("&lt;", out); break;
+		case '>': fputs("&gt;", out); break;
+		case '"': fputs("&quot;", out); break;
+		case '\'': fputs("&#39;", out); break;
+		case '\t': case '\n': putc(*c, out); break;
+		default:
+			if (*c < 0x20 || *c == 0x7f)
+				fprintf(out, "\\x%02x", *c); /* as the text report shows them */
+			else if ((used = utf8_len(c, n - i)) > 0)
+				fwrite(c, 1, used, out);
+			else {
+				fputs("\xef\xbf\xbd", out); /* U+FFFD */
+				used = 1;
+			}
+		}
+		i += used;
+	}
+}

@@ -40,6 +40,9 @@ void json_null(struct json *j, const char *key);
 /* s[0..n) as the inside of a JSON string into buf (cap bytes with the terminator): the one
  * escaper, valid UTF-8 out; returns the length written */
 size_t json_escape(char *buf, size_t cap, const char *s, size_t n);
+/* HTML text and attribute values: s[0..n) (SIZE_MAX: up to its NUL; NULL: nothing) to out with
+ * & < > " ' as entities, valid UTF-8 passed, other bytes U+FFFD, control characters \\xNN */
+void html_put(FILE *out, const char *s, size_t n);
 /* text output: s[0..n) (SIZE_MAX: whole) with control characters as \\xNN, in a rotating buffer */
 const char *text_safe(const char *s, size_t n);
 

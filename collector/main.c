@@ -6,12 +6,14 @@ int cmd_run(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_view(int argc, char **argv);
 
 static void usage(FILE *to)
 {
 	fprintf(to, "usage: ddpspy COMMAND [ARGS]\n"
 		    "  run [-o DIR] -- CMD...   run CMD with ddpspy's preload library, traces in DIR\n"
 		    "  report DIR... [--json]    the verdict: what bounds the job, which rank, what to change\n"
+		    "  view DIR... -o FILE[.gz]  the job's timeline for Perfetto UI or Chromium's DevTools\n"
 		    "  compare --weak|--strong DIR... [--json]  scaling across world sizes\n"
 		    "  dump DIR|FILE... [--json] [--summary]  print every process, thread and event\n"
 		    "  version                  print the version\n");
@@ -27,6 +29,8 @@ int main(int argc, char **argv)
 		return cmd_run(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "report"))
 		return cmd_report(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "view"))
+		return cmd_view(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "compare"))
 		return cmd_compare(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "dump"))

@@ -11,18 +11,21 @@
 #include "analysis.h"
 #include "json.h"
 
+int html_report(const struct analysis *a, const char *path, char *err, size_t errlen);
+
 static void usage(FILE *to)
 {
 	fprintf(to, "usage: ddpspy report DIR... [--json] [--skip N] [--fail-on KIND[,KIND...]]\n"
-		    "                     [--fail-severity X] [--ranks LIST]\n"
+		    "                     [--fail-severity X] [--ranks LIST] [--html FILE]\n"
 		    "  --json            the report as JSON (schema ddpspy.report.v1)\n"
 		    "  --skip N          warm-up steps left out (default 2)\n"
 		    "  --fail-on KINDS   exit 3 when one of these findings has severity >= --fail-severity\n"
 		    "  --fail-severity X (default 0.1)\n"
-		    "  --ranks LIST      only these ranks, e.g. 0,2-3\n");
+		    "  --ranks LIST      only these ranks, e.g. 0,2-3\n"
+		    "  --html FILE       also the report as one self-contained HTML file (no script, nothing fetched)\n");
 }
 
-static int parse_ranks(const char *s, int **out, int *n)
+int report_parse_ranks(const char *s, int **out, int *n)
 {
 	int cap = 16, *v = malloc((size_t)cap * sizeof *v);
 	*n = 0;
@@ -329,7 +332,7 @@ int cmd_report(int argc, char **argv)
 	int json = 0, *ranks = NULL, nranks = 0, rc = 2;
 	long skip = 2;
 	double fail_sev = 0.1;
-	const char *fail_on = NULL;
+	const char *fail_on = NULL, *html = NULL;
 	char **dirs = calloc((size_t)argc + 1, sizeof *dirs);
 	int ndirs = 0;
 	if (!dirs)
@@ -346,6 +349,8 @@ int cmd_report(int argc, char **argv)
 				fprintf(stderr, "ddpspy report: --skip needs a whole number >= 0, not '%s'\n", argv[i]);
 				goto out;
 			}
+		} else if (!strcmp(s, "--html") && i + 1 < argc) {
+			html = argv[++i];
 		} else if (!strcmp(s, "--fail-on") && i + 1 < argc) {
 			fail_on = argv[++i];
 		} else if (!strcmp(s, "--fail-severity") && i + 1 < argc) {
@@ -355,7 +360,7 @@ int cmd_report(int argc, char **argv)
 				goto out;
 			}
 		} else if (!strcmp(s, "--ranks") && i + 1 < argc) {
-			if (parse_ranks(argv[++i], &ranks, &nranks) != 0) {
+			if (report_parse_ranks(argv[++i], &ranks, &nranks) != 0) {
 				fprintf(stderr, "ddpspy report: --ranks needs a list like 0,2-3, not '%s'\n", argv[i]);
 				goto out;
 			}
@@ -390,6 +395,14 @@ int cmd_report(int argc, char **argv)
 	else
 		print_text(&a);
 	rc = 0;
+	if (html) {
+		if (html_report(&a, html, err, sizeof err) != 0) {
+			fprintf(stderr, "ddpspy report: %s\n", text_safe(err, SIZE_MAX));
+			rc = 2;
+		} else {
+			fprintf(stderr, "ddpspy report: wrote %s\n", html);
+		}
+	}
 	if (fail_on) {
 		for (int i = 0; i < a.nfindings; i++) {
 			const struct finding *f = &a.findings[i];

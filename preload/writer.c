@@ -798,13 +798,19 @@ static const char *role_tag(char *buf, size_t n)
 
 static void make_path(char *buf, size_t n, int seq)
 {
-	char tag[32];
+	char tag[32], h[64];
+	/* the host as a file name: sethostname takes any bytes, '/' included (the header keeps it whole) */
+	size_t i = 0;
+	for (; host[i] && i < sizeof h - 1; i++) {
+		unsigned char c = (unsigned char)host[i];
+		h[i] = (char)((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+			      c == '_' || c == '-' ? c : '_');
+	}
+	h[i] = 0;
 	if (seq)
-		snprintf(buf, n, "%s/%s-%s-%d.%d.ddpspy", dsp_cfg.out, role_tag(tag, sizeof tag), host,
-			 (int)getpid(), seq);
+		snprintf(buf, n, "%s/%s-%s-%d.%d.ddpspy", dsp_cfg.out, role_tag(tag, sizeof tag), h, (int)getpid(), seq);
 	else
-		snprintf(buf, n, "%s/%s-%s-%d.ddpspy", dsp_cfg.out, role_tag(tag, sizeof tag), host,
-			 (int)getpid());
+		snprintf(buf, n, "%s/%s-%s-%d.ddpspy", dsp_cfg.out, role_tag(tag, sizeof tag), h, (int)getpid());
 }
 
 static int open_file(void)

@@ -1,0 +1,726 @@
+/* ddpspy view DIR... -o FILE[.gz]: the job as Chrome Trace Event JSON, the format Perfetto UI and
+ * Chromium's DevTools (Performance panel) open. One process per rank in rank order, with its
+ * threads, its input workers' threads and its GPU streams; a steps track per rank, with the
+ * findings as instants; a critical-path track; each collective joined across ranks by flow arrows
+ * from the last rank to arrive to each rank that waited for it; the input read rate as a counter.
+ * Times on the report's aligned clock, microseconds from the job's start. A few steps by default
+ * (the slowest and some typical ones) and at most --max-events events, so that a long job's view
+ * opens in a browser (docs/viewer.md). */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "../collector/json.h"
+#include "vw.h"
+
+#define CRIT_PID 2147418112  /* the critical path's process: above any pid Linux gives */
+#define STEP_TID 2146435073  /* a rank's steps track */
+#define GPU_TID 2145386496   /* + the stream's index: a rank's GPU streams */
+#define NSLOW 3               /* the default view: the slowest steps */
+#define NTYP 2                /* and the most typical ones */
+#define RATE_BINS 40          /* the input counter's samples per window */
+#define MAX_STREAMS 64
+
+/* ---- the output: a file, gzip'ed when its name ends in .gz ---- */
+
+struct out {
+	FILE *f;
+	gzFile gz;
+	char buf[1 << 16];
+	size_t n;
+	int err;
+	uint64_t bytes;
+};
+
+#define O_LIT(o, s) o_put((o), (s), sizeof(s) - 1)
+
+static void o_flush(struct out *o)
+{
+	if (o->n && !o->err) {
+		if (o->gz ? gzwrite(o->gz, o->buf, (unsigned)o->n) != (int)o->n : fwrite(o->buf, 1, o->n, o->f) != o->n)
+			o->err = errno ? errno : EIO;
+	}
+	o->bytes += o->n;
+	o->n = 0;
+}
+
+static void o_put(struct out *o, const char *s, size_t n)
+{
+	while (n) {
+		if (o->n == sizeof o->buf)
+			o_flush(o);
+		size_t k = sizeof o->buf - o->n < n ? sizeof o->buf - o->n : n;
+		memcpy(o->buf + o->n, s, k);
+		o->n += k;
+		s += k;
+		n -= k;
+	}
+}
+
+static void o_fmt(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void o_fmt(struct out *o, const char *fmt, ...)
+{
+	char b[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(b, sizeof b, fmt, ap);
+	va_end(ap);
+	o_put(o, b, n < 0 ? 0 : (size_t)n < sizeof b ? (size_t)n : sizeof b - 1);
+}
+
+/* s[0..n) as a JSON string */
+static void o_str(struct out *o, const char *s, size_t n)
+{
+	char b[1024 * 6 + 1];
+	O_LIT(o, "\"");
+	while (s && n) {
+		size_t take = n < 1024 ? n : 1024;
+		while (take < n && take > 1020 && (((unsigned char)s[take]) & 0xc0) == 0x80)
+			take--;
+		o_put(o, b, json_escape(b, sizeof b, s, take));
+		s += take;
+		n -= take;
+	}
+	O_LIT(o, "\"");
+}
+
+static void o_cstr(struct out *o, const char *s)
+{
+	o_str(o, s, s ? strlen(s) : 0);
+}
+
+/* ns as microseconds with their nanoseconds: the same ns always prints the same */
+static void o_us(struct out *o, const char *key, int64_t ns)
+{
+	const char *sign = ns < 0 ? "-" : "";
+	uint64_t v = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+	o_fmt(o, ",\"%s\":%s%llu.%03llu", key, sign, (unsigned long long)(v / 1000), (unsigned long long)(v % 1000));
+}
+
+/* ---- the view ---- */
+
+struct view {
+	const struct analysis *a;
+	struct out o;
+	struct vwin *w;
+	int nw;
+	int64_t base;          /* the job's start: times are from here */
+	const int *show;       /* per rank index: in the output */
+	int *pid;              /* per rank index: its process in the output */
+	long quota, used;      /* events per file, and the current file's so far */
+	uint64_t events, left_out, flows;
+	int r;                 /* the rank index being read */
+	int worker;            /* reading one of its input workers */
+	int tids[4096], ntids; /* the threads of the current file with events in the output */
+	double *bins;          /* the current rank's input bytes: RATE_BINS per window */
+	struct varrs arr;
+	int oom;
+	const char *argnames[DDPSPY_EV_COUNT][TRACE_MAX_ARGS];
+};
+
+static void ev_begin(struct view *v, const char *ph, int pid, int tid, int64_t t)
+{
+	o_fmt(&v->o, ",\n{\"ph\":\"%s\",\"pid\":%d,\"tid\":%d", ph, pid, tid);
+	o_us(&v->o, "ts", t - v->base);
+	v->events++;
+}
+
+static void meta(struct view *v, const char *what, int pid, int tid, const char *name, long sort)
+{
+	o_fmt(&v->o, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"args\":{\"name\":", pid, tid, what);
+	o_cstr(&v->o, name);
+	O_LIT(&v->o, "}}");
+	if (sort != LONG_MIN)
+		o_fmt(&v->o, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s_sort_index\",\"args\":{\"sort_index\":%ld}}",
+		      pid, tid, !strcmp(what, "process_name") ? "process" : "thread", sort);
+}
+
+static void seen_tid(struct view *v, int tid)
+{
+	for (int i = 0; i < v->ntids; i++)
+		if (v->tids[i] == tid)
+			return;
+	if (v->ntids < (int)(sizeof v->tids / sizeof v->tids[0]))
+		v->tids[v->ntids++] = tid;
+}
+
+/* an argument's value as the report names it: operations, descriptor classes, copy directions */
+static void arg_value(struct out *o, const char *name, int kind, int64_t x)
+{
+	if (!strcmp(name, "op") && x >= 0 && x < DDPSPY_OP_COUNT)
+		o_cstr(o, ddpspy_op_names[x]);
+	else if (!strcmp(name, "fdclass") && x >= 0 && x < DDPSPY_FDCLASS_COUNT)
+		o_cstr(o, ddpspy_fdclass_names[x]);
+	else if (kind == DDPSPY_EV_CUDA_MEMCPY && !strcmp(name, "dir") && x >= 0 && x < DDPSPY_DIR_COUNT)
+		o_cstr(o, ddpspy_cuda_dir_names[x]);
+	else if (kind == DDPSPY_EV_CUDA_SYNC && !strcmp(name, "what") && x >= 0 && x < DDPSPY_SYNC_COUNT)
+		o_cstr(o, ddpspy_cuda_sync_names[x]);
+	else
+		o_fmt(o, "%lld", (long long)x);
+}
+
+static void on_call(void *ctx, const struct proc *p, const struct vw_call *c)
+{
+	struct view *v = ctx;
+	const struct ev *e = &c->v;
+	const struct trace_event *te = c->e;
+	const struct kind *k = an_kind(e->kind);
+	int arrival = !v->worker && vw_is_arrival(e);
+	int shown = v->show[v->r] && v->used < v->quota;
+	/* the input read rate, of the rank and its workers */
+	if (an_is_file_read(e) && e->bytes > 0 && v->bins) {
+		const struct vwin *w = &v->w[c->win];
+		int64_t span = w->t1 - w->t0 > 0 ? w->t1 - w->t0 : 1;
+		int64_t b = (e->t - w->t0) * RATE_BINS / span;
+		v->bins[c->win * RATE_BINS + (b < 0 ? 0 : b >= RATE_BINS ? RATE_BINS - 1 : b)] += (double)e->bytes;
+	}
+	if (arrival) {
+		struct varr a = { .rank = v->r, .comm = e->comm, .seq = e->seq, .op = e->op, .t = e->t, .end = e->t + e->d,
+				  .bytes = e->bytes, .tid = te->tid, .shown = shown };
+		v->oom |= vw_arr_add(&v->arr, &a) < 0;
+	}
+	if (!v->show[v->r])
+		return;
+	if (!shown) {
+		v->left_out++;
+		return;
+	}
+	v->used++;
+	int cat = an_category(e);
+	int point = cat == DDPSPY_CAT_MARKER;
+	ev_begin(v, point ? "i" : "X", v->pid[v->r], te->tid, e->t);
+	if (point)
+		O_LIT(&v->o, ",\"s\":\"t\"");
+	else
+		o_us(&v->o, "dur", e->d);
+	char nb[40];
+	const char *name = ddpspy_event_names[e->kind];
+	if (k->op >= 0 && e->op >= 0 && e->op < DDPSPY_OP_COUNT) /* MPI's nonblocking ones as MPI names them */
+		snprintf(nb, sizeof nb, "%s%s", e->kind == DDPSPY_EV_MPI_ICOLL ? "i" : "", ddpspy_op_names[e->op]), name = nb;
+	if (e->kind == DDPSPY_EV_STEP)
+		name = e->op ? "step begin" : "step end";
+	O_LIT(&v->o, ",\"name\":");
+	o_cstr(&v->o, name);
+	o_fmt(&v->o, ",\"cat\":\"%s\",\"args\":{\"call\":\"%s\"", point ? "marker" : ddpspy_category_names[cat],
+	      ddpspy_event_names[e->kind]);
+	for (int i = 0; i < te->nargs && i < TRACE_MAX_ARGS; i++) {
+		const char *an = (unsigned)te->kind < DDPSPY_EV_COUNT ? v->argnames[te->kind][i] : NULL;
+		if (!an || i == te->str_index)
+			continue;
+		o_fmt(&v->o, ",\"%s\":", an);
+		arg_value(&v->o, an, te->kind, te->args[i]);
+	}
+	if (c->path) {
+		O_LIT(&v->o, ",\"path\":");
+		o_str(&v->o, c->path, c->pathlen);
+	} else if (te->str_index >= 0 && te->str) {
+		const char *an = v->argnames[te->kind][te->str_index];
+		o_fmt(&v->o, ",\"%s\":", an ? an : "text");
+		o_str(&v->o, te->str, te->slen);
+	}
+	O_LIT(&v->o, "}}");
+	seen_tid(v, te->tid);
+}
+
+static void on_thread(void *ctx, const struct proc *p, int tid, const char *name)
+{
+	struct view *v = ctx;
+	const struct thr *t = an_train_thread(p);
+	int train = !v->worker && t && t->tid == tid, seen = train;
+	for (int i = 0; i < v->ntids; i++)
+		seen |= v->tids[i] == tid;
+	if (!seen || !v->show[v->r])
+		return;
+	char b[128];
+	if (v->worker)
+		snprintf(b, sizeof b, "worker %d: %s", p->pid, name[0] ? name : "?");
+	else if (train)
+		snprintf(b, sizeof b, "%s (training thread)", name[0] ? name : "main");
+	else
+		snprintf(b, sizeof b, "%s", name[0] ? name : "thread");
+	meta(v, "thread_name", v->pid[v->r], tid, b, train ? 1 : v->worker ? 1000 : 10);
+}
+
+/* the rank's device work in the windows: a track per stream */
+static void gpu_tracks(struct view *v)
+{
+	const struct proc *p = v->a->ranks[v->r].p;
+	uint32_t streams[MAX_STREAMS];
+	int ns = 0;
+	for (size_t i = 0; i < an_gpu_nwork(p); i++) {
+		struct gpuitem g;
+		an_gpu_work(p, i, &g);
+		int win = vw_window_of(v->w, v->nw, g.t, g.t + g.d);
+		if (win < 0)
+			continue;
+		int s = 0;
+		while (s < ns && streams[s] != g.stream)
+			s++;
+		if (s == ns && ns < MAX_STREAMS)
+			streams[ns++] = g.stream;
+		int shown = v->show[v->r] && v->used < v->quota && s < MAX_STREAMS;
+		if (g.nccl && g.seq >= 0) {
+			struct varr a = { .rank = v->r, .gpu = 1, .comm = g.comm, .seq = g.seq, .op = g.op, .t = g.t,
+					  .end = g.t + g.d, .bytes = g.bytes, .tid = GPU_TID + s, .shown = shown };
+			v->oom |= vw_arr_add(&v->arr, &a) < 0;
+		}
+		if (!v->show[v->r])
+			continue;
+		if (!shown) {
+			v->left_out++;
+			continue;
+		}
+		v->used++;
+		ev_begin(v, "X", v->pid[v->r], GPU_TID + s, g.t);
+		o_us(&v->o, "dur", g.d);
+		O_LIT(&v->o, ",\"name\":");
+		if (g.name)
+			o_cstr(&v->o, g.name);
+		else
+			o_cstr(&v->o, !strcmp(g.cls, "copy_in") ? "copy HtoD" : !strcmp(g.cls, "copy") ? "copy" : "kernel");
+		o_fmt(&v->o, ",\"cat\":\"gpu\",\"args\":{\"work\":\"%s\",\"stream\":%u,\"corr\":%u", g.nccl ? "nccl" : g.cls,
+		      g.stream, g.corr);
+		if (g.bytes > 0)
+			o_fmt(&v->o, ",\"bytes\":%lld", (long long)g.bytes);
+		if (!strcmp(g.cls, "copy_in") || !strcmp(g.cls, "copy"))
+			o_fmt(&v->o, ",\"pageable\":%s", g.pageable ? "true" : "false");
+		if (g.nccl && g.seq >= 0) {
+			if (g.comm != INT32_MIN)
+				o_fmt(&v->o, ",\"comm\":%d", g.comm);
+			o_fmt(&v->o, ",\"seq\":%d", g.seq);
+			if (g.op >= 0 && g.op < DDPSPY_OP_COUNT)
+				o_fmt(&v->o, ",\"op\":\"%s\"", ddpspy_op_names[g.op]);
+		}
+		if (g.launch != g.t)
+			o_us(&v->o, "launched_at", g.launch - v->base);
+		O_LIT(&v->o, "}}");
+	}
+	for (int s = 0; s < ns && v->show[v->r]; s++) {
+		char b[64];
+		snprintf(b, sizeof b, "GPU %d stream %u", p->gpu ? v->a->ranks[v->r].gpu.device : 0, streams[s]);
+		meta(v, "thread_name", v->pid[v->r], GPU_TID + s, b, 2000 + s);
+	}
+}
+
+/* the findings that name rank index r (r -1: the job's) as instants at the start of each window */
+static void finding_marks(struct view *v, int pid, int tid, int rank, const int64_t *at)
+{
+	const struct analysis *a = v->a;
+	for (int i = 0; i < a->nfindings; i++) {
+		const struct finding *f = &a->findings[i];
+		if (f->rank != rank)
+			continue;
+		for (int w = 0; w < v->nw; w++) {
+			char nm[64];
+			snprintf(nm, sizeof nm, "%s [%.2f]", f->kind, f->severity);
+			ev_begin(v, "i", pid, tid, at[w]);
+			O_LIT(&v->o, ",\"s\":\"t\",\"cat\":\"finding\",\"name\":");
+			o_cstr(&v->o, nm);
+			o_fmt(&v->o, ",\"args\":{\"kind\":\"%s\",\"severity\":%.3f,\"title\":", f->kind, f->severity);
+			o_cstr(&v->o, f->title);
+			O_LIT(&v->o, ",\"evidence\":");
+			o_cstr(&v->o, f->text);
+			for (int k = 0; k < 4 && f->advice[k]; k++) {
+				o_fmt(&v->o, ",\"advice_%d\":", k + 1);
+				o_cstr(&v->o, f->advice[k]);
+			}
+			O_LIT(&v->o, "}}");
+		}
+	}
+}
+
+/* the rank's steps track: its steps in the windows, with their split, and its findings */
+static void steps_track(struct view *v)
+{
+	const struct rankinfo *ri = &v->a->ranks[v->r];
+	int pid = v->pid[v->r];
+	int64_t at[256];
+	if (!ri->steps)
+		return;
+	for (int w = 0; w < v->nw; w++) {
+		at[w < 256 ? w : 255] = ri->steps[v->w[w].k0].t0;
+		for (size_t k = v->w[w].k0; k <= v->w[w].k1; k++) {
+			const struct rankstep *s = &ri->steps[k];
+			char nm[32];
+			snprintf(nm, sizeof nm, "step %d", vw_step_number(v->a, k));
+			ev_begin(v, "X", pid, STEP_TID, s->t0);
+			o_us(&v->o, "dur", s->t1 - s->t0);
+			O_LIT(&v->o, ",\"cat\":\"step\",\"name\":");
+			o_cstr(&v->o, nm);
+			o_fmt(&v->o, ",\"args\":{\"ms\":%.3f,\"compute_ms\":%.3f,\"data_ms\":%.3f,\"comms_ms\":%.3f,\"host_ms\":%.3f,"
+				     "\"waiting_for_peers_ms\":%.3f,\"latest_arrival_ms\":%.3f}}",
+			      MS(s->t1 - s->t0), s->cat[CAT_COMPUTE], s->cat[CAT_DATA], s->cat[CAT_COMMS], s->cat[CAT_HOST],
+			      s->wait, s->late_max);
+		}
+	}
+	finding_marks(v, pid, STEP_TID, ri->rank, at);
+	meta(v, "thread_name", pid, STEP_TID, "steps", 0);
+}
+
+/* the input read rate of the rank and its workers in the windows, a counter */
+static void rate_track(struct view *v)
+{
+	double any = 0;
+	for (int i = 0; i < v->nw * RATE_BINS; i++)
+		any += v->bins[i];
+	if (!any || !v->show[v->r])
+		return;
+	for (int w = 0; w < v->nw; w++) {
+		int64_t span = v->w[w].t1 - v->w[w].t0;
+		double binw = span > 0 ? (double)span / RATE_BINS : 1;
+		for (int b = 0; b <= RATE_BINS; b++) {
+			double x = b < RATE_BINS ? v->bins[w * RATE_BINS + b] / (binw / 1e9) / 1e6 : 0;
+			ev_begin(v, "C", v->pid[v->r], 0, v->w[w].t0 + (int64_t)(b * binw));
+			o_fmt(&v->o, ",\"name\":\"input read\",\"args\":{\"MB/s\":%.3f}}", x);
+		}
+	}
+}
+
+/* The critical path per window, from the collectives the ranks share: up to each collective's
+ * last arrival, the rank that arrived last (everyone waited for it); then the collective itself;
+ * after the last one, the rank whose step ended last. Device collectives (NCCL kernels) where
+ * there are any, the host's otherwise. And the flows: from each collective's last arrival to
+ * every rank that arrived before it. */
+static void crit_and_flows(struct view *v)
+{
+	const struct analysis *a = v->a;
+	struct varrs *s = &v->arr;
+	vw_arr_sort(s);
+	int gpu = s->n && s->v[s->n - 1].gpu; /* (sorted: device ones last) */
+	/* flows */
+	for (size_t i = 0; i < s->n;) {
+		size_t j = vw_inst(s, i);
+		const struct varr *L = &s->v[j - 1];
+		for (size_t m = i; L->shown && m + 1 < j; m++) {
+			const struct varr *r = &s->v[m];
+			if (!r->shown || r->rank == L->rank || r->t >= L->t)
+				continue;
+			const char *cat = L->gpu ? "gpu" : "comms";
+			char nm[48];
+			snprintf(nm, sizeof nm, "waited for rank %d", a->ranks[L->rank].rank);
+			v->flows++;
+			ev_begin(v, "s", v->pid[L->rank], L->tid, L->t);
+			o_fmt(&v->o, ",\"id\":%llu,\"cat\":\"%s\",\"name\":\"%s\"}", (unsigned long long)v->flows, cat, nm);
+			ev_begin(v, "f", v->pid[r->rank], r->tid, r->t);
+			o_fmt(&v->o, ",\"bp\":\"e\",\"id\":%llu,\"cat\":\"%s\",\"name\":\"%s\"}", (unsigned long long)v->flows, cat,
+			      nm);
+		}
+		i = j;
+	}
+	/* the critical path: the instances' last arrivals in time order */
+	size_t ni = 0;
+	struct varr **last = malloc((s->n + 1) * sizeof *last);
+	if (!last) {
+		v->oom = 1;
+		return;
+	}
+	for (size_t i = 0; i < s->n;) {
+		size_t j = vw_inst(s, i);
+		if (s->v[i].gpu == gpu && j - i > 1)
+			last[ni++] = &s->v[j - 1];
+		i = j;
+	}
+	for (size_t x = 1; x < ni; x++) /* insertion sort by time: nearly sorted already */
+		for (size_t y = x; y > 0 && last[y]->t < last[y - 1]->t; y--) {
+			struct varr *t = last[y];
+			last[y] = last[y - 1];
+			last[y - 1] = t;
+		}
+	size_t q = 0;
+	for (int w = 0; w < v->nw; w++) {
+		int64_t cur = v->w[w].t0;
+		while (q < ni && last[q]->t < v->w[w].t0)
+			q++;
+		for (; q < ni && last[q]->t <= v->w[w].t1; q++) {
+			const struct varr *L = last[q];
+			size_t i0 = (size_t)(L - s->v);
+			while (i0 > 0 && s->v[i0 - 1].gpu == L->gpu && s->v[i0 - 1].comm == L->comm && s->v[i0 - 1].seq == L->seq)
+				i0--;
+			double waited = 0;
+			for (const struct varr *r = &s->v[i0]; r < L; r++)
+				waited += MS(L->t - r->t);
+			const char *op = L->op >= 0 && L->op < DDPSPY_OP_COUNT ? ddpspy_op_names[L->op] : "collective";
+			if (L->t > cur) {
+				char nm[48];
+				snprintf(nm, sizeof nm, "rank %d", a->ranks[L->rank].rank);
+				ev_begin(v, "X", CRIT_PID, 1, cur);
+				o_us(&v->o, "dur", L->t - cur);
+				O_LIT(&v->o, ",\"cat\":\"critical\",\"name\":");
+				o_cstr(&v->o, nm);
+				o_fmt(&v->o, ",\"args\":{\"rank\":%d,\"why\":\"the last to reach %s %d (%s)\",\"others_waited_ms\":%.3f}}",
+				      a->ranks[L->rank].rank, op, L->seq, L->gpu ? "its NCCL kernel" : "its call", waited);
+				cur = L->t;
+			}
+			if (L->end > cur) {
+				ev_begin(v, "X", CRIT_PID, 1, cur);
+				o_us(&v->o, "dur", L->end - cur);
+				o_fmt(&v->o, ",\"cat\":\"critical\",\"name\":\"%s\",\"args\":{\"seq\":%d,\"bytes\":%lld,\"on\":\"%s\"}}",
+				      op, L->seq, (long long)L->bytes, L->gpu ? "device" : "host");
+				cur = L->end;
+			}
+		}
+		/* after the last collective: the rank whose step ended last */
+		int late = -1;
+		int64_t end = INT64_MIN;
+		for (int r = 0; r < a->nranks; r++)
+			if (a->ranks[r].steps && a->ranks[r].steps[v->w[w].k1].t1 > end && v->w[w].first >= 0) {
+				end = a->ranks[r].steps[v->w[w].k1].t1;
+				late = r;
+			}
+		if (late >= 0 && end > cur) {
+			char nm[48];
+			snprintf(nm, sizeof nm, "rank %d", a->ranks[late].rank);
+			ev_begin(v, "X", CRIT_PID, 1, cur);
+			o_us(&v->o, "dur", end - cur);
+			O_LIT(&v->o, ",\"cat\":\"critical\",\"name\":");
+			o_cstr(&v->o, nm);
+			o_fmt(&v->o, ",\"args\":{\"rank\":%d,\"why\":\"its step ended last\"}}", a->ranks[late].rank);
+		}
+	}
+	free(last);
+	int64_t at[256];
+	for (int w = 0; w < v->nw && w < 256; w++)
+		at[w] = v->w[w].t0;
+	finding_marks(v, CRIT_PID, 1, -1, at);
+	meta(v, "process_name", CRIT_PID, 0, "critical path", -1);
+	meta(v, "thread_name", CRIT_PID, 1, gpu ? "critical path (NCCL kernels)" : "critical path", LONG_MIN);
+}
+
+static void usage(FILE *to)
+{
+	fprintf(to, "usage: ddpspy view DIR... -o FILE[.gz] [--steps A-B] [--ranks LIST] [--skip N] [--max-events N]\n"
+		    "  -o FILE          Chrome Trace Event JSON (gzip'ed when FILE ends in .gz), for ui.perfetto.dev\n"
+		    "                   or Chromium's DevTools Performance panel\n"
+		    "  --steps A-B      these steps (numbered from the first, warm-up included); default: the %d\n"
+		    "                   slowest and %d typical steps\n"
+		    "  --ranks LIST     only these ranks, e.g. 0,2-3 (the analysis still uses them all)\n"
+		    "  --skip N         warm-up steps the analysis leaves out (default 2, as report)\n"
+		    "  --max-events N   at most N calls and GPU records in all (default 400000: about 85 MB)\n",
+		NSLOW, NTYP);
+}
+
+int cmd_view(int argc, char **argv)
+{
+	const char *outp = NULL, *steps = NULL;
+	long skip = 2, maxev = 400000;
+	int *ranks = NULL, nranks = 0, rc = 2;
+	char **dirs = calloc((size_t)argc + 1, sizeof *dirs);
+	int ndirs = 0;
+	if (!dirs)
+		return 2;
+	for (int i = 0; i < argc; i++) {
+		const char *s = argv[i];
+		char *end;
+		if (!strcmp(s, "-o") && i + 1 < argc) {
+			outp = argv[++i];
+		} else if (!strcmp(s, "--steps") && i + 1 < argc) {
+			steps = argv[++i];
+		} else if (!strcmp(s, "--ranks") && i + 1 < argc) {
+			if (report_parse_ranks(argv[++i], &ranks, &nranks) != 0) {
+				fprintf(stderr, "ddpspy view: --ranks needs a list like 0,2-3, not '%s'\n", argv[i]);
+				goto out;
+			}
+		} else if ((!strcmp(s, "--skip") || !strcmp(s, "--max-events")) && i + 1 < argc) {
+			errno = 0;
+			long x = strtol(argv[++i], &end, 10);
+			if (errno || *end || x < (s[2] == 's' ? 0 : 1) || x > 1000000000) {
+				fprintf(stderr, "ddpspy view: %s needs a whole number%s, not '%s'\n", s,
+					s[2] == 's' ? " >= 0" : " >= 1", argv[i]);
+				goto out;
+			}
+			*(s[2] == 's' ? &skip : &maxev) = x;
+		} else if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+			usage(stdout);
+			rc = 0;
+			goto out;
+		} else if (s[0] == '-') {
+			fprintf(stderr, "ddpspy view: unknown option or missing value: %s\n", s);
+			usage(stderr);
+			goto out;
+		} else {
+			dirs[ndirs++] = argv[i];
+		}
+	}
+	if (!ndirs || !outp) {
+		usage(stderr);
+		goto out;
+	}
+	struct report_options ro = { .skip = (int)skip };
+	struct analysis a;
+	char err[512];
+	if (analysis_run(&a, dirs, ndirs, &ro, err, sizeof err) != 0) {
+		fprintf(stderr, "ddpspy view: %s\n", text_safe(err, SIZE_MAX));
+		analysis_free(&a);
+		goto out;
+	}
+	struct view *v = calloc(1, sizeof *v);
+	int *show = calloc((size_t)a.nranks, sizeof *show);
+	if (!v || !show) {
+		fprintf(stderr, "ddpspy view: out of memory\n");
+		goto done;
+	}
+	v->a = &a;
+	v->show = show;
+	int nshow = 0;
+	for (int r = 0; r < a.nranks; r++) {
+		show[r] = !ranks;
+		for (int i = 0; i < nranks; i++)
+			show[r] |= ranks[i] == a.ranks[r].rank;
+		nshow += show[r];
+	}
+	if (!nshow) {
+		fprintf(stderr, "ddpspy view: none of the --ranks asked for is in the trace (ranks %d-%d)\n",
+			a.ranks[0].rank, a.ranks[a.nranks - 1].rank);
+		goto done;
+	}
+	v->nw = vw_windows(&a, steps, NSLOW, NTYP, &v->w, err, sizeof err);
+	if (v->nw < 0) {
+		fprintf(stderr, "ddpspy view: %s\n", err);
+		goto done;
+	}
+	v->pid = calloc((size_t)a.nranks, sizeof *v->pid);
+	v->bins = calloc((size_t)v->nw * RATE_BINS, sizeof *v->bins);
+	if (!v->pid || !v->bins) {
+		fprintf(stderr, "ddpspy view: out of memory\n");
+		goto done;
+	}
+	/* the processes' own pids where they are unique in the job, else rank + 1 */
+	int unique = 1;
+	for (int r = 0; r < a.nranks; r++)
+		for (int q = 0; q < r; q++)
+			unique &= a.ranks[r].p->pid != a.ranks[q].p->pid;
+	for (int r = 0; r < a.nranks; r++)
+		v->pid[r] = unique && a.ranks[r].p->pid > 0 ? a.ranks[r].p->pid : a.ranks[r].rank + 1;
+	for (int k = 0; k < DDPSPY_EV_COUNT; k++) {
+		const char *s = ddpspy_event_args[k];
+		for (int i = 0; i < TRACE_MAX_ARGS && *s; i++) {
+			size_t l = strcspn(s, ",");
+			v->argnames[k][i] = strndup(s, l);
+			s += l + (s[l] == ',');
+		}
+	}
+	/* the job's start: its earliest event */
+	v->base = INT64_MAX;
+	for (int i = 0; i < a.nprocs; i++)
+		for (int h = 0; h < a.procs[i].nthr; h++)
+			if (a.procs[i].thr[h].first <= a.procs[i].thr[h].last && a.procs[i].thr[h].first < v->base)
+				v->base = a.procs[i].thr[h].first;
+	if (v->base == INT64_MAX)
+		v->base = 0;
+	/* the files shown share the budget */
+	int nfiles = 0;
+	for (int i = 0; i < a.nprocs; i++) {
+		const struct proc *p = &a.procs[i];
+		for (int r = 0; r < a.nranks; r++)
+			nfiles += show[r] && (p == a.ranks[r].p || (p->role == DDPSPY_ROLE_WORKER && p->parent_pid == a.ranks[r].p->pid &&
+								 !strcmp(p->host, a.ranks[r].p->host)));
+	}
+	v->quota = maxev / (nfiles ? nfiles : 1);
+	size_t ol = strlen(outp);
+	if (ol > 3 && !strcmp(outp + ol - 3, ".gz"))
+		v->o.gz = gzopen(outp, "wb6");
+	else
+		v->o.f = fopen(outp, "w");
+	if (!v->o.gz && !v->o.f) {
+		fprintf(stderr, "ddpspy view: cannot write %s: %s\n", outp, strerror(errno));
+		goto done;
+	}
+	O_LIT(&v->o, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
+	/* the first member: the job, described */
+	o_fmt(&v->o, "\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_labels\",\"args\":{\"labels\":", CRIT_PID);
+	o_cstr(&v->o, a.summary);
+	O_LIT(&v->o, "}}");
+	struct vw_reader rd = { .ctx = v, .call = on_call, .thread = on_thread };
+	for (int r = 0; r < a.nranks; r++) {
+		const struct proc *p = a.ranks[r].p;
+		v->r = r;
+		memset(v->bins, 0, (size_t)v->nw * RATE_BINS * sizeof *v->bins);
+		/* the rank's own file, its GPU streams, its workers */
+		v->worker = 0;
+		v->used = 0;
+		v->ntids = 0;
+		if (vw_read(p, v->w, v->nw, &rd) < 0)
+			fprintf(stderr, "ddpspy view: %s: cannot be read again; its calls are left out\n", p->file);
+		gpu_tracks(v);
+		for (int i = 0; i < a.nprocs; i++) {
+			const struct proc *w = &a.procs[i];
+			if (w->role != DDPSPY_ROLE_WORKER || w->parent_pid != p->pid || strcmp(w->host, p->host))
+				continue;
+			v->worker = 1;
+			v->used = 0;
+			v->ntids = 0;
+			if (vw_read(w, v->w, v->nw, &rd) < 0)
+				fprintf(stderr, "ddpspy view: %s: cannot be read again; its calls are left out\n", w->file);
+		}
+		v->worker = 0;
+		if (!show[r])
+			continue;
+		char nm[320];
+		snprintf(nm, sizeof nm, "rank %d", a.ranks[r].rank);
+		meta(v, "process_name", v->pid[r], 0, nm, a.ranks[r].rank);
+		snprintf(nm, sizeof nm, "%s, pid %d", p->host, p->pid);
+		o_fmt(&v->o, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_labels\",\"args\":{\"labels\":", v->pid[r]);
+		o_cstr(&v->o, nm);
+		O_LIT(&v->o, "}}");
+		steps_track(v);
+		rate_track(v);
+	}
+	crit_and_flows(v);
+	/* what this view is: the job, the steps shown, what was left out */
+	o_fmt(&v->o, "\n],\"otherData\":{\"tool\":\"ddpspy %s\",\"verdict\":", DDPSPY_VERSION);
+	o_cstr(&v->o, a.summary);
+	o_fmt(&v->o, ",\"clock\":\"%s\",\"ranks\":%d,\"ranks_shown\":%d,\"steps_shown\":\"", a.clock_method, a.nranks, nshow);
+	for (int w = 0; w < v->nw; w++) {
+		if (v->w[w].first < 0)
+			o_fmt(&v->o, "the whole run (no steps found)");
+		else if (v->w[w].first == v->w[w].last)
+			o_fmt(&v->o, "%s%d", w ? "," : "", v->w[w].first);
+		else
+			o_fmt(&v->o, "%s%d-%d", w ? "," : "", v->w[w].first, v->w[w].last);
+	}
+	o_fmt(&v->o, "\",\"events\":%llu,\"flows\":%llu,\"max_events\":%ld,\"left_out\":%llu}}\n",
+	      (unsigned long long)v->events, (unsigned long long)v->flows, maxev, (unsigned long long)v->left_out);
+	o_flush(&v->o);
+	int cerr = v->o.gz ? gzclose(v->o.gz) != Z_OK : fclose(v->o.f) != 0;
+	if (v->o.err || cerr) {
+		fprintf(stderr, "ddpspy view: writing %s failed: %s\n", outp, strerror(v->o.err ? v->o.err : EIO));
+		goto done;
+	}
+	if (v->oom)
+		fprintf(stderr, "ddpspy view: out of memory joining collectives; some flows are missing\n");
+	fprintf(stderr, "ddpspy view: wrote %s: %d rank%s, steps ", outp, nshow, nshow == 1 ? "" : "s");
+	for (int w = 0; w < v->nw; w++)
+		if (v->w[w].first < 0)
+			fprintf(stderr, "(none found: the whole run)");
+		else
+			fprintf(stderr, w ? ", %d-%d" : "%d-%d", v->w[w].first, v->w[w].last);
+	fprintf(stderr, "; %llu events, %llu flows, %.1f MB (%.0f bytes per event)%s\n", (unsigned long long)v->events,
+		(unsigned long long)v->flows, (double)v->o.bytes / 1e6,
+		v->events ? (double)v->o.bytes / (double)v->events : 0.0, v->o.gz ? " before gzip" : "");
+	if (v->left_out)
+		fprintf(stderr, "ddpspy view: %llu events left out to stay within --max-events %ld (pick fewer steps or "
+			"ranks to see them)\n", (unsigned long long)v->left_out, maxev);
+	for (int i = 0; i < a.nwarnings; i++)
+		fprintf(stderr, "ddpspy view: warning: %s\n", text_safe(a.warnings[i], SIZE_MAX));
+	rc = 0;
+done:
+	if (v) {
+		for (int k = 0; k < DDPSPY_EV_COUNT; k++)
+			for (int i = 0; i < TRACE_MAX_ARGS; i++)
+				free((char *)v->argnames[k][i]);
+		free(v->w);
+		free(v->pid);
+		free(v->bins);
+		free(v->arr.v);
+	}
+	free(v);
+	free(show);
+	analysis_free(&a);
+out:
+	free(ranks);
+	free(dirs);
+	return rc;
+}
