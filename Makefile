@@ -235,6 +235,8 @@ bench: all sim $(B)/bench/overhead $(B)/bench/gentrace $(B)/bench/decode $(if $(
 	@bash bench/run.sh
 	@echo
 	@bash bench/collector.sh
+	@echo
+	@bash bench/viewer.sh
 
 # reruns the concurrency tests many times to shake out races: make stress [N=50]
 N ?= 50

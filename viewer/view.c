@@ -17,12 +17,14 @@
 #include "vw.h"
 
 #define CRIT_PID 2147418112  /* the critical path's process: above any pid Linux gives */
-#define STEP_TID 2146435073  /* a rank's steps track */
-#define GPU_TID 2145386496   /* + the stream's index: a rank's GPU streams */
+/* the tracks of a rank that are not threads, each with a tid of its own in the whole job (Linux's
+ * tids stay below 2^22): rank index r's steps, then its GPU streams */
+#define STEP_TID(r) (0x7f000000 + (r) * 128)
+#define GPU_TID(r, s) (STEP_TID(r) + 1 + (s))
 #define NSLOW 3               /* the default view: the slowest steps */
 #define NTYP 2                /* and the most typical ones */
 #define RATE_BINS 40          /* the input counter's samples per window */
-#define MAX_STREAMS 64
+#define MAX_STREAMS 64        /* (below 127: the tids above) */
 
 /* ---- the output: a file, gzip'ed when its name ends in .gz ---- */
 
@@ -169,7 +171,10 @@ static void on_call(void *ctx, const struct proc *p, const struct vw_call *c)
 	const struct trace_event *te = c->e;
 	const struct kind *k = an_kind(e->kind);
 	int arrival = !v->worker && vw_is_arrival(e);
-	int shown = v->show[v->r] && v->used < v->quota;
+	/* the synchronizing calls (collectives, their waits, step markers) are always shown: they are
+	 * what the steps, the flows and the critical path are made of; the budget is for the rest */
+	int sync = an_is_sync_kind(e->kind);
+	int shown = v->show[v->r] && (sync || v->used < v->quota);
 	/* the input read rate, of the rank and its workers */
 	if (an_is_file_read(e) && e->bytes > 0 && v->bins) {
 		const struct vwin *w = &v->w[c->win];
@@ -188,7 +193,7 @@ static void on_call(void *ctx, const struct proc *p, const struct vw_call *c)
 		v->left_out++;
 		return;
 	}
-	v->used++;
+	v->used += !sync;
 	int cat = an_category(e);
 	int point = cat == DDPSPY_CAT_MARKER;
 	ev_begin(v, point ? "i" : "X", v->pid[v->r], te->tid, e->t);
@@ -264,7 +269,7 @@ static void gpu_tracks(struct view *v)
 		int shown = v->show[v->r] && v->used < v->quota && s < MAX_STREAMS;
 		if (g.nccl && g.seq >= 0) {
 			struct varr a = { .rank = v->r, .gpu = 1, .comm = g.comm, .seq = g.seq, .op = g.op, .t = g.t,
-					  .end = g.t + g.d, .bytes = g.bytes, .tid = GPU_TID + s, .shown = shown };
+					  .end = g.t + g.d, .bytes = g.bytes, .tid = GPU_TID(v->r, s), .shown = shown };
 			v->oom |= vw_arr_add(&v->arr, &a) < 0;
 		}
 		if (!v->show[v->r])
@@ -274,7 +279,7 @@ static void gpu_tracks(struct view *v)
 			continue;
 		}
 		v->used++;
-		ev_begin(v, "X", v->pid[v->r], GPU_TID + s, g.t);
+		ev_begin(v, "X", v->pid[v->r], GPU_TID(v->r, s), g.t);
 		o_us(&v->o, "dur", g.d);
 		O_LIT(&v->o, ",\"name\":");
 		if (g.name)
@@ -301,7 +306,7 @@ static void gpu_tracks(struct view *v)
 	for (int s = 0; s < ns && v->show[v->r]; s++) {
 		char b[64];
 		snprintf(b, sizeof b, "GPU %d stream %u", p->gpu ? v->a->ranks[v->r].gpu.device : 0, streams[s]);
-		meta(v, "thread_name", v->pid[v->r], GPU_TID + s, b, 2000 + s);
+		meta(v, "thread_name", v->pid[v->r], GPU_TID(v->r, s), b, 2000 + s);
 	}
 }
 
@@ -346,7 +351,7 @@ static void steps_track(struct view *v)
 			const struct rankstep *s = &ri->steps[k];
 			char nm[32];
 			snprintf(nm, sizeof nm, "step %d", vw_step_number(v->a, k));
-			ev_begin(v, "X", pid, STEP_TID, s->t0);
+			ev_begin(v, "X", pid, STEP_TID(v->r), s->t0);
 			o_us(&v->o, "dur", s->t1 - s->t0);
 			O_LIT(&v->o, ",\"cat\":\"step\",\"name\":");
 			o_cstr(&v->o, nm);
@@ -356,8 +361,8 @@ static void steps_track(struct view *v)
 			      s->wait, s->late_max);
 		}
 	}
-	finding_marks(v, pid, STEP_TID, ri->rank, at);
-	meta(v, "thread_name", pid, STEP_TID, "steps", 0);
+	finding_marks(v, pid, STEP_TID(v->r), ri->rank, at);
+	meta(v, "thread_name", pid, STEP_TID(v->r), "steps", 0);
 }
 
 /* the input read rate of the rank and its workers in the windows, a counter */
@@ -398,6 +403,7 @@ static void crit_and_flows(struct view *v)
 			const struct varr *r = &s->v[m];
 			if (!r->shown || r->rank == L->rank || r->t >= L->t)
 				continue;
+
 			const char *cat = L->gpu ? "gpu" : "comms";
 			char nm[48];
 			snprintf(nm, sizeof nm, "waited for rank %d", a->ranks[L->rank].rank);
@@ -498,14 +504,15 @@ static void usage(FILE *to)
 		    "                   slowest and %d typical steps\n"
 		    "  --ranks LIST     only these ranks, e.g. 0,2-3 (the analysis still uses them all)\n"
 		    "  --skip N         warm-up steps the analysis leaves out (default 2, as report)\n"
-		    "  --max-events N   at most N calls and GPU records in all (default 400000: about 85 MB)\n",
+		    "  --max-events N   at most N calls and GPU records other than collectives and their waits,\n"
+		    "                   which are always shown (default 300000, some 52 MB)\n",
 		NSLOW, NTYP);
 }
 
 int cmd_view(int argc, char **argv)
 {
 	const char *outp = NULL, *steps = NULL;
-	long skip = 2, maxev = 400000;
+	long skip = 2, maxev = 300000;
 	int *ranks = NULL, nranks = 0, rc = 2;
 	char **dirs = calloc((size_t)argc + 1, sizeof *dirs);
 	int ndirs = 0;
@@ -553,6 +560,11 @@ int cmd_view(int argc, char **argv)
 	char err[512];
 	if (analysis_run(&a, dirs, ndirs, &ro, err, sizeof err) != 0) {
 		fprintf(stderr, "ddpspy view: %s\n", text_safe(err, SIZE_MAX));
+		analysis_free(&a);
+		goto out;
+	}
+	if (a.nranks > 131071) { /* (the tracks' tids: STEP_TID) */
+		fprintf(stderr, "ddpspy view: %d ranks: at most 131071 ranks in one view\n", a.nranks);
 		analysis_free(&a);
 		goto out;
 	}

@@ -65,7 +65,7 @@ async function flows(page, file, png, rank) {
   const out = await devtools(page, file, null);
   if (!out.loaded)
     return out;
-  await page.keyboard.press('Escape'); // the flame chart's shortcut help
+  await page.setViewportSize({ width: 1280, height: 1040 });
   const r = await page.evaluate(async (late) => {
     const T = await import('./panels/timeline/timeline.js');
     const panel = T.TimelinePanel.TimelinePanel.instance();
@@ -93,7 +93,12 @@ async function flows(page, file, png, rank) {
     fc.setSelectionAndReveal(T.TimelineSelection.selectionFromEvent(ev));
     return { selected: true, flows: mine.length };
   }, rank);
-  await page.waitForTimeout(1000);
+  await page.waitForTimeout(500);
+  // the console drawer and the flame chart's shortcut help, where they opened: closed
+  await page.keyboard.press('Escape');
+  await page.waitForTimeout(300);
+  await page.locator('[aria-label="Close drawer"]').first().click({ timeout: 1000 }).catch(() => {});
+  await page.waitForTimeout(800);
   await page.screenshot({ path: png });
   return Object.assign(out, r);
 }
