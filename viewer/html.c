@@ -343,7 +343,7 @@ static const char CSS[] =
 	".advice{margin:4px 0 0;padding-left:18px}.advice li{color:#1b5e20}"
 	"table{border-collapse:collapse;font-size:13px}td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:right}"
 	"th:first-child,td:first-child{text-align:left}dl.facts{display:grid;grid-template-columns:max-content auto;"
-	"gap:2px 14px}dl.facts dd{margin:0}.warn li{color:#8d6e00}figure{margin:12px 0}figcaption{color:#444;margin:4px 0}";
+	"gap:2px 14px}dl.facts dd{margin:0}.warn li{color:#8d6e00}figure{margin:12px 0}.wide{overflow-x:auto}figcaption{color:#444;margin:4px 0}";
 
 int html_report(const struct analysis *a, const char *path, char *err, size_t errlen)
 {
@@ -407,7 +407,7 @@ int html_report(const struct analysis *a, const char *path, char *err, size_t er
 	for (int r = 0; r < a->nranks; r++)
 		anygpu |= a->ranks[r].gpu.have;
 	if (anygpu) {
-		fprintf(out, "<table id=\"gpu\"><tr><th>rank</th>");
+		fprintf(out, "<div class=\"wide\"><table id=\"gpu\"><tr><th>rank</th>");
 		for (int c = 0; c < GP_COUNT; c++)
 			fprintf(out, "<th>%s</th>", an_gpart_names[c]);
 		fprintf(out, "<th>kernels per step</th></tr>\n");
@@ -420,7 +420,7 @@ int html_report(const struct analysis *a, const char *path, char *err, size_t er
 				fprintf(out, "<td>%.2f</td>", g->part[c]);
 			fprintf(out, "<td>%.0f</td></tr>\n", g->kernels);
 		}
-		fprintf(out, "</table>\n<p>The device's step in ms per step: busy in the first that applies, else idle by what "
+		fprintf(out, "</table></div>\n<p>The device's step in ms per step: busy in the first that applies, else idle by what "
 			     "the host did then.</p>\n");
 	}
 	fprintf(out, "</section>\n");

@@ -144,7 +144,6 @@ int vw_windows(const struct analysis *a, const char *spec, int nslow, int ntyp, 
 				break;
 			pick[np++] = best;
 		}
-		sort_n(kd, K, sizeof *kd, cmp_kdur); /* (still: the slowest first) */
 	}
 	sort_n(pick, np, sizeof *pick, cmp_size);
 	struct vwin *w = calloc(np, sizeof *w);

@@ -310,8 +310,9 @@ static void gpu_tracks(struct view *v)
 	}
 }
 
-/* the findings that name rank index r (r -1: the job's) as instants at the start of each window */
-static void finding_marks(struct view *v, int pid, int tid, int rank, const int64_t *at)
+/* the findings that name rank (-1: none) as instants at the start of each window: of ri's first
+ * step in it, or of the window when ri is NULL */
+static void finding_marks(struct view *v, int pid, int tid, int rank, const struct rankinfo *ri)
 {
 	const struct analysis *a = v->a;
 	for (int i = 0; i < a->nfindings; i++) {
@@ -321,7 +322,7 @@ static void finding_marks(struct view *v, int pid, int tid, int rank, const int6
 		for (int w = 0; w < v->nw; w++) {
 			char nm[64];
 			snprintf(nm, sizeof nm, "%s [%.2f]", f->kind, f->severity);
-			ev_begin(v, "i", pid, tid, at[w]);
+			ev_begin(v, "i", pid, tid, ri && ri->steps ? ri->steps[v->w[w].k0].t0 : v->w[w].t0);
 			O_LIT(&v->o, ",\"s\":\"t\",\"cat\":\"finding\",\"name\":");
 			o_cstr(&v->o, nm);
 			o_fmt(&v->o, ",\"args\":{\"kind\":\"%s\",\"severity\":%.3f,\"title\":", f->kind, f->severity);
@@ -342,11 +343,9 @@ static void steps_track(struct view *v)
 {
 	const struct rankinfo *ri = &v->a->ranks[v->r];
 	int pid = v->pid[v->r];
-	int64_t at[256];
 	if (!ri->steps)
 		return;
 	for (int w = 0; w < v->nw; w++) {
-		at[w < 256 ? w : 255] = ri->steps[v->w[w].k0].t0;
 		for (size_t k = v->w[w].k0; k <= v->w[w].k1; k++) {
 			const struct rankstep *s = &ri->steps[k];
 			char nm[32];
@@ -361,7 +360,7 @@ static void steps_track(struct view *v)
 			      s->wait, s->late_max);
 		}
 	}
-	finding_marks(v, pid, STEP_TID(v->r), ri->rank, at);
+	finding_marks(v, pid, STEP_TID(v->r), ri->rank, ri);
 	meta(v, "thread_name", pid, STEP_TID(v->r), "steps", 0);
 }
 
@@ -487,10 +486,7 @@ static void crit_and_flows(struct view *v)
 		}
 	}
 	free(last);
-	int64_t at[256];
-	for (int w = 0; w < v->nw && w < 256; w++)
-		at[w] = v->w[w].t0;
-	finding_marks(v, CRIT_PID, 1, -1, at);
+	finding_marks(v, CRIT_PID, 1, -1, NULL);
 	meta(v, "process_name", CRIT_PID, 0, "critical path", -1);
 	meta(v, "thread_name", CRIT_PID, 1, gpu ? "critical path (NCCL kernels)" : "critical path", LONG_MIN);
 }

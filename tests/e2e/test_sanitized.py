@@ -53,6 +53,25 @@ b = subprocess.run([DDPSPY, "report", "--json", fx], capture_output=True, text=T
 ok(a.returncode == 0 and a.stdout == b.stdout and not reported(a.stderr),
    "report of the recorded straggler: the sanitized collector's output is the plain one's, byte for byte")
 
+# the views (docs/viewer.md) of every fixture: no report, the plain collector's bytes
+vd = tempfile.mkdtemp(prefix="ddpspy-views-")
+bad = []
+for fxd in sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "*", ""))):
+    if not glob.glob(fxd + "*.ddpspy"):
+        continue
+    outs = []
+    for tag, exe in (("asan", os.path.join(ASAN, "ddpspy")), ("plain", DDPSPY)):
+        v = run([exe, "view", fxd, "-o", os.path.join(vd, tag + ".json")])
+        h = run([exe, "report", fxd, "--html", os.path.join(vd, tag + ".html")])
+        outs.append((v, h))
+    a_, b_ = outs
+    same = all(open(os.path.join(vd, "asan" + x), "rb").read() == open(os.path.join(vd, "plain" + x), "rb").read()
+               for x in (".json", ".html") if os.path.exists(os.path.join(vd, "plain" + x)))
+    if reported(a_[0].stderr + a_[1].stderr) or a_[0].returncode != b_[0].returncode or not same:
+        bad.append(os.path.basename(fxd.rstrip("/")))
+ok(not bad, "view and report --html of every fixture under ASan+UBSan: no report, the plain output byte for byte %s" % bad)
+subprocess.run(["rm", "-rf", vd])
+
 # the preload: libasan first (a sanitized library preloaded into a plain program needs its runtime
 # ahead of it). Leak checking is off there: the writer's buffers and the registry live as long as
 # the process by design.
