@@ -16,6 +16,7 @@
 #define W 960          /* the drawings' width */
 #define LABEL 150      /* the rank labels' column */
 #define MAX_SEGS 4096  /* per rank and window: neighbours closer than a pixel merge */
+#define MAX_LANES 48   /* ranks drawn in a timeline: the late ones, then evenly spaced */
 
 static const char *const cat_color[CAT_COUNT] = { "#4caf50", "#2196f3", "#ff9800", "#9e9e9e" };
 #define WAIT_COLOR "#e53935"
@@ -128,7 +129,7 @@ static void timeline(FILE *out, struct tl *t, int wi, int straggler)
 	int gpu = 0;
 	for (int r = 0; r < a->nranks; r++)
 		gpu |= t->lanes[r * t->nw + wi].ng > 0;
-	int row = gpu ? 34 : 20, h = 24 + a->nranks * row + 8;
+	int row = gpu ? 34 : 20;
 	/* the rank that arrived last at most of the window's collectives */
 	int *lastn = calloc((size_t)a->nranks, sizeof *lastn), late = -1;
 	for (size_t i = 0; lastn && i < t->arr.n;) {
@@ -141,6 +142,19 @@ static void timeline(FILE *out, struct tl *t, int wi, int straggler)
 	for (int r = 0; lastn && r < a->nranks; r++)
 		if (lastn[r] && (late < 0 || lastn[r] > lastn[late]))
 			late = r;
+	/* the lanes: every rank, or on a large job the late one, the straggler and evenly spaced ranks;
+	 * lane[r] is rank index r's row, -1 not drawn */
+	int *lane = malloc((size_t)a->nranks * sizeof *lane), nl = 0;
+	if (!lane) {
+		free(lastn);
+		return;
+	}
+	for (int r = 0; r < a->nranks; r++) {
+		int keep = a->nranks <= MAX_LANES || r == late || a->ranks[r].rank == straggler ||
+			   (long)r * (MAX_LANES - 2) / a->nranks != (long)(r + 1) * (MAX_LANES - 2) / a->nranks;
+		lane[r] = keep ? nl++ : -1;
+	}
+	int h = 24 + nl * row + 8;
 	fprintf(out, "<figure class=\"timeline\" data-first-step=\"%d\" data-last-step=\"%d\" data-late-rank=\"%d\">\n",
 		w->first, w->last, late >= 0 ? a->ranks[late].rank : -1);
 	if (w->first < 0)
@@ -152,6 +166,8 @@ static void timeline(FILE *out, struct tl *t, int wi, int straggler)
 	fprintf(out, ", %.1f ms from the first rank's start to the last rank's end", MS(w->t1 - w->t0));
 	if (late >= 0)
 		fprintf(out, "; rank %d arrived last at %d of its collectives", a->ranks[late].rank, lastn[late]);
+	if (nl < a->nranks)
+		fprintf(out, "; %d of the %d ranks drawn (the late ones and evenly spaced others)", nl, a->nranks);
 	fprintf(out, ".</figcaption>\n<svg width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\">\n", W, h, W, h);
 	/* a time axis: 0 and the window's length */
 	fprintf(out, "<text x=\"%d\" y=\"14\" class=\"axis\">0 ms</text><text x=\"%d\" y=\"14\" class=\"axis\" "
@@ -160,7 +176,9 @@ static void timeline(FILE *out, struct tl *t, int wi, int straggler)
 		const struct rankinfo *ri = &a->ranks[r];
 		const struct lane *l = &t->lanes[r * t->nw + wi];
 		const struct thr *th = an_train_thread(ri->p);
-		int y = 24 + r * row;
+		if (lane[r] < 0)
+			continue;
+		int y = 24 + lane[r] * row;
 		int marked = r == late || ri->rank == straggler;
 		fprintf(out, "<g class=\"lane%s\" data-rank=\"%d\">", marked ? " late" : "", ri->rank);
 		fprintf(out, "<text x=\"4\" y=\"%d\" class=\"lbl\">rank %d", y + 12, ri->rank);
@@ -206,9 +224,9 @@ static void timeline(FILE *out, struct tl *t, int wi, int straggler)
 		const char *op = L->op >= 0 && L->op < DDPSPY_OP_COUNT ? ddpspy_op_names[L->op] : "collective";
 		for (size_t m = i; m + 1 < j; m++) {
 			const struct varr *r = &t->arr.v[m];
-			if (r->rank == L->rank || r->t >= L->t)
+			if (r->rank == L->rank || r->t >= L->t || lane[r->rank] < 0)
 				continue;
-			int y = 24 + r->rank * row;
+			int y = 24 + lane[r->rank] * row;
 			if (gpu) { /* on the device: the NCCL kernel's start to the last one's */
 				fprintf(out, "<rect class=\"wait\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"10\" fill=\"%s\"><title>rank %d "
 					     "waited %.3f ms in %s %d for rank %d</title></rect>\n", X(w, r->t), y + 16,
@@ -227,14 +245,15 @@ static void timeline(FILE *out, struct tl *t, int wi, int straggler)
 					MS(s1 - s0), a->ranks[L->rank].rank, op, L->seq);
 			}
 		}
-		double x = X(w, L->t);
-		int y = 24 + L->rank * row + (gpu ? 16 : 0);
-		fprintf(out, "<path class=\"arrival\" d=\"M%.1f %d l-4 -6 h8 z\" fill=\"#000\"><title>rank %d arrived last at %s %d"
-			     "</title></path>\n", x, y, a->ranks[L->rank].rank, op, L->seq);
+		if (lane[L->rank] >= 0)
+			fprintf(out, "<path class=\"arrival\" d=\"M%.1f %d l-4 -6 h8 z\" fill=\"#000\"><title>rank %d arrived last at "
+				     "%s %d</title></path>\n", X(w, L->t), 24 + lane[L->rank] * row + (gpu ? 16 : 0),
+				a->ranks[L->rank].rank, op, L->seq);
 		i = j;
 	}
 	fprintf(out, "</svg>\n</figure>\n");
 	free(lastn);
+	free(lane);
 }
 
 /* ---- the rest of the page ---- */

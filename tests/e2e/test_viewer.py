@@ -293,12 +293,42 @@ def main():
                        (["--bogus"], "unknown option")]:
         o = ["-o", os.path.join(OUT, "bad.json")] if "-o" not in args else []
         p = view(STRAGGLER, *(o + args))
-        ok(p.returncode == 2 and want in p.stderr, "view %s: exit 2, '%s' (%s)" % (" ".join(args), want, p.stderr.strip()[:160]))
+        ok(p.returncode == 2 and want in p.stderr, "view %s: exit 2, '%s' (%s)" %
+           (" ".join(args), want, (p.stderr.strip().splitlines() or [""])[0][:160]))
     p = view(os.path.join(OUT, "no-such-dir"), "-o", os.path.join(OUT, "bad.json"))
     ok(p.returncode == 2 and "no readable rank" in p.stderr, "view of a missing directory: exit 2 (%s)" % p.stderr.strip()[:120])
     p = view(os.path.join(FX, "damaged"), "-o", os.path.join(OUT, "damaged.json"))
     ok(p.returncode == 0 and "damaged" in p.stderr and load(os.path.join(OUT, "damaged.json"))["traceEvents"],
        "a damaged trace file: its readable part viewed, with a warning")
+
+    # ---- input workers (DataLoader worker processes: files of their own) under their rank ----
+    gen = os.path.join(BUILD, "bench", "gentrace")
+    if os.path.exists(gen):
+        sd = tmpdir("viewer-stall")
+        subprocess.run([gen, sd, "2", "20000", "stall"], check=True, capture_output=True)
+        sj = os.path.join(OUT, "stall.json")
+        p = view(sd, "-o", sj)
+        st = Trace(load(sj)) if p.returncode == 0 else None
+        wk = {k: n for k, n in st.threads.items() if n.startswith("worker ")} if st else {}
+        ok(st and sorted(st.rank_of.values()) == [0, 1] and len(wk) == 2 and {k[0] for k in wk} == set(st.rank_of) and
+           all(any(e["pid"] == k[0] and e["tid"] == k[1] and e["args"].get("path", "").startswith("/data/train/")
+                   for e in st.slices) for k in wk),
+           "each rank's input worker process is a thread of its rank, its reads with their path: %s" % sorted(wk.values()))
+        cleanup(sd)
+        # a job of 100 ranks: a bar each, the timelines bounded
+        bd = tmpdir("viewer-wide")
+        subprocess.run([gen, bd, "100", "3000"], check=True, capture_output=True)
+        bh = os.path.join(OUT, "wide.html")
+        p = subprocess.run([DDPSPY, "report", bd, "--html", bh], capture_output=True, text=True, timeout=120)
+        page = open(bh, encoding="utf-8").read() if p.returncode == 0 else ""
+        lanes = [int(x) for x in re.findall(r'<figure class="timeline"[^>]*>', page) and
+                 [len(re.findall(r'<g class="lane', f)) for f in page.split('<figure class="timeline"')[1:]]]
+        ok(page.count('class="rank-bar') == 100 and lanes and max(lanes) <= 48 and "of the 100 ranks drawn" in page,
+           "100 ranks: a bar each, and timelines of at most 48 lanes that say so: %s" % lanes)
+        cleanup(bd)
+    else:
+        skip("input workers under their rank", "build/bench/gentrace missing")
+        skip("100 ranks in the HTML report", "build/bench/gentrace missing")
 
     # ---- gzip ----
     tg = os.path.join(OUT, "straggler.json.gz")
