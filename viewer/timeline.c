@@ -241,6 +241,8 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 {
 	struct rdctx *c = ctx;
 	struct vw_call call = { .e = e };
+	if (e->kind == DDPSPY_EV_NVTX && c->r->nvtx)
+		c->r->nvtx(c->r->ctx, c->p, e, e->t_ns + c->p->shift);
 	if (!an_convert(e, &call.v))
 		return 0;
 	const struct kind *k = an_kind(e->kind);

@@ -24,6 +24,8 @@
 #define NSLOW 3               /* the default view: the slowest steps */
 #define NTYP 2                /* and the most typical ones */
 #define RATE_BINS 40          /* the input counter's samples per window */
+#define NVTX_DEPTH 32          /* NVTX ranges open at once on a thread, kept to draw */
+#define NVTX_NAME 96           /* and the bytes of their message kept */
 #define MAX_STREAMS 64        /* (below 127: the tids above) */
 
 /* ---- the output: a file, gzip'ed when its name ends in .gz ---- */
@@ -119,6 +121,19 @@ struct view {
 	int tids[4096], ntids; /* the threads of the current file with events in the output */
 	double *bins;          /* the current rank's input bytes: RATE_BINS per window */
 	struct varrs arr;
+	/* the current file's NVTX ranges still open: pushed per thread, started per range id */
+	struct nvthr {
+		int tid, depth;
+		int64_t t[NVTX_DEPTH];
+		char msg[NVTX_DEPTH][NVTX_NAME];
+	} *nvt;
+	int nnvt;
+	struct nvstart {
+		int64_t id, t;
+		int tid;
+		char msg[NVTX_NAME];
+	} *nvs;
+	int nnvs;
 	int oom;
 	const char *argnames[DDPSPY_EV_COUNT][TRACE_MAX_ARGS];
 };
@@ -247,6 +262,99 @@ static void on_thread(void *ctx, const struct proc *p, int tid, const char *name
 	else
 		snprintf(b, sizeof b, "%s", name[0] ? name : "thread");
 	meta(v, "thread_name", v->pid[v->r], tid, b, train ? 1 : v->worker ? 1000 : 10);
+}
+
+/* NVTX: ranges drawn once they end, when they overlap a window (a push-pop range as a slice of
+ * its thread, a start-end range, which may end on another thread, as an async slice of the rank),
+ * marks as instants */
+static int nvtx_shown(struct view *v, int64_t t0, int64_t t1)
+{
+	if (!v->show[v->r] || vw_window_of(v->w, v->nw, t0, t1) < 0)
+		return 0;
+	if (v->used >= v->quota) {
+		v->left_out++;
+		return 0;
+	}
+	v->used++;
+	return 1;
+}
+
+static void nvtx_name(struct view *v, const char *m, int64_t domain)
+{
+	O_LIT(&v->o, ",\"cat\":\"nvtx\",\"name\":");
+	o_cstr(&v->o, m[0] ? m : "(range)");
+	o_fmt(&v->o, ",\"args\":{\"domain\":%lld}}", (long long)domain);
+}
+
+static void on_nvtx(void *ctx, const struct proc *p, const struct trace_event *e, int64_t t)
+{
+	static int8_t P_range = -2, P_id, P_domain, P_msg;
+	struct view *v = ctx;
+	if (P_range == -2) {
+		P_range = an_argpos(DDPSPY_EV_NVTX, "range");
+		P_id = an_argpos(DDPSPY_EV_NVTX, "id");
+		P_domain = an_argpos(DDPSPY_EV_NVTX, "domain");
+		P_msg = an_argpos(DDPSPY_EV_NVTX, "message");
+	}
+	int64_t range = an_arg(e, P_range, -1), id = an_arg(e, P_id, 0), domain = an_arg(e, P_domain, 0);
+	char m[NVTX_NAME] = "";
+	if (e->str && e->str_index == P_msg)
+		snprintf(m, sizeof m, "%.*s", (int)(e->slen < sizeof m - 1 ? e->slen : sizeof m - 1), e->str);
+	int pid = v->pid[v->r];
+	if (range == DDPSPY_NVTX_PUSH || range == DDPSPY_NVTX_POP) {
+		int i = 0;
+		while (i < v->nnvt && v->nvt[i].tid != e->tid)
+			i++;
+		if (i == v->nnvt) {
+			struct nvthr *n = realloc(v->nvt, (size_t)(i + 1) * sizeof *n);
+			if (!n)
+				return;
+			v->nvt = n;
+			v->nvt[v->nnvt++] = (struct nvthr){ .tid = e->tid };
+		}
+		struct nvthr *h = &v->nvt[i];
+		if (range == DDPSPY_NVTX_PUSH) {
+			if (h->depth < NVTX_DEPTH) {
+				h->t[h->depth] = t;
+				memcpy(h->msg[h->depth], m, sizeof m);
+			}
+			h->depth++;
+		} else if (h->depth > 0 && --h->depth < NVTX_DEPTH && nvtx_shown(v, h->t[h->depth], t)) {
+			ev_begin(v, "X", pid, e->tid, h->t[h->depth]);
+			o_us(&v->o, "dur", t - h->t[h->depth]);
+			nvtx_name(v, h->msg[h->depth], domain);
+			seen_tid(v, e->tid);
+		}
+	} else if (range == DDPSPY_NVTX_START) {
+		struct nvstart *n = realloc(v->nvs, (size_t)(v->nnvs + 1) * sizeof *n);
+		if (!n)
+			return;
+		v->nvs = n;
+		v->nvs[v->nnvs] = (struct nvstart){ .id = id, .t = t, .tid = e->tid };
+		memcpy(v->nvs[v->nnvs++].msg, m, sizeof m);
+	} else if (range == DDPSPY_NVTX_END) {
+		for (int i = 0; i < v->nnvs; i++) {
+			if (v->nvs[i].id != id)
+				continue;
+			struct nvstart st = v->nvs[i];
+			v->nvs[i] = v->nvs[--v->nnvs];
+			if (!nvtx_shown(v, st.t, t))
+				break;
+			for (int end = 0; end < 2; end++) { /* (an async pair, the rank's own by id2.local) */
+				ev_begin(v, end ? "e" : "b", pid, end ? e->tid : st.tid, end ? t : st.t);
+				o_fmt(&v->o, ",\"id2\":{\"local\":\"0x%llx\"}", (unsigned long long)id);
+				nvtx_name(v, st.msg, domain);
+			}
+			seen_tid(v, st.tid);
+			seen_tid(v, e->tid);
+			break;
+		}
+	} else if (range == DDPSPY_NVTX_MARK && nvtx_shown(v, t, t)) {
+		ev_begin(v, "i", pid, e->tid, t);
+		O_LIT(&v->o, ",\"s\":\"t\"");
+		nvtx_name(v, m, domain);
+		seen_tid(v, e->tid);
+	}
 }
 
 /* the rank's device work in the windows: a track per stream */
@@ -641,7 +749,7 @@ int cmd_view(int argc, char **argv)
 	o_fmt(&v->o, "\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_labels\",\"args\":{\"labels\":", CRIT_PID);
 	o_cstr(&v->o, a.summary);
 	O_LIT(&v->o, "}}");
-	struct vw_reader rd = { .ctx = v, .call = on_call, .thread = on_thread };
+	struct vw_reader rd = { .ctx = v, .call = on_call, .thread = on_thread, .nvtx = on_nvtx };
 	for (int r = 0; r < a.nranks; r++) {
 		const struct proc *p = a.ranks[r].p;
 		v->r = r;
@@ -649,7 +757,7 @@ int cmd_view(int argc, char **argv)
 		/* the rank's own file, its GPU streams, its workers */
 		v->worker = 0;
 		v->used = 0;
-		v->ntids = 0;
+		v->ntids = v->nnvt = v->nnvs = 0;
 		if (vw_read(p, v->w, v->nw, &rd) < 0)
 			fprintf(stderr, "ddpspy view: %s: cannot be read again; its calls are left out\n", p->file);
 		gpu_tracks(v);
@@ -659,7 +767,7 @@ int cmd_view(int argc, char **argv)
 				continue;
 			v->worker = 1;
 			v->used = 0;
-			v->ntids = 0;
+			v->ntids = v->nnvt = v->nnvs = 0;
 			if (vw_read(w, v->w, v->nw, &rd) < 0)
 				fprintf(stderr, "ddpspy view: %s: cannot be read again; its calls are left out\n", w->file);
 		}
@@ -723,6 +831,8 @@ done:
 		free(v->pid);
 		free(v->bins);
 		free(v->arr.v);
+		free(v->nvt);
+		free(v->nvs);
 	}
 	free(v);
 	free(show);

@@ -43,6 +43,9 @@ struct vw_reader {
 	void *ctx;
 	void (*call)(void *ctx, const struct proc *p, const struct vw_call *c);
 	void (*thread)(void *ctx, const struct proc *p, int tid, const char *name); /* each thread, at the end */
+	/* the program's NVTX points (push, pop, start, end, mark), wherever they are: t on the job's
+	 * clock (a range pushed before a window may end in it); NULL skips them */
+	void (*nvtx)(void *ctx, const struct proc *p, const struct trace_event *e, int64_t t);
 };
 int vw_read(const struct proc *p, const struct vwin *w, int nw, const struct vw_reader *r);
 
