@@ -229,9 +229,9 @@ struct gpujob {
 };
 void an_gpu_job(const struct analysis *a, struct gpujob *j);
 
-/* report.c: shares as a JSON member {"compute", "data", "comms", "host"}, rounded to 1e-4 */
-/* a rank list like 0,2-3 into *out (malloc'ed), *n of them; -1 when malformed */
+/* report.c: a rank list like 0,2-3 into *out (malloc'ed), *n of them; -1 when malformed */
 int report_parse_ranks(const char *s, int **out, int *n);
+/* report.c: shares as a JSON member {"compute", "data", "comms", "host"}, rounded to 1e-4 */
 struct json;
 void report_json_shares(struct json *j, const char *key, const double *s);
 
