@@ -4,7 +4,8 @@
 # 40 ms step of 133 events per rank), in one run: 64 ranks of 1M events each (some 5 minutes of a
 # job), then 8 ranks of 2M and of 8M events (a job four times as long: the same default view, the
 # time to make it growing with the trace, as the report's). Each time is the median of the rounds;
-# the view's size and bytes per event come from the view itself.
+# the view's size and bytes per event come from the view itself. HOUR=1 also makes the view of 64
+# ranks of one hour (12M events each, 90,000 steps: 6 GB of traces, some 4 minutes), once.
 set -eu
 cd "$(dirname "$0")/.."
 RANKS=${RANKS:-64} EVENTS=${EVENTS:-1000000} ROUNDS=${ROUNDS:-3}
@@ -52,3 +53,11 @@ print(f"bound: --max-events {cap} calls at {per_ev:.0f} B each is {cap * per_ev 
       f"({coll * per_ev / 1e6:.1f} MB); within the 100 MB budget for 64 ranks while they stay under "
       f"{(100e6 - cap * per_ev) / per_ev / 64 / 5:.0f} per rank and step")
 PY
+if [ "${HOUR:-0}" = 1 ]; then
+	rm -rf "$d/wide" "$d/len1" "$d/len4"
+	mkdir "$d/hour"
+	build/bench/gentrace "$d/hour" 64 12000000
+	echo "64 ranks of one hour (64 x 12M events): ddpspy view, once"
+	/usr/bin/time -f "  %e s, max RSS %M KiB" build/ddpspy view "$d/hour" -o "$d/hour.json" 2>&1 | grep -v warning
+	ls -l "$d/hour.json" | awk '{printf "  %.1f MB\n", $5 / 1e6}'
+fi
