@@ -60,7 +60,7 @@ TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
 	$(B)/testapps/gloo_host $(B)/testapps/libfakegloo.so \
 	$(B)/testapps/libglooplugin.so $(B)/bench/overhead
 ifneq ($(MPICC),)
-TESTAPPS += $(B)/testapps/mpi_app $(B)/ddpbench
+TESTAPPS += $(B)/testapps/mpi_app $(B)/testapps/stencil $(B)/ddpbench
 endif
 ifneq ($(HAVE_NVTX),)
 TESTAPPS += $(B)/testapps/nvtx_app
@@ -204,6 +204,9 @@ $(B)/testapps/%: testapps/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ $< -lpthread -ldl
 $(B)/testapps/mpi_app: testapps/mpi_app.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(BASE) -o $@ $<
+$(B)/testapps/stencil: testapps/stencil.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(BASE) -o $@ $<
 # the testbed: optimized like a real trainer's kernels would be

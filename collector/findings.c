@@ -315,6 +315,8 @@ out:
  *   which not even the busiest rank works, which gradient accumulation would amortize;
  * - collective_volume otherwise, or when a single call per step carries more bytes than all the
  *   other collectives of the step together (an extra all-reduce): the bytes are what to cut. */
+#define MIN_VOLUME_BPS 1e7 /* bytes per second: slower than a 100 Mbit link at a tenth of its rate */
+
 static void find_volume(struct analysis *a)
 {
 	struct stepdata *sd = a->sd;
@@ -426,6 +428,12 @@ static void find_volume(struct analysis *a)
 		     WEIGHT(g[top]) > (unknown ? all_ms : all) - WEIGHT(g[top]);
 #undef WEIGHT
 	int small = !single && sync_ms >= work_ms;
+	/* A finding about bytes needs bytes that explain the time: the collectives' bytes per step over
+	 * the time beyond waiting (what volume would cost) slower than MIN_VOLUME_BPS is not bandwidth
+	 * but latency, or waits the collectives do not see (point-to-point, a late sender): cutting
+	 * bytes would not win it back. */
+	if (!small && !unknown && all / (double)N < MIN_VOLUME_BPS * sev * median_step(a) / 1e3)
+		return;
 	struct finding *f = add_finding(a, small ? "small_work" : "collective_volume", -1,
 					small ? sync_ms / (sync_ms + work_ms) : sev);
 	if (!f)
