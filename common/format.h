@@ -15,7 +15,7 @@
 #define DDPSPY_MAGIC_LEN 8
 #define DDPSPY_FILE_HEADER_LEN 16
 #define DDPSPY_FORMAT_MAJOR 2
-#define DDPSPY_FORMAT_MINOR 2
+#define DDPSPY_FORMAT_MINOR 3
 /* the oldest major this reader still reads (1.x: events as msgpack arrays, modules snapshots) */
 #define DDPSPY_FORMAT_MAJOR_OLDEST 1
 
@@ -98,7 +98,8 @@ enum ddpspy_fdclass {
 	X(OP_WAIT, "wait", DDPSPY_OPF_DONE)                                                    \
 	X(OP_WAITALL, "waitall", DDPSPY_OPF_DONE)                                              \
 	X(OP_TEST, "test", 0)                                                                  \
-	X(OP_TESTALL, "testall", 0)
+	X(OP_TESTALL, "testall", 0)                                                            \
+	X(OP_SENDRECV, "sendrecv", 0) /* 2.3 */
 
 enum ddpspy_op {
 #define X(e, s, f) DDPSPY_##e,
@@ -261,7 +262,8 @@ enum ddpspy_category {
 	X(EV_MPI_COLL, "mpi_coll", "op,comm,seq,bytes,root,ret", DDPSPY_KM_BLOCKING_COLL)     \
 	X(EV_MPI_ICOLL, "mpi_icoll", "op,comm,seq,bytes,root,request,ret",                    \
 	  DDPSPY_CAT_COMMS | DDPSPY_KM_COLL | DDPSPY_KM_NONBLOCKING)                           \
-	X(EV_MPI_P2P, "mpi_p2p", "op,comm,peer,tag,bytes,request,ret", DDPSPY_CAT_COMMS)      \
+	/* 2.3: rpeer, rtag, rbytes: MPI_Sendrecv's receive (its send is peer, tag, bytes); -1 else */ \
+	X(EV_MPI_P2P, "mpi_p2p", "op,comm,peer,tag,bytes,request,ret,rpeer,rtag,rbytes", DDPSPY_CAT_COMMS) \
 	X(EV_MPI_WAIT, "mpi_wait", "op,count,request,ret", DDPSPY_CAT_COMMS | DDPSPY_KM_WAITS) \
 	X(EV_GLOO_COLL, "gloo_coll", "op,seq,bytes,threw",                                    \
 	  DDPSPY_KM_BLOCKING_COLL | DDPSPY_KM_EXIT_ALIGNS | DDPSPY_KM_SEQ_PER_OP | DDPSPY_KM_HELPER) \

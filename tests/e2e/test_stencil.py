@@ -1,6 +1,7 @@
 """The halo-exchange stencil (testapps/stencil.c, the testbed of point-to-point wait states, issue
 19) under ddpspy: 2 ranks, rank 0 given 10 times the cells, halos exchanged with MPI_Irecv /
-MPI_Isend / MPI_Waitall, an 8-byte residual all-reduce every 50 iterations. Checked: the
+MPI_Isend / MPI_Waitall (then with MPI_Sendrecv), an 8-byte residual all-reduce every 50
+iterations. Checked: the
 program's own ground truth (rank 1 waits in its exchange about as long as rank 0 computes more),
 every point-to-point call recorded with its peer, tag and bytes as the decomposition says, and the
 report's collective_volume gate: 8-byte all-reduces that take a rank's step because it waits for a
@@ -42,6 +43,18 @@ for r in (0, 1):
        all(e["bytes"] == 8 * NX and e["comm"] == real[0]["comm"] for e in real),
        "rank %d: every Isend and Irecv (%d, %d) with its peer and %d bytes to the other rank, a Waitall per "
        "iteration (%d)" % (r, len(sends), len(recvs), 8 * NX, len(waits)))
+# the blocking variant: each exchange is one MPI_Sendrecv, both its peers recorded
+bout = os.path.join(d, "blocking")
+p = subprocess.run([DDPSPY, "run", "-o", bout, "--"] + MPIRUN + ["-np", "2", app, "--iters", "50", "--nx", str(NX), "--ny",
+                   str(NY), "--heavy-rank", "0", "--heavy-factor", "10"], capture_output=True, text=True, timeout=300)
+brecs, rc, err = dump(bout)
+bfiles = {x["rank"]: x["file"] for x in of(brecs, "process") if x["role"] == "rank"}
+for r in (0, 1):
+    sr = [e for e in events(brecs, file=bfiles.get(r)) if e["kind"] == "mpi_p2p"]
+    real = [e for e in sr if e["peer"] == 1 - r or e["rpeer"] == 1 - r]
+    ok(p.returncode == 0 and len(sr) == 4 * 50 and all(e["op"] == "sendrecv" for e in sr) and len(real) == 2 * 50 and
+       all(e["bytes"] == 8 * NX and e["rbytes"] == 8 * NX and e["rtag"] == e["tag"] for e in real),
+       "rank %d, blocking: every MPI_Sendrecv (%d) with its send's and its receive's peer, tag and bytes" % (r, len(sr)))
 rep = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=120)
 j = json.loads(rep.stdout) if rep.returncode == 0 else None
 kinds = [f["kind"] for f in j["findings"]] if j else None
