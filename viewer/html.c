@@ -50,7 +50,10 @@ struct tl {
 
 static void lane_add(struct seg **v, int *n, int *cap, struct seg s, int64_t pix)
 {
-	if (*n && (*v)[*n - 1].cat == s.cat && (*v)[*n - 1].gpu == s.gpu && s.t0 - (*v)[*n - 1].t1 < pix) {
+	/* (the device's work comes in launch order, its streams interleaved: only what starts after the
+	 * last segment's start merges with it) */
+	if (*n && (*v)[*n - 1].cat == s.cat && (*v)[*n - 1].gpu == s.gpu && s.t0 >= (*v)[*n - 1].t0 &&
+	    s.t0 - (*v)[*n - 1].t1 < pix) {
 		if (s.t1 > (*v)[*n - 1].t1)
 			(*v)[*n - 1].t1 = s.t1;
 		return;
