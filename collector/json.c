@@ -68,8 +68,12 @@ size_t json_escape(char *buf, size_t cap, const char *s, size_t n)
 	return o;
 }
 
-static void put_escaped(FILE *out, const char *s, size_t n)
+void json_put_string(FILE *out, const char *s, size_t n)
 {
+	if (!s)
+		s = "", n = 0;
+	else if (n == SIZE_MAX)
+		n = strlen(s);
 	char buf[256 * 6 + 1]; /* each byte of a piece may take 6 */
 	putc('"', out);
 	while (n > 0) {
@@ -96,7 +100,7 @@ static void member(struct json *j, const char *key)
 	j->first[d] = 0;
 	if (j->array[d])
 		return;
-	put_escaped(j->out, key ? key : "", key ? strlen(key) : 0);
+	json_put_string(j->out, key ? key : "", key ? strlen(key) : 0);
 	fputs(j->spaced[d] ? ": " : ":", j->out);
 }
 
@@ -153,7 +157,7 @@ void json_strn(struct json *j, const char *key, const char *v, size_t n)
 {
 	member(j, key);
 	if (v)
-		put_escaped(j->out, v, n);
+		json_put_string(j->out, v, n);
 	else
 		fputs("null", j->out);
 }

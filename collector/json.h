@@ -40,6 +40,8 @@ void json_null(struct json *j, const char *key);
 /* s[0..n) as the inside of a JSON string into buf (cap bytes with the terminator): the one
  * escaper, valid UTF-8 out; returns the length written */
 size_t json_escape(char *buf, size_t cap, const char *s, size_t n);
+/* s[0..n) (SIZE_MAX: up to its NUL; NULL: empty) as a quoted JSON string to out, escaped as above */
+void json_put_string(FILE *out, const char *s, size_t n);
 /* HTML text and attribute values: s[0..n) (SIZE_MAX: up to its NUL; NULL: nothing) to out with
  * & < > " ' as entities, valid UTF-8 passed, other bytes U+FFFD, control characters \\xNN */
 void html_put(FILE *out, const char *s, size_t n);

@@ -174,23 +174,21 @@ static void rec_coll(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, MPI_Co
 	dsp_leave(t);
 }
 
-static void rec_p2p(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, MPI_Comm comm,
-		    int64_t peer, int64_t tag, int64_t bytes, int64_t request, int rc)
+/* A point-to-point call: its send or receive as peer, tag, bytes; MPI_Sendrecv's receive as rpeer,
+ * rtag, rbytes (-1 for the other calls) */
+static void rec_p2p_full(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, MPI_Comm comm, int64_t peer,
+			 int64_t tag, int64_t bytes, int64_t request, int rc, int64_t rpeer, int64_t rtag, int64_t rbytes)
 {
 	struct comm_ent *e = comm_get(comm);
-	int64_t a[10] = {op, e ? e->id : -1, peer, tag, bytes, request, rc, -1, -1, -1};
+	int64_t a[10] = {op, e ? e->id : -1, peer, tag, bytes, request, rc, rpeer, rtag, rbytes};
 	dsp_emit_wait(t, DDPSPY_EV_MPI_P2P, t0, t1, 10, a);
 	dsp_leave(t);
 }
 
-/* MPI_Sendrecv: one event, its send as peer, tag, bytes and its receive as rpeer, rtag, rbytes */
-static void rec_sendrecv(struct dsp_tls *t, uint64_t t0, uint64_t t1, MPI_Comm comm, int64_t dest, int64_t stag,
-			 int64_t sbytes, int64_t source, int64_t rtag, int64_t rbytes, int rc)
+static void rec_p2p(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, MPI_Comm comm,
+		    int64_t peer, int64_t tag, int64_t bytes, int64_t request, int rc)
 {
-	struct comm_ent *e = comm_get(comm);
-	int64_t a[10] = {DDPSPY_OP_SENDRECV, e ? e->id : -1, dest, stag, sbytes, 0, rc, source, rtag, rbytes};
-	dsp_emit_wait(t, DDPSPY_EV_MPI_P2P, t0, t1, 10, a);
-	dsp_leave(t);
+	rec_p2p_full(t, t0, t1, op, comm, peer, tag, bytes, request, rc, -1, -1, -1);
 }
 
 /* Waits are recorded when they complete something, or when a Test that found nothing done still
@@ -290,8 +288,8 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
 	int rc = real_PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
 				    recvtag, comm, status);
 	uint64_t t1 = dsp_now();
-	rec_sendrecv(t, t0, t1, comm, dest, sendtag, sendcount * tsize(sendtype), source, recvtag,
-		     recvcount * tsize(recvtype), rc);
+	rec_p2p_full(t, t0, t1, DDPSPY_OP_SENDRECV, comm, dest, sendtag, sendcount * tsize(sendtype), 0, rc, source,
+		     recvtag, recvcount * tsize(recvtype));
 	return rc;
 }
 
@@ -309,9 +307,6 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, 
 	int rc = real_PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
 	uint64_t t1 = dsp_now();
 	int64_t bytes = count * tsize(datatype);
-	rec_sendrecv(t, t0, t1, comm, dest, sendtag, bytes, source, recvtag, bytes, rc);
+	rec_p2p_full(t, t0, t1, DDPSPY_OP_SENDRECV, comm, dest, sendtag, bytes, 0, rc, source, recvtag, bytes);
 	return rc;
 }
-
-/* the wrappers below are the library's exports (exports.map); helpers are static */
-#pragma GCC visibility push(default)

@@ -8,7 +8,6 @@
  * opens in a browser (docs/viewer.md). */
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -28,87 +27,43 @@
 #define NVTX_NAME 96           /* and the bytes of their message kept */
 #define MAX_STREAMS 64        /* (below 127: the tids above) */
 
-/* ---- the output: a file, gzip'ed when its name ends in .gz ---- */
+/* ---- the output: a file, gzip'ed when its name ends in .gz, behind one FILE (fopencookie) ---- */
 
-struct out {
+struct sink {
 	FILE *f;
 	gzFile gz;
-	char buf[1 << 16];
-	size_t n;
-	int err;
-	uint64_t bytes;
+	uint64_t bytes;  /* written, before gzip */
 };
 
-#define O_LIT(o, s) o_put((o), (s), sizeof(s) - 1)
-
-static void o_flush(struct out *o)
+static ssize_t sink_write(void *c, const char *b, size_t n)
 {
-	if (o->n && !o->err) {
-		if (o->gz ? gzwrite(o->gz, o->buf, (unsigned)o->n) != (int)o->n : fwrite(o->buf, 1, o->n, o->f) != o->n)
-			o->err = errno ? errno : EIO;
-	}
-	o->bytes += o->n;
-	o->n = 0;
+	struct sink *s = c;
+	if (n && (s->gz ? gzwrite(s->gz, b, (unsigned)n) != (int)n : fwrite(b, 1, n, s->f) != n))
+		return -1;
+	s->bytes += n;
+	return (ssize_t)n;
 }
 
-static void o_put(struct out *o, const char *s, size_t n)
+static int sink_close(void *c)
 {
-	while (n) {
-		if (o->n == sizeof o->buf)
-			o_flush(o);
-		size_t k = sizeof o->buf - o->n < n ? sizeof o->buf - o->n : n;
-		memcpy(o->buf + o->n, s, k);
-		o->n += k;
-		s += k;
-		n -= k;
-	}
-}
-
-static void o_fmt(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void o_fmt(struct out *o, const char *fmt, ...)
-{
-	char b[512];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(b, sizeof b, fmt, ap);
-	va_end(ap);
-	o_put(o, b, n < 0 ? 0 : (size_t)n < sizeof b ? (size_t)n : sizeof b - 1);
-}
-
-/* s[0..n) as a JSON string */
-static void o_str(struct out *o, const char *s, size_t n)
-{
-	char b[1024 * 6 + 1];
-	O_LIT(o, "\"");
-	while (s && n) {
-		size_t take = n < 1024 ? n : 1024;
-		while (take < n && take > 1020 && (((unsigned char)s[take]) & 0xc0) == 0x80)
-			take--;
-		o_put(o, b, json_escape(b, sizeof b, s, take));
-		s += take;
-		n -= take;
-	}
-	O_LIT(o, "\"");
-}
-
-static void o_cstr(struct out *o, const char *s)
-{
-	o_str(o, s, s ? strlen(s) : 0);
+	struct sink *s = c;
+	return s->gz ? (gzclose(s->gz) == Z_OK ? 0 : -1) : fclose(s->f);
 }
 
 /* ns as microseconds with their nanoseconds: the same ns always prints the same */
-static void o_us(struct out *o, const char *key, int64_t ns)
+static void o_us(FILE *o, const char *key, int64_t ns)
 {
 	const char *sign = ns < 0 ? "-" : "";
 	uint64_t v = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
-	o_fmt(o, ",\"%s\":%s%llu.%03llu", key, sign, (unsigned long long)(v / 1000), (unsigned long long)(v % 1000));
+	fprintf(o, ",\"%s\":%s%llu.%03llu", key, sign, (unsigned long long)(v / 1000), (unsigned long long)(v % 1000));
 }
 
 /* ---- the view ---- */
 
 struct view {
 	const struct analysis *a;
-	struct out o;
+	FILE *o;             /* the output (struct sink behind it) */
+	struct sink sink;
 	struct vwin *w;
 	int nw;
 	int64_t base;          /* the job's start: times are from here */
@@ -140,18 +95,18 @@ struct view {
 
 static void ev_begin(struct view *v, const char *ph, int pid, int tid, int64_t t)
 {
-	o_fmt(&v->o, ",\n{\"ph\":\"%s\",\"pid\":%d,\"tid\":%d", ph, pid, tid);
-	o_us(&v->o, "ts", t - v->base);
+	fprintf(v->o, ",\n{\"ph\":\"%s\",\"pid\":%d,\"tid\":%d", ph, pid, tid);
+	o_us(v->o, "ts", t - v->base);
 	v->events++;
 }
 
 static void meta(struct view *v, const char *what, int pid, int tid, const char *name, long sort)
 {
-	o_fmt(&v->o, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"args\":{\"name\":", pid, tid, what);
-	o_cstr(&v->o, name);
-	O_LIT(&v->o, "}}");
+	fprintf(v->o, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"args\":{\"name\":", pid, tid, what);
+	json_put_string(v->o, name, SIZE_MAX);
+	fputs("}}", v->o);
 	if (sort != LONG_MIN)
-		o_fmt(&v->o, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s_sort_index\",\"args\":{\"sort_index\":%ld}}",
+		fprintf(v->o, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s_sort_index\",\"args\":{\"sort_index\":%ld}}",
 		      pid, tid, !strcmp(what, "process_name") ? "process" : "thread", sort);
 }
 
@@ -164,19 +119,34 @@ static void seen_tid(struct view *v, int tid)
 		v->tids[v->ntids++] = tid;
 }
 
+/* whether the current rank's next event is written: none of a rank not shown; those exempt from
+ * the budget (synchronizing calls) always; the others while the file's budget lasts and fits (room
+ * for it: a track) holds. One not written of a rank shown counts as left out. */
+static int take(struct view *v, int exempt, int fits)
+{
+	if (!v->show[v->r])
+		return 0;
+	if (!fits || (!exempt && v->used >= v->quota)) {
+		v->left_out++;
+		return 0;
+	}
+	v->used += !exempt;
+	return 1;
+}
+
 /* an argument's value as the report names it: operations, descriptor classes, copy directions */
-static void arg_value(struct out *o, const char *name, int kind, int64_t x)
+static void arg_value(FILE *o, const char *name, int kind, int64_t x)
 {
 	if (!strcmp(name, "op") && x >= 0 && x < DDPSPY_OP_COUNT)
-		o_cstr(o, ddpspy_op_names[x]);
+		json_put_string(o, ddpspy_op_names[x], SIZE_MAX);
 	else if (!strcmp(name, "fdclass") && x >= 0 && x < DDPSPY_FDCLASS_COUNT)
-		o_cstr(o, ddpspy_fdclass_names[x]);
+		json_put_string(o, ddpspy_fdclass_names[x], SIZE_MAX);
 	else if (kind == DDPSPY_EV_CUDA_MEMCPY && !strcmp(name, "dir") && x >= 0 && x < DDPSPY_DIR_COUNT)
-		o_cstr(o, ddpspy_cuda_dir_names[x]);
+		json_put_string(o, ddpspy_cuda_dir_names[x], SIZE_MAX);
 	else if (kind == DDPSPY_EV_CUDA_SYNC && !strcmp(name, "what") && x >= 0 && x < DDPSPY_SYNC_COUNT)
-		o_cstr(o, ddpspy_cuda_sync_names[x]);
+		json_put_string(o, ddpspy_cuda_sync_names[x], SIZE_MAX);
 	else
-		o_fmt(o, "%lld", (long long)x);
+		fprintf(o, "%lld", (long long)x);
 }
 
 static void on_call(void *ctx, const struct proc *p, const struct vw_call *c)
@@ -189,7 +159,7 @@ static void on_call(void *ctx, const struct proc *p, const struct vw_call *c)
 	/* the synchronizing calls (collectives, their waits, step markers) are always shown: they are
 	 * what the steps, the flows and the critical path are made of; the budget is for the rest */
 	int sync = an_is_sync_kind(e->kind);
-	int shown = v->show[v->r] && (sync || v->used < v->quota);
+	int shown = take(v, sync, 1);
 	/* the input read rate, of the rank and its workers */
 	if (an_is_file_read(e) && e->bytes > 0 && v->bins) {
 		const struct vwin *w = &v->w[c->win];
@@ -202,46 +172,41 @@ static void on_call(void *ctx, const struct proc *p, const struct vw_call *c)
 				  .bytes = e->bytes, .tid = te->tid, .shown = shown };
 		v->oom |= vw_arr_add(&v->arr, &a) < 0;
 	}
-	if (!v->show[v->r])
+	if (!shown)
 		return;
-	if (!shown) {
-		v->left_out++;
-		return;
-	}
-	v->used += !sync;
 	int cat = an_category(e);
 	int point = cat == DDPSPY_CAT_MARKER;
 	ev_begin(v, point ? "i" : "X", v->pid[v->r], te->tid, e->t);
 	if (point)
-		O_LIT(&v->o, ",\"s\":\"t\"");
+		fputs(",\"s\":\"t\"", v->o);
 	else
-		o_us(&v->o, "dur", e->d);
+		o_us(v->o, "dur", e->d);
 	char nb[40];
 	const char *name = ddpspy_event_names[e->kind];
 	if (k->op >= 0 && e->op >= 0 && e->op < DDPSPY_OP_COUNT) /* MPI's nonblocking ones as MPI names them */
 		snprintf(nb, sizeof nb, "%s%s", e->kind == DDPSPY_EV_MPI_ICOLL ? "i" : "", ddpspy_op_names[e->op]), name = nb;
 	if (e->kind == DDPSPY_EV_STEP)
 		name = e->op ? "step begin" : "step end";
-	O_LIT(&v->o, ",\"name\":");
-	o_cstr(&v->o, name);
-	o_fmt(&v->o, ",\"cat\":\"%s\",\"args\":{\"call\":\"%s\"", point ? "marker" : ddpspy_category_names[cat],
+	fputs(",\"name\":", v->o);
+	json_put_string(v->o, name, SIZE_MAX);
+	fprintf(v->o, ",\"cat\":\"%s\",\"args\":{\"call\":\"%s\"", point ? "marker" : ddpspy_category_names[cat],
 	      ddpspy_event_names[e->kind]);
 	for (int i = 0; i < te->nargs && i < TRACE_MAX_ARGS; i++) {
 		const char *an = (unsigned)te->kind < DDPSPY_EV_COUNT ? v->argnames[te->kind][i] : NULL;
 		if (!an || i == te->str_index)
 			continue;
-		o_fmt(&v->o, ",\"%s\":", an);
-		arg_value(&v->o, an, te->kind, te->args[i]);
+		fprintf(v->o, ",\"%s\":", an);
+		arg_value(v->o, an, te->kind, te->args[i]);
 	}
 	if (c->path) {
-		O_LIT(&v->o, ",\"path\":");
-		o_str(&v->o, c->path, c->pathlen);
+		fputs(",\"path\":", v->o);
+		json_put_string(v->o, c->path, c->pathlen);
 	} else if (te->str_index >= 0 && te->str) {
 		const char *an = v->argnames[te->kind][te->str_index];
-		o_fmt(&v->o, ",\"%s\":", an ? an : "text");
-		o_str(&v->o, te->str, te->slen);
+		fprintf(v->o, ",\"%s\":", an ? an : "text");
+		json_put_string(v->o, te->str, te->slen);
 	}
-	O_LIT(&v->o, "}}");
+	fputs("}}", v->o);
 	seen_tid(v, te->tid);
 }
 
@@ -269,21 +234,14 @@ static void on_thread(void *ctx, const struct proc *p, int tid, const char *name
  * marks as instants */
 static int nvtx_shown(struct view *v, int64_t t0, int64_t t1)
 {
-	if (!v->show[v->r] || vw_window_of(v->w, v->nw, t0, t1) < 0)
-		return 0;
-	if (v->used >= v->quota) {
-		v->left_out++;
-		return 0;
-	}
-	v->used++;
-	return 1;
+	return vw_window_of(v->w, v->nw, t0, t1) >= 0 && take(v, 0, 1);
 }
 
 static void nvtx_name(struct view *v, const char *m, int64_t domain)
 {
-	O_LIT(&v->o, ",\"cat\":\"nvtx\",\"name\":");
-	o_cstr(&v->o, m[0] ? m : "(range)");
-	o_fmt(&v->o, ",\"args\":{\"domain\":%lld}}", (long long)domain);
+	fputs(",\"cat\":\"nvtx\",\"name\":", v->o);
+	json_put_string(v->o, m[0] ? m : "(range)", SIZE_MAX);
+	fprintf(v->o, ",\"args\":{\"domain\":%lld}}", (long long)domain);
 }
 
 static void on_nvtx(void *ctx, const struct proc *p, const struct trace_event *e, int64_t t)
@@ -321,7 +279,7 @@ static void on_nvtx(void *ctx, const struct proc *p, const struct trace_event *e
 			h->depth++;
 		} else if (h->depth > 0 && --h->depth < NVTX_DEPTH && nvtx_shown(v, h->t[h->depth], t)) {
 			ev_begin(v, "X", pid, e->tid, h->t[h->depth]);
-			o_us(&v->o, "dur", t - h->t[h->depth]);
+			o_us(v->o, "dur", t - h->t[h->depth]);
 			nvtx_name(v, h->msg[h->depth], domain);
 			seen_tid(v, e->tid);
 		}
@@ -342,7 +300,7 @@ static void on_nvtx(void *ctx, const struct proc *p, const struct trace_event *e
 				break;
 			for (int end = 0; end < 2; end++) { /* (an async pair, the rank's own by id2.local) */
 				ev_begin(v, end ? "e" : "b", pid, end ? e->tid : st.tid, end ? t : st.t);
-				o_fmt(&v->o, ",\"id2\":{\"local\":\"0x%llx\"}", (unsigned long long)id);
+				fprintf(v->o, ",\"id2\":{\"local\":\"0x%llx\"}", (unsigned long long)id);
 				nvtx_name(v, st.msg, domain);
 			}
 			seen_tid(v, st.tid);
@@ -351,7 +309,7 @@ static void on_nvtx(void *ctx, const struct proc *p, const struct trace_event *e
 		}
 	} else if (range == DDPSPY_NVTX_MARK && nvtx_shown(v, t, t)) {
 		ev_begin(v, "i", pid, e->tid, t);
-		O_LIT(&v->o, ",\"s\":\"t\"");
+		fputs(",\"s\":\"t\"", v->o);
 		nvtx_name(v, m, domain);
 		seen_tid(v, e->tid);
 	}
@@ -374,42 +332,37 @@ static void gpu_tracks(struct view *v)
 			s++;
 		if (s == ns && ns < MAX_STREAMS)
 			streams[ns++] = g.stream;
-		int shown = v->show[v->r] && v->used < v->quota && s < MAX_STREAMS;
+		int shown = take(v, 0, s < MAX_STREAMS);
 		if (g.nccl && g.seq >= 0) {
 			struct varr a = { .rank = v->r, .gpu = 1, .comm = g.comm, .seq = g.seq, .op = g.op, .t = g.t,
 					  .end = g.t + g.d, .bytes = g.bytes, .tid = GPU_TID(v->r, s), .shown = shown };
 			v->oom |= vw_arr_add(&v->arr, &a) < 0;
 		}
-		if (!v->show[v->r])
+		if (!shown)
 			continue;
-		if (!shown) {
-			v->left_out++;
-			continue;
-		}
-		v->used++;
 		ev_begin(v, "X", v->pid[v->r], GPU_TID(v->r, s), g.t);
-		o_us(&v->o, "dur", g.d);
-		O_LIT(&v->o, ",\"name\":");
+		o_us(v->o, "dur", g.d);
+		fputs(",\"name\":", v->o);
 		if (g.name)
-			o_cstr(&v->o, g.name);
+			json_put_string(v->o, g.name, SIZE_MAX);
 		else
-			o_cstr(&v->o, !strcmp(g.cls, "copy_in") ? "copy HtoD" : !strcmp(g.cls, "copy") ? "copy" : "kernel");
-		o_fmt(&v->o, ",\"cat\":\"gpu\",\"args\":{\"work\":\"%s\",\"stream\":%u,\"corr\":%u", g.nccl ? "nccl" : g.cls,
+			json_put_string(v->o, !strcmp(g.cls, "copy_in") ? "copy HtoD" : !strcmp(g.cls, "copy") ? "copy" : "kernel", SIZE_MAX);
+		fprintf(v->o, ",\"cat\":\"gpu\",\"args\":{\"work\":\"%s\",\"stream\":%u,\"corr\":%u", g.nccl ? "nccl" : g.cls,
 		      g.stream, g.corr);
 		if (g.bytes > 0)
-			o_fmt(&v->o, ",\"bytes\":%lld", (long long)g.bytes);
+			fprintf(v->o, ",\"bytes\":%lld", (long long)g.bytes);
 		if (!strcmp(g.cls, "copy_in") || !strcmp(g.cls, "copy"))
-			o_fmt(&v->o, ",\"pageable\":%s", g.pageable ? "true" : "false");
+			fprintf(v->o, ",\"pageable\":%s", g.pageable ? "true" : "false");
 		if (g.nccl && g.seq >= 0) {
 			if (g.comm != INT32_MIN)
-				o_fmt(&v->o, ",\"comm\":%d", g.comm);
-			o_fmt(&v->o, ",\"seq\":%d", g.seq);
+				fprintf(v->o, ",\"comm\":%d", g.comm);
+			fprintf(v->o, ",\"seq\":%d", g.seq);
 			if (g.op >= 0 && g.op < DDPSPY_OP_COUNT)
-				o_fmt(&v->o, ",\"op\":\"%s\"", ddpspy_op_names[g.op]);
+				fprintf(v->o, ",\"op\":\"%s\"", ddpspy_op_names[g.op]);
 		}
 		if (g.launch != g.t)
-			o_us(&v->o, "launched_at", g.launch - v->base);
-		O_LIT(&v->o, "}}");
+			o_us(v->o, "launched_at", g.launch - v->base);
+		fputs("}}", v->o);
 	}
 	for (int s = 0; s < ns && v->show[v->r]; s++) {
 		char b[64];
@@ -431,17 +384,17 @@ static void finding_marks(struct view *v, int pid, int tid, int rank, const stru
 			char nm[64];
 			snprintf(nm, sizeof nm, "%s [%.2f]", f->kind, f->severity);
 			ev_begin(v, "i", pid, tid, ri && ri->steps ? ri->steps[v->w[w].k0].t0 : v->w[w].t0);
-			O_LIT(&v->o, ",\"s\":\"t\",\"cat\":\"finding\",\"name\":");
-			o_cstr(&v->o, nm);
-			o_fmt(&v->o, ",\"args\":{\"kind\":\"%s\",\"severity\":%.3f,\"title\":", f->kind, f->severity);
-			o_cstr(&v->o, f->title);
-			O_LIT(&v->o, ",\"evidence\":");
-			o_cstr(&v->o, f->text);
+			fputs(",\"s\":\"t\",\"cat\":\"finding\",\"name\":", v->o);
+			json_put_string(v->o, nm, SIZE_MAX);
+			fprintf(v->o, ",\"args\":{\"kind\":\"%s\",\"severity\":%.3f,\"title\":", f->kind, f->severity);
+			json_put_string(v->o, f->title, SIZE_MAX);
+			fputs(",\"evidence\":", v->o);
+			json_put_string(v->o, f->text, SIZE_MAX);
 			for (int k = 0; k < 4 && f->advice[k]; k++) {
-				o_fmt(&v->o, ",\"advice_%d\":", k + 1);
-				o_cstr(&v->o, f->advice[k]);
+				fprintf(v->o, ",\"advice_%d\":", k + 1);
+				json_put_string(v->o, f->advice[k], SIZE_MAX);
 			}
-			O_LIT(&v->o, "}}");
+			fputs("}}", v->o);
 		}
 	}
 }
@@ -459,10 +412,10 @@ static void steps_track(struct view *v)
 			char nm[32];
 			snprintf(nm, sizeof nm, "step %d", vw_step_number(v->a, k));
 			ev_begin(v, "X", pid, STEP_TID(v->r), s->t0);
-			o_us(&v->o, "dur", s->t1 - s->t0);
-			O_LIT(&v->o, ",\"cat\":\"step\",\"name\":");
-			o_cstr(&v->o, nm);
-			o_fmt(&v->o, ",\"args\":{\"ms\":%.3f,\"compute_ms\":%.3f,\"data_ms\":%.3f,\"comms_ms\":%.3f,\"host_ms\":%.3f,"
+			o_us(v->o, "dur", s->t1 - s->t0);
+			fputs(",\"cat\":\"step\",\"name\":", v->o);
+			json_put_string(v->o, nm, SIZE_MAX);
+			fprintf(v->o, ",\"args\":{\"ms\":%.3f,\"compute_ms\":%.3f,\"data_ms\":%.3f,\"comms_ms\":%.3f,\"host_ms\":%.3f,"
 				     "\"waiting_for_peers_ms\":%.3f,\"latest_arrival_ms\":%.3f}}",
 			      MS(s->t1 - s->t0), s->cat[CAT_COMPUTE], s->cat[CAT_DATA], s->cat[CAT_COMMS], s->cat[CAT_HOST],
 			      s->wait, s->late_max);
@@ -486,7 +439,7 @@ static void rate_track(struct view *v)
 		for (int b = 0; b <= RATE_BINS; b++) {
 			double x = b < RATE_BINS ? v->bins[w * RATE_BINS + b] / (binw / 1e9) / 1e6 : 0;
 			ev_begin(v, "C", v->pid[v->r], 0, v->w[w].t0 + (int64_t)(b * binw));
-			o_fmt(&v->o, ",\"name\":\"input read\",\"args\":{\"MB/s\":%.3f}}", x);
+			fprintf(v->o, ",\"name\":\"input read\",\"args\":{\"MB/s\":%.3f}}", x);
 		}
 	}
 }
@@ -516,9 +469,9 @@ static void crit_and_flows(struct view *v)
 			snprintf(nm, sizeof nm, "waited for rank %d", a->ranks[L->rank].rank);
 			v->flows++;
 			ev_begin(v, "s", v->pid[L->rank], L->tid, L->t);
-			o_fmt(&v->o, ",\"id\":%llu,\"cat\":\"%s\",\"name\":\"%s\"}", (unsigned long long)v->flows, cat, nm);
+			fprintf(v->o, ",\"id\":%llu,\"cat\":\"%s\",\"name\":\"%s\"}", (unsigned long long)v->flows, cat, nm);
 			ev_begin(v, "f", v->pid[r->rank], r->tid, r->t);
-			o_fmt(&v->o, ",\"bp\":\"e\",\"id\":%llu,\"cat\":\"%s\",\"name\":\"%s\"}", (unsigned long long)v->flows, cat,
+			fprintf(v->o, ",\"bp\":\"e\",\"id\":%llu,\"cat\":\"%s\",\"name\":\"%s\"}", (unsigned long long)v->flows, cat,
 			      nm);
 		}
 		i = j;
@@ -560,17 +513,17 @@ static void crit_and_flows(struct view *v)
 				char nm[48];
 				snprintf(nm, sizeof nm, "rank %d", a->ranks[L->rank].rank);
 				ev_begin(v, "X", CRIT_PID, 1, cur);
-				o_us(&v->o, "dur", L->t - cur);
-				O_LIT(&v->o, ",\"cat\":\"critical\",\"name\":");
-				o_cstr(&v->o, nm);
-				o_fmt(&v->o, ",\"args\":{\"rank\":%d,\"why\":\"the last to reach %s %d (%s)\",\"others_waited_ms\":%.3f}}",
+				o_us(v->o, "dur", L->t - cur);
+				fputs(",\"cat\":\"critical\",\"name\":", v->o);
+				json_put_string(v->o, nm, SIZE_MAX);
+				fprintf(v->o, ",\"args\":{\"rank\":%d,\"why\":\"the last to reach %s %d (%s)\",\"others_waited_ms\":%.3f}}",
 				      a->ranks[L->rank].rank, op, L->seq, L->gpu ? "its NCCL kernel" : "its call", waited);
 				cur = L->t;
 			}
 			if (L->end > cur) {
 				ev_begin(v, "X", CRIT_PID, 1, cur);
-				o_us(&v->o, "dur", L->end - cur);
-				o_fmt(&v->o, ",\"cat\":\"critical\",\"name\":\"%s\",\"args\":{\"seq\":%d,\"bytes\":%lld,\"on\":\"%s\"}}",
+				o_us(v->o, "dur", L->end - cur);
+				fprintf(v->o, ",\"cat\":\"critical\",\"name\":\"%s\",\"args\":{\"seq\":%d,\"bytes\":%lld,\"on\":\"%s\"}}",
 				      op, L->seq, (long long)L->bytes, L->gpu ? "device" : "host");
 				cur = L->end;
 			}
@@ -587,10 +540,10 @@ static void crit_and_flows(struct view *v)
 			char nm[48];
 			snprintf(nm, sizeof nm, "rank %d", a->ranks[late].rank);
 			ev_begin(v, "X", CRIT_PID, 1, cur);
-			o_us(&v->o, "dur", end - cur);
-			O_LIT(&v->o, ",\"cat\":\"critical\",\"name\":");
-			o_cstr(&v->o, nm);
-			o_fmt(&v->o, ",\"args\":{\"rank\":%d,\"why\":\"its step ended last\"}}", a->ranks[late].rank);
+			o_us(v->o, "dur", end - cur);
+			fputs(",\"cat\":\"critical\",\"name\":", v->o);
+			json_put_string(v->o, nm, SIZE_MAX);
+			fprintf(v->o, ",\"args\":{\"rank\":%d,\"why\":\"its step ended last\"}}", a->ranks[late].rank);
 		}
 	}
 	free(last);
@@ -737,18 +690,22 @@ int cmd_view(int argc, char **argv)
 	v->quota = maxev / (nfiles ? nfiles : 1);
 	size_t ol = strlen(outp);
 	if (ol > 3 && !strcmp(outp + ol - 3, ".gz"))
-		v->o.gz = gzopen(outp, "wb6");
+		v->sink.gz = gzopen(outp, "wb6");
 	else
-		v->o.f = fopen(outp, "w");
-	if (!v->o.gz && !v->o.f) {
+		v->sink.f = fopen(outp, "w");
+	cookie_io_functions_t io = { .write = sink_write, .close = sink_close };
+	if ((!v->sink.gz && !v->sink.f) || !(v->o = fopencookie(&v->sink, "w", io))) {
 		fprintf(stderr, "ddpspy view: cannot write %s: %s\n", outp, strerror(errno));
+		if (v->sink.gz || v->sink.f)
+			sink_close(&v->sink);
 		goto done;
 	}
-	O_LIT(&v->o, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
+	setvbuf(v->o, NULL, _IOFBF, 1 << 16);
+	fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", v->o);
 	/* the first member: the job, described */
-	o_fmt(&v->o, "\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_labels\",\"args\":{\"labels\":", CRIT_PID);
-	o_cstr(&v->o, a.summary);
-	O_LIT(&v->o, "}}");
+	fprintf(v->o, "\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_labels\",\"args\":{\"labels\":", CRIT_PID);
+	json_put_string(v->o, a.summary, SIZE_MAX);
+	fputs("}}", v->o);
 	struct vw_reader rd = { .ctx = v, .call = on_call, .thread = on_thread, .nvtx = on_nvtx };
 	for (int r = 0; r < a.nranks; r++) {
 		const struct proc *p = a.ranks[r].p;
@@ -778,31 +735,32 @@ int cmd_view(int argc, char **argv)
 		snprintf(nm, sizeof nm, "rank %d", a.ranks[r].rank);
 		meta(v, "process_name", v->pid[r], 0, nm, a.ranks[r].rank);
 		snprintf(nm, sizeof nm, "%s, pid %d", p->host, p->pid);
-		o_fmt(&v->o, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_labels\",\"args\":{\"labels\":", v->pid[r]);
-		o_cstr(&v->o, nm);
-		O_LIT(&v->o, "}}");
+		fprintf(v->o, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_labels\",\"args\":{\"labels\":", v->pid[r]);
+		json_put_string(v->o, nm, SIZE_MAX);
+		fputs("}}", v->o);
 		steps_track(v);
 		rate_track(v);
 	}
 	crit_and_flows(v);
 	/* what this view is: the job, the steps shown, what was left out */
-	o_fmt(&v->o, "\n],\"otherData\":{\"tool\":\"ddpspy %s\",\"verdict\":", DDPSPY_VERSION);
-	o_cstr(&v->o, a.summary);
-	o_fmt(&v->o, ",\"clock\":\"%s\",\"ranks\":%d,\"ranks_shown\":%d,\"steps_shown\":\"", a.clock_method, a.nranks, nshow);
+	fprintf(v->o, "\n],\"otherData\":{\"tool\":\"ddpspy %s\",\"verdict\":", DDPSPY_VERSION);
+	json_put_string(v->o, a.summary, SIZE_MAX);
+	fprintf(v->o, ",\"clock\":\"%s\",\"ranks\":%d,\"ranks_shown\":%d,\"steps_shown\":\"", a.clock_method, a.nranks, nshow);
 	for (int w = 0; w < v->nw; w++) {
 		if (v->w[w].first < 0)
-			o_fmt(&v->o, "the whole run (no steps found)");
+			fprintf(v->o, "the whole run (no steps found)");
 		else if (v->w[w].first == v->w[w].last)
-			o_fmt(&v->o, "%s%d", w ? "," : "", v->w[w].first);
+			fprintf(v->o, "%s%d", w ? "," : "", v->w[w].first);
 		else
-			o_fmt(&v->o, "%s%d-%d", w ? "," : "", v->w[w].first, v->w[w].last);
+			fprintf(v->o, "%s%d-%d", w ? "," : "", v->w[w].first, v->w[w].last);
 	}
-	o_fmt(&v->o, "\",\"events\":%llu,\"flows\":%llu,\"max_events\":%ld,\"left_out\":%llu}}\n",
+	fprintf(v->o, "\",\"events\":%llu,\"flows\":%llu,\"max_events\":%ld,\"left_out\":%llu}}\n",
 	      (unsigned long long)v->events, (unsigned long long)v->flows, maxev, (unsigned long long)v->left_out);
-	o_flush(&v->o);
-	int cerr = v->o.gz ? gzclose(v->o.gz) != Z_OK : fclose(v->o.f) != 0;
-	if (v->o.err || cerr) {
-		fprintf(stderr, "ddpspy view: writing %s failed: %s\n", outp, strerror(v->o.err ? v->o.err : EIO));
+	int werr = fflush(v->o) != 0 || ferror(v->o) ? errno ? errno : EIO : 0;
+	if (fclose(v->o) != 0 && !werr)
+		werr = errno ? errno : EIO;
+	if (werr) {
+		fprintf(stderr, "ddpspy view: writing %s failed: %s\n", outp, strerror(werr));
 		goto done;
 	}
 	if (v->oom)
@@ -814,8 +772,8 @@ int cmd_view(int argc, char **argv)
 		else
 			fprintf(stderr, w ? ", %d-%d" : "%d-%d", v->w[w].first, v->w[w].last);
 	fprintf(stderr, "; %llu events, %llu flows, %.1f MB (%.0f bytes per event)%s\n", (unsigned long long)v->events,
-		(unsigned long long)v->flows, (double)v->o.bytes / 1e6,
-		v->events ? (double)v->o.bytes / (double)v->events : 0.0, v->o.gz ? " before gzip" : "");
+		(unsigned long long)v->flows, (double)v->sink.bytes / 1e6,
+		v->events ? (double)v->sink.bytes / (double)v->events : 0.0, v->sink.gz ? " before gzip" : "");
 	if (v->left_out)
 		fprintf(stderr, "ddpspy view: %llu events left out to stay within --max-events %ld (pick fewer steps or "
 			"ranks to see them)\n", (unsigned long long)v->left_out, maxev);
