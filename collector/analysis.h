@@ -26,9 +26,17 @@ enum cat {
 struct ev {                /* one recorded call, times aligned to the job's clock (ns) */
 	int64_t t, d;
 	int64_t bytes;         /* collectives: payload; reads: requested bytes; -1 unknown */
-	int32_t comm, seq;     /* collectives; seq -1 when none */
+	int32_t comm, seq;     /* collectives; seq -1 when none. Point-to-point calls: seq is the call's
+	                        * order among its thread's calls of the same comm, peer, tag and direction
+	                        * (an_p2p_number), what matches a send with its receive; -1 unnumbered */
 	int32_t fd;            /* I/O; -1 when none */
 	int32_t path;          /* index into the process's path table, -1 when none */
+	int32_t peer, tag;     /* point-to-point: its send's or receive's; -1 none */
+	union {
+		struct { int32_t rpeer, rtag, rseq; }; /* op sendrecv: its receive's peer, tag, order */
+		struct { uint32_t req; int32_t count; }; /* other point-to-point calls and waits: the (first)
+		                                          * request, folded to 32 bits, 0 none; how many */
+	};
 	int16_t kind;
 	int8_t op, fdclass;
 };
@@ -41,9 +49,10 @@ struct thr {
 	                        * the step analysis when there were more (an_stream_sync) */
 	size_t n, cap;
 	size_t nsync;          /* synchronizing calls in all (n < nsync: more than the prefix) */
-	size_t ncoll;          /* collective events: the training thread has the most */
+	size_t ncoll;          /* collective and point-to-point events: the training thread has the most */
 	size_t nhelper;        /* of which a library may run on its helper threads (gloo's) */
 	int64_t first, last;   /* the span of all its events, aligned like ev (first > last: none) */
+	struct p2pnum *num;    /* while loading: its point-to-point calls' numbering (p2p.c) */
 };
 
 struct proc {
@@ -61,6 +70,8 @@ struct proc {
 	int damaged, ended;
 	char error[200];
 	struct gpuproc *gpu;   /* what CUPTI and the NCCL calls say of its device (gpu.c), NULL none */
+	struct commrank { int32_t comm; int rank, size; } *comms; /* its MPI communicators (mpi_comm) */
+	int ncomms;
 	struct thr *thr;
 	int nthr;
 	int train;             /* index of the training thread in thr, -1 none */
@@ -90,6 +101,7 @@ struct rankstep {          /* one analysed step of one rank */
 	double wait;           /* ms of comms spent before the last peer arrived */
 	double crit[CAT_COUNT];/* ms, with waits for late peers charged to the late rank's cause */
 	double late_max;       /* ms, the latest this rank entered a collective of the step */
+	double p2p[2];         /* ms of point-to-point calls waiting for a late receiver [0], sender [1] */
 };
 
 /* A finding's evidence: typed values in order, lists and objects opened by FV_LIST / FV_OBJ and
@@ -168,6 +180,7 @@ struct rankinfo {
 	struct proc *p;
 	struct rankstep *steps; /* nsteps of the analysis */
 	double step_p50, step_p95, shares[CAT_COUNT], wait_share, late_p50;
+	double p2p_wait_share, p2p_share[2]; /* waits in point-to-point calls: all; for a late receiver, sender */
 	double coll_bytes, read_bytes; /* per step */
 	/* collectives on helper threads (p->bg), per step: their time (the union of their spans), and
 	 * the part of it the training thread kept computing through instead of waiting */

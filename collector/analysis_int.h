@@ -25,6 +25,7 @@
 struct kind {
 	unsigned m;
 	int8_t fd, fdclass, bytes, op, comm, seq, peer, begin, path; /* argument positions, -1 none */
+	int8_t tag, req, count, rpeer, rtag;
 };
 /* every kind's entry, built when the program starts (kinds.c), and one for unknown kinds */
 extern struct kind an_kinds[DDPSPY_EV_COUNT + 1];
@@ -39,7 +40,7 @@ static inline const struct kind *an_kind(int kind)
  * an_category: what e's time counts as, CAT_* or DDPSPY_CAT_MARKER (a point); DDPSPY_CAT_NONE
  *   never reaches the phases (an_convert drops those records).
  * an_is_coll: a collective or a wait for one (what marks the training thread).
- * an_is_sync_kind: collectives, their waits, step markers.
+ * an_is_sync_kind: collectives, their waits, point-to-point calls, step markers.
  * an_completes: a wait that completes the pending nonblocking collectives.
  * an_kept_sync: the synchronizing calls the phases keep (not MPI_Test*, which only looks).
  * an_exit_aligns: every rank leaves it together, so its exit aligns clocks. */
@@ -60,7 +61,12 @@ static inline int an_is_coll(int kind)
 static inline int an_is_sync_kind(int kind)
 {
 	const struct kind *k = an_kind(kind);
-	return (k->m & (DDPSPY_KM_COLL | DDPSPY_KM_WAITS)) || DDPSPY_KM_CAT(k->m) == DDPSPY_CAT_MARKER;
+	return (k->m & (DDPSPY_KM_COLL | DDPSPY_KM_WAITS | DDPSPY_KM_P2P)) || DDPSPY_KM_CAT(k->m) == DDPSPY_CAT_MARKER;
+}
+
+static inline int an_is_p2p(const struct ev *e)
+{
+	return (an_kind(e->kind)->m & DDPSPY_KM_P2P) != 0;
 }
 
 /* whether e's operation has flag (DDPSPY_OPF_*) */
@@ -127,6 +133,21 @@ static inline int an_convert(const struct trace_event *e, struct ev *v)
 	/* one sequence space per operation where there is no communicator */
 	v->comm = k->m & DDPSPY_KM_SEQ_PER_OP ? -2 - v->op : (int32_t)an_arg(e, k->comm, 0);
 	v->path = -1;
+	v->peer = v->tag = v->rpeer = v->rtag = v->rseq = -1;
+	if (k->m & DDPSPY_KM_P2P) {
+		v->peer = (int32_t)an_arg(e, k->peer, -1);
+		v->tag = (int32_t)an_arg(e, k->tag, -1);
+		if (v->op == DDPSPY_OP_SENDRECV) {
+			v->rpeer = (int32_t)an_arg(e, k->rpeer, -1);
+			v->rtag = (int32_t)an_arg(e, k->rtag, -1);
+			return 1;
+		}
+	}
+	if (k->m & (DDPSPY_KM_P2P | DDPSPY_KM_WAITS)) {
+		uint64_t q = (uint64_t)an_arg(e, k->req, 0);
+		v->req = (uint32_t)(q ^ (q >> 32));
+		v->count = (int32_t)an_arg(e, k->count, 1);
+	}
 	return 1;
 }
 
@@ -204,6 +225,21 @@ struct wfrom {
 	double ms;
 };
 
+/* a blocking point-to-point call (a blocking send or receive, MPI_Sendrecv, or a wait that
+ * completed nonblocking ones) and its wait for a late peer (p2p.c) */
+struct an_p2pblk {
+	int64_t t, d;          /* the call, on the job's clock */
+	int L;                 /* the late peer (index in a->ranks), -1 none */
+	int64_t wait;          /* ns it waited for L */
+	int late_sender;       /* 1: for L's send (late sender); 0: for L's receive (late receiver) */
+	int64_t post;          /* when L posted that send or receive */
+	int root;              /* L was late because it waited itself, for root (-1 none) ... */
+	int64_t wroot;         /* ... and so much of the wait is root's (the rest L's) */
+	int16_t kind;
+	int8_t op;
+	int r;                 /* the rank that made it */
+};
+
 struct stepdata {
 	/* steps.c: the analysed steps kept (a->ranks[r].steps has K of them) */
 	size_t K;
@@ -223,6 +259,16 @@ struct stepdata {
 	size_t *nlate;
 	struct trainfold *fold; /* per rank */
 	struct hostlanes **lanes; /* per rank with device work: its training thread's waits (gpu.c) */
+	/* p2p.c: every rank's blocking point-to-point calls, rank r's from pbo[r] to pbo[r + 1], in
+	 * time order */
+	struct an_p2pblk *pblk;
+	size_t npblk, *pbo;
+	/* split.c, from them: per late rank L, the ms others waited for it in the analysed steps
+	 * ([2 * L + late_sender]) and by the operation they waited in ([L * DDPSPY_OP_COUNT + op]);
+	 * how late L was each time it was waited for (its send or receive posted after the peer
+	 * blocked for it), with the collectives' lateness in late[L] */
+	double *p2pL, *p2pop;
+	struct dvec { double *v; size_t n, cap; } *plate;
 };
 
 /* steps.c: a->sd, the boundaries in a->ranks[].steps, the step counts and source */
@@ -283,6 +329,17 @@ void an_gpu_lanes_free(struct hostlanes *h);
  * (innermost first, "module+0xoffset"), time, calls, kind, and what (cuda_sync "what", cuda_memcpy "dir") */
 const char *an_gpu_site(const struct proc *p, int i, const char *(*frames)[8], int *nframes, double *ms,
 			double *calls, int *kind, int *what);
+
+/* ---- p2p.c: point-to-point wait states ----
+ * an_p2p_number: while reading a thread's calls in order, number its point-to-point ones (seq,
+ * and rseq for a Sendrecv's receive) by (comm, peer, tag, direction), *t the thread's table
+ * (made on first use; an_p2p_num_free). an_p2p_match: after the steps are found, every rank's
+ * blocking point-to-point calls and their waits for late peers into sd. */
+struct p2pnum;
+void an_p2p_number(struct p2pnum **t, struct ev *v);
+void an_p2p_num_free(struct p2pnum *t);
+void an_p2p_match(struct analysis *a, struct stepdata *sd);
+int an_comm_rank(const struct proc *p, int32_t comm); /* p's rank in comm (its mpi_comm event), -1 unknown */
 
 /* ---- findings.c: the findings, sorted by severity ---- */
 

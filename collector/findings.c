@@ -228,10 +228,26 @@ static void find_late_ranks(struct analysis *a, int serialized)
 		/* a straggler is late nearly every step; work that varies makes a different rank late */
 		if ((double)cnt < 0.7 * (double)N || L == serialized)
 			continue;
+		double by_op[DDPSPY_OP_COUNT] = { 0 };
+		int op = -1;
+		for (size_t i = 0; i < sd->tab.cap; i++) {
+			struct inst *in = &sd->tab.v[i];
+			if (in->key && in->late == L && in->wait_sum > 0 && in->op >= 0 && in->op < DDPSPY_OP_COUNT)
+				by_op[in->op] += in->wait_sum;
+		}
+		/* waits in point-to-point calls (p2p.c): late sender, late receiver */
+		double coll = 0, ls = sd->p2pL[2 * L + 1], lr = sd->p2pL[2 * L];
+		for (int o = 0; o < DDPSPY_OP_COUNT; o++)
+			coll += by_op[o];
+		int p2p = ls + lr > coll;
 		/* what fixing L wins: the least any other rank waited for it, per step, as far as L's
 		 * extra work (compute, input, host) over its peers explains it. A rank that is late
 		 * only because its previous collective finished later (Open MPI completes a large
-		 * nonblocking all-reduce on one rank well after the other) is not a straggler. */
+		 * nonblocking all-reduce on one rank well after the other) is not a straggler. When
+		 * the others wait for it point to point, the mean: its neighbours wait for it directly,
+		 * the others through them (p2p.c charges a wait passed on to its root), and a rank
+		 * where that chain was not seen (its neighbour's own work in between ran long) does not
+		 * decide alone. */
 		double exc[CAT_COUNT] = { 0 };
 		for (size_t k = 0; k < N; k++) {
 			double least = INFINITY, mean = 0;
@@ -243,7 +259,7 @@ static void find_late_ranks(struct analysis *a, int serialized)
 				mean += x / (R - 1);
 			}
 			const double *e = &sd->exc[(k * R + L) * CAT_COUNT];
-			g[k] = fmin(least, e[CAT_COMPUTE] + e[CAT_DATA] + e[CAT_HOST]);
+			g[k] = fmin(p2p ? mean : least, e[CAT_COMPUTE] + e[CAT_DATA] + e[CAT_HOST]);
 			w[k] = mean;
 			for (int c = 0; c < CAT_COUNT; c++)
 				exc[c] += e[c] / (double)N;
@@ -255,24 +271,28 @@ static void find_late_ranks(struct analysis *a, int serialized)
 		for (int c = 0; c < CAT_COUNT; c++)
 			if (c != CAT_COMMS && exc[c] > exc[cause])
 				cause = c;
-		double by_op[DDPSPY_OP_COUNT] = { 0 };
-		int op = -1;
-		for (size_t i = 0; i < sd->tab.cap; i++) {
-			struct inst *in = &sd->tab.v[i];
-			if (in->key && in->late == L && in->wait_sum > 0 && in->op >= 0 && in->op < DDPSPY_OP_COUNT)
-				by_op[in->op] += in->wait_sum;
-		}
+		const double *pop = &sd->p2pop[(size_t)L * DDPSPY_OP_COUNT];
 		for (int o = 0; o < DDPSPY_OP_COUNT; o++) /* where the others wait the most, in all */
-			if (by_op[o] > 0 && (op < 0 || by_op[o] > by_op[op]))
+			if (p2p ? pop[o] > 0 && (op < 0 || pop[o] > pop[op]) : by_op[o] > 0 && (op < 0 || by_op[o] > by_op[op]))
 				op = o;
 		int rank = a->ranks[L].rank;
 		const char *cname = ddpspy_category_names[cause];
+		const char *state = !p2p ? "collective" : ls >= lr ? "late_sender" : "late_receiver";
 		struct finding *f = add_finding(a, "straggler", rank, sev);
 		if (!f)
 			break;
-		snprintf(f->title, sizeof f->title, "rank %d is late to collectives in %zu of %zu steps: the others "
-			 "wait %.1f ms per step for its %s", rank, cnt, N, wait, cname);
-		if (cause == CAT_DATA) {
+		if (p2p)
+			snprintf(f->title, sizeof f->title, "rank %d %s late in %zu of %zu steps: its peers wait %.1f ms per "
+				 "step in point-to-point calls (%s) for its %s", rank, ls >= lr ? "sends" : "receives", cnt, N,
+				 wait, ls >= lr ? "late sender" : "late receiver", cname);
+		else
+			snprintf(f->title, sizeof f->title, "rank %d is late to collectives in %zu of %zu steps: the others "
+				 "wait %.1f ms per step for its %s", rank, cnt, N, wait, cname);
+		if (p2p && cause == CAT_COMPUTE) {
+			f->advice[0] = "This rank computes longer than its peers: balance the work per rank (cells or "
+				       "particles of the domain decomposition, layers per pipeline stage), or check for a "
+				       "throttled or shared core.";
+		} else if (cause == CAT_DATA) {
 			f->advice[0] = "Rank's input path is slower than its peers': check its storage and give its "
 				       "DataLoader more workers (num_workers), prefetch_factor and pin_memory.";
 		} else if (cause == CAT_HOST) {
@@ -283,14 +303,19 @@ static void find_late_ranks(struct analysis *a, int serialized)
 				       "device, and for uneven work per rank (batch sizes, sequence lengths: balance "
 				       "tokens, not samples).";
 		}
-		f->advice[1] = "Every other rank waits at the next collective for the slowest one: the job runs "
-			       "at the pace of this rank.";
+		f->advice[1] = p2p ? "Its peers wait for its messages every step, and their delay passes on to "
+				     "their own peers: the job runs at the pace of this rank." :
+				     "Every other rank waits at the next collective for the slowest one: the job runs "
+				     "at the pace of this rank.";
 		ev_str(f, "cause", cname);
+		ev_str(f, "wait_state", state);
 		ev_int(f, "steps_late", (int64_t)cnt);
 		ev_int(f, "steps", (int64_t)N);
 		ev_num(f, "late_ms_p50", a->ranks[L].late_p50, 3);
 		ev_num(f, "wait_ms_per_step", wait, 3);
 		ev_str(f, "op", op_name(op));
+		ev_num(f, "late_sender_ms_per_step", ls / (double)N / (R - 1), 3);
+		ev_num(f, "late_receiver_ms_per_step", lr / (double)N / (R - 1), 3);
 		ev_open(f, "excess_ms_per_step", FV_OBJ);
 		ev_num(f, "compute", exc[CAT_COMPUTE], 3);
 		ev_num(f, "data", exc[CAT_DATA], 3);

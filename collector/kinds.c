@@ -47,5 +47,10 @@ __attribute__((constructor)) static void build(void)
 		d->peer = position(a, "peer");
 		d->begin = position(a, "begin");
 		d->path = position(a, "path");
+		d->tag = position(a, "tag");
+		d->req = position(a, "request");
+		d->count = position(a, "count");
+		d->rpeer = position(a, "rpeer");
+		d->rtag = position(a, "rtag");
 	}
 }

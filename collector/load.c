@@ -166,7 +166,7 @@ static int on_header(void *ctx, struct trace_file *f)
 	p->role = !strcmp(f->role, "rank") ? DDPSPY_ROLE_RANK : !strcmp(f->role, "worker") ? DDPSPY_ROLE_WORKER :
 		  !strcmp(f->role, "launcher") ? DDPSPY_ROLE_LAUNCHER : DDPSPY_ROLE_OTHER;
 	c->keep = p->role == DDPSPY_ROLE_RANK || p->role == DDPSPY_ROLE_WORKER;
-	/* about two million calls (96 MiB) per thread of the job, 2048 to 65536 per thread */
+	/* about two million calls (128 MiB) per thread of the job, 2048 to 65536 per thread */
 	size_t per = ((size_t)1 << 21) / (size_t)(p->world > 0 ? p->world : 1);
 	c->prefix = c->a->prefix ? c->a->prefix : per < 2048 ? 2048 : per > 65536 ? 65536 : per;
 	p->bin0 = f->start_mono_ns; /* every event comes after the process started */
@@ -211,6 +211,15 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		}
 		return 0;
 	}
+	if (e->kind == DDPSPY_EV_MPI_COMM && e->nargs >= 3) {
+		struct proc *p = c->p;
+		struct commrank *n = realloc(p->comms, (size_t)(p->ncomms + 1) * sizeof *n);
+		if (!n)
+			return 1;
+		p->comms = n;
+		p->comms[p->ncomms++] = (struct commrank){ (int32_t)e->args[0], (int)e->args[1], (int)e->args[2] };
+		return 0;
+	}
 	struct ev ev, *v = &ev;
 	if (!an_convert(e, v))
 		return 0;
@@ -230,7 +239,8 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	} else if (k->fd >= 0) {
 		v->path = fd_path(c->p, v->fd);
 	}
-	if (an_is_coll(e->kind))
+	an_p2p_number(&t->num, v);
+	if (an_is_coll(e->kind) || an_is_p2p(v))
 		t->ncoll++;
 	if (k->m & DDPSPY_KM_HELPER)
 		t->nhelper++;
@@ -314,7 +324,7 @@ static void add_dirstat(struct loadctx *c, const struct ev *e)
 	}
 }
 
-/* The thread that issues the most collectives; the main thread when there are none, or when they
+/* The thread that issues the most collectives (and sends and receives); the main thread when there are none, or when they
  * all run on a library's helper threads (PyTorch's ProcessGroupGloo: the Python thread enqueues
  * them and waits, p->bg). */
 static int pick_train(struct proc *p)
@@ -415,6 +425,7 @@ static void proc_free(struct proc *p)
 	for (int k = 0; k < p->nthr; k++)
 		free(p->thr[k].ev);
 	free(p->thr);
+	free(p->comms);
 	for (int k = 0; k < p->npaths; k++)
 		free(p->paths[k]);
 	free(p->paths);
@@ -448,6 +459,10 @@ static int load_file(struct analysis *a, const char *path)
 	if (rc == 0)
 		rc = trace_read(&f, &v);
 	an_gpu_loaded(p, &f);
+	for (int k = 0; k < p->nthr; k++) {
+		an_p2p_num_free(p->thr[k].num);
+		p->thr[k].num = NULL;
+	}
 	if (rc < 0 || !f.have_header) {
 		an_warn(a, "%s: unreadable (%s); left out", path, f.error[0] ? f.error : "no header");
 		trace_close(&f);
@@ -528,7 +543,8 @@ int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const str
 		want[k] = (uint8_t)an_is_sync_kind(k);
 	struct trace_cursor *c = calloc((size_t)p->nthr + 1, sizeof *c);
 	struct ev *head = calloc((size_t)p->nthr + 1, sizeof *head);
-	int *live = calloc((size_t)p->nthr + 1, sizeof *live), rc = c && head && live ? 0 : -1;
+	struct p2pnum **num = calloc((size_t)p->nthr + 1, sizeof *num); /* numbered again, as while loading */
+	int *live = calloc((size_t)p->nthr + 1, sizeof *live), rc = c && head && live && num ? 0 : -1;
 	/* one cursor per thread with synchronizing calls, and its next call */
 	for (int h = 0; rc == 0 && h < p->nthr; h++) {
 		if (!p->thr[h].nsync)
@@ -545,7 +561,7 @@ int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const str
 		while (live[h] == 1) {
 			if (trace_cursor_next(&c[h], &e) <= 0)
 				live[h] = 2; /* ended: closed below */
-			else if (an_convert(&e, &head[h]) && an_kept_sync(&head[h])) {
+			else if (an_convert(&e, &head[h]) && (an_p2p_number(&num[h], &head[h]), an_kept_sync(&head[h]))) {
 				head[h].t += p->shift;
 				live[h] = 3;
 			}
@@ -566,6 +582,9 @@ int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const str
 	for (int h = 0; c && live && h < p->nthr; h++)
 		if (live[h])
 			trace_cursor_close(&c[h]);
+	for (int h = 0; num && h < p->nthr; h++)
+		an_p2p_num_free(num[h]);
+	free(num);
 	free(c);
 	free(head);
 	free(live);

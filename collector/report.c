@@ -182,6 +182,11 @@ static void print_json(const struct analysis *a)
 		report_json_shares(&j, "shares", ri->shares);
 		json_num(&j, "comms_wait_share", round(ri->wait_share * 10000) / 10000);
 		json_num(&j, "late_ms_p50", ri->late_p50);
+		json_num(&j, "p2p_wait_share", round(ri->p2p_wait_share * 10000) / 10000);
+		json_obj(&j, "p2p_wait_states");
+		json_num(&j, "late_sender_share", round(ri->p2p_share[1] * 10000) / 10000);
+		json_num(&j, "late_receiver_share", round(ri->p2p_share[0] * 10000) / 10000);
+		json_close(&j);
 		json_obj(&j, "bytes_per_step");
 		json_num(&j, "collective", round(ri->coll_bytes));
 		json_num(&j, "read", round(ri->read_bytes));
@@ -258,6 +263,15 @@ static void print_json(const struct analysis *a)
 	json_end(&j);
 }
 
+/* whether some rank waited in point-to-point calls */
+static int p2p_waits(const struct analysis *a)
+{
+	for (int r = 0; r < a->nranks; r++)
+		if (a->ranks[r].p2p_wait_share > 0)
+			return 1;
+	return 0;
+}
+
 static void print_text(const struct analysis *a)
 {
 	FILE *out = stdout;
@@ -280,9 +294,11 @@ static void print_text(const struct analysis *a)
 		const struct rankinfo *ri = &a->ranks[r];
 		fprintf(out, "%4d  %-15.15s %8.1f %6.1f  %6.0f%% %5.0f%% %5.0f%% %5.0f%% %5.0f%% %6.2f ms\n", ri->rank,
 			text_safe(ri->p->host, SIZE_MAX), ri->step_p50, ri->step_p95, 100 * ri->shares[CAT_COMPUTE], 100 * ri->shares[CAT_DATA],
-			100 * ri->shares[CAT_COMMS], 100 * ri->shares[CAT_HOST], 100 * ri->wait_share, ri->late_p50);
+			100 * ri->shares[CAT_COMMS], 100 * ri->shares[CAT_HOST], 100 * (ri->wait_share + ri->p2p_wait_share),
+			ri->late_p50);
 	}
-	fprintf(out, "(shares of each rank's own step; wait: in collectives before the last peer arrived)\n");
+	fprintf(out, "(shares of each rank's own step; wait: in collectives before the last peer arrived%s)\n",
+		p2p_waits(a) ? ", or in point-to-point calls for a late sender or receiver" : "");
 	int gpu = 0;
 	for (int r = 0; r < a->nranks; r++)
 		gpu |= a->ranks[r].gpu.have;

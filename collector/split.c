@@ -175,6 +175,7 @@ struct split {
 	int win_in[2];    /* and whether they start in a step (steps may have gaps: a sample) */
 	size_t fcur;      /* the first step that ends after the latest event starts */
 	size_t seen;
+	size_t pb, pend;   /* its blocking point-to-point calls (sd->pblk): the next, and the end */
 	/* collectives on helper threads (p->bg), in time order, and the union of their spans */
 	const struct ev **bg;
 	size_t nbg, bgi;
@@ -342,6 +343,28 @@ static void fold_at(struct split *s, const struct ev *next)
 		fold(&s->sd->fold[s->r], prev, e, s->wcat[i & 1], next);
 }
 
+static void dvec_add(struct dvec *d, double x)
+{
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 64;
+		double *v = realloc(d->v, cap * sizeof *v);
+		if (!v)
+			return;
+		d->v = v;
+		d->cap = cap;
+	}
+	d->v[d->n++] = x;
+}
+
+/* rank r waited ms in step k for L in blocking point-to-point call b */
+static void p2p_charge(struct stepdata *sd, int r, size_t k, int L, double ms, const struct an_p2pblk *b)
+{
+	an_wf_add(sd, r, k, L, ms);
+	sd->p2pL[2 * L + b->late_sender] += ms;
+	if (b->op >= 0 && b->op < DDPSPY_OP_COUNT)
+		sd->p2pop[(size_t)L * DDPSPY_OP_COUNT + b->op] += ms;
+}
+
 static int split_event(void *ctx, const struct ev *e)
 {
 	struct split *s = ctx;
@@ -367,6 +390,27 @@ static int split_event(void *ctx, const struct ev *e)
 		rel->wait_sum += wt;
 		if (rel->late >= 0 && rel->late != r)
 			an_wf_add(sd, r, (size_t)k, rel->late, wt);
+	}
+	/* a blocking point-to-point call that waited for a late peer (p2p.c): the calls come in the
+	 * same order as the kept ones they were found among */
+	while (s->pb < s->pend && sd->pblk[s->pb].t < e->t)
+		s->pb++;
+	for (; s->pb < s->pend && sd->pblk[s->pb].t == e->t; s->pb++) {
+		const struct an_p2pblk *b = &sd->pblk[s->pb];
+		if (b->kind != e->kind || b->op != e->op)
+			continue;
+		if (k >= 0 && b->L >= 0 && b->wait > 0) {
+			double w = MS(b->wait), wr = b->root >= 0 ? MS(b->wroot) : 0;
+			ri->steps[k].p2p[b->late_sender] += w;
+			if (wr > 0)
+				p2p_charge(sd, r, (size_t)k, b->root, wr, b);
+			if (b->L != r && w > wr)
+				p2p_charge(sd, r, (size_t)k, b->L, w - wr, b);
+			if (b->L != r)
+				dvec_add(&sd->plate[b->L], w);
+		}
+		s->pb++;
+		break;
 	}
 	if (e->seq >= 0 && (an_kind(e->kind)->m & DDPSPY_KM_COLL)) {
 		struct inst *in = an_inst_get(&sd->tab, e->comm, e->seq, 0);
@@ -437,6 +481,10 @@ static void split_rank(struct analysis *a, struct stepdata *sd, int r)
 			    .pp_end = INT64_MIN };
 	if (ri->p->bg)
 		bg_build(&sp, ri->p);
+	if (sd->pbo) {
+		sp.pb = sd->pbo[r];
+		sp.pend = sd->pbo[r + 1];
+	}
 	sp.maxlate = t->n + sp.nbg + 1;
 	sp.lanes = sd->lanes[r] = an_gpu_lanes_new(ri->p);
 	sd->late[r] = malloc(sp.maxlate * sizeof **sd->late);
@@ -466,6 +514,9 @@ static void split_rank(struct analysis *a, struct stepdata *sd, int r)
 		st->cat[CAT_COMPUTE] = len > busy ? len - busy : 0;
 		if (st->wait > st->cat[CAT_COMMS])
 			st->wait = st->cat[CAT_COMMS];
+		for (int i = 0; i < 2; i++)
+			if (st->p2p[i] > st->cat[CAT_COMMS] - st->wait)
+				st->p2p[i] = fmax(0, st->cat[CAT_COMMS] - st->wait);
 	}
 }
 
@@ -536,7 +587,7 @@ static void figures(struct analysis *a, struct stepdata *sd)
 		struct rankinfo *ri = &a->ranks[r];
 		if (!ri->steps)
 			continue;
-		double sum = 0, cat[CAT_COUNT] = { 0 }, wait = 0;
+		double sum = 0, cat[CAT_COUNT] = { 0 }, wait = 0, p2p[2] = { 0 };
 		for (size_t k = 0; k < N; k++) {
 			struct rankstep *st = &ri->steps[k];
 			double len = MS(st->t1 - st->t0);
@@ -544,6 +595,8 @@ static void figures(struct analysis *a, struct stepdata *sd)
 			job[k] = fmax(job[k], len);
 			sum += len;
 			wait += st->wait;
+			p2p[0] += st->p2p[0];
+			p2p[1] += st->p2p[1];
 			for (int c = 0; c < CAT_COUNT; c++) {
 				cat[c] += st->cat[c];
 				tot[c] += st->crit[c];
@@ -555,7 +608,15 @@ static void figures(struct analysis *a, struct stepdata *sd)
 		for (int c = 0; c < CAT_COUNT; c++)
 			ri->shares[c] = sum > 0 ? cat[c] / sum : 0;
 		ri->wait_share = sum > 0 ? wait / sum : 0;
-		ri->late_p50 = sd->late[r] ? an_quantile(sd->late[r], sd->nlate[r], 0.5) : 0;
+		for (int i = 0; i < 2; i++)
+			ri->p2p_share[i] = sum > 0 ? p2p[i] / sum : 0;
+		ri->p2p_wait_share = ri->p2p_share[0] + ri->p2p_share[1];
+		/* lateness to collectives and to point-to-point peers, together */
+		struct dvec *pl = &sd->plate[r];
+		if (sd->late[r])
+			for (size_t i = 0; i < sd->nlate[r]; i++)
+				dvec_add(pl, sd->late[r][i]);
+		ri->late_p50 = pl->n ? an_quantile(pl->v, pl->n, 0.5) : 0;
 		/* bytes per step over all of the rank's threads and its input workers */
 		int64_t t0 = ri->steps[0].t0, t1 = ri->steps[N - 1].t1;
 		double coll = 0, rd = 0;
@@ -599,6 +660,7 @@ void an_split_steps(struct analysis *a)
 	if (!N)
 		return;
 	collect_instances(a, sd);
+	an_p2p_match(a, sd);
 	sd->R = R;
 	sd->wf = calloc((size_t)R, sizeof *sd->wf);
 	sd->nwf = calloc((size_t)R, sizeof *sd->nwf);
@@ -608,7 +670,11 @@ void an_split_steps(struct analysis *a)
 	sd->nlate = calloc((size_t)R, sizeof *sd->nlate);
 	sd->fold = calloc((size_t)R, sizeof *sd->fold);
 	sd->lanes = calloc((size_t)R, sizeof *sd->lanes);
-	if (!sd->wf || !sd->nwf || !sd->cwf || !sd->exc || !sd->late || !sd->nlate || !sd->fold || !sd->lanes)
+	sd->p2pL = calloc(2 * (size_t)R, sizeof *sd->p2pL);
+	sd->p2pop = calloc((size_t)R * DDPSPY_OP_COUNT, sizeof *sd->p2pop);
+	sd->plate = calloc((size_t)R, sizeof *sd->plate);
+	if (!sd->wf || !sd->nwf || !sd->cwf || !sd->exc || !sd->late || !sd->nlate || !sd->fold || !sd->lanes ||
+	    !sd->p2pL || !sd->p2pop || !sd->plate)
 		return;
 	for (int r = 0; r < R; r++)
 		split_rank(a, sd, r);
@@ -637,4 +703,11 @@ void an_split_free(struct analysis *a)
 		an_gpu_lanes_free(sd->lanes[r]);
 	free(sd->lanes);
 	free(sd->tab.v);
+	free(sd->pblk);
+	free(sd->pbo);
+	free(sd->p2pL);
+	free(sd->p2pop);
+	for (int r = 0; sd->plate && r < sd->R; r++)
+		free(sd->plate[r].v);
+	free(sd->plate);
 }

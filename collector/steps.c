@@ -3,6 +3,7 @@
  * ranks by collective sequence numbers), else equal time windows; on long traces the steps are
  * found again from every call, streamed, and a sample of them kept. */
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,17 @@ struct sync { /* the synchronizing calls of a training thread: collectives and t
 	size_t n;
 };
 
-static void sync_list(struct proc *p, struct sync *s)
+/* whether e, a call of p's thread u, is one that steps are found by: the rank's synchronizing
+ * calls (an_rank_sync), or in a program that communicates point to point more than it makes
+ * collectives, its training thread's point-to-point calls and the waits that complete them */
+static int step_call(int p2p, const struct proc *p, const struct thr *u, const struct ev *e)
+{
+	if (!p2p)
+		return an_rank_sync(p, u, e);
+	return u == an_train_thread(p) && (an_is_p2p(e) || an_completes(e));
+}
+
+static void sync_list(struct proc *p, struct sync *s, int p2p)
 {
 	struct thr *t = an_train_thread(p);
 	size_t n = 0;
@@ -29,20 +40,20 @@ static void sync_list(struct proc *p, struct sync *s)
 		return;
 	for (int h = 0; h < p->nthr; h++) {
 		struct thr *u = &p->thr[h];
-		if (u != t && !p->bg)
+		if (u != t && (!p->bg || p2p))
 			continue;
 		for (size_t k = 0; k < u->n && s->n < n; k++)
-			if (an_rank_sync(p, u, &u->ev[k]))
+			if (step_call(p2p, p, u, &u->ev[k]))
 				s->e[s->n++] = &u->ev[k];
 	}
-	if (p->bg)
+	if (p->bg && !p2p)
 		sort_n(s->e, s->n, sizeof *s->e, an_cmp_evp);
 	/* of threads with more calls than the prefix, only calls up to the earliest one's last kept
 	 * call are all there */
 	int64_t cut = INT64_MAX;
 	for (int h = 0; h < p->nthr; h++) {
 		const struct thr *u = &p->thr[h];
-		if ((u == t || p->bg) && u->n < u->nsync && u->n && u->ev[u->n - 1].t < cut)
+		if ((u == t || (p->bg && !p2p)) && u->n < u->nsync && u->n && u->ev[u->n - 1].t < cut)
 			cut = u->ev[u->n - 1].t;
 	}
 	while (s->n && s->e[s->n - 1]->t > cut)
@@ -246,9 +257,9 @@ static size_t rank_first(const struct sync *s, const struct pattern *pt)
 	return SIZE_MAX;
 }
 
-static size_t rank_bounds(struct sync *s, const struct pattern *pt, int64_t *b)
+static size_t rank_bounds(struct sync *s, const struct pattern *pt, size_t first, int64_t *b)
 {
-	size_t first = rank_first(s, pt), nb = 0;
+	size_t nb = 0;
 	if (first == SIZE_MAX)
 		return 0;
 	for (size_t k = 0; k <= pt->nsteps; k++) {
@@ -319,6 +330,7 @@ struct sweep {
 	size_t kept;
 	int64_t len_max;              /* the longest step from a->skip on */
 	int64_t b0, bskip;            /* where step 0 and step a->skip start */
+	int p2p;                      /* steps by point-to-point calls (step_call) */
 	int failed;
 };
 
@@ -430,10 +442,10 @@ static int sweep_event(void *ctx, int h, const struct ev *e)
 			sweep_bound(w, e->t);
 		}
 	}
-	int sel = w->mode == BY_PATTERN && an_rank_sync(w->p, &w->p->thr[h], e);
+	int sel = w->mode == BY_PATTERN && step_call(w->p2p, w->p, &w->p->thr[h], e);
 	size_t idx = sel ? w->calls++ : 0;
 	if (sel && w->sig && idx >= w->first && !same_sig(e, &w->sig[(idx - w->first) % w->pt->period]))
-		return 1; /* rank 0's pattern ends: the step it was in is not whole */
+		return 1; /* the rank's pattern ends: the step it was in is not whole */
 	sweep_keep(w, h, e);
 	if (sel && idx >= w->first && (idx - w->first + 1) % w->pt->period == 0) {
 		sweep_bound(w, e->t + e->d);
@@ -459,9 +471,12 @@ static size_t sweep_rank(struct sweep *w)
 	return n;
 }
 
-/* Every rank's steps again, streamed (see above), by the mode and pattern found in the prefix;
- * *out gets the sweeps. Returns the number of steps every rank has, 0 when that cannot be done. */
-static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct pattern *pt, struct sweep **out)
+/* Every rank's steps again, streamed (see above), by the mode and patterns found in the prefix
+ * (pts[r], from call first[r]: one pattern for all when steps are found by collectives, each
+ * rank's own by point-to-point calls); *out gets the sweeps. Returns the number of steps every
+ * rank has, 0 when that cannot be done. */
+static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct pattern *pts, const size_t *first,
+			  int p2p, struct sweep **out)
 {
 	int R = a->nranks;
 	size_t K = SIZE_MAX;
@@ -477,47 +492,50 @@ static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct
 		for (int h = 0; h < a->ranks[0].p->nthr; h++)
 			calls0 += a->ranks[0].p->thr[h].nsync;
 	}
-	/* rank 0 goes on while its calls match the pattern, when its run reached the prefix's end */
-	int ext = mode == BY_PATTERN && pt->first + (pt->nsteps + 1) * pt->period > syn[0].n;
-	if (ext) {
-		size_t mid = pt->first + (pt->nsteps / 2) * pt->period;
-		sig = malloc(pt->period * sizeof *sig);
-		if (!sig)
-			return 0;
-		for (size_t j = 0; j < pt->period; j++)
-			sig[j] = *syn[0].e[mid + j];
-	}
 	for (int r = 0; r < R && K; r++) {
 		struct sweep *v = &w[r];
 		/* (from the sparsest sample so far: the ranks end with the same one anyway) */
-		*v = (struct sweep){ .a = a, .p = a->ranks[r].p, .mode = mode, .pt = pt, .lastend = INT64_MIN,
-				     .maxsteps = SIZE_MAX, .mask = mask };
+		*v = (struct sweep){ .a = a, .p = a->ranks[r].p, .mode = mode, .pt = mode == BY_PATTERN ? &pts[r] : NULL,
+				     .lastend = INT64_MIN, .maxsteps = SIZE_MAX, .mask = mask, .p2p = p2p };
 		v->kt = calloc((size_t)v->p->nthr + 1, sizeof *v->kt);
 		if (!v->kt) {
 			K = 0;
 			break;
 		}
 		if (mode == BY_PATTERN) {
-			v->first = rank_first(&syn[r], pt);
-			if (v->first == SIZE_MAX) {
-				K = 0;
-				break;
+			const struct pattern *pt = &pts[r];
+			/* a rank goes on while its calls match its pattern, when its run reached the
+			 * prefix's end: rank 0 (the others follow its count), or every rank when each
+			 * has its own pattern */
+			int ext = (r == 0 || p2p) && first[r] + (pt->nsteps + 1) * pt->period > syn[r].n;
+			free(sig);
+			sig = NULL;
+			if (ext) {
+				size_t mid = first[r] + (pt->nsteps / 2) * pt->period;
+				sig = malloc(pt->period * sizeof *sig);
+				if (!sig) {
+					K = 0;
+					break;
+				}
+				for (size_t j = 0; j < pt->period; j++)
+					sig[j] = *syn[r].e[mid + j];
 			}
+			v->first = first[r];
 			const struct ev *e = syn[r].e[v->first - 1];
 			v->b = v->bprev = v->b0 = e->t + e->d;
 			v->nb = 1;
 			if (!a->skip)
 				v->bskip = v->b;
-			v->sig = r == 0 && ext ? sig : NULL;
-			v->maxsteps = r == 0 && ext ? SIZE_MAX : pt->nsteps;
+			v->sig = sig;
+			v->maxsteps = ext ? SIZE_MAX : pts[0].nsteps;
 		} else if (mode == BY_WINDOWS) {
 			v->lo = lo;
 			v->hi = hi;
 			v->K = calls0 / 64 > 20 ? calls0 / 64 : 20;
 		}
 		size_t n = sweep_rank(v);
-		if (r == 0 && ext)
-			pt->nsteps = n;
+		if (r == 0 && mode == BY_PATTERN && !p2p)
+			pts[0].nsteps = n;
 		K = n < K ? n : K;
 		mask = v->mask > mask ? v->mask : mask;
 	}
@@ -634,6 +652,179 @@ static int marker_bounds(struct analysis *a, int64_t **b, size_t *nb, size_t *K)
 }
 
 
+/* Steps by point-to-point calls: when rank 0's training thread makes more of them than
+ * collectives (a halo exchange or a pipeline with a rare reduction) */
+static int by_p2p(const struct analysis *a)
+{
+	const struct thr *t = a->nranks ? an_train_thread(a->ranks[0].p) : NULL;
+	size_t np = 0, nc = 0;
+	for (size_t i = 0; t && i < t->n; i++) {
+		np += an_is_p2p(&t->ev[i]);
+		nc += (an_kind(t->ev[i].kind)->m & DDPSPY_KM_COLL) != 0;
+	}
+	return np > nc;
+}
+
+/* Steps by collectives: rank 0's pattern on every rank, from the call that matches its key */
+static int same_pattern(struct sync *syn, int R, struct pattern *pts, size_t *first)
+{
+	for (int r = 0; r < R; r++) {
+		pts[r] = pts[0];
+		first[r] = rank_first(&syn[r], &pts[0]);
+		if (first[r] == SIZE_MAX)
+			return -1;
+	}
+	return 0;
+}
+
+/* Steps by point-to-point calls: every rank's own pattern (ranks with fewer neighbours make fewer
+ * calls), numbered alike through the messages they exchange: a message sent in a rank's step j
+ * and received in its peer's step j' says that the two steps are the same iteration, so the
+ * peer's numbering is offset by j - j' from the sender's (the most common offset over the pair's
+ * messages), from rank 0 on across the graph of who talks to whom. Each rank then starts at the
+ * first step every rank has (first[r]), pts[r].nsteps the steps they all have. -1 when a rank has
+ * no pattern or exchanges nothing with the ranks numbered already. */
+struct mref {
+	int32_t comm, src, dst, tag, seq;
+	int r;
+	long j;
+};
+
+#define CMP_FIELD(f) if (a->f != b->f) return (a->f > b->f) - (a->f < b->f)
+/* the message: equal for its send and its receive */
+static int cmp_message(const struct mref *a, const struct mref *b)
+{
+	CMP_FIELD(comm);
+	CMP_FIELD(src);
+	CMP_FIELD(dst);
+	CMP_FIELD(tag);
+	CMP_FIELD(seq);
+	return 0;
+}
+
+static int cmp_mref(const void *x, const void *y)
+{
+	const struct mref *a = x, *b = y;
+	int c = cmp_message(a, b);
+	if (c)
+		return c;
+	CMP_FIELD(r);
+	CMP_FIELD(j);
+	return 0;
+}
+#undef CMP_FIELD
+
+struct pedge { int a, b; long d; };
+
+static int cmp_pedge(const void *x, const void *y)
+{
+	const struct pedge *a = x, *b = y;
+	if (a->a != b->a)
+		return (a->a > b->a) - (a->a < b->a);
+	if (a->b != b->b)
+		return (a->b > b->b) - (a->b < b->b);
+	return (a->d > b->d) - (a->d < b->d);
+}
+
+static int p2p_align(struct analysis *a, struct sync *syn, struct pattern *pts, size_t *first)
+{
+	int R = a->nranks, rc = -1;
+	size_t n = 0, cap = 0, ne = 0;
+	struct mref *m = NULL;
+	struct pedge *e = NULL;
+	long *off = calloc((size_t)R, sizeof *off);
+	char *known = calloc((size_t)R, 1);
+	if (!off || !known)
+		goto out;
+	for (int r = 0; r < R; r++) {
+		if (r && find_pattern(&syn[r], &pts[r]) < 0)
+			goto out;
+		const struct pattern *pt = &pts[r];
+		const struct proc *p = a->ranks[r].p;
+		for (size_t j = 0; j < pt->nsteps; j++)
+			for (size_t c = 0; c < pt->period; c++) {
+				const struct ev *v = syn[r].e[pt->first + j * pt->period + c];
+				int me = an_is_p2p(v) ? an_comm_rank(p, v->comm) : -1;
+				for (int part = 0; me >= 0 && part < 1 + (v->op == DDPSPY_OP_SENDRECV); part++) {
+					int send = part == 0 && v->op != DDPSPY_OP_RECV;
+					int32_t peer = part ? v->rpeer : v->peer, seq = part ? v->rseq : v->seq;
+					if (seq < 0)
+						continue;
+					if (n == cap) {
+						cap = cap ? 2 * cap : 1024;
+						struct mref *nm = realloc(m, cap * sizeof *nm);
+						if (!nm)
+							goto out;
+						m = nm;
+					}
+					m[n++] = (struct mref){ v->comm, send ? me : peer, send ? peer : me,
+								part ? v->rtag : v->tag, seq, r, (long)j };
+				}
+			}
+	}
+	sort_n(m, n, sizeof *m, cmp_mref);
+	/* the two ends of a message: equal keys, two ranks */
+	e = malloc((n / 2 + 1) * sizeof *e);
+	if (!e)
+		goto out;
+	for (size_t i = 0; i + 1 < n; i++)
+		if (m[i].r != m[i + 1].r && !cmp_message(&m[i], &m[i + 1])) {
+			e[ne++] = (struct pedge){ m[i].r, m[i + 1].r, m[i].j - m[i + 1].j };
+			i++;
+		}
+	sort_n(e, ne, sizeof *e, cmp_pedge);
+	/* per pair, the most common offset */
+	size_t np = 0;
+	for (size_t i = 0, k; i < ne; i = k) {
+		size_t best = i, bestn = 0;
+		for (k = i; k < ne && e[k].a == e[i].a && e[k].b == e[i].b;) {
+			size_t l = k;
+			while (l < ne && e[l].a == e[k].a && e[l].b == e[k].b && e[l].d == e[k].d)
+				l++;
+			if (l - k > bestn) {
+				bestn = l - k;
+				best = k;
+			}
+			k = l;
+		}
+		e[np++] = e[best];
+	}
+	known[0] = 1;
+	for (int changed = 1; changed;) {
+		changed = 0;
+		for (size_t i = 0; i < np; i++) {
+			/* off[b] + j_b = off[a] + j_a: off[b] = off[a] + d */
+			if (known[e[i].a] && !known[e[i].b]) {
+				off[e[i].b] = off[e[i].a] + e[i].d;
+				known[e[i].b] = changed = 1;
+			} else if (known[e[i].b] && !known[e[i].a]) {
+				off[e[i].a] = off[e[i].b] - e[i].d;
+				known[e[i].a] = changed = 1;
+			}
+		}
+	}
+	long g0 = LONG_MIN, g1 = LONG_MAX;
+	for (int r = 0; r < R; r++) {
+		if (!known[r])
+			goto out;
+		g0 = off[r] > g0 ? off[r] : g0;
+		g1 = off[r] + (long)pts[r].nsteps < g1 ? off[r] + (long)pts[r].nsteps : g1;
+	}
+	if (g1 <= g0)
+		goto out;
+	for (int r = 0; r < R; r++) {
+		first[r] = pts[r].first + (size_t)(g0 - off[r]) * pts[r].period;
+		pts[r].nsteps = (size_t)(g1 - g0);
+	}
+	rc = 0;
+out:
+	free(m);
+	free(e);
+	free(off);
+	free(known);
+	return rc;
+}
+
 /* The analysed steps, the same number on every rank: boundaries by markers, else by the pattern
  * of rank 0's synchronizing calls, else by windows; a->ranks[r].steps gets each kept step's start
  * and end, a->sd the sample's indices and each rank's whole span. */
@@ -647,33 +838,37 @@ void an_find_steps(struct analysis *a)
 	struct sweep *w = NULL;
 	int64_t **b = calloc((size_t)R, sizeof *b);
 	size_t *nb = calloc((size_t)R, sizeof *nb);
+	struct pattern *pts = calloc((size_t)R, sizeof *pts);
+	size_t *first = calloc((size_t)R, sizeof *first);
 	if (!syn || !b || !nb)
 		goto out;
-	int trunc = 0;
+	int trunc = 0, p2p = by_p2p(a);
 	for (int r = 0; r < R; r++) {
 		struct proc *p = a->ranks[r].p;
 		for (int h = 0; h < p->nthr; h++)
 			trunc |= p->thr[h].n < p->thr[h].nsync;
-		sync_list(p, &syn[r]);
+		sync_list(p, &syn[r], p2p);
 	}
-	struct pattern pt;
 	size_t K = SIZE_MAX;
 	int mode = BY_PATTERN;
+	if (!pts || !first)
+		goto out;
 	if (marker_bounds(a, b, nb, &K) == 0) {
 		a->step_source = "markers";
 		mode = BY_MARKERS;
-	} else if ((K = SIZE_MAX) && syn[0].n && find_pattern(&syn[0], &pt) == 0) {
+	} else if ((K = SIZE_MAX) && syn[0].n && find_pattern(&syn[0], &pts[0]) == 0 &&
+		   (p2p ? p2p_align(a, syn, pts, first) : same_pattern(syn, R, pts, first)) == 0) {
 		/* (K: what marker_bounds took from the ranks with markers is forgotten) */
 		for (int r = 0; r < R; r++) {
 			free(b[r]);
-			b[r] = malloc((pt.nsteps + 1) * sizeof **b);
-			nb[r] = b[r] ? rank_bounds(&syn[r], &pt, b[r]) : 0;
+			b[r] = malloc((pts[r].nsteps + 1) * sizeof **b);
+			nb[r] = b[r] ? rank_bounds(&syn[r], &pts[r], first[r], b[r]) : 0;
 			K = nb[r] > 1 && nb[r] - 1 < K ? nb[r] - 1 : nb[r] > 1 ? K : 0;
 		}
 	}
 	if (K != SIZE_MAX && K > 0) {
 		if (strcmp(a->step_source, "markers"))
-			a->step_source = "collectives";
+			a->step_source = p2p ? "p2p" : "collectives";
 	} else {
 		K = 20;
 		mode = BY_WINDOWS;
@@ -688,9 +883,10 @@ void an_find_steps(struct analysis *a)
 		a->step_source = K ? "windows" : "none";
 	}
 	if (trunc && K)
-		K = sweep_steps(a, syn, mode, &pt, &w);
+		K = sweep_steps(a, syn, mode, pts, first, p2p, &w);
 	if (!strcmp(a->step_source, "windows") && K)
-		an_warn(a, "no repeating pattern of collectives: steps are %zu equal time windows", K);
+		an_warn(a, "no repeating pattern of %s: steps are %zu equal time windows",
+			p2p ? "point-to-point calls" : "collectives", K);
 	a->steps_detected = (int)K;
 	size_t skip = (size_t)a->skip;
 	if (skip >= K) { /* none skipped: with no step at all, none analysed either (not K - skip < 0) */
@@ -737,6 +933,8 @@ void an_find_steps(struct analysis *a)
 	}
 	sd->K = N;
 out:
+	free(pts);
+	free(first);
 	sweep_free(w, R);
 	for (int r = 0; syn && r < R; r++)
 		free(syn[r].e);

@@ -15,7 +15,7 @@
 #define DDPSPY_MAGIC_LEN 8
 #define DDPSPY_FILE_HEADER_LEN 16
 #define DDPSPY_FORMAT_MAJOR 2
-#define DDPSPY_FORMAT_MINOR 3
+#define DDPSPY_FORMAT_MINOR 4
 /* the oldest major this reader still reads (1.x: events as msgpack arrays, modules snapshots) */
 #define DDPSPY_FORMAT_MAJOR_OLDEST 1
 
@@ -227,6 +227,8 @@ enum ddpspy_category {
 #define DDPSPY_KM_GPU_NONE (DDPSPY_CAT_NONE | DDPSPY_KM_GPU)
 #define DDPSPY_KM_ENQUEUES (1u << 19) /* its host time is an enqueue: the work runs on the GPU later,
                                        * joined to the call by "ext" (CUPTI's external correlation) */
+#define DDPSPY_KM_P2P (1u << 20)      /* a point-to-point send or receive ("peer", "tag"; Sendrecv:
+                                       * "rpeer", "rtag" too), matched with the peer's by order */
 
 #define DDPSPY_KM_READ_CALL (DDPSPY_CAT_DATA | DDPSPY_KM_INPUT_FD | DDPSPY_KM_READS)
 #define DDPSPY_KM_BLOCKING_COLL (DDPSPY_CAT_COMMS | DDPSPY_KM_COLL)
@@ -263,7 +265,8 @@ enum ddpspy_category {
 	X(EV_MPI_ICOLL, "mpi_icoll", "op,comm,seq,bytes,root,request,ret",                    \
 	  DDPSPY_CAT_COMMS | DDPSPY_KM_COLL | DDPSPY_KM_NONBLOCKING)                           \
 	/* 2.3: rpeer, rtag, rbytes: MPI_Sendrecv's receive (its send is peer, tag, bytes); -1 else */ \
-	X(EV_MPI_P2P, "mpi_p2p", "op,comm,peer,tag,bytes,request,ret,rpeer,rtag,rbytes", DDPSPY_CAT_COMMS) \
+	X(EV_MPI_P2P, "mpi_p2p", "op,comm,peer,tag,bytes,request,ret,rpeer,rtag,rbytes",         \
+	  DDPSPY_CAT_COMMS | DDPSPY_KM_P2P) \
 	X(EV_MPI_WAIT, "mpi_wait", "op,count,request,ret", DDPSPY_CAT_COMMS | DDPSPY_KM_WAITS) \
 	X(EV_GLOO_COLL, "gloo_coll", "op,seq,bytes,threw",                                    \
 	  DDPSPY_KM_BLOCKING_COLL | DDPSPY_KM_EXIT_ALIGNS | DDPSPY_KM_SEQ_PER_OP | DDPSPY_KM_HELPER) \
@@ -292,7 +295,11 @@ enum ddpspy_category {
 	  DDPSPY_CAT_COMMS | DDPSPY_KM_COLL | DDPSPY_KM_NONBLOCKING | DDPSPY_KM_ENQUEUES)         \
 	X(EV_NCCL_GROUP, "nccl_group", "begin,ext,ret", DDPSPY_CAT_COMMS)                         \
 	/* 2.2: the program's NVTX ranges and marks (a point each; DDPSPY_NVTX_RANGES) */          \
-	X(EV_NVTX, "nvtx", "range,id,domain,message", DDPSPY_CAT_NONE)
+	X(EV_NVTX, "nvtx", "range,id,domain,message", DDPSPY_CAT_NONE)                         \
+	/* 2.4: an MPI communicator's first use by the process: its id (as mpi_coll's "comm") and   \
+	 * this process's rank in it and its size, so that point-to-point peers (ranks in the      \
+	 * communicator) can be matched across processes */                                       \
+	X(EV_MPI_COMM, "mpi_comm", "comm,comm_rank,comm_size", DDPSPY_CAT_NONE)
 
 enum ddpspy_event_kind {
 #define X(e, s, a, m) DDPSPY_##e,

@@ -119,13 +119,16 @@ static struct comm_ent *comm_find(MPI_Comm c)
 	return NULL;
 }
 
-static struct comm_ent *comm_get(MPI_Comm c)
+/* c's entry, made on its first use, when an mpi_comm event says what it is (t: the calling thread,
+ * its guard held) */
+static struct comm_ent *comm_get(struct dsp_tls *t, MPI_Comm c)
 {
 	struct comm_ent *e = comm_find(c);
 	if (likely(e != NULL))
 		return e;
 	/* first collective on this communicator: the slow path */
 	uint64_t h = c == world ? 0 : members_hash(c);
+	struct comm_ent *made = NULL;
 	while (__atomic_exchange_n(&comm_lock, 1, __ATOMIC_ACQUIRE))
 		sched_yield();
 	e = comm_find(c);
@@ -141,8 +144,14 @@ static struct comm_ent *comm_get(MPI_Comm c)
 		e->seq = 0;
 		__atomic_store_n(&e->handle, (void *)c, __ATOMIC_RELEASE);
 		__atomic_store_n(&ncomms, ncomms + 1, __ATOMIC_RELEASE);
+		made = e;
 	}
 	__atomic_store_n(&comm_lock, 0, __ATOMIC_RELEASE);
+	if (made && made->id >= 0) {
+		uint64_t now = dsp_now();
+		int64_t a[3] = {made->id, crank(c), csize(c)};
+		dsp_emit(t, DDPSPY_EV_MPI_COMM, now, now, 3, a);
+	}
 	return e;
 }
 
@@ -162,7 +171,7 @@ int MPI_Comm_free(MPI_Comm *c)
 static void rec_coll(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, MPI_Comm comm,
 		     int64_t bytes, int64_t root, int64_t request, int rc)
 {
-	struct comm_ent *e = comm_get(comm);
+	struct comm_ent *e = comm_get(t, comm);
 	uint64_t seq = __atomic_fetch_add(e ? &e->seq : &overflow_seq, 1, __ATOMIC_RELAXED);
 	int64_t a[7] = {op, e ? e->id : -1, (int64_t)seq, bytes, root, request, rc};
 	if (request == -1) { /* blocking: no request argument */
@@ -179,7 +188,7 @@ static void rec_coll(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, MPI_Co
 static void rec_p2p_full(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, MPI_Comm comm, int64_t peer,
 			 int64_t tag, int64_t bytes, int64_t request, int rc, int64_t rpeer, int64_t rtag, int64_t rbytes)
 {
-	struct comm_ent *e = comm_get(comm);
+	struct comm_ent *e = comm_get(t, comm);
 	int64_t a[10] = {op, e ? e->id : -1, peer, tag, bytes, request, rc, rpeer, rtag, rbytes};
 	dsp_emit_wait(t, DDPSPY_EV_MPI_P2P, t0, t1, 10, a);
 	dsp_leave(t);

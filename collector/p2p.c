@@ -1,0 +1,347 @@
+/* Point-to-point wait states, as Scalasca defines them. Every send is matched with its receive by
+ * communicator, the two ranks, tag and order (MPI's non-overtaking rule: the n-th send from a to b
+ * with tag t on a communicator is received by b's n-th receive from a with tag t on it): each
+ * call is numbered while it is read (an_p2p_number), so that the numbers stay right when only a
+ * sample of the steps is kept. A receive that blocks (a blocking receive, MPI_Sendrecv, or the
+ * wait that completes a nonblocking one) before the matching send started waits for a late
+ * sender; a send that blocks (a rendezvous send, or its wait) before the matching receive was
+ * posted waits for a late receiver. Each blocking call's wait is the longest of its operations',
+ * charged to that operation's peer; split.c adds it to the step's waits like a collective's.
+ * Wildcard receives (MPI_ANY_SOURCE, MPI_ANY_TAG) are not matched. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/format.h"
+#include "analysis_int.h"
+
+/* ---- numbering ---- */
+
+struct p2pnum {
+	struct nkey {
+		int32_t comm, peer, tag, dir; /* dir 1: receives */
+		int32_t n;                    /* calls so far; 0: a free slot (n starts at 1) */
+	} *v;
+	size_t cap, n;
+};
+
+static uint64_t nkey_hash(int32_t comm, int32_t peer, int32_t tag, int32_t dir)
+{
+	uint64_t h = (uint64_t)(uint32_t)comm * 0x9e3779b97f4a7c15ull;
+	h ^= ((uint64_t)(uint32_t)peer << 32 | (uint32_t)tag) + 0xbf58476d1ce4e5b9ull + (h << 6) + (h >> 2);
+	h ^= (uint64_t)dir * 0x94d049bb133111ebull;
+	return h ^ (h >> 29);
+}
+
+/* the order of a call to (comm, peer, tag, dir) among the thread's: 0 for the first; -1 when it
+ * cannot be matched (a wildcard, MPI_PROC_NULL, an unknown communicator) or out of memory */
+static int32_t order(struct p2pnum *t, int32_t comm, int32_t peer, int32_t tag, int32_t dir)
+{
+	if (comm == -1 || peer < 0 || tag < 0) /* (ids are cut to 32 bits: any other value is one) */
+		return -1;
+	if (2 * (t->n + 1) > t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 64;
+		struct nkey *v = calloc(cap, sizeof *v);
+		if (!v)
+			return -1;
+		for (size_t i = 0; i < t->cap; i++)
+			if (t->v[i].n) {
+				size_t j = nkey_hash(t->v[i].comm, t->v[i].peer, t->v[i].tag, t->v[i].dir) & (cap - 1);
+				while (v[j].n)
+					j = (j + 1) & (cap - 1);
+				v[j] = t->v[i];
+			}
+		free(t->v);
+		t->v = v;
+		t->cap = cap;
+	}
+	size_t j = nkey_hash(comm, peer, tag, dir) & (t->cap - 1);
+	while (t->v[j].n && !(t->v[j].comm == comm && t->v[j].peer == peer && t->v[j].tag == tag && t->v[j].dir == dir))
+		j = (j + 1) & (t->cap - 1);
+	if (!t->v[j].n) {
+		t->v[j] = (struct nkey){ comm, peer, tag, dir, 0 };
+		t->n++;
+	}
+	return t->v[j].n++;
+}
+
+void an_p2p_number(struct p2pnum **t, struct ev *v)
+{
+	if (!an_is_p2p(v))
+		return;
+	if (!*t && !(*t = calloc(1, sizeof **t))) {
+		v->seq = -1;
+		return;
+	}
+	v->seq = order(*t, v->comm, v->peer, v->tag, v->op == DDPSPY_OP_RECV);
+	if (v->op == DDPSPY_OP_SENDRECV)
+		v->rseq = order(*t, v->comm, v->rpeer, v->rtag, 1);
+}
+
+void an_p2p_num_free(struct p2pnum *t)
+{
+	if (t)
+		free(t->v);
+	free(t);
+}
+
+/* ---- matching ---- */
+
+/* one send or receive; blk: the call that blocked for it (the call itself when blocking, else the
+ * wait that completed it), -1 none */
+struct p2op {
+	int64_t post;
+	int32_t comm, src, dst, tag, seq; /* src, dst: ranks in comm */
+	int r;                            /* the rank (index in a->ranks) that made it */
+	int send;
+	long blk;
+	uint32_t req;                     /* nonblocking: its request (folded), 0 blocking */
+};
+
+struct match {
+	struct p2op *op;
+	size_t n, cap;
+	struct an_p2pblk *blk;
+	size_t nblk, cblk;
+};
+
+static struct p2op *op_add(struct match *m)
+{
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? 2 * m->cap : 1024;
+		struct p2op *v = realloc(m->op, cap * sizeof *v);
+		if (!v)
+			return NULL;
+		m->op = v;
+		m->cap = cap;
+	}
+	return &m->op[m->n++];
+}
+
+static long blk_add(struct match *m, const struct ev *e, int r)
+{
+	if (m->nblk == m->cblk) {
+		size_t cap = m->cblk ? 2 * m->cblk : 1024;
+		struct an_p2pblk *v = realloc(m->blk, cap * sizeof *v);
+		if (!v)
+			return -1;
+		m->blk = v;
+		m->cblk = cap;
+	}
+	m->blk[m->nblk] = (struct an_p2pblk){ .t = e->t, .d = e->d, .L = -1, .kind = e->kind, .op = e->op, .r = r,
+					      .root = -1 };
+	return (long)m->nblk++;
+}
+
+int an_comm_rank(const struct proc *p, int32_t comm)
+{
+	for (int i = 0; i < p->ncomms; i++)
+		if (p->comms[i].comm == comm)
+			return p->comms[i].rank;
+	return comm == 0 ? p->rank : -1;
+}
+
+/* the operations a wait may complete: rank r's nonblocking ones not completed yet, in posting
+ * order (indices into m->op) */
+struct pending {
+	size_t *v;
+	size_t n, cap;
+};
+
+#define MAX_PENDING 4096 /* more: the oldest half are taken as completed by calls not seen (MPI_Test) */
+
+static void pend_add(struct match *m, struct pending *q, size_t i)
+{
+	if (q->n == MAX_PENDING) {
+		for (size_t j = 0; j < q->n / 2; j++)
+			m->op[q->v[j]].blk = -1;
+		memmove(q->v, q->v + q->n / 2, (q->n - q->n / 2) * sizeof *q->v);
+		q->n -= q->n / 2;
+	}
+	if (q->n == q->cap) {
+		size_t cap = q->cap ? 2 * q->cap : 64;
+		size_t *v = realloc(q->v, cap * sizeof *v);
+		if (!v)
+			return;
+		q->v = v;
+		q->cap = cap;
+	}
+	q->v[q->n++] = i;
+}
+
+/* wait e completes count pending operations, the first with its request: the last count posted
+ * when the first of those has it (MPI_Waitall over this iteration's requests, whatever is left
+ * from earlier), else from the latest with it on, in posting order */
+static void complete(struct match *m, struct pending *q, const struct ev *e, int r)
+{
+	size_t c = e->count > 0 ? (size_t)e->count : 1, from = SIZE_MAX;
+	if (c <= q->n && m->op[q->v[q->n - c]].req == e->req)
+		from = q->n - c;
+	for (size_t j = q->n; from == SIZE_MAX && j-- > 0;)
+		if (m->op[q->v[j]].req == e->req)
+			from = j;
+	if (from == SIZE_MAX)
+		return;
+	long b = blk_add(m, e, r);
+	size_t to = from + c < q->n ? from + c : q->n;
+	for (size_t j = from; j < to; j++)
+		m->op[q->v[j]].blk = b;
+	memmove(q->v + from, q->v + to, (q->n - to) * sizeof *q->v);
+	q->n -= to - from;
+}
+
+/* rank r's training thread's point-to-point operations and the calls that blocked for them */
+static void gather_rank(struct analysis *a, struct match *m, int r)
+{
+	const struct proc *p = a->ranks[r].p;
+	const struct thr *t = an_train_thread(p);
+	struct pending q = { 0 };
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->n; i++) {
+		const struct ev *e = &t->ev[i];
+		if (an_is_p2p(e)) {
+			int me = an_comm_rank(p, e->comm);
+			int sr = e->op == DDPSPY_OP_SENDRECV, nb = !sr && e->req != 0;
+			long b = nb ? -1 : blk_add(m, e, r);
+			for (int part = 0; part < 1 + sr; part++) {
+				int send = part == 0 && e->op != DDPSPY_OP_RECV;
+				int32_t peer = part ? e->rpeer : e->peer, tag = part ? e->rtag : e->tag;
+				int32_t seq = me < 0 ? -1 : part ? e->rseq : e->seq; /* -1: not matched */
+				if (seq < 0 && !nb)
+					continue;
+				struct p2op *o = op_add(m);
+				if (!o)
+					break;
+				*o = (struct p2op){ e->t, e->comm, send ? me : peer, send ? peer : me, tag, seq, r, send, b,
+						    nb ? e->req : 0 };
+				if (nb)
+					pend_add(m, &q, m->n - 1); /* (even unmatched: a wait names it) */
+			}
+		} else if (an_completes(e) && e->req) {
+			complete(m, &q, e, r);
+		}
+	}
+	free(q.v);
+}
+
+static int cmp_key(const struct p2op *x, const struct p2op *y)
+{
+#define C(f) if (x->f != y->f) return (x->f > y->f) - (x->f < y->f)
+	C(comm);
+	C(src);
+	C(dst);
+	C(tag);
+	C(seq);
+#undef C
+	return 0;
+}
+
+static int cmp_op(const void *a, const void *b)
+{
+	const struct p2op *x = a, *y = b;
+	int c = cmp_key(x, y);
+	return c ? c : (x->send < y->send) - (x->send > y->send); /* the send first */
+}
+
+/* the wait of blocking call b for operation o's peer (posted at peer_post, by rank L) */
+static void charge(struct an_p2pblk *b, int64_t peer_post, int L, int late_sender)
+{
+	int64_t w = peer_post - b->t;
+	if (w <= 0)
+		return;
+	if (w > b->d)
+		w = b->d;
+	/* the longest of its operations' waits; a late sender before a late receiver of the same
+	 * length (a Sendrecv whose peer came late is both) */
+	if (w > b->wait || (w == b->wait && late_sender && !b->late_sender)) {
+		b->wait = w;
+		b->L = L;
+		b->late_sender = late_sender;
+		b->post = peer_post;
+	}
+}
+
+struct byend {
+	int64_t end;
+	size_t i;
+};
+
+static int cmp_end(const void *x, const void *y)
+{
+	const struct byend *a = x, *b = y;
+	return (a->end > b->end) - (a->end < b->end);
+}
+
+/* Waits propagate: a rank that waited for a late peer posts its own sends late, and its
+ * neighbours wait for it in turn (a halo exchange passes one rank's delay across the grid in a
+ * few iterations). Where L's latest blocking call before it posted the operation that b waited
+ * for waited itself, L would have posted that much earlier without it (what it did in between
+ * takes as long either way): so much of b's wait is charged to the root of L's wait, the rank
+ * whose work started it, as Scalasca's root-cause analysis does; the rest stays L's. The blocks in order of
+ * their end, so that L's earlier waits have their roots already. */
+static void propagate(struct an_p2pblk *blk, size_t n, const size_t *pbo)
+{
+	struct byend *ord = malloc((n + 1) * sizeof *ord);
+	if (!ord)
+		return;
+	for (size_t i = 0; i < n; i++)
+		ord[i] = (struct byend){ blk[i].t + blk[i].d, i };
+	sort_n(ord, n, sizeof *ord, cmp_end);
+	for (size_t i = 0; i < n; i++) {
+		struct an_p2pblk *b = &blk[ord[i].i];
+		if (b->L < 0 || b->wait <= 0)
+			continue;
+		/* L's latest blocking call that started before it posted */
+		size_t lo = pbo[b->L], hi = pbo[b->L + 1];
+		while (lo < hi) {
+			size_t m = (lo + hi) / 2;
+			if (blk[m].t < b->post)
+				lo = m + 1;
+			else
+				hi = m;
+		}
+		if (lo == pbo[b->L])
+			continue;
+		const struct an_p2pblk *c = &blk[lo - 1];
+		int64_t end = c->t + c->d;
+		if (c->L < 0 || c->wait <= 0 || end > b->post)
+			continue;
+		int M = c->root >= 0 && 2 * c->wroot >= c->wait ? c->root : c->L;
+		if (M == b->r || M == b->L)
+			continue;
+		b->root = M;
+		b->wroot = b->wait < c->wait ? b->wait : c->wait;
+	}
+	free(ord);
+}
+
+/* Every rank's blocking point-to-point calls, each with how long it waited for which late peer:
+ * sd->pblk, per rank in time order (sd->pbo[r] .. sd->pbo[r + 1]). */
+void an_p2p_match(struct analysis *a, struct stepdata *sd)
+{
+	struct match m = { 0 };
+	int R = a->nranks;
+	sd->pbo = calloc((size_t)R + 1, sizeof *sd->pbo);
+	if (!sd->pbo)
+		return;
+	for (int r = 0; r < R; r++) {
+		sd->pbo[r] = m.nblk;
+		gather_rank(a, &m, r);
+	}
+	sd->pbo[R] = m.nblk;
+	sort_n(m.op, m.n, sizeof *m.op, cmp_op);
+	for (size_t i = 0; i + 1 < m.n; i++) {
+		struct p2op *s = &m.op[i], *q = &m.op[i + 1];
+		if (!s->send || q->send || s->seq < 0 || cmp_key(s, q))
+			continue;
+		if (q->blk >= 0)
+			charge(&m.blk[q->blk], s->post, s->r, 1);
+		if (s->blk >= 0)
+			charge(&m.blk[s->blk], q->post, q->r, 0);
+		i++;
+	}
+	free(m.op);
+	propagate(m.blk, m.nblk, sd->pbo);
+	sd->pblk = m.blk;
+	sd->npblk = m.nblk;
+}
