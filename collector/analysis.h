@@ -53,6 +53,11 @@ struct thr {
 	size_t nhelper;        /* of which a library may run on its helper threads (gloo's) */
 	int64_t first, last;   /* the span of all its events, aligned like ev (first > last: none) */
 	struct p2pnum *num;    /* while loading: its point-to-point calls' numbering (p2p.c) */
+	double io_ms;          /* in file input calls (read, pread, readv of files, open, stat): an input thread */
+	/* its schedstat (cpu.c): cumulative ns on a CPU and runnable waiting for one, at t (its
+	 * process's clock); the first and latest samples, and at most 2048 between */
+	struct schedpt { int64_t t; uint64_t run, wait; } *sched, sched_first, sched_last;
+	size_t nsched, sched_seen, sched_stride;
 };
 
 struct proc {
@@ -71,6 +76,9 @@ struct proc {
 	char error[200];
 	struct gpuproc *gpu;   /* what CUPTI and the NCCL calls say of its device (gpu.c), NULL none */
 	struct commrank { int32_t comm; int rank, size; } *comms; /* its MPI communicators (mpi_comm) */
+	int cpus;              /* CPUs it may run on (its affinity, from "sched" records), 0 unknown */
+	int host_cpus;         /* its host's online CPUs, 0 unknown */
+	struct thr hostcpu;    /* its host's CPU time in use (all CPUs) as samples: run = busy ns */
 	int ncomms;
 	struct thr *thr;
 	int nthr;
@@ -175,6 +183,25 @@ struct gpustat {
 	int site;                  /* the training thread's longest wait for the device (an_gpu_site) */
 };
 
+/* A rank's CPU time over its analysed steps (cpu.c): its training thread's time on a CPU and
+ * runnable but waiting for one, as shares of the span; on its host, the other threads' CPU time and
+ * run-queue time in cores (CPU seconds per second) by group; its input threads' and workers' time
+ * over the whole run (ns): on a CPU, waiting for one, in file input calls, alive */
+enum { CPU_TRAIN, CPU_INPUT, CPU_COLL, CPU_OTHER, CPU_GROUPS };
+extern const char *const an_cpu_group_names[CPU_GROUPS];
+struct cpustat {
+	int have, cpus, host_cpus;
+	int process;           /* the rank is bound to fewer CPUs than its host has: only its own
+	                        * process and its workers' compete for them (mpirun --bind-to core) */
+	double on_cpu, runq;
+	double outside;        /* in cores: the host's CPU time in use that no traced thread of the
+	                        * job held (bound: the part on its CPUs, taken as spread evenly) */
+	double cores[CPU_GROUPS], waiting[CPU_GROUPS];
+	int threads[CPU_GROUPS];
+	int in_threads;
+	double in_run, in_wait, in_io, in_life;
+};
+
 struct rankinfo {
 	int rank;
 	struct proc *p;
@@ -186,6 +213,7 @@ struct rankinfo {
 	 * the part of it the training thread kept computing through instead of waiting */
 	double bg_ms, bg_overlap;
 	struct gpustat gpu;        /* GPU jobs: the device's split */
+	struct cpustat cpu;        /* CPU time and contention (cpu.c) */
 };
 
 #define MAX_FINDINGS 32

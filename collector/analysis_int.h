@@ -341,6 +341,11 @@ void an_p2p_num_free(struct p2pnum *t);
 void an_p2p_match(struct analysis *a, struct stepdata *sd);
 int an_comm_rank(const struct proc *p, int32_t comm); /* p's rank in comm (its mpi_comm event), -1 unknown */
 
+/* ---- cpu.c: CPU time and contention, from the threads' schedstat ---- */
+struct trace_sched;
+void an_cpu_sample(struct thr *t, const struct trace_sched *s); /* while loading */
+void an_cpu(struct analysis *a);                                /* after the split: a->ranks[].cpu */
+
 /* ---- findings.c: the findings, sorted by severity ---- */
 
 void an_find_all(struct analysis *a);

@@ -1,6 +1,6 @@
 /* The analysis behind `ddpspy report` (analysis.h), phase after phase, each in its own file and
  * calling only the phases before it:
- *   load.c -> clocks.c -> steps.c -> split.c -> findings.c -> verdict.c
+ *   load.c -> clocks.c -> steps.c -> p2p.c, split.c -> cpu.c -> findings.c -> verdict.c
  * with kinds.c (what each event kind means) and stats.c (quantiles, collective instances) under
  * them all. docs/design.md follows one event through them. */
 #include <stdio.h>
@@ -40,6 +40,7 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	an_wall_time(a);
 	an_find_steps(a);
 	an_split_steps(a);
+	an_cpu(a);
 	an_find_all(a);
 	an_verdict(a);
 	return 0;

@@ -176,6 +176,32 @@ static int on_identity(void *ctx, struct trace_file *f)
 	return 0;
 }
 
+static int on_sched(void *ctx, struct trace_file *f, const struct trace_sched *s)
+{
+	struct dumpctx *d = ctx;
+	if (d->json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "type", "sched");
+		json_str(&j, "file", f->path);
+		json_int(&j, "pid", f->pid);
+		json_int(&j, "tid", s->tid);
+		json_int(&j, "t_ns", s->t_ns);
+		json_int(&j, "cpus", s->cpus);
+		json_int(&j, "host_cpus", s->host_cpus);
+		json_int(&j, "host_busy_ns", s->host_busy_ns);
+		json_int(&j, "run_ns", (int64_t)s->run_ns);
+		json_int(&j, "wait_ns", (int64_t)s->wait_ns);
+		json_int(&j, "slices", (int64_t)s->slices);
+		json_end(&j);
+	} else {
+		printf("  %12.6f %6d %-13s on cpu %.3f s, waiting for a cpu %.3f s, %" PRIu64 " slices (%d cpus of %d)\n",
+		       (double)(s->t_ns - d->t_base) / 1e9, s->tid, "sched", (double)s->run_ns / 1e9, (double)s->wait_ns / 1e9,
+		       s->slices, s->cpus, s->host_cpus);
+	}
+	return 0;
+}
+
 static int on_thread(void *ctx, struct trace_file *f, const struct trace_thread *th)
 {
 	struct dumpctx *d = ctx;
@@ -408,7 +434,8 @@ int cmd_dump(int argc, char **argv)
 		for (int k = 0; k < n; k++) {
 			struct trace_file f;
 			struct trace_visitor v = {&d, on_header, on_identity, on_thread,
-						  d.summary ? NULL : on_event, NULL, NULL, d.summary ? NULL : on_event};
+						  d.summary ? NULL : on_event, NULL, NULL, d.summary ? NULL : on_event,
+						  d.summary ? NULL : on_sched};
 			if (trace_open(&f, files[k]) < 0) {
 				print_error(&d, files[k], 0, f.error);
 				trace_close(&f);

@@ -698,13 +698,152 @@ static void find_data(struct analysis *a)
 	}
 	ev_end(f);
 	if (nd && toff < sizeof f->text)
-		snprintf(f->text + toff, sizeof f->text - toff, "; files under %s (%.0f calls/step)", dirs[0].dir,
-			 dirs[0].calls / Nall);
+		toff += (size_t)snprintf(f->text + toff, sizeof f->text - toff, "; files under %s (%.0f calls/step)",
+					 dirs[0].dir, dirs[0].calls / Nall);
 	free(dirs);
+	/* which kind of data-bound: the input workers (threads that read files, worker processes)
+	 * mostly on a CPU or waiting for one (the transform), or mostly blocked (behind the step, they
+	 * are not idle: they wait for storage, in read calls or in the library under them); without
+	 * workers, the training thread's own input calls: I/O */
+	const struct cpustat *cs = &ri->cpu;
+	double life = cs->in_life, cpu = cs->in_run + cs->in_wait;
+	int transform = cs->in_threads && life > 0 && cpu > 0.5 * life;
+	ev_str(f, "kind", transform ? "cpu_transform" : "io");
+	if (cs->in_threads && life > 0) {
+		ev_open(f, "input_workers", FV_OBJ);
+		ev_int(f, "threads", cs->in_threads);
+		ev_num(f, "on_cpu_share", cs->in_run / life, 3);
+		ev_num(f, "runqueue_share", cs->in_wait / life, 3);
+		ev_num(f, "blocked_share", fmax(0, 1 - cpu / life), 3);
+		ev_num(f, "io_call_share", cs->in_io / life, 3);
+		ev_end(f);
+		if (toff < sizeof f->text)
+			snprintf(f->text + toff, sizeof f->text - toff, "; its %d input worker thread%s: %.0f%% on a CPU, %.0f%% "
+				 "waiting for one, %.0f%% blocked (%.0f%% in intercepted I/O calls)", cs->in_threads,
+				 cs->in_threads == 1 ? "" : "s", 100 * cs->in_run / life, 100 * cs->in_wait / life,
+				 100 * fmax(0, 1 - cpu / life), 100 * cs->in_io / life);
+	}
+	if (transform) {
+		f->advice[0] = "The input workers are busy transforming (decode, augmentation), not reading: more "
+			       "workers help only up to the CPUs the ranks leave free; past that, move the transform off "
+			       "the host (GPU decode, DALI) or offline (store samples decoded and preprocessed).";
+		f->advice[1] = "Profile the transform itself (py-spy on a worker): a cheaper decoder or smaller "
+			       "images cost less CPU per sample.";
+		return;
+	}
 	f->advice[0] = "Load input ahead of the step: more DataLoader workers (num_workers), a larger "
 		       "prefetch_factor, persistent_workers, pin_memory.";
 	f->advice[1] = "Read in large pieces: many small reads or a file (and a stat) per sample cost a syscall "
-		       "each; pack samples into shards and read them whole.";
+		       "each; pack samples into shards and read them whole; stage the data on local disk.";
+}
+
+/* CPU contention: the training thread runnable but waiting for a CPU, as far as the job's own
+ * threads explain it (what they hold of the CPUs it may use, against what processes outside the
+ * job hold: a host shared with another job is a warning, not a finding about this one), on the
+ * rank where that is most, and who holds the CPUs */
+#define MIN_CONTENTION 0.05
+static void find_cpu(struct analysis *a)
+{
+	static const char *const who[CPU_GROUPS] = { "other ranks", "input workers", "collective threads", "other threads" };
+	int worst = -1, n = 0, shared = -1;
+	double *v = malloc((size_t)a->nranks * sizeof *v), *sev = calloc((size_t)a->nranks, sizeof *sev);
+	if (!v || !sev) {
+		free(v);
+		free(sev);
+		return;
+	}
+	for (int r = 0; r < a->nranks; r++) {
+		const struct cpustat *c = &a->ranks[r].cpu;
+		if (!c->have)
+			continue;
+		double jt = 0;
+		for (int g = 0; g < CPU_GROUPS; g++)
+			jt += c->cores[g];
+		/* only while it works: a thread that spins in a wait for a late peer (MPI polls) and
+		 * waits for a CPU meanwhile would have waited anyway */
+		double working = fmax(0, 1 - a->ranks[r].wait_share - a->ranks[r].p2p_wait_share);
+		sev[r] = jt + c->outside > 0 ? c->runq * working * jt / (jt + c->outside) : 0;
+		v[n++] = sev[r];
+		if (worst < 0 || sev[r] > sev[worst])
+			worst = r;
+		if (c->runq >= 0.1 && c->outside > jt && (shared < 0 || c->runq > a->ranks[shared].cpu.runq))
+			shared = r;
+	}
+	double med = n ? an_quantile(v, (size_t)n, 0.5) : 0, top_sev = worst >= 0 ? sev[worst] : 0;
+	free(v);
+	free(sev);
+	if (shared >= 0)
+		an_warn(a, "the host was shared: rank %d's training thread waited for a CPU %.0f%% of its steps while processes "
+			"outside the job held %.1f of %s's %d CPUs; its timings are stretched by them", a->ranks[shared].rank,
+			100 * a->ranks[shared].cpu.runq, a->ranks[shared].cpu.outside, a->ranks[shared].p->host,
+			a->ranks[shared].cpu.host_cpus);
+	if (worst < 0 || top_sev < MIN_CONTENTION)
+		return;
+	const struct rankinfo *ri = &a->ranks[worst];
+	const struct cpustat *c = &ri->cpu;
+	int all = n > 1 && med >= 0.5 * top_sev; /* every rank (or most) alike: the job's */
+	int top = 0;
+	double demand = c->on_cpu + c->runq;
+	for (int g = 0; g < CPU_GROUPS; g++) {
+		demand += c->cores[g] + c->waiting[g];
+		if (c->cores[g] > c->cores[top])
+			top = g;
+	}
+	int avail = c->process ? c->cpus : c->host_cpus;
+	struct finding *f = add_finding(a, "cpu_contention", all ? -1 : ri->rank, top_sev);
+	if (!f)
+		return;
+	char whose[64], cpus[64] = "";
+	snprintf(whose, sizeof whose, all ? "every rank's" : "rank %d's", ri->rank);
+	if (avail > 0)
+		snprintf(cpus, sizeof cpus, " of the %d %s", avail, c->process ? "it is bound to" : "of its host");
+	snprintf(f->title, sizeof f->title, "%s training thread waits for a CPU %.0f%% of its step: %s hold %.1f CPUs%s "
+		 "(%.1f wanted)", whose, 100 * c->runq, who[top], c->cores[top], cpus, demand);
+	ev_int(f, "rank_shown", ri->rank);
+	ev_str(f, "host", ri->p->host);
+	ev_str(f, "scope", c->process ? "process" : "host");
+	ev_int(f, "cpus", avail);
+	ev_num(f, "runqueue_share", c->runq, 3);
+	ev_num(f, "on_cpu_share", c->on_cpu, 3);
+	ev_str(f, "top", an_cpu_group_names[top]);
+	ev_num(f, "cpus_wanted", demand, 2);
+	ev_open(f, "cpus_held", FV_OBJ);
+	for (int g = 0; g < CPU_GROUPS; g++)
+		ev_num(f, an_cpu_group_names[g], c->cores[g], 2);
+	ev_num(f, "outside_job", c->outside, 2);
+	ev_end(f);
+	ev_open(f, "threads", FV_OBJ);
+	for (int g = 0; g < CPU_GROUPS; g++)
+		ev_int(f, an_cpu_group_names[g], c->threads[g]);
+	ev_end(f);
+	size_t toff = (size_t)snprintf(f->text, sizeof f->text, "rank %d's training thread is on a CPU %.0f%% and runnable but "
+				       "waiting %.0f%% of its steps; CPUs held: other ranks %.2f, input workers %.2f, "
+				       "collective threads %.2f, other threads %.2f", ri->rank, 100 * c->on_cpu,
+				       100 * c->runq, c->cores[CPU_TRAIN], c->cores[CPU_INPUT], c->cores[CPU_COLL],
+				       c->cores[CPU_OTHER]);
+	if (toff < sizeof f->text)
+		snprintf(f->text + toff, sizeof f->text - toff, ", outside the job %.2f; %.1f CPUs wanted%s", c->outside,
+			 demand, cpus);
+	switch (top) {
+	case CPU_INPUT:
+		f->advice[0] = "The input workers take the CPUs the training threads need: fewer workers (num_workers "
+			       "up to the CPUs each rank may use, less one for training), or a cheaper transform: move "
+			       "decode and augmentation off the host (GPU decode, DALI) or offline.";
+		break;
+	case CPU_TRAIN:
+		f->advice[0] = "More ranks (and their threads) than CPUs: run fewer ranks per host, or give each rank its "
+			       "own cores (mpirun --bind-to core, torchrun under taskset or numactl).";
+		break;
+	case CPU_COLL:
+		f->advice[0] = "The collective library's threads take the CPUs the training threads need: fewer of "
+			       "them, or more CPUs per rank.";
+		break;
+	default:
+		f->advice[0] = "Other threads of the job take the CPUs: cap intra-op and library thread pools "
+			       "(OMP_NUM_THREADS, torch.set_num_threads, MKL_NUM_THREADS) to the CPUs each rank may use.";
+	}
+	f->advice[1] = "A thread waiting for a CPU delays every rank that waits for it: the job runs at the pace of "
+		       "its most contended rank.";
 }
 
 /* work that differs between ranks, with the slowest rank changing from step to step */
@@ -1243,6 +1382,7 @@ void an_find_all(struct analysis *a)
 	if (a->nsteps > 0) {
 		find_late_ranks(a, find_serialized(a));
 		find_data(a);
+		find_cpu(a);
 		find_skew(a);
 		if (an_gpu_ranks(a)) {
 			/* the device's timeline says what the host's enqueueing calls cannot */

@@ -240,6 +240,8 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		v->path = fd_path(c->p, v->fd);
 	}
 	an_p2p_number(&t->num, v);
+	if ((k->m & (DDPSPY_KM_OPENS | DDPSPY_KM_STATS)) || an_is_file_read(v))
+		t->io_ms += MS(v->d);
 	if (an_is_coll(e->kind) || an_is_p2p(v))
 		t->ncoll++;
 	if (k->m & DDPSPY_KM_HELPER)
@@ -260,6 +262,32 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		t->cap = cap;
 	}
 	t->ev[t->n++] = *v;
+	return 0;
+}
+
+/* a thread's schedstat (cpu.c) */
+static int on_sched(void *ctx, struct trace_file *f, const struct trace_sched *s)
+{
+	struct loadctx *c = ctx;
+	(void)f;
+	if (!c->keep)
+		return 0;
+	struct thr *t = thread_of(c->p, s->tid);
+	if (!t)
+		return 1;
+	an_cpu_sample(t, s);
+	struct proc *p = c->p;
+	if (s->cpus > 0)
+		p->cpus = s->cpus;
+	if (s->host_cpus > 0)
+		p->host_cpus = s->host_cpus;
+	/* the host's, once per record (its threads' entries share the time) */
+	if (s->host_busy_ns >= 0 && (!p->hostcpu.sched_seen || p->hostcpu.sched_last.t != s->t_ns)) {
+		struct trace_sched h = *s;
+		h.run_ns = (uint64_t)s->host_busy_ns;
+		h.wait_ns = 0;
+		an_cpu_sample(&p->hostcpu, &h);
+	}
 	return 0;
 }
 
@@ -422,9 +450,12 @@ static void proc_free(struct proc *p)
 	if (p->clock)
 		free(p->clock->calib);
 	free(p->clock);
-	for (int k = 0; k < p->nthr; k++)
+	for (int k = 0; k < p->nthr; k++) {
 		free(p->thr[k].ev);
+		free(p->thr[k].sched);
+	}
 	free(p->thr);
+	free(p->hostcpu.sched);
 	free(p->comms);
 	for (int k = 0; k < p->npaths; k++)
 		free(p->paths[k]);
@@ -454,7 +485,8 @@ static int load_file(struct analysis *a, const char *path)
 	p->binw = BIN_NS;
 	struct loadctx c = { .a = a, .p = p, .last = -1, .lo = INT64_MAX, .hi = INT64_MIN };
 	struct trace_visitor v = { .ctx = &c, .on_header = on_header, .on_identity = on_identity,
-				   .on_thread = on_thread, .on_event = on_event, .on_gpu = on_gpu };
+				   .on_thread = on_thread, .on_event = on_event, .on_gpu = on_gpu,
+				   .on_sched = on_sched };
 	int rc = trace_open(&f, path);
 	if (rc == 0)
 		rc = trace_read(&f, &v);

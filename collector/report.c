@@ -192,6 +192,14 @@ static void print_json(const struct analysis *a)
 		json_num(&j, "read", round(ri->read_bytes));
 		json_close(&j);
 		json_num(&j, "clock_offset_us", (double)ri->p->offset / 1e3);
+		if (ri->cpu.have) {
+			/* the training thread's time on a CPU and waiting for one, of the analysed span */
+			json_obj(&j, "cpu");
+			json_num(&j, "on_cpu_share", round(ri->cpu.on_cpu * 10000) / 10000);
+			json_num(&j, "runqueue_share", round(ri->cpu.runq * 10000) / 10000);
+			json_int(&j, "cpus", ri->cpu.cpus);
+			json_close(&j);
+		}
 		if (ri->p->bg) {
 			json_obj(&j, "background_collectives");
 			json_num(&j, "ms_per_step", round(ri->bg_ms * 1000) / 1000);
@@ -326,6 +334,16 @@ static void print_text(const struct analysis *a)
 		if (ri->p->bg)
 			fprintf(out, "rank %d: collectives on helper threads %.1f ms per step, %.0f%% overlapped with "
 				"its work\n", ri->rank, ri->bg_ms, 100 * ri->bg_overlap);
+	}
+	/* the training threads' CPU, where one waited for a CPU a noticeable part of its steps */
+	int contended = 0;
+	for (int r = 0; r < a->nranks; r++)
+		contended |= a->ranks[r].cpu.have && a->ranks[r].cpu.runq >= 0.05;
+	for (int r = 0; contended && r < a->nranks; r++) {
+		const struct cpustat *c = &a->ranks[r].cpu;
+		if (c->have)
+			fprintf(out, "rank %d: training thread on a CPU %.0f%%, waiting for one %.0f%% of its steps (%d CPU%s %s)\n", a->ranks[r].rank, 100 * c->on_cpu, 100 * c->runq, c->process ? c->cpus : c->host_cpus,
+				(c->process ? c->cpus : c->host_cpus) == 1 ? "" : "s", c->process ? "bound" : "on its host");
 	}
 	if (!a->nfindings) {
 		fprintf(out, "\nno findings\n");

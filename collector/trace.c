@@ -1168,6 +1168,26 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 				}
 			}
 			rd_unwritten(f, m);
+		} else if (!strcmp(kind, DDPSPY_REC_SCHED) && v->on_sched) {
+			const msgpack_object *t = get(m, "t"), *l = get(m, "threads");
+			struct trace_sched sc = { .cpus = (int)int_or(m, "cpus", -1), .host_cpus = (int)int_or(m, "host_cpus", -1),
+						  .host_busy_ns = int_or(m, "host_busy_ns", -1) };
+			if (t && t->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+				sc.t_ns = trace_raw_to_ns(f, t->via.u64);
+			for (uint32_t i = 0; t && l && l->type == MSGPACK_OBJECT_ARRAY && i < l->via.array.size && !stop; i++) {
+				const msgpack_object *e = &l->via.array.ptr[i];
+				int64_t x[4];
+				int okv = e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size >= 4;
+				for (int q = 0; okv && q < 4; q++)
+					okv = as_int(&e->via.array.ptr[q], &x[q]) && x[q] >= 0;
+				if (!okv)
+					continue;
+				sc.tid = (int)x[0];
+				sc.run_ns = (uint64_t)x[1];
+				sc.wait_ns = (uint64_t)x[2];
+				sc.slices = (uint64_t)x[3];
+				stop = v->on_sched(v->ctx, f, &sc);
+			}
 		} else if (!strcmp(kind, DDPSPY_REC_END)) {
 			rd_unwritten(f, m);
 			str_into(m, "reason", f->end_reason, sizeof f->end_reason);

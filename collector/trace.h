@@ -118,6 +118,17 @@ struct trace_file {
 	size_t seg;         /* calibration segment of the last conversion */
 };
 
+/* 2.4: one thread's schedstat as the writer read it ("sched" records): CPU time and time runnable
+ * but waiting for a CPU, cumulative since the thread started, at t_ns (CLOCK_MONOTONIC ns) */
+struct trace_sched {
+	int64_t t_ns;
+	int cpus;              /* CPUs the process may run on then (-1 unknown) */
+	int host_cpus;         /* the host's online CPUs (-1 unknown) */
+	int64_t host_busy_ns;  /* the host's CPU time in use since boot, all CPUs (-1 unknown) */
+	int tid;
+	uint64_t run_ns, wait_ns, slices;
+};
+
 /* What the reader hands out, in file order. Any callback may be NULL. Returning non-zero from
  * a callback stops reading (trace_read then returns 1). */
 struct trace_visitor {
@@ -131,6 +142,8 @@ struct trace_visitor {
 	/* 2.2: CUPTI's records ("gpu_events"; DDPSPY_KM_GPU kinds), times converted to
 	 * CLOCK_MONOTONIC ns, tid -1; NULL skips them without decoding */
 	int (*on_gpu)(void *ctx, struct trace_file *f, const struct trace_event *ev);
+	/* 2.4: each thread of a "sched" record */
+	int (*on_sched)(void *ctx, struct trace_file *f, const struct trace_sched *s);
 };
 
 /* Opens and maps path. Returns 0, or -1 with f->error set (unreadable, not a ddpspy file,

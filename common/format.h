@@ -37,6 +37,7 @@
 #define DDPSPY_REC_GPU "gpu"           /* 2.2: GPU capture's state: CUPTI, its clock, its losses */
 #define DDPSPY_REC_NAMES "names"       /* 2.2: new entries of the per-file string table */
 #define DDPSPY_REC_GPU_EVENTS "gpu_events" /* 2.2: a batch of CUPTI's records, times in ns */
+#define DDPSPY_REC_SCHED "sched"       /* 2.4: the threads' CPU time and run-queue delay (schedstat) */
 
 /* Process roles (header "role"). */
 #define DDPSPY_ROLES(X)                                                                  \

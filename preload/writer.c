@@ -61,6 +61,7 @@ struct writer_state {
 	char path[PATH_MAX];
 	int identity_dirty;
 	int64_t last_calib_mono;
+	int64_t last_sched_mono;    /* when the threads' schedstat was last read (0: never) */
 	uint64_t first_raw;
 	int64_t first_mono;
 	unsigned long long mod_adds, mod_subs; /* dl_iterate_phdr's counters at the last modules record */
@@ -780,6 +781,140 @@ static void pack_loss(struct dsp_thread *th, void *ctx)
 	ws[DSP_WS_DROPPED] = dr;
 }
 
+/* ---- CPU time and run-queue delay ----
+ * At most every SCHED_EVERY_NS, and at the end, the kernel's per-task schedstat of every thread
+ * of the process, traced or not (/proc/self/task/TID/schedstat: ns on a CPU, ns runnable but waiting for one, timeslices)
+ * in a "sched" record, with the raw time it was read at, the CPUs the process may run on, the
+ * host's online CPUs and its CPU time in use (/proc/stat: what the job's threads do not hold is
+ * held outside the job): the writer's syscalls, never the program's threads'. open, read and close only, with the path made
+ * by hand (the final flush may run in a signal handler). None where the kernel keeps no schedstat. */
+#define SCHED_EVERY_NS 100000000
+#define SCHED_MAX 1024
+static struct sched_sample {
+	int tid;
+	uint64_t v[3];
+} sched_s[SCHED_MAX];
+static int sched_n;
+
+static int read_schedstat(int tid, uint64_t v[3])
+{
+	char path[48] = "/proc/self/task/", digits[16], buf[96];
+	size_t n = strlen(path), k = 0;
+	unsigned t = (unsigned)tid;
+	do
+		digits[k++] = (char)('0' + t % 10);
+	while ((t /= 10) && k < sizeof digits);
+	while (k)
+		path[n++] = digits[--k];
+	memcpy(path + n, "/schedstat", sizeof "/schedstat");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t got = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (got <= 0)
+		return -1;
+	buf[got] = 0;
+	const char *q = buf;
+	for (int i = 0; i < 3; i++) {
+		while (*q == ' ')
+			q++;
+		if (*q < '0' || *q > '9')
+			return -1;
+		v[i] = 0;
+		while (*q >= '0' && *q <= '9')
+			v[i] = v[i] * 10 + (uint64_t)(*q++ - '0');
+	}
+	return 0;
+}
+
+/* every thread of the process, traced or not (a library's progress threads, this writer): what
+ * the process holds of the CPUs is all of theirs. /proc/self/task read with getdents64 into a
+ * buffer of ours (opendir allocates) */
+static void sample_threads(void)
+{
+	int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	char buf[4096];
+	long n;
+	while (sched_n < SCHED_MAX && (n = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
+		for (long off = 0; off < n && sched_n < SCHED_MAX;) {
+			/* struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name */
+			unsigned short reclen;
+			memcpy(&reclen, buf + off + 16, sizeof reclen);
+			const char *name = buf + off + 19;
+			int tid = 0;
+			for (const char *c = name; *c >= '0' && *c <= '9'; c++)
+				tid = tid * 10 + (*c - '0');
+			if (tid > 0 && read_schedstat(tid, sched_s[sched_n].v) == 0)
+				sched_s[sched_n++].tid = tid;
+			if (!reclen)
+				break;
+			off += reclen;
+		}
+	}
+	close(dfd);
+}
+
+/* the host's CPU time in use, all CPUs, since boot (ns): /proc/stat's first line, user + nice +
+ * system + irq + softirq + steal, in clock ticks; -1 when unreadable */
+static int64_t host_busy_ns(void)
+{
+	char buf[256];
+	int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t got = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (got < 5 || memcmp(buf, "cpu ", 4))
+		return -1;
+	buf[got] = 0;
+	const char *q = buf + 4;
+	uint64_t v[8] = {0};
+	for (int i = 0; i < 8; i++) {
+		while (*q == ' ')
+			q++;
+		if (*q < '0' || *q > '9')
+			return -1;
+		while (*q >= '0' && *q <= '9')
+			v[i] = v[i] * 10 + (uint64_t)(*q++ - '0');
+	}
+	static long hz;
+	if (!hz)
+		hz = sysconf(_SC_CLK_TCK);
+	uint64_t busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]; /* not idle (3), iowait (4) */
+	return hz > 0 ? (int64_t)(busy * (1000000000ull / (uint64_t)hz)) : -1;
+}
+
+static void rec_sched(void)
+{
+	cpu_set_t set;
+	uint64_t now = dsp_now();
+	sched_n = 0;
+	sample_threads();
+	if (!sched_n)
+		return;
+	frame_begin(DDPSPY_REC_SCHED, 5);
+	key("t");
+	msgpack_pack_uint64(&pk, now);
+	kv_int("cpus", sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1);
+	static long host_cpus; /* (asked once: the final flush may run in a signal handler) */
+	if (!host_cpus)
+		host_cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	kv_int("host_cpus", host_cpus);
+	kv_int("host_busy_ns", host_busy_ns());
+	key("threads");
+	msgpack_pack_array(&pk, (size_t)sched_n);
+	for (int i = 0; i < sched_n; i++) {
+		msgpack_pack_array(&pk, 4);
+		msgpack_pack_int(&pk, sched_s[i].tid);
+		for (int j = 0; j < 3; j++)
+			msgpack_pack_uint64(&pk, sched_s[i].v[j]);
+	}
+	frame_end();
+}
+
 /* ---- the file ---- */
 static const char *role_tag(char *buf, size_t n)
 {
@@ -1081,6 +1216,11 @@ static void flush_locked(int final, const char *end_reason)
 	for (int pass = 0; pass == 0 || (f.more && pass < (final ? 1024 : 64)); pass++) {
 		f.more = 0;
 		dsp_registry_walk(drain_thread, &f);
+	}
+	int64_t mono = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	if (final || end_reason || !W.last_sched_mono || mono - W.last_sched_mono >= SCHED_EVERY_NS) {
+		rec_sched();
+		W.last_sched_mono = mono;
 	}
 	rec_gpu_if_changed(0); /* (its clock before the records that use it) */
 	drain_gpu(!end_reason ? DSP_GPU_COLLECT : !strcmp(end_reason, "exec") ? DSP_GPU_COLLECT_FORCED

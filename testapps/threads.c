@@ -7,7 +7,10 @@
  *                         the rate is the writer's to keep, not the kernel's) for S seconds,
  *                         then print {"produced": N, "per_thread_rate": achieved}
  *   threads churn K       K short-lived threads, each recording a few events, a few at a time
- *   threads exit-from-thread   a secondary thread calls exit() while main is blocked */
+ *   threads exit-from-thread   a secondary thread calls exit() while main is blocked
+ *   threads spin T S      T threads each busy for S seconds (a step marker every 10 ms: they are
+ *                         traced threads), then print {"threads": T}: under taskset -c 0, each is
+ *                         runnable but waiting for the CPU about (T-1)/T of the time */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -97,8 +100,46 @@ static void *exiter(void *arg)
 	exit(7);
 }
 
+static double spin_secs;
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *spinner(void *arg)
+{
+	volatile double x = 0;
+	double t0 = mono_s(), mark = t0;
+	(void)arg;
+	for (double t = t0; t - t0 < spin_secs; t = mono_s()) {
+		for (int i = 0; i < 10000; i++)
+			x += i;
+		if (t - mark >= 0.01) {
+			ddpspy_step_begin();
+			mark = t;
+		}
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 4 && !strcmp(argv[1], "spin")) {
+		int t = atoi(argv[2]);
+		spin_secs = atof(argv[3]);
+		pthread_t th[64];
+		if (t < 1 || t > 64)
+			return 2;
+		for (int i = 0; i < t; i++)
+			pthread_create(&th[i], NULL, spinner, NULL);
+		for (int i = 0; i < t; i++)
+			pthread_join(th[i], NULL);
+		printf("{\"threads\": %d}\n", t);
+		return 0;
+	}
 	if (argc >= 4 && (!strcmp(argv[1], "produce") || !strcmp(argv[1], "reads"))) {
 		int t = atoi(argv[2]);
 		per_thread = atol(argv[3]);
@@ -148,6 +189,6 @@ int main(int argc, char **argv)
 		for (;;)
 			pause(); /* exit() in the other thread ends us */
 	}
-	fprintf(stderr, "usage: threads produce T N | reads T N | rate T R S | churn K | exit-from-thread\n");
+	fprintf(stderr, "usage: threads produce T N | reads T N | rate T R S | churn K | exit-from-thread | spin T S\n");
 	return 2;
 }

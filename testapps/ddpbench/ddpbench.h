@@ -30,6 +30,7 @@ struct options {
 	int slow_rank;                 /* -1: every rank */
 	int read_chunk;
 	double read_delay_ms;
+	double decode_us;              /* CPU time per sample added to the decode */
 	enum task task;
 	enum batching batching;
 	int token_budget;

@@ -45,6 +45,9 @@ static const char usage[] = USAGE_HEAD
 	"  --slow-rank R           apply --slow-data on rank R only (default: every rank)\n"
 	"  --read-chunk B          bytes per read for small-reads (default 64)\n"
 	"  --read-delay-ms M       storage latency per batch for delay (default 20)\n"
+	"  --decode-us U           CPU-heavy decode: each sample costs its input thread U us more of\n"
+	"                          CPU time (an image decode and augmentation), competing with the\n"
+	"                          training threads for the host's CPUs (MLP task)\n"
 	"GPU (needs build/libddpbench_gpu.so, built by make sim where CUDA and nvcc are):\n"
 	"  --gpu                   the step's work as CUDA kernels, batches copied to the device,\n"
 	"                          buckets all-reduced with NCCL on a second stream (one GPU per rank)\n"
@@ -122,7 +125,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 {
 	enum { O_DATA = 256, O_STEPS, O_WARMUP, O_BATCH, O_GBATCH, O_HIDDEN, O_LAYERS, O_BUCKET,
 		O_NOOVERLAP, O_WORKERS, O_PREFETCH, O_SEED, O_VARLEN, O_ULEN, O_BATCHING, O_BUDGET,
-		O_SRANK, O_SMS, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY, O_MARKERS, O_ACCUM,
+		O_SRANK, O_SMS, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY, O_DECODE, O_MARKERS, O_ACCUM,
 		O_GPU, O_GPUMS, O_INPUT, O_PAGEABLE, O_HOSTSYNC, O_KERNELS, O_HOSTMS };
 	static const struct option opts[] = {
 		{ "data", 1, 0, O_DATA }, { "steps", 1, 0, O_STEPS }, { "warmup", 1, 0, O_WARMUP },
@@ -136,6 +139,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 		{ "extra-allreduce-mb", 1, 0, O_EXTRA }, { "rank0-work-ms", 1, 0, O_R0 },
 		{ "slow-data", 1, 0, O_SLOWDATA }, { "slow-rank", 1, 0, O_SLOWRANK },
 		{ "read-chunk", 1, 0, O_CHUNK }, { "read-delay-ms", 1, 0, O_DELAY },
+		{ "decode-us", 1, 0, O_DECODE },
 		{ "markers", 0, 0, O_MARKERS }, { "accum", 1, 0, O_ACCUM }, { "gpu", 0, 0, O_GPU },
 		{ "gpu-ms", 1, 0, O_GPUMS }, { "input-mb", 1, 0, O_INPUT }, { "pageable", 0, 0, O_PAGEABLE },
 		{ "host-sync", 0, 0, O_HOSTSYNC }, { "gpu-kernels", 1, 0, O_KERNELS }, { "host-ms", 1, 0, O_HOSTMS },
@@ -188,6 +192,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 		case O_SLOWRANK: bad = integer(optarg, 0, 1 << 20, &o->slow_rank); break;
 		case O_CHUNK: bad = integer(optarg, 1, 1 << 20, &o->read_chunk); break;
 		case O_DELAY: bad = num(optarg, 0, 1e6, &o->read_delay_ms); break;
+		case O_DECODE: bad = num(optarg, 0, 1e6, &o->decode_us); break;
 		case O_MARKERS: o->markers = 1; break;
 		case O_ACCUM: bad = integer(optarg, 1, 1 << 16, &o->accum); break;
 		case O_GPU: o->gpu = 1; break;
@@ -227,6 +232,8 @@ static int parse_train(int argc, char **argv, struct options *o)
 		conflict = "--batching and --token-budget need --varlen or --uniform-len";
 	else if (o->task != TASK_MLP && (o->slow_data & SLOW_STAT))
 		conflict = "--slow-data stat reads one file per sample: it needs the MLP task";
+	else if (o->decode_us > 0 && o->task != TASK_MLP)
+		conflict = "--decode-us decodes samples: it needs the MLP task";
 	else if ((o->straggler_ms > 0 || o->straggler_slowdown > 1) == 0 && o->straggler_rank >= 0)
 		conflict = "--straggler-rank needs --straggler-ms or --straggler-slowdown";
 	else if (o->slow_rank >= 0 && !o->slow_data)

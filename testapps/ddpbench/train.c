@@ -107,8 +107,8 @@ static void summarize(const struct options *o, int ws, int batch, const double *
 	else
 		printf("\"tokens_per_s\": %.1f, \"token_imbalance\": %.4f, \"padded_imbalance\": %.4f, "
 			"\"padding_ratio\": %.4f, ", tps, imb / S, pimb / S, padded > 0 ? 1 - tokens / padded : 0);
-	printf("\"grad_bytes\": %zu, \"buckets\": %d, \"overlap\": %s, ", grad_bytes, buckets,
-		o->overlap ? "true" : "false");
+	printf("\"grad_bytes\": %zu, \"buckets\": %d, \"overlap\": %s, \"workers\": %d, \"decode_us\": %g, ", grad_bytes,
+		buckets, o->overlap ? "true" : "false", o->workers, o->decode_us);
 	/* on the GPU the kernels are a cost model: nothing is learnt */
 	if (o->gpu)
 		printf("\"device\": \"gpu\", \"loss_first\": null, \"loss_last\": null, \"ranks\": [");

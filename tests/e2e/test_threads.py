@@ -116,6 +116,25 @@ ok(len(names) == 1000, "each with its own name")
 ok(len([e for e in ev if e["kind"] == "thread_exit"]) == 1000 and of(recs, "end")[0]["dropped"] == 0,
    "each with its exit, nothing dropped")
 
+# CPU time and run-queue delay: the writer reads every thread's schedstat at most every 100 ms and at
+# the end ("sched" records). Two busy threads on one CPU: each waits for it about half the time.
+out = os.path.join(d, "sched")
+if shutil.which("taskset"):
+    p = traced(["taskset", "-c", "0", threads, "spin", "2", "1.0"], out, timeout=60)
+    recs, rc, _ = dump(out)
+    sc = of(recs, "sched")
+    busy = sorted({r["tid"] for r in sc if r["run_ns"] > 2e8})
+    last = {t: max((r for r in sc if r["tid"] == t), key=lambda r: r["t_ns"]) for t in busy}
+    mono = all(a["run_ns"] <= b["run_ns"] and a["wait_ns"] <= b["wait_ns"] and a["t_ns"] < b["t_ns"]
+               for t in busy for a, b in zip([r for r in sc if r["tid"] == t], [r for r in sc if r["tid"] == t][1:]))
+    shares = [round(x["wait_ns"] / (x["run_ns"] + x["wait_ns"]), 2) for x in last.values()]
+    ok(p.returncode == 0 and len(busy) == 2 and all(r["cpus"] == 1 for r in sc) and mono and
+       all(len([r for r in sc if r["tid"] == t]) >= 5 for t in busy) and all(0.35 <= x <= 0.65 for x in shares),
+       "two busy threads on one CPU: schedstat read every 100 ms, counters growing, 1 CPU allowed, each waiting for the "
+       "CPU %s of its time (about half)" % shares)
+else:
+    skip("run-queue delay", "taskset (util-linux) missing")
+
 out = os.path.join(d, "exit")
 p = traced([threads, "exit-from-thread"], out, timeout=30)
 ok(p.returncode == 7, "exit(7) from a secondary thread ends the program with 7")

@@ -1,0 +1,108 @@
+"""CPU contention (issue 19), judged against the testbed: ddpbench on 2 ranks with a CPU-heavy decode
+in its input threads (--decode-us: CPU time per sample), which then compete with the training
+threads for the CPUs each rank may use.
+
+- With 2 input threads that keep up, the step is the training thread's work stretched by the CPU it
+  waits for: the report's cpu_contention names the input workers, and its severity follows the
+  throughput that more CPUs would win back (the same run without the decode: with a CPU each, the
+  prefetching threads would hide it), within 0.15. Without the decode there is no contention.
+- With 1 input thread that cannot keep up, the training thread waits for input: data_stall says
+  it is the CPU-transform kind (the worker on a CPU or waiting for one). With a storage delay and
+  no decode, the I/O kind (the workers blocked).
+- The 2 x 2 stencil, blocking, on a 2-core machine: four ranks that poll in MPI on two CPUs; the
+  report names the other ranks as who holds the CPUs (the heavy rank's straggler finding is not
+  asserted there: docs/report.md, section 5)."""
+import json
+import os
+import shutil
+import subprocess
+from lib import *
+
+if not shutil.which("mpirun") or not os.path.exists(BENCH):
+    skip("CPU contention", "mpirun or build/ddpbench missing (Open MPI not installed)")
+    done()
+d = tmpdir("contention")
+data = os.path.join(d, "data")
+p = subprocess.run([BENCH, "gen-data", data, "--samples", "4096"], capture_output=True, text=True, timeout=300)
+ok(p.returncode == 0, "the dataset: %s" % (p.stdout + p.stderr)[-300:])
+ARGS = ["--steps", "30", "--hidden", "256"]
+
+
+def report(out):
+    p = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=300)
+    return json.loads(p.stdout) if p.returncode == 0 and p.stdout.startswith("{") else None
+
+
+def finding(j, kind):
+    fs = [f for f in (j or {}).get("findings", []) if f["kind"] == kind]
+    return fs[0] if fs else None
+
+
+def decode_pair(k):
+    """The same job without and with a decode of 100 us per sample, 2 input threads per rank."""
+    base, o0 = testbed(os.path.join(d, "plain"), data, ARGS)
+    heavy, o1 = testbed(os.path.join(d, "decode"), data, ARGS + ["--decode-us", "100"])
+    if not base or not heavy:
+        return [(False, "the testbed ran")]
+    j0, j1 = report(o0), report(o1)
+    won = 1 - base["step_ms_p50"] / heavy["step_ms_p50"]
+    f0, f1 = finding(j0, "cpu_contention"), finding(j1, "cpu_contention")
+    ev = f1["evidence"] if f1 else {}
+    top = j1["findings"][0]["kind"] if j1 and j1["findings"] else None
+    runq = [r.get("cpu", {}).get("runqueue_share") for r in j1["ranks"]] if j1 else None
+    return [
+        (f0 is None or f0["severity"] < 0.1,
+         "without the decode, no CPU contention worth a finding (%s)" % (f0 and round(f0["severity"], 3))),
+        (f1 is not None and ev.get("top") == "input_workers" and top == "cpu_contention",
+         "with it, cpu_contention is the top finding and names the input workers (%s; top %s; held %s)"
+         % (f1 and f1["title"], top, ev.get("cpus_held"))),
+        (f1 is not None and abs(f1["severity"] - won) <= 0.15,
+         "its severity %.2f is within 0.15 of the throughput more CPUs would win back: %.2f (step %.1f ms without "
+         "the decode, %.1f ms with it; the training threads wait for a CPU %s of their steps)"
+         % (f1["severity"] if f1 else -1, won, base["step_ms_p50"], heavy["step_ms_p50"], runq)),
+    ]
+
+
+live("decode contention", decode_pair)
+
+
+def stall_kinds(k):
+    _, oc = testbed(os.path.join(d, "transform"), data, ARGS + ["--decode-us", "200", "--workers", "1"])
+    _, oi = testbed(os.path.join(d, "storage"), data, ARGS + ["--slow-data", "delay", "--read-delay-ms", "60"])
+    fc, fi = finding(report(oc), "data_stall"), finding(report(oi), "data_stall")
+    ec, ei = (fc or {}).get("evidence", {}), (fi or {}).get("evidence", {})
+    return [
+        (fc is not None and ec.get("kind") == "cpu_transform",
+         "one input thread that cannot keep up with a CPU-heavy decode: data_stall of the cpu_transform kind (%s: %s)"
+         % (ec.get("kind"), ec.get("input_workers"))),
+        (fi is not None and ei.get("kind") == "io",
+         "storage latency and no decode: data_stall of the io kind (%s: %s)" % (ei.get("kind"), ei.get("input_workers"))),
+    ]
+
+
+live("data stall kinds", stall_kinds)
+
+app = os.path.join(APPS, "stencil")
+
+
+def oversubscribed(k):
+    out = os.path.join(d, "stencil4")
+    shutil.rmtree(out, ignore_errors=True)
+    p = subprocess.run([DDPSPY, "run", "-o", out, "--"] + MPIRUN + ["-np", "4", app, "--iters", "200", "--nx", "1024",
+                       "--ny", "512", "--heavy-rank", "3", "--heavy-factor", "10"], capture_output=True, text=True, timeout=300)
+    j = report(out) if p.returncode == 0 else None
+    f, s = finding(j, "cpu_contention"), finding(j, "straggler")
+    ncpu = os.cpu_count() or 0
+    if ncpu >= 4:
+        return [(True, "4 ranks on %d CPUs: not oversubscribed here, nothing to judge" % ncpu)]
+    return [(f is not None and f["evidence"].get("top") == "other_ranks" and f["severity"] >= 0.1,
+             "4 ranks polling in MPI on %d CPUs: cpu_contention names the other ranks (%s; the straggler: %s)"
+             % (ncpu, f and f["title"], s and s["title"]))]
+
+
+if os.path.exists(app):
+    live("oversubscribed stencil", oversubscribed)
+else:
+    skip("the oversubscribed stencil", "build/testapps/stencil missing")
+cleanup(d)
+done()
