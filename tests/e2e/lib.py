@@ -60,16 +60,26 @@ def live(name, attempt, tries=3):
     pairs. A live miss is first taken as inconclusive (this machine's noise: another process, a
     slow phase of the VM), printed as a '# rerun' line that tests/run.sh counts, and the case is run
     again, up to tries times; only the last attempt's checks are reported, so a real fault fails
-    every attempt and is reported failing. Returns the last attempt's checks."""
+    every attempt and is reported failing. attempt may instead return a string: the run could not
+    judge anything (the report itself says another job held the machine's CPUs), rerun the same
+    way, and a skip with that reason when the last attempt could not either. Returns the last
+    attempt's checks ([] after such a skip)."""
     global _reruns
     for k in range(tries):
-        checks = [(bool(c), m) for c, m in attempt(k)]
-        missed = [m for c, m in checks if not c]
+        got = attempt(k)
+        if isinstance(got, str):
+            checks, missed = [], [got]
+        else:
+            checks = [(bool(c), m) for c, m in got]
+            missed = [m for c, m in checks if not c]
         if not missed or k == tries - 1:
             break
         _reruns += 1
         print("# rerun %s (attempt %d of %d): missed: %s" % (name, k + 2, tries, missed[0][:400].replace("\n", " ")),
               flush=True)
+    if isinstance(got, str):
+        skip(name, got + " (%d attempts)" % tries)
+        return []
     for c, m in checks:
         ok(c, m + (" [attempt %d of %d]" % (k + 1, tries) if k else ""))
     return checks

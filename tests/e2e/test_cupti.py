@@ -150,8 +150,10 @@ g = info(recs)
 ok(g.get("read") == 10 and g.get("dropped") == total - 10 and total > 10,
    "records CUPTI dropped are stated: %s read + %s dropped = %s made" % (g.get("read"), g.get("dropped"), total))
 
-# CUDA_INJECTION64_PATH is another library's: the writer starts CUPTI when it sees the driver
-p, recs = capture("late", {"CUDA_INJECTION64_PATH": "/nonexistent/libother.so"})
+# CUDA_INJECTION64_PATH is another library's: the writer starts CUPTI when it sees the driver, at
+# its next flush (every 10 ms here: the program's first copy comes some 50 ms after the driver
+# loads, which the default 100 ms did not always beat)
+p, recs = capture("late", {"CUDA_INJECTION64_PATH": "/nonexistent/libother.so", "DDPSPY_FLUSH_MS": "10"})
 g = info(recs)
 ok(p.returncode == 0 and g.get("state") == "on" and "driver was loaded" in g.get("why", "")
    and len(gpu_events(recs, "gpu_memcpy")) == 3,
