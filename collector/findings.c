@@ -794,7 +794,10 @@ static void find_cpu(struct analysis *a)
 	if (!f)
 		return;
 	char whose[64], cpus[64] = "";
-	snprintf(whose, sizeof whose, all ? "every rank's" : "rank %d's", ri->rank);
+	if (all)
+		snprintf(whose, sizeof whose, "every rank's");
+	else
+		snprintf(whose, sizeof whose, "rank %d's", ri->rank);
 	if (avail > 0)
 		snprintf(cpus, sizeof cpus, " of the %d %s", avail, c->process ? "it is bound to" : "of its host");
 	snprintf(f->title, sizeof f->title, "%s training thread waits for a CPU %.0f%% of its step: %s hold %.1f CPUs%s "

@@ -407,7 +407,7 @@ int html_report(const struct analysis *a, const char *path, char *err, size_t er
 		longest = fmax(longest, a->ranks[r].step_p50);
 	int rh = 22, h = a->nranks * rh + 4;
 	fprintf(out, "<section id=\"ranks\"><h2>Each rank's step</h2>\n<p>Its median step split by what its training "
-		     "thread did, to scale; red: waiting in collectives for a late peer.</p>\n"
+		     "thread did, to scale; red: waiting for a late peer, in collectives or point to point.</p>\n"
 		     "<svg width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\">\n", W, h, W, h);
 	for (int r = 0; r < a->nranks; r++) {
 		const struct rankinfo *ri = &a->ranks[r];
@@ -418,7 +418,7 @@ int html_report(const struct analysis *a, const char *path, char *err, size_t er
 			late ? " late straggler" : "", ri->rank, y + 13, ri->rank, late ? " &#9650; straggler" : "");
 		H(ri->p->host);
 		fprintf(out, ", pid %d: step p50 %.1f ms, p95 %.1f ms</title></text>", ri->p->pid, ri->step_p50, ri->step_p95);
-		bar(out, ri->shares, ri->wait_share, LABEL, y, longest > 0 ? (W - LABEL - 70) * ri->step_p50 / longest : 0, 16,
+		bar(out, ri->shares, ri->wait_share + ri->p2p_wait_share, LABEL, y, longest > 0 ? (W - LABEL - 70) * ri->step_p50 / longest : 0, 16,
 		    who);
 		fprintf(out, "<text x=\"%.1f\" y=\"%d\">%.1f ms</text></g>\n",
 			LABEL + (longest > 0 ? (W - LABEL - 70) * ri->step_p50 / longest : 0) + 6, y + 13, ri->step_p50);

@@ -418,7 +418,7 @@ static void steps_track(struct view *v)
 			fprintf(v->o, ",\"args\":{\"ms\":%.3f,\"compute_ms\":%.3f,\"data_ms\":%.3f,\"comms_ms\":%.3f,\"host_ms\":%.3f,"
 				     "\"waiting_for_peers_ms\":%.3f,\"latest_arrival_ms\":%.3f}}",
 			      MS(s->t1 - s->t0), s->cat[CAT_COMPUTE], s->cat[CAT_DATA], s->cat[CAT_COMMS], s->cat[CAT_HOST],
-			      s->wait, s->late_max);
+			      s->wait + s->p2p[0] + s->p2p[1], s->late_max);
 		}
 	}
 	finding_marks(v, pid, STEP_TID(v->r), ri->rank, ri);
