@@ -444,6 +444,32 @@ static void rate_track(struct view *v)
 	}
 }
 
+/* Flows for point-to-point waits (collector/p2p.c): from the late peer's send (or receive) to the
+ * call that waited for it, where both are in the steps shown */
+static void p2p_flows(struct view *v)
+{
+	const struct analysis *a = v->a;
+	const struct stepdata *sd = a->sd;
+	for (size_t i = 0; sd && sd->pblk && i < sd->npblk; i++) {
+		const struct an_p2pblk *b = &sd->pblk[i];
+		if (b->L < 0 || b->wait <= 0 || !v->show[b->r] || !v->show[b->L] ||
+		    vw_window_of(v->w, v->nw, b->t, b->t) < 0 || vw_window_of(v->w, v->nw, b->post, b->post) < 0)
+			continue;
+		const struct thr *tl = an_train_thread(a->ranks[b->L].p), *tr = an_train_thread(a->ranks[b->r].p);
+		if (!tl || !tr)
+			continue;
+		char nm[64];
+		snprintf(nm, sizeof nm, "waited for rank %d (late %s)", a->ranks[b->L].rank,
+			 b->late_sender ? "sender" : "receiver");
+		v->flows++;
+		ev_begin(v, "s", v->pid[b->L], tl->tid, b->post);
+		fprintf(v->o, ",\"id\":%llu,\"cat\":\"comms\",\"name\":\"%s\"}", (unsigned long long)v->flows, nm);
+		ev_begin(v, "f", v->pid[b->r], tr->tid, b->t);
+		fprintf(v->o, ",\"bp\":\"e\",\"id\":%llu,\"cat\":\"comms\",\"name\":\"%s\"}", (unsigned long long)v->flows,
+			nm);
+	}
+}
+
 /* The critical path per window, from the collectives the ranks share: up to each collective's
  * last arrival, the rank that arrived last (everyone waited for it); then the collective itself;
  * after the last one, the rank whose step ended last. Device collectives (NCCL kernels) where
@@ -742,6 +768,7 @@ int cmd_view(int argc, char **argv)
 		rate_track(v);
 	}
 	crit_and_flows(v);
+	p2p_flows(v);
 	/* what this view is: the job, the steps shown, what was left out */
 	fprintf(v->o, "\n],\"otherData\":{\"tool\":\"ddpspy %s\",\"verdict\":", DDPSPY_VERSION);
 	json_put_string(v->o, a.summary, SIZE_MAX);

@@ -386,6 +386,36 @@ def main():
        "GPU flows start at the straggler's NCCL kernels (rank %s): %s" % (glate, sorted(set(gpairs))))
     ok(any(n.startswith("critical path (NCCL") for n in g.threads.values()), "the GPU job's critical path from NCCL kernels")
 
+    # ---- point-to-point: a flow from the late sender's send to each call that waited for it ----
+    app = os.path.join(APPS, "stencil")
+    if shutil.which("mpirun") and os.path.exists(app):
+        sd = tmpdir("viewer-stencil")
+        p = subprocess.run([DDPSPY, "run", "-o", sd + "/trace", "--"] + MPIRUN + ["-np", "2", app, "--iters", "60", "--nx",
+                           "2048", "--ny", "1024", "--heavy-rank", "1", "--heavy-factor", "10", "--nonblocking"],
+                           capture_output=True, text=True, timeout=300)
+        tp = os.path.join(OUT, "stencil.json")
+        q = view(sd + "/trace", "-o", tp)
+        pt = Trace(load(tp)) if p.returncode == 0 and q.returncode == 0 else None
+        bad, pairs = [], []
+        for st in (pt.starts if pt else []):
+            f = [e for e in pt.ends if e["id"] == st["id"]]
+            a = [e for e in pt.slices if (e["pid"], e["tid"], e["ts"]) == (st["pid"], st["tid"], st["ts"])]
+            b = [e for e in pt.slices if f and (e["pid"], e["tid"], e["ts"]) == (f[0]["pid"], f[0]["tid"], f[0]["ts"])]
+            if not f or f[0].get("bp") != "e" or not a or not b:
+                bad.append(st["id"])
+                continue
+            pairs.append((pt.rank_of[st["pid"]], pt.rank_of[f[0]["pid"]], a[0]["name"], b[0]["name"], st["name"]))
+        p2p = [x for x in pairs if "(late " in x[4]]  # (the rare all-reduce's flows are collectives')
+        ok(pt is not None and p2p and not bad and all(x[:2] == (1, 0) and "late sender" in x[4] and x[2] == "send"
+                                                      for x in p2p),
+           "the stencil's view: %d point-to-point flows, each from heavy rank 1's send slice to a slice of rank 0 "
+           "that waited for it (late sender) %s %s" % (len(p2p), sorted(set(x[2:4] for x in p2p))[:3], bad[:3]))
+        if not missing and pt is not None:
+            devtools_checks(pt, tp, "the stencil's view")
+        cleanup(sd)
+    else:
+        skip("point-to-point flows", "mpirun or build/testapps/stencil missing")
+
     # ---- the HTML report ----
     hp = os.path.join(OUT, "report.html")
     p = subprocess.run([DDPSPY, "report", STRAGGLER, "--html", hp], capture_output=True, text=True, timeout=120)
