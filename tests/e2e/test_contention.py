@@ -38,16 +38,6 @@ def finding(j, kind):
     return fs[0] if fs else None
 
 
-def busy(*reports):
-    """Why a miss says nothing of the analysis: another job held the host's CPUs (the report says so
-    itself), else None"""
-    for j in reports:
-        shared = [w for w in (j or {}).get("job", {}).get("warnings", []) if w.startswith("the host was shared")]
-        if shared:
-            return "not judged, the host was busy with other work: " + shared[0]
-    return None
-
-
 def decode_pair(k):
     """The same job without and with a decode of 100 us per sample, 2 input threads per rank."""
     base, o0 = testbed(os.path.join(d, "plain"), data, ARGS)
@@ -71,7 +61,7 @@ def decode_pair(k):
          "the decode, %.1f ms with it; the training threads wait for a CPU %s of their steps)"
          % (f1["severity"] if f1 else -1, won, base["step_ms_p50"], heavy["step_ms_p50"], runq)),
     ]
-    return busy(j0, j1) if busy(j0, j1) and not all(c for c, _ in checks) else checks
+    return busy_host(checks, j0, j1)
 
 
 live("decode contention", decode_pair)

@@ -64,7 +64,7 @@ def healthy(np):
         big = [(f["kind"], f["severity"]) for f in j["findings"] if f["severity"] >= 0.1]
         shares = {r["rank"]: r["gpu"]["compute_share"] for r in j["ranks"]}
         want = {r["rank"]: r["compute_ms"] / r["step_ms"] for r in truth["ranks"]}
-        return [(j["verdict"]["bound"] == "compute" and not big,
+        return busy_host([(j["verdict"]["bound"] == "compute" and not big,
                  "healthy, %d ranks: compute-bound, no finding of 0.1 or more (%s; %s)" % (np, j["verdict"]["summary"], big)),
                 (j["job"]["gpu"]["ranks_with_gpu"] == np and j["job"]["gpu"]["capture"] == "cupti" and
                  j["job"]["step_source"] == "collectives" and j["job"]["steps_analyzed"] == 10,
@@ -72,7 +72,7 @@ def healthy(np):
                  % (np, j["job"]["gpu"], j["job"]["step_source"])),
                 (all(abs(shares[r] - want[r]) <= 0.05 for r in want),
                  "healthy, %d ranks: the device's compute share per rank %s within 0.05 of the testbed's kernel time "
-                 "over its step %s" % (np, shares, {r: round(x, 3) for r, x in want.items()}))]
+                 "over its step %s" % (np, shares, {r: round(x, 3) for r, x in want.items()}))], j)
     live("healthy-%d" % np, attempt)
 
 
@@ -80,13 +80,14 @@ def healthy(np):
 def case(name, np, args, ref, want, env=None, more=None):
     """want: what the report must say (finding below); more(j): further checks on one report"""
     def attempt(k):
-        loss, sev, said = [], [], []
+        loss, sev, said, js = [], [], [], []
         for i in range(3):
             th, _ = traced("%s%d-ref%d" % (name, np, i), ref, np, env)
             truth, out = traced("%s%d-%d" % (name, np, i), args, np, env)
             j = report(out) if truth and th else None
             if j is None:
                 continue
+            js.append(j)
             loss.append(1 - th["step_ms_p50"] / truth["step_ms_p50"])
             f, why = want(j)
             sev.append(f["severity"] if f else 0)
@@ -97,10 +98,10 @@ def case(name, np, args, ref, want, env=None, more=None):
         lm, sv = statistics.median(loss), statistics.median(sev)
         tol = margin(lm, 0.15, loss, sev)
         bad = [m for c, m in said if not c]
-        return [(not bad, "%s, %d ranks: %s" % (name, np, bad[0] if bad else said[0][1])),
-                (abs(sv - lm) <= tol, "%s, %d ranks: severity %.3f within %.3f (15%% and the pairs' spread) of the "
-                 "testbed's throughput loss %.3f (pairs: %s; severities: %s)"
-                 % (name, np, sv, tol, lm, ["%.3f" % x for x in loss], ["%.3f" % x for x in sev]))]
+        return busy_host([(not bad, "%s, %d ranks: %s" % (name, np, bad[0] if bad else said[0][1])),
+                          (abs(sv - lm) <= tol, "%s, %d ranks: severity %.3f within %.3f (15%% and the pairs' spread) of "
+                           "the testbed's throughput loss %.3f (pairs: %s; severities: %s)"
+                           % (name, np, sv, tol, lm, ["%.3f" % x for x in loss], ["%.3f" % x for x in sev]))], *js)
     live("%s-%d" % (name, np), attempt)
 
 
@@ -174,13 +175,13 @@ def token_skew(np):
         want = statistics.mean((max(x[s] for x in w) - statistics.mean(x[s] for x in w)) / max(x[s] for x in w) for s in S)
         t = top(jf)
         sb = max([f["severity"] for f in jb["findings"] if f["kind"] == "work_skew"] or [0])
-        return [(t["kind"] == "work_skew" and jf["verdict"]["bound"] == "compute" and abs(t["severity"] - want) <= 0.15 * want,
+        return busy_host([(t["kind"] == "work_skew" and jf["verdict"]["bound"] == "compute" and abs(t["severity"] - want) <= 0.15 * want,
                  "token skew, %d ranks, fixed count: top finding work_skew %.3f within 15%% of the same statistic of "
                  "the testbed's own per-step work %.3f (padded imbalance %.3f): %s" % (np, t["severity"], want,
                                                                          tf["padded_imbalance"], t["kind"])),
                 (sb < 0.1 and tb["padded_imbalance"] < tf["padded_imbalance"],
                  "token skew, %d ranks, length buckets: no work_skew of 0.1 (%.3f; padded imbalance %.3f)"
-                 % (np, sb, tb["padded_imbalance"]))]
+                 % (np, sb, tb["padded_imbalance"]))], jf, jb)
     live("token-skew-%d" % np, attempt)
 
 

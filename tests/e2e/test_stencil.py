@@ -86,11 +86,11 @@ def judge(name, path, truth, heavy, iters, states=("late_sender",)):
         return [(False, "%s: no report or no ground truth" % name)]
     checks = judged(name, j, truth, heavy, iters, states)
     # a machine another job keeps busy deschedules a rank for milliseconds at a time: an imbalance
-    # may drown in it, and the report says so itself; a miss then says nothing of the analysis
-    shared = [w for w in j["job"]["warnings"] if w.startswith("the host was shared")]
-    if shared and not isinstance(checks, str) and not all(c for c, _ in checks):
-        return "%s: not judged, the host was busy with other work: %s" % (name, shared[0])
-    return checks
+    # may drown in it, and the report says so itself
+    if isinstance(checks, str):
+        return checks
+    why = busy_host(checks, j)
+    return "%s: %s" % (name, why) if isinstance(why, str) else checks
 
 
 def judged(name, j, truth, heavy, iters, states):
