@@ -43,6 +43,12 @@ recs, rc, err = dump(out)
 files = {x["rank"]: x["file"] for x in of(recs, "process") if x["role"] == "rank"}
 for r in (0, 1):
     ev = events(recs, file=files.get(r))
+    cm = {e["comm"]: e for e in ev if e["kind"] == "mpi_comm"}
+    grid = [e for e in ev if e["kind"] == "mpi_p2p"][:1]
+    ok(grid and grid[0]["comm"] in cm and cm[grid[0]["comm"]]["comm_rank"] == r and cm[grid[0]["comm"]]["comm_size"] == 2
+       and 0 in cm and cm[0]["comm_rank"] == r,
+       "rank %d: an mpi_comm event for each communicator it used, with its rank in it (the Cartesian grid's: %s; "
+       "world's: %s)" % (r, grid and cm.get(grid[0]["comm"]), cm.get(0)))
     sends = [e for e in ev if e["kind"] == "mpi_p2p" and e["op"] == "send"]
     recvs = [e for e in ev if e["kind"] == "mpi_p2p" and e["op"] == "recv"]
     waits = [e for e in ev if e["kind"] == "mpi_wait" and e["op"] == "waitall"]
