@@ -198,6 +198,9 @@ double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1);
 /* ---- clocks.c ---- */
 
 void an_align_clocks(struct analysis *a);
+/* after the verdict (its summary names the first warning): a warning when nothing checked the
+ * ranks' clocks against each other */
+void an_clock_warning(struct analysis *a);
 void an_wall_time(struct analysis *a);  /* a->wall_s, on the aligned clock */
 
 /* ---- steps.c and split.c: what they leave for the findings (a->sd) ---- */

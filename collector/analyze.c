@@ -43,6 +43,7 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	an_cpu(a);
 	an_find_all(a);
 	an_verdict(a);
+	an_clock_warning(a);
 	return 0;
 }
 

@@ -87,9 +87,10 @@ void an_align_clocks(struct analysis *a)
 	for (int i = 0; i < a->nprocs; i++)
 		shift_proc(&a->procs[i], a->procs[i].to_real);
 	a->clock_method = "realtime";
-	a->clock_residual_us = 0;
+	a->clock_residual_us = 0; /* (one rank: nothing to compare) */
 	if (a->nranks < 2)
 		return;
+	a->clock_residual_us = NAN; /* until a signal measures it */
 	double worst = 0;
 	if (align_nccl(a, &worst) == a->nranks - 1) {
 		a->clock_method = "nccl-kernel-end";
@@ -153,11 +154,20 @@ void an_align_clocks(struct analysis *a)
 		a->clock_method = "collective-exit";
 		a->clock_residual_us = worst;
 		align_workers(a);
-	} else if (a->nhosts > 1) {
-		an_warn(a, "fewer than 3 blocking collectives to align clocks with: ranks on different hosts "
-			"are aligned by their CLOCK_REALTIME only");
 	}
 }
+
+/* The residual is measured, never assumed: when nothing in the trace checked the ranks' clocks
+ * against each other, the report says so (max_offset_us null) */
+void an_clock_warning(struct analysis *a)
+{
+	if (a->nranks < 2 || !isnan(a->clock_residual_us))
+		return;
+	an_warn(a, "nothing in this trace checks the ranks' clocks against each other (fewer than 3 blocking "
+		"collectives every rank leaves together, and no NCCL kernels): their CLOCK_REALTIME is trusted "
+		"as it is, %s, and the residual is unknown", a->nhosts > 1 ? "across hosts" : "on one host");
+}
+
 
 
 /* the span of every rank's events on the job clock */

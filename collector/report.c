@@ -139,7 +139,10 @@ static void print_json(const struct analysis *a)
 	json_int(&j, "dropped_events", (int64_t)a->dropped);
 	json_obj(&j, "clock");
 	json_str(&j, "method", a->clock_method);
-	json_num(&j, "max_offset_us", a->clock_residual_us);
+	if (isnan(a->clock_residual_us))
+		json_str(&j, "max_offset_us", NULL); /* not measured: null */
+	else
+		json_num(&j, "max_offset_us", a->clock_residual_us);
 	json_close(&j);
 	json_arr(&j, "warnings");
 	for (int i = 0; i < a->nwarnings; i++)
@@ -289,11 +292,14 @@ static void print_text(const struct analysis *a)
 		100 * a->shares[CAT_HOST]);
 	fprintf(out, "  step: p50 %.1f ms, p95 %.1f ms, max %.1f ms\n", a->step_p50, a->step_p95, a->step_max);
 	fprintf(out, "job: %d rank%s on %d host%s, %d process%s; %d step%s analysed of %d (steps from %s, "
-		"%d warm-up skipped); %.1f s, %llu events, %llu dropped; clock: %s, residual %.1f us\n",
+		"%d warm-up skipped); %.1f s, %llu events, %llu dropped; clock: %s, ",
 		a->nranks, a->nranks == 1 ? "" : "s", a->nhosts, a->nhosts == 1 ? "" : "s", a->nprocs,
 		a->nprocs == 1 ? "" : "es", a->nsteps, a->nsteps == 1 ? "" : "s", a->steps_detected, a->step_source,
-		a->skip, a->wall_s, (unsigned long long)a->events, (unsigned long long)a->dropped, a->clock_method,
-		a->clock_residual_us);
+		a->skip, a->wall_s, (unsigned long long)a->events, (unsigned long long)a->dropped, a->clock_method);
+	if (isnan(a->clock_residual_us))
+		fprintf(out, "residual unknown\n");
+	else
+		fprintf(out, "residual %.1f us\n", a->clock_residual_us);
 	for (int i = 0; i < a->nwarnings; i++)
 		fprintf(out, "warning: %s\n", text_safe(a->warnings[i], SIZE_MAX));
 	fputs("\n", out);

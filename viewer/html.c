@@ -514,7 +514,10 @@ int html_report(const struct analysis *a, const char *path, char *err, size_t er
 		a->steps_detected, a->step_source, a->skip, a->wall_s, (unsigned long long)a->events,
 		(unsigned long long)a->dropped);
 	H(a->clock_method);
-	fprintf(out, ", residual %.1f us</dd><dt>hosts</dt><dd>", a->clock_residual_us);
+	if (isnan(a->clock_residual_us))
+		fprintf(out, ", residual unknown</dd><dt>hosts</dt><dd>");
+	else
+		fprintf(out, ", residual %.1f us</dd><dt>hosts</dt><dd>", a->clock_residual_us);
 	for (int r = 0; r < a->nranks; r++) {
 		int dup = 0;
 		for (int q = 0; q < r; q++)
