@@ -343,6 +343,13 @@ void an_p2p_number(struct p2pnum **t, struct ev *v);
 void an_p2p_num_free(struct p2pnum *t);
 void an_p2p_match(struct analysis *a, struct stepdata *sd);
 int an_comm_rank(const struct proc *p, int32_t comm); /* p's rank in comm (its mpi_comm event), -1 unknown */
+/* the messages of p's point-to-point call e: its send or receive, both for a Sendrecv, keyed alike on
+ * both ends (src, dst: ranks in comm; seq -1 where it cannot be matched); returns how many */
+struct an_p2pmsg {
+	int32_t comm, src, dst, tag, seq;
+	int send;
+};
+int an_p2p_msgs(const struct proc *p, const struct ev *e, struct an_p2pmsg m[2]);
 
 /* ---- cpu.c: CPU time and contention, from the threads' schedstat ---- */
 struct trace_sched;

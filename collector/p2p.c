@@ -140,6 +140,18 @@ int an_comm_rank(const struct proc *p, int32_t comm)
 	return comm == 0 ? p->rank : -1;
 }
 
+int an_p2p_msgs(const struct proc *p, const struct ev *e, struct an_p2pmsg m[2])
+{
+	int me = an_comm_rank(p, e->comm), n = 1 + (e->op == DDPSPY_OP_SENDRECV);
+	for (int part = 0; part < n; part++) {
+		int send = part == 0 && e->op != DDPSPY_OP_RECV;
+		int32_t peer = part ? e->rpeer : e->peer;
+		m[part] = (struct an_p2pmsg){ e->comm, send ? me : peer, send ? peer : me, part ? e->rtag : e->tag,
+					      me < 0 ? -1 : part ? e->rseq : e->seq, send };
+	}
+	return n;
+}
+
 /* the operations a wait may complete: rank r's nonblocking ones not completed yet, in posting
  * order (indices into m->op) */
 struct pending {
@@ -200,20 +212,17 @@ static void gather_rank(struct analysis *a, struct match *m, int r)
 	for (size_t i = 0; i < t->n; i++) {
 		const struct ev *e = &t->ev[i];
 		if (an_is_p2p(e)) {
-			int me = an_comm_rank(p, e->comm);
-			int sr = e->op == DDPSPY_OP_SENDRECV, nb = !sr && e->req != 0;
+			struct an_p2pmsg msg[2];
+			int nm = an_p2p_msgs(p, e, msg), nb = e->op != DDPSPY_OP_SENDRECV && e->req != 0;
 			long b = nb ? -1 : blk_add(m, e, r);
-			for (int part = 0; part < 1 + sr; part++) {
-				int send = part == 0 && e->op != DDPSPY_OP_RECV;
-				int32_t peer = part ? e->rpeer : e->peer, tag = part ? e->rtag : e->tag;
-				int32_t seq = me < 0 ? -1 : part ? e->rseq : e->seq; /* -1: not matched */
-				if (seq < 0 && !nb)
+			for (int k = 0; k < nm; k++) {
+				if (msg[k].seq < 0 && !nb) /* (-1: not matched) */
 					continue;
 				struct p2op *o = op_add(m);
 				if (!o)
 					break;
-				*o = (struct p2op){ e->t, e->comm, send ? me : peer, send ? peer : me, tag, seq, r, send, b,
-						    nb ? e->req : 0 };
+				*o = (struct p2op){ e->t, msg[k].comm, msg[k].src, msg[k].dst, msg[k].tag, msg[k].seq, r,
+						    msg[k].send, b, nb ? e->req : 0 };
 				if (nb)
 					pend_add(m, &q, m->n - 1); /* (even unmatched: a wait names it) */
 			}

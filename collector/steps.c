@@ -744,11 +744,10 @@ static int p2p_align(struct analysis *a, struct sync *syn, struct pattern *pts, 
 		for (size_t j = 0; j < pt->nsteps; j++)
 			for (size_t c = 0; c < pt->period; c++) {
 				const struct ev *v = syn[r].e[pt->first + j * pt->period + c];
-				int me = an_is_p2p(v) ? an_comm_rank(p, v->comm) : -1;
-				for (int part = 0; me >= 0 && part < 1 + (v->op == DDPSPY_OP_SENDRECV); part++) {
-					int send = part == 0 && v->op != DDPSPY_OP_RECV;
-					int32_t peer = part ? v->rpeer : v->peer, seq = part ? v->rseq : v->seq;
-					if (seq < 0)
+				struct an_p2pmsg msg[2];
+				int nmsg = an_is_p2p(v) ? an_p2p_msgs(p, v, msg) : 0;
+				for (int k = 0; k < nmsg; k++) {
+					if (msg[k].seq < 0)
 						continue;
 					if (n == cap) {
 						cap = cap ? 2 * cap : 1024;
@@ -757,8 +756,7 @@ static int p2p_align(struct analysis *a, struct sync *syn, struct pattern *pts, 
 							goto out;
 						m = nm;
 					}
-					m[n++] = (struct mref){ v->comm, send ? me : peer, send ? peer : me,
-								part ? v->rtag : v->tag, seq, r, (long)j };
+					m[n++] = (struct mref){ msg[k].comm, msg[k].src, msg[k].dst, msg[k].tag, msg[k].seq, r, (long)j };
 				}
 			}
 	}
