@@ -70,6 +70,7 @@ struct proc {
 	uint64_t gpu_dropped;  /* CUPTI's records lost: dropped by CUPTI, or no buffer for them */
 	uint64_t unwritten;    /* events its file did not take (write_error: why) */
 	char write_error[64];
+	char sched_error[64];  /* why no schedstat was read (trace.h) */
 	size_t read_to;        /* where the first reading stopped; the frames before it are checked */
 	struct trace_clock *clock; /* its clock conversion, for the second reading */
 	int damaged, ended;

@@ -364,6 +364,7 @@ static void print_end(struct dumpctx *d, struct trace_file *f)
 		json_int(&j, "dropped", (int64_t)f->dropped);
 		json_int(&j, "unwritten", (int64_t)f->unwritten);
 		json_str(&j, "write_error", f->write_error[0] ? f->write_error : NULL);
+		json_str(&j, "sched_error", f->sched_error[0] ? f->sched_error : NULL);
 		json_end(&j);
 		return;
 	}
@@ -374,6 +375,8 @@ static void print_end(struct dumpctx *d, struct trace_file *f)
 	if (f->unwritten || f->write_error[0])
 		snprintf(unwritten, sizeof unwritten, ", %" PRIu64 " not written (%s)", f->unwritten,
 			 T(f->write_error[0] ? f->write_error : "write error"));
+	if (f->sched_error[0])
+		printf("sched: no thread's CPU time read (%s)\n", T(f->sched_error));
 	if (f->ended)
 		printf("end %s: %" PRIu64 " events, %" PRIu64 " dropped%s\n", T(f->end_reason), f->events,
 		       f->dropped, unwritten);

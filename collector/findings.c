@@ -772,6 +772,15 @@ static void find_cpu(struct analysis *a)
 	double med = n ? an_quantile(v, (size_t)n, 0.5) : 0, top_sev = worst >= 0 ? sev[worst] : 0;
 	free(v);
 	free(sev);
+	int refused = 0, first = -1;
+	for (int r = 0; r < a->nranks; r++)
+		if (a->ranks[r].p->sched_error[0] && (refused++, first < 0))
+			first = r;
+	if (refused)
+		an_warn(a, "CPU contention was not measured on %d of %d ranks (rank %d: %s): ddpspy reads the threads' "
+			"CPU time from a thread with a descriptor table of its own, and the process may not make one "
+			"(a seccomp profile, such as Docker's default, refuses unshare)", refused, a->nranks,
+			a->ranks[first].rank, a->ranks[first].p->sched_error);
 	if (shared >= 0)
 		an_warn(a, "the host was shared: rank %d's training thread waited for a CPU %.0f%% of its steps while processes "
 			"outside the job held %.1f of %s's %d CPUs; its timings are stretched by them", a->ranks[shared].rank,

@@ -509,6 +509,7 @@ static int load_file(struct analysis *a, const char *path)
 	p->dropped = f.dropped;
 	p->unwritten = f.unwritten;
 	snprintf(p->write_error, sizeof p->write_error, "%s", f.write_error);
+	snprintf(p->sched_error, sizeof p->sched_error, "%s", f.sched_error);
 	p->read_to = f.stop_offset;
 	p->clock = calloc(1, sizeof *p->clock);
 	if (p->clock && trace_get_clock(&f, p->clock) < 0) {

@@ -1168,6 +1168,8 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 				}
 			}
 			rd_unwritten(f, m);
+		} else if (!strcmp(kind, DDPSPY_REC_SCHED) && get(m, "error")) {
+			str_into(m, "error", f->sched_error, sizeof f->sched_error);
 		} else if (!strcmp(kind, DDPSPY_REC_SCHED) && v->on_sched) {
 			const msgpack_object *t = get(m, "t"), *l = get(m, "threads");
 			struct trace_sched sc = { .cpus = (int)int_or(m, "cpus", -1), .host_cpus = (int)int_or(m, "host_cpus", -1),

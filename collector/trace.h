@@ -104,6 +104,7 @@ struct trace_file {
 	uint64_t events, dropped, frames;
 	uint64_t unwritten;      /* since 1.2: events the file did not take (a full disk, a write error) */
 	char write_error[64];    /* that write's error, "" for none */
+	char sched_error[64];    /* since 2.4: why no thread's schedstat was read ("" read, or none written) */
 	/* where reading stopped early, and why (error[0] == 0: the whole file was read) */
 	size_t stop_offset;
 	char error[160];

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -313,6 +314,11 @@ int dup(int fd)
 	return rc;
 }
 
+/* EBUSY from dup2/dup3 is Linux's word for "an open() is installing a file at that number right
+ * now": ddpspy's own opens in the shared table (its trace file, once) must not make the program's
+ * dup2 fail, so the wrapper tries again while the kernel says so, a bounded number of times. */
+#define BUSY_TRIES 1000
+
 int dup2(int fd, int newfd)
 {
 	if (!get_dup2())
@@ -321,6 +327,10 @@ int dup2(int fd, int newfd)
 	if (fd != newfd && dsp_unwind_fd(newfd) && !dsp_tls.unwinding)
 		dsp_stack_disable(); /* libunwind must never touch that number again */
 	int rc = real_dup2(fd, newfd);
+	for (int i = 0; rc < 0 && errno == EBUSY && i < BUSY_TRIES; i++) {
+		sched_yield();
+		rc = real_dup2(fd, newfd);
+	}
 	if (rc < 0 && moved)
 		real_close(newfd); /* the trace file's old number, still open: the program's again */
 	if (rc >= 0 && rc != fd)
@@ -336,6 +346,10 @@ int dup3(int fd, int newfd, int flags)
 	if (fd != newfd && dsp_unwind_fd(newfd) && !dsp_tls.unwinding)
 		dsp_stack_disable(); /* libunwind must never touch that number again */
 	int rc = real_dup3(fd, newfd, flags);
+	for (int i = 0; rc < 0 && errno == EBUSY && i < BUSY_TRIES; i++) {
+		sched_yield();
+		rc = real_dup3(fd, newfd, flags);
+	}
 	if (rc < 0 && moved)
 		real_close(newfd);
 	inherit_class(rc, fd);

@@ -783,18 +783,43 @@ static void pack_loss(struct dsp_thread *th, void *ctx)
 
 /* ---- CPU time and run-queue delay ----
  * At most every SCHED_EVERY_NS, and at the end, the kernel's per-task schedstat of every thread
- * of the process, traced or not (/proc/self/task/TID/schedstat: ns on a CPU, ns runnable but waiting for one, timeslices)
- * in a "sched" record, with the raw time it was read at, the CPUs the process may run on, the
- * host's online CPUs and its CPU time in use (/proc/stat: what the job's threads do not hold is
- * held outside the job): the writer's syscalls, never the program's threads'. open, read and close only, with the path made
- * by hand (the final flush may run in a signal handler). None where the kernel keeps no schedstat. */
+ * of the process, traced or not (/proc/self/task/TID/schedstat: ns on a CPU, ns runnable but
+ * waiting for one, timeslices) in a "sched" record, with the raw time it was read at, the CPUs the
+ * process may run on, the host's online CPUs and its CPU time in use (/proc/stat: what the job's
+ * threads do not hold is held outside the job). None where the kernel keeps no schedstat.
+ *
+ * Reading a file takes a descriptor, and a descriptor the program can see changes the program:
+ * it takes the lowest free number (which a program that closes 1 and opens a log expects to get),
+ * it makes a dup2 onto that number fail with EBUSY while the open is under way, and a dup2 or
+ * close of that number would make us read and close the program's file. So the files are read
+ * by a thread of ours with a descriptor table of its own (unshare(CLONE_FILES)), which closes the
+ * copies of the program's descriptors it started with: closing a copy ends no lock of the
+ * program's (POSIX locks belong to the table that set them). The writer asks it for a sample and
+ * waits, at most SCHED_WAIT_MS. Where unshare is refused (a seccomp profile such as Docker's
+ * default), nothing is sampled, and one "sched" record with no threads says why. */
 #define SCHED_EVERY_NS 100000000
+#define SCHED_WAIT_MS 100
 #define SCHED_MAX 1024
-static struct sched_sample {
-	int tid;
-	uint64_t v[3];
-} sched_s[SCHED_MAX];
-static int sched_n;
+enum { SAMPLER_NONE, SAMPLER_READY, SAMPLER_REFUSED };
+static struct sampler {
+	int state;      /* SAMPLER_*, set by the sampler */
+	int err;        /* errno of the refused unshare */
+	int ask, done;  /* futex words: the writer's request number; the last one answered */
+	int told;       /* the refusal is in the file */
+	uint64_t t;     /* raw time the sample was taken */
+	int64_t host_busy;
+	long host_cpus;
+	int n;
+	struct sched_sample {
+		int tid;
+		uint64_t v[3];
+	} s[SCHED_MAX];
+} S;
+
+static int futex(int *w, int op, int val, const struct timespec *to)
+{
+	return (int)syscall(SYS_futex, w, op, val, to, NULL, 0);
+}
 
 static int read_schedstat(int tid, uint64_t v[3])
 {
@@ -828,33 +853,45 @@ static int read_schedstat(int tid, uint64_t v[3])
 	return 0;
 }
 
-/* every thread of the process, traced or not (a library's progress threads, this writer): what
- * the process holds of the CPUs is all of theirs. /proc/self/task read with getdents64 into a
- * buffer of ours (opendir allocates) */
-static void sample_threads(void)
+/* the numbers in a directory's entries, read with getdents64 into a buffer of ours (opendir
+ * allocates); each(n, ctx) for every entry named by a number */
+static void each_number(const char *dir, void (*each)(int, void *), void *ctx)
 {
-	int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return;
 	char buf[4096];
 	long n;
-	while (sched_n < SCHED_MAX && (n = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
-		for (long off = 0; off < n && sched_n < SCHED_MAX;) {
+	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
+		for (long off = 0; off < n;) {
 			/* struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name */
 			unsigned short reclen;
 			memcpy(&reclen, buf + off + 16, sizeof reclen);
 			const char *name = buf + off + 19;
-			int tid = 0;
-			for (const char *c = name; *c >= '0' && *c <= '9'; c++)
-				tid = tid * 10 + (*c - '0');
-			if (tid > 0 && read_schedstat(tid, sched_s[sched_n].v) == 0)
-				sched_s[sched_n++].tid = tid;
+			int v = *name ? 0 : -1;
+			for (const char *c = name; *c && v >= 0; c++)
+				v = *c >= '0' && *c <= '9' ? v * 10 + (*c - '0') : -1;
+			if (v >= 0 && v != dfd)
+				each(v, ctx);
 			if (!reclen)
 				break;
 			off += reclen;
 		}
 	}
 	close(dfd);
+}
+
+static void sample_thread(int tid, void *ctx)
+{
+	(void)ctx;
+	if (tid > 0 && S.n < SCHED_MAX && read_schedstat(tid, S.s[S.n].v) == 0)
+		S.s[S.n++].tid = tid;
+}
+
+static void close_one(int fd, void *ctx)
+{
+	(void)ctx;
+	syscall(SYS_close, fd);
 }
 
 /* the host's CPU time in use, all CPUs, since boot (ns): /proc/stat's first line, user + nice +
@@ -880,37 +917,112 @@ static int64_t host_busy_ns(void)
 		while (*q >= '0' && *q <= '9')
 			v[i] = v[i] * 10 + (uint64_t)(*q++ - '0');
 	}
-	static long hz;
-	if (!hz)
-		hz = sysconf(_SC_CLK_TCK);
+	long hz = sysconf(_SC_CLK_TCK);
 	uint64_t busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]; /* not idle (3), iowait (4) */
 	return hz > 0 ? (int64_t)(busy * (1000000000ull / (uint64_t)hz)) : -1;
+}
+
+static void *sampler_main(void *arg)
+{
+	(void)arg;
+	struct dsp_tls *t = &dsp_tls;
+	t->state = TS_OFF;
+	t->guard = 1;
+	if (unshare(CLONE_FILES) != 0) {
+		S.err = errno;
+		__atomic_store_n(&S.state, SAMPLER_REFUSED, __ATOMIC_RELEASE);
+		return NULL;
+	}
+	/* the copies of the program's descriptors (kernels before 5.9: one by one) */
+	if (syscall(SYS_close_range, 0u, ~0u, 0) != 0)
+		each_number("/proc/thread-self/fd", close_one, NULL);
+	pthread_setname_np(pthread_self(), "ddpspy-sched");
+	S.host_cpus = sysconf(_SC_NPROCESSORS_ONLN); /* (glibc reads a file for it) */
+	__atomic_store_n(&S.state, SAMPLER_READY, __ATOMIC_RELEASE);
+	int seen = 0;
+	for (;;) {
+		futex(&S.ask, FUTEX_WAIT_PRIVATE, seen, NULL);
+		int a = __atomic_load_n(&S.ask, __ATOMIC_ACQUIRE);
+		if (a == seen)
+			continue;
+		seen = a;
+		S.t = dsp_now();
+		S.n = 0;
+		each_number("/proc/self/task", sample_thread, NULL);
+		S.host_busy = host_busy_ns();
+		__atomic_store_n(&S.done, a, __ATOMIC_RELEASE);
+		futex(&S.done, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+	}
+	return NULL;
+}
+
+/* from the writer thread, which blocks every signal: so does the sampler */
+static void spawn_sampler(void)
+{
+	pthread_attr_t a;
+	pthread_t th;
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 64 * 1024);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &a, sampler_main, NULL) != 0) {
+		S.err = EAGAIN;
+		S.state = SAMPLER_REFUSED;
+	}
+	pthread_attr_destroy(&a);
+}
+
+/* asks the sampler for a sample; 0 once it answered, within SCHED_WAIT_MS */
+static int sample_now(void)
+{
+	if (__atomic_load_n(&S.state, __ATOMIC_ACQUIRE) != SAMPLER_READY)
+		return -1;
+	int a = __atomic_add_fetch(&S.ask, 1, __ATOMIC_ACQ_REL);
+	futex(&S.ask, FUTEX_WAKE_PRIVATE, 1, NULL);
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int d = __atomic_load_n(&S.done, __ATOMIC_ACQUIRE);
+		if (d == a)
+			return 0;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		int64_t left = SCHED_WAIT_MS * 1000000LL - ((now.tv_sec - t0.tv_sec) * 1000000000LL + now.tv_nsec - t0.tv_nsec);
+		if (left <= 0)
+			return -1;
+		struct timespec to = {left / 1000000000, left % 1000000000};
+		futex(&S.done, FUTEX_WAIT_PRIVATE, d, &to);
+	}
 }
 
 static void rec_sched(void)
 {
 	cpu_set_t set;
-	uint64_t now = dsp_now();
-	sched_n = 0;
-	sample_threads();
-	if (!sched_n)
+	int state = __atomic_load_n(&S.state, __ATOMIC_ACQUIRE);
+	if (state == SAMPLER_REFUSED && !S.told) {
+		char why[96];
+		snprintf(why, sizeof why, "unshare(CLONE_FILES): %s", strerror(S.err));
+		frame_begin(DDPSPY_REC_SCHED, 2);
+		kv_str("error", why);
+		key("threads");
+		msgpack_pack_array(&pk, 0);
+		frame_end();
+		S.told = 1;
+		return;
+	}
+	if (sample_now() < 0 || !S.n)
 		return;
 	frame_begin(DDPSPY_REC_SCHED, 5);
 	key("t");
-	msgpack_pack_uint64(&pk, now);
+	msgpack_pack_uint64(&pk, S.t);
 	kv_int("cpus", sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1);
-	static long host_cpus; /* (asked once: the final flush may run in a signal handler) */
-	if (!host_cpus)
-		host_cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	kv_int("host_cpus", host_cpus);
-	kv_int("host_busy_ns", host_busy_ns());
+	kv_int("host_cpus", S.host_cpus);
+	kv_int("host_busy_ns", S.host_busy);
 	key("threads");
-	msgpack_pack_array(&pk, (size_t)sched_n);
-	for (int i = 0; i < sched_n; i++) {
+	msgpack_pack_array(&pk, (size_t)S.n);
+	for (int i = 0; i < S.n; i++) {
 		msgpack_pack_array(&pk, 4);
-		msgpack_pack_int(&pk, sched_s[i].tid);
+		msgpack_pack_int(&pk, S.s[i].tid);
 		for (int j = 0; j < 3; j++)
-			msgpack_pack_uint64(&pk, sched_s[i].v[j]);
+			msgpack_pack_uint64(&pk, S.s[i].v[j]);
 	}
 	frame_end();
 }
@@ -948,27 +1060,41 @@ static void make_path(char *buf, size_t n, int seq)
 		snprintf(buf, n, "%s/%s-%s-%d.ddpspy", dsp_cfg.out, role_tag(tag, sizeof tag), h, (int)getpid());
 }
 
+/* The descriptor just opened on W.path made ours (set_fd), and 0; or -1 when the program put a file of
+ * its own at that number (a dup2 onto it) in the instant before it was ours to move out of the way:
+ * the number is the program's then. */
+static int own_opened(int fd)
+{
+	struct stat a, b;
+	set_fd(fd);
+	int cur = __atomic_load_n(&dsp_own_fd, __ATOMIC_SEQ_CST); /* (a dup2 since moves it) */
+	if (cur >= 0 && fstat(cur, &a) == 0 && lstat(W.path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+		W.own_dev = a.st_dev;
+		W.own_ino = a.st_ino;
+		return 0;
+	}
+	__atomic_compare_exchange_n(&dsp_own_fd, &cur, -1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	return -1;
+}
+
 static int open_file(void)
 {
 	unsigned char hdr[DDPSPY_FILE_HEADER_LEN] = {0};
+	int fd = -1;
 
 	/* exec keeps the pid: a second image of the same process takes the next free number */
 	for (int seq = 0; seq < 1000; seq++) {
 		make_path(W.path, sizeof W.path, seq);
-		set_fd(open(W.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND,
-			    (mode_t)dsp_cfg.file_mode));
-		if (dsp_own_fd >= 0 || errno != EEXIST)
+		fd = open(W.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, (mode_t)dsp_cfg.file_mode);
+		if (fd >= 0 || errno != EEXIST)
 			break;
 	}
+	for (int again = 0; fd >= 0 && own_opened(fd) < 0 && again < 8; again++)
+		fd = open(W.path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
 	if (dsp_own_fd < 0) {
 		dsp_warn("cannot create a trace file in %s (%s): this process runs untraced",
-			 dsp_cfg.out, strerror(errno));
+			 dsp_cfg.out, fd < 0 ? strerror(errno) : "its descriptor was taken");
 		return -1;
-	}
-	struct stat st;
-	if (fstat(dsp_own_fd, &st) == 0) {
-		W.own_dev = st.st_dev;
-		W.own_ino = st.st_ino;
 	}
 	W.file_size = 0;
 	memcpy(hdr, DDPSPY_MAGIC, DDPSPY_MAGIC_LEN);
@@ -999,8 +1125,11 @@ static int pick_fd(void)
 			return fd;
 		__atomic_store_n(&W.writing_fd, -1, __ATOMIC_SEQ_CST);
 		int nfd = open(W.path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+		struct stat at;
 		if (nfd >= 0 && (fstat(nfd, &st) < 0 || st.st_dev != W.own_dev || st.st_ino != W.own_ino)) {
-			close(nfd);
+			/* another file at the path is ours to close; another file at the number is not */
+			if (lstat(W.path, &at) == 0 && at.st_dev == st.st_dev && at.st_ino == st.st_ino)
+				close(nfd);
 			nfd = -1;
 		}
 		dsp_warn("the program took the trace file's descriptor %d; %s", fd,
@@ -1245,11 +1374,6 @@ static void flush_locked(int final, const char *end_reason)
 	write_out();
 }
 
-static int futex(int *w, int op, int val, const struct timespec *to)
-{
-	return (int)syscall(SYS_futex, w, op, val, to, NULL, 0);
-}
-
 /* ring.c's hook: a thread's ring passed half full. Wakes the writer unless it was woken already;
  * from a wrapper, so errno is kept. */
 void dsp_writer_wake(void)
@@ -1275,6 +1399,7 @@ static void *writer_main(void *arg)
 	dsp_stack_load();
 	pthread_mutex_unlock(&wlock);
 	pthread_setname_np(pthread_self(), "ddpspy-writer");
+	spawn_sampler();
 	for (;;) {
 		struct timespec to = {dsp_cfg.flush_ms / 1000, (dsp_cfg.flush_ms % 1000) * 1000000};
 		futex(&W.wake_word, FUTEX_WAIT_PRIVATE, WAKE_NONE, &to);
@@ -1422,6 +1547,7 @@ void dsp_writer_atfork_child(void)
 	close_fd();
 	modents_free(W.msnap, W.nmsnap); /* the child's file lists every object again */
 	W = W_INIT;
+	S = (struct sampler){0}; /* the parent's sampler is not in the child: the child's writer starts one */
 	msgpack_sbuffer_clear(&out);
 	tab_clear(&stacks);
 	tab_clear(&names);

@@ -13,9 +13,23 @@
  *                        the loaded objects) while the main thread forks N children that walk
  *                        the loaded objects and exec /bin/true, as mpirun's children do
  *   forker forkearly     forks at once, while ddpspy's writer thread is still starting (it
- *                        loads libunwind then); the child walks the loaded objects and execs */
+ *                        loads libunwind then); the child walks the loaded objects and execs
+ *   forker fdlowest S    records and starts eight threads that block 1.2 ms at a time, then waits
+ *                        0.3 s: ddpspy's descriptors in the program's table (the trace file,
+ *                        libunwind's pipe) are opened once, by then. For S seconds the main
+ *                        thread then opens /dev/null,
+ *                        closes it, opens it again and must get the same number (the lowest
+ *                        free), dup2s it onto the next number and must find /dev/null there;
+ *                        prints how often each failed and exits 1 if any did
+ *   forker noshare CMD...  execs CMD under a seccomp filter that refuses unshare(2) with EPERM
+ *                          (as Docker's default profile does) */
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -162,6 +176,55 @@ int main(int argc, char **argv)
 			usleep(10000); /* several writer flushes happen meanwhile */
 		}
 		return 0;
+	}
+	if (argc >= 3 && !strcmp(argv[1], "fdlowest")) {
+		pthread_t idle[8];
+		stat("/nonexistent/ddpspy-before-fdlowest", &st);
+		for (int i = 0; i < 8; i++)
+			pthread_create(&idle[i], NULL, blocker, NULL);
+		usleep(300000);
+		struct stat null;
+		stat("/dev/null", &null);
+		struct timespec t0, now;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		long rounds = 0, moved = 0, busy = 0, lost = 0;
+		do {
+			int a = open("/dev/null", O_RDONLY);
+			close(a);
+			int b = open("/dev/null", O_RDONLY);
+			moved += b != a;
+			if (dup2(b, b + 1) != b + 1)
+				busy += errno == EBUSY;
+			else {
+				struct stat there;
+				lost += fstat(b + 1, &there) != 0 || there.st_rdev != null.st_rdev;
+				close(b + 1);
+			}
+			close(b);
+			rounds++;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+		} while (now.tv_sec - t0.tv_sec + (now.tv_nsec - t0.tv_nsec) * 1e-9 < atof(argv[2]));
+		stop = 1;
+		for (int i = 0; i < 8; i++)
+			pthread_join(idle[i], NULL);
+		printf("%ld rounds: %ld reopened elsewhere, %ld dup2 EBUSY, %ld dup2 targets lost\n", rounds, moved, busy, lost);
+		return moved || busy || lost;
+	}
+	if (argc >= 3 && !strcmp(argv[1], "noshare")) {
+		struct sock_filter f[] = {
+			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, 0, 1),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		};
+		struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+			perror("seccomp");
+			return 1;
+		}
+		execvp(argv[2], argv + 2);
+		perror(argv[2]);
+		return 127;
 	}
 	if (argc >= 2 && !strcmp(argv[1], "spin")) {
 		printf("spinning\n");

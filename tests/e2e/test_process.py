@@ -84,6 +84,38 @@ for how in ["closerange", "rawclose", "dup2"]:
     ok(rc == 0 and st.count("/nonexistent/ddpspy-during-fdgame") == 40 and len(ends) == 1
        and ends[0]["complete"] == 1 and ends[0]["dropped"] == 0,
        "fdgame %s: the trace has all 40 events after the game and ends complete" % how)
+# every thread's CPU time is read from /proc ten times a second, a file each, in a descriptor table
+# of ddpspy's own: the program's table never sees a descriptor of ours come and go, so a number it
+# just closed is the one its next open gets, and a dup2 onto the next number never fails with EBUSY
+# nor has its file closed under it (in a shared table all three happened within 1.5 s)
+out = os.path.join(d, "fdlowest")
+p = traced([forker, "fdlowest", "1.5"], out, timeout=60)
+recs, rc, _ = dump(out)
+ok(p.returncode == 0 and " 0 reopened elsewhere, 0 dup2 EBUSY, 0 dup2 targets lost" in p.stdout,
+   "1.5 s of close-then-open and dup2 onto the next number while ddpspy reads /proc: every open gets the "
+   "number just closed, every dup2 succeeds and keeps its file (%s)" % (p.stdout.strip() or p.stderr.strip()[-200:]))
+sc = of(recs, "sched")
+per = {}
+for r in sc:
+    per.setdefault(r["t_ns"], set()).add(r["tid"])
+ok(len(per) >= 12 and max(len(v) for v in per.values()) >= 11 and not of(recs, "end")[0]["sched_error"],
+   "meanwhile the threads' CPU time was read: %d samples, up to %d threads (main, 8 blocking, the writer, "
+   "the reader)" % (len(per), max([len(v) for v in per.values()] or [0])))
+# a process that may not make a descriptor table of its own (a seccomp profile that refuses
+# unshare, as Docker's default does) reads no CPU time, runs as before, and its file and the
+# report say why
+out = os.path.join(d, "noshare")
+p = traced([forker, "noshare", forker, "fdlowest", "0.5"], out, env={"RANK": "0", "WORLD_SIZE": "1"}, timeout=60)
+recs, rc, _ = dump(out)
+ends = of(recs, "end")  # (one: the image before the exec recorded nothing, so it has no file)
+ok(p.returncode == 0 and " 0 reopened elsewhere" in p.stdout and len(ends) == 1 and not of(recs, "sched")
+   and ends[0]["sched_error"] == "unshare(CLONE_FILES): Operation not permitted",
+   "under a seccomp filter that refuses unshare: the program runs, its file has no CPU time and says why (%s)"
+   % [e["sched_error"] for e in ends])
+rp = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=120)
+warns = json.loads(rp.stdout)["job"]["warnings"] if rp.returncode == 0 else []
+ok(any(w.startswith("CPU contention was not measured on 1 of 1 ranks (rank 0: unshare(CLONE_FILES): "
+                    "Operation not permitted)") for w in warns), "the report warns that CPU contention was not measured")
 # fork while other threads unwind their stacks: glibc's fork leaves the loader's write lock as it
 # was, so a child forked mid-unwind must not inherit it held (mpirun's children hung in exec)
 out = os.path.join(d, "forkunwind")
