@@ -34,8 +34,9 @@ struct ev {                /* one recorded call, times aligned to the job's cloc
 	int32_t peer, tag;     /* point-to-point: its send's or receive's; -1 none */
 	union {
 		struct { int32_t rpeer, rtag, rseq; }; /* op sendrecv: its receive's peer, tag, order */
-		struct { uint32_t req; int32_t count; }; /* other point-to-point calls and waits: the (first)
-		                                          * request, folded to 32 bits, 0 none; how many */
+		struct { uint32_t req; int32_t count; }; /* other point-to-point calls, nonblocking collectives
+		                                          * and waits: the (first) request, folded to 32 bits,
+		                                          * 0 none; how many */
 	};
 	int16_t kind;
 	int8_t op, fdclass;
@@ -93,6 +94,8 @@ struct proc {
 	 * than collectives are not kept): file-read bytes per BIN_NS of the process's clock, and
 	 * calls and time per directory over the whole run */
 	int64_t shift;         /* added to the process's times so far (realtime, offset) */
+	double drift;          /* then the clock's drift: + drift x (time - drift_ref) (clocks.c) */
+	int64_t drift_ref;
 	int64_t bin0, span;    /* first event (own clock) and the span of its events */
 	double *rbins;         /* at most MAX_BINS of binw ns each: two merge into one when full */
 	size_t nbins;
@@ -100,6 +103,20 @@ struct proc {
 	struct dirstat { char *dir; double calls, ms, bytes; } *dstat;
 	int ndstat;
 };
+
+/* A time of p's file (ns, its own clock) on the job's clock, and back: the constant shift
+ * (CLOCK_REALTIME's anchor, the measured offset), then the drift's correction (clocks.c). */
+static inline int64_t an_job_time(const struct proc *p, int64_t t)
+{
+	int64_t u = t + p->shift;
+	return p->drift != 0 ? u + (int64_t)(p->drift * (double)(u - p->drift_ref)) : u;
+}
+
+static inline int64_t an_file_time(const struct proc *p, int64_t t)
+{
+	int64_t u = p->drift != 0 ? p->drift_ref + (int64_t)((double)(t - p->drift_ref) / (1 + p->drift)) : t;
+	return u - p->shift;
+}
 
 #define BIN_NS 100000000 /* the first width of a read-bytes bin */
 #define MAX_BINS 4096
@@ -234,6 +251,7 @@ struct analysis {
 	int nsampled;                  /* of nsteps, those the per-step figures come from */
 	const char *step_source;       /* collectives, markers, windows, none */
 	double wall_s;
+	int64_t t0;            /* the job's start on its clock: its ranks' first event */
 	uint64_t events, dropped;
 	const char *clock_method;
 	double clock_residual_us;

@@ -143,7 +143,7 @@ static inline int an_convert(const struct trace_event *e, struct ev *v)
 			return 1;
 		}
 	}
-	if (k->m & (DDPSPY_KM_P2P | DDPSPY_KM_WAITS)) {
+	if (k->m & (DDPSPY_KM_P2P | DDPSPY_KM_WAITS | DDPSPY_KM_NONBLOCKING)) {
 		uint64_t q = (uint64_t)an_arg(e, k->req, 0);
 		v->req = (uint32_t)(q ^ (q >> 32));
 		v->count = (int32_t)an_arg(e, k->count, 1);
@@ -302,7 +302,7 @@ int an_gpu_ranks(const struct analysis *a); /* ranks whose steps an_gpu_split sp
  * of one collective end together (clocks.c); *out malloc'ed */
 struct gend {
 	int32_t comm, seq;
-	int64_t end;
+	int64_t start, end;
 };
 size_t an_gpu_nccl_ends(const struct proc *p, struct gend **out);
 

@@ -79,8 +79,8 @@ static int delta(const struct proc *p, const struct thr *t, int64_t t0, int64_t 
 	if (!t->sched_seen)
 		return 0;
 	double r0, w0, r1, w1;
-	cum_at(t, t0 - p->shift, &r0, &w0);
-	cum_at(t, t1 - p->shift, &r1, &w1);
+	cum_at(t, an_file_time(p, t0), &r0, &w0);
+	cum_at(t, an_file_time(p, t1), &r1, &w1);
 	*run = fmax(0, r1 - r0);
 	*wait = fmax(0, w1 - w0);
 	return 1;

@@ -415,11 +415,11 @@ static void place(struct proc *p)
 	struct gpuproc *g = p->gpu;
 	g->placed = 1;
 	for (size_t i = 0; i < g->nw; i++) {
-		g->w[i].t += p->shift;
-		g->w[i].launch += p->shift;
+		g->w[i].t = an_job_time(p, g->w[i].t);
+		g->w[i].launch = an_job_time(p, g->w[i].launch);
 	}
 	for (size_t i = 0; i < g->na; i++)
-		g->api[i].t += p->shift;
+		g->api[i].t = an_job_time(p, g->api[i].t);
 }
 
 size_t an_gpu_nccl_ends(const struct proc *p, struct gend **out)
@@ -435,7 +435,7 @@ size_t an_gpu_nccl_ends(const struct proc *p, struct gend **out)
 	for (size_t i = 0; i < g->nw; i++)
 		if (g->w[i].cls == GW_NCCL && g->w[i].seq >= 0)
 			(*out)[n++] = (struct gend){ g->w[i].comm == INT32_MIN ? -7 : g->w[i].comm, g->w[i].seq,
-						     g->w[i].t + g->w[i].d + p->shift };
+						     an_job_time(p, g->w[i].t), an_job_time(p, g->w[i].t + g->w[i].d) };
 	return n;
 }
 
@@ -505,7 +505,7 @@ struct hostlanes *an_gpu_lanes_new(const struct proc *p)
 	}
 	for (size_t i = 0; h && i < g->nw; i++) /* (a few bytes read back, a loss's .item(), are a sync) */
 		if (g->w[i].pageable && g->w[i].bytes >= PAGEABLE_MIN)
-			h->page[h->npage++] = g->w[i].launch + p->shift; /* (gpu.c's own times move later: place) */
+			h->page[h->npage++] = an_job_time(p, g->w[i].launch); /* (gpu.c's own times move later: place) */
 	return h;
 }
 
@@ -993,8 +993,8 @@ int an_gpu_work(const struct proc *p, size_t i, struct gpuitem *it)
 	if (!g || i >= g->nw)
 		return -1;
 	const struct gwork *w = &g->w[i];
-	int64_t sh = g->placed ? 0 : p->shift;
-	*it = (struct gpuitem){ .t = w->t + sh, .d = w->d, .launch = w->launch + sh, .bytes = w->bytes,
+	*it = (struct gpuitem){ .t = g->placed ? w->t : an_job_time(p, w->t), .d = w->d,
+				.launch = g->placed ? w->launch : an_job_time(p, w->launch), .bytes = w->bytes,
 				.stream = w->stream, .corr = w->corr, .comm = w->comm, .seq = w->seq, .op = w->op,
 				.pageable = w->pageable, .cls = cls[w->cls], .nccl = w->cls == GW_NCCL };
 	if (w->cls == GW_COMPUTE || w->cls == GW_NCCL) {

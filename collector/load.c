@@ -437,7 +437,7 @@ double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1)
 	double s = 0;
 	if (!p->rbins)
 		return 0;
-	int64_t a = (t0 - p->shift - p->bin0) / p->binw, b = (t1 - p->shift - p->bin0) / p->binw;
+	int64_t a = (an_file_time(p, t0) - p->bin0) / p->binw, b = (an_file_time(p, t1) - p->bin0) / p->binw;
 	for (int64_t i = a < 0 ? 0 : a; i <= b && i < (int64_t)p->nbins; i++)
 		s += p->rbins[i];
 	return s;
@@ -558,7 +558,7 @@ int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *
 		struct ev v;
 		if (!an_convert(&e, &v))
 			continue;
-		v.t += p->shift;
+		v.t = an_job_time(p, v.t);
 		if (fn(ctx, &v))
 			break;
 	}
@@ -595,7 +595,7 @@ int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const str
 			if (trace_cursor_next(&c[h], &e) <= 0)
 				live[h] = 2; /* ended: closed below */
 			else if (an_convert(&e, &head[h]) && (an_p2p_number(&num[h], &head[h]), an_kept_sync(&head[h]))) {
-				head[h].t += p->shift;
+				head[h].t = an_job_time(p, head[h].t);
 				live[h] = 3;
 			}
 		}

@@ -194,7 +194,10 @@ static void print_json(const struct analysis *a)
 		json_num(&j, "collective", round(ri->coll_bytes));
 		json_num(&j, "read", round(ri->read_bytes));
 		json_close(&j);
-		json_num(&j, "clock_offset_us", (double)ri->p->offset / 1e3);
+		/* the correction at the job's start, and how it changes per second after */
+		json_num(&j, "clock_offset_us",
+			 (double)(ri->p->offset + (int64_t)(ri->p->drift * (double)(a->t0 - ri->p->drift_ref))) / 1e3);
+		json_num(&j, "clock_drift_us_per_s", round(ri->p->drift * 1e7) / 10);
 		if (ri->cpu.have) {
 			/* the training thread's time on a CPU and waiting for one, of the analysed span */
 			json_obj(&j, "cpu");

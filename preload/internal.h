@@ -69,9 +69,10 @@ void dsp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * vDSO. Raw values are converted by the collector from the calibration records. */
 extern int dsp_use_tsc;
 void dsp_clock_init(void);
-/* Test only: shifts this process's clock calibration by DDPSPY_CLOCK_OFFSET_NS (one value, or a
- * comma list indexed by rank), as if its host's clocks were that far off. Call once the rank is
- * known, before the first dsp_clock_sample. */
+/* Test only: shifts this process's clock calibration by DDPSPY_CLOCK_OFFSET_NS (one item, or a
+ * comma list indexed by rank; an item is OFFSET or OFFSET:RATE, RATE ns gained per second), as if
+ * its host's clocks were that far off and drifting. Call once the rank is known, before the first
+ * dsp_clock_sample. */
 void dsp_clock_offset_init(int rank);
 static inline uint64_t dsp_now(void)
 {

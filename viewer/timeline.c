@@ -242,11 +242,11 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	struct rdctx *c = ctx;
 	struct vw_call call = { .e = e };
 	if (e->kind == DDPSPY_EV_NVTX && c->r->nvtx)
-		c->r->nvtx(c->r->ctx, c->p, e, e->t_ns + c->p->shift);
+		c->r->nvtx(c->r->ctx, c->p, e, an_job_time(c->p, e->t_ns));
 	if (!an_convert(e, &call.v))
 		return 0;
 	const struct kind *k = an_kind(e->kind);
-	call.v.t += c->p->shift;
+	call.v.t = an_job_time(c->p, call.v.t);
 	int64_t fd = k->m & DDPSPY_KM_FD_IS_RET ? an_arg(e, an_argpos(e->kind, "ret"), -1) : call.v.fd;
 	if (e->str_index >= 0 && e->str_index == k->path) {
 		call.path = e->str;

@@ -27,11 +27,11 @@ LIB = os.path.join(BUILD, "libddpspy.so")
 TR = [TORCHRUN, "--standalone", "--nproc_per_node=2", "--redirects", "1", "--tee", "1", TRAIN, "--data", data]
 
 
-def traced(name, args, via_run=False, script=None):
+def traced(name, args, via_run=False, script=None, env_extra=None):
     """One traced run: (the trainer's own JSON summary, report JSON)."""
     out = os.path.join(d, name)
     shutil.rmtree(out, ignore_errors=True)  # a re-run's files must not join the last run's
-    env = dict(os.environ)
+    env = dict(os.environ, **(env_extra or {}))
     tr = TR if script is None else TR[:TR.index(TRAIN)] + [script]
     if via_run:
         cmd = [DDPSPY, "run", "-o", out, "--"] + tr + args
@@ -119,17 +119,25 @@ live("healthy", healthy)
 # it. A run in which rank 0 was itself slowed so much that rank 1 was not late by most of its sleep
 # did not make the straggler it was asked for (seen once in CI: rank 0 computed 60 ms longer than
 # rank 1).
+# with rank 1's clock 500 ms ahead (test-only DDPSPY_CLOCK_OFFSET_NS): gloo's all-reduce exits align
+# it again, and the straggler is the same
 def delay(k):
-    t, j = traced("delay", STEPS + ["--straggler-delay", "60"])
+    t, j = traced("delay", STEPS + ["--straggler-delay", "60"], env_extra={"DDPSPY_CLOCK_OFFSET_NS": "0,500000000"})
     if j is None:
         return [(False, "straggler by delay reported")]
+    off = [r["clock_offset_us"] for r in j["ranks"]]
+    res = j["job"]["clock"]["max_offset_us"]
+    tol = max(100, res or 0)  # (a busy host spreads the exits: then within what the report says it measured)
     late = t["ranks"][1]["backward_late_ms"]
     f = find(j, "straggler")
     want = late / t["step_ms_p50"]
     return [(late >= 0.8 * 60 and f and f[0]["rank"] == 1 and f[0]["evidence"]["cause"] == "host"
              and abs(f[0]["severity"] - want) <= 0.25 * want,
              "straggler rank 1, cause host (a Python sleep), severity within 25%% of its lateness over the step "
-             "(%.1f ms, the sleep is 60), %.2f: %s" % (late, want, kinds(j)))]
+             "(%.1f ms, the sleep is 60), %.2f: %s" % (late, want, kinds(j))),
+            (len(off) == 2 and res is not None and abs(off[1] - off[0] + 500000) <= tol,
+             "rank 1's clock, 500 ms ahead, corrected by %.1f us, within %.0f us (residual %s us, %s)"
+             % (off[1] - off[0] if len(off) == 2 else 0, tol, res, j["job"]["clock"]["method"]))]
 
 
 live("delay", delay)
