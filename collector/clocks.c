@@ -275,44 +275,83 @@ static int cmp_cpt_t(const void *a, const void *b)
 }
 
 /* the instances, each with every rank's view, in the order the lowest rank joined them */
+/* an instance's key and its row, sorted by key to be found by bsearch (16 bytes an instance:
+ * instances grow with the trace while every call is kept) */
+struct krow {
+	int64_t key;
+	size_t k;
+};
+
+static int cmp_krow(const void *a, const void *b)
+{
+	int64_t x = ((const struct krow *)a)->key, y = ((const struct krow *)b)->key;
+	return (x > y) - (x < y);
+}
+
+static int64_t key_of(const struct cpt *c)
+{
+	return (int64_t)((uint64_t)(uint32_t)c->comm << 32 | (uint32_t)c->seq);
+}
+
 static int gather(struct analysis *a, void (*points)(const struct proc *, struct cpts *), struct mat *m)
 {
 	int R = a->nranks;
 	struct cpts c = { 0 };
-	struct itab key = { 0 };
 	points(a->ranks[0].p, &c);
 	sort_n(c.v, c.n, sizeof *c.v, cmp_cpt_t);
 	m->R = R;
 	m->K = 0;
 	m->x = malloc((c.n + 1) * (size_t)R * sizeof *m->x);
 	m->t = malloc((c.n + 1) * sizeof *m->t);
-	if (!m->x || !m->t) {
+	struct krow *ix = malloc((c.n + 1) * sizeof *ix);
+	if (!m->x || !m->t || !ix) {
 		free(c.v);
+		free(ix);
 		return -1;
 	}
-	for (size_t i = 0; i < c.n; i++) {
-		struct inst *in = an_inst_get(&key, c.v[i].comm, c.v[i].seq, 1);
-		if (!in || in->n)
-			continue; /* (a pair seen twice: the first) */
-		in->n = 1;
-		in->min_arr = (int64_t)m->K;
+	for (size_t i = 0; i < c.n; i++)
+		ix[i] = (struct krow){ key_of(&c.v[i]), i };
+	sort_n(ix, c.n, sizeof *ix, cmp_krow);
+	size_t nk = 0;
+	for (size_t i = 0; i < c.n; i++) /* (a pair seen twice: the first) */
+		if (!nk || ix[i].key != ix[nk - 1].key)
+			ix[nk++] = ix[i];
+	int *keep = calloc(c.n + 1, sizeof *keep);
+	if (!keep) {
+		free(c.v);
+		free(ix);
+		return -1;
+	}
+	for (size_t i = 0; i < nk; i++)
+		keep[ix[i].k] = 1;
+	size_t *row = malloc((c.n + 1) * sizeof *row);
+	for (size_t i = 0; row && i < c.n; i++) {
+		row[i] = m->K;
+		if (!keep[i])
+			continue;
 		for (int r = 0; r < R; r++)
 			*X(m, m->K, r) = (struct cpt){ .join = INT64_MIN };
 		*X(m, m->K, 0) = c.v[i];
 		m->t[m->K++] = c.v[i].join;
 	}
-	for (int r = 1; r < R; r++) {
+	for (size_t i = 0; row && i < nk; i++)
+		ix[i].k = row[ix[i].k];
+	free(keep);
+	for (int r = 1; row && r < R; r++) {
 		c.n = 0;
 		points(a->ranks[r].p, &c);
 		for (size_t i = 0; i < c.n; i++) {
-			struct inst *in = an_inst_get(&key, c.v[i].comm, c.v[i].seq, 0);
-			if (in && X(m, (size_t)in->min_arr, r)->join == INT64_MIN)
-				*X(m, (size_t)in->min_arr, r) = c.v[i];
+			struct krow q = { key_of(&c.v[i]), 0 };
+			const struct krow *f = bsearch(&q, ix, nk, sizeof *ix, cmp_krow);
+			if (f && X(m, f->k, r)->join == INT64_MIN)
+				*X(m, f->k, r) = c.v[i];
 		}
 	}
 	free(c.v);
-	free(key.v);
-	return 0;
+	free(ix);
+	int ok = row != NULL;
+	free(row);
+	return ok ? 0 : -1;
 }
 
 /* Every rank's clock against the lowest rank's from the instances points() finds, at least 3
