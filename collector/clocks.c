@@ -486,9 +486,10 @@ void an_clock_warning(struct analysis *a)
 {
 	if (a->nranks < 2 || !isnan(a->clock_residual_us))
 		return;
-	an_warn(a, "nothing in this trace checks the ranks' clocks against each other (fewer than 3 blocking "
-		"collectives every rank leaves together, and no NCCL kernels): their CLOCK_REALTIME is trusted "
-		"as it is, %s, and the residual is unknown", a->nhosts > 1 ? "across hosts" : "on one host");
+	an_warn(a, "nothing in this trace checks the ranks' clocks against each other (fewer than 3 collectives "
+		"every rank leaves together, blocking or completed by a wait, and no NCCL kernels): their "
+		"CLOCK_REALTIME is trusted as it is, %s, and the residual is unknown",
+		a->nhosts > 1 ? "across hosts" : "on one host");
 }
 
 
