@@ -157,6 +157,12 @@ double an_quantile(double *v, size_t n, double q); /* sorts v */
 int an_cmp_i64(const void *x, const void *y);
 int an_cmp_evp(const void *x, const void *y); /* struct ev pointers by start time */
 
+/* an instance's (comm, seq) as one number, comm << 32 | seq */
+static inline int64_t an_inst_key(int comm, int seq)
+{
+	return (int64_t)((uint64_t)(uint32_t)comm << 32 | (uint32_t)seq);
+}
+
 /* one collective instance, (comm, seq), over all ranks */
 struct inst {
 	int64_t key;          /* comm << 32 | seq; 0 free (seq 0 of comm 0 is stored as key -1) */

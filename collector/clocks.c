@@ -1,7 +1,7 @@
 /* Clocks: every process's times moved onto one job clock, first by its CLOCK_REALTIME anchor,
- * then, for the ranks, by the offset the ends of NCCL kernels (GPU jobs) or the exits of blocking
- * collectives show (every rank leaves them together); a rank's input workers move with it. Also
- * the job's span on that clock. */
+ * then, for the ranks, by the offset and drift that the collectives every rank leaves together
+ * show (NCCL kernels on GPU jobs; else the host's, blocking or completed by a wait), bounded by
+ * causality; a rank's input workers move with it. Also the job's span on that clock. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -274,7 +274,14 @@ static int cmp_cpt_t(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* the instances, each with every rank's view, in the order the lowest rank joined them */
+/* by instance, then by time: a rank that saw one twice keeps the first */
+static int cmp_cpt_key(const void *a, const void *b)
+{
+	const struct cpt *p = a, *q = b;
+	int64_t x = an_inst_key(p->comm, p->seq), y = an_inst_key(q->comm, q->seq);
+	return x != y ? (x > y) - (x < y) : cmp_cpt_t(a, b);
+}
+
 /* an instance's key and its row, sorted by key to be found by bsearch (16 bytes an instance:
  * instances grow with the trace while every call is kept) */
 struct krow {
@@ -288,70 +295,47 @@ static int cmp_krow(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static int64_t key_of(const struct cpt *c)
-{
-	return (int64_t)((uint64_t)(uint32_t)c->comm << 32 | (uint32_t)c->seq);
-}
-
+/* the instances the lowest rank saw, a row each in the order it joined them, with every rank's
+ * view of each */
 static int gather(struct analysis *a, void (*points)(const struct proc *, struct cpts *), struct mat *m)
 {
 	int R = a->nranks;
 	struct cpts c = { 0 };
 	points(a->ranks[0].p, &c);
-	sort_n(c.v, c.n, sizeof *c.v, cmp_cpt_t);
-	m->R = R;
-	m->K = 0;
-	m->x = malloc((c.n + 1) * (size_t)R * sizeof *m->x);
-	m->t = malloc((c.n + 1) * sizeof *m->t);
-	struct krow *ix = malloc((c.n + 1) * sizeof *ix);
-	if (!m->x || !m->t || !ix) {
-		free(c.v);
-		free(ix);
-		return -1;
-	}
+	sort_n(c.v, c.n, sizeof *c.v, cmp_cpt_key);
+	size_t n = 0;
 	for (size_t i = 0; i < c.n; i++)
-		ix[i] = (struct krow){ key_of(&c.v[i]), i };
-	sort_n(ix, c.n, sizeof *ix, cmp_krow);
-	size_t nk = 0;
-	for (size_t i = 0; i < c.n; i++) /* (a pair seen twice: the first) */
-		if (!nk || ix[i].key != ix[nk - 1].key)
-			ix[nk++] = ix[i];
-	int *keep = calloc(c.n + 1, sizeof *keep);
-	if (!keep) {
-		free(c.v);
-		free(ix);
-		return -1;
-	}
-	for (size_t i = 0; i < nk; i++)
-		keep[ix[i].k] = 1;
-	size_t *row = malloc((c.n + 1) * sizeof *row);
-	for (size_t i = 0; row && i < c.n; i++) {
-		row[i] = m->K;
-		if (!keep[i])
-			continue;
+		if (!n || an_inst_key(c.v[i].comm, c.v[i].seq) != an_inst_key(c.v[n - 1].comm, c.v[n - 1].seq))
+			c.v[n++] = c.v[i];
+	sort_n(c.v, n, sizeof *c.v, cmp_cpt_t);
+	m->R = R;
+	m->K = n;
+	m->x = malloc((n + 1) * (size_t)R * sizeof *m->x);
+	m->t = malloc((n + 1) * sizeof *m->t);
+	struct krow *ix = malloc((n + 1) * sizeof *ix);
+	int rc = m->x && m->t && ix ? 0 : -1;
+	for (size_t k = 0; !rc && k < n; k++) {
 		for (int r = 0; r < R; r++)
-			*X(m, m->K, r) = (struct cpt){ .join = INT64_MIN };
-		*X(m, m->K, 0) = c.v[i];
-		m->t[m->K++] = c.v[i].join;
+			*X(m, k, r) = (struct cpt){ .join = INT64_MIN };
+		*X(m, k, 0) = c.v[k];
+		m->t[k] = c.v[k].join;
+		ix[k] = (struct krow){ an_inst_key(c.v[k].comm, c.v[k].seq), k };
 	}
-	for (size_t i = 0; row && i < nk; i++)
-		ix[i].k = row[ix[i].k];
-	free(keep);
-	for (int r = 1; row && r < R; r++) {
+	if (!rc)
+		sort_n(ix, n, sizeof *ix, cmp_krow);
+	for (int r = 1; !rc && r < R; r++) {
 		c.n = 0;
 		points(a->ranks[r].p, &c);
 		for (size_t i = 0; i < c.n; i++) {
-			struct krow q = { key_of(&c.v[i]), 0 };
-			const struct krow *f = bsearch(&q, ix, nk, sizeof *ix, cmp_krow);
+			struct krow q = { an_inst_key(c.v[i].comm, c.v[i].seq), 0 };
+			const struct krow *f = bsearch(&q, ix, n, sizeof *ix, cmp_krow);
 			if (f && X(m, f->k, r)->join == INT64_MIN)
 				*X(m, f->k, r) = c.v[i];
 		}
 	}
 	free(c.v);
 	free(ix);
-	int ok = row != NULL;
-	free(row);
-	return ok ? 0 : -1;
+	return rc;
 }
 
 /* Every rank's clock against the lowest rank's from the instances points() finds, at least 3

@@ -37,7 +37,7 @@ int an_cmp_i64(const void *x, const void *y)
 
 static int64_t inst_key(int comm, int seq)
 {
-	int64_t k = (int64_t)((uint64_t)(uint32_t)comm << 32 | (uint32_t)seq);
+	int64_t k = an_inst_key(comm, seq);
 	return k ? k : -1;
 }
 

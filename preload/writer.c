@@ -871,6 +871,8 @@ static void each_number(const char *dir, void (*each)(int, void *), void *ctx)
 			int v = *name ? 0 : -1;
 			for (const char *c = name; *c && v >= 0; c++)
 				v = *c >= '0' && *c <= '9' ? v * 10 + (*c - '0') : -1;
+			/* (the directory's own descriptor is not handed out: closing it would end a walk
+			 * of descriptors; no thread's id is it, 0 in the sampler's empty table) */
 			if (v >= 0 && v != dfd)
 				each(v, ctx);
 			if (!reclen)
