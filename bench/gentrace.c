@@ -16,13 +16,16 @@
  * With "irregular", the all-reduces' sizes vary from call to call (the same on every rank), so
  * that no pattern repeats: the report falls back to time windows.
  *
+ * With "apart", each rank's all-reduces are on a communicator of its own (ranks that never talk):
+ * nothing in the trace checks the ranks' clocks against each other.
+ *
  * With "stall", every rank has a DataLoader worker process (a file of its own, role worker) and
  * waits 20 ms of each 40 ms step reading the worker's pipe; per step the worker reads 32 samples
  * of 4 KiB from /data/train (a pread of 500 us each: 16 ms per step) and imports 4 modules from
  * /usr/lib/python3/__pycache__ (a read of 64 KiB, 20 us each: four times the bytes of the
  * samples in a twentieth of their time). data_stall's evidence must name /data/train first.
  *
- * usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | irregular | stall | gloo SEED] */
+ * usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | irregular | apart | stall | gloo SEED] */
 #include <math.h>
 #include <msgpack.h>
 #include <stdint.h>
@@ -296,8 +299,9 @@ int main(int argc, char **argv)
 	int gloo = argc == 6 && !strcmp(argv[4], "gloo");
 	const char *mode = argc == 5 ? argv[4] : "";
 	int irregular = !strcmp(mode, "irregular"), sync = !strcmp(mode, "sync"), stall = !strcmp(mode, "stall");
-	if (argc < 4 || argc > 6 || (argc == 5 && !sync && !irregular && !stall) || (argc == 6 && !gloo)) {
-		fprintf(stderr, "usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | irregular | stall | gloo SEED]\n");
+	int apart = !strcmp(mode, "apart");
+	if (argc < 4 || argc > 6 || (argc == 5 && !sync && !irregular && !stall && !apart) || (argc == 6 && !gloo)) {
+		fprintf(stderr, "usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | irregular | apart | stall | gloo SEED]\n");
 		return 2;
 	}
 	uint64_t seed = gloo ? strtoull(argv[5], NULL, 10) : 0;
@@ -358,7 +362,7 @@ int main(int argc, char **argv)
 				add(&train, DDPSPY_EV_READ, s0 + 1000, 20000, 4, a1);
 			for (int b = 0; b < 3; b++) {
 				int64_t bytes = irregular ? 4096 * (1 + (int64_t)((uint32_t)seq * 2654435761u >> 20)) : 1048576;
-				int64_t a2[7] = { DDPSPY_OP_ALLREDUCE, 0, seq++, bytes, -1, 0x1000 + b, 0 };
+				int64_t a2[7] = { DDPSPY_OP_ALLREDUCE, apart ? r + 1 : 0, seq++, bytes, -1, 0x1000 + b, 0 };
 				add(&train, DDPSPY_EV_MPI_ICOLL, s0 + 20000000 + b * 5000000 + r * 1000, 50000, 7, a2);
 			}
 			int64_t a3[4] = { DDPSPY_OP_WAITALL, 3, 0x1000, 0 };

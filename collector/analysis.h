@@ -255,6 +255,7 @@ struct analysis {
 	uint64_t events, dropped;
 	const char *clock_method;
 	double clock_residual_us;
+	int clock_unmeasured;          /* ranks the clock signal did not reach (their realtime kept) */
 	double step_p50, step_p95, step_max;
 	double shares[CAT_COUNT];      /* critical-path verdict shares */
 	const char *bound;

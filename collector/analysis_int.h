@@ -356,6 +356,15 @@ struct an_p2pmsg {
 	int send;
 };
 int an_p2p_msgs(const struct proc *p, const struct ev *e, struct an_p2pmsg m[2]);
+/* every message matched whose receive completed in a call that blocked for it (a blocking receive,
+ * MPI_Sendrecv, the wait that completed an Irecv): its sender s and when s posted the send, its
+ * receiver r and when that call returned, on their clocks as they stand (clocks.c: r had it only
+ * after s sent it). *out is malloc'ed (NULL when out of memory); returns how many. */
+struct an_msg {
+	int s, r;
+	int64_t sent, recvd;
+};
+size_t an_p2p_messages(struct analysis *a, struct an_msg **out);
 
 /* ---- cpu.c: CPU time and contention, from the threads' schedstat ---- */
 struct trace_sched;

@@ -84,15 +84,9 @@ struct cpts {
 
 static void cpt_add(struct cpts *c, int32_t comm, int32_t seq, int64_t join, int64_t done)
 {
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? 2 * c->cap : 256;
-		struct cpt *v = realloc(c->v, cap * sizeof *v);
-		if (!v)
-			return;
-		c->v = v;
-		c->cap = cap;
-	}
-	c->v[c->n++] = (struct cpt){ comm, seq, join, done };
+	struct cpt *v = room_for(c->v, c->n, &c->cap, sizeof *v, 256);
+	if (v)
+		(c->v = v)[c->n++] = (struct cpt){ comm, seq, join, done };
 }
 
 /* The host's: blocking symmetric collectives, and nonblocking ones with the wait that completed
@@ -149,25 +143,34 @@ static void gpu_points(const struct proc *p, struct cpts *c)
  * together, to within microseconds, when each was on a CPU as it ended: the median of r's exits
  * against the lowest rank's is o_r. A rank off its CPU then (milliseconds at a time when a host
  * has fewer cores than busy threads) leaves late; the median resists that while it is the
- * exception. Causality bounds the estimate besides: r saw instance k done only after every rank L
- * joined it, so done_r,k - o_r >= join_L,k - o_L, that is o_r - o_L <= done_r,k - join_L,k. The
- * tightest bound of each pair over the instances, and the tightest path of bounds through the
- * other ranks (Floyd-Warshall up to MAX_PATHS ranks; beyond, the lowest rank's only), put o_r in
- * [lo, hi], and a median outside is moved to the nearer end (the message-causality reasoning of Scalasca's and
- * Vampir's clock controllers, for collectives, whose every rank sends to every other). The
- * residual is the median distance of r's exits from the estimate: how closely the trace says the
- * clocks agree, measured.
+ * exception.
  *
- * Drift: over DRIFT_MIN_SPAN or more, with WINDOW_MIN instances per window at least, the job is cut
- * into windows of equal counts; each window's estimate is o_r at its middle time, and a line
- * through them (least squares, each weighted by its residual) is the drift. With the drift taken
- * out of r's times, one estimate over the whole job gives the level and the residual.
+ * Causality bounds the estimate besides. r saw instance k done only after every rank L joined it,
+ * so done_r,k - o_r >= join_L,k - o_L, that is o_r - o_L <= done_r,k - join_L,k; and a receive
+ * returned only after its message was sent, so o_r - o_s <= recvd_r - sent_s for every message
+ * from s to r (p2p.c matches them). The tightest bound of each pair, and the tightest path of
+ * bounds through the other ranks (Bellman-Ford from and to the lowest rank over every pair's
+ * bound up to MAX_PATHS ranks; beyond, over the instances' bounds against the lowest rank and
+ * every pair's messages), put o_r in [lo, hi]: the message-causality reasoning of Scalasca's and
+ * Vampir's clock controllers, for collectives (whose every rank sends to every other) and
+ * messages. A median outside is moved to the nearer end. The residual is the median distance of
+ * r's exits from the estimate, no more than the interval's width: how closely the trace says the
+ * clocks agree, measured. A rank with no exits but both ends bounded (a program that only sends
+ * and receives) is put at the interval's middle, and its residual is the half-width: the most it
+ * can be off while causality holds.
+ *
+ * Drift: over DRIFT_MIN_SPAN or more, the job is cut into windows of equal counts (instances,
+ * WINDOW_MIN a window at least; without instances, messages, MSG_WINDOW_MIN); each window's
+ * estimate is o_r at its middle time, and a line through them (least squares, each weighted by its
+ * residual) is the drift. With the drift taken out of r's times, one estimate over the whole job
+ * gives the level and the residual.
  *
  * CLOCK_REALTIME is kept (no correction) where the trace cannot tell it wrong: 0 within [lo, hi],
  * and the offset and the drift over the job within the residual. Ranks on one host share its
  * clock, and a correction there would move them by the exits' noise. */
 #define DRIFT_MIN_SPAN 4000000000LL
 #define WINDOW_MIN 8
+#define MSG_WINDOW_MIN 64
 #define MAX_WINDOWS 8
 #define MAX_PATHS 64
 
@@ -183,89 +186,235 @@ static struct cpt *X(const struct mat *m, size_t k, int r)
 	return &m->x[k * (size_t)m->R + (size_t)r];
 }
 
-/* [lo[r], hi[r]] for o_r - o_0 from the instances in [k0, k1), times of rank r moved by
- * -b_r (t - tc) first (the drift found so far); infinite where nothing bounds it. Up to MAX_PATHS
- * ranks, every pair's bound and the tightest paths through the others (U: R x R scratch); beyond,
- * each rank's bounds against the lowest rank's only (K x R, not K x R x R). */
-static void bounds(const struct mat *m, size_t k0, size_t k1, const double *b, int64_t tc, double *U, double *lo,
-		   double *hi)
+/* a message from s to r, t: its send on the lowest rank's clock as first measured */
+struct tmsg {
+	int s, r;
+	int64_t sent, recvd, t;
+};
+
+/* what the trace has to measure clocks with: instances, messages, and where each window of the
+ * job starts in both */
+struct sig {
+	struct mat m;
+	struct tmsg *g;
+	size_t ng;
+	size_t W, k[MAX_WINDOWS + 1], j[MAX_WINDOWS + 1];
+	int64_t tc; /* the time about which drifts turn */
+};
+
+/* o_r - o_s <= w */
+struct edge {
+	int r, s;
+	double w;
+};
+
+struct edges {
+	struct edge *v;
+	size_t n, cap;
+};
+
+static void edge_add(struct edges *e, int r, int s, double w)
 {
+	struct edge *v = room_for(e->v, e->n, &e->cap, sizeof *v, 256);
+	if (v)
+		(e->v = v)[e->n++] = (struct edge){ r, s, w };
+}
+
+static int cmp_edge(const void *a, const void *b)
+{
+	const struct edge *x = a, *y = b;
+	if (x->r != y->r)
+		return (x->r > y->r) - (x->r < y->r);
+	if (x->s != y->s)
+		return (x->s > y->s) - (x->s < y->s);
+	return (x->w > y->w) - (x->w < y->w);
+}
+
+/* rank r's time x with the drift b about tc taken out, as a time from tc (a double holds
+ * nanoseconds since 1970 to a quarter of a microsecond only) */
+static double undrift(double b, int64_t x, int64_t tc)
+{
+	return (1 - b) * (double)(x - tc);
+}
+
+/* [lo[r], hi[r]] for o_r - o_0 from window w's instances and messages (every window: w == g->W),
+ * times of rank r moved by -b_r (t - tc) first (the drift found so far); infinite where nothing
+ * bounds it. U: R x R scratch up to MAX_PATHS ranks. */
+static void bounds(const struct sig *g, size_t w, const double *b, double *U, struct edges *E, double *lo, double *hi)
+{
+	const struct mat *m = &g->m;
 	int R = m->R;
-	if (R > MAX_PATHS) {
-		for (int r = 0; r < R; r++) {
-			lo[r] = r ? -INFINITY : 0;
-			hi[r] = r ? INFINITY : 0;
-		}
+	int64_t tc = g->tc;
+	size_t k0 = w < g->W ? g->k[w] : 0, k1 = w < g->W ? g->k[w + 1] : m->K;
+	size_t j0 = w < g->W ? g->j[w] : 0, j1 = w < g->W ? g->j[w + 1] : g->ng;
+	E->n = 0;
+	if (R <= MAX_PATHS) {
+		for (size_t i = 0; i < (size_t)R * (size_t)R; i++)
+			U[i] = INFINITY;
+		for (size_t k = k0; k < k1; k++)
+			for (int r = 0; r < R; r++) {
+				const struct cpt *xr = X(m, k, r);
+				if (xr->join == INT64_MIN)
+					continue;
+				double dr = undrift(b[r], xr->done, tc);
+				for (int L = 0; L < R; L++) {
+					const struct cpt *xl = X(m, k, L);
+					if (L != r && xl->join != INT64_MIN)
+						U[(size_t)r * (size_t)R + (size_t)L] =
+							fmin(U[(size_t)r * (size_t)R + (size_t)L], dr - undrift(b[L], xl->join, tc));
+				}
+			}
+		for (int r = 0; r < R; r++)
+			for (int L = 0; L < R; L++)
+				if (isfinite(U[(size_t)r * (size_t)R + (size_t)L]))
+					edge_add(E, r, L, U[(size_t)r * (size_t)R + (size_t)L]);
+	} else {
+		/* each rank against the lowest only: K x R, not K x R x R (lo, hi as scratch) */
+		for (int r = 0; r < R; r++)
+			lo[r] = hi[r] = INFINITY;
 		for (size_t k = k0; k < k1; k++) {
 			const struct cpt *x0 = X(m, k, 0);
 			for (int r = 1; x0->join != INT64_MIN && r < R; r++) {
 				const struct cpt *xr = X(m, k, r);
 				if (xr->join == INT64_MIN)
 					continue;
-				double dj = b[r] * (double)(xr->join - tc), dd = b[r] * (double)(xr->done - tc);
-				hi[r] = fmin(hi[r], (double)(xr->done - x0->join) - dd);
-				lo[r] = fmax(lo[r], (double)(xr->join - x0->done) - dj);
+				hi[r] = fmin(hi[r], undrift(b[r], xr->done, tc) - undrift(0, x0->join, tc));
+				lo[r] = fmin(lo[r], undrift(0, x0->done, tc) - undrift(b[r], xr->join, tc));
 			}
 		}
-		return;
+		for (int r = 1; r < R; r++) {
+			if (isfinite(hi[r]))
+				edge_add(E, r, 0, hi[r]);
+			if (isfinite(lo[r]))
+				edge_add(E, 0, r, lo[r]);
+		}
 	}
-	for (size_t i = 0; i < (size_t)R * (size_t)R; i++)
-		U[i] = INFINITY;
+	for (size_t j = j0; j < j1; j++) {
+		const struct tmsg *x = &g->g[j];
+		edge_add(E, x->r, x->s, undrift(b[x->r], x->recvd, tc) - undrift(b[x->s], x->sent, tc));
+	}
+	/* each pair's tightest */
+	sort_n(E->v, E->n, sizeof *E->v, cmp_edge);
+	size_t n = 0;
+	for (size_t i = 0; i < E->n; i++)
+		if (!n || E->v[i].r != E->v[n - 1].r || E->v[i].s != E->v[n - 1].s)
+			E->v[n++] = E->v[i];
+	E->n = n;
+	/* the tightest paths to the lowest rank (hi) and from it (-lo) */
 	for (int r = 0; r < R; r++)
-		U[(size_t)r * (size_t)R + (size_t)r] = 0;
-	for (size_t k = k0; k < k1; k++)
-		for (int r = 0; r < R; r++) {
-			const struct cpt *xr = X(m, k, r);
-			if (xr->join == INT64_MIN)
-				continue;
-			double dr = (double)xr->done - b[r] * (double)(xr->done - tc);
-			for (int L = 0; L < R; L++) {
-				const struct cpt *xl = X(m, k, L);
-				if (L == r || xl->join == INT64_MIN)
-					continue;
-				double jl = (double)xl->join - b[L] * (double)(xl->join - tc);
-				double *u = &U[(size_t)r * (size_t)R + (size_t)L];
-				*u = fmin(*u, dr - jl);
+		lo[r] = hi[r] = r ? INFINITY : 0;
+	for (int it = 0; it < R; it++) {
+		int changed = 0;
+		for (size_t i = 0; i < E->n; i++) {
+			const struct edge *e = &E->v[i];
+			if (e->w + hi[e->s] < hi[e->r]) {
+				hi[e->r] = e->w + hi[e->s];
+				changed = 1;
+			}
+			if (lo[e->r] + e->w < lo[e->s]) {
+				lo[e->s] = lo[e->r] + e->w;
+				changed = 1;
 			}
 		}
-	for (int q = 0; q < R; q++)
-		for (int i = 0; i < R; i++) {
-			double iq = U[(size_t)i * (size_t)R + (size_t)q];
-			if (!isfinite(iq))
-				continue;
-			for (int j = 0; j < R; j++) {
-				double *u = &U[(size_t)i * (size_t)R + (size_t)j];
-				*u = fmin(*u, iq + U[(size_t)q * (size_t)R + (size_t)j]);
-			}
-		}
-	for (int r = 0; r < R; r++) {
-		hi[r] = U[(size_t)r * (size_t)R];
-		lo[r] = -U[(size_t)r];
+		if (!changed)
+			break;
 	}
+	for (int r = 0; r < R; r++)
+		lo[r] = -lo[r];
 }
 
-/* Rank r's lead over the lowest rank in the instances [k0, k1), its drift (b about tc) taken out:
- * the median of its exits against the lowest rank's, moved into [lo, hi] where it falls outside
- * (an exit late for reasons of its own); *res, the median distance of those exits from it. -1
- * with fewer than 3 instances both saw. */
-static int estimate(const struct mat *m, size_t k0, size_t k1, int r, double b, int64_t tc, double lo, double hi,
-		    double *v, double *est, double *res)
+/* rank r's exits against the lowest rank's in [k0, k1), its drift (b about tc) taken out, into v */
+static size_t exits(const struct mat *m, size_t k0, size_t k1, int r, double b, int64_t tc, double *v)
 {
 	size_t n = 0;
 	for (size_t k = k0; k < k1; k++) {
 		const struct cpt *x0 = X(m, k, 0), *xr = X(m, k, r);
 		if (x0->join != INT64_MIN && xr->join != INT64_MIN)
-			v[n++] = (double)(xr->done - x0->done) - b * (double)(xr->done - tc);
+			v[n++] = undrift(b, xr->done, tc) - undrift(0, x0->done, tc);
 	}
-	if (n < 3)
-		return -1;
-	*est = an_quantile(v, n, 0.5);
-	if (lo <= hi)
-		*est = fmin(fmax(*est, lo), hi);
+	return n;
+}
+
+/* the median distance of v's n values from e (v is overwritten) */
+static double spread(double *v, size_t n, double e)
+{
 	for (size_t i = 0; i < n; i++)
-		v[i] = fabs(v[i] - *est);
-	*res = an_quantile(v, n, 0.5);
-	return 0;
+		v[i] = fabs(v[i] - e);
+	return an_quantile(v, n, 0.5);
+}
+
+/* Rank r's lead over the lowest rank in window w, its drift b taken out, *res how far off it may
+ * be: from 3 or more exits, their median moved into [lo, hi]; else from [lo, hi] alone where both
+ * ends are known, its middle. Returns 0 from exits, 1 from the bounds, -1 neither. */
+static int estimate(const struct sig *g, size_t w, int r, double b, double lo, double hi, double *v, double *est,
+		    double *res)
+{
+	size_t k0 = w < g->W ? g->k[w] : 0, k1 = w < g->W ? g->k[w + 1] : g->m.K;
+	size_t n = exits(&g->m, k0, k1, r, b, g->tc, v);
+	if (n >= 3) {
+		*est = an_quantile(v, n, 0.5);
+		if (lo <= hi)
+			*est = fmin(fmax(*est, lo), hi);
+		*res = spread(v, n, *est);
+		if (lo <= hi && isfinite(hi - lo))
+			*res = fmin(*res, hi - lo);
+		return 0;
+	}
+	if (!isfinite(hi - lo))
+		return -1;
+	*est = (lo + hi) / 2;
+	*res = fabs(hi - lo) / 2;
+	return 1;
+}
+
+static int cmp_tmsg(const void *a, const void *b)
+{
+	int64_t x = ((const struct tmsg *)a)->t, y = ((const struct tmsg *)b)->t;
+	return (x > y) - (x < y);
+}
+
+/* the first of n sorted times at or after x */
+static size_t first_at(const int64_t *t, size_t stride, size_t n, int64_t x)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (*(const int64_t *)((const char *)t + mid * stride) < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* the messages placed in time by a first estimate over the whole job (est0), sorted; the windows:
+ * of equal counts of instances, or of messages when there are fewer than 3 instances */
+static void windows(struct sig *g, const double *est0)
+{
+	const struct mat *m = &g->m;
+	for (size_t j = 0; j < g->ng; j++)
+		g->g[j].t = g->g[j].sent - (int64_t)llround(est0[g->g[j].s]);
+	sort_n(g->g, g->ng, sizeof *g->g, cmp_tmsg);
+	int by_inst = m->K >= 3;
+	size_t n = by_inst ? m->K : g->ng, min = by_inst ? WINDOW_MIN : MSG_WINDOW_MIN;
+	int64_t first = by_inst ? m->t[0] : g->g[0].t, last = by_inst ? m->t[m->K - 1] : g->g[g->ng - 1].t;
+	g->tc = by_inst ? m->t[m->K / 2] : g->g[g->ng / 2].t;
+	g->W = last - first >= DRIFT_MIN_SPAN ? n / min : 1;
+	g->W = g->W > MAX_WINDOWS ? MAX_WINDOWS : g->W < 1 ? 1 : g->W;
+	for (size_t w = 0; w <= g->W; w++) {
+		size_t i = n * w / g->W;
+		int64_t at = w == 0 ? INT64_MIN : w == g->W ? INT64_MAX : by_inst ? m->t[i] : g->g[i].t;
+		g->k[w] = by_inst ? i : w == g->W ? m->K : first_at(m->t, sizeof *m->t, m->K, at);
+		g->j[w] = !by_inst ? i : w == g->W || !g->ng ? g->ng : first_at(&g->g[0].t, sizeof *g->g, g->ng, at);
+	}
+}
+
+/* the time of window w's middle */
+static int64_t mid_time(const struct sig *g, size_t w)
+{
+	if (g->m.K >= 3)
+		return g->m.t[(g->k[w] + g->k[w + 1]) / 2];
+	return g->g[(g->j[w] + g->j[w + 1]) / 2].t;
 }
 
 static int cmp_cpt_t(const void *a, const void *b)
@@ -338,34 +487,55 @@ static int gather(struct analysis *a, void (*points)(const struct proc *, struct
 	return rc;
 }
 
-/* Every rank's clock against the lowest rank's from the instances points() finds, at least 3
- * shared with it for a rank to be corrected. *worst: the largest residual (us). Returns the ranks
- * corrected. */
-static int align_from(struct analysis *a, void (*points)(const struct proc *, struct cpts *), double *worst)
+
+/* Every rank's clock against the lowest rank's from the instances points() finds and, with msgs,
+ * the messages: a rank is corrected from 3 or more instances it shares with the lowest rank, or
+ * from both ends of its interval. *worst: the largest residual (us); *nb: the ranks measured by
+ * their bounds alone. Returns the ranks corrected. */
+static int align_from(struct analysis *a, void (*points)(const struct proc *, struct cpts *), int msgs, double *worst,
+		      int *nb)
 {
 	int R = a->nranks, refined = 0;
-	struct mat m = { 0 };
-	double *B = calloc((size_t)R, sizeof *B);
+	struct sig g = { 0 };
+	struct an_msg *am = NULL;
+	struct edges E = { 0 };
+	double *B = calloc((size_t)R, sizeof *B), *est0 = calloc((size_t)R, sizeof *est0);
 	double *lo = malloc((size_t)R * sizeof *lo), *hi = malloc((size_t)R * sizeof *hi);
 	double *U = R <= MAX_PATHS ? malloc((size_t)R * (size_t)R * sizeof *U) : NULL;
 	double *wm = malloc((size_t)R * MAX_WINDOWS * sizeof *wm), *ww = malloc((size_t)R * MAX_WINDOWS * sizeof *ww);
 	double wt[MAX_WINDOWS];
 	double *v = NULL;
-	if (!B || !lo || !hi || (!U && R <= MAX_PATHS) || !wm || !ww || gather(a, points, &m) < 0 || m.K < 3 ||
-	    !(v = malloc(m.K * sizeof *v)))
+	*nb = 0;
+	if (!B || !est0 || !lo || !hi || (!U && R <= MAX_PATHS) || !wm || !ww || gather(a, points, &g.m) < 0)
 		goto out;
-	int64_t tc = m.t[m.K / 2];
+	if (msgs) {
+		size_t n = an_p2p_messages(a, &am);
+		g.g = am ? malloc((n + 1) * sizeof *g.g) : NULL;
+		for (size_t j = 0; g.g && j < n; j++)
+			g.g[g.ng++] = (struct tmsg){ am[j].s, am[j].r, am[j].sent, am[j].recvd, 0 };
+	}
+	if ((g.m.K < 3 && !g.ng) || !(v = malloc((g.m.K + 1) * sizeof *v)))
+		goto out;
+	/* a first measure over the whole job places the messages in time */
+	g.W = 0;
+	g.tc = g.m.K ? g.m.t[g.m.K / 2] : g.g[g.ng / 2].sent;
+	if (g.ng) {
+		bounds(&g, 0, B, U, &E, lo, hi);
+		for (int r = 1; r < R; r++) {
+			double res;
+			if (estimate(&g, 0, r, 0, lo[r], hi[r], v, &est0[r], &res) < 0)
+				est0[r] = 0;
+		}
+	}
+	windows(&g, est0);
 	/* the drift, where the job is long enough to show one */
-	size_t W = m.t[m.K - 1] - m.t[0] >= DRIFT_MIN_SPAN ? m.K / WINDOW_MIN : 1;
-	W = W > MAX_WINDOWS ? MAX_WINDOWS : W;
-	if (W >= 2) {
-		for (size_t w = 0; w < W; w++) {
-			size_t k0 = m.K * w / W, k1 = m.K * (w + 1) / W;
-			bounds(&m, k0, k1, B, tc, U, lo, hi);
-			wt[w] = (double)(m.t[(k0 + k1) / 2] - tc);
+	if (g.W >= 2) {
+		for (size_t w = 0; w < g.W; w++) {
+			bounds(&g, w, B, U, &E, lo, hi);
+			wt[w] = (double)(mid_time(&g, w) - g.tc);
 			for (int r = 1; r < R; r++) {
 				double est, res;
-				int got = estimate(&m, k0, k1, r, 0, tc, lo[r], hi[r], v, &est, &res);
+				int got = estimate(&g, w, r, 0, lo[r], hi[r], v, &est, &res);
 				wm[(size_t)r * MAX_WINDOWS + w] = est;
 				ww[(size_t)r * MAX_WINDOWS + w] = got < 0 ? INFINITY : res;
 			}
@@ -373,7 +543,7 @@ static int align_from(struct analysis *a, void (*points)(const struct proc *, st
 		for (int r = 1; r < R; r++) {
 			/* weighted least squares over the windows, each by how closely its exits agree */
 			double s = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-			for (size_t w = 0; w < W; w++) {
+			for (size_t w = 0; w < g.W; w++) {
 				double width = ww[(size_t)r * MAX_WINDOWS + w], y = wm[(size_t)r * MAX_WINDOWS + w];
 				if (!isfinite(width))
 					continue;
@@ -389,19 +559,24 @@ static int align_from(struct analysis *a, void (*points)(const struct proc *, st
 				B[r] = (s * sxy - sx * sy) / den;
 		}
 	}
-	bounds(&m, 0, m.K, B, tc, U, lo, hi);
+	bounds(&g, g.W, B, U, &E, lo, hi);
 	for (int r = 1; r < R; r++) {
 		double est, res;
-		if (estimate(&m, 0, m.K, r, B[r], tc, lo[r], hi[r], v, &est, &res) < 0)
+		int how = estimate(&g, g.W, r, B[r], lo[r], hi[r], v, &est, &res);
+		if (how < 0)
 			continue;
 		/* CLOCK_REALTIME kept where the trace cannot tell it wrong: nothing it bounds excludes it,
 		 * and the offset and the drift over the job are within the exits' own spread (one host's
-		 * ranks share its clock: a correction there would only move them by that noise) */
-		double span = (double)(m.t[m.K - 1] - m.t[0]), e0, r0;
-		if (!(lo[r] > 0 || hi[r] < 0) && fabs(est) <= res && fabs(B[r]) * span <= res &&
-		    estimate(&m, 0, m.K, r, 0, tc, 0, 0, v, &e0, &r0) == 0) {
-			est = 0; /* (e0: 0, clamped; r0: the exits' spread about it) */
-			res = r0;
+		 * ranks share its clock: a correction there would only move them by that noise); how far
+		 * off 0 may be then: the interval's far end, or the exits' spread about 0 if less */
+		int64_t first = g.m.K >= 3 ? g.m.t[0] : g.g[0].t, last = g.m.K >= 3 ? g.m.t[g.m.K - 1] : g.g[g.ng - 1].t;
+		double span = (double)(last - first);
+		if (!(lo[r] > 0 || hi[r] < 0) && fabs(est) <= res && fabs(B[r]) * span <= res) {
+			size_t n = how == 0 ? exits(&g.m, 0, g.m.K, r, 0, g.tc, v) : 0;
+			res = fmax(hi[r], -lo[r]);
+			if (n >= 3)
+				res = fmin(res, spread(v, n, 0));
+			est = 0;
 			B[r] = 0;
 		}
 		/* rank r's time x goes to x - est - B (x - tc) */
@@ -409,14 +584,19 @@ static int align_from(struct analysis *a, void (*points)(const struct proc *, st
 		int64_t off = -(int64_t)llround(est);
 		shift_proc(p, off);
 		p->offset = off;
-		drift_proc(p, -B[r], tc + off);
+		drift_proc(p, -B[r], g.tc + off);
 		*worst = fmax(*worst, res / 1e3);
+		*nb += how == 1;
 		refined++;
 	}
 out:
-	free(m.x);
-	free(m.t);
+	free(g.m.x);
+	free(g.m.t);
+	free(g.g);
+	free(am);
+	free(E.v);
 	free(B);
+	free(est0);
 	free(lo);
 	free(hi);
 	free(U);
@@ -438,7 +618,7 @@ static void unalign(struct analysis *a)
 }
 
 /* Realtime anchors first; then each rank's offset and drift from its NCCL kernels where every
- * rank has them, else from the host's collectives. */
+ * rank has them, else from the host's collectives and messages. */
 void an_align_clocks(struct analysis *a)
 {
 	for (int i = 0; i < a->nprocs; i++)
@@ -449,7 +629,8 @@ void an_align_clocks(struct analysis *a)
 		return;
 	a->clock_residual_us = NAN; /* until a signal measures it */
 	double worst = 0;
-	if (align_from(a, gpu_points, &worst) == a->nranks - 1) {
+	int nb, got = align_from(a, gpu_points, 0, &worst, &nb);
+	if (got == a->nranks - 1) {
 		a->clock_method = "nccl-kernel-end";
 		a->clock_residual_us = worst;
 		align_workers(a);
@@ -457,26 +638,32 @@ void an_align_clocks(struct analysis *a)
 	}
 	unalign(a); /* (some rank had too few: the host's calls) */
 	worst = 0;
-	if (align_from(a, host_points, &worst)) {
-		a->clock_method = "collective-exit";
+	got = align_from(a, host_points, 1, &worst, &nb);
+	if (got) {
+		a->clock_method = !nb ? "collective-exit" : nb == got ? "message-causality" : "collective-exit+message-causality";
 		a->clock_residual_us = worst;
+		a->clock_unmeasured = a->nranks - 1 - got;
 		align_workers(a);
 	}
 }
 
 /* The residual is measured, never assumed: when nothing in the trace checked the ranks' clocks
- * against each other, the report says so (max_offset_us null) */
+ * against each other, the report says so (max_offset_us null); when it checked only some, which */
 void an_clock_warning(struct analysis *a)
 {
-	if (a->nranks < 2 || !isnan(a->clock_residual_us))
+	if (a->nranks < 2)
 		return;
-	an_warn(a, "nothing in this trace checks the ranks' clocks against each other (fewer than 3 collectives "
-		"every rank leaves together, blocking or completed by a wait, and no NCCL kernels): their "
-		"CLOCK_REALTIME is trusted as it is, %s, and the residual is unknown",
-		a->nhosts > 1 ? "across hosts" : "on one host");
+	if (isnan(a->clock_residual_us))
+		an_warn(a, "nothing in this trace checks the ranks' clocks against each other (fewer than 3 "
+			"collectives every rank leaves together, blocking or completed by a wait, no messages "
+			"received both ways, and no NCCL kernels): their CLOCK_REALTIME is trusted as it is, %s, "
+			"and the residual is unknown", a->nhosts > 1 ? "across hosts" : "on one host");
+	else if (a->clock_unmeasured)
+		an_warn(a, "the clocks of %d of %d ranks could not be checked against the lowest rank's (no "
+			"collectives shared with it and messages bounding them only one way): their CLOCK_REALTIME "
+			"is trusted as it is, and the residual covers the others only", a->clock_unmeasured,
+			a->nranks);
 }
-
-
 
 /* the span of every rank's events on the job clock */
 void an_wall_time(struct analysis *a)

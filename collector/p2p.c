@@ -106,27 +106,16 @@ struct match {
 
 static struct p2op *op_add(struct match *m)
 {
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? 2 * m->cap : 1024;
-		struct p2op *v = realloc(m->op, cap * sizeof *v);
-		if (!v)
-			return NULL;
-		m->op = v;
-		m->cap = cap;
-	}
-	return &m->op[m->n++];
+	struct p2op *v = room_for(m->op, m->n, &m->cap, sizeof *v, 1024);
+	return v ? &(m->op = v)[m->n++] : NULL;
 }
 
 static long blk_add(struct match *m, const struct ev *e, int r)
 {
-	if (m->nblk == m->cblk) {
-		size_t cap = m->cblk ? 2 * m->cblk : 1024;
-		struct an_p2pblk *v = realloc(m->blk, cap * sizeof *v);
-		if (!v)
-			return -1;
-		m->blk = v;
-		m->cblk = cap;
-	}
+	struct an_p2pblk *v = room_for(m->blk, m->nblk, &m->cblk, sizeof *v, 1024);
+	if (!v)
+		return -1;
+	m->blk = v;
 	m->blk[m->nblk] = (struct an_p2pblk){ .t = e->t, .d = e->d, .L = -1, .kind = e->kind, .op = e->op, .r = r,
 					      .root = -1 };
 	return (long)m->nblk++;
@@ -169,15 +158,9 @@ static void pend_add(struct match *m, struct pending *q, size_t i)
 		memmove(q->v, q->v + q->n / 2, (q->n - q->n / 2) * sizeof *q->v);
 		q->n -= q->n / 2;
 	}
-	if (q->n == q->cap) {
-		size_t cap = q->cap ? 2 * q->cap : 64;
-		size_t *v = realloc(q->v, cap * sizeof *v);
-		if (!v)
-			return;
-		q->v = v;
-		q->cap = cap;
-	}
-	q->v[q->n++] = i;
+	size_t *v = room_for(q->v, q->n, &q->cap, sizeof *v, 64);
+	if (v)
+		(q->v = v)[q->n++] = i;
 }
 
 /* wait e completes count pending operations, the first with its request: the last count posted
@@ -324,33 +307,66 @@ static void propagate(struct an_p2pblk *blk, size_t n, const size_t *pbo)
 	free(ord);
 }
 
+/* every rank's training thread's operations, sorted so that a send is followed by its receive;
+ * pbo (R + 1, may be NULL): where each rank's blocking calls start in m->blk */
+static void collect(struct analysis *a, struct match *m, size_t *pbo)
+{
+	int R = a->nranks;
+	for (int r = 0; r < R; r++) {
+		if (pbo)
+			pbo[r] = m->nblk;
+		gather_rank(a, m, r);
+	}
+	if (pbo)
+		pbo[R] = m->nblk;
+	sort_n(m->op, m->n, sizeof *m->op, cmp_op);
+}
+
+/* the first matched send at i or after it (its receive at the next index), m->n when none */
+static size_t next_pair(const struct match *m, size_t i)
+{
+	for (; i + 1 < m->n; i++) {
+		const struct p2op *s = &m->op[i], *q = &m->op[i + 1];
+		if (s->send && !q->send && s->seq >= 0 && !cmp_key(s, q))
+			return i;
+	}
+	return m->n;
+}
+
 /* Every rank's blocking point-to-point calls, each with how long it waited for which late peer:
  * sd->pblk, per rank in time order (sd->pbo[r] .. sd->pbo[r + 1]). */
 void an_p2p_match(struct analysis *a, struct stepdata *sd)
 {
 	struct match m = { 0 };
-	int R = a->nranks;
-	sd->pbo = calloc((size_t)R + 1, sizeof *sd->pbo);
+	sd->pbo = calloc((size_t)a->nranks + 1, sizeof *sd->pbo);
 	if (!sd->pbo)
 		return;
-	for (int r = 0; r < R; r++) {
-		sd->pbo[r] = m.nblk;
-		gather_rank(a, &m, r);
-	}
-	sd->pbo[R] = m.nblk;
-	sort_n(m.op, m.n, sizeof *m.op, cmp_op);
-	for (size_t i = 0; i + 1 < m.n; i++) {
-		struct p2op *s = &m.op[i], *q = &m.op[i + 1];
-		if (!s->send || q->send || s->seq < 0 || cmp_key(s, q))
-			continue;
+	collect(a, &m, sd->pbo);
+	for (size_t i = next_pair(&m, 0); i < m.n; i = next_pair(&m, i + 2)) {
+		const struct p2op *s = &m.op[i], *q = &m.op[i + 1];
 		if (q->blk >= 0)
 			charge(&m.blk[q->blk], s->post, s->r, 1);
 		if (s->blk >= 0)
 			charge(&m.blk[s->blk], q->post, q->r, 0);
-		i++;
 	}
 	free(m.op);
 	propagate(m.blk, m.nblk, sd->pbo);
 	sd->pblk = m.blk;
 	sd->npblk = m.nblk;
+}
+
+size_t an_p2p_messages(struct analysis *a, struct an_msg **out)
+{
+	struct match m = { 0 };
+	size_t n = 0;
+	collect(a, &m, NULL);
+	*out = malloc((m.n / 2 + 1) * sizeof **out);
+	for (size_t i = next_pair(&m, 0); *out && i < m.n; i = next_pair(&m, i + 2)) {
+		const struct p2op *s = &m.op[i], *q = &m.op[i + 1];
+		if (q->blk >= 0 && s->r != q->r)
+			(*out)[n++] = (struct an_msg){ s->r, q->r, s->post, m.blk[q->blk].t + m.blk[q->blk].d };
+	}
+	free(m.op);
+	free(m.blk);
+	return n;
 }

@@ -17,6 +17,19 @@ static inline void sort_n(void *base, size_t n, size_t size, int (*cmp)(const vo
 		qsort(base, n, size, cmp);
 }
 
+/* an array v of n items of size bytes, with room for one more: v itself, or v grown (doubling
+ * *cap from first); NULL when out of memory (v is left as it was) */
+static inline void *room_for(void *v, size_t n, size_t *cap, size_t size, size_t first)
+{
+	if (n < *cap)
+		return v;
+	size_t c = *cap ? 2 * *cap : first;
+	void *p = realloc(v, c * size);
+	if (p)
+		*cap = c;
+	return p;
+}
+
 #define TRACE_MAX_ARGS 16
 
 struct trace_calib {

@@ -2,7 +2,9 @@
 test-only DDPSPY_CLOCK_OFFSET_NS, items OFFSET:RATE in ns and ns per second), and the report's
 correction judged against that known truth over the whole job: in the testbed's default mode
 (bucket all-reduces as Iallreduce + Testall/Waitall, nothing blocking), --no-overlap, --markers,
-2 and 4 ranks, with the straggler, rank-0 and volume findings what the testbed injected.
+2 and 4 ranks, with the straggler, rank-0 and volume findings what the testbed injected; the
+halo-exchange stencil, whose point-to-point messages are its only signal, blocking and not, 2
+and 4 ranks; an NCCL-only job on the simulated device.
 
 Truth: rank r's file reads true CLOCK_MONOTONIC m plus k_r(m) = OFFSET_r + RATE_r (m - m0_r), m0_r
 its start (the process record's start_mono_ns, knob included); the correction that puts rank r on
@@ -69,18 +71,34 @@ def errors(out, j, items):
     return err
 
 
-def case(name, np, items, args, expect=None, need=TOL_US, env=None, method="collective-exit"):
-    """one live case: items the knob per rank, expect the findings (kind, rank) the testbed
+def bench(out, np, args, env):
+    return testbed(out, data, ["--hidden", "256"] + args, np, env)
+
+
+def stencil(out, np, args, env):
+    """the halo-exchange stencil (test_stencil), its point-to-point messages the only signal: no
+    all-reduce within its iterations"""
+    shutil.rmtree(out, ignore_errors=True)
+    p = subprocess.run([DDPSPY, "run", "-o", out, "--"] + MPIRUN + ["-np", str(np), os.path.join(APPS, "stencil"),
+                       "--reduce-every", "1000000"] + args, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, **env))
+    if p.returncode != 0:
+        print("# %s failed: %s" % (os.path.basename(out), p.stderr[-800:].replace("\n", "\n# ")))
+        return None, out
+    return json.loads(p.stdout.splitlines()[-1]), out
+
+
+def case(name, np, items, args, expect=None, need=TOL_US, env=None, method="collective-exit", run=bench):
+    """one live case: items the knob per rank, expect the findings (kind, rank) the program
     injected; corrections within need us of the truth wherever the residual lets that be judged"""
     def attempt(k):
-        truth, out = testbed(os.path.join(d, name), data, ["--hidden", "256"] + args, np,
-                             dict(env or {}, DDPSPY_CLOCK_OFFSET_NS=knob(items)))
+        truth, out = run(os.path.join(d, name), np, args, dict(env or {}, DDPSPY_CLOCK_OFFSET_NS=knob(items)))
         j = report(out) if truth else None
         if j is None:
             return [(False, "%s: ran and reported" % name)]
         res = j["job"]["clock"]["max_offset_us"]
         if res is None or res > need:
-            return ("not judged: the exits spread %s us (within %d needed): the host was too busy to measure "
+            return ("not judged: the signal leaves %s us (within %d needed): the host was too busy to measure "
                     "the clocks that closely" % (res, need))
         err = errors(out, j, items)
         worst = max(abs(e) for v in err.values() for e in v)
@@ -113,6 +131,17 @@ case("rank0-volume", 2, [(0, 0), (MS500, 50000)],
 # here is the +-500 ms offsets recovered to within 5 ms and the straggler found on the right rank.
 case("four-ranks", 4, [(0, 0), (MS500, 50000), (-MS500, -50000), (MS500 // 2, 50000)],
      ["--steps", "40", "--straggler-rank", "3", "--straggler-ms", "30"], [("straggler", 3)], need=5000)
+
+# programs that only send and receive: each message bounds its two ranks' clocks (its receive
+# returned after its send started); a halo exchange's messages go both ways, and the estimate is
+# the middle of what they leave. Blocking MPI_Sendrecv, a heavy rank, the reference rank off and
+# drifting, 5 s (the drift measured from the messages)
+case("stencil-drift", 2, [(MS500, -50000), (0, 0)], ["--iters", "2000", "--nx", "1024", "--ny", "1024",
+     "--heavy-rank", "1", "--heavy-factor", "2"], [("straggler", 1)], method="message-causality", run=stencil)
+case("stencil-nonblocking", 2, [(0, 0), (-MS500, 0)], ["--iters", "400", "--nx", "512", "--ny", "512", "--nonblocking"],
+     method="message-causality", run=stencil)
+case("stencil-4", 4, [(0, 0), (MS500, 0), (-MS500, 0), (MS500 // 2, 0)], ["--iters", "400", "--nx", "512", "--ny", "512"],
+     method="message-causality", run=stencil)
 
 # a GPU job on the simulated device: NCCL calls return at enqueue, nothing on the host is blocking;
 # the NCCL kernels' ends on the device align the clocks

@@ -106,6 +106,16 @@ if shutil.which("valgrind"):
     p, why = under_valgrind(["report", out], DDPSPY_REPORT_PREFIX="64", DDPSPY_REPORT_SAMPLE="64")
     ok(p.returncode == 0, "valgrind: no memory error or leak in streamed windows (rc=%d)%s" % (p.returncode, why))
 
+# Ranks that never talk (gentrace ... apart: each rank's all-reduces on a communicator of its own):
+# nothing checks their clocks against each other, and the report says so rather than claim a residual
+out = os.path.join(d, "apart")
+os.mkdir(out)
+subprocess.run([GEN, out, "2", "2000", "apart"], check=True)
+ja = measured(out)[0]
+ok(ja is not None and ja["job"]["clock"] == {"method": "realtime", "max_offset_us": None}
+   and any(w.startswith("nothing in this trace checks the ranks' clocks against each other") for w in ja["job"]["warnings"]),
+   "ranks that never talk: clock %s, residual unknown and a warning says so" % (ja and ja["job"]["clock"]))
+
 # PyTorch-shaped steps (gentrace ... gloo SEED): two all-reduces of unknown size per step on a
 # helper thread, the pause before the first varying from step to step (sd 30 ms). Every all-reduce
 # looks like every other, so the step is the period at which the long pause recurs; chance made a

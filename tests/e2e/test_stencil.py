@@ -71,14 +71,12 @@ for r in (0, 1):
     ok(p.returncode == 0 and len(sr) == 4 * 50 and all(e["op"] == "sendrecv" for e in sr) and len(real) == 2 * 50 and
        all(e["bytes"] == 8 * NX and e["rbytes"] == 8 * NX and e["rtag"] == e["tag"] for e in real),
        "rank %d, blocking: every MPI_Sendrecv (%d) with its send's and its receive's peer, tag and bytes" % (r, len(sr)))
-# point-to-point calls only: nothing the clock alignment uses (it does not read messages yet), and the
-# report says so rather than claim a residual
+# point-to-point calls only: the messages align the clocks (a receive returns after its send started)
 brep = subprocess.run([DDPSPY, "report", "--json", bout], capture_output=True, text=True, timeout=120)
 bj = json.loads(brep.stdout) if brep.returncode == 0 else None
-ok(bj is not None and bj["job"]["clock"] == {"method": "realtime", "max_offset_us": None}
-   and any(w.startswith("nothing in this trace checks the ranks' clocks against each other") for w in bj["job"]["warnings"]),
-   "blocking stencil, no collective: clock %s, residual unknown and a warning says so"
-   % (bj["job"]["clock"] if bj else None))
+ok(bj is not None and bj["job"]["clock"]["method"] == "message-causality" and bj["job"]["clock"]["max_offset_us"] is not None
+   and not any("clocks" in w for w in bj["job"]["warnings"]),
+   "blocking stencil, no collective: clock %s, from its messages" % (bj["job"]["clock"] if bj else None))
 rep = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=120)
 j = json.loads(rep.stdout) if rep.returncode == 0 else None
 kinds = [f["kind"] for f in j["findings"]] if j else None
