@@ -256,6 +256,7 @@ struct analysis {
 	const char *clock_method;
 	double clock_residual_us;
 	int clock_unmeasured;          /* ranks the clock signal did not reach (their realtime kept) */
+	int jobs;                      /* threads the reading and the split run on */
 	double step_p50, step_p95, step_max;
 	double shares[CAT_COUNT];      /* critical-path verdict shares */
 	const char *bound;
@@ -270,6 +271,7 @@ struct analysis {
 
 struct report_options {
 	int skip;            /* warm-up steps to skip */
+	int jobs;            /* threads (0: the CPUs this process may use) */
 	const int *ranks;    /* only these ranks (NULL: all) */
 	int nranks;
 };

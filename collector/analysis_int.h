@@ -12,6 +12,8 @@
 #ifndef DDPSPY_ANALYSIS_INT_H
 #define DDPSPY_ANALYSIS_INT_H
 
+#include <pthread.h>
+
 #include "../common/format.h"
 #include "analysis.h"
 
@@ -365,6 +367,25 @@ struct an_msg {
 	int64_t sent, recvd;
 };
 size_t an_p2p_messages(struct analysis *a, struct an_msg **out);
+
+/* ---- par.c: the report's independent pieces of work on several threads (-j), the progress line ----
+ * an_parallel: fn(ctx, i) for every i < n (order[k] the k-th taken, NULL: in turn) on jobs threads,
+ * this one among them; returns when all are done. an_progress_*: a phase of items (files, ranks)
+ * of so many bytes, its line on stderr when that is a terminal and the phase takes over a second;
+ * an_progress_add is safe from any thread. */
+int an_jobs_default(void); /* the CPUs this process may use */
+void an_parallel(size_t n, int jobs, const size_t *order, void (*fn)(void *ctx, size_t i), void *ctx);
+struct an_progress {
+	const char *what;
+	size_t items, done;
+	uint64_t bytes, done_bytes, events;
+	double t0, last, after;
+	int tty, shown;
+	pthread_mutex_t mu;
+};
+void an_progress_start(struct an_progress *g, const char *what, size_t items, uint64_t bytes);
+void an_progress_add(struct an_progress *g, uint64_t bytes, uint64_t events);
+void an_progress_end(struct an_progress *g);
 
 /* ---- cpu.c: CPU time and contention, from the threads' schedstat ---- */
 struct trace_sched;

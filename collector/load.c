@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,7 +51,7 @@ int an_rank_sync(const struct proc *p, const struct thr *u, const struct ev *e)
 }
 
 struct loadctx {
-	struct analysis *a;
+	const struct analysis *a;
 	struct proc *p;
 	int keep;           /* this file's events are needed */
 	size_t prefix;      /* synchronizing calls kept per thread */
@@ -467,16 +468,36 @@ static void proc_free(struct proc *p)
 	free(p->dstat);
 }
 
-/* one trace file into a->procs, with its rank's training thread chosen (proc.train); an unreadable
- * file is a warning, not an error */
-static int load_file(struct analysis *a, const char *path)
+/* a file being read, on whichever thread: its process, and what the report will say of it (in
+ * the files' order, whatever order they were read in) */
+struct slot {
+	const char *path;
+	uint64_t bytes;
+	struct proc p;
+	int ok;
+	char *warn[3];
+	int nwarn;
+};
+
+static void slot_warn(struct slot *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void slot_warn(struct slot *s, const char *fmt, ...)
 {
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	if (s->nwarn < 3 && (s->warn[s->nwarn] = strdup(buf)))
+		s->nwarn++;
+}
+
+/* one trace file into s->p, with its rank's training thread chosen (proc.train); an unreadable
+ * file is a warning, not an error (s->ok 0) */
+static void load_file(const struct analysis *a, struct slot *s)
+{
+	const char *path = s->path;
 	struct trace_file f;
-	struct proc *np = realloc(a->procs, (size_t)(a->nprocs + 1) * sizeof *np);
-	if (!np)
-		return -1;
-	a->procs = np;
-	struct proc *p = &a->procs[a->nprocs];
+	struct proc *p = &s->p;
 	memset(p, 0, sizeof *p);
 	p->file = strdup(path);
 	p->rank = -1;
@@ -496,12 +517,12 @@ static int load_file(struct analysis *a, const char *path)
 		p->thr[k].num = NULL;
 	}
 	if (rc < 0 || !f.have_header) {
-		an_warn(a, "%s: unreadable (%s); left out", path, f.error[0] ? f.error : "no header");
+		slot_warn(s, "%s: unreadable (%s); left out", path, f.error[0] ? f.error : "no header");
 		trace_close(&f);
 		free(c.path_hash);
 		free(c.dir_of);
 		proc_free(p);
-		return 0;
+		return;
 	}
 	p->events = f.events;
 	p->gpu_records = f.gpu.read;
@@ -520,14 +541,14 @@ static int load_file(struct analysis *a, const char *path)
 	if (rc == 2) {
 		p->damaged = 1;
 		snprintf(p->error, sizeof p->error, "%s at byte %zu", f.error, f.stop_offset);
-		an_warn(a, "%s: damaged (%s); analysed up to there", path, p->error);
+		slot_warn(s, "%s: damaged (%s); analysed up to there", path, p->error);
 	} else if (rc == 1) {
 		p->damaged = 1;
 		snprintf(p->error, sizeof p->error, "out of memory while reading");
-		an_warn(a, "%s: out of memory while reading; analysed what was read", path);
+		slot_warn(s, "%s: out of memory while reading; analysed what was read", path);
 	}
 	if (!f.ended && !p->damaged && p->role == DDPSPY_ROLE_RANK)
-		an_warn(a, "%s: not closed by its process (killed?); events after its last flush are missing", path);
+		slot_warn(s, "%s: not closed by its process (killed?); events after its last flush are missing", path);
 	/* the thread table also counts events per thread; sum what the file says was recorded */
 	uint64_t sum = 0, dropped = 0;
 	for (size_t i = 0; i < f.nthreads; i++) {
@@ -542,8 +563,35 @@ static int load_file(struct analysis *a, const char *path)
 	free(c.path_hash);
 	free(c.dir_of);
 	compact(&c);
-	a->nprocs++;
-	return 0;
+	s->ok = 1;
+}
+
+struct loadjob {
+	const struct analysis *a;
+	struct slot *slots;
+	struct an_progress progress;
+};
+
+static void load_one(void *ctx, size_t i)
+{
+	struct loadjob *j = ctx;
+	struct slot *s = &j->slots[i];
+	load_file(j->a, s);
+	an_progress_add(&j->progress, s->bytes, s->ok ? s->p.events : 0);
+}
+
+struct bysize {
+	uint64_t bytes;
+	size_t i;
+};
+
+/* the largest first; in the files' order among equals */
+static int cmp_bysize(const void *x, const void *y)
+{
+	const struct bysize *a = x, *b = y;
+	if (a->bytes != b->bytes)
+		return (a->bytes < b->bytes) - (a->bytes > b->bytes);
+	return (a->i > b->i) - (a->i < b->i);
 }
 
 int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *e), void *ctx)
@@ -647,14 +695,13 @@ int an_load(struct analysis *a, const struct report_options *o, char *err, size_
 {
 	char **dirs = a->dirs;
 	int ndirs = a->ndirs;
-	int files = 0, total = 0;
+	int files = 0;
 	char ***lists = calloc((size_t)ndirs, sizeof *lists);
 	int *counts = calloc((size_t)ndirs, sizeof *counts);
-	if (!lists || !counts) {
-		free(lists);
-		free(counts);
-		goto nothing;
-	}
+	struct slot *slots = NULL;
+	size_t *order = NULL;
+	if (!lists || !counts)
+		goto fail;
 	for (int d = 0; d < ndirs; d++) {
 		counts[d] = trace_list(dirs[d], &lists[d]);
 		if (counts[d] < 0)
@@ -662,32 +709,55 @@ int an_load(struct analysis *a, const struct report_options *o, char *err, size_
 		else if (counts[d] == 0)
 			an_warn(a, "%s: no .ddpspy files", dirs[d]);
 		else
-			total += counts[d];
+			files += counts[d];
 	}
-	/* a progress line on a terminal once reading takes more than a second */
-	struct timespec t0, now;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	int tty = isatty(2), shown = 0;
-	for (int d = 0; d < ndirs; d++) {
-		for (int i = 0; i < counts[d]; i++) {
-			load_file(a, lists[d][i]);
-			files++;
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			if (tty && (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 > 1000) {
-				uint64_t ev = 0;
-				for (int k = 0; k < a->nprocs; k++)
-					ev += a->procs[k].events;
-				fprintf(stderr, "\rddpspy report: read %d of %d files, %.1fM events", files, total, (double)ev / 1e6);
-				shown = 1;
-			}
+	/* every file read on its own, the largest first (the last to start are then short), on
+	 * a->jobs threads; then taken in the directories' order */
+	slots = calloc((size_t)files + 1, sizeof *slots);
+	order = malloc(((size_t)files + 1) * sizeof *order);
+	if (!slots || !order)
+		goto fail;
+	uint64_t bytes = 0;
+	for (int d = 0, i = 0; d < ndirs; d++)
+		for (int k = 0; k < counts[d]; k++, i++) {
+			struct stat st;
+			slots[i].path = lists[d][k];
+			slots[i].bytes = stat(slots[i].path, &st) == 0 ? (uint64_t)st.st_size : 0;
+			bytes += slots[i].bytes;
+			order[i] = (size_t)i;
 		}
+	struct loadjob job = { .a = a, .slots = slots };
+	struct bysize *bs = malloc(((size_t)files + 1) * sizeof *bs);
+	for (int i = 0; bs && i < files; i++)
+		bs[i] = (struct bysize){ slots[i].bytes, (size_t)i };
+	if (bs) {
+		sort_n(bs, (size_t)files, sizeof *bs, cmp_bysize);
+		for (int i = 0; i < files; i++)
+			order[i] = bs[i].i;
+	}
+	free(bs);
+	an_progress_start(&job.progress, "read files", (size_t)files, bytes);
+	an_parallel((size_t)files, a->jobs, order, load_one, &job);
+	an_progress_end(&job.progress);
+	a->procs = calloc((size_t)files + 1, sizeof *a->procs);
+	if (!a->procs)
+		goto fail;
+	for (int i = 0; i < files; i++) {
+		struct slot *s = &slots[i];
+		for (int w = 0; w < s->nwarn; w++) {
+			an_warn(a, "%s", s->warn[w]);
+			free(s->warn[w]);
+		}
+		if (s->ok)
+			a->procs[a->nprocs++] = s->p;
+	}
+	for (int d = 0; d < ndirs; d++)
 		if (counts[d] > 0)
 			trace_free_list(lists[d], counts[d]);
-	}
-	if (shown)
-		fputs("\r\033[K", stderr);
 	free(lists);
 	free(counts);
+	free(slots);
+	free(order);
 	/* the ranks, one process each (the first file of a rank wins; duplicates are warned) */
 	a->ranks = calloc((size_t)a->nprocs + 1, sizeof *a->ranks);
 	if (!a->ranks)
@@ -726,6 +796,11 @@ int an_load(struct analysis *a, const struct report_options *o, char *err, size_
 	if (world > a->nranks && !o->ranks)
 		an_warn(a, "%d of %d ranks have a readable file; the missing ranks are not analysed", a->nranks, world);
 	return 0;
+fail:
+	free(lists);
+	free(counts);
+	free(slots);
+	free(order);
 nothing:
 	snprintf(err, errlen, "out of memory");
 	return -1;

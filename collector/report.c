@@ -16,13 +16,15 @@ int html_report(const struct analysis *a, const char *path, char *err, size_t er
 static void usage(FILE *to)
 {
 	fprintf(to, "usage: ddpspy report DIR... [--json] [--skip N] [--fail-on KIND[,KIND...]]\n"
-		    "                     [--fail-severity X] [--ranks LIST] [--html FILE]\n"
+		    "                     [--fail-severity X] [--ranks LIST] [--html FILE] [-j N]\n"
 		    "  --json            the report as JSON (schema ddpspy.report.v1)\n"
 		    "  --skip N          warm-up steps left out (default 2)\n"
 		    "  --fail-on KINDS   exit 3 when one of these findings has severity >= --fail-severity\n"
 		    "  --fail-severity X (default 0.1)\n"
 		    "  --ranks LIST      only these ranks, e.g. 0,2-3\n"
-		    "  --html FILE       also the report as one self-contained HTML file (no script, nothing fetched)\n");
+		    "  --html FILE       also the report as one self-contained HTML file (no script, nothing fetched)\n"
+		    "  -j N              read and split the ranks' files on N threads (default: the CPUs this\n"
+		    "                    process may use); the report is the same whatever N is\n");
 }
 
 int report_parse_ranks(const char *s, int **out, int *n)
@@ -373,7 +375,7 @@ static void print_text(const struct analysis *a)
 int cmd_report(int argc, char **argv)
 {
 	int json = 0, *ranks = NULL, nranks = 0, rc = 2;
-	long skip = 2;
+	long skip = 2, jobs = 0;
 	double fail_sev = 0.1;
 	const char *fail_on = NULL, *html = NULL;
 	char **dirs = calloc((size_t)argc + 1, sizeof *dirs);
@@ -390,6 +392,14 @@ int cmd_report(int argc, char **argv)
 			skip = strtol(argv[++i], &end, 10);
 			if (errno || *end || skip < 0 || skip > 1000000) {
 				fprintf(stderr, "ddpspy report: --skip needs a whole number >= 0, not '%s'\n", argv[i]);
+				goto out;
+			}
+		} else if ((!strcmp(s, "-j") || !strcmp(s, "--jobs")) && i + 1 < argc) {
+			errno = 0;
+			jobs = strtol(argv[++i], &end, 10);
+			if (errno || *end || jobs < 1 || jobs > 4096) {
+				fprintf(stderr, "ddpspy report: -j needs a whole number of threads from 1 to 4096, not '%s'\n",
+					argv[i]);
 				goto out;
 			}
 		} else if (!strcmp(s, "--html") && i + 1 < argc) {
@@ -423,7 +433,7 @@ int cmd_report(int argc, char **argv)
 		usage(stderr);
 		goto out;
 	}
-	struct report_options o = { .skip = (int)skip, .ranks = ranks, .nranks = nranks };
+	struct report_options o = { .skip = (int)skip, .jobs = (int)jobs, .ranks = ranks, .nranks = nranks };
 	struct analysis a;
 	char err[512];
 	if (analysis_run(&a, dirs, ndirs, &o, err, sizeof err) != 0) {

@@ -158,6 +158,26 @@ double an_wfrom(const struct stepdata *sd, int r, size_t k, int L)
 	return 0;
 }
 
+/* What one rank's split adds to figures other ranks' splits add to as well (an instance's waits,
+ * a late rank's): kept while the ranks are split on their threads and added after, rank by rank,
+ * so that every sum is made in the same order whatever the number of threads (report -j). */
+struct shared {
+	struct sadd {
+		double *to;       /* += v, or */
+		struct dvec *vec; /* v appended */
+		double v;
+	} *v;
+	size_t n, cap;
+	char *warn;
+};
+
+static void shared_add(struct shared *l, double *to, struct dvec *vec, double v)
+{
+	struct sadd *n = room_for(l->v, l->n, &l->cap, sizeof *n, 64);
+	if (n)
+		(l->v = n)[l->n++] = (struct sadd){ to, vec, v };
+}
+
 /* One rank's training thread, streamed in the second pass: each event spread over the steps by
  * category, the waits of its collectives, what it did before the collectives it was late to, and
  * the findings' fold (one event behind, which needs its successor). */
@@ -182,6 +202,7 @@ struct split {
 	struct bgseg *seg;
 	size_t nseg, segi;
 	double waited;   /* ms of the segments the training thread waited through, in the steps */
+	struct shared *log; /* what it adds to other ranks' figures and the instances' */
 };
 
 struct bgseg {
@@ -283,7 +304,7 @@ static int split_wait(struct split *s, const struct ev *e)
 		if (g->rel && g->release > lo && k >= 0) {
 			double wt = MS((hi < g->release ? hi : g->release) - lo);
 			ri->steps[k].wait += wt;
-			g->rel->wait_sum += wt;
+			shared_add(s->log, &g->rel->wait_sum, NULL, wt);
 			if (g->rel->late >= 0 && g->rel->late != s->r)
 				an_wf_add(s->sd, s->r, (size_t)k, g->rel->late, wt);
 		}
@@ -357,12 +378,13 @@ static void dvec_add(struct dvec *d, double x)
 }
 
 /* rank r waited ms in step k for L in blocking point-to-point call b */
-static void p2p_charge(struct stepdata *sd, int r, size_t k, int L, double ms, const struct an_p2pblk *b)
+static void p2p_charge(struct split *s, size_t k, int L, double ms, const struct an_p2pblk *b)
 {
-	an_wf_add(sd, r, k, L, ms);
-	sd->p2pL[2 * L + b->late_sender] += ms;
+	struct stepdata *sd = s->sd;
+	an_wf_add(sd, s->r, k, L, ms);
+	shared_add(s->log, &sd->p2pL[2 * L + b->late_sender], NULL, ms);
 	if (b->op >= 0 && b->op < DDPSPY_OP_COUNT)
-		sd->p2pop[(size_t)L * DDPSPY_OP_COUNT + b->op] += ms;
+		shared_add(s->log, &sd->p2pop[(size_t)L * DDPSPY_OP_COUNT + b->op], NULL, ms);
 }
 
 static int split_event(void *ctx, const struct ev *e)
@@ -387,7 +409,7 @@ static int split_event(void *ctx, const struct ev *e)
 	long k = s->cur < N && ri->steps[s->cur].t0 <= e->t ? (long)s->cur : -1;
 	if (k >= 0 && rel && wt > 0) {
 		ri->steps[k].wait += wt;
-		rel->wait_sum += wt;
+		shared_add(s->log, &rel->wait_sum, NULL, wt);
 		if (rel->late >= 0 && rel->late != r)
 			an_wf_add(sd, r, (size_t)k, rel->late, wt);
 	}
@@ -403,11 +425,11 @@ static int split_event(void *ctx, const struct ev *e)
 			double w = MS(b->wait), wr = b->root >= 0 ? MS(b->wroot) : 0;
 			ri->steps[k].p2p[b->late_sender] += w;
 			if (wr > 0)
-				p2p_charge(sd, r, (size_t)k, b->root, wr, b);
+				p2p_charge(s, (size_t)k, b->root, wr, b);
 			if (b->L != r && w > wr)
-				p2p_charge(sd, r, (size_t)k, b->L, w - wr, b);
+				p2p_charge(s, (size_t)k, b->L, w - wr, b);
 			if (b->L != r)
-				dvec_add(&sd->plate[b->L], w);
+				shared_add(s->log, NULL, &sd->plate[b->L], w);
 		}
 		s->pb++;
 		break;
@@ -468,8 +490,9 @@ static void collect_instances(struct analysis *a, struct stepdata *sd)
 	}
 }
 
-/* Rank r's training thread streamed again and split (split_event); compute is what is left. */
-static void split_rank(struct analysis *a, struct stepdata *sd, int r)
+/* Rank r's training thread streamed again and split (split_event); compute is what is left.
+ * What it adds to figures of others goes to log. */
+static void split_rank(struct analysis *a, struct stepdata *sd, int r, struct shared *log)
 {
 	size_t N = sd->K;
 	struct rankinfo *ri = &a->ranks[r];
@@ -478,7 +501,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, int r)
 		return;
 	struct split sp = { .sd = sd, .ri = ri, .r = r, .N = N, .w = { .tab = &sd->tab, .rank = r },
 			    .prev_cat = CAT_COMPUTE, .prev_end = INT64_MIN, .pp_cat = CAT_COMPUTE,
-			    .pp_end = INT64_MIN };
+			    .pp_end = INT64_MIN, .log = log };
 	if (ri->p->bg)
 		bg_build(&sp, ri->p);
 	if (sd->pbo) {
@@ -488,9 +511,10 @@ static void split_rank(struct analysis *a, struct stepdata *sd, int r)
 	sp.maxlate = t->n + sp.nbg + 1;
 	sp.lanes = sd->lanes[r] = an_gpu_lanes_new(ri->p);
 	sd->late[r] = malloc(sp.maxlate * sizeof **sd->late);
-	if (an_stream_train(ri->p, split_event, &sp) < 0)
-		an_warn(a, "%s: could not be read a second time; rank %d's steps are not split",
-			ri->p->file, ri->rank);
+	if (an_stream_train(ri->p, split_event, &sp) < 0 &&
+	    asprintf(&log->warn, "%s: could not be read a second time; rank %d's steps are not split", ri->p->file,
+		     ri->rank) < 0)
+		log->warn = NULL;
 	while (sp.bgi < sp.nbg)
 		bg_arrival(&sp, sp.bg[sp.bgi++]);
 	if (sp.nseg) {
@@ -650,8 +674,23 @@ static void figures(struct analysis *a, struct stepdata *sd)
 	free(job);
 }
 
-/* Every collective instance; then each rank's training thread streamed and split; then the
- * critical path; then per-rank and job figures. */
+struct splitjob {
+	struct analysis *a;
+	struct stepdata *sd;
+	struct shared *logs;
+	struct an_progress progress;
+};
+
+static void split_one(void *ctx, size_t r)
+{
+	struct splitjob *j = ctx;
+	split_rank(j->a, j->sd, (int)r, &j->logs[r]);
+	const struct proc *p = j->a->ranks[r].p;
+	an_progress_add(&j->progress, p->read_to, p->events);
+}
+
+/* Every collective instance; then each rank's training thread streamed and split, the ranks on
+ * a->jobs threads; then the critical path; then per-rank and job figures. */
 void an_split_steps(struct analysis *a)
 {
 	int R = a->nranks;
@@ -676,8 +715,28 @@ void an_split_steps(struct analysis *a)
 	if (!sd->wf || !sd->nwf || !sd->cwf || !sd->exc || !sd->late || !sd->nlate || !sd->fold || !sd->lanes ||
 	    !sd->p2pL || !sd->p2pop || !sd->plate)
 		return;
+	struct splitjob job = { .a = a, .sd = sd, .logs = calloc((size_t)R, sizeof *job.logs) };
+	if (!job.logs)
+		return;
+	uint64_t bytes = 0;
 	for (int r = 0; r < R; r++)
-		split_rank(a, sd, r);
+		bytes += a->ranks[r].p->read_to;
+	an_progress_start(&job.progress, "split ranks", (size_t)R, bytes);
+	an_parallel((size_t)R, a->jobs, NULL, split_one, &job);
+	an_progress_end(&job.progress);
+	for (int r = 0; r < R; r++) {
+		struct shared *l = &job.logs[r];
+		for (size_t i = 0; i < l->n; i++)
+			if (l->v[i].to)
+				*l->v[i].to += l->v[i].v;
+			else
+				dvec_add(l->v[i].vec, l->v[i].v);
+		if (l->warn)
+			an_warn(a, "%s", l->warn);
+		free(l->v);
+		free(l->warn);
+	}
+	free(job.logs);
 	an_gpu_split(a, sd);
 	critical_path(a, sd);
 	figures(a, sd);

@@ -475,6 +475,73 @@ static size_t sweep_rank(struct sweep *w)
  * (pts[r], from call first[r]: one pattern for all when steps are found by collectives, each
  * rank's own by point-to-point calls); *out gets the sweeps. Returns the number of steps every
  * rank has, 0 when that cannot be done. */
+/* what every rank's sweep shares */
+struct sweepjob {
+	struct analysis *a;
+	struct sync *syn;
+	int mode, p2p;
+	struct pattern *pts;
+	const size_t *first;
+	struct sweep *w;
+	size_t *n;     /* each rank's whole steps; SIZE_MAX: it could not be swept */
+	int64_t lo, hi;
+	size_t calls0;
+	uint64_t mask0; /* rank 0's sample, where the others start */
+};
+
+/* rank r's sweep (rank 0's first: the others may follow its count and start from its sample) */
+static void sweep_one(void *ctx, size_t rr)
+{
+	struct sweepjob *j = ctx;
+	struct analysis *a = j->a;
+	int r = (int)rr, mode = j->mode;
+	struct sweep *v = &j->w[r];
+	struct ev *sig = NULL;
+	j->n[r] = SIZE_MAX;
+	/* (from rank 0's sample: nested samples, so every rank ends with the same one anyway) */
+	*v = (struct sweep){ .a = a, .p = a->ranks[r].p, .mode = mode, .pt = mode == BY_PATTERN ? &j->pts[r] : NULL,
+			     .lastend = INT64_MIN, .maxsteps = SIZE_MAX, .mask = j->mask0, .p2p = j->p2p };
+	v->kt = calloc((size_t)v->p->nthr + 1, sizeof *v->kt);
+	if (!v->kt)
+		return;
+	if (mode == BY_PATTERN) {
+		const struct pattern *pt = &j->pts[r];
+		/* a rank goes on while its calls match its pattern, when its run reached the prefix's
+		 * end: rank 0 (the others follow its count), or every rank when each has its own
+		 * pattern */
+		int ext = (r == 0 || j->p2p) && j->first[r] + (pt->nsteps + 1) * pt->period > j->syn[r].n;
+		if (ext) {
+			size_t mid = j->first[r] + (pt->nsteps / 2) * pt->period;
+			sig = malloc(pt->period * sizeof *sig);
+			if (!sig)
+				return;
+			for (size_t i = 0; i < pt->period; i++)
+				sig[i] = *j->syn[r].e[mid + i];
+		}
+		v->first = j->first[r];
+		const struct ev *e = j->syn[r].e[v->first - 1];
+		v->b = v->bprev = v->b0 = e->t + e->d;
+		v->nb = 1;
+		if (!a->skip)
+			v->bskip = v->b;
+		v->sig = sig;
+		v->maxsteps = ext ? SIZE_MAX : j->pts[0].nsteps;
+	} else if (mode == BY_WINDOWS) {
+		v->lo = j->lo;
+		v->hi = j->hi;
+		v->K = j->calls0 / 64 > 20 ? j->calls0 / 64 : 20;
+	}
+	size_t n = sweep_rank(v);
+	v->sig = NULL;
+	free(sig);
+	j->n[r] = n;
+}
+
+static void sweep_rest(void *ctx, size_t i)
+{
+	sweep_one(ctx, i + 1);
+}
+
 static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct pattern *pts, const size_t *first,
 			  int p2p, struct sweep **out)
 {
@@ -482,64 +549,34 @@ static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct
 	size_t K = SIZE_MAX;
 	uint64_t mask = 0;
 	struct sweep *w = *out = calloc((size_t)R, sizeof *w);
-	struct ev *sig = NULL;
-	if (!w)
+	struct sweepjob j = { .a = a, .syn = syn, .mode = mode, .p2p = p2p, .pts = pts, .first = first, .w = w,
+			      .n = calloc((size_t)R, sizeof *j.n) };
+	if (!w || !j.n) {
+		free(j.n);
 		return 0;
-	int64_t lo, hi;
-	size_t calls0 = 0;
-	common_span(a, &lo, &hi);
+	}
+	common_span(a, &j.lo, &j.hi);
 	if (mode == BY_WINDOWS) { /* windows of about 64 calls of the lowest rank, 20 at least */
 		for (int h = 0; h < a->ranks[0].p->nthr; h++)
-			calls0 += a->ranks[0].p->thr[h].nsync;
+			j.calls0 += a->ranks[0].p->thr[h].nsync;
 	}
-	for (int r = 0; r < R && K; r++) {
-		struct sweep *v = &w[r];
-		/* (from the sparsest sample so far: the ranks end with the same one anyway) */
-		*v = (struct sweep){ .a = a, .p = a->ranks[r].p, .mode = mode, .pt = mode == BY_PATTERN ? &pts[r] : NULL,
-				     .lastend = INT64_MIN, .maxsteps = SIZE_MAX, .mask = mask, .p2p = p2p };
-		v->kt = calloc((size_t)v->p->nthr + 1, sizeof *v->kt);
-		if (!v->kt) {
-			K = 0;
-			break;
-		}
-		if (mode == BY_PATTERN) {
-			const struct pattern *pt = &pts[r];
-			/* a rank goes on while its calls match its pattern, when its run reached the
-			 * prefix's end: rank 0 (the others follow its count), or every rank when each
-			 * has its own pattern */
-			int ext = (r == 0 || p2p) && first[r] + (pt->nsteps + 1) * pt->period > syn[r].n;
-			free(sig);
-			sig = NULL;
-			if (ext) {
-				size_t mid = first[r] + (pt->nsteps / 2) * pt->period;
-				sig = malloc(pt->period * sizeof *sig);
-				if (!sig) {
-					K = 0;
-					break;
-				}
-				for (size_t j = 0; j < pt->period; j++)
-					sig[j] = *syn[r].e[mid + j];
-			}
-			v->first = first[r];
-			const struct ev *e = syn[r].e[v->first - 1];
-			v->b = v->bprev = v->b0 = e->t + e->d;
-			v->nb = 1;
-			if (!a->skip)
-				v->bskip = v->b;
-			v->sig = sig;
-			v->maxsteps = ext ? SIZE_MAX : pts[0].nsteps;
-		} else if (mode == BY_WINDOWS) {
-			v->lo = lo;
-			v->hi = hi;
-			v->K = calls0 / 64 > 20 ? calls0 / 64 : 20;
-		}
-		size_t n = sweep_rank(v);
-		if (r == 0 && mode == BY_PATTERN && !p2p)
-			pts[0].nsteps = n;
+	/* rank 0 first; then the others on a->jobs threads */
+	sweep_one(&j, 0);
+	if (j.n[0] != SIZE_MAX && j.n[0]) {
+		if (mode == BY_PATTERN && !p2p)
+			pts[0].nsteps = j.n[0];
+		j.mask0 = w[0].mask;
+		struct sweepjob *jp = &j;
+		an_parallel((size_t)R - 1, a->jobs, NULL, sweep_rest, jp);
+	}
+	for (int r = 0; r < R; r++) {
+		size_t n = j.n[r] == SIZE_MAX ? 0 : j.n[r];
 		K = n < K ? n : K;
-		mask = v->mask > mask ? v->mask : mask;
+		mask = w[r].mask > mask ? w[r].mask : mask;
+		if (!K)
+			break;
 	}
-	free(sig);
+	free(j.n);
 	if (K == SIZE_MAX || !K) {
 		an_warn(a, "the steps could not be found again in the whole trace; none analysed");
 		return 0;

@@ -163,9 +163,33 @@ def ms(ns):
     return ns / 1e6
 
 
+def trace_dirs(d):
+    """every directory under d (d itself included) that holds trace files"""
+    return sorted(r for r, _, files in os.walk(d) if any(f.endswith(".ddpspy") for f in files))
+
+
+def same_reports(dirs, what, **env):
+    """One check: `ddpspy report --json` says the same, byte for byte (its output, its messages and
+    its exit status), whether it reads and splits the ranks' files on 1 thread or on 2 (issue 21:
+    -j never changes the report); env: the test-only limits, e.g. DDPSPY_REPORT_PREFIX to have
+    the steps found again from every call streamed."""
+    diff = []
+    for t in dirs:
+        runs = [subprocess.run([DDPSPY, "report", "--json", "-j", j, t], capture_output=True, timeout=600,
+                               env=dict(os.environ, **env)) for j in ("1", "2")]
+        if len({(p.returncode, p.stdout, p.stderr) for p in runs}) > 1:
+            diff.append(t)
+    return ok(not diff, "%s: the report is the same with -j 1 and -j 2 on all %d trace directories%s%s"
+              % (what, len(dirs), " (%s)" % env if env else "", (": not on %s" % diff[:3]) if diff else ""))
+
+
 def cleanup(d):
     """Removes a test's directory, unless one of its checks failed: then its traces are kept for a
-    look, and the path is printed (timing-sensitive failures rarely come twice)."""
+    look, and the path is printed (timing-sensitive failures rarely come twice). First, every trace
+    the test made is reported on 1 and on 2 threads (same_reports)."""
+    dirs = trace_dirs(d)
+    if dirs:
+        same_reports(dirs, os.path.basename(sys.argv[0])[:-3])
     keep = os.environ.get("DDPSPY_TEST_KEEP")
     if keep:  # every test's traces, for comparing reports across a change (docs/testing.md)
         dst = os.path.join(keep, "%s-%s" % (os.path.basename(sys.argv[0])[:-3], os.path.basename(d)))

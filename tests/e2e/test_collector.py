@@ -19,13 +19,14 @@ if not os.path.exists(GEN):
 d = tmpdir("collector")
 
 
-def measured(path, **env):
-    """Runs the report as a child of its own so its peak memory is its own."""
+def measured(path, jobs=1, **env):
+    """Runs the report as a child of its own so its peak memory is its own; on one thread unless
+    told (how memory grows with the trace is one thread's; more threads read more files at once)."""
     code = ("import json, resource, subprocess, sys\n"
             "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
             "print(json.dumps({'rc': p.returncode, 'out': p.stdout, 'err': p.stderr,\n"
             "                  'rss': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))\n")
-    p = subprocess.run(["/usr/bin/python3", "-c", code, DDPSPY, "report", "--json", path],
+    p = subprocess.run(["/usr/bin/python3", "-c", code, DDPSPY, "report", "--json", "-j", str(jobs), path],
                        capture_output=True, text=True, timeout=300, env=dict(os.environ, **env))
     r = json.loads(p.stdout)
     return json.loads(r["out"]) if r["rc"] == 0 else None, r["rss"], r["err"]
@@ -70,6 +71,12 @@ if ok(j4 is not None, "report of 2 ranks x 800k events (rc=0) %s" % err[-300:]):
     grown = rss_big - rss_small
     ok(grown < 0.1 * kept, "peak memory %d KiB at 200k events per rank, %d KiB at 800k: grew %d KiB, under a "
        "tenth of the %d KiB that keeping the training thread's events would add" % (rss_small, rss_big, grown, kept))
+
+    # a second thread reads the other rank's file at the same time: its mapped window of the file
+    # (trace.c: 4 MiB, up to twice that while it moves on) and what it keeps, not more
+    j2, rss2, err = measured(os.path.join(d, "sync800000"), jobs=2)
+    ok(j2 == j4 and rss2 - rss_big < 8192, "on 2 threads the same report, and peak memory %d KiB: %d KiB more than "
+       "on one, within a second reading window (8 MiB)" % (rss2, rss2 - rss_big))
 
 # a sample of 256 steps: the same split, and memory that no longer grows with the trace
 (js, rs_small, err), (js4, rs_big, err4) = sampled[200000], sampled[800000]
@@ -174,6 +181,48 @@ ok(j is not None and j["verdict"]["bound"] == "data" and len(files) == 2 and fil
    and abs(files[0]["ms_per_step"] - 16.0) < 0.1 and files[1]["bytes_per_step"] > files[0]["bytes_per_step"],
    "data_stall names the directory the worker spends its time reading first, not the one it reads the most "
    "bytes from: %s" % files)
+
+# the streamed path (steps found again from every call, a sample kept) on several threads: the same
+same_reports([os.path.join(d, "sync200000"), os.path.join(d, "sync800000"), os.path.join(d, "irregular")],
+             "the generated traces, steps found again streamed, a sample", DDPSPY_REPORT_PREFIX="256",
+             DDPSPY_REPORT_SAMPLE="64")
+
+# The progress line: on a terminal (here a pseudo-terminal, and the test-only
+# DDPSPY_REPORT_PROGRESS_S=0 that shows it from the first file on instead of after a second),
+# files or ranks done, events, rate and time left for each phase; nothing when stderr is not one
+
+
+def stderr_on_tty(argv, env):
+    import pty
+    m, s = pty.openpty()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=s, env=dict(os.environ, **env))
+    os.close(s)
+    p.stdout.read()
+    p.wait(timeout=300)
+    err = b""
+    while True:
+        try:
+            b = os.read(m, 65536)
+        except OSError:  # (EIO once the child's end is closed)
+            break
+        if not b:
+            break
+        err += b
+    os.close(m)
+    return p.returncode, err.decode(errors="replace")
+
+
+sync = os.path.join(d, "sync800000")
+rc, err = stderr_on_tty([DDPSPY, "report", "-j", "2", sync], {"DDPSPY_REPORT_PROGRESS_S": "0"})
+lines = [x for x in err.replace("\x1b[K", "").split("\r") if x.strip()]
+ok(rc == 0 and any(x.startswith("ddpspy report: read files 1 of 2, ") for x in lines)
+   and any(x.startswith("ddpspy report: split ranks ") for x in lines)
+   and all(" events/s, about " in x and x.endswith(" s left") for x in lines) and err.endswith("\r\x1b[K"),
+   "a terminal gets the progress line (files or ranks, events, rate, time left), cleared at the end: %r"
+   % lines[:3])
+p = subprocess.run([DDPSPY, "report", "-j", "2", sync], capture_output=True, text=True, timeout=300,
+                   env=dict(os.environ, DDPSPY_REPORT_PROGRESS_S="0"))
+ok(p.returncode == 0 and p.stderr == "", "stderr not a terminal: no progress line (%r)" % p.stderr[:200])
 
 cleanup(d)
 done()

@@ -60,6 +60,9 @@ for n in names:
         "`make fixtures`" % (diff[:4] or "the text report differs")))
     errs = report_errors(rep[n]) if rep[n] is not None else ["no report"]
     ok(not errs, "%s: the report follows the contract%s" % (n, (": %s" % errs[:3]) if errs else ""))
+same_reports([os.path.join(FX, n) for n in names], "the recorded fixtures")
+same_reports([os.path.join(FX, n) for n in names], "the recorded fixtures, steps found again streamed, a sample",
+             DDPSPY_REPORT_PREFIX="64", DDPSPY_REPORT_SAMPLE="64")
 
 
 def find(n, kind):
