@@ -54,7 +54,7 @@ struct thr {
 	size_t nhelper;        /* of which a library may run on its helper threads (gloo's) */
 	int64_t first, last;   /* the span of all its events, aligned like ev (first > last: none) */
 	struct p2pnum *num;    /* while loading: its point-to-point calls' numbering (p2p.c) */
-	double io_ms;          /* in file input calls (read, pread, readv of files, open, stat): an input thread */
+	int64_t io_ns;         /* in file input calls (read, pread, readv of files, open, stat): an input thread */
 	/* its schedstat (cpu.c): cumulative ns on a CPU and runnable waiting for one, at t (its
 	 * process's clock); the first and latest samples, and at most 2048 between */
 	struct schedpt { int64_t t; uint64_t run, wait; } *sched, sched_first, sched_last;

@@ -239,7 +239,7 @@ static double undrift(double b, int64_t x, int64_t tc)
 
 /* [lo[r], hi[r]] for o_r - o_0 from window w's instances and messages (every window: w == g->W),
  * times of rank r moved by -b_r (t - tc) first (the drift found so far); infinite where nothing
- * bounds it. U: R x R scratch up to MAX_PATHS ranks. */
+ * bounds it. U: (R + 1) x R scratch up to MAX_PATHS ranks. */
 static void bounds(const struct sig *g, size_t w, const double *b, double *U, struct edges *E, double *lo, double *hi)
 {
 	const struct mat *m = &g->m;
@@ -249,21 +249,27 @@ static void bounds(const struct sig *g, size_t w, const double *b, double *U, st
 	size_t j0 = w < g->W ? g->j[w] : 0, j1 = w < g->W ? g->j[w + 1] : g->ng;
 	E->n = 0;
 	if (R <= MAX_PATHS) {
+		/* (U's rows and this instance's joins, compared with <, not fmin: this is K x R x R) */
+		double *jl = U + (size_t)R * (size_t)R;
 		for (size_t i = 0; i < (size_t)R * (size_t)R; i++)
 			U[i] = INFINITY;
-		for (size_t k = k0; k < k1; k++)
+		for (size_t k = k0; k < k1; k++) {
+			for (int L = 0; L < R; L++) {
+				const struct cpt *xl = X(m, k, L);
+				jl[L] = xl->join == INT64_MIN ? NAN : undrift(b[L], xl->join, tc);
+			}
 			for (int r = 0; r < R; r++) {
 				const struct cpt *xr = X(m, k, r);
 				if (xr->join == INT64_MIN)
 					continue;
-				double dr = undrift(b[r], xr->done, tc);
+				double dr = undrift(b[r], xr->done, tc), *row = &U[(size_t)r * (size_t)R];
 				for (int L = 0; L < R; L++) {
-					const struct cpt *xl = X(m, k, L);
-					if (L != r && xl->join != INT64_MIN)
-						U[(size_t)r * (size_t)R + (size_t)L] =
-							fmin(U[(size_t)r * (size_t)R + (size_t)L], dr - undrift(b[L], xl->join, tc));
+					double v = dr - jl[L];
+					if (L != r && v < row[L]) /* (false for a NaN: L has no k) */
+						row[L] = v;
 				}
 			}
+		}
 		for (int r = 0; r < R; r++)
 			for (int L = 0; L < R; L++)
 				if (isfinite(U[(size_t)r * (size_t)R + (size_t)L]))
@@ -278,8 +284,10 @@ static void bounds(const struct sig *g, size_t w, const double *b, double *U, st
 				const struct cpt *xr = X(m, k, r);
 				if (xr->join == INT64_MIN)
 					continue;
-				hi[r] = fmin(hi[r], undrift(b[r], xr->done, tc) - undrift(0, x0->join, tc));
-				lo[r] = fmin(lo[r], undrift(0, x0->done, tc) - undrift(b[r], xr->join, tc));
+				double h = undrift(b[r], xr->done, tc) - undrift(0, x0->join, tc);
+				double l = undrift(0, x0->done, tc) - undrift(b[r], xr->join, tc);
+				hi[r] = h < hi[r] ? h : hi[r];
+				lo[r] = l < lo[r] ? l : lo[r];
 			}
 		}
 		for (int r = 1; r < R; r++) {
@@ -335,12 +343,48 @@ static size_t exits(const struct mat *m, size_t k0, size_t k1, int r, double b, 
 	return n;
 }
 
+/* the median of v's n values (v is reordered), exactly an_quantile's, by selection rather than a
+ * sort: every rank, every window */
+static double median(double *v, size_t n)
+{
+	if (!n)
+		return 0;
+	double pos = 0.5 * (double)(n - 1);
+	size_t want = (size_t)pos;
+	long l = 0, r = (long)n - 1, k = (long)want;
+	while (l < r) { /* Wirth's selection: v[want] to its place, none larger before, none smaller after */
+		double x = v[k];
+		long i = l, j = r;
+		do {
+			while (v[i] < x)
+				i++;
+			while (x < v[j])
+				j--;
+			if (i <= j) {
+				double t = v[i];
+				v[i++] = v[j];
+				v[j--] = t;
+			}
+		} while (i <= j);
+		if (j < k)
+			l = i;
+		if (k < i)
+			r = j;
+	}
+	if (want + 1 >= n)
+		return v[want];
+	double next = v[want + 1];
+	for (size_t m = want + 2; m < n; m++)
+		next = v[m] < next ? v[m] : next;
+	return v[want] + (pos - (double)want) * (next - v[want]);
+}
+
 /* the median distance of v's n values from e (v is overwritten) */
 static double spread(double *v, size_t n, double e)
 {
 	for (size_t i = 0; i < n; i++)
 		v[i] = fabs(v[i] - e);
-	return an_quantile(v, n, 0.5);
+	return median(v, n);
 }
 
 /* Rank r's lead over the lowest rank in window w, its drift b taken out, *res how far off it may
@@ -352,7 +396,7 @@ static int estimate(const struct sig *g, size_t w, int r, double b, double lo, d
 	size_t k0 = w < g->W ? g->k[w] : 0, k1 = w < g->W ? g->k[w + 1] : g->m.K;
 	size_t n = exits(&g->m, k0, k1, r, b, g->tc, v);
 	if (n >= 3) {
-		*est = an_quantile(v, n, 0.5);
+		*est = median(v, n);
 		if (lo <= hi)
 			*est = fmin(fmax(*est, lo), hi);
 		*res = spread(v, n, *est);
@@ -501,7 +545,7 @@ static int align_from(struct analysis *a, void (*points)(const struct proc *, st
 	struct edges E = { 0 };
 	double *B = calloc((size_t)R, sizeof *B), *est0 = calloc((size_t)R, sizeof *est0);
 	double *lo = malloc((size_t)R * sizeof *lo), *hi = malloc((size_t)R * sizeof *hi);
-	double *U = R <= MAX_PATHS ? malloc((size_t)R * (size_t)R * sizeof *U) : NULL;
+	double *U = R <= MAX_PATHS ? malloc(((size_t)R + 1) * (size_t)R * sizeof *U) : NULL;
 	double *wm = malloc((size_t)R * MAX_WINDOWS * sizeof *wm), *ww = malloc((size_t)R * MAX_WINDOWS * sizeof *ww);
 	double wt[MAX_WINDOWS];
 	double *v = NULL;

@@ -93,7 +93,7 @@ static int group_of(const struct proc *p, const struct thr *t)
 		return CPU_INPUT;
 	if (t == an_train_thread(p))
 		return CPU_TRAIN;
-	if (t->io_ms > 0)
+	if (t->io_ns > 0)
 		return CPU_INPUT;
 	if (t->nhelper > 0)
 		return CPU_COLL;
@@ -104,7 +104,7 @@ static int group_of(const struct proc *p, const struct thr *t)
 static int input_of(const struct proc *p, const struct thr *t, const struct proc *rp)
 {
 	if (p == rp)
-		return t != an_train_thread(p) && t->io_ms > 0;
+		return t != an_train_thread(p) && t->io_ns > 0;
 	return p->role == DDPSPY_ROLE_WORKER && p->parent_pid == rp->pid && !strcmp(p->host, rp->host);
 }
 
@@ -155,7 +155,7 @@ void an_cpu(struct analysis *a)
 					c->in_run += (double)u->sched_last.run - (double)u->sched_first.run;
 					c->in_wait += (double)u->sched_last.wait - (double)u->sched_first.wait;
 					c->in_life += (double)(u->sched_last.t - u->sched_first.t);
-					c->in_io += u->io_ms * 1e6;
+					c->in_io += (double)u->io_ns;
 				}
 			}
 		}

@@ -240,9 +240,10 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	} else if (k->fd >= 0) {
 		v->path = fd_path(c->p, v->fd);
 	}
-	an_p2p_number(&t->num, v);
+	if (k->m & DDPSPY_KM_P2P)
+		an_p2p_number(&t->num, v);
 	if ((k->m & (DDPSPY_KM_OPENS | DDPSPY_KM_STATS)) || an_is_file_read(v))
-		t->io_ms += MS(v->d);
+		t->io_ns += v->d;
 	if (an_is_coll(e->kind) || an_is_p2p(v))
 		t->ncoll++;
 	if (k->m & DDPSPY_KM_HELPER)

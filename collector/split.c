@@ -87,15 +87,16 @@ static void excesses(struct analysis *a, size_t k, int c, struct rv *v, double *
 	}
 }
 
-static void add_span(struct rankstep *st, size_t nsteps, size_t *cur, int64_t t, int64_t d, int c)
+/* spread [t, t+d) over the steps it overlaps, from *cur on, in ns (ns[k * CAT_COUNT + c]: whole
+ * numbers, summed exactly; ms once the rank's events are all in) */
+static void add_span(const struct rankstep *st, int64_t *ns, size_t nsteps, size_t *cur, int64_t t, int64_t d, int c)
 {
-	/* spread [t, t+d) over the steps it overlaps, from *cur on */
 	while (*cur < nsteps && st[*cur].t1 <= t)
 		(*cur)++;
 	for (size_t k = *cur; k < nsteps && st[k].t0 < t + d; k++) {
 		int64_t lo = t > st[k].t0 ? t : st[k].t0, hi = t + d < st[k].t1 ? t + d : st[k].t1;
 		if (hi > lo)
-			st[k].cat[c] += MS(hi - lo);
+			ns[k * CAT_COUNT + (size_t)c] += hi - lo;
 	}
 }
 
@@ -203,6 +204,7 @@ struct split {
 	size_t nseg, segi;
 	double waited;   /* ms of the segments the training thread waited through, in the steps */
 	struct shared *log; /* what it adds to other ranks' figures and the instances' */
+	int64_t *ns;        /* the steps' raw split in ns (add_span) */
 };
 
 struct bgseg {
@@ -294,8 +296,8 @@ static int split_wait(struct split *s, const struct ev *e)
 		const struct bgseg *g = &s->seg[i];
 		int64_t lo = t > g->t0 ? t : g->t0, hi = end < g->t1 ? end : g->t1;
 		if (lo > t)
-			add_span(ri->steps, s->N, &s->cur, t, lo - t, CAT_HOST);
-		add_span(ri->steps, s->N, &s->cur, lo, hi - lo, CAT_COMMS);
+			add_span(ri->steps, s->ns, s->N, &s->cur, t, lo - t, CAT_HOST);
+		add_span(ri->steps, s->ns, s->N, &s->cur, lo, hi - lo, CAT_COMMS);
 		c = CAT_COMMS;
 		int64_t a0 = lo > ri->steps[0].t0 ? lo : ri->steps[0].t0, a1 = hi < ri->steps[s->N - 1].t1 ? hi : ri->steps[s->N - 1].t1;
 		if (a1 > a0)
@@ -311,7 +313,7 @@ static int split_wait(struct split *s, const struct ev *e)
 		t = hi;
 	}
 	if (end > t)
-		add_span(ri->steps, s->N, &s->cur, t, end - t, CAT_HOST);
+		add_span(ri->steps, s->ns, s->N, &s->cur, t, end - t, CAT_HOST);
 	return c;
 }
 
@@ -402,7 +404,7 @@ static int split_event(void *ctx, const struct ev *e)
 	if (s->nseg && c == CAT_HOST && (an_kind(e->kind)->m & DDPSPY_KM_THREAD_WAIT))
 		c = split_wait(s, e);
 	else if (c < CAT_COUNT) /* (a marker is a point in time) */
-		add_span(ri->steps, N, &s->cur, e->t, e->d, c);
+		add_span(ri->steps, s->ns, N, &s->cur, e->t, e->d, c);
 	struct inst *rel = NULL;
 	double wt = an_is_coll(e->kind) ? wait_of(&s->w, e, &rel) : 0;
 	/* add_span left cur at the first step ending after e starts: events come in time order */
@@ -511,6 +513,12 @@ static void split_rank(struct analysis *a, struct stepdata *sd, int r, struct sh
 	sp.maxlate = t->n + sp.nbg + 1;
 	sp.lanes = sd->lanes[r] = an_gpu_lanes_new(ri->p);
 	sd->late[r] = malloc(sp.maxlate * sizeof **sd->late);
+	sp.ns = calloc(N * CAT_COUNT + 1, sizeof *sp.ns);
+	if (!sp.ns) {
+		if (asprintf(&log->warn, "out of memory: rank %d's steps are not split", ri->rank) < 0)
+			log->warn = NULL;
+		return;
+	}
 	if (an_stream_train(ri->p, split_event, &sp) < 0 &&
 	    asprintf(&log->warn, "%s: could not be read a second time; rank %d's steps are not split", ri->p->file,
 		     ri->rank) < 0)
@@ -534,6 +542,8 @@ static void split_rank(struct analysis *a, struct stepdata *sd, int r, struct sh
 	an_wf_sort(sd, r);
 	for (size_t k = 0; k < N; k++) {
 		struct rankstep *st = &ri->steps[k];
+		for (int c = 0; c < CAT_COUNT; c++)
+			st->cat[c] += MS(sp.ns[k * CAT_COUNT + (size_t)c]);
 		double len = MS(st->t1 - st->t0), busy = st->cat[CAT_DATA] + st->cat[CAT_COMMS] + st->cat[CAT_HOST];
 		st->cat[CAT_COMPUTE] = len > busy ? len - busy : 0;
 		if (st->wait > st->cat[CAT_COMMS])
@@ -542,6 +552,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, int r, struct sh
 			if (st->p2p[i] > st->cat[CAT_COMMS] - st->wait)
 				st->p2p[i] = fmax(0, st->cat[CAT_COMMS] - st->wait);
 	}
+	free(sp.ns);
 }
 
 /* The late ranks' excess over their peers, and the critical path: each wait for a late rank

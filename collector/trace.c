@@ -819,23 +819,37 @@ static inline __attribute__((always_inline)) int decode_packed(struct trace_file
 	e->raw = r->prev + (uint64_t)ddpspy_unzz(gap);
 	r->prev = e->raw + dur;
 	int skip = want && (kind >= DDPSPY_EV_COUNT || !want[kind]);
-	e->nargs = 0;
 	e->str = NULL;
 	e->slen = 0;
 	e->str_index = -1;
-	for (unsigned i = 0; i < nargs; i++) {
-		int tracked = delta && i < DDPSPY_EVC_DELTA_ARGS;
-		int64_t val = tracked ? r->prev_args[kind][i] : 0;
+	/* the arguments with delta state (their previous values), then any beyond, relative to 0; a
+	 * local count and pointers, not e's fields, in the loops (a store and a load of e->nargs per
+	 * argument was most of the decoding's time) */
+	int64_t *args = e->args, *pv = delta ? r->prev_args[kind] : NULL;
+	unsigned nd = delta ? (nargs < DDPSPY_EVC_DELTA_ARGS ? (unsigned)nargs : DDPSPY_EVC_DELTA_ARGS) : 0;
+	unsigned i = 0;
+	for (; i < nd; i++) {
+		int64_t val = pv[i];
 		if (mask[i / 8] >> (i % 8) & 1) {
 			if (!(p = ddpspy_get_varint(p, end, &v)))
 				return -1;
 			val = (int64_t)((uint64_t)val + (uint64_t)ddpspy_unzz(v));
-			if (tracked)
-				r->prev_args[kind][i] = val;
+			pv[i] = val;
 		}
-		if (e->nargs < TRACE_MAX_ARGS)
-			e->args[e->nargs++] = val;
+		if (i < TRACE_MAX_ARGS)
+			args[i] = val;
 	}
+	for (; i < nargs; i++) {
+		int64_t val = 0;
+		if (mask[i / 8] >> (i % 8) & 1) {
+			if (!(p = ddpspy_get_varint(p, end, &v)))
+				return -1;
+			val = ddpspy_unzz(v);
+		}
+		if (i < TRACE_MAX_ARGS)
+			args[i] = val;
+	}
+	e->nargs = nargs < TRACE_MAX_ARGS ? (int)nargs : TRACE_MAX_ARGS;
 	if (h & DDPSPY_EVC_STR) {
 		if (!(p = ddpspy_get_varint(p, end, &v)) || v > (uint64_t)(end - p))
 			return -1;
