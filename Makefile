@@ -46,7 +46,7 @@ PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(B)/obj/%.o)
 COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/trace.c \
 	collector/json.c collector/analyze.c collector/kinds.c collector/stats.c collector/load.c \
 	collector/clocks.c collector/steps.c collector/p2p.c collector/split.c collector/cpu.c collector/findings.c collector/verdict.c \
-	collector/report.c collector/compare.c collector/gpu.c collector/par.c common/format.c \
+	collector/report.c collector/compare.c collector/gpu.c collector/par.c collector/mpijob.c common/format.c \
 	viewer/timeline.c viewer/view.c viewer/html.c
 COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 
@@ -95,7 +95,7 @@ $(B)/cobj/%.o: %.c common/format.h common/evcodec.h common/hash.h collector/trac
 	$(CC) $(BASE) -c $< -o $@
 
 $(B)/ddpspy: $(COLLECTOR_OBJ)
-	$(CC) -o $@ $(COLLECTOR_OBJ) -lmsgpackc -lz -lm -lpthread
+	$(CC) -o $@ $(COLLECTOR_OBJ) -lmsgpackc -lz -lm -lpthread -ldl
 
 # ---- the same with AddressSanitizer and UBSan (make test runs these too) ----
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -105,9 +105,9 @@ $(B)/asan/cobj/%.o: %.c common/format.h common/evcodec.h common/hash.h collector
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SAN) -c $< -o $@
 $(B)/asan/ddpspy: $(COLLECTOR_SRC:%.c=$(B)/asan/cobj/%.o)
-	$(CC) $(SAN) -o $@ $^ -lmsgpackc -lz -lm -lpthread
+	$(CC) $(SAN) -o $@ $^ -lmsgpackc -lz -lm -lpthread -ldl
 $(B)/asan/fuzz_replay: tests/fuzz/fuzz_collector.c $(COLLECTOR_LIB_SRC:%.c=$(B)/asan/cobj/%.o)
-	$(CC) $(BASE) $(SAN) -DREPLAY -o $@ $^ -lmsgpackc -lz -lm -lpthread
+	$(CC) $(BASE) $(SAN) -DREPLAY -o $@ $^ -lmsgpackc -lz -lm -lpthread -ldl
 $(B)/asan/obj/%.o: %.c common/format.h common/evcodec.h common/hash.h preload/internal.h preload/ring.h cupti/gpu.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SAN) $(MPI_CFLAGS) $(GPU_DEF) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
@@ -138,7 +138,7 @@ FUZZ_SECONDS ?= 600
 $(B)/fuzz/fuzz_collector: tests/fuzz/fuzz_collector.c $(COLLECTOR_LIB_SRC)
 	@mkdir -p $(dir $@)
 	clang -O1 -g -std=gnu11 -D_GNU_SOURCE -DDDPSPY_VERSION='"$(VERSION)"' \
-		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $^ -lmsgpackc -lz -lm -lpthread
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $^ -lmsgpackc -lz -lm -lpthread -ldl
 fuzz: $(B)/fuzz/fuzz_collector all testapps
 	@bash .ci/deps --quiet --fuzz
 	@bash tests/fuzz/run.sh $(FUZZ_SECONDS)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make bench, collector part: `ddpspy report` on 256 synthetic rank files of 200k events each
-# (bench/gentrace.c), on 1 and on 2 threads (-j), next to merely decoding the same files
+# (bench/gentrace.c), on 1 and on 2 threads (-j) and spread over 2 processes under mpirun (--mpi, 1
+# thread each: the first reading on both, the rest on process 0), next to merely decoding the same files
 # (bench/decode.c), and on the same number of events with the training thread reading its samples
 # itself (gentrace ... sync: every event is on the thread the report reads twice, the worst shape).
 # The worst shape once more with what a job of 4,096 ranks keeps (DDPSPY_REPORT_PREFIX=2048,
@@ -18,12 +19,16 @@ build/bench/gentrace "$d/async" "$RANKS" "$EVENTS"
 build/bench/gentrace "$d/sync" "$RANKS" "$EVENTS" sync
 n=$((RANKS * EVENTS))
 secs() { /usr/bin/time -f "%e %M" "$@" 2>&1 >/dev/null | tail -n 1; }
+MPIRUN="mpirun --oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root)"
+mpi() { if command -v mpirun >/dev/null; then $MPIRUN -np 2 /usr/bin/time -f "%e %M" build/ddpspy report --mpi -j 1 "$@" 2>&1 >/dev/null | grep -E '^[0-9.]+ [0-9]+$' | sort -n | tail -n 1; fi; }
 for i in $(seq "$ROUNDS"); do
 	secs build/ddpspy report -j 1 "$d/async" >>"$d/async1.t"
 	secs build/ddpspy report -j 2 "$d/async" >>"$d/async2.t"
+	mpi "$d/async" >>"$d/asyncm.t"
 	secs build/bench/decode "$d"/async/*.ddpspy >>"$d/decode.t"
 	secs build/ddpspy report -j 1 "$d/sync" >>"$d/sync1.t"
 	secs build/ddpspy report -j 2 "$d/sync" >>"$d/sync2.t"
+	mpi "$d/sync" >>"$d/syncm.t"
 	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 secs build/ddpspy report -j 1 "$d/sync" >>"$d/cap1.t"
 	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 secs build/ddpspy report -j 2 "$d/sync" >>"$d/cap2.t"
 done
@@ -53,7 +58,13 @@ worst = min(r[0] for r in rate.values())
 print(f"  budget: at least 20M events/s per core in the worst shape; {'met' if worst >= 20e6 else 'NOT met'} "
       f"({worst / 1e6:.1f}M); 2-thread scaling at least 0.85: "
       f"{'met' if min(r[2] for r in rate.values()) >= 0.85 else 'NOT met'}")
-print("  ddpspy report --mpi (processes under mpirun): not built yet")
+for name, label in (("async", "input thread"), ("sync", "worst shape")):
+    try:
+        (tm, mm), (t1, _) = load(f"{name}m.t"), load(f"{name}1.t")
+        print(f"  --mpi, 2 processes of 1 thread, {label:13} {tm:7.2f}s  against -j 1: {t1 / tm:.2f}x, max RSS of "
+              f"a process {mm / 1024:.0f} MiB (process 0 holds every record)")
+    except (OSError, ValueError, statistics.StatisticsError):
+        print("  --mpi: not measured (mpirun missing)")
 l1, m1 = load("len1.t")
 l4, m4 = load("len4.t")
 print(f"collector memory against trace length, 8 ranks, -j 1: 2M events each {m1 / 1024:.0f} MiB ({l1:.2f} s), "

@@ -257,6 +257,8 @@ struct analysis {
 	double clock_residual_us;
 	int clock_unmeasured;          /* ranks the clock signal did not reach (their realtime kept) */
 	int jobs;                      /* threads the reading and the split run on */
+	struct an_mpi *mpi;            /* report --mpi: the processes the first reading is spread over */
+	int mpi_follower;              /* this process only read files for process 0, which reports */
 	double step_p50, step_p95, step_max;
 	double shares[CAT_COUNT];      /* critical-path verdict shares */
 	const char *bound;
@@ -272,6 +274,7 @@ struct analysis {
 struct report_options {
 	int skip;            /* warm-up steps to skip */
 	int jobs;            /* threads (0: the CPUs this process may use) */
+	struct an_mpi *mpi;  /* report --mpi (an_mpi_start), NULL: this process alone */
 	const int *ranks;    /* only these ranks (NULL: all) */
 	int nranks;
 };

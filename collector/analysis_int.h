@@ -336,6 +336,10 @@ struct hostlanes;
 struct hostlanes *an_gpu_lanes_new(const struct proc *p);
 void an_gpu_lanes_event(struct hostlanes *h, const struct ev *e);
 void an_gpu_lanes_free(struct hostlanes *h);
+struct an_buf;
+struct an_rd;
+void an_gpu_pack(struct an_buf *b, const struct proc *p);
+int an_gpu_unpack(struct an_rd *r, struct proc *p); /* -1: damaged (what was read is p's, an_gpu_free) */
 /* p's call site i that waited for the device: its event kind's name (NULL: none), frames
  * (innermost first, "module+0xoffset"), time, calls, kind, and what (cuda_sync "what", cuda_memcpy "dir") */
 const char *an_gpu_site(const struct proc *p, int i, const char *(*frames)[8], int *nframes, double *ms,
@@ -386,8 +390,41 @@ struct an_progress {
 void an_progress_start(struct an_progress *g, const char *what, size_t items, uint64_t bytes);
 void an_progress_add(struct an_progress *g, uint64_t bytes, uint64_t events);
 void an_progress_end(struct an_progress *g);
+/* records as bytes for another process (report --mpi): an_put* append (b->err once out of
+ * memory); an_get* read back in the same order (r->err, and zeros, once past the end);
+ * an_get_arr: n items of size bytes into a new array with room for at least room of them (NULL
+ * for none) */
+struct an_buf {
+	char *p;
+	size_t n, cap;
+	int err;
+};
+struct an_rd {
+	const char *p, *end;
+	int err;
+};
+void an_put(struct an_buf *b, const void *x, size_t n);
+void an_put_str(struct an_buf *b, const char *s);
+int an_get(struct an_rd *r, void *x, size_t n);
+char *an_get_str(struct an_rd *r);
+void *an_get_arr(struct an_rd *r, size_t n, size_t size, size_t room);
+/* mpijob.c: report --mpi's processes (Open MPI, loaded at run time): an_mpi_start (NULL and a
+ * reason when there is no MPI job to join), an_mpi_end (MPI_Finalize); process 0 sends b to all
+ * (an_mpi_bcast: b is replaced elsewhere), the others send to process 0 (an_mpi_send, an_mpi_recv) */
+struct an_mpi *an_mpi_start(char *err, size_t errlen);
+void an_mpi_end(struct an_mpi *m);
+void an_mpi_abort(struct an_mpi *m); /* MPI_Abort: every process ends */
+int an_mpi_me(const struct an_mpi *m);
+int an_mpi_np(const struct an_mpi *m);
+int an_mpi_bcast(struct an_mpi *m, struct an_buf *b);
+int an_mpi_send(struct an_mpi *m, const struct an_buf *b);
+int an_mpi_recv(struct an_mpi *m, int src, struct an_buf *b);
+/* load.c: a process record as bytes, and back (-1: damaged; free what was read with the rest) */
+void an_pack_proc(struct an_buf *b, const struct proc *p);
+int an_unpack_proc(struct an_rd *r, struct proc *p);
 
 /* ---- cpu.c: CPU time and contention, from the threads' schedstat ---- */
+#define MAX_SCHED 2048 /* samples kept per thread: past that, every other one, and half as often */
 struct trace_sched;
 void an_cpu_sample(struct thr *t, const struct trace_sched *s); /* while loading */
 void an_cpu(struct analysis *a);                                /* after the split: a->ranks[].cpu */

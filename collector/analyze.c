@@ -29,6 +29,7 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	a->bound = "unknown";
 	a->clock_method = "none";
 	a->jobs = o->jobs > 0 ? o->jobs : an_jobs_default();
+	a->mpi = o->mpi;
 	a->prefix = env_size("DDPSPY_REPORT_PREFIX", 0); /* 0: by the job's size (load.c) */
 	if (an_load(a, o, err, errlen) != 0)
 		return -1;

@@ -12,7 +12,6 @@
 #include "analysis_int.h"
 #include "trace.h"
 
-#define MAX_SCHED 2048 /* samples kept per thread: past that, every other one, and half as often */
 
 const char *const an_cpu_group_names[CPU_GROUPS] = { "other_ranks", "input_workers", "collective_threads",
 						     "other_threads" };

@@ -342,6 +342,58 @@ void an_gpu_free(struct proc *p)
 	p->gpu = NULL;
 }
 
+/* p's device records as bytes, and back (report --mpi) */
+void an_gpu_pack(struct an_buf *b, const struct proc *p)
+{
+	const struct gpuproc *g = p->gpu;
+	uint8_t have = g != NULL;
+	an_put(b, &have, 1);
+	if (!g)
+		return;
+	an_put(b, g, sizeof *g);
+	an_put(b, g->w, g->nw * sizeof *g->w);
+	an_put(b, g->api, g->na * sizeof *g->api);
+	an_put(b, g->xc, g->nx * sizeof *g->xc);
+	an_put(b, g->call, g->nc * sizeof *g->call);
+	for (size_t i = 0; i < g->nnames; i++) {
+		an_put(b, &g->names[i], sizeof g->names[i]);
+		an_put_str(b, g->names[i].s);
+	}
+}
+
+int an_gpu_unpack(struct an_rd *r, struct proc *p)
+{
+	uint8_t have;
+	p->gpu = NULL;
+	if (an_get(r, &have, 1) < 0 || !have)
+		return r->err ? -1 : 0;
+	struct gpuproc *g = calloc(1, sizeof *g);
+	if (!g || an_get(r, g, sizeof *g) < 0) {
+		free(g);
+		return -1;
+	}
+	size_t nn = g->nnames;
+	g->api = NULL, g->xc = NULL, g->call = NULL, g->names = NULL, g->nnames = 0;
+	p->gpu = g; /* (freed by an_gpu_free on failure) */
+	g->w = an_get_arr(r, g->nw, sizeof *g->w, 0);
+	g->cw = g->nw;
+	g->api = an_get_arr(r, g->na, sizeof *g->api, 0);
+	g->ca = g->na;
+	g->xc = an_get_arr(r, g->nx, sizeof *g->xc, 0);
+	g->cx = g->nx;
+	g->call = an_get_arr(r, g->nc, sizeof *g->call, 0);
+	g->cc = g->nc;
+	if (r->err || nn > (size_t)(r->end - r->p) / sizeof *g->names || !(g->names = calloc(nn + 1, sizeof *g->names)))
+		return -1;
+	for (; g->nnames < nn; g->nnames++) {
+		struct trace_name *t = &g->names[g->nnames];
+		an_get(r, t, sizeof *t);
+		if (!(t->s = an_get_str(r)))
+			return -1;
+	}
+	return r->err ? -1 : 0;
+}
+
 /* ---- the split ---- */
 
 static int cmp_api_corr(const void *x, const void *y)

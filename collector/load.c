@@ -469,6 +469,100 @@ static void proc_free(struct proc *p)
 	free(p->dstat);
 }
 
+/* ---- a process record as bytes, and back (report --mpi: records read by other processes) ---- */
+
+static void pack_thr(struct an_buf *b, const struct thr *t)
+{
+	an_put(b, t, sizeof *t);
+	an_put(b, t->ev, t->n * sizeof *t->ev);
+	an_put(b, t->sched, t->sched ? t->nsched * sizeof *t->sched : 0);
+}
+
+static int unpack_thr(struct an_rd *r, struct thr *t)
+{
+	if (an_get(r, t, sizeof *t) < 0)
+		return -1;
+	int sched = t->sched != NULL;
+	t->ev = NULL, t->sched = NULL, t->num = NULL;
+	t->ev = an_get_arr(r, t->n, sizeof *t->ev, 0);
+	t->cap = t->n;
+	if (sched) /* (room for as many samples as cpu.c keeps) */
+		t->sched = an_get_arr(r, t->nsched, sizeof *t->sched, MAX_SCHED);
+	return r->err ? -1 : 0;
+}
+
+void an_pack_proc(struct an_buf *b, const struct proc *p)
+{
+	an_put(b, p, sizeof *p);
+	an_put_str(b, p->file);
+	if (p->clock) {
+		an_put(b, p->clock, sizeof *p->clock);
+		an_put(b, p->clock->calib, p->clock->n * sizeof *p->clock->calib);
+	}
+	an_gpu_pack(b, p);
+	an_put(b, p->comms, (size_t)p->ncomms * sizeof *p->comms);
+	pack_thr(b, &p->hostcpu);
+	for (int k = 0; k < p->nthr; k++)
+		pack_thr(b, &p->thr[k]);
+	for (int k = 0; k < p->npaths; k++)
+		an_put_str(b, p->paths[k]);
+	an_put(b, p->fd_path, (size_t)p->nfd * sizeof *p->fd_path);
+	an_put(b, p->rbins, p->nbins * sizeof *p->rbins);
+	for (int k = 0; k < p->ndstat; k++) {
+		an_put(b, &p->dstat[k], sizeof p->dstat[k]);
+		an_put_str(b, p->dstat[k].dir);
+	}
+}
+
+int an_unpack_proc(struct an_rd *r, struct proc *p)
+{
+	if (an_get(r, p, sizeof *p) < 0)
+		return -1;
+	/* every pointer of the sender's is replaced before anything can fail, so that proc_free
+	 * frees only what was made here */
+	int clock = p->clock != NULL, nthr = p->nthr, npaths = p->npaths, ndstat = p->ndstat;
+	p->file = NULL, p->clock = NULL, p->gpu = NULL, p->comms = NULL, p->thr = NULL, p->paths = NULL;
+	p->fd_path = NULL, p->rbins = NULL, p->dstat = NULL, p->hostcpu.ev = NULL, p->hostcpu.sched = NULL;
+	p->nthr = p->npaths = p->ndstat = 0;
+	p->file = an_get_str(r);
+	if (clock && (p->clock = calloc(1, sizeof *p->clock))) {
+		an_get(r, p->clock, sizeof *p->clock);
+		p->clock->calib = NULL;
+		p->clock->calib = an_get_arr(r, p->clock->n, sizeof *p->clock->calib, 0);
+	}
+	if (!p->file || (clock && !p->clock) || an_gpu_unpack(r, p) < 0)
+		return -1;
+	p->comms = an_get_arr(r, (size_t)p->ncomms, sizeof *p->comms, 0);
+	if (unpack_thr(r, &p->hostcpu) < 0)
+		return -1;
+	if (nthr < 0 || (size_t)nthr > (size_t)(r->end - r->p) / sizeof *p->thr ||
+	    !(p->thr = calloc((size_t)nthr + 1, sizeof *p->thr)))
+		return -1;
+	for (; p->nthr < nthr; p->nthr++)
+		if (unpack_thr(r, &p->thr[p->nthr]) < 0) {
+			p->nthr++; /* (what it read is freed with the rest) */
+			return -1;
+		}
+	if (npaths < 0 || (size_t)npaths > (size_t)(r->end - r->p) / 8 ||
+	    !(p->paths = calloc((size_t)npaths + 1, sizeof *p->paths)))
+		return -1;
+	for (; p->npaths < npaths; p->npaths++)
+		if (!(p->paths[p->npaths] = an_get_str(r)))
+			return -1;
+	p->cpaths = p->npaths;
+	p->fd_path = an_get_arr(r, (size_t)p->nfd, sizeof *p->fd_path, 0);
+	p->rbins = an_get_arr(r, p->nbins, sizeof *p->rbins, 0);
+	if (r->err || ndstat < 0 || (size_t)ndstat > (size_t)(r->end - r->p) / sizeof *p->dstat ||
+	    !(p->dstat = calloc((size_t)ndstat + 1, sizeof *p->dstat)))
+		return -1;
+	for (; p->ndstat < ndstat; p->ndstat++) {
+		an_get(r, &p->dstat[p->ndstat], sizeof p->dstat[p->ndstat]);
+		if (!(p->dstat[p->ndstat].dir = an_get_str(r)))
+			return -1;
+	}
+	return r->err ? -1 : 0;
+}
+
 /* a file being read, on whichever thread: its process, and what the report will say of it (in
  * the files' order, whatever order they were read in) */
 struct slot {
@@ -595,6 +689,212 @@ static int cmp_bysize(const void *x, const void *y)
 	return (a->i > b->i) - (a->i < b->i);
 }
 
+/* the slots idx[0..n) read on a->jobs threads, the largest first */
+static void load_slots(const struct analysis *a, struct slot *slots, const size_t *idx, size_t n)
+{
+	struct loadjob job = { .a = a, .slots = slots };
+	struct bysize *bs = malloc((n + 1) * sizeof *bs);
+	size_t *order = malloc((n + 1) * sizeof *order);
+	uint64_t bytes = 0;
+	if (!bs || !order) {
+		free(bs);
+		free(order);
+		for (size_t i = 0; i < n; i++) /* (in turn) */
+			load_file(a, &slots[idx[i]]);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		bs[i] = (struct bysize){ slots[idx[i]].bytes, idx[i] };
+		bytes += slots[idx[i]].bytes;
+	}
+	sort_n(bs, n, sizeof *bs, cmp_bysize);
+	for (size_t i = 0; i < n; i++)
+		order[i] = bs[i].i;
+	free(bs);
+	an_progress_start(&job.progress, "read files", n, bytes);
+	an_parallel(n, a->jobs, order, load_one, &job);
+	an_progress_end(&job.progress);
+	free(order);
+}
+
+/* ---- report --mpi: the first reading spread over the processes ----
+ * Process 0 lists the files and sends the list to all; each says which it can open (and its
+ * host); process 0 gives each file to the least loaded process that can open it, by size, largest
+ * first; every process reads its files and sends their records to process 0, which takes them in
+ * the files' order. */
+
+static void pack_slot(struct an_buf *b, uint64_t i, const struct slot *s)
+{
+	uint8_t ok = (uint8_t)s->ok, nw = (uint8_t)s->nwarn;
+	an_put(b, &i, sizeof i);
+	an_put(b, &ok, 1);
+	an_put(b, &nw, 1);
+	for (int w = 0; w < s->nwarn; w++)
+		an_put_str(b, s->warn[w]);
+	if (s->ok)
+		an_pack_proc(b, &s->p);
+}
+
+static int unpack_slots(struct an_buf *b, struct slot *slots, size_t files)
+{
+	struct an_rd r = { b->p, b->p + b->n, 0 };
+	while (!r.err && r.p < r.end) {
+		uint64_t i;
+		uint8_t ok, nw;
+		an_get(&r, &i, sizeof i);
+		an_get(&r, &ok, 1);
+		an_get(&r, &nw, 1);
+		if (r.err || i >= files || nw > 3)
+			return -1;
+		struct slot *s = &slots[i];
+		for (; s->nwarn < nw; s->nwarn++)
+			if (!(s->warn[s->nwarn] = an_get_str(&r)))
+				return -1;
+		if (ok && an_unpack_proc(&r, &s->p) < 0) {
+			proc_free(&s->p);
+			return -1;
+		}
+		s->ok = ok;
+	}
+	return r.err ? -1 : 0;
+}
+
+/* which of the n files this process can open, and its host: a byte each, then the host */
+static void visible(struct an_buf *b, const struct slot *slots, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint8_t v = access(slots[i].path, R_OK) == 0;
+		an_put(b, &v, 1);
+	}
+	char host[256] = "?";
+	gethostname(host, sizeof host - 1);
+	an_put_str(b, host);
+}
+
+/* a process that is not process 0: the list, what it can open, its files, their records */
+static int mpi_follow(struct analysis *a)
+{
+	struct an_mpi *m = a->mpi;
+	struct an_buf b = { 0 };
+	int rc = -1;
+	struct slot *slots = NULL;
+	size_t *idx = NULL, n = 0, mine = 0;
+	if (an_mpi_bcast(m, &b) < 0)
+		goto out;
+	struct an_rd r = { b.p, b.p + b.n, 0 };
+	uint64_t files;
+	an_get(&r, &files, sizeof files);
+	if (r.err || files > (uint64_t)(r.end - r.p) || !(slots = calloc(files + 1, sizeof *slots)) ||
+	    !(idx = calloc(files + 1, sizeof *idx)))
+		goto out;
+	for (n = 0; n < files; n++) {
+		an_get(&r, &slots[n].bytes, sizeof slots[n].bytes);
+		if (!(slots[n].path = an_get_str(&r)))
+			goto out;
+	}
+	b.n = 0;
+	visible(&b, slots, n);
+	if (b.err || an_mpi_send(m, &b) < 0 || an_mpi_bcast(m, &b) < 0 || b.n != n * sizeof(int32_t))
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		int32_t who;
+		memcpy(&who, b.p + i * sizeof who, sizeof who);
+		if (who == an_mpi_me(m))
+			idx[mine++] = i;
+	}
+	load_slots(a, slots, idx, mine);
+	b.n = 0;
+	for (size_t i = 0; i < mine; i++)
+		pack_slot(&b, idx[i], &slots[idx[i]]);
+	rc = b.err ? -1 : an_mpi_send(m, &b);
+out:
+	for (size_t i = 0; slots && i < n; i++) {
+		free((char *)slots[i].path);
+		for (int w = 0; w < slots[i].nwarn; w++)
+			free(slots[i].warn[w]);
+		if (slots[i].ok)
+			proc_free(&slots[i].p);
+	}
+	free(slots);
+	free(idx);
+	free(b.p);
+	return rc;
+}
+
+/* process 0: every file read by some process, its record here; warnings for files some process
+ * could not open */
+static int mpi_lead(struct analysis *a, struct slot *slots, size_t files)
+{
+	struct an_mpi *m = a->mpi;
+	int P = an_mpi_np(m), rc = -1;
+	struct an_buf b = { 0 };
+	uint64_t n = files;
+	uint8_t *vis = calloc((size_t)P * (files + 1), 1);
+	uint64_t *load = calloc((size_t)P, sizeof *load);
+	int32_t *who = calloc(files + 1, sizeof *who);
+	size_t *idx = calloc(files + 1, sizeof *idx), mine = 0;
+	struct bysize *bs = malloc((files + 1) * sizeof *bs);
+	if (!vis || !load || !who || !idx || !bs)
+		goto out;
+	an_put(&b, &n, sizeof n);
+	for (size_t i = 0; i < files; i++) {
+		an_put(&b, &slots[i].bytes, sizeof slots[i].bytes);
+		an_put_str(&b, slots[i].path);
+	}
+	if (b.err || an_mpi_bcast(m, &b) < 0)
+		goto out;
+	b.n = 0;
+	visible(&b, slots, files);
+	for (int q = 0; q < P; q++) {
+		if (q && an_mpi_recv(m, q, &b) < 0)
+			goto out;
+		struct an_rd r = { b.p, b.p + b.n, 0 };
+		an_get(&r, vis + (size_t)q * files, files);
+		char *host = an_get_str(&r);
+		size_t missing = 0;
+		for (size_t i = 0; i < files; i++)
+			missing += !vis[(size_t)q * files + i];
+		if (missing)
+			an_warn(a, "--mpi: %zu of %zu files are not visible to process %d (host %s): the other "
+				"processes read them", missing, files, q, host ? host : "?");
+		free(host);
+	}
+	/* the largest first, each to the least loaded process that can open it (process 0 when none
+	 * can: it will say why) */
+	for (size_t i = 0; i < files; i++)
+		bs[i] = (struct bysize){ slots[i].bytes, i };
+	sort_n(bs, files, sizeof *bs, cmp_bysize);
+	for (size_t k = 0; k < files; k++) {
+		size_t i = bs[k].i;
+		int best = -1;
+		for (int q = 0; q < P; q++)
+			if (vis[(size_t)q * files + i] && (best < 0 || load[q] < load[best]))
+				best = q;
+		best = best < 0 ? 0 : best;
+		who[i] = best;
+		load[best] += slots[i].bytes + 1;
+		if (best == 0)
+			idx[mine++] = i;
+	}
+	b.n = 0;
+	an_put(&b, who, files * sizeof *who);
+	if (b.err || an_mpi_bcast(m, &b) < 0)
+		goto out;
+	load_slots(a, slots, idx, mine);
+	for (int q = 1; q < P; q++)
+		if (an_mpi_recv(m, q, &b) < 0 || unpack_slots(&b, slots, files) < 0)
+			goto out;
+	rc = 0;
+out:
+	free(vis);
+	free(load);
+	free(who);
+	free(idx);
+	free(bs);
+	free(b.p);
+	return rc;
+}
+
 int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *e), void *ctx)
 {
 	if (p->train < 0)
@@ -694,9 +994,18 @@ static int wanted(const struct report_options *o, int rank)
  * readable (a one-line reason in err). */
 int an_load(struct analysis *a, const struct report_options *o, char *err, size_t errlen)
 {
+	if (a->mpi && an_mpi_me(a->mpi) != 0) {
+		a->mpi_follower = 1;
+		if (mpi_follow(a) < 0)
+			snprintf(err, errlen, "--mpi: process %d could not read its files or send them", an_mpi_me(a->mpi));
+		else
+			*err = 0;
+		return -1;
+	}
 	char **dirs = a->dirs;
 	int ndirs = a->ndirs;
 	int files = 0;
+	*err = 0;
 	char ***lists = calloc((size_t)ndirs, sizeof *lists);
 	int *counts = calloc((size_t)ndirs, sizeof *counts);
 	struct slot *slots = NULL;
@@ -718,28 +1027,21 @@ int an_load(struct analysis *a, const struct report_options *o, char *err, size_
 	order = malloc(((size_t)files + 1) * sizeof *order);
 	if (!slots || !order)
 		goto fail;
-	uint64_t bytes = 0;
 	for (int d = 0, i = 0; d < ndirs; d++)
 		for (int k = 0; k < counts[d]; k++, i++) {
 			struct stat st;
 			slots[i].path = lists[d][k];
 			slots[i].bytes = stat(slots[i].path, &st) == 0 ? (uint64_t)st.st_size : 0;
-			bytes += slots[i].bytes;
 			order[i] = (size_t)i;
 		}
-	struct loadjob job = { .a = a, .slots = slots };
-	struct bysize *bs = malloc(((size_t)files + 1) * sizeof *bs);
-	for (int i = 0; bs && i < files; i++)
-		bs[i] = (struct bysize){ slots[i].bytes, (size_t)i };
-	if (bs) {
-		sort_n(bs, (size_t)files, sizeof *bs, cmp_bysize);
-		for (int i = 0; i < files; i++)
-			order[i] = bs[i].i;
+	if (a->mpi) {
+		if (mpi_lead(a, slots, (size_t)files) < 0) {
+			snprintf(err, errlen, "--mpi: the other processes' records could not be gathered");
+			goto fail;
+		}
+	} else {
+		load_slots(a, slots, order, (size_t)files);
 	}
-	free(bs);
-	an_progress_start(&job.progress, "read files", (size_t)files, bytes);
-	an_parallel((size_t)files, a->jobs, order, load_one, &job);
-	an_progress_end(&job.progress);
 	a->procs = calloc((size_t)files + 1, sizeof *a->procs);
 	if (!a->procs)
 		goto fail;
@@ -803,7 +1105,8 @@ fail:
 	free(slots);
 	free(order);
 nothing:
-	snprintf(err, errlen, "out of memory");
+	if (!*err)
+		snprintf(err, errlen, "out of memory");
 	return -1;
 }
 

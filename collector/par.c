@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -106,4 +107,85 @@ void an_progress_end(struct an_progress *g)
 	if (g->shown)
 		fputs("\r\033[K", stderr);
 	pthread_mutex_destroy(&g->mu);
+}
+
+/* ---- records as bytes, for another process (report --mpi) ---- */
+
+void an_put(struct an_buf *b, const void *x, size_t n)
+{
+	if (b->err || !n)
+		return;
+	if (b->n + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		while (cap < b->n + n)
+			cap *= 2;
+		char *p = realloc(b->p, cap);
+		if (!p) {
+			b->err = 1;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->n, x, n);
+	b->n += n;
+}
+
+void an_put_str(struct an_buf *b, const char *s)
+{
+	uint64_t n = s ? strlen(s) : UINT64_MAX;
+	an_put(b, &n, sizeof n);
+	if (s)
+		an_put(b, s, (size_t)n);
+}
+
+int an_get(struct an_rd *r, void *x, size_t n)
+{
+	if (r->err || (size_t)(r->end - r->p) < n) {
+		r->err = 1;
+		memset(x, 0, n);
+		return -1;
+	}
+	memcpy(x, r->p, n);
+	r->p += n;
+	return 0;
+}
+
+char *an_get_str(struct an_rd *r)
+{
+	uint64_t n;
+	if (an_get(r, &n, sizeof n) < 0 || n == UINT64_MAX)
+		return NULL;
+	if (n > (uint64_t)(r->end - r->p)) {
+		r->err = 1;
+		return NULL;
+	}
+	char *s = malloc(n + 1);
+	if (!s) {
+		r->err = 1;
+		return NULL;
+	}
+	memcpy(s, r->p, n);
+	s[n] = 0;
+	r->p += n;
+	return s;
+}
+
+void *an_get_arr(struct an_rd *r, size_t n, size_t size, size_t room)
+{
+	if (r->err || (size && n > (size_t)(r->end - r->p) / size)) {
+		r->err = 1;
+		return NULL;
+	}
+	room = room > n ? room : n;
+	if (!room)
+		return NULL; /* (none, as the reading that made it would have it) */
+	void *v = malloc(room * size + 1);
+	if (!v) {
+		r->err = 1;
+		return NULL;
+	}
+	memcpy(v, r->p, n * size);
+	r->p += n * size;
+	return v;
 }

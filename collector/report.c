@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "analysis.h"
+#include "analysis_int.h"
 #include "json.h"
 
 int html_report(const struct analysis *a, const char *path, char *err, size_t errlen);
@@ -17,6 +18,7 @@ static void usage(FILE *to)
 {
 	fprintf(to, "usage: ddpspy report DIR... [--json] [--skip N] [--fail-on KIND[,KIND...]]\n"
 		    "                     [--fail-severity X] [--ranks LIST] [--html FILE] [-j N]\n"
+		    "       mpirun -np P ddpspy report --mpi DIR... [options]\n"
 		    "  --json            the report as JSON (schema ddpspy.report.v1)\n"
 		    "  --skip N          warm-up steps left out (default 2)\n"
 		    "  --fail-on KINDS   exit 3 when one of these findings has severity >= --fail-severity\n"
@@ -24,7 +26,9 @@ static void usage(FILE *to)
 		    "  --ranks LIST      only these ranks, e.g. 0,2-3\n"
 		    "  --html FILE       also the report as one self-contained HTML file (no script, nothing fetched)\n"
 		    "  -j N              read and split the ranks' files on N threads (default: the CPUs this\n"
-		    "                    process may use); the report is the same whatever N is\n");
+		    "                    process may use); the report is the same whatever N is\n"
+		    "  --mpi             under mpirun (Open MPI): the files read by all its processes, on\n"
+		    "                    every host that sees the directory; process 0 writes the report\n");
 }
 
 int report_parse_ranks(const char *s, int **out, int *n)
@@ -374,7 +378,8 @@ static void print_text(const struct analysis *a)
 
 int cmd_report(int argc, char **argv)
 {
-	int json = 0, *ranks = NULL, nranks = 0, rc = 2;
+	int json = 0, *ranks = NULL, nranks = 0, rc = 2, mpi = 0;
+	struct an_mpi *m = NULL;
 	long skip = 2, jobs = 0;
 	double fail_sev = 0.1;
 	const char *fail_on = NULL, *html = NULL;
@@ -402,6 +407,8 @@ int cmd_report(int argc, char **argv)
 					argv[i]);
 				goto out;
 			}
+		} else if (!strcmp(s, "--mpi")) {
+			mpi = 1;
 		} else if (!strcmp(s, "--html") && i + 1 < argc) {
 			html = argv[++i];
 		} else if (!strcmp(s, "--fail-on") && i + 1 < argc) {
@@ -433,11 +440,29 @@ int cmd_report(int argc, char **argv)
 		usage(stderr);
 		goto out;
 	}
-	struct report_options o = { .skip = (int)skip, .jobs = (int)jobs, .ranks = ranks, .nranks = nranks };
-	struct analysis a;
 	char err[512];
-	if (analysis_run(&a, dirs, ndirs, &o, err, sizeof err) != 0) {
+	if (mpi && !(m = an_mpi_start(err, sizeof err))) {
+		fprintf(stderr, "ddpspy report: %s\n", err);
+		goto out;
+	}
+	struct report_options o = { .skip = (int)skip, .jobs = (int)jobs, .ranks = ranks, .nranks = nranks, .mpi = m };
+	struct analysis a;
+	int ran = analysis_run(&a, dirs, ndirs, &o, err, sizeof err);
+	if (a.mpi_follower) {
+		/* (a process that read files for process 0: nothing to say unless it failed, and then
+		 * process 0 would wait for it: the job ends) */
+		if (*err) {
+			fprintf(stderr, "ddpspy report: %s\n", err);
+			an_mpi_abort(m);
+		}
+		rc = 0;
+		analysis_free(&a);
+		goto out;
+	}
+	if (ran != 0) {
 		fprintf(stderr, "ddpspy report: %s\n", text_safe(err, SIZE_MAX));
+		if (m && !strncmp(err, "--mpi", 5))
+			an_mpi_abort(m);
 		for (int i = 0; i < a.nwarnings; i++)
 			fprintf(stderr, "ddpspy report: %s\n", text_safe(a.warnings[i], SIZE_MAX));
 		analysis_free(&a);
@@ -474,6 +499,7 @@ int cmd_report(int argc, char **argv)
 	}
 	analysis_free(&a);
 out:
+	an_mpi_end(m);
 	free(ranks);
 	free(dirs);
 	return rc;

@@ -168,19 +168,36 @@ def trace_dirs(d):
     return sorted(r for r, _, files in os.walk(d) if any(f.endswith(".ddpspy") for f in files))
 
 
+def without_mpirun(err):
+    """stderr without mpirun's own notices (blocks between lines of dashes: a process that exited
+    with a non-zero status)"""
+    keep, inside = [], False
+    for line in err.splitlines(keepends=True):
+        if line.startswith(b"-----"):
+            inside = not inside
+        elif not inside:
+            keep.append(line)
+    return b"".join(keep)
+
+
 def same_reports(dirs, what, **env):
     """One check: `ddpspy report --json` says the same, byte for byte (its output, its messages and
-    its exit status), whether it reads and splits the ranks' files on 1 thread or on 2 (issue 21:
-    -j never changes the report); env: the test-only limits, e.g. DDPSPY_REPORT_PREFIX to have
-    the steps found again from every call streamed."""
+    its exit status), whether it reads and splits the ranks' files on 1 thread, on 2, or spread over
+    2 processes under mpirun (--mpi; where Open MPI is installed) (issue 21: neither changes the
+    report); env: the test-only limits, e.g. DDPSPY_REPORT_PREFIX to have the steps found again
+    from every call streamed."""
     diff = []
+    mpi = shutil.which("mpirun") is not None
     for t in dirs:
-        runs = [subprocess.run([DDPSPY, "report", "--json", "-j", j, t], capture_output=True, timeout=600,
-                               env=dict(os.environ, **env)) for j in ("1", "2")]
-        if len({(p.returncode, p.stdout, p.stderr) for p in runs}) > 1:
+        runs = [[DDPSPY, "report", "--json", "-j", j, t] for j in ("1", "2")]
+        if mpi:
+            runs.append(MPIRUN + ["-np", "2", DDPSPY, "report", "--json", "--mpi", t])
+        out = [subprocess.run(r, capture_output=True, timeout=600, env=dict(os.environ, **env)) for r in runs]
+        if len({(p.returncode, p.stdout, without_mpirun(p.stderr)) for p in out}) > 1:
             diff.append(t)
-    return ok(not diff, "%s: the report is the same with -j 1 and -j 2 on all %d trace directories%s%s"
-              % (what, len(dirs), " (%s)" % env if env else "", (": not on %s" % diff[:3]) if diff else ""))
+    return ok(not diff, "%s: the report is the same with -j 1, -j 2%s on all %d trace directories%s%s"
+              % (what, " and --mpi on 2 processes" if mpi else "", len(dirs), " (%s)" % env if env else "",
+                 (": not on %s" % diff[:3]) if diff else ""))
 
 
 def cleanup(d):

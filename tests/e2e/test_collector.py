@@ -187,6 +187,33 @@ same_reports([os.path.join(d, "sync200000"), os.path.join(d, "sync800000"), os.p
              "the generated traces, steps found again streamed, a sample", DDPSPY_REPORT_PREFIX="256",
              DDPSPY_REPORT_SAMPLE="64")
 
+# --mpi: more processes than files (one reads none), and a process that sees none of the files (a
+# mount namespace of its own with an empty directory over the trace directory: a host that does not
+# share it): the same report, and a warning that names the process and its host
+if shutil.which("mpirun"):
+    sync = os.path.join(d, "sync200000")
+    one = subprocess.run([DDPSPY, "report", "--json", "-j", "1", sync], capture_output=True, text=True, timeout=300)
+    three = subprocess.run(MPIRUN + ["-np", "3", DDPSPY, "report", "--json", "--mpi", sync], capture_output=True,
+                           text=True, timeout=300)
+    ok(one.returncode == three.returncode == 0 and one.stdout == three.stdout,
+       "--mpi on 3 processes for 2 files: the same report (rc %d, %d)" % (one.returncode, three.returncode))
+    if os.geteuid() == 0 and shutil.which("unshare"):
+        blind = MPIRUN + ["-np", "1", DDPSPY, "report", "--json", "--mpi", sync, ":", "-np", "1", "unshare", "-m",
+                          "sh", "-c", "mount -t tmpfs none %s && exec %s report --json --mpi %s" % (sync, DDPSPY, sync)]
+        p = subprocess.run(blind, capture_output=True, text=True, timeout=300)
+        j1, jb = json.loads(one.stdout), json.loads(p.stdout) if p.returncode == 0 else None
+        warn = [w for w in (jb or {}).get("job", {}).get("warnings", []) if w.startswith("--mpi:")]
+        if jb:
+            jb["job"]["warnings"] = [w for w in jb["job"]["warnings"] if not w.startswith("--mpi:")]
+        ok(jb == j1 and warn == ["--mpi: 2 of 2 files are not visible to process 1 (host %s): the other processes "
+                                 "read them" % os.uname().nodename],
+           "--mpi with a process that cannot see the files: the others read them, the report says so (%s)"
+           % (warn or p.stderr[-300:]))
+    else:
+        skip("--mpi with a process that cannot see the files", "needs root and unshare(1) for a mount namespace")
+else:
+    skip("--mpi", "mpirun missing (Open MPI not installed)")
+
 # The progress line: on a terminal (here a pseudo-terminal, and the test-only
 # DDPSPY_REPORT_PROGRESS_S=0 that shows it from the first file on instead of after a second),
 # files or ranks done, events, rate and time left for each phase; nothing when stderr is not one
