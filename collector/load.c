@@ -566,7 +566,8 @@ int an_unpack_proc(struct an_rd *r, struct proc *p)
 /* a file being read, on whichever thread: its process, and what the report will say of it (in
  * the files' order, whatever order they were read in) */
 struct slot {
-	const char *path;
+	const char *path;   /* as the report names it */
+	char *open;         /* as this process opens it (report --mpi: process 0's absolute path), NULL: path */
 	uint64_t bytes;
 	struct proc p;
 	int ok;
@@ -603,7 +604,7 @@ static void load_file(const struct analysis *a, struct slot *s)
 	struct trace_visitor v = { .ctx = &c, .on_header = on_header, .on_identity = on_identity,
 				   .on_thread = on_thread, .on_event = on_event, .on_gpu = on_gpu,
 				   .on_sched = on_sched };
-	int rc = trace_open(&f, path);
+	int rc = trace_open(&f, s->open ? s->open : path);
 	if (rc == 0)
 		rc = trace_read(&f, &v);
 	an_gpu_loaded(p, &f);
@@ -763,7 +764,7 @@ static int unpack_slots(struct an_buf *b, struct slot *slots, size_t files)
 static void visible(struct an_buf *b, const struct slot *slots, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		uint8_t v = access(slots[i].path, R_OK) == 0;
+		uint8_t v = access(slots[i].open ? slots[i].open : slots[i].path, R_OK) == 0;
 		an_put(b, &v, 1);
 	}
 	char host[256] = "?";
@@ -789,8 +790,10 @@ static int mpi_follow(struct analysis *a)
 		goto out;
 	for (n = 0; n < files; n++) {
 		an_get(&r, &slots[n].bytes, sizeof slots[n].bytes);
-		if (!(slots[n].path = an_get_str(&r)))
+		if (!(slots[n].path = an_get_str(&r)) || !(slots[n].open = an_get_str(&r))) {
+			n += slots[n].path != NULL;
 			goto out;
+		}
 	}
 	b.n = 0;
 	visible(&b, slots, n);
@@ -810,6 +813,7 @@ static int mpi_follow(struct analysis *a)
 out:
 	for (size_t i = 0; slots && i < n; i++) {
 		free((char *)slots[i].path);
+		free(slots[i].open);
 		for (int w = 0; w < slots[i].nwarn; w++)
 			free(slots[i].warn[w]);
 		if (slots[i].ok)
@@ -836,10 +840,15 @@ static int mpi_lead(struct analysis *a, struct slot *slots, size_t files)
 	struct bysize *bs = malloc((files + 1) * sizeof *bs);
 	if (!vis || !load || !who || !idx || !bs)
 		goto out;
+	/* each file's name in the report, and where it is from / (mpirun starts a process on another
+	 * host in the same directory, or else in its home) */
 	an_put(&b, &n, sizeof n);
 	for (size_t i = 0; i < files; i++) {
+		char *abs = realpath(slots[i].path, NULL);
 		an_put(&b, &slots[i].bytes, sizeof slots[i].bytes);
 		an_put_str(&b, slots[i].path);
+		an_put_str(&b, abs ? abs : slots[i].path);
+		free(abs);
 	}
 	if (b.err || an_mpi_bcast(m, &b) < 0)
 		goto out;

@@ -197,6 +197,16 @@ if shutil.which("mpirun"):
                            text=True, timeout=300)
     ok(one.returncode == three.returncode == 0 and one.stdout == three.stdout,
        "--mpi on 3 processes for 2 files: the same report (rc %d, %d)" % (one.returncode, three.returncode))
+    # a directory named relative to process 0's, and process 1 started elsewhere (another host's
+    # working directory): it opens the files by process 0's absolute path
+    rel = MPIRUN + ["-np", "1", DDPSPY, "report", "--json", "--mpi", "sync200000", ":", "-np", "1", "--wdir", "/",
+                    DDPSPY, "report", "--json", "--mpi", "sync200000"]
+    p = subprocess.run(rel, capture_output=True, text=True, timeout=300, cwd=d)
+    one_rel = subprocess.run([DDPSPY, "report", "--json", "-j", "1", "sync200000"], capture_output=True, text=True,
+                             timeout=300, cwd=d)
+    ok(p.returncode == 0 and p.stdout == one_rel.stdout and "--mpi:" not in p.stdout,
+       "--mpi with a relative directory and a process started in another directory: the same report (%s)"
+       % p.stderr[-300:])
     if os.geteuid() == 0 and shutil.which("unshare"):
         blind = MPIRUN + ["-np", "1", DDPSPY, "report", "--json", "--mpi", sync, ":", "-np", "1", "unshare", "-m",
                           "sh", "-c", "mount -t tmpfs none %s && exec %s report --json --mpi %s" % (sync, DDPSPY, sync)]
