@@ -503,7 +503,12 @@ static void split_rank(struct analysis *a, struct stepdata *sd, int r, struct sh
 		return;
 	struct split sp = { .sd = sd, .ri = ri, .r = r, .N = N, .w = { .tab = &sd->tab, .rank = r },
 			    .prev_cat = CAT_COMPUTE, .prev_end = INT64_MIN, .pp_cat = CAT_COMPUTE,
-			    .pp_end = INT64_MIN, .log = log };
+			    .pp_end = INT64_MIN, .log = log, .ns = calloc(N * CAT_COUNT + 1, sizeof *sp.ns) };
+	if (!sp.ns) {
+		if (asprintf(&log->warn, "out of memory: rank %d's steps are not split", ri->rank) < 0)
+			log->warn = NULL;
+		return;
+	}
 	if (ri->p->bg)
 		bg_build(&sp, ri->p);
 	if (sd->pbo) {
@@ -513,12 +518,6 @@ static void split_rank(struct analysis *a, struct stepdata *sd, int r, struct sh
 	sp.maxlate = t->n + sp.nbg + 1;
 	sp.lanes = sd->lanes[r] = an_gpu_lanes_new(ri->p);
 	sd->late[r] = malloc(sp.maxlate * sizeof **sd->late);
-	sp.ns = calloc(N * CAT_COUNT + 1, sizeof *sp.ns);
-	if (!sp.ns) {
-		if (asprintf(&log->warn, "out of memory: rank %d's steps are not split", ri->rank) < 0)
-			log->warn = NULL;
-		return;
-	}
 	if (an_stream_train(ri->p, split_event, &sp) < 0 &&
 	    asprintf(&log->warn, "%s: could not be read a second time; rank %d's steps are not split", ri->p->file,
 		     ri->rank) < 0)

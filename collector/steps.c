@@ -471,10 +471,6 @@ static size_t sweep_rank(struct sweep *w)
 	return n;
 }
 
-/* Every rank's steps again, streamed (see above), by the mode and patterns found in the prefix
- * (pts[r], from call first[r]: one pattern for all when steps are found by collectives, each
- * rank's own by point-to-point calls); *out gets the sweeps. Returns the number of steps every
- * rank has, 0 when that cannot be done. */
 /* what every rank's sweep shares */
 struct sweepjob {
 	struct analysis *a;
@@ -542,6 +538,10 @@ static void sweep_rest(void *ctx, size_t i)
 	sweep_one(ctx, i + 1);
 }
 
+/* Every rank's steps again, streamed (see above), by the mode and patterns found in the prefix
+ * (pts[r], from call first[r]: one pattern for all when steps are found by collectives, each
+ * rank's own by point-to-point calls); *out gets the sweeps. Returns the number of steps every
+ * rank has, 0 when that cannot be done. */
 static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct pattern *pts, const size_t *first,
 			  int p2p, struct sweep **out)
 {
@@ -566,8 +566,7 @@ static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct
 		if (mode == BY_PATTERN && !p2p)
 			pts[0].nsteps = j.n[0];
 		j.mask0 = w[0].mask;
-		struct sweepjob *jp = &j;
-		an_parallel((size_t)R - 1, a->jobs, NULL, sweep_rest, jp);
+		an_parallel((size_t)R - 1, a->jobs, NULL, sweep_rest, &j);
 	}
 	for (int r = 0; r < R; r++) {
 		size_t n = j.n[r] == SIZE_MAX ? 0 : j.n[r];
