@@ -87,9 +87,17 @@ def live(name, attempt, tries=3):
 
 def busy_host(checks, *reports):
     """checks as they are, unless one missed while a report says another job held the host's CPUs
-    that its training threads waited for ("the host was shared": the miss then says nothing of the
-    analysis): why the case could not be judged, for live"""
+    that its training threads waited for ("the host was shared", or a cpu_contention finding whose
+    evidence has processes outside the job holding a quarter of a CPU or more: with 4 ranks on 2
+    cores the job's own ranks hold more than the outsider, and the warning, meant for users, stays
+    silent): the miss then says nothing of the analysis; why the case could not be judged, for live"""
     shared = [w for j in reports if j for w in j.get("job", {}).get("warnings", []) if w.startswith("the host was shared")]
+    for j in reports:
+        for f in (j or {}).get("findings", []):
+            held = f["evidence"].get("cpus_held", {}).get("outside_job", 0) if f["kind"] == "cpu_contention" else 0
+            if held >= 0.25:
+                shared.append("processes outside the job held %.2f of %s's CPUs (cpu_contention, rank %s)"
+                              % (held, f["evidence"].get("host"), f["rank"]))
     if shared and not all(c for c, _ in checks):
         return "not judged, the host was busy with other work: " + shared[0]
     return checks
