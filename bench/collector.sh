@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench, collector part: `ddpspy report` on 256 synthetic rank files of 200k events each
 # (bench/gentrace.c), on 1 and on 2 threads (-j) and spread over 2 processes under mpirun (--mpi, 1
-# thread each: the first reading on both, the rest on process 0), next to merely decoding the same files
+# thread each), next to merely decoding the same files
 # (bench/decode.c), and on the same number of events with the training thread reading its samples
 # itself (gentrace ... sync: every event is on the thread the report reads twice, the worst shape).
 # The worst shape once more with what a job of 4,096 ranks keeps (DDPSPY_REPORT_PREFIX=2048,
@@ -62,7 +62,7 @@ for name, label in (("async", "input thread"), ("sync", "worst shape")):
     try:
         (tm, mm), (t1, _) = load(f"{name}m.t"), load(f"{name}1.t")
         print(f"  --mpi, 2 processes of 1 thread, {label:13} {tm:7.2f}s  against -j 1: {t1 / tm:.2f}x, max RSS of "
-              f"a process {mm / 1024:.0f} MiB (process 0 holds every record)")
+              f"a process {mm / 1024:.0f} MiB (each holds every record)")
     except (OSError, ValueError, statistics.StatisticsError):
         print("  --mpi: not measured (mpirun missing)")
 l1, m1 = load("len1.t")

@@ -63,6 +63,8 @@ struct thr {
 
 struct proc {
 	char *file, host[256];
+	char *open;            /* report --mpi, another process: the file by process 0's absolute path (NULL: file) */
+	int src;               /* its file's place among the job's files (report --mpi: who read it) */
 	int pid, ppid, role, rank, world, parent_rank, parent_pid;
 	int64_t to_real;       /* CLOCK_REALTIME - CLOCK_MONOTONIC at the first calibration */
 	int64_t offset;        /* added to to_real by the collective refinement */
@@ -257,8 +259,9 @@ struct analysis {
 	double clock_residual_us;
 	int clock_unmeasured;          /* ranks the clock signal did not reach (their realtime kept) */
 	int jobs;                      /* threads the reading and the split run on */
-	struct an_mpi *mpi;            /* report --mpi: the processes the first reading is spread over */
-	int mpi_follower;              /* this process only read files for process 0, which reports */
+	struct an_mpi *mpi;            /* report --mpi: the processes the readings are spread over */
+	int mpi_follower;              /* this process reads and splits files for process 0, which reports */
+	int32_t *mpi_who;              /* report --mpi: the process that reads each file (proc.src) */
 	double step_p50, step_p95, step_max;
 	double shares[CAT_COUNT];      /* critical-path verdict shares */
 	const char *bound;

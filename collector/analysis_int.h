@@ -339,6 +339,8 @@ void an_gpu_lanes_free(struct hostlanes *h);
 struct an_buf;
 struct an_rd;
 void an_gpu_pack(struct an_buf *b, const struct proc *p);
+void an_gpu_lanes_pack(struct an_buf *b, const struct hostlanes *h);
+struct hostlanes *an_gpu_lanes_unpack(struct an_rd *r); /* NULL: none, or damaged (r->err) */
 int an_gpu_unpack(struct an_rd *r, struct proc *p); /* -1: damaged (what was read is p's, an_gpu_free) */
 /* p's call site i that waited for the device: its event kind's name (NULL: none), frames
  * (innermost first, "module+0xoffset"), time, calls, kind, and what (cuda_sync "what", cuda_memcpy "dir") */

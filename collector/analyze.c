@@ -42,6 +42,8 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	an_wall_time(a);
 	an_find_steps(a);
 	an_split_steps(a);
+	if (a->mpi_follower)
+		return -1; /* (report --mpi: process 0 reports) */
 	an_cpu(a);
 	an_find_all(a);
 	an_verdict(a);

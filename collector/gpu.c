@@ -561,6 +561,40 @@ struct hostlanes *an_gpu_lanes_new(const struct proc *p)
 	return h;
 }
 
+/* a rank's lanes as bytes, and back (report --mpi: split by another process) */
+void an_gpu_lanes_pack(struct an_buf *b, const struct hostlanes *h)
+{
+	uint8_t have = h != NULL;
+	an_put(b, &have, 1);
+	if (!h)
+		return;
+	an_put(b, &h->n, sizeof h->n);
+	an_put(b, &h->npage, sizeof h->npage);
+	an_put(b, h->e, h->n * sizeof *h->e);
+	an_put(b, h->page, h->npage * sizeof *h->page);
+}
+
+struct hostlanes *an_gpu_lanes_unpack(struct an_rd *r)
+{
+	uint8_t have;
+	if (an_get(r, &have, 1) < 0 || !have)
+		return NULL;
+	struct hostlanes *h = calloc(1, sizeof *h);
+	if (!h)
+		return NULL;
+	an_get(r, &h->n, sizeof h->n);
+	an_get(r, &h->npage, sizeof h->npage);
+	h->e = an_get_arr(r, h->n, sizeof *h->e, 0);
+	h->cap = h->n;
+	h->page = an_get_arr(r, h->npage, sizeof *h->page, 1);
+	if (r->err) {
+		h->n = h->npage = 0;
+		an_gpu_lanes_free(h);
+		return NULL;
+	}
+	return h;
+}
+
 void an_gpu_lanes_free(struct hostlanes *h)
 {
 	if (h) {

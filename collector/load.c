@@ -448,6 +448,7 @@ double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1)
 static void proc_free(struct proc *p)
 {
 	free(p->file);
+	free(p->open);
 	an_gpu_free(p);
 	if (p->clock)
 		free(p->clock->calib);
@@ -521,7 +522,7 @@ int an_unpack_proc(struct an_rd *r, struct proc *p)
 	/* every pointer of the sender's is replaced before anything can fail, so that proc_free
 	 * frees only what was made here */
 	int clock = p->clock != NULL, nthr = p->nthr, npaths = p->npaths, ndstat = p->ndstat;
-	p->file = NULL, p->clock = NULL, p->gpu = NULL, p->comms = NULL, p->thr = NULL, p->paths = NULL;
+	p->file = NULL, p->open = NULL, p->clock = NULL, p->gpu = NULL, p->comms = NULL, p->thr = NULL, p->paths = NULL;
 	p->fd_path = NULL, p->rbins = NULL, p->dstat = NULL, p->hostcpu.ev = NULL, p->hostcpu.sched = NULL;
 	p->nthr = p->npaths = p->ndstat = 0;
 	p->file = an_get_str(r);
@@ -772,8 +773,27 @@ static void visible(struct an_buf *b, const struct slot *slots, size_t n)
 	an_put_str(b, host);
 }
 
-/* a process that is not process 0: the list, what it can open, its files, their records */
-static int mpi_follow(struct analysis *a)
+/* the slots' records, warnings and names given back (free_slots: with their paths, which a
+ * process other than process 0 holds) */
+static void free_slots(struct slot *slots, size_t n, int paths)
+{
+	for (size_t i = 0; slots && i < n; i++) {
+		if (paths)
+			free((char *)slots[i].path);
+		free(slots[i].open);
+		for (int w = 0; w < slots[i].nwarn; w++)
+			free(slots[i].warn[w]);
+		if (slots[i].ok)
+			proc_free(&slots[i].p);
+	}
+	free(slots);
+}
+
+/* a process that is not process 0: the list, what it can open, its files, their records sent;
+ * then every record, as process 0 has them (the rest of the analysis runs here too, each process
+ * splitting the ranks it read): the slots (*out, *nout) and who splits each file's rank
+ * (a->mpi_who) */
+static int mpi_follow(struct analysis *a, struct slot **out, size_t *nout)
 {
 	struct an_mpi *m = a->mpi;
 	struct an_buf b = { 0 };
@@ -786,7 +806,7 @@ static int mpi_follow(struct analysis *a)
 	uint64_t files;
 	an_get(&r, &files, sizeof files);
 	if (r.err || files > (uint64_t)(r.end - r.p) || !(slots = calloc(files + 1, sizeof *slots)) ||
-	    !(idx = calloc(files + 1, sizeof *idx)))
+	    !(idx = calloc(files + 1, sizeof *idx)) || !(a->mpi_who = calloc(files + 1, sizeof *a->mpi_who)))
 		goto out;
 	for (n = 0; n < files; n++) {
 		an_get(&r, &slots[n].bytes, sizeof slots[n].bytes);
@@ -799,27 +819,42 @@ static int mpi_follow(struct analysis *a)
 	visible(&b, slots, n);
 	if (b.err || an_mpi_send(m, &b) < 0 || an_mpi_bcast(m, &b) < 0 || b.n != n * sizeof(int32_t))
 		goto out;
-	for (size_t i = 0; i < n; i++) {
-		int32_t who;
-		memcpy(&who, b.p + i * sizeof who, sizeof who);
-		if (who == an_mpi_me(m))
+	memcpy(a->mpi_who, b.p, b.n);
+	for (size_t i = 0; i < n; i++)
+		if (a->mpi_who[i] == an_mpi_me(m))
 			idx[mine++] = i;
-	}
 	load_slots(a, slots, idx, mine);
 	b.n = 0;
 	for (size_t i = 0; i < mine; i++)
 		pack_slot(&b, idx[i], &slots[idx[i]]);
-	rc = b.err ? -1 : an_mpi_send(m, &b);
-out:
-	for (size_t i = 0; slots && i < n; i++) {
-		free((char *)slots[i].path);
-		free(slots[i].open);
+	if (b.err || an_mpi_send(m, &b) < 0)
+		goto out;
+	/* every record, as process 0 has them */
+	for (size_t i = 0; i < n; i++) {
 		for (int w = 0; w < slots[i].nwarn; w++)
 			free(slots[i].warn[w]);
 		if (slots[i].ok)
 			proc_free(&slots[i].p);
+		slots[i].ok = slots[i].nwarn = 0;
 	}
-	free(slots);
+	if (an_mpi_bcast(m, &b) < 0 || b.n < n * sizeof *a->mpi_who)
+		goto out;
+	memcpy(a->mpi_who, b.p, n * sizeof *a->mpi_who);
+	memmove(b.p, b.p + n * sizeof *a->mpi_who, b.n - n * sizeof *a->mpi_who);
+	b.n -= n * sizeof *a->mpi_who;
+	if (unpack_slots(&b, slots, n) < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		if (slots[i].ok) {
+			slots[i].p.open = slots[i].open;
+			slots[i].open = NULL;
+		}
+	*out = slots;
+	*nout = n;
+	slots = NULL;
+	rc = 0;
+out:
+	free_slots(slots, n, 1);
 	free(idx);
 	free(b.p);
 	return rc;
@@ -893,6 +928,21 @@ static int mpi_lead(struct analysis *a, struct slot *slots, size_t files)
 	for (int q = 1; q < P; q++)
 		if (an_mpi_recv(m, q, &b) < 0 || unpack_slots(&b, slots, files) < 0)
 			goto out;
+	/* every record to every process, and who splits each rank: the process that read its file,
+	 * if it sees every file (it finds the steps again from them all when a trace is long), else
+	 * process 0 */
+	for (size_t i = 0; i < files; i++)
+		for (size_t k = 0; k < files; k++)
+			if (!vis[(size_t)who[i] * files + k])
+				who[i] = 0;
+	b.n = 0;
+	an_put(&b, who, files * sizeof *who);
+	for (size_t i = 0; i < files; i++)
+		pack_slot(&b, i, &slots[i]);
+	if (b.err || an_mpi_bcast(m, &b) < 0)
+		goto out;
+	a->mpi_who = who;
+	who = NULL;
 	rc = 0;
 out:
 	free(vis);
@@ -911,7 +961,7 @@ int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *
 	struct trace_cursor c;
 	struct trace_event e;
 	/* (damage where the first reading stopped ends this one there too) */
-	int rc = trace_cursor_open(&c, p->file, p->thr[p->train].tid, p->clock, p->read_to, NULL);
+	int rc = trace_cursor_open(&c, p->open ? p->open : p->file, p->thr[p->train].tid, p->clock, p->read_to, NULL);
 	while (rc == 0 && trace_cursor_next(&c, &e) > 0) {
 		struct ev v;
 		if (!an_convert(&e, &v))
@@ -940,7 +990,7 @@ int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const str
 	for (int h = 0; rc == 0 && h < p->nthr; h++) {
 		if (!p->thr[h].nsync)
 			continue;
-		if (trace_cursor_open(&c[h], p->file, p->thr[h].tid, p->clock, p->read_to, want) < 0) {
+		if (trace_cursor_open(&c[h], p->open ? p->open : p->file, p->thr[h].tid, p->clock, p->read_to, want) < 0) {
 			trace_cursor_close(&c[h]);
 			rc = -1;
 			break;
@@ -1003,14 +1053,6 @@ static int wanted(const struct report_options *o, int rank)
  * readable (a one-line reason in err). */
 int an_load(struct analysis *a, const struct report_options *o, char *err, size_t errlen)
 {
-	if (a->mpi && an_mpi_me(a->mpi) != 0) {
-		a->mpi_follower = 1;
-		if (mpi_follow(a) < 0)
-			snprintf(err, errlen, "--mpi: process %d could not read its files or send them", an_mpi_me(a->mpi));
-		else
-			*err = 0;
-		return -1;
-	}
 	char **dirs = a->dirs;
 	int ndirs = a->ndirs;
 	int files = 0;
@@ -1021,35 +1063,47 @@ int an_load(struct analysis *a, const struct report_options *o, char *err, size_
 	size_t *order = NULL;
 	if (!lists || !counts)
 		goto fail;
-	for (int d = 0; d < ndirs; d++) {
-		counts[d] = trace_list(dirs[d], &lists[d]);
-		if (counts[d] < 0)
-			an_warn(a, "%s: cannot be read", dirs[d]);
-		else if (counts[d] == 0)
-			an_warn(a, "%s: no .ddpspy files", dirs[d]);
-		else
-			files += counts[d];
-	}
-	/* every file read on its own, the largest first (the last to start are then short), on
-	 * a->jobs threads; then taken in the directories' order */
-	slots = calloc((size_t)files + 1, sizeof *slots);
-	order = malloc(((size_t)files + 1) * sizeof *order);
-	if (!slots || !order)
-		goto fail;
-	for (int d = 0, i = 0; d < ndirs; d++)
-		for (int k = 0; k < counts[d]; k++, i++) {
-			struct stat st;
-			slots[i].path = lists[d][k];
-			slots[i].bytes = stat(slots[i].path, &st) == 0 ? (uint64_t)st.st_size : 0;
-			order[i] = (size_t)i;
-		}
-	if (a->mpi) {
-		if (mpi_lead(a, slots, (size_t)files) < 0) {
-			snprintf(err, errlen, "--mpi: the other processes' records could not be gathered");
+	if (a->mpi && an_mpi_me(a->mpi) != 0) {
+		/* (another process: process 0's list, and every record once read) */
+		size_t n = 0;
+		a->mpi_follower = 1;
+		if (mpi_follow(a, &slots, &n) < 0) {
+			snprintf(err, errlen, "--mpi: process %d could not read its files or exchange them",
+				 an_mpi_me(a->mpi));
 			goto fail;
 		}
+		files = (int)n;
 	} else {
-		load_slots(a, slots, order, (size_t)files);
+		for (int d = 0; d < ndirs; d++) {
+			counts[d] = trace_list(dirs[d], &lists[d]);
+			if (counts[d] < 0)
+				an_warn(a, "%s: cannot be read", dirs[d]);
+			else if (counts[d] == 0)
+				an_warn(a, "%s: no .ddpspy files", dirs[d]);
+			else
+				files += counts[d];
+		}
+		/* every file read on its own, the largest first (the last to start are then short), on
+		 * a->jobs threads (and processes: --mpi); then taken in the directories' order */
+		slots = calloc((size_t)files + 1, sizeof *slots);
+		order = malloc(((size_t)files + 1) * sizeof *order);
+		if (!slots || !order)
+			goto fail;
+		for (int d = 0, i = 0; d < ndirs; d++)
+			for (int k = 0; k < counts[d]; k++, i++) {
+				struct stat st;
+				slots[i].path = lists[d][k];
+				slots[i].bytes = stat(slots[i].path, &st) == 0 ? (uint64_t)st.st_size : 0;
+				order[i] = (size_t)i;
+			}
+		if (a->mpi) {
+			if (mpi_lead(a, slots, (size_t)files) < 0) {
+				snprintf(err, errlen, "--mpi: the other processes' records could not be gathered");
+				goto fail;
+			}
+		} else {
+			load_slots(a, slots, order, (size_t)files);
+		}
 	}
 	a->procs = calloc((size_t)files + 1, sizeof *a->procs);
 	if (!a->procs)
@@ -1060,8 +1114,14 @@ int an_load(struct analysis *a, const struct report_options *o, char *err, size_
 			an_warn(a, "%s", s->warn[w]);
 			free(s->warn[w]);
 		}
-		if (s->ok)
+		if (s->ok) {
+			s->p.src = i;
 			a->procs[a->nprocs++] = s->p;
+			s->ok = 0; /* (the record is a->procs' now) */
+		}
+		free(s->open);
+		if (a->mpi_follower)
+			free((char *)s->path);
 	}
 	for (int d = 0; d < ndirs; d++)
 		if (counts[d] > 0)
@@ -1125,6 +1185,7 @@ void an_load_free(struct analysis *a)
 		proc_free(&a->procs[i]);
 	free(a->procs);
 	free(a->ranks);
+	free(a->mpi_who);
 	for (int i = 0; i < a->nwarnings; i++)
 		free(a->warnings[i]);
 }

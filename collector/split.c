@@ -159,24 +159,61 @@ double an_wfrom(const struct stepdata *sd, int r, size_t k, int L)
 	return 0;
 }
 
+static void dvec_add(struct dvec *d, double x)
+{
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 64;
+		double *v = realloc(d->v, cap * sizeof *v);
+		if (!v)
+			return;
+		d->v = v;
+		d->cap = cap;
+	}
+	d->v[d->n++] = x;
+}
+
 /* What one rank's split adds to figures other ranks' splits add to as well (an instance's waits,
- * a late rank's): kept while the ranks are split on their threads and added after, rank by rank,
- * so that every sum is made in the same order whatever the number of threads (report -j). */
+ * a late rank's), and what it says of the instances it was last to: kept while the ranks are split
+ * on their threads (or by other processes: report --mpi) and applied after, rank by rank, so that
+ * every sum is made in the same order whatever the number of threads or processes. Targets are
+ * indices, the same in every process. */
+enum { SH_WAIT_SUM, SH_P2PL, SH_P2POP, SH_PLATE, SH_PREV };
+
 struct shared {
 	struct sadd {
-		double *to;       /* += v, or */
-		struct dvec *vec; /* v appended */
-		double v;
+		int32_t type;
+		uint32_t i;    /* the instance (in sd->tab.v), or the index into p2pL, p2pop, plate */
+		double v;      /* added, appended; SH_PREV: prev_gap */
+		int32_t cat;   /* SH_PREV: prev_cat */
 	} *v;
 	size_t n, cap;
 	char *warn;
 };
 
-static void shared_add(struct shared *l, double *to, struct dvec *vec, double v)
+static void shared_add(struct shared *l, int type, size_t i, double v, int cat)
 {
 	struct sadd *n = room_for(l->v, l->n, &l->cap, sizeof *n, 64);
 	if (n)
-		(l->v = n)[l->n++] = (struct sadd){ to, vec, v };
+		(l->v = n)[l->n++] = (struct sadd){ type, (uint32_t)i, v, cat };
+}
+
+static void shared_apply(struct stepdata *sd, const struct shared *l)
+{
+	for (size_t k = 0; k < l->n; k++) {
+		const struct sadd *a = &l->v[k];
+		if (a->type == SH_WAIT_SUM)
+			sd->tab.v[a->i].wait_sum += a->v;
+		else if (a->type == SH_P2PL)
+			sd->p2pL[a->i] += a->v;
+		else if (a->type == SH_P2POP)
+			sd->p2pop[a->i] += a->v;
+		else if (a->type == SH_PLATE)
+			dvec_add(&sd->plate[a->i], a->v);
+		else if (a->type == SH_PREV) {
+			sd->tab.v[a->i].prev_cat = a->cat;
+			sd->tab.v[a->i].prev_gap = (int64_t)a->v;
+		}
+	}
 }
 
 /* One rank's training thread, streamed in the second pass: each event spread over the steps by
@@ -270,8 +307,8 @@ static void bg_arrival(struct split *s, const struct ev *e)
 		/* the training thread's wait for this very collective may have begun first (it enqueues,
 		 * then waits): what it did before is the event before that wait */
 		int straddles = s->prev_end > e->t;
-		in->prev_cat = straddles ? s->pp_cat : s->prev_cat;
-		in->prev_gap = e->t - (straddles ? s->pp_end : s->prev_end);
+		shared_add(s->log, SH_PREV, (size_t)(in - sd->tab.v), (double)(e->t - (straddles ? s->pp_end : s->prev_end)),
+			   straddles ? s->pp_cat : s->prev_cat);
 	}
 	long k = step_at(s->ri->steps, s->N, e->t);
 	if (k >= 0) {
@@ -306,7 +343,7 @@ static int split_wait(struct split *s, const struct ev *e)
 		if (g->rel && g->release > lo && k >= 0) {
 			double wt = MS((hi < g->release ? hi : g->release) - lo);
 			ri->steps[k].wait += wt;
-			shared_add(s->log, &g->rel->wait_sum, NULL, wt);
+			shared_add(s->log, SH_WAIT_SUM, (size_t)(g->rel - s->sd->tab.v), wt, 0);
 			if (g->rel->late >= 0 && g->rel->late != s->r)
 				an_wf_add(s->sd, s->r, (size_t)k, g->rel->late, wt);
 		}
@@ -366,27 +403,14 @@ static void fold_at(struct split *s, const struct ev *next)
 		fold(&s->sd->fold[s->r], prev, e, s->wcat[i & 1], next);
 }
 
-static void dvec_add(struct dvec *d, double x)
-{
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? 2 * d->cap : 64;
-		double *v = realloc(d->v, cap * sizeof *v);
-		if (!v)
-			return;
-		d->v = v;
-		d->cap = cap;
-	}
-	d->v[d->n++] = x;
-}
-
 /* rank r waited ms in step k for L in blocking point-to-point call b */
 static void p2p_charge(struct split *s, size_t k, int L, double ms, const struct an_p2pblk *b)
 {
 	struct stepdata *sd = s->sd;
 	an_wf_add(sd, s->r, k, L, ms);
-	shared_add(s->log, &sd->p2pL[2 * L + b->late_sender], NULL, ms);
+	shared_add(s->log, SH_P2PL, 2 * (size_t)L + (size_t)b->late_sender, ms, 0);
 	if (b->op >= 0 && b->op < DDPSPY_OP_COUNT)
-		shared_add(s->log, &sd->p2pop[(size_t)L * DDPSPY_OP_COUNT + b->op], NULL, ms);
+		shared_add(s->log, SH_P2POP, (size_t)L * DDPSPY_OP_COUNT + (size_t)b->op, ms, 0);
 }
 
 static int split_event(void *ctx, const struct ev *e)
@@ -411,7 +435,7 @@ static int split_event(void *ctx, const struct ev *e)
 	long k = s->cur < N && ri->steps[s->cur].t0 <= e->t ? (long)s->cur : -1;
 	if (k >= 0 && rel && wt > 0) {
 		ri->steps[k].wait += wt;
-		shared_add(s->log, &rel->wait_sum, NULL, wt);
+		shared_add(s->log, SH_WAIT_SUM, (size_t)(rel - sd->tab.v), wt, 0);
 		if (rel->late >= 0 && rel->late != r)
 			an_wf_add(sd, r, (size_t)k, rel->late, wt);
 	}
@@ -431,7 +455,7 @@ static int split_event(void *ctx, const struct ev *e)
 			if (b->L != r && w > wr)
 				p2p_charge(s, (size_t)k, b->L, w - wr, b);
 			if (b->L != r)
-				shared_add(s->log, NULL, &sd->plate[b->L], w);
+				shared_add(s->log, SH_PLATE, (size_t)b->L, w, 0);
 		}
 		s->pb++;
 		break;
@@ -440,8 +464,7 @@ static int split_event(void *ctx, const struct ev *e)
 		struct inst *in = an_inst_get(&sd->tab, e->comm, e->seq, 0);
 		if (in && in->n > 1) {
 			if (in->late == r) {
-				in->prev_cat = s->prev_cat;
-				in->prev_gap = e->t - s->prev_end;
+				shared_add(s->log, SH_PREV, (size_t)(in - sd->tab.v), (double)(e->t - s->prev_end), s->prev_cat);
 			}
 			if (k >= 0) {
 				double late = MS(e->t - in->min_arr);
@@ -684,6 +707,100 @@ static void figures(struct analysis *a, struct stepdata *sd)
 	free(job);
 }
 
+/* ---- report --mpi: the ranks split where their files were read, gathered to process 0 ---- */
+
+/* rank r's split (what split_rank made) as bytes */
+static void pack_split(struct an_buf *b, const struct analysis *a, const struct stepdata *sd, int r,
+		       const struct shared *l)
+{
+	const struct rankinfo *ri = &a->ranks[r];
+	int32_t rr = r;
+	uint8_t steps = ri->steps != NULL;
+	uint64_t nwf = sd->nwf[r], nlate = sd->late[r] ? sd->nlate[r] : 0, nlog = l->n;
+	an_put(b, &rr, sizeof rr);
+	an_put(b, &steps, 1);
+	if (steps)
+		an_put(b, ri->steps, sd->K * sizeof *ri->steps);
+	an_put(b, &ri->bg_ms, sizeof ri->bg_ms);
+	an_put(b, &ri->bg_overlap, sizeof ri->bg_overlap);
+	an_put(b, &nwf, sizeof nwf);
+	an_put(b, sd->wf[r], nwf * sizeof *sd->wf[r]);
+	an_put(b, &nlate, sizeof nlate);
+	an_put(b, sd->late[r], nlate * sizeof *sd->late[r]);
+	an_put(b, &sd->fold[r], sizeof sd->fold[r]);
+	an_gpu_lanes_pack(b, sd->lanes[r]);
+	an_put(b, &nlog, sizeof nlog);
+	an_put(b, l->v, nlog * sizeof *l->v);
+	an_put_str(b, l->warn);
+}
+
+/* splits of other processes' ranks into a, sd and logs */
+static int unpack_splits(struct analysis *a, struct stepdata *sd, struct shared *logs, const struct an_buf *b)
+{
+	struct an_rd rd = { b->p, b->p + b->n, 0 };
+	while (!rd.err && rd.p < rd.end) {
+		int32_t r;
+		uint8_t steps;
+		uint64_t nwf, nlate, nlog;
+		an_get(&rd, &r, sizeof r);
+		an_get(&rd, &steps, 1);
+		if (rd.err || r < 0 || r >= a->nranks || steps != (a->ranks[r].steps != NULL))
+			return -1;
+		struct rankinfo *ri = &a->ranks[r];
+		if (steps)
+			an_get(&rd, ri->steps, sd->K * sizeof *ri->steps);
+		an_get(&rd, &ri->bg_ms, sizeof ri->bg_ms);
+		an_get(&rd, &ri->bg_overlap, sizeof ri->bg_overlap);
+		an_get(&rd, &nwf, sizeof nwf);
+		free(sd->wf[r]);
+		sd->wf[r] = an_get_arr(&rd, nwf, sizeof *sd->wf[r], 0);
+		sd->nwf[r] = sd->cwf[r] = sd->wf[r] ? nwf : 0;
+		an_get(&rd, &nlate, sizeof nlate);
+		free(sd->late[r]);
+		sd->late[r] = an_get_arr(&rd, nlate, sizeof *sd->late[r], 1);
+		sd->nlate[r] = sd->late[r] ? nlate : 0;
+		an_get(&rd, &sd->fold[r], sizeof sd->fold[r]);
+		an_gpu_lanes_free(sd->lanes[r]);
+		sd->lanes[r] = an_gpu_lanes_unpack(&rd);
+		an_get(&rd, &nlog, sizeof nlog);
+		struct shared *l = &logs[r];
+		free(l->v);
+		l->v = an_get_arr(&rd, nlog, sizeof *l->v, 0);
+		l->n = l->cap = l->v ? nlog : 0;
+		free(l->warn);
+		l->warn = an_get_str(&rd);
+		for (size_t k = 0; k < l->n; k++) { /* (indices into this process's tables) */
+			const struct sadd *x = &l->v[k];
+			size_t lim = x->type == SH_WAIT_SUM || x->type == SH_PREV ? sd->tab.cap :
+				     x->type == SH_P2PL ? 2 * (size_t)a->nranks :
+				     x->type == SH_P2POP ? (size_t)a->nranks * DDPSPY_OP_COUNT : (size_t)a->nranks;
+			if (x->i >= lim || x->type < SH_WAIT_SUM || x->type > SH_PREV)
+				return -1;
+		}
+	}
+	return rd.err ? -1 : 0;
+}
+
+/* every process but process 0 sends the splits of its ranks; process 0 takes them in */
+static int mpi_exchange(struct analysis *a, struct stepdata *sd, struct shared *logs, const size_t *mine, size_t n)
+{
+	struct an_mpi *m = a->mpi;
+	struct an_buf b = { 0 };
+	int rc = 0;
+	if (an_mpi_me(m) != 0) {
+		for (size_t i = 0; i < n; i++)
+			pack_split(&b, a, sd, (int)mine[i], &logs[mine[i]]);
+		rc = b.err ? -1 : an_mpi_send(m, &b);
+		if (rc < 0)
+			an_mpi_abort(m); /* (process 0 would wait for it) */
+	} else {
+		for (int q = 1; q < an_mpi_np(m) && rc == 0; q++)
+			rc = an_mpi_recv(m, q, &b) < 0 || unpack_splits(a, sd, logs, &b) < 0 ? -1 : 0;
+	}
+	free(b.p);
+	return rc;
+}
+
 struct splitjob {
 	struct analysis *a;
 	struct stepdata *sd;
@@ -726,27 +843,36 @@ void an_split_steps(struct analysis *a)
 	    !sd->p2pL || !sd->p2pop || !sd->plate)
 		return;
 	struct splitjob job = { .a = a, .sd = sd, .logs = calloc((size_t)R, sizeof *job.logs) };
-	if (!job.logs)
+	size_t *mine = malloc(((size_t)R + 1) * sizeof *mine), nmine = 0;
+	if (!job.logs || !mine) {
+		free(job.logs);
+		free(mine);
 		return;
+	}
+	/* the ranks split here: all, or (report --mpi) those whose files this process read */
 	uint64_t bytes = 0;
 	for (int r = 0; r < R; r++)
-		bytes += a->ranks[r].p->read_to;
-	an_progress_start(&job.progress, "split ranks", (size_t)R, bytes);
-	an_parallel((size_t)R, a->jobs, NULL, split_one, &job);
+		if (!a->mpi || a->mpi_who[a->ranks[r].p->src] == an_mpi_me(a->mpi)) {
+			mine[nmine++] = (size_t)r;
+			bytes += a->ranks[r].p->read_to;
+		}
+	an_progress_start(&job.progress, "split ranks", nmine, bytes);
+	an_parallel(nmine, a->jobs, mine, split_one, &job);
 	an_progress_end(&job.progress);
+	if (a->mpi && mpi_exchange(a, sd, job.logs, mine, nmine) < 0)
+		an_warn(a, "--mpi: the other processes' splits could not be gathered; their ranks are not split");
+	free(mine);
 	for (int r = 0; r < R; r++) {
 		struct shared *l = &job.logs[r];
-		for (size_t i = 0; i < l->n; i++)
-			if (l->v[i].to)
-				*l->v[i].to += l->v[i].v;
-			else
-				dvec_add(l->v[i].vec, l->v[i].v);
+		shared_apply(sd, l);
 		if (l->warn)
 			an_warn(a, "%s", l->warn);
 		free(l->v);
 		free(l->warn);
 	}
 	free(job.logs);
+	if (a->mpi_follower)
+		return; /* (process 0 goes on) */
 	an_gpu_split(a, sd);
 	critical_path(a, sd);
 	figures(a, sd);
