@@ -449,9 +449,9 @@ int cmd_report(int argc, char **argv)
 	struct analysis a;
 	int ran = analysis_run(&a, dirs, ndirs, &o, err, sizeof err);
 	if (a.mpi_follower) {
-		/* (a process that read files for process 0: nothing to say unless it failed, and then
-		 * process 0 would wait for it: the job ends) */
-		if (*err) {
+		/* (a process that read files for process 0: nothing to say, process 0 says it, unless
+		 * the exchange itself failed, and then process 0 would wait for it: the job ends) */
+		if (!strncmp(err, "--mpi", 5)) {
 			fprintf(stderr, "ddpspy report: %s\n", err);
 			an_mpi_abort(m);
 		}
