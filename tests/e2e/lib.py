@@ -200,7 +200,11 @@ def same_reports(dirs, what, **env):
         runs = [[DDPSPY, "report", "--json", "-j", j, t] for j in ("1", "2")]
         if mpi:
             runs.append(MPIRUN + ["-np", "2", DDPSPY, "report", "--json", "--mpi", t])
-        out = [subprocess.run(r, capture_output=True, timeout=600, env=dict(os.environ, **env)) for r in runs]
+        try:
+            out = [subprocess.run(r, capture_output=True, timeout=300, env=dict(os.environ, **env)) for r in runs]
+        except subprocess.TimeoutExpired as e:
+            diff.append("%s (%s timed out)" % (t, " ".join(e.cmd[-3:])))
+            continue
         if len({(p.returncode, p.stdout, without_mpirun(p.stderr)) for p in out}) > 1:
             diff.append(t)
     return ok(not diff, "%s: the report is the same with -j 1, -j 2%s on all %d trace directories%s%s"
