@@ -437,12 +437,12 @@ static void identify(struct gpuproc *g)
 	for (size_t i = 0; i < g->nw; i++) {
 		struct gwork *w = &g->w[i];
 		struct gapi ka = { .corr = w->corr };
-		const struct gapi *a = w->corr ? bsearch(&ka, g->api, g->na, sizeof *g->api, cmp_api_corr) : NULL;
+		const struct gapi *a = w->corr && g->na ? bsearch(&ka, g->api, g->na, sizeof *g->api, cmp_api_corr) : NULL;
 		w->launch = a ? a->t : w->t;
 		struct gxc kx = { .corr = w->corr };
-		const struct gxc *x = w->corr ? bsearch(&kx, g->xc, g->nx, sizeof *g->xc, cmp_xc) : NULL;
+		const struct gxc *x = w->corr && g->nx ? bsearch(&kx, g->xc, g->nx, sizeof *g->xc, cmp_xc) : NULL;
 		struct gcall kc = { .ext = x ? x->ext : 0 };
-		const struct gcall *c = x ? bsearch(&kc, g->call, g->nc, sizeof *g->call, cmp_call) : NULL;
+		const struct gcall *c = x && g->nc ? bsearch(&kc, g->call, g->nc, sizeof *g->call, cmp_call) : NULL;
 		if (c && w->cls == GW_COMPUTE)
 			w->cls = GW_NCCL; /* a kernel an NCCL call launched, whatever its name */
 		if (w->cls != GW_NCCL)
@@ -1085,7 +1085,7 @@ int an_gpu_work(const struct proc *p, size_t i, struct gpuitem *it)
 				.pageable = w->pageable, .cls = cls[w->cls], .nccl = w->cls == GW_NCCL };
 	if (w->cls == GW_COMPUTE || w->cls == GW_NCCL) {
 		struct trace_name k = { .id = w->name };
-		const struct trace_name *n = w->name ? bsearch(&k, g->names, g->nnames, sizeof k, cmp_name) : NULL;
+		const struct trace_name *n = w->name && g->nnames ? bsearch(&k, g->names, g->nnames, sizeof k, cmp_name) : NULL;
 		it->name = n ? n->s : NULL;
 	}
 	return 0;
