@@ -13,7 +13,7 @@
 
 struct an_mpi {
 	void *lib;
-	int (*init)(int *, char ***);
+	int (*init)(int *, char ***, int, int *);
 	int (*finalize)(void);
 	int (*rank)(void *, int *);
 	int (*size)(void *, int *);
@@ -38,7 +38,7 @@ struct an_mpi *an_mpi_start(char *err, size_t errlen)
 		return NULL;
 	}
 #define SYM(f, s) (*(void **)&m->f = dlsym(m->lib, s))
-	if (!SYM(init, "MPI_Init") || !SYM(finalize, "MPI_Finalize") || !SYM(rank, "MPI_Comm_rank") ||
+	if (!SYM(init, "MPI_Init_thread") || !SYM(finalize, "MPI_Finalize") || !SYM(rank, "MPI_Comm_rank") ||
 	    !SYM(size, "MPI_Comm_size") || !SYM(bcast, "MPI_Bcast") || !SYM(send, "MPI_Send") ||
 	    !SYM(recv, "MPI_Recv") || !SYM(abort, "MPI_Abort") || !(m->world = dlsym(m->lib, "ompi_mpi_comm_world")) ||
 	    !(m->byte = dlsym(m->lib, "ompi_mpi_byte"))) {
@@ -49,7 +49,10 @@ struct an_mpi *an_mpi_start(char *err, size_t errlen)
 		free(m);
 		return NULL;
 	}
-	if (m->init(NULL, NULL) != 0 || m->rank(m->world, &m->me) != 0 || m->size(m->world, &m->np) != 0) {
+	/* (threads read and split files, only this one calls MPI: MPI_THREAD_FUNNELED, 1 in Open MPI's
+	 * mpi.h) */
+	int provided = 0;
+	if (m->init(NULL, NULL, 1, &provided) != 0 || m->rank(m->world, &m->me) != 0 || m->size(m->world, &m->np) != 0) {
 		snprintf(err, errlen, "--mpi: MPI_Init failed (is this process started by mpirun?)");
 		free(m);
 		return NULL;
