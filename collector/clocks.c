@@ -343,48 +343,12 @@ static size_t exits(const struct mat *m, size_t k0, size_t k1, int r, double b, 
 	return n;
 }
 
-/* the median of v's n values (v is reordered), exactly an_quantile's, by selection rather than a
- * sort: every rank, every window */
-static double median(double *v, size_t n)
-{
-	if (!n)
-		return 0;
-	double pos = 0.5 * (double)(n - 1);
-	size_t want = (size_t)pos;
-	long l = 0, r = (long)n - 1, k = (long)want;
-	while (l < r) { /* Wirth's selection: v[want] to its place, none larger before, none smaller after */
-		double x = v[k];
-		long i = l, j = r;
-		do {
-			while (v[i] < x)
-				i++;
-			while (x < v[j])
-				j--;
-			if (i <= j) {
-				double t = v[i];
-				v[i++] = v[j];
-				v[j--] = t;
-			}
-		} while (i <= j);
-		if (j < k)
-			l = i;
-		if (k < i)
-			r = j;
-	}
-	if (want + 1 >= n)
-		return v[want];
-	double next = v[want + 1];
-	for (size_t m = want + 2; m < n; m++)
-		next = v[m] < next ? v[m] : next;
-	return v[want] + (pos - (double)want) * (next - v[want]);
-}
-
 /* the median distance of v's n values from e (v is overwritten) */
 static double spread(double *v, size_t n, double e)
 {
 	for (size_t i = 0; i < n; i++)
 		v[i] = fabs(v[i] - e);
-	return median(v, n);
+	return an_quantile(v, n, 0.5);
 }
 
 /* Rank r's lead over the lowest rank in window w, its drift b taken out, *res how far off it may
@@ -396,7 +360,7 @@ static int estimate(const struct sig *g, size_t w, int r, double b, double lo, d
 	size_t k0 = w < g->W ? g->k[w] : 0, k1 = w < g->W ? g->k[w + 1] : g->m.K;
 	size_t n = exits(&g->m, k0, k1, r, b, g->tc, v);
 	if (n >= 3) {
-		*est = median(v, n);
+		*est = an_quantile(v, n, 0.5);
 		if (lo <= hi)
 			*est = fmin(fmax(*est, lo), hi);
 		*res = spread(v, n, *est);

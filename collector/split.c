@@ -109,15 +109,9 @@ void an_wf_add(struct stepdata *sd, int r, size_t k, int L, double ms)
 			sd->wf[r][i].ms += ms;
 			return;
 		}
-	if (sd->nwf[r] == sd->cwf[r]) {
-		size_t cap = sd->cwf[r] ? sd->cwf[r] * 2 : 64;
-		struct wfrom *n = realloc(sd->wf[r], cap * sizeof *n);
-		if (!n)
-			return;
-		sd->wf[r] = n;
-		sd->cwf[r] = cap;
-	}
-	sd->wf[r][sd->nwf[r]++] = (struct wfrom){ (uint32_t)k, L, ms };
+	struct wfrom *n = room_for(sd->wf[r], sd->nwf[r], &sd->cwf[r], sizeof *n, 64);
+	if (n)
+		(sd->wf[r] = n)[sd->nwf[r]++] = (struct wfrom){ (uint32_t)k, L, ms };
 }
 
 static int cmp_wf(const void *x, const void *y)
@@ -161,15 +155,9 @@ double an_wfrom(const struct stepdata *sd, int r, size_t k, int L)
 
 static void dvec_add(struct dvec *d, double x)
 {
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? 2 * d->cap : 64;
-		double *v = realloc(d->v, cap * sizeof *v);
-		if (!v)
-			return;
-		d->v = v;
-		d->cap = cap;
-	}
-	d->v[d->n++] = x;
+	double *v = room_for(d->v, d->n, &d->cap, sizeof *v, 64);
+	if (v)
+		(d->v = v)[d->n++] = x;
 }
 
 /* What one rank's split adds to figures other ranks' splits add to as well (an instance's waits,
