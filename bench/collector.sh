@@ -3,9 +3,11 @@
 # (bench/gentrace.c), on 1 and on 2 threads (-j) and spread over 2 processes under mpirun (--mpi, 1
 # thread each), next to merely decoding the same files
 # (bench/decode.c), and on the same number of events with the training thread reading its samples
-# itself (gentrace ... sync: every event is on the thread the report reads twice, the worst shape).
-# The worst shape once more with what a job of 4,096 ranks keeps (DDPSPY_REPORT_PREFIX=2048,
-# DDPSPY_REPORT_SAMPLE=512: every rank's steps found again from all of its calls, a third reading).
+# itself (gentrace ... sync: every event is on the training thread, which the split needs call by
+# call: the worst shape), and that once more read a second time instead of taken from the runs summed
+# while loading (DDPSPY_REPORT_REREAD=1, as the report did before them). The worst shape once more
+# with what a job of 4,096 ranks keeps (DDPSPY_REPORT_PREFIX=2048, DDPSPY_REPORT_SAMPLE=512: every
+# rank's steps found again from all of its calls, a second reading, then the third of the split).
 # Alternating rounds; the median of each is shown, with peak memory. Then the report's peak memory
 # on 8 ranks of 2M and of 8M events each: a trace four times as long must not take more. Last, a
 # projection to 4,096 ranks x 10M events from the rates and memory measured.
@@ -28,6 +30,7 @@ for i in $(seq "$ROUNDS"); do
 	secs build/bench/decode "$d"/async/*.ddpspy >>"$d/decode.t"
 	secs build/ddpspy report -j 1 "$d/sync" >>"$d/sync1.t"
 	secs build/ddpspy report -j 2 "$d/sync" >>"$d/sync2.t"
+	DDPSPY_REPORT_REREAD=1 secs build/ddpspy report -j 1 "$d/sync" >>"$d/reread1.t"
 	mpi "$d/sync" >>"$d/syncm.t"
 	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 secs build/ddpspy report -j 1 "$d/sync" >>"$d/cap1.t"
 	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 secs build/ddpspy report -j 2 "$d/sync" >>"$d/cap2.t"
@@ -52,6 +55,10 @@ for name, label in (("async", "report, input thread"), ("sync", "report, sync lo
     rate[name] = (n / t1, n / t2 / 2, t1 / (2 * t2))
     print(f"  {label:34} {t1:7.2f}s {t2:7.2f}s  {t1 / (2 * t2):7.2f}  {n / t1 / 1e6:13.1f}M {n / t2 / 2e6:13.1f}M"
           f"  {m1 / 1024:6.0f} MiB {m2 / 1024:6.0f} MiB")
+tr, mr = load("reread1.t")
+t1 = load("sync1.t")[0]
+print(f"  {'worst shape, read a second time':34} {tr:7.2f}s {'':8}  {'':7}  {n / tr / 1e6:13.1f}M {'':14}  {mr / 1024:6.0f} MiB"
+      f"   (the runs: {tr / t1:.2f}x faster)")
 dt, dm = load("decode.t")
 print(f"  {'msgpack-c decode only':34} {dt:7.2f}s {'':8}  {'':7}  {n / dt / 1e6:13.1f}M {'':14}  {dm / 1024:6.0f} MiB")
 worst = min(r[0] for r in rate.values())

@@ -42,6 +42,34 @@ struct ev {                /* one recorded call, times aligned to the job's cloc
 	int8_t op, fdclass;
 };
 
+/* The calls of a thread between two of its kept synchronizing calls (or before the first, after
+ * the last), summed while loading (load.c): what the split needs of them, so that a training
+ * thread whose synchronizing calls were all kept is not read a second time (split.c). Only runs
+ * of one call or more are kept; times are on the thread's own clock. */
+struct callrun {
+	int64_t tmin;          /* the earliest start among them */
+	uint32_t tmax, tl, end; /* the latest start, the last one's start, the latest end: ns after tmin */
+	uint32_t dl;           /* the last one's duration */
+	uint32_t ns[CAT_COUNT - 1]; /* their time as data, comms, host (compute is what the split leaves) */
+	uint32_t before;       /* the kept call they came before (thr.n: after the last) */
+	uint32_t pat;          /* their input calls by pattern (the split's fold): thr.rpat[pat, pat + npat) */
+	uint8_t npat;
+	int8_t cat;            /* the last one's category */
+};
+
+/* a run while it is summed (load.c) */
+struct runacc {
+	int64_t tmin, tmax, tl, dl, end, ns[CAT_COUNT];
+	uint32_t pat, npat, n;
+	int cat;
+};
+
+struct runpat {            /* input calls of one pattern in a run: as the split's struct pat */
+	int32_t kind, fdclass;
+	int64_t bytes, ns;
+	double calls;
+};
+
 struct thr {
 	int tid;
 	char name[32];
@@ -55,6 +83,16 @@ struct thr {
 	int64_t first, last;   /* the span of all its events, aligned like ev (first > last: none) */
 	struct p2pnum *num;    /* while loading: its point-to-point calls' numbering (p2p.c) */
 	int64_t io_ns;         /* in file input calls (read, pread, readv of files, open, stat): an input thread */
+	/* runs: the calls between kept ones, in order; only while runs_ok (every synchronizing call
+	 * kept, memory enough, runs shorter than 4 s, at most MAX_PATS input patterns in one) */
+	struct callrun *run;
+	size_t nrun, crun;
+	struct runacc cur;
+	struct owntime { int64_t t, d; } *own; /* ev's times on the thread's own clock (n of them) */
+	size_t cown;
+	struct runpat *rpat;
+	size_t nrpat, crpat;
+	int runs_ok;
 	/* its schedstat (cpu.c): cumulative ns on a CPU and runnable waiting for one, at t (its
 	 * process's clock); the first and latest samples, and at most 2048 between */
 	struct schedpt { int64_t t; uint64_t run, wait; } *sched, sched_first, sched_last;
@@ -248,6 +286,7 @@ struct analysis {
 	int nranks;
 	int skip;
 	size_t prefix;                 /* synchronizing calls kept per thread while loading (0: by world size) */
+	int reread;                    /* test-only: the split reads every training thread again (no runs) */
 	size_t sample_max;             /* steps whose per-step figures are kept per rank, at most */
 	int steps_detected, nsteps;
 	int nsampled;                  /* of nsteps, those the per-step figures come from */

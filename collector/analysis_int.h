@@ -192,6 +192,8 @@ void an_warn(struct analysis *a, const char *fmt, ...) __attribute__((format(pri
 int an_load(struct analysis *a, const struct report_options *o, char *err, size_t errlen);
 void an_load_free(struct analysis *a);
 struct thr *an_train_thread(const struct proc *p);
+/* t's runs given up (analysis.h's struct callrun): its calls are read again for the split */
+void an_runs_drop(struct thr *t);
 /* whether e, a call of p's thread u, is one of the rank's synchronizing calls: the training
  * thread's collectives and completing waits, or, when they run on helper threads (p->bg), those
  * threads' blocking collectives */
@@ -218,7 +220,8 @@ void an_wall_time(struct analysis *a);  /* a->wall_s, on the aligned clock */
 struct pat {
 	int kind, fdclass;
 	int64_t bytes;
-	double calls, ms;
+	double calls, ms; /* ms: from ns once the rank is split (whole numbers sum alike in any order) */
+	int64_t ns;
 };
 #define MAX_PATS 32
 struct trainfold {

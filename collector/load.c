@@ -1,8 +1,9 @@
 /* Loading: the first phase of the analysis. Every trace file under the job's directories read
  * into its process's per-thread timelines of synchronizing calls (collectives, their waits, step
  * markers), with the input evidence (file reads, directories) counted as the events go by; the
- * ranks and their training threads; and the second reading of a rank's file that later phases
- * stream. It also keeps the analysis's warnings, which every phase adds to. */
+ * ranks and their training threads, with the runs of calls between the training thread's kept
+ * ones (struct callrun); and the second reading of a rank's file that later phases stream. It
+ * also keeps the analysis's warnings, which every phase adds to. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -149,7 +150,103 @@ static struct thr *thread_of(struct proc *p, int tid)
 	t->tid = tid;
 	t->first = INT64_MAX;
 	t->last = INT64_MIN;
+	t->runs_ok = 1;
 	return t;
+}
+
+/* ---- runs (analysis.h's struct callrun): the calls between kept synchronizing calls, summed ---- */
+
+_Static_assert(CAT_COUNT == 4 && CAT_COMPUTE == 0, "struct callrun's ns: data, comms, host");
+
+void an_runs_drop(struct thr *t)
+{
+	free(t->run);
+	free(t->rpat);
+	free(t->own);
+	t->run = NULL;
+	t->rpat = NULL;
+	t->own = NULL;
+	t->nrun = t->crun = t->nrpat = t->crpat = t->cown = 0;
+	t->runs_ok = 0;
+}
+
+/* v, a call of t that is not kept, into its current run; its input patterns as the split's fold
+ * takes them (split.c) */
+static void run_add(struct thr *t, const struct ev *v)
+{
+	struct runacc *u = &t->cur;
+	int c = an_category(v);
+	if (c < 0 || c >= CAT_COUNT) { /* (a point in time not kept: the split needs it) */
+		an_runs_drop(t);
+		return;
+	}
+	if (!u->n++) {
+		u->tmin = u->tmax = v->t;
+		u->end = INT64_MIN;
+		u->pat = (uint32_t)t->nrpat;
+	}
+	u->tmin = v->t < u->tmin ? v->t : u->tmin; /* (calls come in order of their ends: nested ones first) */
+	u->tmax = v->t > u->tmax ? v->t : u->tmax;
+	u->tl = v->t;
+	u->dl = v->d;
+	if (v->t + v->d > u->end)
+		u->end = v->t + v->d;
+	u->ns[c] += v->d;
+	u->cat = c;
+	if (c != CAT_DATA)
+		return;
+	int64_t by = an_is_file_read(v) ? v->bytes : 0;
+	struct runpat *q = t->rpat + u->pat;
+	uint32_t j = 0;
+	while (j < u->npat && !(q[j].kind == v->kind && q[j].fdclass == v->fdclass && q[j].bytes == by))
+		j++;
+	if (j == u->npat) {
+		struct runpat *n = u->npat < MAX_PATS ? room_for(t->rpat, t->nrpat, &t->crpat, sizeof *n, 64) : NULL;
+		if (!n || t->nrpat >= UINT32_MAX) {
+			an_runs_drop(t);
+			return;
+		}
+		t->rpat = n;
+		t->rpat[t->nrpat++] = (struct runpat){ v->kind, v->fdclass, by, 0, 0 };
+		q = t->rpat + u->pat;
+		u->npat++;
+	}
+	q[j].calls++;
+	q[j].ns += v->d;
+}
+
+/* t's current run ends (a kept call v, or the end of the file: NULL): kept when it has calls, in
+ * the narrower form (what does not fit in it is read again instead); v's own times noted */
+static void run_close(struct thr *t, const struct ev *v)
+{
+	const struct runacc *u = &t->cur;
+	if (v) {
+		struct owntime *o = room_for(t->own, t->n, &t->cown, sizeof *o, 256);
+		if (!o) {
+			an_runs_drop(t);
+			return;
+		}
+		(t->own = o)[t->n] = (struct owntime){ v->t, v->d };
+	}
+	if (!u->n)
+		return;
+	const uint32_t M = UINT32_MAX;
+	struct callrun *n = room_for(t->run, t->nrun, &t->crun, sizeof *n, 64);
+	if (!n || u->end - u->tmin > M || u->dl > M || t->n > M || u->ns[CAT_DATA] > M || u->ns[CAT_COMMS] > M ||
+	    u->ns[CAT_HOST] > M) {
+		if (n)
+			t->run = n;
+		an_runs_drop(t);
+		return;
+	}
+	t->run = n;
+	t->run[t->nrun++] = (struct callrun){ .tmin = u->tmin, .tmax = (uint32_t)(u->tmax - u->tmin),
+					     .tl = (uint32_t)(u->tl - u->tmin), .end = (uint32_t)(u->end - u->tmin),
+					     .dl = (uint32_t)u->dl, .ns = { (uint32_t)u->ns[CAT_DATA],
+									    (uint32_t)u->ns[CAT_COMMS], (uint32_t)u->ns[CAT_HOST] },
+					     .before = (uint32_t)t->n, .pat = u->pat, .npat = (uint8_t)u->npat,
+					     .cat = (int8_t)u->cat };
+	memset(&t->cur, 0, sizeof t->cur);
 }
 
 
@@ -195,8 +292,9 @@ static int on_thread(void *ctx, struct trace_file *f, const struct trace_thread 
 }
 
 /* Pass 1: every event is counted (account) and its thread's span noted; only the synchronizing
- * ones (collectives, their waits, step markers) are kept. The training thread's other events are
- * read again once the steps are known (an_stream_train). */
+ * ones (collectives, their waits, step markers) are kept, the others summed into runs between them
+ * (the split's; the training thread's other events are read again once the steps are known,
+ * an_stream_train, when those are not enough). */
 static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e)
 {
 	struct loadctx *c = ctx;
@@ -253,8 +351,21 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	if (v->t + v->d > t->last)
 		t->last = v->t + v->d;
 	account(c, v);
-	if (!an_kept_sync(v) || t->nsync++ >= c->prefix)
+	int kept = an_kept_sync(v);
+	if (kept && t->nsync++ >= c->prefix) {
+		if (t->runs_ok) /* (its calls from here on are not all kept: the split reads them again) */
+			an_runs_drop(t);
 		return 0;
+	}
+	if (t->runs_ok) {
+		if (!kept) {
+			run_add(t, v);
+			return 0;
+		}
+		run_close(t, v);
+	} else if (!kept) {
+		return 0;
+	}
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 256;
 		struct ev *ne = realloc(t->ev, cap * sizeof *ne);
@@ -416,13 +527,25 @@ static void account(struct loadctx *c, const struct ev *e)
 }
 
 /* After a file is read: a rank's training thread is chosen, and the kept events' arrays trimmed */
-static void compact(struct loadctx *c)
+static void compact(struct loadctx *c, int complete)
 {
 	struct proc *p = c->p;
 	p->span = c->hi > c->lo ? c->hi - c->lo : 0;
 	p->train = p->role == DDPSPY_ROLE_RANK ? pick_train(p) : -1;
 	for (int h = 0; h < p->nthr; h++) {
 		struct thr *t = &p->thr[h];
+		/* runs: the training thread's, whole (the split's), closed by the end of the file */
+		if (h != p->train || !complete)
+			an_runs_drop(t);
+		else if (t->runs_ok)
+			run_close(t, NULL);
+		if (t->runs_ok && t->nrun < t->crun / 2) {
+			struct callrun *n = realloc(t->run, t->nrun * sizeof *n);
+			if (n) {
+				t->run = n;
+				t->crun = t->nrun;
+			}
+		}
 		if (t->n < t->cap / 2) {
 			struct ev *n = realloc(t->ev, (t->n ? t->n : 1) * sizeof *n);
 			if (n) {
@@ -456,6 +579,9 @@ static void proc_free(struct proc *p)
 	for (int k = 0; k < p->nthr; k++) {
 		free(p->thr[k].ev);
 		free(p->thr[k].sched);
+		free(p->thr[k].run);
+		free(p->thr[k].rpat);
+		free(p->thr[k].own);
 	}
 	free(p->thr);
 	free(p->hostcpu.sched);
@@ -477,18 +603,28 @@ static void pack_thr(struct an_buf *b, const struct thr *t)
 	an_put(b, t, sizeof *t);
 	an_put(b, t->ev, t->n * sizeof *t->ev);
 	an_put(b, t->sched, t->sched ? t->nsched * sizeof *t->sched : 0);
+	an_put(b, t->run, t->nrun * sizeof *t->run);
+	an_put(b, t->rpat, t->nrpat * sizeof *t->rpat);
+	an_put(b, t->own, t->own ? t->n * sizeof *t->own : 0);
 }
 
 static int unpack_thr(struct an_rd *r, struct thr *t)
 {
 	if (an_get(r, t, sizeof *t) < 0)
 		return -1;
-	int sched = t->sched != NULL;
-	t->ev = NULL, t->sched = NULL, t->num = NULL;
+	int sched = t->sched != NULL, own = t->own != NULL;
+	t->ev = NULL, t->sched = NULL, t->num = NULL, t->run = NULL, t->rpat = NULL, t->own = NULL;
 	t->ev = an_get_arr(r, t->n, sizeof *t->ev, 0);
 	t->cap = t->n;
 	if (sched) /* (room for as many samples as cpu.c keeps) */
 		t->sched = an_get_arr(r, t->nsched, sizeof *t->sched, MAX_SCHED);
+	t->run = an_get_arr(r, t->nrun, sizeof *t->run, 0);
+	t->crun = t->nrun;
+	t->rpat = an_get_arr(r, t->nrpat, sizeof *t->rpat, 0);
+	t->crpat = t->nrpat;
+	if (own)
+		t->own = an_get_arr(r, t->n, sizeof *t->own, 0);
+	t->cown = t->own ? t->n : 0;
 	return r->err ? -1 : 0;
 }
 
@@ -659,7 +795,7 @@ static void load_file(const struct analysis *a, struct slot *s)
 	trace_close(&f);
 	free(c.path_hash);
 	free(c.dir_of);
-	compact(&c);
+	compact(&c, rc == 0 || rc == 2); /* (rc 1: what was read is not what a second reading gives) */
 	s->ok = 1;
 }
 

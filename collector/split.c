@@ -1,8 +1,9 @@
-/* The split: each rank's training thread read a second time and every call spread over the
- * analysed steps as compute / data / comms / host; the waits of its collectives for late peers,
- * who was late and what that peer did right before; the critical path (waits charged to what
- * made the peer late); per-rank and job figures; and what the findings need of every call
- * (the fold). */
+/* The split: every call of each rank's training thread (its kept synchronizing calls with the runs
+ * of calls between them summed while loading, or, where those are not enough, the thread read a
+ * second time) spread over the analysed steps as compute / data / comms / host; the waits of its
+ * collectives for late peers, who was late and what that peer did right before; the critical path
+ * (waits charged to what made the peer late); per-rank and job figures; and what the findings need
+ * of every call (the fold). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -204,7 +205,7 @@ static void shared_apply(struct stepdata *sd, const struct shared *l)
 	}
 }
 
-/* One rank's training thread, streamed in the second pass: each event spread over the steps by
+/* One rank's training thread, call by call (kept or streamed): each event spread over the steps by
  * category, the waits of its collectives, what it did before the collectives it was late to, and
  * the findings' fold (one event behind, which needs its successor). */
 struct split {
@@ -348,6 +349,24 @@ static int is_allreduce(const struct ev *e)
 	return an_blocking_coll(e) && e->op == DDPSPY_OP_ALLREDUCE;
 }
 
+/* the fold's entry for input calls of kind, fdclass and bytes, made when new; NULL when MAX_PATS
+ * others came first */
+static struct pat *pat_of(struct trainfold *tf, int kind, int fdclass, int64_t by)
+{
+#define SAME_PAT(q) ((q)->kind == kind && (q)->fdclass == fdclass && (q)->bytes == by)
+	int j = tf->last < tf->np && SAME_PAT(&tf->pats[tf->last]) ? tf->last : 0;
+	while (j < tf->np && !SAME_PAT(&tf->pats[j]))
+		j++;
+#undef SAME_PAT
+	tf->last = j;
+	if (j == tf->np) {
+		if (tf->np == MAX_PATS)
+			return NULL;
+		tf->pats[tf->np++] = (struct pat){ kind, fdclass, by, 0, 0, 0 };
+	}
+	return &tf->pats[j];
+}
+
 /* One training-thread event e of an analysed step, of category cat, into what the findings need
  * (tf), with the events before and after it on the thread (NULL at either end). */
 static void fold(struct trainfold *tf, const struct ev *prev, const struct ev *e, int cat, const struct ev *next)
@@ -366,20 +385,11 @@ static void fold(struct trainfold *tf, const struct ev *prev, const struct ev *e
 		return;
 	/* input calls (data_stall): file reads by size; waits on pipes and sockets are one pattern
 	 * whatever they read */
-	int64_t by = an_is_file_read(e) ? e->bytes : 0;
-#define SAME_PAT(q) ((q)->kind == e->kind && (q)->fdclass == e->fdclass && (q)->bytes == by)
-	int j = tf->last < tf->np && SAME_PAT(&tf->pats[tf->last]) ? tf->last : 0;
-	while (j < tf->np && !SAME_PAT(&tf->pats[j]))
-		j++;
-#undef SAME_PAT
-	tf->last = j;
-	if (j == tf->np) {
-		if (tf->np == MAX_PATS)
-			return;
-		tf->pats[tf->np++] = (struct pat){ e->kind, e->fdclass, by, 0, 0 };
+	struct pat *q = pat_of(tf, e->kind, e->fdclass, an_is_file_read(e) ? e->bytes : 0);
+	if (q) {
+		q->calls++;
+		q->ns += e->d;
 	}
-	tf->pats[j].calls++;
-	tf->pats[j].ms += MS(e->d);
 }
 
 /* the findings' fold of event i = seen - 1, now that its successor (next, NULL at the end) is known */
@@ -428,10 +438,10 @@ static int split_event(void *ctx, const struct ev *e)
 			an_wf_add(sd, r, (size_t)k, rel->late, wt);
 	}
 	/* a blocking point-to-point call that waited for a late peer (p2p.c): the calls come in the
-	 * same order as the kept ones they were found among */
-	while (s->pb < s->pend && sd->pblk[s->pb].t < e->t)
+	 * same order as the kept ones they were found among (and no other call takes their place) */
+	while (s->pb < s->pend && an_kept_sync(e) && sd->pblk[s->pb].t < e->t)
 		s->pb++;
-	for (; s->pb < s->pend && sd->pblk[s->pb].t == e->t; s->pb++) {
+	for (; s->pb < s->pend && an_kept_sync(e) && sd->pblk[s->pb].t == e->t; s->pb++) {
 		const struct an_p2pblk *b = &sd->pblk[s->pb];
 		if (b->kind != e->kind || b->op != e->op)
 			continue;
@@ -475,6 +485,84 @@ static int split_event(void *ctx, const struct ev *e)
 	s->win_in[s->seen & 1] = s->fcur < N && ri->steps[s->fcur].t0 <= e->t;
 	s->seen++;
 	return 0;
+}
+
+/* ---- the split from the training thread's runs (load.c), without reading it a second time ---- */
+
+/* where on the job's clock run u's calls lie: every start and end in [*a, *b] (b is a bound:
+ * a negative drift may move an end that was not the latest past it by its rate over the run) */
+static void run_span(const struct proc *p, const struct callrun *u, int64_t *a, int64_t *b)
+{
+	*a = an_job_time(p, u->tmin);
+	*b = an_job_time(p, u->tmin + u->end) + 2 + (int64_t)(fabs(p->drift) * (double)u->end);
+}
+
+/* the step that holds all of [a, b] (its index), -1 when no step has any of it, -2 when it
+ * straddles a step's start or end; *cur: the first step that ends after a (add_span's) */
+static long run_step(const struct rankstep *st, size_t N, size_t *cur, int64_t a, int64_t b)
+{
+	while (*cur < N && st[*cur].t1 <= a)
+		(*cur)++;
+	if (*cur == N || b < st[*cur].t0)
+		return -1;
+	return st[*cur].t0 <= a && b < st[*cur].t1 ? (long)*cur : -2;
+}
+
+/* whether every run of t lies within one step or between steps: what taking its calls as sums
+ * needs (the streamed split spreads each call over the steps it overlaps) */
+static int runs_fit(const struct proc *p, const struct thr *t, const struct rankstep *st, size_t N)
+{
+	size_t cur = 0;
+	for (size_t i = 0; i < t->nrun; i++) {
+		int64_t a, b;
+		run_span(p, &t->run[i], &a, &b);
+		if (run_step(st, N, &cur, a, b) == -2)
+			return 0;
+	}
+	return 1;
+}
+
+/* run u of the training thread of p, as split_event would take its calls one by one: their time
+ * in the step that holds them, their input calls in the fold, and, for the calls after, the place
+ * of the latest (one that stands for them all in the fold's window, in no step: folded here) */
+static void split_run(struct split *s, const struct proc *p, const struct thr *t, const struct callrun *u)
+{
+	const struct rankstep *st = s->ri->steps;
+	int64_t a, b;
+	run_span(p, u, &a, &b);
+	long k = run_step(st, s->N, &s->cur, a, b);
+	if (k >= 0) {
+		int64_t *ns = &s->ns[(size_t)k * CAT_COUNT];
+		ns[CAT_DATA] += u->ns[0];
+		ns[CAT_COMMS] += u->ns[1];
+		ns[CAT_HOST] += u->ns[2];
+		for (uint32_t i = 0; s->sd->fold && i < u->npat; i++) {
+			const struct runpat *q = &t->rpat[u->pat + i];
+			struct pat *f = pat_of(&s->sd->fold[s->r], q->kind, q->fdclass, q->bytes);
+			if (f) {
+				f->calls += q->calls;
+				f->ns += q->ns;
+			}
+		}
+	}
+	int64_t tmax = an_job_time(p, u->tmin + u->tmax);
+	while (s->cur < s->N && st[s->cur].t1 <= tmax)
+		s->cur++;
+	/* (pp_*: for helper threads' collectives, which take the streamed split) */
+	s->pp_cat = s->prev_cat;
+	s->pp_end = s->prev_end;
+	s->prev_cat = u->cat;
+	s->prev_end = an_job_time(p, u->tmin + u->tl) + u->dl;
+	struct ev last = { .t = an_job_time(p, u->tmin + u->tl), .d = u->dl, .bytes = -1, .seq = -1,
+			   .kind = DDPSPY_EV_COUNT, .op = -1 };
+	if (s->seen)
+		fold_at(s, &last);
+	while (s->fcur < s->N && st[s->fcur].t1 <= tmax)
+		s->fcur++;
+	s->win[s->seen & 1] = last;
+	s->wcat[s->seen & 1] = u->cat;
+	s->win_in[s->seen & 1] = 0;
+	s->seen++;
 }
 
 /* Every collective instance, from every thread of every rank: who arrived first and last. */
@@ -529,10 +617,24 @@ static void split_rank(struct analysis *a, struct stepdata *sd, int r, struct sh
 	sp.maxlate = t->n + sp.nbg + 1;
 	sp.lanes = sd->lanes[r] = an_gpu_lanes_new(ri->p);
 	sd->late[r] = malloc(sp.maxlate * sizeof **sd->late);
-	if (an_stream_train(ri->p, split_event, &sp) < 0 &&
-	    asprintf(&log->warn, "%s: could not be read a second time; rank %d's steps are not split", ri->p->file,
-		     ri->rank) < 0)
+	if (t->runs_ok && !a->reread && !sp.nbg && !sp.lanes && runs_fit(ri->p, t, ri->steps, N)) {
+		/* every call it made between its kept ones is summed in a run that one step holds; the
+		 * kept ones with their own times on the job's clock, as a second reading gives them */
+		for (size_t i = 0, j = 0; i <= t->n; i++) {
+			for (; j < t->nrun && t->run[j].before == i; j++)
+				split_run(&sp, ri->p, t, &t->run[j]);
+			if (i == t->n)
+				break;
+			struct ev e = t->ev[i];
+			e.t = an_job_time(ri->p, t->own[i].t);
+			e.d = t->own[i].d;
+			split_event(&sp, &e);
+		}
+	} else if (an_stream_train(ri->p, split_event, &sp) < 0 &&
+		   asprintf(&log->warn, "%s: could not be read a second time; rank %d's steps are not split",
+			    ri->p->file, ri->rank) < 0) {
 		log->warn = NULL;
+	}
 	while (sp.bgi < sp.nbg)
 		bg_arrival(&sp, sp.bg[sp.bgi++]);
 	if (sp.nseg) {
@@ -549,6 +651,8 @@ static void split_rank(struct analysis *a, struct stepdata *sd, int r, struct sh
 	free(sp.seg);
 	if (sp.seen)
 		fold_at(&sp, NULL);
+	for (int j = 0; sd->fold && j < sd->fold[r].np; j++)
+		sd->fold[r].pats[j].ms = MS(sd->fold[r].pats[j].ns);
 	an_wf_sort(sd, r);
 	for (size_t k = 0; k < N; k++) {
 		struct rankstep *st = &ri->steps[k];

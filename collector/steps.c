@@ -611,6 +611,7 @@ static size_t sweep_keep_analysed(struct analysis *a, struct sweep *w, size_t sk
 			t->ev = k->ev;
 			t->n = t->cap = m;
 			k->ev = NULL;
+			an_runs_drop(t); /* (they lie between the calls it had) */
 		}
 	}
 	for (int r = 1; r < a->nranks; r++)

@@ -192,23 +192,27 @@ def same_reports(dirs, what, **env):
     """One check: `ddpspy report --json` says the same, byte for byte (its output, its messages and
     its exit status), whether it reads and splits the ranks' files on 1 thread, on 2, or spread over
     2 processes under mpirun (--mpi; where Open MPI is installed) (issue 21: neither changes the
-    report); env: the test-only limits, e.g. DDPSPY_REPORT_PREFIX to have the steps found again
-    from every call streamed."""
+    report), and whether the split takes the training threads' calls from the runs summed while
+    loading or reads them again (test-only DDPSPY_REPORT_REREAD); env: the test-only limits, e.g.
+    DDPSPY_REPORT_PREFIX to have the steps found again from every call streamed."""
     diff = []
     mpi = shutil.which("mpirun") is not None
     for t in dirs:
-        runs = [[DDPSPY, "report", "--json", "-j", j, t] for j in ("1", "2")]
+        runs = [([DDPSPY, "report", "--json", "-j", j, t], {}) for j in ("1", "2")]
+        runs.append(([DDPSPY, "report", "--json", "-j", "2", t], {"DDPSPY_REPORT_REREAD": "1"}))
         if mpi:
-            runs.append(MPIRUN + ["-np", "2", DDPSPY, "report", "--json", "--mpi", t])
+            runs.append((MPIRUN + ["-np", "2", DDPSPY, "report", "--json", "--mpi", t], {}))
         try:
-            out = [subprocess.run(r, capture_output=True, timeout=300, env=dict(os.environ, **env)) for r in runs]
+            out = [subprocess.run(r, capture_output=True, timeout=300, env=dict(os.environ, **env, **e))
+                   for r, e in runs]
         except subprocess.TimeoutExpired as e:
             diff.append("%s (%s timed out)" % (t, " ".join(e.cmd[-3:])))
             continue
         if len({(p.returncode, p.stdout, without_mpirun(p.stderr)) for p in out}) > 1:
             diff.append(t)
-    return ok(not diff, "%s: the report is the same with -j 1, -j 2%s on all %d trace directories%s%s"
-              % (what, " and --mpi on 2 processes" if mpi else "", len(dirs), " (%s)" % env if env else "",
+    return ok(not diff, "%s: the report is the same with -j 1, -j 2, -j 2 reading the training threads again%s on "
+              "all %d trace directories%s%s" % (what, " and --mpi on 2 processes" if mpi else "", len(dirs),
+                                                " (%s)" % env if env else "",
                  (": not on %s" % diff[:3]) if diff else ""))
 
 

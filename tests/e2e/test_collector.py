@@ -1,7 +1,8 @@
 """The collector on synthetic traces whose split is known exactly (bench/gentrace: 40 ms steps, the
 training thread reading its 128 samples itself, three Iallreduces and a Waitall): the shares it
 computes, and its memory, which must not grow with the length of the trace. The training thread's
-events are read a second time instead of being kept; a rank's collectives beyond the first few
+events are summed into runs between its kept collectives (or read a second time) instead of being
+kept; a rank's collectives beyond the first few
 thousand (DDPSPY_REPORT_PREFIX, a test-only limit) are read again too, and those of a sample of
 steps kept (DDPSPY_REPORT_SAMPLE steps at most, test-only too), so a trace four times as long adds
 nothing once the sample is full."""
@@ -53,7 +54,7 @@ if ok(j is not None, "report of 2 ranks x 200k events (rc=0) %s" % err[-300:]):
     want = {"data": 128 * 1.5e-3 / 40, "comms": (3 * 0.05 + 2.0) / 40}
     got = {k: r0["shares"][k] for k in want}
     ok(all(abs(got[k] - want[k]) < 2e-4 for k in want) and abs(r0["step_p50_ms"] - 40) < 0.01,
-       "rank 0's split from the streamed events: %s, step %.3f ms (exactly: %s, 40 ms)"
+       "rank 0's split from the runs of its events: %s, step %.3f ms (exactly: %s, 40 ms)"
        % (got, r0["step_p50_ms"], {k: round(v, 5) for k, v in want.items()}))
     pats = [f for f in j["findings"] if f["kind"] == "data_stall"]
     ok(not pats and j["verdict"]["bound"] == "compute", "compute-bound, no data stall at 0.5%% data: %s"
@@ -186,6 +187,19 @@ ok(j is not None and j["verdict"]["bound"] == "data" and len(files) == 2 and fil
 same_reports([os.path.join(d, "sync200000"), os.path.join(d, "sync800000"), os.path.join(d, "irregular")],
              "the generated traces, steps found again streamed, a sample", DDPSPY_REPORT_PREFIX="256",
              DDPSPY_REPORT_SAMPLE="64")
+
+# one rank with every call kept while loading, one with more: the steps are found again streamed
+# for both, and the first rank's runs (the calls between its kept ones, summed) give way to a
+# second reading, which must come to what two second readings give
+out = os.path.join(d, "mixed")
+os.mkdir(out)
+for n, r in ((200000, 0), (800000, 1)):
+    f = [x for x in os.listdir(os.path.join(d, "sync%d" % n)) if x.startswith("r%05d-" % r)][0]
+    shutil.copy(os.path.join(d, "sync%d" % n, f), out)
+jm = measured(out, DDPSPY_REPORT_PREFIX="10000")[0]
+ok(jm is not None and jm["job"]["steps_analyzed"] > 1000, "a rank with every call kept beside one with more: "
+   "reported (%s steps)" % (jm["job"]["steps_analyzed"] if jm else None))
+same_reports([out], "a rank with every call kept beside one with more", DDPSPY_REPORT_PREFIX="10000")
 
 # --mpi: more processes than files (one reads none), and a process that sees none of the files (a
 # mount namespace of its own with an empty directory over the trace directory: a host that does not
