@@ -55,13 +55,15 @@ struct callrun {
 	uint32_t pat;          /* their input calls by pattern (the split's fold): thr.rpat[pat, pat + npat) */
 	uint8_t npat;
 	int8_t cat;            /* the last one's category */
+	uint8_t nopat;         /* their input calls were not taken (before the thread's first kept call:
+	                        * the split reads the thread again if a step holds them) */
 };
 
 /* a run while it is summed (load.c) */
 struct runacc {
 	int64_t tmin, tmax, tl, dl, end, ns[CAT_COUNT];
 	uint32_t pat, npat, n;
-	int cat;
+	int cat, nopat;
 };
 
 struct runpat {            /* input calls of one pattern in a run: as the split's struct pat */
@@ -89,7 +91,7 @@ struct thr {
 	size_t nrun, crun;
 	struct runacc cur;
 	struct owntime { int64_t t, d; } *own; /* ev's times on the thread's own clock (n of them) */
-	size_t cown;
+	size_t nmemb;          /* the calls in its runs */
 	struct runpat *rpat;
 	size_t nrpat, crpat;
 	int runs_ok;

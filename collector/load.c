@@ -158,6 +158,10 @@ static struct thr *thread_of(struct proc *p, int tid)
 
 _Static_assert(CAT_COUNT == 4 && CAT_COMPUTE == 0, "struct callrun's ns: data, comms, host");
 
+/* calls before a thread's first synchronizing one beyond which its runs are given up: an input
+ * thread's reads need none, and a training thread that made so many is read again */
+#define RUN_FIRST_MAX 16384
+
 void an_runs_drop(struct thr *t)
 {
 	free(t->run);
@@ -166,7 +170,7 @@ void an_runs_drop(struct thr *t)
 	t->run = NULL;
 	t->rpat = NULL;
 	t->own = NULL;
-	t->nrun = t->crun = t->nrpat = t->crpat = t->cown = 0;
+	t->nrun = t->crun = t->nrpat = t->crpat = 0;
 	t->runs_ok = 0;
 }
 
@@ -184,7 +188,13 @@ static void run_add(struct thr *t, const struct ev *v)
 		u->tmin = u->tmax = v->t;
 		u->end = INT64_MIN;
 		u->pat = (uint32_t)t->nrpat;
+		u->nopat = !t->n; /* (a thread's calls before its first kept one: every call of threads that
+				   * never make one, an input thread's reads, which the split will not need) */
+	} else if (u->nopat && u->n > RUN_FIRST_MAX) { /* most likely not a training thread: given up */
+		an_runs_drop(t);
+		return;
 	}
+	t->nmemb++;
 	u->tmin = v->t < u->tmin ? v->t : u->tmin; /* (calls come in order of their ends: nested ones first) */
 	u->tmax = v->t > u->tmax ? v->t : u->tmax;
 	u->tl = v->t;
@@ -193,7 +203,7 @@ static void run_add(struct thr *t, const struct ev *v)
 		u->end = v->t + v->d;
 	u->ns[c] += v->d;
 	u->cat = c;
-	if (c != CAT_DATA)
+	if (c != CAT_DATA || u->nopat)
 		return;
 	int64_t by = an_is_file_read(v) ? v->bytes : 0;
 	struct runpat *q = t->rpat + u->pat;
@@ -215,19 +225,11 @@ static void run_add(struct thr *t, const struct ev *v)
 	q[j].ns += v->d;
 }
 
-/* t's current run ends (a kept call v, or the end of the file: NULL): kept when it has calls, in
- * the narrower form (what does not fit in it is read again instead); v's own times noted */
-static void run_close(struct thr *t, const struct ev *v)
+/* t's current run ends (a kept call, or the end of the file): kept when it has calls, in the
+ * narrower form (what does not fit in it is read again instead) */
+static void run_close(struct thr *t)
 {
 	const struct runacc *u = &t->cur;
-	if (v) {
-		struct owntime *o = room_for(t->own, t->n, &t->cown, sizeof *o, 256);
-		if (!o) {
-			an_runs_drop(t);
-			return;
-		}
-		(t->own = o)[t->n] = (struct owntime){ v->t, v->d };
-	}
 	if (!u->n)
 		return;
 	const uint32_t M = UINT32_MAX;
@@ -245,7 +247,7 @@ static void run_close(struct thr *t, const struct ev *v)
 					     .dl = (uint32_t)u->dl, .ns = { (uint32_t)u->ns[CAT_DATA],
 									    (uint32_t)u->ns[CAT_COMMS], (uint32_t)u->ns[CAT_HOST] },
 					     .before = (uint32_t)t->n, .pat = u->pat, .npat = (uint8_t)u->npat,
-					     .cat = (int8_t)u->cat };
+					     .cat = (int8_t)u->cat, .nopat = (uint8_t)u->nopat };
 	memset(&t->cur, 0, sizeof t->cur);
 }
 
@@ -362,7 +364,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 			run_add(t, v);
 			return 0;
 		}
-		run_close(t, v);
+		run_close(t);
 	} else if (!kept) {
 		return 0;
 	}
@@ -534,11 +536,19 @@ static void compact(struct loadctx *c, int complete)
 	p->train = p->role == DDPSPY_ROLE_RANK ? pick_train(p) : -1;
 	for (int h = 0; h < p->nthr; h++) {
 		struct thr *t = &p->thr[h];
-		/* runs: the training thread's, whole (the split's), closed by the end of the file */
-		if (h != p->train || !complete)
+		/* runs: the training thread's, whole (the split's), closed by the end of the file; not
+		 * when they sum fewer than 4 calls per kept one (a second reading is then short, and
+		 * cheaper than holding them: an input thread reads for it) */
+		if (h != p->train || !complete || t->nmemb < 4 * t->n)
 			an_runs_drop(t);
 		else if (t->runs_ok)
-			run_close(t, NULL);
+			run_close(t);
+		/* and the kept calls' own times, which the clocks will move (the split takes them as a
+		 * second reading gives them) */
+		if (t->runs_ok && t->n && !(t->own = malloc(t->n * sizeof *t->own)))
+			an_runs_drop(t);
+		for (size_t i = 0; t->runs_ok && i < t->n; i++)
+			t->own[i] = (struct owntime){ t->ev[i].t, t->ev[i].d };
 		if (t->runs_ok && t->nrun < t->crun / 2) {
 			struct callrun *n = realloc(t->run, t->nrun * sizeof *n);
 			if (n) {
@@ -624,7 +634,6 @@ static int unpack_thr(struct an_rd *r, struct thr *t)
 	t->crpat = t->nrpat;
 	if (own)
 		t->own = an_get_arr(r, t->n, sizeof *t->own, 0);
-	t->cown = t->own ? t->n : 0;
 	return r->err ? -1 : 0;
 }
 

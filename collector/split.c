@@ -516,7 +516,8 @@ static int runs_fit(const struct proc *p, const struct thr *t, const struct rank
 	for (size_t i = 0; i < t->nrun; i++) {
 		int64_t a, b;
 		run_span(p, &t->run[i], &a, &b);
-		if (run_step(st, N, &cur, a, b) == -2)
+		long k = run_step(st, N, &cur, a, b);
+		if (k == -2 || (k >= 0 && t->run[i].nopat))
 			return 0;
 	}
 	return 1;

@@ -243,12 +243,7 @@ static int add_calib(struct trace_file *f, uint64_t raw, int64_t mono, int64_t r
 			return -1;
 		f->calib = n;
 	}
-	f->calib[f->ncalib++] = (struct trace_calib){ raw, mono, real, 1 };
-	if (f->ncalib > 1) { /* the segment this point closes: its rate, once, not per event */
-		struct trace_calib *lo = &f->calib[f->ncalib - 2];
-		double span = (double)(raw - lo->raw);
-		lo->rate = span > 0 ? ((double)mono - (double)lo->mono_ns) / span : 1;
-	}
+	f->calib[f->ncalib++] = (struct trace_calib){raw, mono, real};
 	return 0;
 }
 
@@ -274,27 +269,7 @@ static int64_t add_ns(int64_t base, double delta)
 	return clamp_ns((double)base + delta);
 }
 
-/* the calibration segment raw is converted in: the bracketing pair, or the nearest end pair for
- * extrapolation (f->ncalib >= 2); events come in time order, so the last one is tried first */
-static inline size_t calib_seg(const struct trace_file *f, uint64_t raw, size_t *seg)
-{
-	const struct trace_calib *c = f->calib;
-	size_t n = f->ncalib, lo = *seg < n - 1 ? *seg : 0, hi = lo + 1;
-	if ((c[lo].raw <= raw || lo == 0) && (raw < c[hi].raw || hi == n - 1))
-		return lo;
-	lo = 0;
-	hi = n - 1;
-	while (hi - lo > 1) {
-		size_t mid = (lo + hi) / 2;
-		if (c[mid].raw <= raw)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return *seg = lo;
-}
-
-static inline int64_t raw_to_ns(const struct trace_file *f, uint64_t raw, size_t *seg)
+static int64_t raw_to_ns(const struct trace_file *f, uint64_t raw, size_t *seg)
 {
 	const struct trace_calib *c = f->calib;
 	size_t n = f->ncalib;
@@ -303,32 +278,24 @@ static inline int64_t raw_to_ns(const struct trace_file *f, uint64_t raw, size_t
 		return clamp_ns((double)(int64_t)raw);
 	if (n == 1) /* one point: no rate measured; assume 1 tick/ns rather than invent one */
 		return add_ns(c[0].mono_ns, (double)(int64_t)(raw - c[0].raw));
-	c += calib_seg(f, raw, seg);
-	return add_ns(c->mono_ns, (double)((int64_t)(raw - c->raw)) * c->rate);
-}
-
-/* [raw, raw + dur) in ns: e's t_ns and dur_ns (never negative); the end in the start's segment
- * when it lies there, as raw_to_ns would put it */
-static inline void span_to_ns(const struct trace_file *f, uint64_t raw, uint64_t dur, size_t *seg,
-			      struct trace_event *e)
-{
-	size_t n = f->ncalib;
-	int64_t t, end;
-	if (f->raw_is_ns || n < 2) {
-		t = raw_to_ns(f, raw, seg);
-		end = raw_to_ns(f, raw + dur, seg);
-	} else {
-		size_t lo = calib_seg(f, raw, seg);
-		const struct trace_calib *c = &f->calib[lo];
-		t = add_ns(c->mono_ns, (double)((int64_t)(raw - c->raw)) * c->rate);
-		uint64_t r1 = raw + dur;
-		if (r1 >= raw && (lo == n - 2 || r1 < c[1].raw))
-			end = add_ns(c->mono_ns, (double)(int64_t)(r1 - c->raw) * c->rate);
-		else
-			end = raw_to_ns(f, r1, seg);
+	/* the bracketing pair, or the nearest end pair for extrapolation; events come in time
+	 * order, so the last pair is tried first */
+	size_t lo = *seg < n - 1 ? *seg : 0, hi = lo + 1;
+	if (!((c[lo].raw <= raw || lo == 0) && (raw < c[hi].raw || hi == n - 1))) {
+		lo = 0;
+		hi = n - 1;
+		while (hi - lo > 1) {
+			size_t mid = (lo + hi) / 2;
+			if (c[mid].raw <= raw)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		*seg = lo;
 	}
-	e->t_ns = t;
-	e->dur_ns = end - t < 0 ? 0 : end - t;
+	double span = (double)(c[hi].raw - c[lo].raw);
+	double rate = span > 0 ? ((double)c[hi].mono_ns - (double)c[lo].mono_ns) / span : 1;
+	return add_ns(c[lo].mono_ns, (double)((int64_t)(raw - c[lo].raw)) * rate);
 }
 
 int64_t trace_raw_to_ns(const struct trace_file *f, uint64_t raw)
@@ -781,7 +748,10 @@ static inline __attribute__((always_inline)) int decode_event(struct trace_file 
 		return 1;
 	}
 	e->kind = (int)kind;
-	span_to_ns(f, e->raw, (uint64_t)dur, seg, e); /* (a damaged file's end before its start: 0 long) */
+	e->t_ns = raw_to_ns(f, e->raw, seg);
+	e->dur_ns = raw_to_ns(f, e->raw + (uint64_t)dur, seg) - e->t_ns;
+	if (e->dur_ns < 0) /* (a damaged file's; the clock never runs back within an event) */
+		e->dur_ns = 0;
 	e->stack = (uint32_t)stack;
 	e->nargs = 0;
 	e->str = NULL;
@@ -901,7 +871,10 @@ static inline __attribute__((always_inline)) int decode_packed(struct trace_file
 		e->stack = 0;
 		return 0;
 	}
-	span_to_ns(f, e->raw, dur, seg, e);
+	e->t_ns = raw_to_ns(f, e->raw, seg);
+	e->dur_ns = raw_to_ns(f, e->raw + dur, seg) - e->t_ns;
+	if (e->dur_ns < 0)
+		e->dur_ns = 0;
 	e->stack = (uint32_t)sid;
 	return 0;
 }

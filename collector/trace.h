@@ -35,7 +35,6 @@ static inline void *room_for(void *v, size_t n, size_t *cap, size_t size, size_t
 struct trace_calib {
 	uint64_t raw;
 	int64_t mono_ns, real_ns;
-	double rate;   /* ns per tick from this point to the next (trace.c), 1 for the last */
 };
 
 struct trace_evrec;
