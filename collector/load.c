@@ -206,11 +206,10 @@ static void run_add(struct thr *t, const struct ev *v)
 	if (c != CAT_DATA || u->nopat)
 		return;
 	int64_t by = an_is_file_read(v) ? v->bytes : 0;
-	struct runpat *q = t->rpat + u->pat;
-	uint32_t j = 0;
-	while (j < u->npat && !(q[j].kind == v->kind && q[j].fdclass == v->fdclass && q[j].bytes == by))
+	size_t j = u->pat, end = (size_t)u->pat + u->npat; /* (its patterns are the pool's last) */
+	while (j < end && !(t->rpat[j].kind == v->kind && t->rpat[j].fdclass == v->fdclass && t->rpat[j].bytes == by))
 		j++;
-	if (j == u->npat) {
+	if (j == end) {
 		struct runpat *n = u->npat < MAX_PATS ? room_for(t->rpat, t->nrpat, &t->crpat, sizeof *n, 64) : NULL;
 		if (!n || t->nrpat >= UINT32_MAX) {
 			an_runs_drop(t);
@@ -218,11 +217,10 @@ static void run_add(struct thr *t, const struct ev *v)
 		}
 		t->rpat = n;
 		t->rpat[t->nrpat++] = (struct runpat){ v->kind, v->fdclass, by, 0, 0 };
-		q = t->rpat + u->pat;
 		u->npat++;
 	}
-	q[j].calls++;
-	q[j].ns += v->d;
+	t->rpat[j].calls++;
+	t->rpat[j].ns += v->d;
 }
 
 /* t's current run ends (a kept call, or the end of the file): kept when it has calls, in the
