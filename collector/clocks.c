@@ -375,6 +375,42 @@ static int estimate(const struct sig *g, size_t w, int r, double b, double lo, d
 	return 1;
 }
 
+/* estimate() for ranks 1 to R - 1 over windows w0 to w1 - 1, on the analysis's threads (each
+ * rank's are independent of the others'): lo, hi, est, res by window, R each; b: each rank's
+ * drift (NULL: none); how: estimate()'s return */
+struct estjob {
+	const struct sig *g;
+	size_t w0, w1;
+	const double *b, *lo, *hi;
+	double *est, *res;
+	int *how;
+};
+
+static void est_rank(void *ctx, size_t i)
+{
+	const struct estjob *j = ctx;
+	int r = (int)i + 1, R = j->g->m.R;
+	double *v = malloc((j->g->m.K + 1) * sizeof *v);
+	for (size_t w = j->w0; w < j->w1; w++) {
+		size_t x = (w - j->w0) * (size_t)R + (size_t)r;
+		j->how[x] = v ? estimate(j->g, w, r, j->b ? j->b[r] : 0, j->lo[x], j->hi[x], v, &j->est[x], &j->res[x]) : -2;
+	}
+	free(v);
+}
+
+static void estimate_ranks(const struct analysis *a, const struct estjob *j, double *v)
+{
+	int R = j->g->m.R;
+	an_parallel((size_t)R - 1, a->jobs, NULL, est_rank, (void *)j);
+	for (size_t w = j->w0; w < j->w1; w++) /* (a thread out of memory: here, with v) */
+		for (int r = 1; r < R; r++) {
+			size_t x = (w - j->w0) * (size_t)R + (size_t)r;
+			if (j->how[x] == -2)
+				j->how[x] = estimate(j->g, w, r, j->b ? j->b[r] : 0, j->lo[x], j->hi[x], v, &j->est[x],
+						     &j->res[x]);
+		}
+}
+
 static int cmp_tmsg(const void *a, const void *b)
 {
 	int64_t x = ((const struct tmsg *)a)->t, y = ((const struct tmsg *)b)->t;
@@ -452,6 +488,30 @@ static int cmp_krow(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+struct gatherjob {
+	struct analysis *a;
+	void (*points)(const struct proc *, struct cpts *);
+	struct mat *m;
+	const struct krow *ix;
+	size_t n;
+};
+
+/* rank i + 1's view of the lowest rank's instances, into its column */
+static void gather_rank(void *ctx, size_t i)
+{
+	struct gatherjob *j = ctx;
+	int r = (int)i + 1;
+	struct cpts c = { 0 };
+	j->points(j->a->ranks[r].p, &c); /* (out of memory: fewer points, as on one thread) */
+	for (size_t q = 0; q < c.n; q++) {
+		struct krow key = { an_inst_key(c.v[q].comm, c.v[q].seq), 0 };
+		const struct krow *f = bsearch(&key, j->ix, j->n, sizeof *j->ix, cmp_krow);
+		if (f && X(j->m, f->k, r)->join == INT64_MIN)
+			*X(j->m, f->k, r) = c.v[q];
+	}
+	free(c.v);
+}
+
 /* the instances the lowest rank saw, a row each in the order it joined them, with every rank's
  * view of each */
 static int gather(struct analysis *a, void (*points)(const struct proc *, struct cpts *), struct mat *m)
@@ -480,17 +540,10 @@ static int gather(struct analysis *a, void (*points)(const struct proc *, struct
 	}
 	if (!rc)
 		sort_n(ix, n, sizeof *ix, cmp_krow);
-	for (int r = 1; !rc && r < R; r++) {
-		c.n = 0;
-		points(a->ranks[r].p, &c);
-		for (size_t i = 0; i < c.n; i++) {
-			struct krow q = { an_inst_key(c.v[i].comm, c.v[i].seq), 0 };
-			const struct krow *f = bsearch(&q, ix, n, sizeof *ix, cmp_krow);
-			if (f && X(m, f->k, r)->join == INT64_MIN)
-				*X(m, f->k, r) = c.v[i];
-		}
-	}
 	free(c.v);
+	struct gatherjob j = { a, points, m, ix, n };
+	if (!rc && R > 1) /* (the other ranks on the analysis's threads: each fills its own column) */
+		an_parallel((size_t)R - 1, a->jobs, NULL, gather_rank, &j);
 	free(ix);
 	return rc;
 }
@@ -510,11 +563,16 @@ static int align_from(struct analysis *a, void (*points)(const struct proc *, st
 	double *B = calloc((size_t)R, sizeof *B), *est0 = calloc((size_t)R, sizeof *est0);
 	double *lo = malloc((size_t)R * sizeof *lo), *hi = malloc((size_t)R * sizeof *hi);
 	double *U = R <= MAX_PATHS ? malloc(((size_t)R + 1) * (size_t)R * sizeof *U) : NULL;
-	double *wm = malloc((size_t)R * MAX_WINDOWS * sizeof *wm), *ww = malloc((size_t)R * MAX_WINDOWS * sizeof *ww);
+	/* by window and rank: the bounds, the estimates, their residuals, estimate()'s return */
+	size_t WR = (size_t)R * (MAX_WINDOWS + 1);
+	double *wlo = malloc(WR * sizeof *wlo), *whi = malloc(WR * sizeof *whi);
+	double *wm = malloc(WR * sizeof *wm), *ww = malloc(WR * sizeof *ww);
+	int *hw = malloc(WR * sizeof *hw);
 	double wt[MAX_WINDOWS];
 	double *v = NULL;
 	*nb = 0;
-	if (!B || !est0 || !lo || !hi || (!U && R <= MAX_PATHS) || !wm || !ww || gather(a, points, &g.m) < 0)
+	if (!B || !est0 || !lo || !hi || (!U && R <= MAX_PATHS) || !wlo || !whi || !wm || !ww || !hw ||
+	    gather(a, points, &g.m) < 0)
 		goto out;
 	if (msgs) {
 		size_t n = an_p2p_messages(a, &am);
@@ -528,31 +586,25 @@ static int align_from(struct analysis *a, void (*points)(const struct proc *, st
 	g.W = 0;
 	g.tc = g.m.K ? g.m.t[g.m.K / 2] : g.g[g.ng / 2].sent;
 	if (g.ng) {
-		bounds(&g, 0, B, U, &E, lo, hi);
-		for (int r = 1; r < R; r++) {
-			double res;
-			if (estimate(&g, 0, r, 0, lo[r], hi[r], v, &est0[r], &res) < 0)
-				est0[r] = 0;
-		}
+		bounds(&g, 0, B, U, &E, wlo, whi);
+		estimate_ranks(a, &(struct estjob){ &g, 0, 1, NULL, wlo, whi, wm, ww, hw }, v);
+		for (int r = 1; r < R; r++)
+			est0[r] = hw[r] < 0 ? 0 : wm[r];
 	}
 	windows(&g, est0);
 	/* the drift, where the job is long enough to show one */
 	if (g.W >= 2) {
 		for (size_t w = 0; w < g.W; w++) {
-			bounds(&g, w, B, U, &E, lo, hi);
+			bounds(&g, w, B, U, &E, wlo + w * (size_t)R, whi + w * (size_t)R);
 			wt[w] = (double)(mid_time(&g, w) - g.tc);
-			for (int r = 1; r < R; r++) {
-				double est, res;
-				int got = estimate(&g, w, r, 0, lo[r], hi[r], v, &est, &res);
-				wm[(size_t)r * MAX_WINDOWS + w] = est;
-				ww[(size_t)r * MAX_WINDOWS + w] = got < 0 ? INFINITY : res;
-			}
 		}
+		estimate_ranks(a, &(struct estjob){ &g, 0, g.W, NULL, wlo, whi, wm, ww, hw }, v);
 		for (int r = 1; r < R; r++) {
 			/* weighted least squares over the windows, each by how closely its exits agree */
 			double s = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
 			for (size_t w = 0; w < g.W; w++) {
-				double width = ww[(size_t)r * MAX_WINDOWS + w], y = wm[(size_t)r * MAX_WINDOWS + w];
+				size_t x = w * (size_t)R + (size_t)r;
+				double width = hw[x] < 0 ? INFINITY : ww[x], y = wm[x];
 				if (!isfinite(width))
 					continue;
 				double q = 1 / (width * width + 1e6); /* (1 us squared: a spread of 0 weighs much, not all) */
@@ -568,9 +620,10 @@ static int align_from(struct analysis *a, void (*points)(const struct proc *, st
 		}
 	}
 	bounds(&g, g.W, B, U, &E, lo, hi);
+	estimate_ranks(a, &(struct estjob){ &g, g.W, g.W + 1, B, lo, hi, wm, ww, hw }, v);
 	for (int r = 1; r < R; r++) {
-		double est, res;
-		int how = estimate(&g, g.W, r, B[r], lo[r], hi[r], v, &est, &res);
+		double est = wm[r], res = ww[r];
+		int how = hw[r];
 		if (how < 0)
 			continue;
 		/* CLOCK_REALTIME kept where the trace cannot tell it wrong: nothing it bounds excludes it,
@@ -608,8 +661,11 @@ out:
 	free(lo);
 	free(hi);
 	free(U);
+	free(wlo);
+	free(whi);
 	free(wm);
 	free(ww);
+	free(hw);
 	free(v);
 	return refined;
 }
