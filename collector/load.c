@@ -611,27 +611,21 @@ static void pack_thr(struct an_buf *b, const struct thr *t)
 	an_put(b, t, sizeof *t);
 	an_put(b, t->ev, t->n * sizeof *t->ev);
 	an_put(b, t->sched, t->sched ? t->nsched * sizeof *t->sched : 0);
-	an_put(b, t->run, t->nrun * sizeof *t->run);
-	an_put(b, t->rpat, t->nrpat * sizeof *t->rpat);
-	an_put(b, t->own, t->own ? t->n * sizeof *t->own : 0);
+	/* (not its runs: they stay with the process that read the file, which splits its rank) */
 }
 
 static int unpack_thr(struct an_rd *r, struct thr *t)
 {
 	if (an_get(r, t, sizeof *t) < 0)
 		return -1;
-	int sched = t->sched != NULL, own = t->own != NULL;
+	int sched = t->sched != NULL;
 	t->ev = NULL, t->sched = NULL, t->num = NULL, t->run = NULL, t->rpat = NULL, t->own = NULL;
+	t->nrun = t->crun = t->nrpat = t->crpat = 0;
+	t->runs_ok = 0;
 	t->ev = an_get_arr(r, t->n, sizeof *t->ev, 0);
 	t->cap = t->n;
 	if (sched) /* (room for as many samples as cpu.c keeps) */
 		t->sched = an_get_arr(r, t->nsched, sizeof *t->sched, MAX_SCHED);
-	t->run = an_get_arr(r, t->nrun, sizeof *t->run, 0);
-	t->crun = t->nrun;
-	t->rpat = an_get_arr(r, t->nrpat, sizeof *t->rpat, 0);
-	t->crpat = t->nrpat;
-	if (own)
-		t->own = an_get_arr(r, t->n, sizeof *t->own, 0);
 	return r->err ? -1 : 0;
 }
 
@@ -932,6 +926,41 @@ static void free_slots(struct slot *slots, size_t n, int paths)
 	free(slots);
 }
 
+/* A record's runs, held aside while the record travels (they stay with the process that read its
+ * file), and given back to the copy that comes back; freed when that process does not split it. */
+struct heldruns {
+	struct callrun *run;
+	struct runpat *rpat;
+	struct owntime *own;
+	size_t nrun, nrpat, nmemb;
+};
+
+static void runs_hold(struct proc *p, struct heldruns *h)
+{
+	struct thr *t = p->train >= 0 ? &p->thr[p->train] : NULL;
+	*h = (struct heldruns){ 0 };
+	if (!t || !t->runs_ok)
+		return;
+	*h = (struct heldruns){ t->run, t->rpat, t->own, t->nrun, t->nrpat, t->nmemb };
+	t->run = NULL, t->rpat = NULL, t->own = NULL;
+	an_runs_drop(t);
+}
+
+static void runs_give(struct proc *p, struct heldruns *h, int keep)
+{
+	struct thr *t = keep && p->train >= 0 && p->train < p->nthr ? &p->thr[p->train] : NULL;
+	if (t && h->run && !t->runs_ok) {
+		t->run = h->run, t->rpat = h->rpat, t->own = h->own;
+		t->nrun = t->crun = h->nrun, t->nrpat = t->crpat = h->nrpat, t->nmemb = h->nmemb;
+		t->runs_ok = 1;
+	} else {
+		free(h->run);
+		free(h->rpat);
+		free(h->own);
+	}
+	*h = (struct heldruns){ 0 };
+}
+
 /* a process that is not process 0: the list, what it can open, its files, their records sent;
  * then every record, as process 0 has them (the rest of the analysis runs here too, each process
  * splitting the ranks it read): the slots (*out, *nout) and who splits each file's rank
@@ -942,6 +971,7 @@ static int mpi_follow(struct analysis *a, struct slot **out, size_t *nout)
 	struct an_buf b = { 0 };
 	int rc = -1;
 	struct slot *slots = NULL;
+	struct heldruns *held = NULL;
 	size_t *idx = NULL, n = 0, mine = 0;
 	if (an_mpi_bcast(m, &b) < 0)
 		goto out;
@@ -949,7 +979,8 @@ static int mpi_follow(struct analysis *a, struct slot **out, size_t *nout)
 	uint64_t files;
 	an_get(&r, &files, sizeof files);
 	if (r.err || files > (uint64_t)(r.end - r.p) || !(slots = calloc(files + 1, sizeof *slots)) ||
-	    !(idx = calloc(files + 1, sizeof *idx)) || !(a->mpi_who = calloc(files + 1, sizeof *a->mpi_who)))
+	    !(idx = calloc(files + 1, sizeof *idx)) || !(a->mpi_who = calloc(files + 1, sizeof *a->mpi_who)) ||
+	    !(held = calloc(files + 1, sizeof *held)))
 		goto out;
 	for (n = 0; n < files; n++) {
 		an_get(&r, &slots[n].bytes, sizeof slots[n].bytes);
@@ -972,12 +1003,14 @@ static int mpi_follow(struct analysis *a, struct slot **out, size_t *nout)
 		pack_slot(&b, idx[i], &slots[idx[i]]);
 	if (b.err || an_mpi_send(m, &b) < 0)
 		goto out;
-	/* every record, as process 0 has them */
+	/* every record, as process 0 has them (and the runs of those read here) */
 	for (size_t i = 0; i < n; i++) {
 		for (int w = 0; w < slots[i].nwarn; w++)
 			free(slots[i].warn[w]);
-		if (slots[i].ok)
+		if (slots[i].ok) {
+			runs_hold(&slots[i].p, &held[i]);
 			proc_free(&slots[i].p);
+		}
 		slots[i].ok = slots[i].nwarn = 0;
 	}
 	if (an_mpi_bcast(m, &b) < 0 || b.n < n * sizeof *a->mpi_who)
@@ -991,12 +1024,16 @@ static int mpi_follow(struct analysis *a, struct slot **out, size_t *nout)
 		if (slots[i].ok) {
 			slots[i].p.open = slots[i].open;
 			slots[i].open = NULL;
+			runs_give(&slots[i].p, &held[i], a->mpi_who[i] == an_mpi_me(m));
 		}
 	*out = slots;
 	*nout = n;
 	slots = NULL;
 	rc = 0;
 out:
+	for (size_t i = 0; held && i < n; i++)
+		runs_give(NULL, &held[i], 0);
+	free(held);
 	free_slots(slots, n, 1);
 	free(idx);
 	free(b.p);
