@@ -933,6 +933,7 @@ struct heldruns {
 	struct runpat *rpat;
 	struct owntime *own;
 	size_t nrun, nrpat, nmemb;
+	int held;
 };
 
 static void runs_hold(struct proc *p, struct heldruns *h)
@@ -941,7 +942,7 @@ static void runs_hold(struct proc *p, struct heldruns *h)
 	*h = (struct heldruns){ 0 };
 	if (!t || !t->runs_ok)
 		return;
-	*h = (struct heldruns){ t->run, t->rpat, t->own, t->nrun, t->nrpat, t->nmemb };
+	*h = (struct heldruns){ t->run, t->rpat, t->own, t->nrun, t->nrpat, t->nmemb, 1 };
 	t->run = NULL, t->rpat = NULL, t->own = NULL;
 	an_runs_drop(t);
 }
@@ -949,7 +950,7 @@ static void runs_hold(struct proc *p, struct heldruns *h)
 static void runs_give(struct proc *p, struct heldruns *h, int keep)
 {
 	struct thr *t = keep && p->train >= 0 && p->train < p->nthr ? &p->thr[p->train] : NULL;
-	if (t && h->run && !t->runs_ok) {
+	if (t && h->held && !t->runs_ok) {
 		t->run = h->run, t->rpat = h->rpat, t->own = h->own;
 		t->nrun = t->crun = h->nrun, t->nrpat = t->crpat = h->nrpat, t->nmemb = h->nmemb;
 		t->runs_ok = 1;
