@@ -12,6 +12,7 @@
 
 struct trace_clock;
 struct gpuproc;
+struct pat;
 
 /* what a step's time is split into: the first four categories of common/format.h, whose names are
  * ddpspy_category_names */
@@ -66,12 +67,6 @@ struct runacc {
 	int cat, nopat;
 };
 
-struct runpat {            /* input calls of one pattern in a run: as the split's struct pat */
-	int32_t kind, fdclass;
-	int64_t bytes, ns;
-	double calls;
-};
-
 struct thr {
 	int tid;
 	char name[32];
@@ -92,7 +87,7 @@ struct thr {
 	struct runacc cur;
 	struct owntime { int64_t t, d; } *own; /* ev's times on the thread's own clock (n of them) */
 	size_t nmemb;          /* the calls in its runs */
-	struct runpat *rpat;
+	struct pat *rpat;      /* the runs' input calls by pattern (analysis_int.h), pooled */
 	size_t nrpat, crpat;
 	int runs_ok;
 	/* its schedstat (cpu.c): cumulative ns on a CPU and runnable waiting for one, at t (its

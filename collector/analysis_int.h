@@ -224,6 +224,21 @@ struct pat {
 	int64_t ns;
 };
 #define MAX_PATS 32
+/* the pattern input call e counts under: file reads by size; waits on pipes and sockets are one
+ * pattern whatever they read */
+static inline int64_t an_pat_bytes(const struct ev *e)
+{
+	return an_is_file_read(e) ? e->bytes : 0;
+}
+
+/* the index in v[0, n) of the pattern of kind, fdclass and bytes, n when none */
+static inline size_t an_pat_find(const struct pat *v, size_t n, int kind, int fdclass, int64_t bytes)
+{
+	size_t j = 0;
+	while (j < n && !(v[j].kind == kind && v[j].fdclass == fdclass && v[j].bytes == bytes))
+		j++;
+	return j;
+}
 struct trainfold {
 	struct pat pats[MAX_PATS]; /* input calls by pattern (kind, descriptor class, file-read size) */
 	int np, last;              /* last: the pattern of the latest input call */

@@ -386,15 +386,23 @@ struct estjob {
 	int *how;
 };
 
+/* rank r's windows, with scratch v (K + 1) */
+static void est_windows(const struct estjob *j, int r, double *v)
+{
+	for (size_t w = j->w0; w < j->w1; w++) {
+		size_t x = (w - j->w0) * (size_t)j->g->m.R + (size_t)r;
+		j->how[x] = estimate(j->g, w, r, j->b ? j->b[r] : 0, j->lo[x], j->hi[x], v, &j->est[x], &j->res[x]);
+	}
+}
+
 static void est_rank(void *ctx, size_t i)
 {
 	const struct estjob *j = ctx;
-	int r = (int)i + 1, R = j->g->m.R;
 	double *v = malloc((j->g->m.K + 1) * sizeof *v);
-	for (size_t w = j->w0; w < j->w1; w++) {
-		size_t x = (w - j->w0) * (size_t)R + (size_t)r;
-		j->how[x] = v ? estimate(j->g, w, r, j->b ? j->b[r] : 0, j->lo[x], j->hi[x], v, &j->est[x], &j->res[x]) : -2;
-	}
+	if (v)
+		est_windows(j, (int)i + 1, v);
+	else
+		j->how[i + 1] = -2; /* (its first window's: estimate_ranks does them all) */
 	free(v);
 }
 
@@ -402,13 +410,9 @@ static void estimate_ranks(const struct analysis *a, const struct estjob *j, dou
 {
 	int R = j->g->m.R;
 	an_parallel((size_t)R - 1, a->jobs, NULL, est_rank, (void *)j);
-	for (size_t w = j->w0; w < j->w1; w++) /* (a thread out of memory: here, with v) */
-		for (int r = 1; r < R; r++) {
-			size_t x = (w - j->w0) * (size_t)R + (size_t)r;
-			if (j->how[x] == -2)
-				j->how[x] = estimate(j->g, w, r, j->b ? j->b[r] : 0, j->lo[x], j->hi[x], v, &j->est[x],
-						     &j->res[x]);
-		}
+	for (int r = 1; r < R; r++) /* (a thread out of memory: here, with v) */
+		if (j->how[r] == -2)
+			est_windows(j, r, v);
 }
 
 static int cmp_tmsg(const void *a, const void *b)

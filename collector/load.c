@@ -205,18 +205,17 @@ static void run_add(struct thr *t, const struct ev *v)
 	u->cat = c;
 	if (c != CAT_DATA || u->nopat)
 		return;
-	int64_t by = an_is_file_read(v) ? v->bytes : 0;
-	size_t j = u->pat, end = (size_t)u->pat + u->npat; /* (its patterns are the pool's last) */
-	while (j < end && !(t->rpat[j].kind == v->kind && t->rpat[j].fdclass == v->fdclass && t->rpat[j].bytes == by))
-		j++;
-	if (j == end) {
-		struct runpat *n = u->npat < MAX_PATS ? room_for(t->rpat, t->nrpat, &t->crpat, sizeof *n, 64) : NULL;
+	int64_t by = an_pat_bytes(v);
+	/* (its patterns are the pool's last) */
+	size_t j = u->pat + (u->npat ? an_pat_find(&t->rpat[u->pat], u->npat, v->kind, v->fdclass, by) : 0);
+	if (j == (size_t)u->pat + u->npat) {
+		struct pat *n = u->npat < MAX_PATS ? room_for(t->rpat, t->nrpat, &t->crpat, sizeof *n, 64) : NULL;
 		if (!n || t->nrpat >= UINT32_MAX) {
 			an_runs_drop(t);
 			return;
 		}
 		t->rpat = n;
-		t->rpat[t->nrpat++] = (struct runpat){ v->kind, v->fdclass, by, 0, 0 };
+		t->rpat[t->nrpat++] = (struct pat){ v->kind, v->fdclass, by, 0, 0, 0 };
 		u->npat++;
 	}
 	t->rpat[j].calls++;
@@ -351,21 +350,18 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	if (v->t + v->d > t->last)
 		t->last = v->t + v->d;
 	account(c, v);
-	int kept = an_kept_sync(v);
-	if (kept && t->nsync++ >= c->prefix) {
+	if (!an_kept_sync(v)) {
+		if (t->runs_ok)
+			run_add(t, v);
+		return 0;
+	}
+	if (t->nsync++ >= c->prefix) {
 		if (t->runs_ok) /* (its calls from here on are not all kept: the split reads them again) */
 			an_runs_drop(t);
 		return 0;
 	}
-	if (t->runs_ok) {
-		if (!kept) {
-			run_add(t, v);
-			return 0;
-		}
+	if (t->runs_ok)
 		run_close(t);
-	} else if (!kept) {
-		return 0;
-	}
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 256;
 		struct ev *ne = realloc(t->ev, cap * sizeof *ne);
@@ -526,6 +522,19 @@ static void account(struct loadctx *c, const struct ev *e)
 	p->rbins[b] += (double)e->bytes;
 }
 
+/* array v of n items, room for *cap: given back down to n (1 at least) when it holds more than
+ * twice that */
+static void *trim(void *v, size_t n, size_t *cap, size_t size)
+{
+	if (n >= *cap / 2)
+		return v;
+	void *t = realloc(v, (n ? n : 1) * size);
+	if (!t)
+		return v;
+	*cap = n ? n : 1;
+	return t;
+}
+
 /* After a file is read: a rank's training thread is chosen, and the kept events' arrays trimmed */
 static void compact(struct loadctx *c, int complete)
 {
@@ -547,20 +556,8 @@ static void compact(struct loadctx *c, int complete)
 			an_runs_drop(t);
 		for (size_t i = 0; t->runs_ok && i < t->n; i++)
 			t->own[i] = (struct owntime){ t->ev[i].t, t->ev[i].d };
-		if (t->runs_ok && t->nrun < t->crun / 2) {
-			struct callrun *n = realloc(t->run, t->nrun * sizeof *n);
-			if (n) {
-				t->run = n;
-				t->crun = t->nrun;
-			}
-		}
-		if (t->n < t->cap / 2) {
-			struct ev *n = realloc(t->ev, (t->n ? t->n : 1) * sizeof *n);
-			if (n) {
-				t->ev = n;
-				t->cap = t->n ? t->n : 1;
-			}
-		}
+		t->run = trim(t->run, t->nrun, &t->crun, sizeof *t->run);
+		t->ev = trim(t->ev, t->n, &t->cap, sizeof *t->ev);
 	}
 }
 
@@ -930,7 +927,7 @@ static void free_slots(struct slot *slots, size_t n, int paths)
  * file), and given back to the copy that comes back; freed when that process does not split it. */
 struct heldruns {
 	struct callrun *run;
-	struct runpat *rpat;
+	struct pat *rpat;
 	struct owntime *own;
 	size_t nrun, nrpat, nmemb;
 	int held;

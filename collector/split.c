@@ -353,11 +353,9 @@ static int is_allreduce(const struct ev *e)
  * others came first */
 static struct pat *pat_of(struct trainfold *tf, int kind, int fdclass, int64_t by)
 {
-#define SAME_PAT(q) ((q)->kind == kind && (q)->fdclass == fdclass && (q)->bytes == by)
-	int j = tf->last < tf->np && SAME_PAT(&tf->pats[tf->last]) ? tf->last : 0;
-	while (j < tf->np && !SAME_PAT(&tf->pats[j]))
-		j++;
-#undef SAME_PAT
+	/* (the latest pattern first: input calls come in runs of one) */
+	int j = tf->last < tf->np && an_pat_find(&tf->pats[tf->last], 1, kind, fdclass, by) == 0
+			? tf->last : (int)an_pat_find(tf->pats, (size_t)tf->np, kind, fdclass, by);
 	tf->last = j;
 	if (j == tf->np) {
 		if (tf->np == MAX_PATS)
@@ -383,9 +381,8 @@ static void fold(struct trainfold *tf, const struct ev *prev, const struct ev *e
 	}
 	if (cat != CAT_DATA)
 		return;
-	/* input calls (data_stall): file reads by size; waits on pipes and sockets are one pattern
-	 * whatever they read */
-	struct pat *q = pat_of(tf, e->kind, e->fdclass, an_is_file_read(e) ? e->bytes : 0);
+	/* input calls (data_stall), by pattern */
+	struct pat *q = pat_of(tf, e->kind, e->fdclass, an_pat_bytes(e));
 	if (q) {
 		q->calls++;
 		q->ns += e->d;
@@ -409,6 +406,27 @@ static void p2p_charge(struct split *s, size_t k, int L, double ms, const struct
 	shared_add(s->log, SH_P2PL, 2 * (size_t)L + (size_t)b->late_sender, ms, 0);
 	if (b->op >= 0 && b->op < DDPSPY_OP_COUNT)
 		shared_add(s->log, SH_P2POP, (size_t)L * DDPSPY_OP_COUNT + (size_t)b->op, ms, 0);
+}
+
+/* e, of category c, becomes the latest event: what follows it takes it as the one before, the
+ * event before it is folded now that its successor is known, and e waits in the fold's window
+ * (in a step if may_fold and a step holds its start). upto: the latest start among the calls e
+ * stands for (e's own, or a run's). */
+static void step_past(struct split *s, const struct ev *e, int c, int64_t upto, int may_fold)
+{
+	const struct rankstep *st = s->ri->steps;
+	s->pp_cat = s->prev_cat;
+	s->pp_end = s->prev_end;
+	s->prev_cat = c;
+	s->prev_end = e->t + e->d;
+	if (s->seen)
+		fold_at(s, e);
+	while (s->fcur < s->N && st[s->fcur].t1 <= upto)
+		s->fcur++;
+	s->win[s->seen & 1] = *e;
+	s->wcat[s->seen & 1] = c;
+	s->win_in[s->seen & 1] = may_fold && s->fcur < s->N && st[s->fcur].t0 <= e->t;
+	s->seen++;
 }
 
 static int split_event(void *ctx, const struct ev *e)
@@ -472,18 +490,7 @@ static int split_event(void *ctx, const struct ev *e)
 			}
 		}
 	}
-	s->pp_cat = s->prev_cat;
-	s->pp_end = s->prev_end;
-	s->prev_cat = c;
-	s->prev_end = e->t + e->d;
-	if (s->seen)
-		fold_at(s, e);
-	while (s->fcur < N && ri->steps[s->fcur].t1 <= e->t)
-		s->fcur++;
-	s->win[s->seen & 1] = *e;
-	s->wcat[s->seen & 1] = c;
-	s->win_in[s->seen & 1] = s->fcur < N && ri->steps[s->fcur].t0 <= e->t;
-	s->seen++;
+	step_past(s, e, c, e->t, 1);
 	return 0;
 }
 
@@ -538,7 +545,7 @@ static void split_run(struct split *s, const struct proc *p, const struct thr *t
 		ns[CAT_COMMS] += u->ns[1];
 		ns[CAT_HOST] += u->ns[2];
 		for (uint32_t i = 0; s->sd->fold && i < u->npat; i++) {
-			const struct runpat *q = &t->rpat[u->pat + i];
+			const struct pat *q = &t->rpat[u->pat + i];
 			struct pat *f = pat_of(&s->sd->fold[s->r], q->kind, q->fdclass, q->bytes);
 			if (f) {
 				f->calls += q->calls;
@@ -549,21 +556,11 @@ static void split_run(struct split *s, const struct proc *p, const struct thr *t
 	int64_t tmax = an_job_time(p, u->tmin + u->tmax);
 	while (s->cur < s->N && st[s->cur].t1 <= tmax)
 		s->cur++;
-	/* (pp_*: for helper threads' collectives, which take the streamed split) */
-	s->pp_cat = s->prev_cat;
-	s->pp_end = s->prev_end;
-	s->prev_cat = u->cat;
-	s->prev_end = an_job_time(p, u->tmin + u->tl) + u->dl;
+	/* (its pp_* is not the run's second last call: it serves helper threads' collectives, which
+	 * take the streamed split) */
 	struct ev last = { .t = an_job_time(p, u->tmin + u->tl), .d = u->dl, .bytes = -1, .seq = -1,
 			   .kind = DDPSPY_EV_COUNT, .op = -1 };
-	if (s->seen)
-		fold_at(s, &last);
-	while (s->fcur < s->N && st[s->fcur].t1 <= tmax)
-		s->fcur++;
-	s->win[s->seen & 1] = last;
-	s->wcat[s->seen & 1] = u->cat;
-	s->win_in[s->seen & 1] = 0;
-	s->seen++;
+	step_past(s, &last, u->cat, tmax, 0);
 }
 
 /* Every collective instance, from every thread of every rank: who arrived first and last. */
