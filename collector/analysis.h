@@ -90,6 +90,13 @@ struct thr {
 	struct pat *rpat;      /* the runs' input calls by pattern (analysis_int.h), pooled */
 	size_t nrpat, crpat;
 	int runs_ok;
+	/* the clocks' spread (analysis_int.h): beyond the prefix, calls kept by their instance's level,
+	 * times on the thread's own clock; spk the level kept, posts those not yet completed */
+	struct ev *spr;
+	uint8_t *slv;          /* each one's level */
+	size_t nspr, cspr;
+	unsigned spk;
+	struct an_posts *posts;
 	/* its schedstat (cpu.c): cumulative ns on a CPU and runnable waiting for one, at t (its
 	 * process's clock); the first and latest samples, and at most 2048 between */
 	struct schedpt { int64_t t; uint64_t run, wait; } *sched, sched_first, sched_last;
@@ -133,6 +140,7 @@ struct proc {
 	int64_t shift;         /* added to the process's times so far (realtime, offset) */
 	double drift;          /* then the clock's drift: + drift x (time - drift_ref) (clocks.c) */
 	int64_t drift_ref;
+	unsigned spk;          /* the level of the clocks' spread over the job (analysis_int.h; 0: every call) */
 	int64_t bin0, span;    /* first event (own clock) and the span of its events */
 	double *rbins;         /* at most MAX_BINS of binw ns each: two merge into one when full */
 	size_t nbins;
@@ -283,6 +291,7 @@ struct analysis {
 	int nranks;
 	int skip;
 	size_t prefix;                 /* synchronizing calls kept per thread while loading (0: by world size) */
+	size_t spread;                 /* and beyond them, at most, for the clocks (analysis_int.h) */
 	int reread;                    /* test-only: the split reads every training thread again (no runs) */
 	size_t sample_max;             /* steps whose per-step figures are kept per rank, at most */
 	int steps_detected, nsteps;

@@ -13,6 +13,7 @@
 #define DDPSPY_ANALYSIS_INT_H
 
 #include <pthread.h>
+#include <string.h>
 
 #include "../common/format.h"
 #include "analysis.h"
@@ -204,6 +205,73 @@ int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *
 /* every synchronizing call of p again, from all its threads, in time order */
 int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const struct ev *e), void *ctx);
 double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1);
+
+/* splitmix64's finalizer: the samples' hash (the clocks' spread, the steps' sample) */
+static inline uint64_t an_mix64(uint64_t h)
+{
+	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+	return h ^ (h >> 31);
+}
+
+/* The nonblocking collectives a thread posted (with a request) and no wait completed yet, the
+ * latest AN_POSTS, as the clocks match a wait to what it completed: a Waitall's count requests
+ * were posted in a row from its first (the last posted count, as p2p.c takes them). */
+#define AN_POSTS 64
+struct an_posts {
+	struct ev v[AN_POSTS];
+	int n;
+};
+
+/* e into p when it is such a post: 1, else 0 */
+static inline int an_post(struct an_posts *p, const struct ev *e)
+{
+	unsigned m = an_kind(e->kind)->m;
+	if (!(m & DDPSPY_KM_NONBLOCKING) || (m & DDPSPY_KM_ENQUEUES) || e->seq < 0 || !e->req)
+		return 0;
+	if (p->n == AN_POSTS) {
+		memmove(p->v, p->v + 1, (AN_POSTS - 1) * sizeof *p->v);
+		p->n--;
+	}
+	p->v[p->n++] = *e;
+	return 1;
+}
+
+/* The posts that e, when a completing wait, completed: [*i, *last) of p, removed from p by the
+ * caller (an_posts_done); 0 when none (a wait whose request a test completed already) */
+static inline int an_posts_of(const struct an_posts *p, const struct ev *e, int *i, int *last)
+{
+	if (!an_completes(e) || !e->req)
+		return 0;
+	int k = p->n - 1;
+	while (k >= 0 && p->v[k].req != e->req)
+		k--;
+	if (k < 0)
+		return 0;
+	*i = k;
+	*last = k + (e->count > 1 ? e->count : 1) < p->n ? k + (e->count > 1 ? e->count : 1) : p->n;
+	return 1;
+}
+
+static inline void an_posts_done(struct an_posts *p, int i, int last)
+{
+	memmove(p->v + i, p->v + last, (size_t)(p->n - last) * sizeof *p->v);
+	p->n -= last - i;
+}
+
+/* The clocks' spread (load.c): beyond the prefix, a thread's collectives that every rank leaves
+ * together, and its completed posts with their wait, are kept where the hash of their instance's
+ * block of SPREAD_BLOCK has at least spk trailing zeros (its level): the same instances on every
+ * rank, fewer as the trace grows (at most a->spread calls a thread), so that the clocks see the
+ * whole job, not its first minutes. */
+#define SPREAD_BLOCK 4
+static inline unsigned an_spread_level(const struct ev *e)
+{
+	uint64_t h = an_mix64((uint64_t)an_inst_key(e->comm, e->seq / SPREAD_BLOCK) + 0x9e3779b97f4a7c15ull);
+	return h ? (unsigned)__builtin_ctzll(h) : 64;
+}
+/* every thread's spread let go (once the clocks are aligned) */
+void an_spread_free(struct analysis *a);
 
 /* ---- clocks.c ---- */
 

@@ -32,6 +32,7 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	a->mpi = o->mpi;
 	a->prefix = env_size("DDPSPY_REPORT_PREFIX", 0); /* 0: by the job's size (load.c) */
 	a->reread = env_size("DDPSPY_REPORT_REREAD", 0) != 0; /* (split.c) */
+	a->spread = env_size("DDPSPY_REPORT_SPREAD", 1024); /* (load.c: the clocks' spread) */
 	if (an_load(a, o, err, errlen) != 0)
 		return -1;
 	/* about a million rank-steps in all (some 400 MiB at most), between 512 and 8192 per rank */
@@ -40,6 +41,7 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	if (a->sample_max < 64)
 		a->sample_max = 64;
 	an_align_clocks(a);
+	an_spread_free(a);
 	an_wall_time(a);
 	an_find_steps(a);
 	an_split_steps(a);

@@ -90,42 +90,44 @@ static void cpt_add(struct cpts *c, int32_t comm, int32_t seq, int64_t join, int
 }
 
 /* The host's: blocking symmetric collectives, and nonblocking ones with the wait that completed
- * them, found by its request (a Waitall's count requests, posted in a row from its first: the
- * last posted count, as p2p.c takes them). A wait whose request is none of the posted (a request
- * a test completed already) says nothing. */
-#define PEND 64
+ * them, found by its request (an_posts_of). A wait whose request is none of the posted (a request
+ * a test completed already) says nothing. From a thread's kept calls (its prefix, on the job's
+ * clock), then its spread (on its own clock): of the prefix, only the instances of the spread's
+ * level when a trace has one (p->spk), so that no part of the job weighs more than another. */
+static void host_calls(const struct proc *p, const struct ev *ev, size_t n, const uint8_t *lv, struct cpts *c)
+{
+	struct an_posts *q = malloc(sizeof *q);
+	if (!q)
+		return;
+	q->n = 0;
+	for (size_t k = 0; k < n; k++) {
+		struct ev e = ev[k];
+		int i, last;
+		if (lv && lv[k] < p->spk)
+			continue; /* (a Waitall and its posts: one level) */
+		if (lv) {
+			int64_t end = an_job_time(p, e.t + e.d);
+			e.t = an_job_time(p, e.t);
+			e.d = end - e.t;
+		}
+		if (an_exit_aligns(&e)) {
+			if (lv || !p->spk || an_spread_level(&e) >= p->spk)
+				cpt_add(c, e.comm, e.seq, e.t, e.t + e.d);
+		} else if (!an_post(q, &e) && an_posts_of(q, &e, &i, &last)) {
+			for (int j = i; j < last; j++)
+				if (an_op_is(&q->v[j], DDPSPY_OPF_SYM) && (lv || !p->spk || an_spread_level(&q->v[j]) >= p->spk))
+					cpt_add(c, q->v[j].comm, q->v[j].seq, q->v[j].t, e.t + e.d);
+			an_posts_done(q, i, last);
+		}
+	}
+	free(q);
+}
+
 static void host_points(const struct proc *p, struct cpts *c)
 {
 	for (int h = 0; h < p->nthr; h++) {
-		const struct thr *t = &p->thr[h];
-		const struct ev *pend[PEND];
-		int np = 0;
-		for (size_t k = 0; k < t->n; k++) {
-			const struct ev *e = &t->ev[k];
-			unsigned m = an_kind(e->kind)->m;
-			if (an_exit_aligns(e)) {
-				cpt_add(c, e->comm, e->seq, e->t, e->t + e->d);
-			} else if ((m & DDPSPY_KM_NONBLOCKING) && !(m & DDPSPY_KM_ENQUEUES) && e->seq >= 0 && e->req) {
-				if (np == PEND) {
-					memmove(pend, pend + 1, (PEND - 1) * sizeof *pend);
-					np--;
-				}
-				pend[np++] = e;
-			} else if (an_completes(e) && e->req) {
-				int i = np - 1;
-				while (i >= 0 && pend[i]->req != e->req)
-					i--;
-				if (i < 0)
-					continue;
-				int last = i + (e->count > 1 ? e->count : 1);
-				last = last < np ? last : np;
-				for (int j = i; j < last; j++)
-					if (an_op_is(pend[j], DDPSPY_OPF_SYM))
-						cpt_add(c, pend[j]->comm, pend[j]->seq, pend[j]->t, e->t + e->d);
-				memmove(pend + i, pend + last, (size_t)(np - last) * sizeof *pend);
-				np -= last - i;
-			}
-		}
+		host_calls(p, p->thr[h].ev, p->thr[h].n, NULL, c);
+		host_calls(p, p->thr[h].spr, p->thr[h].nspr, p->thr[h].slv, c);
 	}
 }
 
@@ -689,8 +691,14 @@ static void unalign(struct analysis *a)
  * rank has them, else from the host's collectives and messages. */
 void an_align_clocks(struct analysis *a)
 {
-	for (int i = 0; i < a->nprocs; i++)
+	unsigned spk = 0; /* the spread's level: every rank's threads keep the same instances */
+	for (int i = 0; i < a->nprocs; i++) {
 		shift_proc(&a->procs[i], a->procs[i].to_real);
+		for (int h = 0; h < a->procs[i].nthr; h++)
+			spk = a->procs[i].thr[h].spk > spk ? a->procs[i].thr[h].spk : spk;
+	}
+	for (int i = 0; i < a->nprocs; i++)
+		a->procs[i].spk = spk;
 	a->clock_method = "realtime";
 	a->clock_residual_us = 0; /* (one rank: nothing to compare) */
 	if (a->nranks < 2)

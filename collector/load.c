@@ -248,6 +248,76 @@ static void run_close(struct thr *t)
 	memset(&t->cur, 0, sizeof t->cur);
 }
 
+/* ---- the clocks' spread (analysis_int.h) ---- */
+
+/* v, of level lv, kept when the thread's level lets it; past max, a level more is asked of them all */
+static void spread_put(struct thr *t, const struct ev *v, unsigned lv, size_t max)
+{
+	if (lv < t->spk)
+		return;
+	size_t cap = t->cspr;
+	struct ev *n = room_for(t->spr, t->nspr, &t->cspr, sizeof *n, 256);
+	uint8_t *l = n && t->cspr != cap ? realloc(t->slv, t->cspr) : t->slv;
+	if (n)
+		t->spr = n;
+	if (!n || !l) { /* (out of memory: fewer calls for the clocks) */
+		t->cspr = cap < t->cspr ? cap : t->cspr;
+		return;
+	}
+	t->slv = l;
+	t->spr[t->nspr] = *v;
+	t->slv[t->nspr++] = (uint8_t)lv;
+	while (t->nspr > max && t->spk < 64) {
+		size_t k = 0;
+		t->spk++;
+		for (size_t i = 0; i < t->nspr; i++)
+			if (t->slv[i] >= t->spk) {
+				t->spr[k] = t->spr[i];
+				t->slv[k++] = t->slv[i];
+			}
+		t->nspr = k;
+	}
+}
+
+/* v, a synchronizing call beyond t's prefix: kept for the clocks when every rank leaves it
+ * together, or when it is a wait that completed posts: then with them, at the highest level among
+ * them (a Waitall and what it completed stay together) */
+static void spread_add(struct thr *t, const struct ev *v, size_t max)
+{
+	int i, last;
+	if (an_exit_aligns(v)) {
+		spread_put(t, v, an_spread_level(v), max);
+		return;
+	}
+	if (!t->posts && !(t->posts = calloc(1, sizeof *t->posts)))
+		return;
+	if (an_post(t->posts, v) || !an_posts_of(t->posts, v, &i, &last))
+		return;
+	unsigned lv = 0;
+	for (int j = i; j < last; j++)
+		if (an_spread_level(&t->posts->v[j]) > lv)
+			lv = an_spread_level(&t->posts->v[j]);
+	for (int j = i; j < last; j++)
+		spread_put(t, &t->posts->v[j], lv, SIZE_MAX);
+	spread_put(t, v, lv, max);
+	an_posts_done(t->posts, i, last);
+}
+
+static void spread_drop(struct thr *t)
+{
+	free(t->spr);
+	free(t->slv);
+	free(t->posts);
+	t->spr = NULL, t->slv = NULL, t->posts = NULL;
+	t->nspr = t->cspr = 0;
+}
+
+void an_spread_free(struct analysis *a)
+{
+	for (int i = 0; i < a->nprocs; i++)
+		for (int h = 0; h < a->procs[i].nthr; h++)
+			spread_drop(&a->procs[i].thr[h]);
+}
 
 static int on_header(void *ctx, struct trace_file *f)
 {
@@ -358,6 +428,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	if (t->nsync++ >= c->prefix) {
 		if (t->runs_ok) /* (its calls from here on are not all kept: the split reads them again) */
 			an_runs_drop(t);
+		spread_add(t, v, c->a->spread);
 		return 0;
 	}
 	if (t->runs_ok)
@@ -587,6 +658,7 @@ static void proc_free(struct proc *p)
 		free(p->thr[k].run);
 		free(p->thr[k].rpat);
 		free(p->thr[k].own);
+		spread_drop(&p->thr[k]);
 	}
 	free(p->thr);
 	free(p->hostcpu.sched);
@@ -608,6 +680,8 @@ static void pack_thr(struct an_buf *b, const struct thr *t)
 	an_put(b, t, sizeof *t);
 	an_put(b, t->ev, t->n * sizeof *t->ev);
 	an_put(b, t->sched, t->sched ? t->nsched * sizeof *t->sched : 0);
+	an_put(b, t->spr, t->nspr * sizeof *t->spr);
+	an_put(b, t->slv, t->nspr);
 	/* (not its runs: they stay with the process that read the file, which splits its rank) */
 }
 
@@ -619,10 +693,14 @@ static int unpack_thr(struct an_rd *r, struct thr *t)
 	t->ev = NULL, t->sched = NULL, t->num = NULL, t->run = NULL, t->rpat = NULL, t->own = NULL;
 	t->nrun = t->crun = t->nrpat = t->crpat = 0;
 	t->runs_ok = 0;
+	t->spr = NULL, t->slv = NULL, t->posts = NULL;
 	t->ev = an_get_arr(r, t->n, sizeof *t->ev, 0);
 	t->cap = t->n;
 	if (sched) /* (room for as many samples as cpu.c keeps) */
 		t->sched = an_get_arr(r, t->nsched, sizeof *t->sched, MAX_SCHED);
+	t->spr = an_get_arr(r, t->nspr, sizeof *t->spr, 0);
+	t->slv = an_get_arr(r, t->nspr, 1, 0);
+	t->cspr = t->nspr;
 	return r->err ? -1 : 0;
 }
 

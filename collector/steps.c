@@ -340,10 +340,7 @@ static int sampled(const struct sweep *w, size_t i)
 {
 	if (i / SAMPLE_BLOCK == (size_t)w->a->skip / SAMPLE_BLOCK)
 		return 1;
-	uint64_t h = (uint64_t)(i / SAMPLE_BLOCK) + 0x9e3779b97f4a7c15ull;
-	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
-	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
-	return ((h ^ (h >> 31)) & w->mask) == 0;
+	return (an_mix64((uint64_t)(i / SAMPLE_BLOCK) + 0x9e3779b97f4a7c15ull) & w->mask) == 0;
 }
 
 static void sweep_prune(struct sweep *w, size_t below)

@@ -36,8 +36,9 @@ def knob(items):
     return ",".join("%d:%d" % kr for kr in items)
 
 
-def report(out):
-    p = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=300)
+def report(out, env=None):
+    p = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, **(env or {})))
     try:
         j = json.loads(p.stdout)
     except ValueError:
@@ -88,9 +89,12 @@ def stencil(out, np, args, env):
     return json.loads(p.stdout.splitlines()[-1]), out
 
 
-def case(name, np, items, args, expect=None, need=TOL_US, env=None, method="collective-exit", run=bench):
+def case(name, np, items, args, expect=None, need=TOL_US, env=None, method="collective-exit", run=bench, prefix=None):
     """one live case: items the knob per rank, expect the findings (kind, rank) the program
-    injected; corrections within need us of the truth wherever the residual lets that be judged"""
+    injected; corrections within need us of the truth wherever the residual lets that be judged.
+    prefix: the same trace reported again as a long one (DDPSPY_REPORT_PREFIX: the first prefix
+    synchronizing calls of each thread kept; DDPSPY_REPORT_SPREAD: 4 x prefix calls beyond them
+    for the clocks, fewer than the trace has: a sample), judged alike"""
     def attempt(k):
         truth, out = run(os.path.join(d, name), np, args, dict(env or {}, DDPSPY_CLOCK_OFFSET_NS=knob(items)))
         j = report(out) if truth else None
@@ -110,6 +114,15 @@ def case(name, np, items, args, expect=None, need=TOL_US, env=None, method="coll
             got = [(f["kind"], f["rank"]) for f in j["findings"] if f["severity"] >= 0.05]
             checks.append(((kind, rank) in got, "%s: the %s finding%s is there after the correction: %s"
                            % (name, kind, " on rank %d" % rank if rank is not None else "", got)))
+        if prefix:
+            jl = report(out, {"DDPSPY_REPORT_PREFIX": str(prefix), "DDPSPY_REPORT_SPREAD": str(4 * prefix)})
+            errl = errors(out, jl, items) if jl else {}
+            worstl = max((abs(e) for v in errl.values() for e in v), default=float("inf"))
+            checks.append((jl is not None and worstl <= need,
+                           "%s, as a long trace (the first %d synchronizing calls of each thread kept, "
+                           "%d beyond for the clocks): every correction within %d us at both ends: errors "
+                           "%s us (drift %s us/s)" % (name, prefix, 4 * prefix, need, {r: [round(e) for e in v] for r, v in errl.items()},
+                                                      [rk["clock_drift_us_per_s"] for rk in jl["ranks"]] if jl else None)))
         # (a miss while another job held the host's CPUs says nothing of the alignment: the exits
         # spread with it, e.g. four ranks 7 ms apart with one core taken)
         return busy_host(checks, j)
@@ -117,8 +130,10 @@ def case(name, np, items, args, expect=None, need=TOL_US, env=None, method="coll
 
 
 # the default mode: nothing blocking, the bucket all-reduces' Waitall exits align the clocks;
-# 400 steps (over 4 s) show a drift of 50 us/s
-case("overlapped-drift", 2, [(0, 0), (-MS500, 50000)], ["--steps", "400"])
+# 400 steps (over 4 s) show a drift of 50 us/s; and again as a trace whose prefix holds its first
+# 64 steps (under a second, too short to show a drift): a sample of the 336 steps after it, the
+# clocks' spread, shows it
+case("overlapped-drift", 2, [(0, 0), (-MS500, 50000)], ["--steps", "400"], prefix=128)
 # the reference rank itself off and drifting, blocking all-reduces, a straggler
 case("no-overlap-straggler", 2, [(MS500, -50000), (0, 0)],
      ["--steps", "30", "--no-overlap", "--straggler-rank", "1", "--straggler-ms", "10"], [("straggler", 1)])
