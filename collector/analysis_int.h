@@ -263,7 +263,8 @@ static inline void an_posts_done(struct an_posts *p, int i, int last)
  * together, and its completed posts with their wait, are kept where the hash of their instance's
  * block of SPREAD_BLOCK has at least spk trailing zeros (its level): the same instances on every
  * rank, fewer as the trace grows (at most a->spread calls a thread), so that the clocks see the
- * whole job, not its first minutes. */
+ * whole job, not its first minutes. Its messages likewise (an_msg_level): sends, and the receives
+ * that blocked (nonblocking receives, which need their wait, are not taken). */
 #define SPREAD_BLOCK 4
 static inline unsigned an_spread_level(const struct ev *e)
 {
@@ -450,6 +451,15 @@ struct an_p2pmsg {
 	int send;
 };
 int an_p2p_msgs(const struct proc *p, const struct ev *e, struct an_p2pmsg m[2]);
+/* a message's level in the clocks' spread (an_spread_level's, by its block of SPREAD_BLOCK in
+ * the order of its (comm, src, dst, tag)) */
+static inline unsigned an_msg_level(const struct an_p2pmsg *m)
+{
+	uint64_t h = an_mix64(((uint64_t)(uint32_t)m->src << 32 | (uint32_t)m->dst) + 0x9e3779b97f4a7c15ull);
+	h = an_mix64(h ^ ((uint64_t)(uint32_t)m->comm << 32 | (uint32_t)m->tag));
+	h = an_mix64(h + (uint64_t)(m->seq / SPREAD_BLOCK));
+	return h ? (unsigned)__builtin_ctzll(h) : 64;
+}
 /* every message matched whose receive completed in a call that blocked for it (a blocking receive,
  * MPI_Sendrecv, the wait that completed an Irecv): its sender s and when s posted the send, its
  * receiver r and when that call returned, on their clocks as they stand (clocks.c: r had it only

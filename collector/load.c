@@ -282,11 +282,24 @@ static void spread_put(struct thr *t, const struct ev *v, unsigned lv, size_t ma
 /* v, a synchronizing call beyond t's prefix: kept for the clocks when every rank leaves it
  * together, or when it is a wait that completed posts: then with them, at the highest level among
  * them (a Waitall and what it completed stay together) */
-static void spread_add(struct thr *t, const struct ev *v, size_t max)
+static void spread_add(const struct proc *p, struct thr *t, const struct ev *v, size_t max)
 {
 	int i, last;
 	if (an_exit_aligns(v)) {
 		spread_put(t, v, an_spread_level(v), max);
+		return;
+	}
+	if (an_is_p2p(v)) { /* its messages' highest level; not a nonblocking receive */
+		struct an_p2pmsg msg[2];
+		int nm = an_p2p_msgs(p, v, msg), nb = v->op != DDPSPY_OP_SENDRECV && v->req != 0, any = 0;
+		unsigned lv = 0;
+		for (int k = 0; k < nm; k++)
+			if (msg[k].seq >= 0 && (msg[k].send || !nb)) {
+				lv = an_msg_level(&msg[k]) > lv ? an_msg_level(&msg[k]) : lv;
+				any = 1;
+			}
+		if (any)
+			spread_put(t, v, lv, max);
 		return;
 	}
 	if (!t->posts && !(t->posts = calloc(1, sizeof *t->posts)))
@@ -428,7 +441,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	if (t->nsync++ >= c->prefix) {
 		if (t->runs_ok) /* (its calls from here on are not all kept: the split reads them again) */
 			an_runs_drop(t);
-		spread_add(t, v, c->a->spread);
+		spread_add(c->p, t, v, c->a->spread);
 		return 0;
 	}
 	if (t->runs_ok)

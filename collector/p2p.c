@@ -184,16 +184,25 @@ static void complete(struct match *m, struct pending *q, const struct ev *e, int
 	q->n -= to - from;
 }
 
-/* rank r's training thread's point-to-point operations and the calls that blocked for them */
-static void gather_rank(struct analysis *a, struct match *m, int r)
+/* rank r's training thread's point-to-point operations and the calls that blocked for them:
+ * its kept calls, then, where lv is not NULL, the calls of its spread (at the job's level, times
+ * on its own clock) */
+static void gather_calls(struct match *m, const struct proc *p, int r, const struct ev *ev, size_t n,
+			 const uint8_t *lv)
 {
-	const struct proc *p = a->ranks[r].p;
-	const struct thr *t = an_train_thread(p);
 	struct pending q = { 0 };
-	if (!t)
-		return;
-	for (size_t i = 0; i < t->n; i++) {
-		const struct ev *e = &t->ev[i];
+	for (size_t i = 0; i < n; i++) {
+		struct ev sp;
+		const struct ev *e = &ev[i];
+		if (lv) {
+			if (lv[i] < p->spk)
+				continue;
+			sp = *e;
+			int64_t end = an_job_time(p, e->t + e->d);
+			sp.t = an_job_time(p, e->t);
+			sp.d = end - sp.t;
+			e = &sp;
+		}
 		if (an_is_p2p(e)) {
 			struct an_p2pmsg msg[2];
 			int nm = an_p2p_msgs(p, e, msg), nb = e->op != DDPSPY_OP_SENDRECV && e->req != 0;
@@ -214,6 +223,17 @@ static void gather_rank(struct analysis *a, struct match *m, int r)
 		}
 	}
 	free(q.v);
+}
+
+static void gather_rank(struct analysis *a, struct match *m, int r, int clocks)
+{
+	const struct proc *p = a->ranks[r].p;
+	const struct thr *t = an_train_thread(p);
+	if (!t)
+		return;
+	gather_calls(m, p, r, t->ev, t->n, NULL);
+	if (clocks)
+		gather_calls(m, p, r, t->spr, t->nspr, t->slv);
 }
 
 static int cmp_key(const struct p2op *x, const struct p2op *y)
@@ -315,7 +335,7 @@ static void collect(struct analysis *a, struct match *m, size_t *pbo)
 	for (int r = 0; r < R; r++) {
 		if (pbo)
 			pbo[r] = m->nblk;
-		gather_rank(a, m, r);
+		gather_rank(a, m, r, !pbo);
 	}
 	if (pbo)
 		pbo[R] = m->nblk;
@@ -361,9 +381,11 @@ size_t an_p2p_messages(struct analysis *a, struct an_msg **out)
 	size_t n = 0;
 	collect(a, &m, NULL);
 	*out = malloc((m.n / 2 + 1) * sizeof **out);
+	unsigned spk = a->nranks ? a->ranks[0].p->spk : 0; /* (the spread's level, the same on every rank) */
 	for (size_t i = next_pair(&m, 0); *out && i < m.n; i = next_pair(&m, i + 2)) {
 		const struct p2op *s = &m.op[i], *q = &m.op[i + 1];
-		if (q->blk >= 0 && s->r != q->r)
+		struct an_p2pmsg msg = { s->comm, s->src, s->dst, s->tag, s->seq, 1 };
+		if (q->blk >= 0 && s->r != q->r && (!spk || an_msg_level(&msg) >= spk))
 			(*out)[n++] = (struct an_msg){ s->r, q->r, s->post, m.blk[q->blk].t + m.blk[q->blk].d };
 	}
 	free(m.op);

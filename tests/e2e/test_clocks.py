@@ -154,7 +154,8 @@ case("four-ranks", 4, [(0, 0), (MS500, 50000), (-MS500, -50000), (MS500 // 2, 50
 # the middle of what they leave. Blocking MPI_Sendrecv, a heavy rank, the reference rank off and
 # drifting, 5 s (the drift measured from the messages)
 case("stencil-drift", 2, [(MS500, -50000), (0, 0)], ["--iters", "2000", "--nx", "1024", "--ny", "1024",
-     "--heavy-rank", "1", "--heavy-factor", "2"], [("straggler", 1)], method="message-causality", run=stencil)
+     "--heavy-rank", "1", "--heavy-factor", "2"], [("straggler", 1)], method="message-causality", run=stencil,
+     prefix=256)
 case("stencil-nonblocking", 2, [(0, 0), (-MS500, 0)], ["--iters", "400", "--nx", "512", "--ny", "512", "--nonblocking"],
      method="message-causality", run=stencil)
 case("stencil-4", 4, [(0, 0), (MS500, 0), (-MS500, 0), (MS500 // 2, 0)], ["--iters", "400", "--nx", "512", "--ny", "512"],

@@ -308,6 +308,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	run(cmd_dump, 1);
 	run(cmd_report, 0);
 	run(cmd_report, 1);
+	/* and as a long trace (the test-only limits, docs/report.md): 4 synchronizing calls of a thread
+	 * kept while loading, the steps found again from them all with a sample kept, 8 calls beyond
+	 * for the clocks */
+	setenv("DDPSPY_REPORT_PREFIX", "4", 1);
+	setenv("DDPSPY_REPORT_SPREAD", "8", 1);
+	run(cmd_report, 1);
+	unsetenv("DDPSPY_REPORT_PREFIX");
+	unsetenv("DDPSPY_REPORT_SPREAD");
 	return 0;
 }
 
