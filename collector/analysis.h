@@ -96,7 +96,7 @@ struct thr {
 	uint8_t *slv;          /* each one's level */
 	size_t nspr, cspr;
 	unsigned spk;
-	struct an_posts *posts;
+	struct an_posts *posts, *pposts; /* (collectives', point-to-point operations') */
 	/* its schedstat (cpu.c): cumulative ns on a CPU and runnable waiting for one, at t (its
 	 * process's clock); the first and latest samples, and at most 2048 between */
 	struct schedpt { int64_t t; uint64_t run, wait; } *sched, sched_first, sched_last;

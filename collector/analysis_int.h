@@ -223,17 +223,23 @@ struct an_posts {
 	int n;
 };
 
+/* e into p, the oldest let go when p is full */
+static inline void an_posts_push(struct an_posts *p, const struct ev *e)
+{
+	if (p->n == AN_POSTS) {
+		memmove(p->v, p->v + 1, (AN_POSTS - 1) * sizeof *p->v);
+		p->n--;
+	}
+	p->v[p->n++] = *e;
+}
+
 /* e into p when it is such a post: 1, else 0 */
 static inline int an_post(struct an_posts *p, const struct ev *e)
 {
 	unsigned m = an_kind(e->kind)->m;
 	if (!(m & DDPSPY_KM_NONBLOCKING) || (m & DDPSPY_KM_ENQUEUES) || e->seq < 0 || !e->req)
 		return 0;
-	if (p->n == AN_POSTS) {
-		memmove(p->v, p->v + 1, (AN_POSTS - 1) * sizeof *p->v);
-		p->n--;
-	}
-	p->v[p->n++] = *e;
+	an_posts_push(p, e);
 	return 1;
 }
 
@@ -259,12 +265,33 @@ static inline void an_posts_done(struct an_posts *p, int i, int last)
 	p->n -= last - i;
 }
 
+/* The nonblocking point-to-point operations that wait e completed, as p2p.c matches them: of n
+ * pending in the order they were posted, req(ctx, k) the k-th's request, e's count of them from
+ * the last count posted when the first of those has e's request (MPI_Waitall over this
+ * iteration's requests, whatever is left from earlier), else from the latest with it on:
+ * [*from, *to), 0 when none has it. */
+static inline int an_p2p_completed(size_t n, uint32_t (*req)(const void *ctx, size_t k), const void *ctx,
+				   const struct ev *e, size_t *from, size_t *to)
+{
+	size_t c = e->count > 0 ? (size_t)e->count : 1, f = SIZE_MAX;
+	if (c <= n && req(ctx, n - c) == e->req)
+		f = n - c;
+	for (size_t j = n; f == SIZE_MAX && j-- > 0;)
+		if (req(ctx, j) == e->req)
+			f = j;
+	if (f == SIZE_MAX)
+		return 0;
+	*from = f;
+	*to = f + c < n ? f + c : n;
+	return 1;
+}
+
 /* The clocks' spread (load.c): beyond the prefix, a thread's collectives that every rank leaves
  * together, and its completed posts with their wait, are kept where the hash of their instance's
  * block of SPREAD_BLOCK has at least spk trailing zeros (its level): the same instances on every
  * rank, fewer as the trace grows (at most a->spread calls a thread), so that the clocks see the
- * whole job, not its first minutes. Its messages likewise (an_msg_level): sends, and the receives
- * that blocked (nonblocking receives, which need their wait, are not taken). */
+ * whole job, not its first minutes. Its messages likewise (an_msg_level): blocking sends and
+ * receives, and nonblocking ones with the wait that completed them (as p2p.c matches them). */
 #define SPREAD_BLOCK 4
 static inline unsigned an_spread_level(const struct ev *e)
 {

@@ -279,41 +279,68 @@ static void spread_put(struct thr *t, const struct ev *v, unsigned lv, size_t ma
 	}
 }
 
+/* the highest level of v's messages (point-to-point), -1 when none is matched */
+static int msg_level(const struct proc *p, const struct ev *v)
+{
+	struct an_p2pmsg msg[2];
+	int nm = an_p2p_msgs(p, v, msg), lv = -1;
+	for (int k = 0; k < nm; k++)
+		if (msg[k].seq >= 0 && (int)an_msg_level(&msg[k]) > lv)
+			lv = (int)an_msg_level(&msg[k]);
+	return lv;
+}
+
+static uint32_t ppost_req(const void *ctx, size_t k)
+{
+	return ((const struct an_posts *)ctx)->v[k].req;
+}
+
 /* v, a synchronizing call beyond t's prefix: kept for the clocks when every rank leaves it
- * together, or when it is a wait that completed posts: then with them, at the highest level among
- * them (a Waitall and what it completed stay together) */
+ * together, when it is a blocking send or receive, or when it is a wait that completed posts:
+ * then with them, at the highest level among them (a Waitall and what it completed stay together,
+ * so that the clocks match them again as they would in the whole trace) */
 static void spread_add(const struct proc *p, struct thr *t, const struct ev *v, size_t max)
 {
-	int i, last;
+	int i = 0, last = 0;
 	if (an_exit_aligns(v)) {
 		spread_put(t, v, an_spread_level(v), max);
 		return;
 	}
-	if (an_is_p2p(v)) { /* its messages' highest level; not a nonblocking receive */
-		struct an_p2pmsg msg[2];
-		int nm = an_p2p_msgs(p, v, msg), nb = v->op != DDPSPY_OP_SENDRECV && v->req != 0, any = 0;
-		unsigned lv = 0;
-		for (int k = 0; k < nm; k++)
-			if (msg[k].seq >= 0 && (msg[k].send || !nb)) {
-				lv = an_msg_level(&msg[k]) > lv ? an_msg_level(&msg[k]) : lv;
-				any = 1;
-			}
-		if (any)
-			spread_put(t, v, lv, max);
-		return;
-	}
 	if (!t->posts && !(t->posts = calloc(1, sizeof *t->posts)))
 		return;
-	if (an_post(t->posts, v) || !an_posts_of(t->posts, v, &i, &last))
+	if (!t->pposts && !(t->pposts = calloc(1, sizeof *t->pposts)))
 		return;
-	unsigned lv = 0;
-	for (int j = i; j < last; j++)
-		if (an_spread_level(&t->posts->v[j]) > lv)
-			lv = an_spread_level(&t->posts->v[j]);
-	for (int j = i; j < last; j++)
-		spread_put(t, &t->posts->v[j], lv, SIZE_MAX);
-	spread_put(t, v, lv, max);
-	an_posts_done(t->posts, i, last);
+	if (an_is_p2p(v)) {
+		if (v->op != DDPSPY_OP_SENDRECV && v->req) /* nonblocking: kept with its wait, if at all */
+			an_posts_push(t->pposts, v);
+		else if (msg_level(p, v) >= 0)
+			spread_put(t, v, (unsigned)msg_level(p, v), max);
+		return;
+	}
+	if (an_post(t->posts, v))
+		return;
+	/* a wait: the collectives it completed (an_posts_of), or the point-to-point operations (as
+	 * p2p.c matches them); neither when it completed both kinds (their order is not kept) */
+	size_t from = 0, to = 0;
+	int coll = an_posts_of(t->posts, v, &i, &last);
+	int p2p = an_completes(v) && v->req && an_p2p_completed((size_t)t->pposts->n, ppost_req, t->pposts, v, &from, &to);
+	int lv = -1;
+	if (coll && !p2p)
+		for (int j = i; j < last; j++)
+			lv = (int)an_spread_level(&t->posts->v[j]) > lv ? (int)an_spread_level(&t->posts->v[j]) : lv;
+	for (size_t j = from; !coll && p2p && j < to; j++)
+		lv = msg_level(p, &t->pposts->v[j]) > lv ? msg_level(p, &t->pposts->v[j]) : lv;
+	if (lv >= 0) {
+		const struct ev *g = coll ? &t->posts->v[i] : &t->pposts->v[from];
+		size_t n = coll ? (size_t)(last - i) : to - from;
+		for (size_t j = 0; j < n; j++)
+			spread_put(t, &g[j], (unsigned)lv, SIZE_MAX);
+		spread_put(t, v, (unsigned)lv, max);
+	}
+	if (coll)
+		an_posts_done(t->posts, i, last);
+	if (p2p)
+		an_posts_done(t->pposts, (int)from, (int)to);
 }
 
 static void spread_drop(struct thr *t)
@@ -321,7 +348,8 @@ static void spread_drop(struct thr *t)
 	free(t->spr);
 	free(t->slv);
 	free(t->posts);
-	t->spr = NULL, t->slv = NULL, t->posts = NULL;
+	free(t->pposts);
+	t->spr = NULL, t->slv = NULL, t->posts = NULL, t->pposts = NULL;
 	t->nspr = t->cspr = 0;
 }
 
@@ -706,7 +734,7 @@ static int unpack_thr(struct an_rd *r, struct thr *t)
 	t->ev = NULL, t->sched = NULL, t->num = NULL, t->run = NULL, t->rpat = NULL, t->own = NULL;
 	t->nrun = t->crun = t->nrpat = t->crpat = 0;
 	t->runs_ok = 0;
-	t->spr = NULL, t->slv = NULL, t->posts = NULL;
+	t->spr = NULL, t->slv = NULL, t->posts = NULL, t->pposts = NULL;
 	t->ev = an_get_arr(r, t->n, sizeof *t->ev, 0);
 	t->cap = t->n;
 	if (sched) /* (room for as many samples as cpu.c keeps) */

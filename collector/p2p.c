@@ -95,6 +95,7 @@ struct p2op {
 	int send;
 	long blk;
 	uint32_t req;                     /* nonblocking: its request (folded), 0 blocking */
+	int thin;                         /* the clocks' messages leave it out (below the spread's level) */
 };
 
 struct match {
@@ -163,21 +164,24 @@ static void pend_add(struct match *m, struct pending *q, size_t i)
 		(q->v = v)[q->n++] = i;
 }
 
-/* wait e completes count pending operations, the first with its request: the last count posted
- * when the first of those has it (MPI_Waitall over this iteration's requests, whatever is left
- * from earlier), else from the latest with it on, in posting order */
+struct pendreq {
+	const struct match *m;
+	const struct pending *q;
+};
+
+static uint32_t pend_req(const void *ctx, size_t k)
+{
+	const struct pendreq *x = ctx;
+	return x->m->op[x->q->v[k]].req;
+}
+
+/* wait e completes the pending operations an_p2p_completed says */
 static void complete(struct match *m, struct pending *q, const struct ev *e, int r)
 {
-	size_t c = e->count > 0 ? (size_t)e->count : 1, from = SIZE_MAX;
-	if (c <= q->n && m->op[q->v[q->n - c]].req == e->req)
-		from = q->n - c;
-	for (size_t j = q->n; from == SIZE_MAX && j-- > 0;)
-		if (m->op[q->v[j]].req == e->req)
-			from = j;
-	if (from == SIZE_MAX)
+	size_t from, to;
+	if (!an_p2p_completed(q->n, pend_req, &(struct pendreq){ m, q }, e, &from, &to))
 		return;
 	long b = blk_add(m, e, r);
-	size_t to = from + c < q->n ? from + c : q->n;
 	for (size_t j = from; j < to; j++)
 		m->op[q->v[j]].blk = b;
 	memmove(q->v + from, q->v + to, (q->n - to) * sizeof *q->v);
@@ -185,10 +189,11 @@ static void complete(struct match *m, struct pending *q, const struct ev *e, int
 }
 
 /* rank r's training thread's point-to-point operations and the calls that blocked for them:
- * its kept calls, then, where lv is not NULL, the calls of its spread (at the job's level, times
- * on its own clock) */
+ * its kept calls (their messages below level thin marked so), then, where lv is not NULL, the
+ * calls of its spread (at the job's level, times on its own clock; every message of those, each
+ * kept with the wait that completed it) */
 static void gather_calls(struct match *m, const struct proc *p, int r, const struct ev *ev, size_t n,
-			 const uint8_t *lv)
+			 const uint8_t *lv, unsigned thin)
 {
 	struct pending q = { 0 };
 	for (size_t i = 0; i < n; i++) {
@@ -214,7 +219,7 @@ static void gather_calls(struct match *m, const struct proc *p, int r, const str
 				if (!o)
 					break;
 				*o = (struct p2op){ e->t, msg[k].comm, msg[k].src, msg[k].dst, msg[k].tag, msg[k].seq, r,
-						    msg[k].send, b, nb ? e->req : 0 };
+						    msg[k].send, b, nb ? e->req : 0, thin && an_msg_level(&msg[k]) < thin };
 				if (nb)
 					pend_add(m, &q, m->n - 1); /* (even unmatched: a wait names it) */
 			}
@@ -231,9 +236,9 @@ static void gather_rank(struct analysis *a, struct match *m, int r, int clocks)
 	const struct thr *t = an_train_thread(p);
 	if (!t)
 		return;
-	gather_calls(m, p, r, t->ev, t->n, NULL);
+	gather_calls(m, p, r, t->ev, t->n, NULL, clocks ? p->spk : 0);
 	if (clocks)
-		gather_calls(m, p, r, t->spr, t->nspr, t->slv);
+		gather_calls(m, p, r, t->spr, t->nspr, t->slv, 0);
 }
 
 static int cmp_key(const struct p2op *x, const struct p2op *y)
@@ -381,11 +386,9 @@ size_t an_p2p_messages(struct analysis *a, struct an_msg **out)
 	size_t n = 0;
 	collect(a, &m, NULL);
 	*out = malloc((m.n / 2 + 1) * sizeof **out);
-	unsigned spk = a->nranks ? a->ranks[0].p->spk : 0; /* (the spread's level, the same on every rank) */
 	for (size_t i = next_pair(&m, 0); *out && i < m.n; i = next_pair(&m, i + 2)) {
 		const struct p2op *s = &m.op[i], *q = &m.op[i + 1];
-		struct an_p2pmsg msg = { s->comm, s->src, s->dst, s->tag, s->seq, 1 };
-		if (q->blk >= 0 && s->r != q->r && (!spk || an_msg_level(&msg) >= spk))
+		if (q->blk >= 0 && s->r != q->r && !s->thin && !q->thin)
 			(*out)[n++] = (struct an_msg){ s->r, q->r, s->post, m.blk[q->blk].t + m.blk[q->blk].d };
 	}
 	free(m.op);

@@ -89,12 +89,14 @@ def stencil(out, np, args, env):
     return json.loads(p.stdout.splitlines()[-1]), out
 
 
-def case(name, np, items, args, expect=None, need=TOL_US, env=None, method="collective-exit", run=bench, prefix=None):
+def case(name, np, items, args, expect=None, need=TOL_US, env=None, method="collective-exit", run=bench, prefix=None,
+         spread=None):
     """one live case: items the knob per rank, expect the findings (kind, rank) the program
     injected; corrections within need us of the truth wherever the residual lets that be judged.
     prefix: the same trace reported again as a long one (DDPSPY_REPORT_PREFIX: the first prefix
-    synchronizing calls of each thread kept; DDPSPY_REPORT_SPREAD: 4 x prefix calls beyond them
-    for the clocks, fewer than the trace has: a sample), judged alike"""
+    synchronizing calls of each thread kept; DDPSPY_REPORT_SPREAD: spread calls beyond them for
+    the clocks, 4 x prefix unless given, fewer than the trace has: a sample), judged alike"""
+    spread = spread or 4 * prefix if prefix else None
     def attempt(k):
         truth, out = run(os.path.join(d, name), np, args, dict(env or {}, DDPSPY_CLOCK_OFFSET_NS=knob(items)))
         j = report(out) if truth else None
@@ -115,13 +117,13 @@ def case(name, np, items, args, expect=None, need=TOL_US, env=None, method="coll
             checks.append(((kind, rank) in got, "%s: the %s finding%s is there after the correction: %s"
                            % (name, kind, " on rank %d" % rank if rank is not None else "", got)))
         if prefix:
-            jl = report(out, {"DDPSPY_REPORT_PREFIX": str(prefix), "DDPSPY_REPORT_SPREAD": str(4 * prefix)})
+            jl = report(out, {"DDPSPY_REPORT_PREFIX": str(prefix), "DDPSPY_REPORT_SPREAD": str(spread)})
             errl = errors(out, jl, items) if jl else {}
             worstl = max((abs(e) for v in errl.values() for e in v), default=float("inf"))
             checks.append((jl is not None and worstl <= need,
                            "%s, as a long trace (the first %d synchronizing calls of each thread kept, "
                            "%d beyond for the clocks): every correction within %d us at both ends: errors "
-                           "%s us (drift %s us/s)" % (name, prefix, 4 * prefix, need, {r: [round(e) for e in v] for r, v in errl.items()},
+                           "%s us (drift %s us/s)" % (name, prefix, spread, need, {r: [round(e) for e in v] for r, v in errl.items()},
                                                       [rk["clock_drift_us_per_s"] for rk in jl["ranks"]] if jl else None)))
         # (a miss while another job held the host's CPUs says nothing of the alignment: the exits
         # spread with it, e.g. four ranks 7 ms apart with one core taken)
@@ -156,8 +158,10 @@ case("four-ranks", 4, [(0, 0), (MS500, 50000), (-MS500, -50000), (MS500 // 2, 50
 case("stencil-drift", 2, [(MS500, -50000), (0, 0)], ["--iters", "2000", "--nx", "1024", "--ny", "1024",
      "--heavy-rank", "1", "--heavy-factor", "2"], [("straggler", 1)], method="message-causality", run=stencil,
      prefix=256)
-case("stencil-nonblocking", 2, [(0, 0), (-MS500, 0)], ["--iters", "400", "--nx", "512", "--ny", "512", "--nonblocking"],
-     method="message-causality", run=stencil)
+# nonblocking, balanced, rank 1 off and drifting, 7-8 s; and as a long trace, whose spread keeps the
+# receives with the Waitall that completed them
+case("stencil-nonblocking", 2, [(0, 0), (-MS500, 50000)], ["--iters", "6000", "--nx", "1024", "--ny", "1024",
+     "--nonblocking"], method="message-causality", run=stencil, prefix=256, spread=2048)
 case("stencil-4", 4, [(0, 0), (MS500, 0), (-MS500, 0), (MS500 // 2, 0)], ["--iters", "400", "--nx", "512", "--ny", "512"],
      method="message-causality", run=stencil)
 
