@@ -294,8 +294,20 @@ void an_gpu_loaded(struct proc *p, const struct trace_file *f)
 		p->gpu->lead_ns = f->gpu.lead_ns;
 	}
 	struct gpuproc *g = p->gpu;
-	if (g)
+	if (g) {
 		identify(g);
+		/* what identify joined is needed no more; the rest held at its size */
+		free(g->xc);
+		free(g->call);
+		g->xc = NULL, g->call = NULL;
+		g->nx = g->cx = g->nc = g->cc = 0;
+		struct gwork *w = g->nw ? realloc(g->w, g->nw * sizeof *g->w) : NULL;
+		struct gapi *a = g->na ? realloc(g->api, g->na * sizeof *g->api) : NULL;
+		if (w)
+			g->w = w, g->cw = g->nw;
+		if (a)
+			g->api = a, g->ca = g->na;
+	}
 	/* the kernels' names, for the viewer (sorted by id, as the file's table is read) */
 	if (g && f->nnames && (g->names = calloc(f->nnames, sizeof *g->names))) {
 		for (size_t i = 0; i < f->nnames; i++) {

@@ -406,10 +406,15 @@ def main():
                 continue
             pairs.append((pt.rank_of[st["pid"]], pt.rank_of[f[0]["pid"]], a[0]["name"], b[0]["name"], st["name"]))
         p2p = [x for x in pairs if "(late " in x[4]]  # (the rare all-reduce's flows are collectives')
-        ok(pt is not None and p2p and not bad and all(x[:2] == (1, 0) and "late sender" in x[4] and x[2] == "send"
-                                                      for x in p2p),
-           "the stencil's view: %d point-to-point flows, each from heavy rank 1's send slice to a slice of rank 0 "
-           "that waited for it (late sender) %s %s" % (len(p2p), sorted(set(x[2:4] for x in p2p))[:3], bad[:3]))
+        # every flow from a send slice to the slice that waited for it, named after its sender; most
+        # from heavy rank 1 to rank 0 (a live run: rank 1 may once wait for rank 0, as in the GPU
+        # flows above, and the view then shows it)
+        ok(pt is not None and p2p and not bad and all("late sender" in x[4] and x[2] == "send" and x[0] != x[1] and
+                                                      "rank %d" % x[0] in x[4] for x in p2p)
+           and sum(x[:2] == (1, 0) for x in p2p) >= 0.8 * len(p2p),
+           "the stencil's view: %d point-to-point flows, each from a send slice to a slice of its peer that waited "
+           "for it (late sender), at least 80%% from heavy rank 1 to rank 0: %s %s %s"
+           % (len(p2p), sorted(set(x[2:4] for x in p2p))[:3], bad[:3], sorted(set((x[0], x[1], x[4]) for x in p2p))[:4]))
         if not missing and pt is not None:
             devtools_checks(pt, tp, "the stencil's view")
         cleanup(sd)
