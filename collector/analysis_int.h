@@ -254,8 +254,9 @@ static inline int an_posts_of(const struct an_posts *p, const struct ev *e, int 
 		k--;
 	if (k < 0)
 		return 0;
+	int c = e->count > 1 ? e->count : 1; /* (a hostile count: no k + c overflow) */
 	*i = k;
-	*last = k + (e->count > 1 ? e->count : 1) < p->n ? k + (e->count > 1 ? e->count : 1) : p->n;
+	*last = c < p->n - k ? k + c : p->n;
 	return 1;
 }
 
