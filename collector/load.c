@@ -310,11 +310,12 @@ static void spread_add(const struct proc *p, struct thr *t, const struct ev *v, 
 		return;
 	if (!t->pposts && !(t->pposts = calloc(1, sizeof *t->pposts)))
 		return;
+	int lv = -1;
 	if (an_is_p2p(v)) {
 		if (v->op != DDPSPY_OP_SENDRECV && v->req) /* nonblocking: kept with its wait, if at all */
 			an_posts_push(t->pposts, v);
-		else if (msg_level(p, v) >= 0)
-			spread_put(t, v, (unsigned)msg_level(p, v), max);
+		else if ((lv = msg_level(p, v)) >= 0)
+			spread_put(t, v, (unsigned)lv, max);
 		return;
 	}
 	if (an_post(t->posts, v))
@@ -324,12 +325,14 @@ static void spread_add(const struct proc *p, struct thr *t, const struct ev *v, 
 	size_t from = 0, to = 0;
 	int coll = an_posts_of(t->posts, v, &i, &last);
 	int p2p = an_completes(v) && v->req && an_p2p_completed((size_t)t->pposts->n, ppost_req, t->pposts, v, &from, &to);
-	int lv = -1;
-	if (coll && !p2p)
-		for (int j = i; j < last; j++)
-			lv = (int)an_spread_level(&t->posts->v[j]) > lv ? (int)an_spread_level(&t->posts->v[j]) : lv;
-	for (size_t j = from; !coll && p2p && j < to; j++)
-		lv = msg_level(p, &t->pposts->v[j]) > lv ? msg_level(p, &t->pposts->v[j]) : lv;
+	for (int j = i; coll && !p2p && j < last; j++) {
+		int l = (int)an_spread_level(&t->posts->v[j]);
+		lv = l > lv ? l : lv;
+	}
+	for (size_t j = from; !coll && p2p && j < to; j++) {
+		int l = msg_level(p, &t->pposts->v[j]);
+		lv = l > lv ? l : lv;
+	}
 	if (lv >= 0) {
 		const struct ev *g = coll ? &t->posts->v[i] : &t->pposts->v[from];
 		size_t n = coll ? (size_t)(last - i) : to - from;
