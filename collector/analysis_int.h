@@ -214,6 +214,12 @@ static inline uint64_t an_mix64(uint64_t h)
 	return h ^ (h >> 31);
 }
 
+/* a level: the trailing zeros of hash h (64 for 0) */
+static inline unsigned an_level(uint64_t h)
+{
+	return h ? (unsigned)__builtin_ctzll(h) : 64;
+}
+
 /* The nonblocking collectives a thread posted (with a request) and no wait completed yet, the
  * latest AN_POSTS, as the clocks match a wait to what it completed: a Waitall's count requests
  * were posted in a row from its first (the last posted count, as p2p.c takes them). */
@@ -296,9 +302,18 @@ static inline int an_p2p_completed(size_t n, uint32_t (*req)(const void *ctx, si
 #define SPREAD_BLOCK 4
 static inline unsigned an_spread_level(const struct ev *e)
 {
-	uint64_t h = an_mix64((uint64_t)an_inst_key(e->comm, e->seq / SPREAD_BLOCK) + 0x9e3779b97f4a7c15ull);
-	return h ? (unsigned)__builtin_ctzll(h) : 64;
+	return an_level(an_mix64((uint64_t)an_inst_key(e->comm, e->seq / SPREAD_BLOCK) + 0x9e3779b97f4a7c15ull));
 }
+/* a spread call (times on its thread's own clock) on the job's clock, its end moved with it as
+ * the clocks move the kept calls */
+static inline struct ev an_spread_ev(const struct proc *p, const struct ev *e)
+{
+	struct ev v = *e;
+	v.t = an_job_time(p, e->t);
+	v.d = an_job_time(p, e->t + e->d) - v.t;
+	return v;
+}
+
 /* every thread's spread let go (once the clocks are aligned) */
 void an_spread_free(struct analysis *a);
 
@@ -485,8 +500,7 @@ static inline unsigned an_msg_level(const struct an_p2pmsg *m)
 {
 	uint64_t h = an_mix64(((uint64_t)(uint32_t)m->src << 32 | (uint32_t)m->dst) + 0x9e3779b97f4a7c15ull);
 	h = an_mix64(h ^ ((uint64_t)(uint32_t)m->comm << 32 | (uint32_t)m->tag));
-	h = an_mix64(h + (uint64_t)(m->seq / SPREAD_BLOCK));
-	return h ? (unsigned)__builtin_ctzll(h) : 64;
+	return an_level(an_mix64(h + (uint64_t)(m->seq / SPREAD_BLOCK)));
 }
 /* every message matched whose receive completed in a call that blocked for it (a blocking receive,
  * MPI_Sendrecv, the wait that completed an Irecv): its sender s and when s posted the send, its

@@ -89,6 +89,12 @@ static void cpt_add(struct cpts *c, int32_t comm, int32_t seq, int64_t join, int
 		(c->v = v)[c->n++] = (struct cpt){ comm, seq, join, done };
 }
 
+/* whether instance e counts: a spread's (spread) always, the prefix's at the spread's level */
+static int at_level(const struct proc *p, const struct ev *e, int spread)
+{
+	return spread || !p->spk || an_spread_level(e) >= p->spk;
+}
+
 /* The host's: blocking symmetric collectives, and nonblocking ones with the wait that completed
  * them, found by its request (an_posts_of). A wait whose request is none of the posted (a request
  * a test completed already) says nothing. From a thread's kept calls (its prefix, on the job's
@@ -101,21 +107,16 @@ static void host_calls(const struct proc *p, const struct ev *ev, size_t n, cons
 		return;
 	q->n = 0;
 	for (size_t k = 0; k < n; k++) {
-		struct ev e = ev[k];
 		int i, last;
 		if (lv && lv[k] < p->spk)
 			continue; /* (a Waitall and its posts: one level) */
-		if (lv) {
-			int64_t end = an_job_time(p, e.t + e.d);
-			e.t = an_job_time(p, e.t);
-			e.d = end - e.t;
-		}
+		struct ev e = lv ? an_spread_ev(p, &ev[k]) : ev[k];
 		if (an_exit_aligns(&e)) {
-			if (lv || !p->spk || an_spread_level(&e) >= p->spk)
+			if (at_level(p, &e, lv != NULL))
 				cpt_add(c, e.comm, e.seq, e.t, e.t + e.d);
 		} else if (!an_post(q, &e) && an_posts_of(q, &e, &i, &last)) {
 			for (int j = i; j < last; j++)
-				if (an_op_is(&q->v[j], DDPSPY_OPF_SYM) && (lv || !p->spk || an_spread_level(&q->v[j]) >= p->spk))
+				if (an_op_is(&q->v[j], DDPSPY_OPF_SYM) && at_level(p, &q->v[j], lv != NULL))
 					cpt_add(c, q->v[j].comm, q->v[j].seq, q->v[j].t, e.t + e.d);
 			an_posts_done(q, i, last);
 		}

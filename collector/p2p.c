@@ -197,17 +197,10 @@ static void gather_calls(struct match *m, const struct proc *p, int r, const str
 {
 	struct pending q = { 0 };
 	for (size_t i = 0; i < n; i++) {
-		struct ev sp;
-		const struct ev *e = &ev[i];
-		if (lv) {
-			if (lv[i] < p->spk)
-				continue;
-			sp = *e;
-			int64_t end = an_job_time(p, e->t + e->d);
-			sp.t = an_job_time(p, e->t);
-			sp.d = end - sp.t;
-			e = &sp;
-		}
+		if (lv && lv[i] < p->spk)
+			continue;
+		struct ev sp = lv ? an_spread_ev(p, &ev[i]) : (struct ev){ 0 };
+		const struct ev *e = lv ? &sp : &ev[i];
 		if (an_is_p2p(e)) {
 			struct an_p2pmsg msg[2];
 			int nm = an_p2p_msgs(p, e, msg), nb = e->op != DDPSPY_OP_SENDRECV && e->req != 0;
