@@ -296,7 +296,13 @@ void an_gpu_loaded(struct proc *p, const struct trace_file *f)
 	struct gpuproc *g = p->gpu;
 	if (g) {
 		identify(g);
-		/* what identify joined is needed no more; the rest held at its size */
+		/* what identify joined is needed no more (of the runtime calls, only the launches are);
+		 * the rest held at its size */
+		size_t na = 0;
+		for (size_t i = 0; i < g->na; i++)
+			if (g->api[i].launch)
+				g->api[na++] = g->api[i];
+		g->na = na;
 		free(g->xc);
 		free(g->call);
 		g->xc = NULL, g->call = NULL;
@@ -307,6 +313,8 @@ void an_gpu_loaded(struct proc *p, const struct trace_file *f)
 			g->w = w, g->cw = g->nw;
 		if (a)
 			g->api = a, g->ca = g->na;
+		else if (!g->na)
+			free(g->api), g->api = NULL, g->ca = 0;
 	}
 	/* the kernels' names, for the viewer (sorted by id, as the file's table is read) */
 	if (g && f->nnames && (g->names = calloc(f->nnames, sizeof *g->names))) {
@@ -648,8 +656,6 @@ static long step_of(const int64_t *b, size_t N, int64_t t)
 	return k < N && b[2 * k] <= t ? (long)k : -1;
 }
 
-/* Rank r's steps split from its device's timeline (the file comment): ri->steps' bounds become
- * the device's, their categories, waits and lateness the device's. */
 /* the streams that run compute kernels (at most 64), into cs; returns how many */
 static int compute_streams(const struct gpuproc *g, uint32_t *cs)
 {
@@ -781,7 +787,12 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 	free(sd->late[r]);
 	sd->late[r] = malloc((nw + 1) * sizeof **sd->late);
 	sd->nlate[r] = 0;
-	int64_t host0 = ri->steps[0].t0, host1 = ri->steps[N - 1].t1;
+	/* launch calls in the host's steps (a sample's steps are not contiguous) */
+	size_t launches = 0;
+	for (size_t k = 0; k < N; k++)
+		for (size_t i = first_at(g->api, g->na, sizeof *g->api, offsetof(struct gapi, t), ri->steps[k].t0);
+		     i < g->na && g->api[i].t < ri->steps[k].t1; i++)
+			launches += g->api[i].launch;
 	/* the edges: the training thread's waits (gathered as split.c streamed it), runs of launch
 	 * calls, device work */
 	for (size_t i = 0; i < g->na;) {
@@ -808,6 +819,11 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 			continue;
 		if (add_edge(h, w->t, w->d, w->cls))
 			goto out;
+		/* the per-step figures: work that started in a step (the work between a sample's steps
+		 * is in the sweep, which must know when the device was busy, but not in them) */
+		long k = step_of(b, N, w->t);
+		if (k < 0)
+			continue;
 		if (w->cls == GW_NCCL) {
 			struct inst *in = ginst(tab, w, 0);
 			int64_t wt = in && in->n > 1 && in->max_arr > w->t ? in->max_arr - w->t : 0;
@@ -827,8 +843,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 				gs->nccl_max_bytes = w->bytes;
 				gs->nccl_max_op = w->op;
 			}
-			long k = step_of(b, N, w->t);
-			if (in && in->n > 1 && k >= 0) {
+			if (in && in->n > 1) {
 				double late = MS(w->t - in->min_arr);
 				ri->steps[k].late_max = fmax(ri->steps[k].late_max, late);
 				if (sd->late[r])
@@ -950,9 +965,6 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 			gs->nccl_on_compute |= cs[j] == g->w[i].stream;
 	gs->nccl_overlap_left_ms = gs->nccl_on_compute ? overlap_left(g, tab, b, N) : 0;
 	gs->pageable_calls /= (double)N;
-	size_t launches = 0;
-	for (size_t i = 0; i < g->na; i++)
-		launches += g->api[i].launch && g->api[i].t >= host0 && g->api[i].t < host1;
 	gs->launches = (double)launches / (double)N;
 	an_wf_sort(sd, r);
 	/* the longest-waiting call site on the training thread (host_sync's evidence) */

@@ -193,6 +193,31 @@ for prefix in ("ncclKernel_", "fused_"):
     case("renamed-" + prefix.rstrip("_"), 2, ["--straggler-rank", "1", "--straggler-slowdown", "1.5"], [],
          finding("straggler", rank=1, cause="compute", bound="compute"), env={"SIMGPU_NCCL_KERNEL_PREFIX": prefix})
 
+# ---- a long GPU trace: the figures of a sample of steps are per step of the sample ----
+# The trace reported whole, and as a long one whose per-step figures come from a sample of its
+# steps (the test-only limits DDPSPY_REPORT_PREFIX and DDPSPY_REPORT_SAMPLE; blocks of 16
+# consecutive steps). The device's work between the sample's blocks is not in its steps: counted
+# per step of the sample, the figures were 3.4 times too large (200 steps, a sample of 46).
+# The job repeats one step, so the sample's figures are the whole trace's.
+truth, out = traced("sampled", ["--steps", "200", "--pageable", "--input-mb", "8"], 2)
+jw = report(out) if truth else None
+p = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=300,
+                   env=dict(os.environ, DDPSPY_REPORT_PREFIX="64", DDPSPY_REPORT_SAMPLE="32"))
+js = json.loads(p.stdout) if p.stdout.startswith("{") else None
+PER = ("kernels_per_step", "launches_per_step", "nccl_kernels_per_step", "nccl_bytes_per_step",
+       "pageable_copy_bytes_per_step")
+if jw and js and js["job"]["steps_sampled"] < jw["job"]["steps_analyzed"]:
+    got = {(x["rank"], k): (x["gpu"][k], y["gpu"][k]) for x, y in zip(jw["ranks"], js["ranks"]) for k in PER}
+    off = {k: v for k, v in got.items() if abs(v[1] - v[0]) > 0.02 * abs(v[0])}
+    fw = [(f["kind"], f["rank"], round(f["severity"], 2)) for f in jw["findings"]]
+    fs = [(f["kind"], f["rank"], round(f["severity"], 2)) for f in js["findings"]]
+    ok(not off and all(v[0] > 0 for v in got.values()) and fw == fs,
+       "a long GPU trace (%d steps, a sample of %d): the per-step device figures within 2%% of the whole trace's "
+       "(%s), the same findings (%s)" % (jw["job"]["steps_analyzed"], js["job"]["steps_sampled"],
+                                        off or "all", fs))
+else:
+    ok(False, "a long GPU trace reported whole and as a sample (%s)" % (p.stderr[-300:] if jw else "no trace"))
+
 # ---- CUPTI's lost records: every record after the first 100 of each rank has no buffer ----
 truth, out = traced("cupti-drops", [], 2, {"SIMGPU_CUPTI_MAX_RECORDS": "100"})
 j = report(out) if truth else None
