@@ -67,7 +67,7 @@ TESTAPPS += $(B)/testapps/nvtx_app
 endif
 DDPBENCH_SRC := $(wildcard testapps/ddpbench/*.c)
 UNIT := $(B)/tests/test_ring $(B)/tests/test_format $(B)/tests/test_fdclass \
-	$(B)/tests/test_identity $(B)/tests/test_kinds
+	$(B)/tests/test_identity $(B)/tests/test_kinds $(B)/tests/test_sort
 
 .PHONY: all deps test bench gen clean testapps stress lab demo fixtures fuzz sanitized sim
 all: $(B)/libddpspy.so $(B)/ddpspy
@@ -128,6 +128,7 @@ UNIT_SRC_test_format := collector/trace.c common/format.c
 UNIT_SRC_test_fdclass := preload/fdclass.c common/format.c
 UNIT_SRC_test_identity := preload/identity.c common/format.c
 UNIT_SRC_test_kinds := collector/kinds.c common/format.c
+UNIT_SRC_test_sort := collector/stats.c collector/kinds.c common/format.c
 SANITIZED := $(B)/asan/ddpspy $(B)/asan/fuzz_replay $(B)/asan/libddpspy.so \
 	$(UNIT:$(B)/tests/%=$(B)/asan/tests/%)
 sanitized: $(SANITIZED)
@@ -196,6 +197,10 @@ $(B)/tests/test_kinds: tests/unit/test_kinds.c collector/kinds.c collector/analy
 	common/format.c common/format.h tests/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_kinds.c collector/kinds.c common/format.c
+$(B)/tests/test_sort: tests/unit/test_sort.c collector/stats.c collector/kinds.c collector/analysis_int.h \
+	collector/trace.h common/format.c tests/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -o $@ tests/unit/test_sort.c collector/stats.c collector/kinds.c common/format.c
 $(B)/tests/test_identity: tests/unit/test_identity.c preload/identity.c common/format.c tests/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_identity.c preload/identity.c common/format.c

@@ -9,8 +9,10 @@
 # with what a job of 4,096 ranks keeps (DDPSPY_REPORT_PREFIX=2048, DDPSPY_REPORT_SAMPLE=512: every
 # rank's steps found again from all of its calls, a second reading, then the third of the split).
 # Alternating rounds; the median of each is shown, with peak memory. Then the report's peak memory
-# on 8 ranks of 2M and of 8M events each: a trace four times as long must not take more. Last, a
-# projection to 4,096 ranks x 10M events from the rates and memory measured.
+# on 8 ranks of 2M and of 8M events each: a trace four times as long must not take more. Then a GPU
+# job on the simulated device (where `make sim` built it): the testbed's GPU mode on 4 ranks, 300
+# steps of 18,000 kernels, every kernel and its launch recorded by CUPTI, on 1 and 2 threads. Last,
+# a projection to 4,096 ranks x 10M events from the rates and memory measured.
 set -eu
 cd "$(dirname "$0")/.."
 RANKS=${RANKS:-256} EVENTS=${EVENTS:-200000} ROUNDS=${ROUNDS:-3}
@@ -40,6 +42,17 @@ build/bench/gentrace "$d/len1" 8 2000000
 build/bench/gentrace "$d/len4" 8 8000000
 secs build/ddpspy report -j 1 "$d/len1" >"$d/len1.t"
 secs build/ddpspy report -j 1 "$d/len4" >"$d/len4.t"
+rm -rf "$d/len1" "$d/len4"
+if [ -e build/libddpbench_gpu.so ] && [ -e build/simgpu/libcupti.so.13 ] && command -v mpirun >/dev/null; then
+	build/ddpbench gen-data "$d/data" --samples 2048 --sequences 2048 >/dev/null
+	LD_LIBRARY_PATH=build/simgpu SIMGPU_KERNELS=ddpbench_=arg SIMGPU_MOVE_BYTES=0 build/ddpspy run -o "$d/gpu" -- \
+		$MPIRUN -np 4 build/ddpbench train --data "$d/data" --gpu --steps 300 --gpu-ms 20 --gpu-kernels 2000 >/dev/null
+	build/ddpspy report --json "$d/gpu" | /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["job"]["events"])' >"$d/gpu.n"
+	for i in $(seq "$ROUNDS"); do
+		secs build/ddpspy report -j 1 "$d/gpu" >>"$d/gpu1.t"
+		secs build/ddpspy report -j 2 "$d/gpu" >>"$d/gpu2.t"
+	done
+fi
 /usr/bin/python3 - "$d" "$n" "$RANKS" "$EVENTS" <<'PY'
 import statistics, sys
 d, n, ranks, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -76,6 +89,14 @@ l1, m1 = load("len1.t")
 l4, m4 = load("len4.t")
 print(f"collector memory against trace length, 8 ranks, -j 1: 2M events each {m1 / 1024:.0f} MiB ({l1:.2f} s), "
       f"8M events each {m4 / 1024:.0f} MiB ({l4:.2f} s)")
+try:
+    (g1, gm1), (g2, gm2) = load("gpu1.t"), load("gpu2.t")
+    gn = int(open(f"{d}/gpu.n").read())
+    print(f"GPU job, simulated device, 4 ranks x 300 steps x 18,000 kernels ({gn / 1e6:.1f}M events): -j 1 {g1:.2f} s, "
+          f"-j 2 {g2:.2f} s, scaling {g1 / (2 * g2):.2f}, events/s per core {gn / g1 / 1e6:.1f}M and {gn / g2 / 2e6:.1f}M, "
+          f"max RSS {gm1 / 1024:.0f} and {gm2 / 1024:.0f} MiB")
+except (OSError, ValueError, statistics.StatisticsError):
+    print("GPU job: not measured (the simulated device, build/libddpbench_gpu.so or mpirun missing)")
 # 4,096 ranks x 10M events: the worst shape at the limits a job that size gets. From its times on
 # 1 and 2 threads, the part that ran on every thread (P: t1 = S + P, t2 = S + P / 2) and the part
 # that did not (S: clocks, steps, the critical path and the findings, over what each rank keeps,

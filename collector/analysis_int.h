@@ -157,6 +157,7 @@ static inline int an_convert(const struct trace_event *e, struct ev *v)
 /* ---- stats.c ---- */
 
 double an_quantile(double *v, size_t n, double q); /* sorts v */
+double an_quantile_select(double *v, size_t n, double q); /* the same, without sorting v (reorders it) */
 int an_cmp_i64(const void *x, const void *y);
 int an_cmp_evp(const void *x, const void *y); /* struct ev pointers by start time */
 
@@ -511,6 +512,12 @@ struct an_msg {
 	int64_t sent, recvd;
 };
 size_t an_p2p_messages(struct analysis *a, struct an_msg **out);
+
+/* base's n elements of size bytes sorted by cmp, quickly when they are nearly in order already;
+ * not stable: cmp must order any two elements that differ (stats.c) */
+void an_sort_near(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
+/* base's first n1 and the n - n1 after them, each in order, merged into one */
+void an_merge(void *base, size_t n1, size_t n, size_t size, int (*cmp)(const void *, const void *));
 
 /* ---- par.c: the report's independent pieces of work on several threads (-j), the progress line ----
  * an_parallel: fn(ctx, i) for every i < n (order[k] the k-th taken, NULL: in turn) on jobs threads,

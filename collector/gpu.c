@@ -94,6 +94,10 @@ struct gpuproc {
 	struct gsite site[MAX_SITES];
 	int nsites;
 	uint64_t records;
+	struct namememo {     /* name_has's answers for the file's names, the last one each slot saw */
+		int64_t id[64];
+		int8_t has[64];
+	} nccl_name, launch_name;
 	struct trace_name *names; /* the file's string table, copied: the kernels' names */
 	size_t nnames;
 	int placed;           /* times on the job's clock (place) */
@@ -163,6 +167,19 @@ static int name_has(const struct trace_file *f, int64_t id, const char *needle)
 	return 0;
 }
 
+/* name_has for the file's string id, remembered (a kernel's or a call's name repeats; ids 0, no
+ * name, answer 0 as a zeroed memo does) */
+static int memo_has(struct namememo *m, const struct trace_file *f, int64_t id, const char *needle,
+		    const char *needle2)
+{
+	unsigned slot = (unsigned)id & 63;
+	if (m->id[slot] != id) {
+		m->id[slot] = id;
+		m->has[slot] = (int8_t)(name_has(f, id, needle) || (needle2 && name_has(f, id, needle2)));
+	}
+	return m->has[slot];
+}
+
 static struct gpuproc *gpu_of(struct proc *p)
 {
 	if (!p->gpu && (p->gpu = calloc(1, sizeof *p->gpu)))
@@ -187,7 +204,7 @@ int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace
 		w.corr = (uint32_t)an_arg(e, P.k_corr, 0);
 		w.stream = (uint32_t)an_arg(e, P.k_stream, 0);
 		w.name = (uint32_t)kn;
-		w.cls = name_has(f, kn, "ncclDevKernel_") || name_has(f, kn, "ncclKernel_") ? GW_NCCL : GW_COMPUTE;
+		w.cls = memo_has(&g->nccl_name, f, kn, "ncclDevKernel_", "ncclKernel_") ? GW_NCCL : GW_COMPUTE;
 		if (g->device < 0)
 			g->device = (int)an_arg(e, P.k_device, 0);
 		PUSH(g->w, g->nw, g->cw, w);
@@ -212,7 +229,7 @@ int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace
 		break;
 	case DDPSPY_EV_CUDA_API: {
 		struct gapi a = { e->t_ns, e->dur_ns, (uint32_t)an_arg(e, P.a_corr, 0),
-				  (int8_t)name_has(f, an_arg(e, P.a_fn, 0), "Launch") };
+				  (int8_t)memo_has(&g->launch_name, f, an_arg(e, P.a_fn, 0), "Launch", NULL) };
 		PUSH(g->api, g->na, g->ca, a);
 		break;
 	}
@@ -295,6 +312,8 @@ void an_gpu_loaded(struct proc *p, const struct trace_file *f)
 	}
 	struct gpuproc *g = p->gpu;
 	if (g) {
+		memset(&g->nccl_name, 0, sizeof g->nccl_name); /* (another file's ids are other names) */
+		memset(&g->launch_name, 0, sizeof g->launch_name);
 		identify(g);
 		/* what identify joined is needed no more (of the runtime calls, only the launches are);
 		 * the rest held at its size */
@@ -416,16 +435,51 @@ int an_gpu_unpack(struct an_rd *r, struct proc *p)
 
 /* ---- the split ---- */
 
-static int cmp_api_corr(const void *x, const void *y)
+/* the earliest call of correlation id corr (a runtime call and the driver call inside it share
+ * theirs) in api, sorted by id then time; NULL none. *at: where the last search ended, for ids
+ * asked in increasing order (seq), else each is searched for. */
+static const struct gapi *api_of(const struct gpuproc *g, uint32_t corr, int seq, size_t *at)
+{
+	size_t i = *at;
+	if (seq) {
+		while (i < g->na && g->api[i].corr < corr)
+			i++;
+		*at = i;
+	} else {
+		size_t hi = g->na;
+		for (i = 0; i < hi;) {
+			size_t m = (i + hi) / 2;
+			if (g->api[m].corr < corr)
+				i = m + 1;
+			else
+				hi = m;
+		}
+	}
+	return i < g->na && g->api[i].corr == corr ? &g->api[i] : NULL;
+}
+
+#define CMP_BY(f) \
+	if (a->f != b->f) \
+		return (a->f > b->f) - (a->f < b->f)
+
+/* (the orders an_sort_near sorts by order any two records that differ: the report never depends on
+ * how a sort leaves equal ones) */
+static int cmp_api_corr_t(const void *x, const void *y)
 {
 	const struct gapi *a = x, *b = y;
-	return (a->corr > b->corr) - (a->corr < b->corr);
+	CMP_BY(corr);
+	CMP_BY(t);
+	CMP_BY(d);
+	return (a->launch > b->launch) - (a->launch < b->launch);
 }
 
 static int cmp_api_t(const void *x, const void *y)
 {
 	const struct gapi *a = x, *b = y;
-	return (a->t > b->t) - (a->t < b->t);
+	CMP_BY(t);
+	CMP_BY(corr);
+	CMP_BY(d);
+	return (a->launch > b->launch) - (a->launch < b->launch);
 }
 
 static int cmp_xc(const void *x, const void *y)
@@ -443,21 +497,35 @@ static int cmp_call(const void *x, const void *y)
 static int cmp_launch(const void *x, const void *y)
 {
 	const struct gwork *a = x, *b = y;
-	return (a->launch > b->launch) - (a->launch < b->launch);
+	CMP_BY(launch);
+	CMP_BY(t);
+	CMP_BY(corr);
+	CMP_BY(stream);
+	CMP_BY(d);
+	CMP_BY(bytes);
+	CMP_BY(comm);
+	CMP_BY(seq);
+	CMP_BY(name);
+	CMP_BY(cls);
+	CMP_BY(pageable);
+	return (a->op > b->op) - (a->op < b->op);
 }
 
 /* Each work's launch time, and NCCL kernels' collectives (by the call's external id, else by
  * their order), once the file is read; times on the process's own clock. */
 static void identify(struct gpuproc *g)
 {
-	sort_n(g->api, g->na, sizeof *g->api, cmp_api_corr);
+	an_sort_near(g->api, g->na, sizeof *g->api, cmp_api_corr_t);
 	sort_n(g->xc, g->nx, sizeof *g->xc, cmp_xc);
 	sort_n(g->call, g->nc, sizeof *g->call, cmp_call);
+	int seq = 1; /* (the work in the order of its ids, as CUPTI mostly writes it: one walk joins it) */
+	for (size_t i = 1; i < g->nw && seq; i++)
+		seq = g->w[i].corr >= g->w[i - 1].corr;
 	int32_t order = 0;
+	size_t at = 0;
 	for (size_t i = 0; i < g->nw; i++) {
 		struct gwork *w = &g->w[i];
-		struct gapi ka = { .corr = w->corr };
-		const struct gapi *a = w->corr && g->na ? bsearch(&ka, g->api, g->na, sizeof *g->api, cmp_api_corr) : NULL;
+		const struct gapi *a = w->corr ? api_of(g, w->corr, seq, &at) : NULL;
 		w->launch = a ? a->t : w->t;
 		struct gxc kx = { .corr = w->corr };
 		const struct gxc *x = w->corr && g->nx ? bsearch(&kx, g->xc, g->nx, sizeof *g->xc, cmp_xc) : NULL;
@@ -477,8 +545,8 @@ static void identify(struct gpuproc *g)
 			w->seq = order++;
 		}
 	}
-	sort_n(g->api, g->na, sizeof *g->api, cmp_api_t);
-	sort_n(g->w, g->nw, sizeof *g->w, cmp_launch);
+	an_sort_near(g->api, g->na, sizeof *g->api, cmp_api_t);
+	an_sort_near(g->w, g->nw, sizeof *g->w, cmp_launch); /* (CUPTI's records come as work ends) */
 }
 
 /* times onto the job's clock (after clocks.c), once */
@@ -548,7 +616,11 @@ struct edge {
 static int cmp_edge(const void *x, const void *y)
 {
 	const struct edge *a = x, *b = y;
-	return a->t != b->t ? (a->t > b->t) - (a->t < b->t) : (a->delta > b->delta) - (a->delta < b->delta);
+	CMP_BY(t);
+	CMP_BY(delta);
+	CMP_BY(lane);
+	CMP_BY(wait);
+	return (a->late > b->late) - (a->late < b->late);
 }
 
 struct hostlanes {
@@ -774,7 +846,16 @@ static double overlap_left(const struct gpuproc *g, struct itab *tab, const int6
 
 /* Rank r's steps split from its device's timeline within the job's device step bounds b (the file
  * comment): ri->steps' bounds become b, their categories, waits and lateness the device's. */
-static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab, int r, const int64_t *b)
+struct waitadds {          /* split_rank's shares of host instances' waits, added in rank order */
+	struct waitadd {
+		struct inst *in;
+		double ms;
+	} *v;
+	size_t n, cap;
+};
+
+static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab, int r, const int64_t *b,
+		       struct waitadds *add)
 {
 	struct rankinfo *ri = &a->ranks[r];
 	struct proc *p = ri->p;
@@ -810,6 +891,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 			goto out;
 		i = j;
 	}
+	size_t nhost = h->n; /* (the host's edges, then the device's: each nearly in order) */
 	struct gpustat *gs = &ri->gpu;
 	gs->device = g->device;
 	kus = malloc((nw + 1) * sizeof *kus);
@@ -832,8 +914,9 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 			/* the same collective as the host saw it (its calls, by communicator and sequence
 			 * number): its waits are these */
 			struct inst *hin = w->comm != INT32_MIN ? an_inst_get(&sd->tab, w->comm, w->seq, 0) : NULL;
-			if (hin)
-				hin->wait_sum += MS(wt < w->d ? wt : w->d);
+			struct waitadd *wa = hin ? room_for(add->v, add->n, &add->cap, sizeof *add->v, 64) : NULL;
+			if (wa)
+				(add->v = wa)[add->n++] = (struct waitadd){ hin, MS(wt < w->d ? wt : w->d) };
 			gs->nccl_ms += MS(w->d);
 			gs->nccl_xfer_ms += MS(w->d - (wt < w->d ? wt : w->d));
 			gs->nccl_bytes += (double)(w->bytes > 0 ? w->bytes : 0);
@@ -862,7 +945,9 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 			gs->pinned_gbs = fmax(gs->pinned_gbs, (double)w->bytes / (double)w->d);
 		}
 	}
-	sort_n(h->e, h->n, sizeof *h->e, cmp_edge);
+	an_sort_near(h->e, nhost, sizeof *h->e, cmp_edge);
+	an_sort_near(h->e + nhost, h->n - nhost, sizeof *h->e, cmp_edge); /* (in launch order, start then end) */
+	an_merge(h->e, nhost, h->n, sizeof *h->e, cmp_edge);
 	for (size_t k = 0; k < N; k++) {
 		memset(ri->steps[k].cat, 0, sizeof ri->steps[k].cat);
 		ri->steps[k].wait = 0;
@@ -949,7 +1034,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 	gs->have = 1;
 	for (int c = 0; c < GP_COUNT; c++)
 		gs->part[c] /= (double)N;
-	gs->kernel_us_p50 = kus && gs->kernels > 0 ? an_quantile(kus, (size_t)gs->kernels, 0.5) : 0;
+	gs->kernel_us_p50 = kus && gs->kernels > 0 ? an_quantile_select(kus, (size_t)gs->kernels, 0.5) : 0;
 	gs->kernels /= (double)N;
 	gs->nccl_ms /= (double)N;
 	gs->nccl_bytes /= (double)N;
@@ -975,6 +1060,13 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 			gs->site = i;
 out:
 	free(kus);
+	/* (the edges are needed no more; the lateness held at its size) */
+	free(none.e);
+	an_gpu_lanes_free(sd->lanes[r]);
+	sd->lanes[r] = NULL;
+	double *late = sd->late[r] && sd->nlate[r] ? realloc(sd->late[r], sd->nlate[r] * sizeof *late) : NULL;
+	if (late)
+		sd->late[r] = late;
 }
 
 /* ranks with device work */
@@ -992,6 +1084,29 @@ int an_gpu_ranks(const struct analysis *a)
 	for (int r = 0; r < a->nranks; r++)
 		n += a->ranks[r].gpu.have;
 	return n;
+}
+
+struct gjob {
+	struct analysis *a;
+	struct stepdata *sd;
+	struct itab *tab;
+	int64_t *b, *mine; /* the job's step bounds; each rank's own (2 * sd->K a rank) */
+	int8_t *ok;        /* whose are there */
+	struct waitadds *add;
+	int phase;         /* 0: place and bounds, 1: split */
+};
+
+static void gpu_one(void *ctx, size_t r)
+{
+	struct gjob *j = ctx;
+	struct rankinfo *ri = &j->a->ranks[r];
+	size_t N = j->sd->K;
+	if (j->phase == 1) {
+		split_rank(j->a, j->sd, j->tab, (int)r, j->b, &j->add[r]);
+		return;
+	}
+	place(ri->p);
+	j->ok[r] = ri->steps && bounds(ri, N, j->mine + 2 * N * r) == 0;
 }
 
 void an_gpu_split(struct analysis *a, struct stepdata *sd)
@@ -1016,9 +1131,17 @@ void an_gpu_split(struct analysis *a, struct stepdata *sd)
 			"the host's calls, as without GPU capture", lost);
 		return;
 	}
+	/* the ranks with device work: their times onto the job's clock and their own step bounds, on
+	 * a->jobs threads */
+	size_t N = sd->K, *order = malloc((size_t)R * sizeof *order), n = 0;
+	struct gjob j = { a, sd, &tab, malloc(2 * N * sizeof *j.b), malloc(2 * N * (size_t)R * sizeof *j.mine),
+			  calloc((size_t)R, sizeof *j.ok), calloc((size_t)R, sizeof *j.add), 0 };
+	if (!order || !j.b || !j.mine || !j.ok || !j.add)
+		goto out;
 	for (int r = 0; r < R; r++)
 		if (a->ranks[r].p->gpu && a->ranks[r].p->gpu->nw)
-			place(a->ranks[r].p);
+			order[n++] = (size_t)r;
+	an_parallel(n, a->jobs, order, gpu_one, &j);
 	/* every device collective: whose kernel started first and last */
 	for (int r = 0; r < R; r++) {
 		struct gpuproc *g = a->ranks[r].p->gpu;
@@ -1039,21 +1162,30 @@ void an_gpu_split(struct analysis *a, struct stepdata *sd)
 	/* The job's device steps: each bound the latest of the ranks' own. The ranks leave their
 	 * collectives together, so a step lasts as long on each; the same bounds on every rank make
 	 * their steps' parts comparable (the critical path compares them step by step). */
-	size_t N = sd->K;
-	int64_t *b = malloc(2 * N * sizeof *b), *mine = malloc(2 * N * sizeof *mine);
-	for (size_t i = 0; b && i < 2 * N; i++)
-		b[i] = INT64_MIN;
-	for (int r = 0; b && mine && r < R; r++)
-		if (a->ranks[r].steps && a->ranks[r].p->gpu && a->ranks[r].p->gpu->nw && bounds(&a->ranks[r], N, mine) == 0)
-			for (size_t i = 0; i < 2 * N; i++)
-				b[i] = mine[i] > b[i] ? mine[i] : b[i];
-	for (size_t i = 1; b && i < 2 * N; i++) /* (still in order) */
-		b[i] = b[i] < b[i - 1] ? b[i - 1] : b[i];
-	for (int r = 0; b && mine && r < R; r++)
+	for (size_t i = 0; i < 2 * N; i++)
+		j.b[i] = INT64_MIN;
+	for (int r = 0; r < R; r++)
+		for (size_t i = 0; j.ok[r] && i < 2 * N; i++)
+			j.b[i] = j.mine[2 * N * (size_t)r + i] > j.b[i] ? j.mine[2 * N * (size_t)r + i] : j.b[i];
+	for (size_t i = 1; i < 2 * N; i++) /* (still in order) */
+		j.b[i] = j.b[i] < j.b[i - 1] ? j.b[i - 1] : j.b[i];
+	n = 0;
+	for (int r = 0; r < R; r++)
 		if (a->ranks[r].steps && a->ranks[r].p->gpu && a->ranks[r].p->gpu->nw)
-			split_rank(a, sd, &tab, r, b);
-	free(b);
-	free(mine);
+			order[n++] = (size_t)r;
+	j.phase = 1;
+	an_parallel(n, a->jobs, order, gpu_one, &j);
+	for (int r = 0; r < R; r++) /* (the sums the same whatever the threads) */
+		for (size_t i = 0; i < j.add[r].n; i++)
+			j.add[r].v[i].in->wait_sum += j.add[r].v[i].ms;
+out:
+	for (int r = 0; j.add && r < R; r++)
+		free(j.add[r].v);
+	free(j.add);
+	free(j.ok);
+	free(j.mine);
+	free(j.b);
+	free(order);
 	free(tab.v);
 }
 
