@@ -608,8 +608,12 @@ static int64_t drained(const struct gwork *w, const int64_t *ends, size_t n, int
 enum { H_DATA = GW_COUNT, H_PAGEABLE, H_SYNC, H_LAUNCH, H_COMMS, NLANE };
 struct edge {
 	int64_t t;
+	int32_t wait;  /* NCCL, on +1: its wait for the last rank (split_rank's waits[wait]), else -1 */
 	int8_t lane, delta;
-	int64_t wait;  /* NCCL, on +1: the ns from its start that are a wait for the last rank ... */
+};
+
+struct nwait {
+	int64_t ns;    /* the ns from the kernel's start that are a wait for the last rank ... */
 	int32_t late;  /* ... that rank */
 };
 
@@ -619,8 +623,7 @@ static int cmp_edge(const void *x, const void *y)
 	CMP_BY(t);
 	CMP_BY(delta);
 	CMP_BY(lane);
-	CMP_BY(wait);
-	return (a->late > b->late) - (a->late < b->late);
+	return (a->wait > b->wait) - (a->wait < b->wait);
 }
 
 struct hostlanes {
@@ -634,8 +637,8 @@ static int add_edge(struct hostlanes *h, int64_t t, int64_t d, int lane)
 {
 	if (d <= 0)
 		return 0;
-	PUSH(h->e, h->n, h->cap, ((struct edge){ t, (int8_t)lane, 1, 0, -1 }));
-	PUSH(h->e, h->n, h->cap, ((struct edge){ t + d, (int8_t)lane, -1, 0, -1 }));
+	PUSH(h->e, h->n, h->cap, ((struct edge){ t, -1, (int8_t)lane, 1 }));
+	PUSH(h->e, h->n, h->cap, ((struct edge){ t + d, -1, (int8_t)lane, -1 }));
 	return 0;
 }
 
@@ -862,6 +865,8 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 	struct gpuproc *g = p->gpu;
 	size_t N = sd->K, nw = g->nw;
 	double *kus = NULL;
+	struct nwait *waits = NULL; /* (edges' NCCL waits) */
+	size_t nwaits = 0, cwaits = 0;
 	struct hostlanes *h = sd->lanes[r], none = { 0 };
 	if (!h) /* (no memory for them while the host split streamed the thread) */
 		h = &none;
@@ -901,16 +906,22 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 			continue;
 		if (add_edge(h, w->t, w->d, w->cls))
 			goto out;
+		struct inst *in = w->cls == GW_NCCL ? ginst(tab, w, 0) : NULL;
+		int64_t wt = in && in->n > 1 && in->max_arr > w->t ? in->max_arr - w->t : 0;
+		if (wt > 0 && nwaits < INT32_MAX) {
+			struct nwait *nv = room_for(waits, nwaits, &cwaits, sizeof *waits, 256);
+			if (!nv)
+				goto out;
+			waits = nv;
+			waits[nwaits] = (struct nwait){ wt < w->d ? wt : w->d, in->late };
+			h->e[h->n - 2].wait = (int32_t)nwaits++;
+		}
 		/* the per-step figures: work that started in a step (the work between a sample's steps
 		 * is in the sweep, which must know when the device was busy, but not in them) */
 		long k = step_of(b, N, w->t);
 		if (k < 0)
 			continue;
 		if (w->cls == GW_NCCL) {
-			struct inst *in = ginst(tab, w, 0);
-			int64_t wt = in && in->n > 1 && in->max_arr > w->t ? in->max_arr - w->t : 0;
-			h->e[h->n - 2].wait = wt < w->d ? wt : w->d;
-			h->e[h->n - 2].late = in ? in->late : -1;
 			/* the same collective as the host saw it (its calls, by communicator and sequence
 			 * number): its waits are these */
 			struct inst *hin = w->comm != INT32_MIN ? an_inst_get(&sd->tab, w->comm, w->seq, 0) : NULL;
@@ -1013,9 +1024,9 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 			last_sync_end = e->t;
 			last_wait = e->lane == H_SYNC ? GP_IDLE_SYNC : GP_IDLE_PAGEABLE;
 		}
-		if (e->lane == GW_NCCL && e->delta > 0 && e->wait > 0) {
-			wait_until = e->t + e->wait;
-			late_rank = e->late;
+		if (e->wait >= 0) {
+			wait_until = e->t + waits[e->wait].ns;
+			late_rank = waits[e->wait].late;
 		}
 		int busy1 = cnt[GW_COMPUTE] || cnt[GW_COPY] || cnt[GW_COPY_IN] || cnt[GW_NCCL];
 		if (busy0 && !busy1) { /* an idle gap begins: did a wait for the device just empty the queue? */
@@ -1060,6 +1071,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 			gs->site = i;
 out:
 	free(kus);
+	free(waits);
 	/* (the edges are needed no more; the lateness held at its size) */
 	free(none.e);
 	an_gpu_lanes_free(sd->lanes[r]);
