@@ -486,6 +486,9 @@ const char *an_gpu_site(const struct proc *p, int i, const char *(*frames)[8], i
 struct p2pnum;
 void an_p2p_number(struct p2pnum **t, struct ev *v);
 void an_p2p_num_free(struct p2pnum *t);
+/* the thread's receives with a wildcard not resolved (nonblocking) and the receives left unmatched
+ * after them, added to *wilds and *after */
+void an_p2p_num_wild(const struct p2pnum *t, uint64_t *wilds, uint64_t *after);
 void an_p2p_match(struct analysis *a, struct stepdata *sd);
 int an_comm_rank(const struct proc *p, int32_t comm); /* p's rank in comm (its mpi_comm event), -1 unknown */
 /* the messages of p's point-to-point call e: its send or receive, both for a Sendrecv, keyed alike on

@@ -865,10 +865,16 @@ static void load_file(const struct analysis *a, struct slot *s)
 	if (rc == 0)
 		rc = trace_read(&f, &v);
 	an_gpu_loaded(p, &f);
+	uint64_t wilds = 0, after = 0;
 	for (int k = 0; k < p->nthr; k++) {
+		an_p2p_num_wild(p->thr[k].num, &wilds, &after);
 		an_p2p_num_free(p->thr[k].num);
 		p->thr[k].num = NULL;
 	}
+	if (wilds && rc == 0)
+		slot_warn(s, "%s: %" PRIu64 " nonblocking receives with MPI_ANY_SOURCE or MPI_ANY_TAG (their source is not "
+			  "recorded) and %" PRIu64 " later receives they may have taken messages of are not matched with their "
+			  "sends: their waits are not attributed, and they do not align the clocks", path, wilds, after);
 	if (rc < 0 || !f.have_header) {
 		slot_warn(s, "%s: unreadable (%s); left out", path, f.error[0] ? f.error : "no header");
 		trace_close(&f);

@@ -7,7 +7,10 @@
  * sender; a send that blocks (a rendezvous send, or its wait) before the matching receive was
  * posted waits for a late receiver. Each blocking call's wait is the longest of its operations',
  * charged to that operation's peer; split.c adds it to the step's waits like a collective's.
- * Wildcard receives (MPI_ANY_SOURCE, MPI_ANY_TAG) are not matched. */
+ * A blocking receive with a wildcard (MPI_ANY_SOURCE, MPI_ANY_TAG) is recorded with the source and
+ * tag it matched (preload/mpi.c) and numbered as such; a nonblocking one is not resolved, so the
+ * thread's later receives on its communicator that it may have taken a message of (any source,
+ * the same tag; the same source, any tag) are not matched either: their numbers could be off. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +25,9 @@ struct p2pnum {
 		int32_t n;                    /* calls so far; 0: a free slot (n starts at 1) */
 	} *v;
 	size_t cap, n;
+	struct nkey wild[8];              /* unresolved wildcard receives seen (peer or tag -1: any) */
+	int nwild;                        /* (9: too many to list: every receive is left unmatched) */
+	uint64_t wilds, after;            /* such receives, and receives left unmatched after them */
 };
 
 static uint64_t nkey_hash(int32_t comm, int32_t peer, int32_t tag, int32_t dir)
@@ -64,6 +70,37 @@ static int32_t order(struct p2pnum *t, int32_t comm, int32_t peer, int32_t tag, 
 	return t->v[j].n++;
 }
 
+/* a receive's number, -1 where an unresolved wildcard receive before it may have taken its message
+ * (and that receive noted) */
+static int32_t recv_order(struct p2pnum *t, int32_t comm, int32_t peer, int32_t tag)
+{
+	if (comm != -1 && (peer == -1 || tag == -1)) { /* (MPI_ANY_SOURCE, MPI_ANY_TAG) */
+		int i = 0;
+		while (i < t->nwild && i < 8 && !(t->wild[i].comm == comm && t->wild[i].peer == peer && t->wild[i].tag == tag))
+			i++;
+		if (i == t->nwild && i < 8)
+			t->wild[i] = (struct nkey){ comm, peer, tag, 1, 0 };
+		t->nwild += i == t->nwild && t->nwild < 9;
+		t->wilds++;
+		return -1;
+	}
+	int after = t->nwild > 8 && comm != -1 && peer >= 0;
+	for (int i = 0; i < t->nwild && i < 8 && !after; i++)
+		after = t->wild[i].comm == comm && (t->wild[i].peer < 0 || t->wild[i].peer == peer) &&
+			(t->wild[i].tag < 0 || t->wild[i].tag == tag) && peer >= 0;
+	if (after) {
+		t->after++;
+		return -1;
+	}
+	return order(t, comm, peer, tag, 1);
+}
+
+void an_p2p_num_wild(const struct p2pnum *t, uint64_t *wilds, uint64_t *after)
+{
+	*wilds += t ? t->wilds : 0;
+	*after += t ? t->after : 0;
+}
+
 void an_p2p_number(struct p2pnum **t, struct ev *v)
 {
 	if (!an_is_p2p(v))
@@ -72,9 +109,9 @@ void an_p2p_number(struct p2pnum **t, struct ev *v)
 		v->seq = -1;
 		return;
 	}
-	v->seq = order(*t, v->comm, v->peer, v->tag, v->op == DDPSPY_OP_RECV);
+	v->seq = v->op == DDPSPY_OP_RECV ? recv_order(*t, v->comm, v->peer, v->tag) : order(*t, v->comm, v->peer, v->tag, 0);
 	if (v->op == DDPSPY_OP_SENDRECV)
-		v->rseq = order(*t, v->comm, v->rpeer, v->rtag, 1);
+		v->rseq = recv_order(*t, v->comm, v->rpeer, v->rtag);
 }
 
 void an_p2p_num_free(struct p2pnum *t)

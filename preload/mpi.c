@@ -280,7 +280,43 @@ int MPI_Finalize(void)
 
 #include "mpi_wrappers.inc"
 
-/* MPI_Sendrecv and MPI_Sendrecv_replace, written here: two peers do not fit the generated table */
+/* The blocking receives (MPI_Recv, MPI_Sendrecv, MPI_Sendrecv_replace), written here: a receive
+ * with a wildcard (MPI_ANY_SOURCE, MPI_ANY_TAG) is recorded with the source and tag it matched,
+ * from its status (one of ours on the stack when the caller ignores it), so that the collector
+ * matches it with its send like any other (an unresolved wildcard is recorded as -1); and two
+ * peers do not fit the generated table. */
+static int wild(int source, int tag)
+{
+	return source == MPI_ANY_SOURCE || tag == MPI_ANY_TAG;
+}
+
+static void resolved(int *source, int *tag, const MPI_Status *st, int rc)
+{
+	if (*source == MPI_ANY_SOURCE)
+		*source = rc == MPI_SUCCESS ? st->MPI_SOURCE : -1;
+	if (*tag == MPI_ANY_TAG)
+		*tag = rc == MPI_SUCCESS ? st->MPI_TAG : -1;
+}
+
+DSP_REAL(int, PMPI_Recv, (void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+			  MPI_Status *status), "libmpi")
+int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status *status)
+{
+	if (!get_PMPI_Recv())
+		return MPI_ERR_OTHER;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_PMPI_Recv(buf, count, datatype, source, tag, comm, status);
+	MPI_Status mine, *st = status == MPI_STATUS_IGNORE && wild(source, tag) ? &mine : status;
+	uint64_t t0 = dsp_now();
+	int rc = real_PMPI_Recv(buf, count, datatype, source, tag, comm, st);
+	uint64_t t1 = dsp_now();
+	if (wild(source, tag))
+		resolved(&source, &tag, st, rc);
+	rec_p2p(t, t0, t1, DDPSPY_OP_RECV, comm, source, tag, count * tsize(datatype), 0, rc);
+	return rc;
+}
+
 DSP_REAL(int, PMPI_Sendrecv, (const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
 			     void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
 			     MPI_Status *status), "libmpi")
@@ -293,10 +329,13 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
 	if (!dsp_enter(t))
 		return real_PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
 					  recvtag, comm, status);
+	MPI_Status mine, *st = status == MPI_STATUS_IGNORE && wild(source, recvtag) ? &mine : status;
 	uint64_t t0 = dsp_now();
 	int rc = real_PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
-				    recvtag, comm, status);
+				    recvtag, comm, st);
 	uint64_t t1 = dsp_now();
+	if (wild(source, recvtag))
+		resolved(&source, &recvtag, st, rc);
 	rec_p2p_full(t, t0, t1, DDPSPY_OP_SENDRECV, comm, dest, sendtag, sendcount * tsize(sendtype), 0, rc, source,
 		     recvtag, recvcount * tsize(recvtype));
 	return rc;
@@ -312,9 +351,12 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, 
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
+	MPI_Status mine, *st = status == MPI_STATUS_IGNORE && wild(source, recvtag) ? &mine : status;
 	uint64_t t0 = dsp_now();
-	int rc = real_PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
+	int rc = real_PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, st);
 	uint64_t t1 = dsp_now();
+	if (wild(source, recvtag))
+		resolved(&source, &recvtag, st, rc);
 	int64_t bytes = count * tsize(datatype);
 	rec_p2p_full(t, t0, t1, DDPSPY_OP_SENDRECV, comm, dest, sendtag, bytes, 0, rc, source, recvtag, bytes);
 	return rc;

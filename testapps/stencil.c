@@ -5,14 +5,17 @@
  * block. Every --reduce-every iterations the ranks sum a residual with an 8-byte MPI_Allreduce (a
  * "thermo" reduction: collectives are rare). --heavy-rank R --heavy-factor F gives rank R F times
  * the rows of the others: it computes F times longer and its neighbours wait for it in their
- * receives (late sender).
+ * receives (late sender). --wildcard receives with MPI_ANY_SOURCE (each direction's tag still
+ * names one neighbour), as a master-worker program would: every receive when blocking, every other
+ * iteration's with --nonblocking (so that receives naming their source follow ones that did not).
  *
  * Rank 0 prints one JSON line of ground truth: the iterations, the decomposition, and per rank
  * its cells, and per iteration its compute time and its communication time (the halo exchange,
  * waits included), medians, measured by the program around each part with CLOCK_MONOTONIC.
  *
  * usage: stencil [--iters N] [--nx X] [--ny Y] [--heavy-rank R] [--heavy-factor F]
- *                [--nonblocking] [--reduce-every K]   (X by Y cells per rank, default 256 x 256) */
+ *                [--nonblocking] [--wildcard] [--reduce-every K]   (X by Y cells per rank, default
+ *                256 x 256) */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +43,7 @@ static double median(double *v, int n)
 
 int main(int argc, char **argv)
 {
-	int iters = 200, nx = 256, ny = 256, heavy = -1, every = 50, nonblocking = 0;
+	int iters = 200, nx = 256, ny = 256, heavy = -1, every = 50, nonblocking = 0, wildcard = 0;
 	double factor = 1;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--iters") && i + 1 < argc)
@@ -57,6 +60,8 @@ int main(int argc, char **argv)
 			every = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--nonblocking"))
 			nonblocking = 1;
+		else if (!strcmp(argv[i], "--wildcard"))
+			wildcard = 1;
 		else {
 			fprintf(stderr, "stencil: unknown argument %s\n", argv[i]);
 			return 2;
@@ -77,6 +82,11 @@ int main(int argc, char **argv)
 	int up, down, left, right;
 	MPI_Cart_shift(grid, 0, 1, &up, &down);
 	MPI_Cart_shift(grid, 1, 1, &left, &right);
+	/* the sources received from: any, where the neighbour is there (MPI_PROC_NULL stays) */
+	int fup = wildcard && up != MPI_PROC_NULL ? MPI_ANY_SOURCE : up;
+	int fdown = wildcard && down != MPI_PROC_NULL ? MPI_ANY_SOURCE : down;
+	int fleft = wildcard && left != MPI_PROC_NULL ? MPI_ANY_SOURCE : left;
+	int fright = wildcard && right != MPI_PROC_NULL ? MPI_ANY_SOURCE : right;
 	/* the heavy rank owns factor times the rows: its halos are the same, its compute longer */
 	int rows = rank == heavy ? (int)(ny * factor) : ny, cols = nx;
 	size_t w = (size_t)cols + 2, h = (size_t)rows + 2;
@@ -105,20 +115,21 @@ int main(int argc, char **argv)
 		if (nonblocking) {
 			MPI_Request q[8];
 			int k = 0;
-			MPI_Irecv(htop, cols, MPI_DOUBLE, up, 0, grid, &q[k++]);
-			MPI_Irecv(hbottom, cols, MPI_DOUBLE, down, 1, grid, &q[k++]);
-			MPI_Irecv(rl, n, MPI_DOUBLE, left, 2, grid, &q[k++]);
-			MPI_Irecv(rr, n, MPI_DOUBLE, right, 3, grid, &q[k++]);
+			int any = it % 2 == 0;
+			MPI_Irecv(htop, cols, MPI_DOUBLE, any ? fup : up, 0, grid, &q[k++]);
+			MPI_Irecv(hbottom, cols, MPI_DOUBLE, any ? fdown : down, 1, grid, &q[k++]);
+			MPI_Irecv(rl, n, MPI_DOUBLE, any ? fleft : left, 2, grid, &q[k++]);
+			MPI_Irecv(rr, n, MPI_DOUBLE, any ? fright : right, 3, grid, &q[k++]);
 			MPI_Isend(top, cols, MPI_DOUBLE, up, 1, grid, &q[k++]);
 			MPI_Isend(bottom, cols, MPI_DOUBLE, down, 0, grid, &q[k++]);
 			MPI_Isend(sl, n, MPI_DOUBLE, left, 3, grid, &q[k++]);
 			MPI_Isend(sr, n, MPI_DOUBLE, right, 2, grid, &q[k++]);
 			MPI_Waitall(k, q, MPI_STATUSES_IGNORE);
 		} else {
-			MPI_Sendrecv(top, cols, MPI_DOUBLE, up, 1, hbottom, cols, MPI_DOUBLE, down, 1, grid, MPI_STATUS_IGNORE);
-			MPI_Sendrecv(bottom, cols, MPI_DOUBLE, down, 0, htop, cols, MPI_DOUBLE, up, 0, grid, MPI_STATUS_IGNORE);
-			MPI_Sendrecv(sl, n, MPI_DOUBLE, left, 3, rr, n, MPI_DOUBLE, right, 3, grid, MPI_STATUS_IGNORE);
-			MPI_Sendrecv(sr, n, MPI_DOUBLE, right, 2, rl, n, MPI_DOUBLE, left, 2, grid, MPI_STATUS_IGNORE);
+			MPI_Sendrecv(top, cols, MPI_DOUBLE, up, 1, hbottom, cols, MPI_DOUBLE, fdown, 1, grid, MPI_STATUS_IGNORE);
+			MPI_Sendrecv(bottom, cols, MPI_DOUBLE, down, 0, htop, cols, MPI_DOUBLE, fup, 0, grid, MPI_STATUS_IGNORE);
+			MPI_Sendrecv(sl, n, MPI_DOUBLE, left, 3, rr, n, MPI_DOUBLE, fright, 3, grid, MPI_STATUS_IGNORE);
+			MPI_Sendrecv(sr, n, MPI_DOUBLE, right, 2, rl, n, MPI_DOUBLE, fleft, 2, grid, MPI_STATUS_IGNORE);
 		}
 		if (left != MPI_PROC_NULL)
 			for (int r = 0; r < n; r++)

@@ -47,8 +47,6 @@ for name, params, _, op, nbytes, root in list(TABLE):
 TABLE += [
     ("Send", "const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm",
      P, "SEND", "count * tsize(datatype)", "dest", "tag", "0"),
-    ("Recv", "void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status *status",
-     P, "RECV", "count * tsize(datatype)", "source", "tag", "0"),
     ("Isend", "const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request",
      P, "SEND", "count * tsize(datatype)", "dest", "tag", "request"),
     ("Irecv", "void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request *request",

@@ -15,7 +15,8 @@ all-reduce gives); the straggler is the heavy rank, for its compute, its peers' 
 wait states; the verdict is compute; its severity is within 0.1 of the part of the step the
 light ranks lose (their own figures); no collective_volume; balanced runs name no straggler. The
 same analysis comes out when the steps are found again from every call streamed (the long-trace
-path)."""
+path). Wildcard receives (MPI_ANY_SOURCE): blocking ones give the same analysis, nonblocking ones
+are left unmatched with the receives after them, and the report says so."""
 import json
 import os
 import shutil
@@ -158,7 +159,7 @@ def judged(name, j, truth, heavy, iters, states):
     return checks
 
 
-def stencil(name, np_, iters, nx, ny, heavy, factor, nonblocking):
+def stencil(name, np_, iters, nx, ny, heavy, factor, nonblocking, wildcard=False):
     o = os.path.join(d, name)
     shutil.rmtree(o, ignore_errors=True)
     args = ["-np", str(np_), app, "--iters", str(iters), "--nx", str(nx), "--ny", str(ny)]
@@ -166,6 +167,8 @@ def stencil(name, np_, iters, nx, ny, heavy, factor, nonblocking):
         args += ["--heavy-rank", str(heavy), "--heavy-factor", str(factor)]
     if nonblocking:
         args.append("--nonblocking")
+    if wildcard:
+        args.append("--wildcard")
     p = subprocess.run([DDPSPY, "run", "-o", o, "--"] + MPIRUN + args, capture_output=True, text=True, timeout=300)
     t = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 and p.stdout.strip() else None
     return o, t
@@ -180,6 +183,34 @@ live("stencil 2 ranks, 10x, nonblocking", lambda k: judge("2 ranks, rank 0 10x, 
 live("stencil 2 ranks, 10x, blocking", lambda k: judge("2 ranks, rank 0 10x, blocking",
                                                        *stencil("bl2", 2, 60, 2048, 1024, 0, 10, False), heavy=0, iters=60,
                                                        states=("late_sender", "late_receiver")))
+# wildcard receives (MPI_ANY_SOURCE): blocking ones are recorded with the source their status
+# names, so the same analysis comes out; every Sendrecv's receive from the other rank names it
+def wildcard_blocking(k):
+    o, t = stencil("wild-bl2", 2, 60, 2048, 1024, 0, 10, False, wildcard=True)
+    recs = dump(o)[0]
+    fl = {x["rank"]: x["file"] for x in of(recs, "process") if x["role"] == "rank"}
+    rp = {r: sorted({e["rpeer"] for e in events(recs, file=fl.get(r)) if e["kind"] == "mpi_p2p" and e["op"] == "sendrecv"})
+          for r in (0, 1)}
+    checks = judge("2 ranks, rank 0 10x, blocking, MPI_ANY_SOURCE", o, t, heavy=0, iters=60,
+                   states=("late_sender", "late_receiver"))
+    return [(rp == {0: [-2, 1], 1: [-2, 0]}, "MPI_ANY_SOURCE, blocking: each rank's receives from the other name it, "
+             "as their status did (receive peers %s; -2: MPI_PROC_NULL)" % rp)] + \
+        (checks if not isinstance(checks, str) else [(False, checks)])
+
+
+live("stencil 2 ranks, 10x, blocking, wildcard", wildcard_blocking)
+# nonblocking: the source of a receive posted with MPI_ANY_SOURCE is not recorded (it is known at its
+# wait), so it is not matched, nor the receives after it that it might have taken a message of
+# (every other iteration's here: the numbers of a neighbour's messages would be off); the report
+# says so, and neither waits nor clocks come of them
+o, t = stencil("wild-nb2", 2, 60, 2048, 1024, 0, 10, True, wildcard=True)
+j = report(o)
+ws = [w for w in (j or {"job": {"warnings": []}})["job"]["warnings"] if "MPI_ANY_SOURCE" in w]
+ok(j is not None and len(ws) == 2 and all("30 nonblocking receives" in w and "30 later receives" in w for w in ws) and
+   all(r["p2p_wait_share"] == 0 for r in j["ranks"]) and j["job"]["clock"]["method"] != "message-causality",
+   "MPI_ANY_SOURCE, nonblocking, every other iteration: 30 wildcard receives and the 30 after them not matched on "
+   "each rank, a warning each, no point-to-point waits, no clocks from them (%s; waits %s; clock %s)"
+   % (ws[:1], j and [r["p2p_wait_share"] for r in j["ranks"]], j and j["job"]["clock"]["method"]))
 # the long-trace path: the same from every call streamed
 diff = streamed_differences(out, prefix=200)
 ok(not diff, "2 ranks, nonblocking: the report is the same when the steps are found again from every call streamed: %s"
