@@ -74,7 +74,8 @@ static int32_t order(struct p2pnum *t, int32_t comm, int32_t peer, int32_t tag, 
  * (and that receive noted) */
 static int32_t recv_order(struct p2pnum *t, int32_t comm, int32_t peer, int32_t tag)
 {
-	if (comm != -1 && (peer == -1 || tag == -1)) { /* (MPI_ANY_SOURCE, MPI_ANY_TAG) */
+	if (comm != -1 && peer >= -1 && (peer == -1 || tag == -1)) { /* (MPI_ANY_SOURCE, MPI_ANY_TAG; not
+									* from MPI_PROC_NULL, -2) */
 		int i = 0;
 		while (i < t->nwild && i < 8 && !(t->wild[i].comm == comm && t->wild[i].peer == peer && t->wild[i].tag == tag))
 			i++;
