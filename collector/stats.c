@@ -68,12 +68,10 @@ void an_sort_near(void *base, size_t n, size_t size, int (*cmp)(const void *, co
 
 void an_merge(void *base, size_t n1, size_t n, size_t size, int (*cmp)(const void *, const void *))
 {
-	char *a = base, *first = n1 && n1 < n ? malloc(n1 * size) : NULL;
-	if (!n1 || n1 >= n || cmp(a + (n1 - 1) * size, a + n1 * size) <= 0) {
-		free(first);
-		return;
-	}
-	if (!first) {
+	char *a = base, *first;
+	if (!n1 || n1 >= n || cmp(a + (n1 - 1) * size, a + n1 * size) <= 0)
+		return; /* (already in order) */
+	if (!(first = malloc(n1 * size))) {
 		qsort(a, n, size, cmp);
 		return;
 	}

@@ -290,6 +290,7 @@ static int wild(int source, int tag)
 	return source == MPI_ANY_SOURCE || tag == MPI_ANY_TAG;
 }
 
+/* a wildcard's source and tag as its status names them (-1: the call failed); others as they are */
 static void resolved(int *source, int *tag, const MPI_Status *st, int rc)
 {
 	if (*source == MPI_ANY_SOURCE)
@@ -311,8 +312,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, M
 	uint64_t t0 = dsp_now();
 	int rc = real_PMPI_Recv(buf, count, datatype, source, tag, comm, st);
 	uint64_t t1 = dsp_now();
-	if (wild(source, tag))
-		resolved(&source, &tag, st, rc);
+	resolved(&source, &tag, st, rc);
 	rec_p2p(t, t0, t1, DDPSPY_OP_RECV, comm, source, tag, count * tsize(datatype), 0, rc);
 	return rc;
 }
@@ -334,8 +334,7 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
 	int rc = real_PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
 				    recvtag, comm, st);
 	uint64_t t1 = dsp_now();
-	if (wild(source, recvtag))
-		resolved(&source, &recvtag, st, rc);
+	resolved(&source, &recvtag, st, rc);
 	rec_p2p_full(t, t0, t1, DDPSPY_OP_SENDRECV, comm, dest, sendtag, sendcount * tsize(sendtype), 0, rc, source,
 		     recvtag, recvcount * tsize(recvtype));
 	return rc;
@@ -355,8 +354,7 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, 
 	uint64_t t0 = dsp_now();
 	int rc = real_PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, st);
 	uint64_t t1 = dsp_now();
-	if (wild(source, recvtag))
-		resolved(&source, &recvtag, st, rc);
+	resolved(&source, &recvtag, st, rc);
 	int64_t bytes = count * tsize(datatype);
 	rec_p2p_full(t, t0, t1, DDPSPY_OP_SENDRECV, comm, dest, sendtag, bytes, 0, rc, source, recvtag, bytes);
 	return rc;

@@ -200,8 +200,10 @@ for prefix in ("ncclKernel_", "fused_"):
 # per step of the sample, the figures were 3.4 times too large (200 steps, a sample of 46).
 # The job repeats one step, so the sample's figures are the whole trace's (the counts: its time
 # may not be, where this machine's other work held some of the steps, which a sample may hold
-# more or fewer of: the findings are compared by kind).
-truth, out = traced("sampled", ["--steps", "200", "--pageable", "--input-mb", "8"], 2)
+# more or fewer of: the findings are compared by kind). 64 MiB batches from pageable memory make
+# pageable_memcpy about 0.24 of the step, above what a busy host's cpu_contention reaches (with
+# 8 MiB it was 0.05, which that could pass).
+truth, out = traced("sampled", ["--steps", "200", "--pageable", "--input-mb", "64"], 2)
 jw = report(out) if truth else None
 p = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=300,
                    env=dict(os.environ, DDPSPY_REPORT_PREFIX="64", DDPSPY_REPORT_SAMPLE="32"))
