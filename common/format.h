@@ -15,7 +15,7 @@
 #define DDPSPY_MAGIC_LEN 8
 #define DDPSPY_FILE_HEADER_LEN 16
 #define DDPSPY_FORMAT_MAJOR 2
-#define DDPSPY_FORMAT_MINOR 4
+#define DDPSPY_FORMAT_MINOR 5
 /* the oldest major this reader still reads (1.x: events as msgpack arrays, modules snapshots) */
 #define DDPSPY_FORMAT_MAJOR_OLDEST 1
 
@@ -76,7 +76,7 @@ enum ddpspy_fdclass {
 /* Collective and point-to-point operations, shared by MPI and gloo events, with what the analysis
  * needs to know of each: SYM, every rank contributes and receives, so that all of them leave the
  * call together (their exits align clocks); DONE, a wait that completes the pending nonblocking
- * operations (MPI_Test* only looks). */
+ * operations (MPI_Waitany and MPI_Waitsome: the one its request names; MPI_Test* only looks). */
 #define DDPSPY_OPF_SYM 1
 #define DDPSPY_OPF_DONE 2
 #define DDPSPY_OPS(X)                                                                    \
@@ -100,7 +100,16 @@ enum ddpspy_fdclass {
 	X(OP_WAITALL, "waitall", DDPSPY_OPF_DONE)                                              \
 	X(OP_TEST, "test", 0)                                                                  \
 	X(OP_TESTALL, "testall", 0)                                                            \
-	X(OP_SENDRECV, "sendrecv", 0) /* 2.3 */
+	X(OP_SENDRECV, "sendrecv", 0) /* 2.3 */                                               \
+	X(OP_WAITANY, "waitany", DDPSPY_OPF_DONE) /* 2.5 */                                    \
+	X(OP_WAITSOME, "waitsome", DDPSPY_OPF_DONE)                                            \
+	X(OP_TESTANY, "testany", 0)                                                            \
+	X(OP_TESTSOME, "testsome", 0)                                                          \
+	X(OP_SCAN, "scan", 0)                                                                  \
+	X(OP_EXSCAN, "exscan", 0)                                                              \
+	X(OP_ALLTOALLW, "alltoallw", DDPSPY_OPF_SYM)                                           \
+	X(OP_PROBE, "probe", 0)                                                                \
+	X(OP_IPROBE, "iprobe", 0)
 
 enum ddpspy_op {
 #define X(e, s, f) DDPSPY_##e,

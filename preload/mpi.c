@@ -54,6 +54,15 @@ static int64_t vsum(const int *counts, MPI_Comm c)
 	return s;
 }
 
+/* MPI_Alltoallw's: the sum of count x its type's size over the ranks */
+static int64_t wsum(const int *counts, const MPI_Datatype *types, MPI_Comm c)
+{
+	int64_t n = csize(c), s = 0;
+	for (int64_t i = 0; counts && types && i < n; i++)
+		s += counts[i] * tsize(types[i]);
+	return s;
+}
+
 static int64_t request_id(const MPI_Request *r)
 {
 	return r ? (int64_t)(uintptr_t)*r : 0;
@@ -278,6 +287,28 @@ int MPI_Finalize(void)
 	return rc;
 }
 
+/* ---- MPI_Waitany, Waitsome, Testany, Testsome: the request they completed ----
+ * Recorded as one wait (count 1) of the request completed, or for Waitsome and Testsome the first
+ * of those it names (the others completed in that call are not named: the collector leaves them
+ * without the call that completed them). The call sets a completed request's handle to
+ * MPI_REQUEST_NULL, so the handles are copied first, on the stack: the first REQ_COPY of the
+ * array; one completed beyond them is recorded as 0 (unknown). */
+#define REQ_COPY 256
+
+static int copy_requests(MPI_Request *to, const MPI_Request *from, int count)
+{
+	int n = from && count > 0 ? (count < REQ_COPY ? count : REQ_COPY) : 0;
+	for (int i = 0; i < n; i++)
+		to[i] = from[i];
+	return n;
+}
+
+/* the request at index (MPI_UNDEFINED, a negative value in Open MPI: none) of the copy */
+static int64_t request_at(const MPI_Request *saved, int n, int index)
+{
+	return index >= 0 && index < n ? (int64_t)(uintptr_t)saved[index] : 0;
+}
+
 #include "mpi_wrappers.inc"
 
 /* The blocking receives (MPI_Recv, MPI_Sendrecv, MPI_Sendrecv_replace), written here: a receive
@@ -357,5 +388,37 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, 
 	resolved(&source, &recvtag, st, rc);
 	int64_t bytes = count * tsize(datatype);
 	rec_p2p_full(t, t0, t1, DDPSPY_OP_SENDRECV, comm, dest, sendtag, bytes, 0, rc, source, recvtag, bytes);
+	return rc;
+}
+
+/* MPI_Probe waits for a message without taking it: a wait that completes nothing (comms time);
+ * MPI_Iprobe, a poll, only when it took long enough to have done progress work, as MPI_Test */
+DSP_REAL(int, PMPI_Probe, (int source, int tag, MPI_Comm comm, MPI_Status *status), "libmpi")
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
+{
+	if (!get_PMPI_Probe())
+		return MPI_ERR_OTHER;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_PMPI_Probe(source, tag, comm, status);
+	uint64_t t0 = dsp_now();
+	int rc = real_PMPI_Probe(source, tag, comm, status);
+	uint64_t t1 = dsp_now();
+	rec_wait(t, t0, t1, DDPSPY_OP_PROBE, 0, 0, rc, 1);
+	return rc;
+}
+
+DSP_REAL(int, PMPI_Iprobe, (int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status), "libmpi")
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status)
+{
+	if (!get_PMPI_Iprobe())
+		return MPI_ERR_OTHER;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_PMPI_Iprobe(source, tag, comm, flag, status);
+	uint64_t t0 = dsp_now();
+	int rc = real_PMPI_Iprobe(source, tag, comm, flag, status);
+	uint64_t t1 = dsp_now();
+	rec_wait(t, t0, t1, DDPSPY_OP_IPROBE, 0, 0, rc, 0);
 	return rc;
 }

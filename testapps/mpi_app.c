@@ -1,11 +1,96 @@
 /* An MPI program with known traffic for the end-to-end test. Every rank:
  *   MPI_Allreduce of 1 MiB (262144 floats) x 5, MPI_Bcast of 4096 bytes from rank 0,
  *   MPI_Barrier after rank 0 sleeps 30 ms, MPI_Iallreduce of 64 KiB + MPI_Wait,
- *   MPI_Allgather of 8 ints per rank, and a ring of MPI_Send/MPI_Recv of 1000 bytes. */
+ *   MPI_Allgather of 8 ints per rank, and a ring of MPI_Send/MPI_Recv of 1000 bytes.
+ * Then the rest of what ddpspy records: MPI_Scan and MPI_Exscan of one int, MPI_Alltoallw of 2 ints
+ * to each rank, and with its partner (rank ^ 1, when there is one) each of the other sends and
+ * completions, a tag each: MPI_Ssend of 2000 bytes (tag 11), MPI_Bsend of 1500 (12), MPI_Rsend of
+ * 500 to a posted receive (13), MPI_Issend + MPI_Irecv of 300 completed by two MPI_Waitany (14), an
+ * MPI_Isend + MPI_Irecv of 200 by MPI_Waitsome (15), of 100 by MPI_Testany (16) and of 50 by
+ * MPI_Testsome (17), and a 40-byte message (18) that the higher rank waits for in MPI_Probe while
+ * the lower one sleeps 20 ms before sending it. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+/* the requests q[0], q[1] completed by the call of tag's exchange */
+static void complete(int tag, MPI_Request q[2])
+{
+	int done = 0, n, idx[2], flag;
+	while (done < 2) {
+		if (tag == 14) {
+			MPI_Waitany(2, q, idx, MPI_STATUS_IGNORE);
+			done++;
+		} else if (tag == 15) {
+			MPI_Waitsome(2, q, &n, idx, MPI_STATUSES_IGNORE);
+			done += n;
+		} else if (tag == 16) {
+			MPI_Testany(2, q, idx, &flag, MPI_STATUS_IGNORE);
+			done += flag;
+		} else {
+			MPI_Testsome(2, q, &n, idx, MPI_STATUSES_IGNORE);
+			done += n;
+		}
+	}
+}
+
+static void rest(int rank, int size)
+{
+	int one = 1, sum = 0;
+	MPI_Scan(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+	MPI_Exscan(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+	int *cnt = malloc(2 * sizeof(int) * (size_t)size), *disp = cnt + size, *sb = calloc(4 * (size_t)size, sizeof(int));
+	MPI_Datatype *ty = malloc(sizeof *ty * (size_t)size);
+	for (int i = 0; i < size; i++)
+		cnt[i] = 2, disp[i] = 8 * i, ty[i] = MPI_INT;
+	MPI_Alltoallw(sb, cnt, disp, ty, sb + 2 * size, cnt, disp, ty, MPI_COMM_WORLD);
+	free(cnt);
+	free(sb);
+	free(ty);
+	int peer = rank ^ 1, low = rank < peer;
+	if (peer >= size)
+		return;
+	static char m[2000], r[2000], bb[4096 + MPI_BSEND_OVERHEAD];
+	if (low)
+		MPI_Ssend(m, 2000, MPI_BYTE, peer, 11, MPI_COMM_WORLD);
+	else
+		MPI_Recv(r, 2000, MPI_BYTE, peer, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	MPI_Buffer_attach(bb, sizeof bb);
+	if (low)
+		MPI_Bsend(m, 1500, MPI_BYTE, peer, 12, MPI_COMM_WORLD);
+	else
+		MPI_Recv(r, 1500, MPI_BYTE, peer, 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	void *p;
+	int sz;
+	MPI_Buffer_detach(&p, &sz);
+	/* a ready send needs its receive posted: the higher rank posts it, then says so */
+	MPI_Request q[2];
+	if (!low)
+		MPI_Irecv(r, 500, MPI_BYTE, peer, 13, MPI_COMM_WORLD, &q[0]);
+	MPI_Sendrecv(NULL, 0, MPI_BYTE, peer, 99, NULL, 0, MPI_BYTE, peer, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	if (low)
+		MPI_Rsend(m, 500, MPI_BYTE, peer, 13, MPI_COMM_WORLD);
+	else
+		MPI_Wait(&q[0], MPI_STATUS_IGNORE);
+	static const int bytes[] = { 300, 200, 100, 50 };
+	for (int tag = 14; tag <= 17; tag++) {
+		MPI_Irecv(r, bytes[tag - 14], MPI_BYTE, peer, tag, MPI_COMM_WORLD, &q[0]);
+		if (tag == 14)
+			MPI_Issend(m, bytes[tag - 14], MPI_BYTE, peer, tag, MPI_COMM_WORLD, &q[1]);
+		else
+			MPI_Isend(m, bytes[tag - 14], MPI_BYTE, peer, tag, MPI_COMM_WORLD, &q[1]);
+		complete(tag, q);
+	}
+	if (low) {
+		usleep(20000);
+		MPI_Send(m, 40, MPI_BYTE, peer, 18, MPI_COMM_WORLD);
+	} else {
+		MPI_Status st;
+		MPI_Probe(peer, 18, MPI_COMM_WORLD, &st);
+		MPI_Recv(r, 40, MPI_BYTE, peer, 18, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	}
+}
 
 int main(int argc, char **argv)
 {
@@ -35,6 +120,7 @@ int main(int argc, char **argv)
 		MPI_Recv(msg, 1000, MPI_BYTE, from, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 		MPI_Send(msg, 1000, MPI_BYTE, to, 7, MPI_COMM_WORLD);
 	}
+	rest(rank, size);
 	MPI_Finalize();
 	if (rank == 0)
 		printf("mpi_app: done on %d ranks\n", size);

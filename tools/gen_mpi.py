@@ -8,10 +8,12 @@ between wrappers is data, so it lives here; the recording logic lives in preload
 import re
 import sys
 
-C, I, P, W = "coll", "icoll", "p2p", "wait"
+C, I, P, W, A = "coll", "icoll", "p2p", "wait", "any"
 
 # name, parameters, kind, op, bytes expression, root / peer expression, extra
-# (extra: tag expression for p2p; the request argument for nonblocking calls)
+# (extra: tag expression for p2p; the request argument for nonblocking calls; for waits and tests,
+# whether they completed something; for the "any" and "some" calls, the array's index they
+# completed, -1 none)
 TABLE = [
     ("Barrier", "MPI_Comm comm", C, "BARRIER", "0", "-1"),
     ("Bcast", "void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm",
@@ -40,6 +42,12 @@ TABLE = [
      C, "REDUCE_SCATTER", "vsum(recvcounts, comm) * tsize(datatype)", "-1"),
     ("Reduce_scatter_block", "const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm",
      C, "REDUCE_SCATTER_BLOCK", "recvcount * tsize(datatype) * csize(comm)", "-1"),
+    ("Alltoallw", "const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm",
+     C, "ALLTOALLW", "sendbuf == MPI_IN_PLACE ? wsum(recvcounts, recvtypes, comm) : wsum(sendcounts, sendtypes, comm)", "-1"),
+    ("Scan", "const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm",
+     C, "SCAN", "count * tsize(datatype)", "-1"),
+    ("Exscan", "const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm",
+     C, "EXSCAN", "count * tsize(datatype)", "-1"),
 ]
 # nonblocking collectives: the blocking entry's parameters plus MPI_Request *request
 for name, params, _, op, nbytes, root in list(TABLE):
@@ -49,6 +57,19 @@ TABLE += [
      P, "SEND", "count * tsize(datatype)", "dest", "tag", "0"),
     ("Isend", "const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request",
      P, "SEND", "count * tsize(datatype)", "dest", "tag", "request"),
+    # synchronous, buffered and ready sends: sends like any other (matched the same way)
+    ("Ssend", "const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm",
+     P, "SEND", "count * tsize(datatype)", "dest", "tag", "0"),
+    ("Bsend", "const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm",
+     P, "SEND", "count * tsize(datatype)", "dest", "tag", "0"),
+    ("Rsend", "const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm",
+     P, "SEND", "count * tsize(datatype)", "dest", "tag", "0"),
+    ("Issend", "const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request",
+     P, "SEND", "count * tsize(datatype)", "dest", "tag", "request"),
+    ("Ibsend", "const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request",
+     P, "SEND", "count * tsize(datatype)", "dest", "tag", "request"),
+    ("Irsend", "const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request",
+     P, "SEND", "count * tsize(datatype)", "dest", "tag", "request"),
     ("Irecv", "void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request *request",
      P, "RECV", "count * tsize(datatype)", "source", "tag", "request"),
     ("Wait", "MPI_Request *request, MPI_Status *status", W, "WAIT", "1", "request", "1"),
@@ -57,6 +78,14 @@ TABLE += [
     ("Test", "MPI_Request *request, int *flag, MPI_Status *status", W, "TEST", "1", "request", "*flag"),
     ("Testall", "int count, MPI_Request array_of_requests[], int *flag, MPI_Status array_of_statuses[]",
      W, "TESTALL", "count", "array_of_requests", "*flag"),
+    ("Waitany", "int count, MPI_Request reqs[], int *index, MPI_Status *status",
+     A, "WAITANY", "count", "reqs", "index ? *index : -1"),
+    ("Waitsome", "int incount, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]",
+     A, "WAITSOME", "incount", "reqs", "outcount && *outcount > 0 && indices ? indices[0] : -1"),
+    ("Testany", "int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status",
+     A, "TESTANY", "count", "reqs", "flag && *flag && index ? *index : -1"),
+    ("Testsome", "int incount, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]",
+     A, "TESTSOME", "incount", "reqs", "outcount && *outcount > 0 && indices ? indices[0] : -1"),
 ]
 
 NAME_RE = re.compile(r"(\w+)(\[\])?$")
@@ -81,6 +110,8 @@ def wrapper(e):
     if kind == W:
         # the request handles are read before the call, which frees them
         out.append(f"\tint64_t req = first_request({e[5]}, {e[4]});")
+    elif kind == A:
+        out += ["\tMPI_Request saved[REQ_COPY];", f"\tint n = copy_requests(saved, {e[5]}, {e[4]});"]
     out += ["\tuint64_t t0 = dsp_now();",
             f"\tint rc = real_{pname}({args});",
             "\tuint64_t t1 = dsp_now();"]
@@ -92,8 +123,11 @@ def wrapper(e):
     elif kind == P:
         req = "request_id(request)" if e[7] == "request" else "0"
         out.append(f"\trec_p2p(t, t0, t1, {o}, comm, {e[5]}, {e[6]}, {e[4]}, {req}, rc);")
-    else:
+    elif kind == W:
         out.append(f"\trec_wait(t, t0, t1, {o}, {e[4]}, req, rc, rc == MPI_SUCCESS && ({e[6]}));")
+    else:
+        out += [f"\tint i = rc == MPI_SUCCESS ? ({e[6]}) : -1; /* (MPI_UNDEFINED: negative) */",
+                f"\trec_wait(t, t0, t1, {o}, 1, request_at(saved, n, i), rc, i >= 0);"]
     out += ["\treturn rc;", "}", ""]
     return "\n".join(out)
 

@@ -1,6 +1,8 @@
 """An MPI program under `ddpspy run -- mpirun -np 2 --oversubscribe`: ranks identified, the
 launcher not mistaken for a rank, every collective with its bytes, root, communicator and a
-sequence number that matches across ranks, nonblocking calls tied to their wait."""
+sequence number that matches across ranks, nonblocking calls tied to their wait; the synchronous,
+buffered and ready sends, MPI_Waitany, Waitsome, Testany, Testsome naming the request they
+completed, MPI_Probe's wait, MPI_Scan, Exscan and Alltoallw."""
 import os
 import shutil
 from lib import *
@@ -43,11 +45,35 @@ for r, ev in sorted(by_rank.items()):
     ag = [e for e in ev if e["kind"] == "mpi_coll" and e["op"] == "allgather"]
     ok(len(ag) == 1 and ag[0]["bytes"] == 8 * 4 * 2, "rank %d: allgather of 8 ints from each of 2 ranks" % r)
     ic = [e for e in ev if e["kind"] == "mpi_icoll"]
-    wt = [e for e in ev if e["kind"] == "mpi_wait"]
+    wt = [e for e in ev if e["kind"] == "mpi_wait" and e["op"] == "wait"][:1]  # (rank 1 has another, later)
     ok(len(ic) == 1 and ic[0]["bytes"] == 65536 and len(wt) == 1 and wt[0]["request"] == ic[0]["request"]
        and ic[0]["request"] != 0, "rank %d: Iallreduce 64 KiB and the Wait on its request" % r)
-    pp = sorted((e["op"], e["peer"], e["bytes"], e["tag"]) for e in ev if e["kind"] == "mpi_p2p")
+    pp = sorted((e["op"], e["peer"], e["bytes"], e["tag"]) for e in ev if e["kind"] == "mpi_p2p" and e["tag"] == 7)
     ok(pp == [("recv", 1 - r, 1000, 7), ("send", 1 - r, 1000, 7)], "rank %d: send and recv of 1000 bytes: %s" % (r, pp))
+    sc = [(e["op"], e["bytes"]) for e in ev if e["kind"] == "mpi_coll" and e["op"] in ("scan", "exscan", "alltoallw")]
+    ok(sc == [("scan", 4), ("exscan", 4), ("alltoallw", 16)],
+       "rank %d: MPI_Scan, MPI_Exscan of one int, MPI_Alltoallw of 2 ints to each rank: %s" % (r, sc))
+    # the partner exchanges: rank 0 sends (Ssend, Bsend, Rsend: sends), rank 1 receives
+    p2 = {e["tag"]: e for e in ev if e["kind"] == "mpi_p2p" and 11 <= e["tag"] <= 13}
+    want = {11: 2000, 12: 1500, 13: 500}
+    ok(sorted(p2) == [11, 12, 13] and all(p2[t]["op"] == ("send" if r == 0 else "recv") and p2[t]["bytes"] == b and
+                                         p2[t]["peer"] == 1 - r for t, b in want.items()),
+       "rank %d: MPI_Ssend, MPI_Bsend, MPI_Rsend recorded as sends (rank 0), their receives (rank 1): %s"
+       % (r, {t: (e["op"], e["bytes"]) for t, e in p2.items()}))
+    # each completion call names a request of its exchange; together they complete both
+    for tag, op in ((14, "waitany"), (15, "waitsome"), (16, "testany"), (17, "testsome")):
+        posts = {e["request"]: e["op"] for e in ev if e["kind"] == "mpi_p2p" and e["tag"] == tag}
+        i = max(k for k, e in enumerate(ev) if e["kind"] == "mpi_p2p" and e["tag"] == tag) if posts else 0
+        named = [e["request"] for e in ev[i + 1:i + 3] if e["kind"] == "mpi_wait" and e["op"] == op and e["count"] == 1]
+        # Waitsome and Testsome may complete both at once, and name the first
+        ok(len(posts) == 2 and sorted(posts.values()) == ["recv", "send"] and
+           (set(named) == set(posts) if op.endswith("any") else named and set(named) <= set(posts)),
+           "rank %d: MPI_%s completions name the requests of the Irecv and %s they completed (%s of %s)"
+           % (r, op.capitalize(), "Issend" if tag == 14 else "Isend", [hex(x) for x in named], [hex(x) for x in posts]))
+    pr = [e for e in ev if e["kind"] == "mpi_wait" and e["op"] == "probe"]
+    ok((r == 0 and not pr) or (r == 1 and len(pr) == 1 and pr[0]["dur_ns"] > 15e6),
+       "rank %d: %s" % (r, "sends the probed message" if r == 0 else
+                        "MPI_Probe waits for rank 0's message, sent after 20 ms (%.1f ms)" % (ms(pr[0]["dur_ns"]) if pr else -1)))
     ok(len([e for e in ev if e["kind"] == "mpi_finalize"]) == 1, "rank %d: MPI_Finalize" % r)
 seqs = [sorted((e["seq"], e["op"]) for e in ev if e["kind"] in ("mpi_coll", "mpi_icoll")) for _, ev in sorted(by_rank.items())]
 ok(len(seqs) == 2 and seqs[0] == seqs[1] and [s for s, _ in seqs[0]] == list(range(len(seqs[0]))),

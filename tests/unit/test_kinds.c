@@ -80,6 +80,24 @@ int main(void)
 	e = event(DDPSPY_EV_MPI_WAIT, 4, wait);
 	an_convert(&e, &v);
 	ok(!test_kept && an_kept_sync(&v) && an_completes(&v), "MPI_Testall is not kept, MPI_Waitall completes");
+	int kept[4];
+	static const int any[4] = {DDPSPY_OP_WAITANY, DDPSPY_OP_WAITSOME, DDPSPY_OP_TESTANY, DDPSPY_OP_PROBE};
+	for (int i = 0; i < 4; i++) {
+		wait[0] = any[i];
+		e = event(DDPSPY_EV_MPI_WAIT, 4, wait);
+		an_convert(&e, &v);
+		kept[i] = an_kept_sync(&v) && an_completes(&v) && an_category(&v) == CAT_COMMS;
+	}
+	ok(kept[0] && kept[1] && !kept[2] && !kept[3],
+	   "MPI_Waitany and Waitsome complete (their request), MPI_Testany and MPI_Probe do not");
+	coll[0] = DDPSPY_OP_ALLTOALLW;
+	e = event(DDPSPY_EV_MPI_COLL, 6, coll);
+	an_convert(&e, &v);
+	int w = an_exit_aligns(&v);
+	coll[0] = DDPSPY_OP_SCAN;
+	e = event(DDPSPY_EV_MPI_COLL, 6, coll);
+	an_convert(&e, &v);
+	ok(w && !an_exit_aligns(&v), "MPI_Alltoallw's exits align clocks, MPI_Scan's do not (rank 0 needs no one)");
 
 	int64_t open[3] = {5, 0, DDPSPY_FD_FILE};
 	e = event(DDPSPY_EV_OPEN, 3, open);
