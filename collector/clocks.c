@@ -71,7 +71,12 @@ static void align_workers(struct analysis *a)
  * collective, posted a nonblocking one, launched its NCCL kernel) and when it saw it done (left
  * the call, left the wait that completed it, the kernel ended), on its own clock, anchored. An
  * instance of a symmetric collective (all-reduce, all-gather, all-to-all, barrier, reduce-scatter)
- * is done only once every rank joined it: no rank saw it done before the last one joined. */
+ * is done only once every rank joined it: no rank saw it done before the last one joined.
+ * done is NO_EXIT where the rank's exit says nothing of when the instance ended: a wait shorter
+ * than WAIT_BLOCKED, which may have found it done long before (a wait after the work it overlaps),
+ * is neither an exit that every rank leaves together nor a bound tight enough to keep. */
+#define NO_EXIT INT64_MAX
+#define WAIT_BLOCKED 20000
 struct cpt {
 	int32_t comm, seq;
 	int64_t join, done;
@@ -117,7 +122,8 @@ static void host_calls(const struct proc *p, const struct ev *ev, size_t n, cons
 		} else if (!an_post(q, &e) && an_posts_of(q, &e, &i, &last)) {
 			for (int j = i; j < last; j++)
 				if (an_op_is(&q->v[j], DDPSPY_OPF_SYM) && at_level(p, &q->v[j], lv != NULL))
-					cpt_add(c, q->v[j].comm, q->v[j].seq, q->v[j].t, e.t + e.d);
+					cpt_add(c, q->v[j].comm, q->v[j].seq, q->v[j].t,
+						e.d < WAIT_BLOCKED ? NO_EXIT : e.t + e.d);
 			an_posts_done(q, i, last);
 		}
 	}
@@ -263,7 +269,7 @@ static void bounds(const struct sig *g, size_t w, const double *b, double *U, st
 			}
 			for (int r = 0; r < R; r++) {
 				const struct cpt *xr = X(m, k, r);
-				if (xr->join == INT64_MIN)
+				if (xr->join == INT64_MIN || xr->done == NO_EXIT)
 					continue;
 				double dr = undrift(b[r], xr->done, tc), *row = &U[(size_t)r * (size_t)R];
 				for (int L = 0; L < R; L++) {
@@ -287,8 +293,8 @@ static void bounds(const struct sig *g, size_t w, const double *b, double *U, st
 				const struct cpt *xr = X(m, k, r);
 				if (xr->join == INT64_MIN)
 					continue;
-				double h = undrift(b[r], xr->done, tc) - undrift(0, x0->join, tc);
-				double l = undrift(0, x0->done, tc) - undrift(b[r], xr->join, tc);
+				double h = xr->done == NO_EXIT ? INFINITY : undrift(b[r], xr->done, tc) - undrift(0, x0->join, tc);
+				double l = x0->done == NO_EXIT ? INFINITY : undrift(0, x0->done, tc) - undrift(b[r], xr->join, tc);
 				hi[r] = h < hi[r] ? h : hi[r];
 				lo[r] = l < lo[r] ? l : lo[r];
 			}
@@ -340,7 +346,7 @@ static size_t exits(const struct mat *m, size_t k0, size_t k1, int r, double b, 
 	size_t n = 0;
 	for (size_t k = k0; k < k1; k++) {
 		const struct cpt *x0 = X(m, k, 0), *xr = X(m, k, r);
-		if (x0->join != INT64_MIN && xr->join != INT64_MIN)
+		if (x0->join != INT64_MIN && xr->join != INT64_MIN && x0->done != NO_EXIT && xr->done != NO_EXIT)
 			v[n++] = undrift(b, xr->done, tc) - undrift(0, x0->done, tc);
 	}
 	return n;

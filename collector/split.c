@@ -21,8 +21,36 @@ struct wait_ctx {
 	int rank;
 	int64_t pend_seq[64];
 	int pend_comm[64];
+	uint64_t pend_ord[64];
 	int npend;
+	/* the latest nonblocking posts, collectives and point-to-point: request, and order among all */
+	uint32_t post_req[64];
+	uint64_t nposts;
 };
+
+#define POSTS 64
+
+/* The pending collectives a completing wait e completed: those posted among the e->count posts in a
+ * row from the latest with e's request (the last count posted when the first of them has it: a
+ * loop that posts then waits all), as p2p.c completes point-to-point operations; a MPI_Waitall whose
+ * request is none of the latest posts, every pending one. [*from, *to): orders of posts. */
+static void completed_posts(const struct wait_ctx *w, const struct ev *e, uint64_t *from, uint64_t *to)
+{
+	uint64_t c = e->count > 1 ? (uint64_t)e->count : 1, n = w->nposts, f = UINT64_MAX;
+	uint64_t oldest = n > POSTS ? n - POSTS : 0;
+	if (c <= n - oldest && w->post_req[(n - c) % POSTS] == e->req)
+		f = n - c;
+	for (uint64_t j = n; f == UINT64_MAX && j-- > oldest;)
+		if (w->post_req[j % POSTS] == e->req)
+			f = j;
+	if (f == UINT64_MAX) {
+		*from = 0;
+		*to = e->op == DDPSPY_OP_WAITALL ? UINT64_MAX : 0;
+		return;
+	}
+	*from = f;
+	*to = f + c;
+}
 
 /* how long e waited for the last peer, and which instance released it */
 static double wait_of(struct wait_ctx *w, const struct ev *e, struct inst **rel)
@@ -36,19 +64,35 @@ static double wait_of(struct wait_ctx *w, const struct ev *e, struct inst **rel)
 			*rel = in;
 		}
 	} else if (an_completes(e)) {
+		/* the collectives it completed (and any posted before them still pending: done by then,
+		 * as far as the trace can tell): it waited for the last rank to post the latest */
+		uint64_t from, to;
+		completed_posts(w, e, &from, &to);
+		int last = -1, k = 0;
+		for (int i = 0; i < w->npend; i++)
+			if (w->pend_ord[i] >= from && w->pend_ord[i] < to)
+				last = i;
 		for (int i = 0; i < w->npend; i++) {
+			if (i > last) {
+				w->pend_comm[k] = w->pend_comm[i], w->pend_seq[k] = w->pend_seq[i];
+				w->pend_ord[k++] = w->pend_ord[i];
+				continue;
+			}
 			struct inst *in = an_inst_get(w->tab, w->pend_comm[i], (int)w->pend_seq[i], 0);
 			if (in && in->n > 1 && in->max_arr > release) {
 				release = in->max_arr;
 				*rel = in;
 			}
 		}
-		w->npend = 0;
-	} else if (an_kind(e->kind)->m & DDPSPY_KM_NONBLOCKING) {
-		if (w->npend < 64) {
+		w->npend = k;
+	} else if (e->req && ((an_kind(e->kind)->m & DDPSPY_KM_NONBLOCKING) ||
+			      (an_is_p2p(e) && e->op != DDPSPY_OP_SENDRECV))) {
+		if ((an_kind(e->kind)->m & DDPSPY_KM_NONBLOCKING) && w->npend < 64) {
 			w->pend_comm[w->npend] = e->comm;
+			w->pend_ord[w->npend] = w->nposts;
 			w->pend_seq[w->npend++] = e->seq;
 		}
+		w->post_req[w->nposts++ % POSTS] = e->req;
 	}
 	if (!*rel)
 		return 0;
@@ -446,7 +490,7 @@ static int split_event(void *ctx, const struct ev *e)
 	else if (c < CAT_COUNT) /* (a marker is a point in time) */
 		add_span(ri->steps, s->ns, N, &s->cur, e->t, e->d, c);
 	struct inst *rel = NULL;
-	double wt = an_is_coll(e->kind) ? wait_of(&s->w, e, &rel) : 0;
+	double wt = an_is_coll(e->kind) || an_is_p2p(e) ? wait_of(&s->w, e, &rel) : 0;
 	/* add_span left cur at the first step ending after e starts: events come in time order */
 	long k = s->cur < N && ri->steps[s->cur].t0 <= e->t ? (long)s->cur : -1;
 	if (k >= 0 && rel && wt > 0) {

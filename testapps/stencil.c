@@ -8,13 +8,17 @@
  * receives (late sender). --wildcard receives with MPI_ANY_SOURCE (each direction's tag still
  * names one neighbour), as a master-worker program would: every receive when blocking, every other
  * iteration's with --nonblocking (so that receives naming their source follow ones that did not).
+ * --waitany (nonblocking) completes the receives one at a time with MPI_Waitany, as a program that
+ * unpacks each halo as it arrives would, then the sends with MPI_Waitall. --overlap-reduce sums
+ * the previous iteration's residual with an MPI_Iallreduce posted before the exchange and waited
+ * for (MPI_Wait) after the update, as a pipelined solver overlaps its dot products.
  *
  * Rank 0 prints one JSON line of ground truth: the iterations, the decomposition, and per rank
  * its cells, and per iteration its compute time and its communication time (the halo exchange,
  * waits included), medians, measured by the program around each part with CLOCK_MONOTONIC.
  *
  * usage: stencil [--iters N] [--nx X] [--ny Y] [--heavy-rank R] [--heavy-factor F]
- *                [--nonblocking] [--wildcard] [--reduce-every K]   (X by Y cells per rank, default
+ *                [--nonblocking] [--waitany] [--wildcard] [--overlap-reduce] [--reduce-every K]   (X by Y cells per rank, default
  *                256 x 256) */
 #include <mpi.h>
 #include <stdio.h>
@@ -43,7 +47,7 @@ static double median(double *v, int n)
 
 int main(int argc, char **argv)
 {
-	int iters = 200, nx = 256, ny = 256, heavy = -1, every = 50, nonblocking = 0, wildcard = 0;
+	int iters = 200, nx = 256, ny = 256, heavy = -1, every = 50, nonblocking = 0, wildcard = 0, waitany = 0, overlap = 0;
 	double factor = 1;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--iters") && i + 1 < argc)
@@ -60,6 +64,10 @@ int main(int argc, char **argv)
 			every = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--nonblocking"))
 			nonblocking = 1;
+		else if (!strcmp(argv[i], "--overlap-reduce"))
+			overlap = 1;
+		else if (!strcmp(argv[i], "--waitany"))
+			nonblocking = waitany = 1;
 		else if (!strcmp(argv[i], "--wildcard"))
 			wildcard = 1;
 		else {
@@ -102,9 +110,12 @@ int main(int argc, char **argv)
 		a[i] = (double)((i * 2654435761u) % 1000) / 1000.0;
 	/* the row halos go to the neighbours above and below; a neighbour's edge row has as many
 	 * cells as ours (cols), the column halos carry min(rows) cells: each rank sends its first ny */
-	double residual = 0;
+	double residual = 0, res = 0, g = 0;
 	for (int it = 0; it < iters; it++) {
 		double t0 = now_ms();
+		MPI_Request rq = MPI_REQUEST_NULL;
+		if (overlap && (it + 1) % every == 0) /* the previous residual's, overlapped */
+			MPI_Iallreduce(&res, &g, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &rq);
 		int n = ny; /* column halo length: the same on every rank */
 		for (int r = 0; r < n; r++) {
 			sl[r] = a[(size_t)(r + 1) * w + 1];
@@ -124,7 +135,11 @@ int main(int argc, char **argv)
 			MPI_Isend(bottom, cols, MPI_DOUBLE, down, 0, grid, &q[k++]);
 			MPI_Isend(sl, n, MPI_DOUBLE, left, 3, grid, &q[k++]);
 			MPI_Isend(sr, n, MPI_DOUBLE, right, 2, grid, &q[k++]);
-			MPI_Waitall(k, q, MPI_STATUSES_IGNORE);
+			for (int i = 0; waitany && i < 4; i++) {
+				int idx;
+				MPI_Waitany(4, q, &idx, MPI_STATUS_IGNORE);
+			}
+			MPI_Waitall(waitany ? 4 : k, waitany ? q + 4 : q, MPI_STATUSES_IGNORE);
 		} else {
 			MPI_Sendrecv(top, cols, MPI_DOUBLE, up, 1, hbottom, cols, MPI_DOUBLE, fdown, 1, grid, MPI_STATUS_IGNORE);
 			MPI_Sendrecv(bottom, cols, MPI_DOUBLE, down, 0, htop, cols, MPI_DOUBLE, fup, 0, grid, MPI_STATUS_IGNORE);
@@ -139,11 +154,11 @@ int main(int argc, char **argv)
 				a[(size_t)(r + 1) * w + (size_t)cols + 1] = rr[r];
 		double t1 = now_ms();
 		/* the update: a Jacobi sweep, then the residual of the block */
-		double res = 0;
+		double sum = 0; /* (res may be being summed: it is set after the wait) */
 		for (size_t y = 1; y <= (size_t)rows; y++)
 			for (size_t x = 1; x <= (size_t)cols; x++) {
 				double v = 0.25 * (a[(y - 1) * w + x] + a[(y + 1) * w + x] + a[y * w + x - 1] + a[y * w + x + 1]);
-				res += (v - a[y * w + x]) * (v - a[y * w + x]);
+				sum += (v - a[y * w + x]) * (v - a[y * w + x]);
 				b[y * w + x] = v;
 			}
 		double *s = a;
@@ -152,8 +167,14 @@ int main(int argc, char **argv)
 		double t2 = now_ms();
 		tm[it] = t1 - t0;
 		tc[it] = t2 - t1;
-		if ((it + 1) % every == 0) { /* the thermo reduction */
-			double t3 = now_ms(), g;
+		if (rq != MPI_REQUEST_NULL) {
+			MPI_Wait(&rq, MPI_STATUS_IGNORE);
+			residual = g;
+			tm[it] += now_ms() - t2;
+		}
+		res = sum;
+		if (!overlap && (it + 1) % every == 0) { /* the thermo reduction */
+			double t3 = now_ms();
 			MPI_Allreduce(&res, &g, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 			residual = g;
 			tm[it] += now_ms() - t3;
