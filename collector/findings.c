@@ -240,8 +240,10 @@ static void find_late_ranks(struct analysis *a, int serialized)
 		for (int o = 0; o < DDPSPY_OP_COUNT; o++)
 			coll += by_op[o];
 		int p2p = ls + lr > coll;
-		/* what fixing L wins: the least any other rank waited for it, per step, as far as L's
-		 * extra work (compute, input, host) over its peers explains it. A rank that is late
+		/* what fixing L wins: the least any other rank waited for it (the median over steps), as
+		 * far as L's extra work (compute, input, host) over its peers explains it (its mean: a
+		 * step's wait and excess vary apart, each rank's steps being its own, and the lesser of
+		 * the two step by step falls short of both by that noise). A rank that is late
 		 * only because its previous collective finished later (Open MPI completes a large
 		 * nonblocking all-reduce on one rank well after the other) is not a straggler. When
 		 * the others wait for it point to point, the mean: its neighbours wait for it directly,
@@ -259,12 +261,13 @@ static void find_late_ranks(struct analysis *a, int serialized)
 				mean += x / (R - 1);
 			}
 			const double *e = &sd->exc[(k * R + L) * CAT_COUNT];
-			g[k] = fmin(p2p ? mean : least, e[CAT_COMPUTE] + e[CAT_DATA] + e[CAT_HOST]);
+			g[k] = p2p ? mean : least;
 			w[k] = mean;
 			for (int c = 0; c < CAT_COUNT; c++)
 				exc[c] += e[c] / (double)N;
 		}
-		double sev = an_quantile(g, N, 0.5) / median_step(a), wait = an_quantile(w, N, 0.5);
+		double sev = fmin(an_quantile(g, N, 0.5), exc[CAT_COMPUTE] + exc[CAT_DATA] + exc[CAT_HOST]) / median_step(a);
+		double wait = an_quantile(w, N, 0.5);
 		if (sev < 0.02)
 			continue;
 		int cause = CAT_COMPUTE;

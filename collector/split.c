@@ -762,7 +762,10 @@ static void critical_path(struct analysis *a, struct stepdata *sd)
 }
 
 /* Per rank: step quantiles, shares, waits, lateness, bytes per step; for the job: the critical
- * path's shares and the step quantiles (a step of the job lasts as long as its longest rank's). */
+ * path's shares and the step quantiles (a step of the job: the mean of its ranks'. Their steps
+ * take turns being long by where each rank's own bounds fall, never for long since every step
+ * synchronizes them: the longest rank's, step by step, would be longer than any rank's steps
+ * are, by that noise). */
 static void figures(struct analysis *a, struct stepdata *sd)
 {
 	int R = a->nranks;
@@ -774,6 +777,9 @@ static void figures(struct analysis *a, struct stepdata *sd)
 		free(job);
 		return;
 	}
+	int with = 0; /* (the ranks that have steps) */
+	for (int r = 0; r < R; r++)
+		with += a->ranks[r].steps != NULL;
 	for (int r = 0; r < R; r++) {
 		struct rankinfo *ri = &a->ranks[r];
 		if (!ri->steps)
@@ -783,7 +789,7 @@ static void figures(struct analysis *a, struct stepdata *sd)
 			struct rankstep *st = &ri->steps[k];
 			double len = MS(st->t1 - st->t0);
 			v[k] = len;
-			job[k] = fmax(job[k], len);
+			job[k] += len / with;
 			sum += len;
 			wait += st->wait;
 			p2p[0] += st->p2p[0];
