@@ -194,12 +194,18 @@ static void rec_coll(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, MPI_Co
 
 /* A point-to-point call: its send or receive as peer, tag, bytes; MPI_Sendrecv's receive as rpeer,
  * rtag, rbytes (-1 for the other calls) */
-static void rec_p2p_full(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, MPI_Comm comm, int64_t peer,
-			 int64_t tag, int64_t bytes, int64_t request, int rc, int64_t rpeer, int64_t rtag, int64_t rbytes)
+static void emit_p2p(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, MPI_Comm comm, int64_t peer, int64_t tag,
+		     int64_t bytes, int64_t request, int rc, int64_t rpeer, int64_t rtag, int64_t rbytes)
 {
 	struct comm_ent *e = comm_get(t, comm);
 	int64_t a[10] = {op, e ? e->id : -1, peer, tag, bytes, request, rc, rpeer, rtag, rbytes};
 	dsp_emit_wait(t, DDPSPY_EV_MPI_P2P, t0, t1, 10, a);
+}
+
+static void rec_p2p_full(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, MPI_Comm comm, int64_t peer,
+			 int64_t tag, int64_t bytes, int64_t request, int rc, int64_t rpeer, int64_t rtag, int64_t rbytes)
+{
+	emit_p2p(t, t0, t1, op, comm, peer, tag, bytes, request, rc, rpeer, rtag, rbytes);
 	dsp_leave(t);
 }
 
@@ -420,5 +426,152 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status
 	int rc = real_PMPI_Iprobe(source, tag, comm, flag, status);
 	uint64_t t1 = dsp_now();
 	rec_wait(t, t0, t1, DDPSPY_OP_IPROBE, 0, 0, rc, 0);
+	return rc;
+}
+
+/* ---- persistent requests: MPI_Send_init and its kin, started by MPI_Start and MPI_Startall ----
+ * An init sends nothing: what it describes is kept by its request handle in a table, and each start
+ * is recorded as the Isend or Irecv it begins, with the persistent request, so that the wait that
+ * completes it is matched as theirs are. The table is lock-free for a start's lookup: an entry's
+ * fields are written before its handle is published (release), a freed one is marked gone. A
+ * request made while the table's PERSIST entries are taken is not recorded when started. */
+#define PERSIST 4096
+#define PERSIST_BUSY ((void *)1)
+#define PERSIST_GONE ((void *)2)
+static struct persist {
+	void *req;
+	MPI_Comm comm;
+	int op, peer, tag;
+	int64_t bytes;
+} persist[PERSIST];
+static int persisted; /* whether an entry was ever made: lookups skip the table until then */
+
+static size_t persist_slot(const void *req)
+{
+	return (size_t)(((uintptr_t)req >> 4) * 0x9e3779b97f4a7c15ull >> 52) & (PERSIST - 1);
+}
+
+static struct persist *persist_find(const void *req)
+{
+	if (!req || !__atomic_load_n(&persisted, __ATOMIC_RELAXED))
+		return NULL;
+	for (size_t i = persist_slot(req), n = 0; n < PERSIST; i = (i + 1) & (PERSIST - 1), n++) {
+		void *k = __atomic_load_n(&persist[i].req, __ATOMIC_ACQUIRE);
+		if (k == req)
+			return &persist[i];
+		if (!k)
+			return NULL;
+	}
+	return NULL;
+}
+
+static void persist_put(MPI_Request req, int op, MPI_Comm comm, int peer, int tag, int64_t bytes)
+{
+	for (size_t i = persist_slot(req), n = 0; req && n < PERSIST; i = (i + 1) & (PERSIST - 1), n++) {
+		void *k = __atomic_load_n(&persist[i].req, __ATOMIC_ACQUIRE);
+		if ((k == NULL || k == PERSIST_GONE) &&
+		    __atomic_compare_exchange_n(&persist[i].req, &k, PERSIST_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+			persist[i].comm = comm, persist[i].op = op, persist[i].peer = peer, persist[i].tag = tag;
+			persist[i].bytes = bytes;
+			__atomic_store_n(&persist[i].req, (void *)req, __ATOMIC_RELEASE);
+			__atomic_store_n(&persisted, 1, __ATOMIC_RELAXED);
+			return;
+		}
+	}
+}
+
+/* the inits: forwarded, then described in the table (recording nothing themselves) */
+#define PERSIST_INIT(name, OP)                                                                      \
+	DSP_REAL(int, PMPI_##name, (const void *buf, int count, MPI_Datatype datatype, int peer, int tag,     \
+				    MPI_Comm comm, MPI_Request *request), "libmpi")                   \
+	int MPI_##name(const void *buf, int count, MPI_Datatype datatype, int peer, int tag, MPI_Comm comm,     \
+		       MPI_Request *request)                                                                 \
+	{                                                                                                    \
+		if (!get_PMPI_##name())                                                                      \
+			return MPI_ERR_OTHER;                                                                \
+		struct dsp_tls *t = &dsp_tls;                                                                \
+		if (!dsp_enter(t))                                                                           \
+			return real_PMPI_##name(buf, count, datatype, peer, tag, comm, request);             \
+		int rc = real_PMPI_##name(buf, count, datatype, peer, tag, comm, request);                   \
+		if (rc == MPI_SUCCESS && request)                                                            \
+			persist_put(*request, DDPSPY_OP_##OP, comm, peer, tag, count * tsize(datatype));     \
+		dsp_leave(t);                                                                                \
+		return rc;                                                                                   \
+	}
+PERSIST_INIT(Send_init, SEND)
+PERSIST_INIT(Ssend_init, SEND)
+PERSIST_INIT(Bsend_init, SEND)
+PERSIST_INIT(Rsend_init, SEND)
+/* (MPI_Recv_init's buffer is not const: its own wrapper) */
+DSP_REAL(int, PMPI_Recv_init, (void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+			       MPI_Request *request), "libmpi")
+int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+		  MPI_Request *request)
+{
+	if (!get_PMPI_Recv_init())
+		return MPI_ERR_OTHER;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_PMPI_Recv_init(buf, count, datatype, source, tag, comm, request);
+	int rc = real_PMPI_Recv_init(buf, count, datatype, source, tag, comm, request);
+	if (rc == MPI_SUCCESS && request)
+		persist_put(*request, DDPSPY_OP_RECV, comm, source, tag, count * tsize(datatype));
+	dsp_leave(t);
+	return rc;
+}
+
+/* a start of a persistent request at t0..t1 (each of MPI_Startall's after the first at its end:
+ * one call, its time counted once) */
+static void rec_start(struct dsp_tls *t, uint64_t t0, uint64_t t1, MPI_Request req, int rc)
+{
+	const struct persist *p = persist_find(req);
+	if (p)
+		emit_p2p(t, t0, t1, p->op, p->comm, p->peer, p->tag, p->bytes, (int64_t)(uintptr_t)req, rc, -1, -1, -1);
+}
+
+DSP_REAL(int, PMPI_Start, (MPI_Request *request), "libmpi")
+int MPI_Start(MPI_Request *request)
+{
+	if (!get_PMPI_Start())
+		return MPI_ERR_OTHER;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_PMPI_Start(request);
+	MPI_Request req = request ? *request : (MPI_Request)0; /* (not MPI_REQUEST_NULL: a global of libmpi) */
+	uint64_t t0 = dsp_now();
+	int rc = real_PMPI_Start(request);
+	uint64_t t1 = dsp_now();
+	rec_start(t, t0, t1, req, rc);
+	dsp_leave(t);
+	return rc;
+}
+
+DSP_REAL(int, PMPI_Startall, (int count, MPI_Request reqs[]), "libmpi")
+int MPI_Startall(int count, MPI_Request reqs[])
+{
+	if (!get_PMPI_Startall())
+		return MPI_ERR_OTHER;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_PMPI_Startall(count, reqs);
+	uint64_t t0 = dsp_now();
+	int rc = real_PMPI_Startall(count, reqs);
+	uint64_t t1 = dsp_now();
+	for (int i = 0; reqs && i < count; i++) /* (persistent handles stay as they were) */
+		rec_start(t, i ? t1 : t0, t1, reqs[i], rc);
+	dsp_leave(t);
+	return rc;
+}
+
+DSP_REAL(int, PMPI_Request_free, (MPI_Request *request), "libmpi")
+int MPI_Request_free(MPI_Request *request)
+{
+	if (!get_PMPI_Request_free())
+		return MPI_ERR_OTHER;
+	struct persist *p = request ? persist_find(*request) : NULL;
+	int rc = real_PMPI_Request_free(request);
+	/* the handle may be reused for a new request: forget this one */
+	if (rc == MPI_SUCCESS && p)
+		__atomic_store_n(&p->req, PERSIST_GONE, __ATOMIC_RELEASE);
 	return rc;
 }

@@ -8,7 +8,9 @@
  * 500 to a posted receive (13), MPI_Issend + MPI_Irecv of 300 completed by two MPI_Waitany (14), an
  * MPI_Isend + MPI_Irecv of 200 by MPI_Waitsome (15), of 100 by MPI_Testany (16) and of 50 by
  * MPI_Testsome (17), and a 40-byte message (18) that the higher rank waits for in MPI_Probe while
- * the lower one sleeps 20 ms before sending it. */
+ * the lower one sleeps 20 ms before sending it; then persistent requests (MPI_Recv_init and
+ * MPI_Send_init, 64 bytes, tag 19) started three times, by MPI_Startall twice and MPI_Start, each
+ * time completed by MPI_Waitall, then freed. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +92,19 @@ static void rest(int rank, int size)
 		MPI_Probe(peer, 18, MPI_COMM_WORLD, &st);
 		MPI_Recv(r, 40, MPI_BYTE, peer, 18, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 	}
+	MPI_Recv_init(r, 64, MPI_BYTE, peer, 19, MPI_COMM_WORLD, &q[0]);
+	MPI_Send_init(m, 64, MPI_BYTE, peer, 19, MPI_COMM_WORLD, &q[1]);
+	for (int k = 0; k < 3; k++) {
+		if (k < 2) {
+			MPI_Startall(2, q);
+		} else {
+			MPI_Start(&q[0]);
+			MPI_Start(&q[1]);
+		}
+		MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
+	}
+	MPI_Request_free(&q[0]);
+	MPI_Request_free(&q[1]);
 }
 
 int main(int argc, char **argv)

@@ -8,6 +8,8 @@
  * receives (late sender). --wildcard receives with MPI_ANY_SOURCE (each direction's tag still
  * names one neighbour), as a master-worker program would: every receive when blocking, every other
  * iteration's with --nonblocking (so that receives naming their source follow ones that did not).
+ * --persistent (nonblocking) makes the same requests once (MPI_Recv_init, MPI_Send_init: a set for
+ * each of the two grids it alternates between) and starts them every iteration (MPI_Startall).
  * --waitany (nonblocking) completes the receives one at a time with MPI_Waitany, as a program that
  * unpacks each halo as it arrives would, then the sends with MPI_Waitall. --overlap-reduce sums
  * the previous iteration's residual with an MPI_Iallreduce posted before the exchange and waited
@@ -18,7 +20,7 @@
  * waits included), medians, measured by the program around each part with CLOCK_MONOTONIC.
  *
  * usage: stencil [--iters N] [--nx X] [--ny Y] [--heavy-rank R] [--heavy-factor F]
- *                [--nonblocking] [--waitany] [--wildcard] [--overlap-reduce] [--reduce-every K]   (X by Y cells per rank, default
+ *                [--nonblocking] [--persistent] [--waitany] [--wildcard] [--overlap-reduce] [--reduce-every K]   (X by Y cells per rank, default
  *                256 x 256) */
 #include <mpi.h>
 #include <stdio.h>
@@ -47,7 +49,7 @@ static double median(double *v, int n)
 
 int main(int argc, char **argv)
 {
-	int iters = 200, nx = 256, ny = 256, heavy = -1, every = 50, nonblocking = 0, wildcard = 0, waitany = 0, overlap = 0;
+	int iters = 200, nx = 256, ny = 256, heavy = -1, every = 50, nonblocking = 0, wildcard = 0, waitany = 0, overlap = 0, persistent = 0;
 	double factor = 1;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--iters") && i + 1 < argc)
@@ -64,6 +66,8 @@ int main(int argc, char **argv)
 			every = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--nonblocking"))
 			nonblocking = 1;
+		else if (!strcmp(argv[i], "--persistent"))
+			nonblocking = persistent = 1;
 		else if (!strcmp(argv[i], "--overlap-reduce"))
 			overlap = 1;
 		else if (!strcmp(argv[i], "--waitany"))
@@ -111,6 +115,19 @@ int main(int argc, char **argv)
 	/* the row halos go to the neighbours above and below; a neighbour's edge row has as many
 	 * cells as ours (cols), the column halos carry min(rows) cells: each rank sends its first ny */
 	double residual = 0, res = 0, g = 0;
+	MPI_Request pq[2][8]; /* --persistent: iteration it's requests are pq[it % 2] (a, b swap) */
+	for (int par = 0; persistent && par < 2; par++) {
+		double *u = par ? b : a;
+		MPI_Request *q = pq[par];
+		MPI_Recv_init(u + 1, cols, MPI_DOUBLE, fup, 0, grid, &q[0]);
+		MPI_Recv_init(u + (size_t)(rows + 1) * w + 1, cols, MPI_DOUBLE, fdown, 1, grid, &q[1]);
+		MPI_Recv_init(rl, ny, MPI_DOUBLE, fleft, 2, grid, &q[2]);
+		MPI_Recv_init(rr, ny, MPI_DOUBLE, fright, 3, grid, &q[3]);
+		MPI_Send_init(u + w + 1, cols, MPI_DOUBLE, up, 1, grid, &q[4]);
+		MPI_Send_init(u + (size_t)rows * w + 1, cols, MPI_DOUBLE, down, 0, grid, &q[5]);
+		MPI_Send_init(sl, ny, MPI_DOUBLE, left, 3, grid, &q[6]);
+		MPI_Send_init(sr, ny, MPI_DOUBLE, right, 2, grid, &q[7]);
+	}
 	for (int it = 0; it < iters; it++) {
 		double t0 = now_ms();
 		MPI_Request rq = MPI_REQUEST_NULL;
@@ -123,7 +140,10 @@ int main(int argc, char **argv)
 		}
 		double *top = a + w + 1, *bottom = a + (size_t)rows * w + 1;
 		double *htop = a + 1, *hbottom = a + (size_t)(rows + 1) * w + 1;
-		if (nonblocking) {
+		if (persistent) {
+			MPI_Startall(8, pq[it % 2]);
+			MPI_Waitall(8, pq[it % 2], MPI_STATUSES_IGNORE);
+		} else if (nonblocking) {
 			MPI_Request q[8];
 			int k = 0;
 			int any = it % 2 == 0;
@@ -193,6 +213,9 @@ int main(int argc, char **argv)
 		printf("]}\n");
 		free(all);
 	}
+	for (int par = 0; persistent && par < 2; par++)
+		for (int i = 0; i < 8; i++)
+			MPI_Request_free(&pq[par][i]);
 	free(a);
 	free(b);
 	free(sl);

@@ -2,7 +2,8 @@
 launcher not mistaken for a rank, every collective with its bytes, root, communicator and a
 sequence number that matches across ranks, nonblocking calls tied to their wait; the synchronous,
 buffered and ready sends, MPI_Waitany, Waitsome, Testany, Testsome naming the request they
-completed, MPI_Probe's wait, MPI_Scan, Exscan and Alltoallw."""
+completed, MPI_Probe's wait, MPI_Scan, Exscan and Alltoallw, persistent requests started by
+MPI_Start and MPI_Startall."""
 import os
 import shutil
 from lib import *
@@ -70,6 +71,18 @@ for r, ev in sorted(by_rank.items()):
            (set(named) == set(posts) if op.endswith("any") else named and set(named) <= set(posts)),
            "rank %d: MPI_%s completions name the requests of the Irecv and %s they completed (%s of %s)"
            % (r, op.capitalize(), "Issend" if tag == 14 else "Isend", [hex(x) for x in named], [hex(x) for x in posts]))
+    # persistent requests: each start recorded as the Irecv and Isend it begins, with the persistent
+    # request (the same each time), and completed by the Waitall that names the first
+    ps = [(e["op"], e["bytes"], e["peer"], e["request"]) for e in ev if e["kind"] == "mpi_p2p" and e["tag"] == 19]
+    reqs = sorted({x[3] for x in ps})
+    i19 = [k for k, e in enumerate(ev) if e["kind"] == "mpi_p2p" and e["tag"] == 19]
+    wa = [ev[k + 1] for k in i19[1::2] if k + 1 < len(ev)]
+    ok(len(ps) == 6 and [x[0] for x in ps] == ["recv", "send"] * 3 and all(x[1] == 64 and x[2] == 1 - r for x in ps) and
+       len(reqs) == 2 and 0 not in reqs and len(wa) == 3 and
+       all(w["kind"] == "mpi_wait" and w["op"] == "waitall" and w["request"] == ps[0][3] for w in wa),
+       "rank %d: MPI_Recv_init and MPI_Send_init started 3 times (MPI_Startall, MPI_Start): each start a receive and "
+       "a send of 64 bytes with the persistent request, each pair completed by a Waitall naming it: %s"
+       % (r, [(x[0], x[1], hex(x[3])) for x in ps]))
     pr = [e for e in ev if e["kind"] == "mpi_wait" and e["op"] == "probe"]
     ok((r == 0 and not pr) or (r == 1 and len(pr) == 1 and pr[0]["dur_ns"] > 15e6),
        "rank %d: %s" % (r, "sends the probed message" if r == 0 else

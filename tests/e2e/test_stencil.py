@@ -10,7 +10,7 @@ late sender are not a finding about bytes (what the report said before: "move fe
 Then the wait states (collector/p2p.c), judged against the program's ground truth: on 2 and 4 ranks,
 one rank given 2x and 10x the cells, halos exchanged nonblocking (Irecv first, so the waits are
 late-sender waits; on 2 ranks also completed one at a time by MPI_Waitany, with an all-reduce of
-each iteration overlapping the exchange) and, on 2 ranks, blocking: the steps are the iterations, found from the
+each iteration overlapping the exchange, and with persistent requests started by MPI_Startall) and, on 2 ranks, blocking: the steps are the iterations, found from the
 point-to-point calls (step_source p2p, one step per iteration, not the 3 giant steps the rare
 all-reduce gives); the straggler is the heavy rank, for its compute, its peers' waits point-to-point
 wait states; the verdict is compute; its severity is within 0.1 of the part of the step the
@@ -189,6 +189,11 @@ live("stencil 2 ranks, 10x, Waitany, overlapped all-reduce",
      lambda k: judge("2 ranks, rank 0 10x, MPI_Waitany, MPI_Iallreduce overlapped",
                      *stencil("wa2", 2, 100, 2048, 1024, 0, 10, True,
                               extra=("--waitany", "--overlap-reduce", "--reduce-every", "1")), heavy=0, iters=100))
+# persistent requests (MPI_Recv_init, MPI_Send_init) started every iteration by MPI_Startall: each
+# start recorded as the Irecv or Isend it begins, so the same analysis as with those
+live("stencil 2 ranks, 10x, persistent", lambda k: judge("2 ranks, rank 0 10x, persistent requests",
+                                                         *stencil("pe2", 2, 100, 2048, 1024, 0, 10, True,
+                                                                  extra=("--persistent",)), heavy=0, iters=100))
 # blocking: rank 1 first sends to rank 0 (a rendezvous: 16 KiB over shared memory, past Open MPI's
 # eager limit: a late receiver), then receives from it (a late sender)
 live("stencil 2 ranks, 10x, blocking", lambda k: judge("2 ranks, rank 0 10x, blocking",
