@@ -434,8 +434,11 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status
  * is recorded as the Isend or Irecv it begins, with the persistent request, so that the wait that
  * completes it is matched as theirs are. The table is lock-free for a start's lookup: an entry's
  * fields are written before its handle is published (release), a freed one is marked gone. A
- * request made while the table's PERSIST entries are taken is not recorded when started. */
+ * request is looked for in the PROBES entries from its hash on (a miss, as in MPI_Request_free of
+ * any other request, costs no more than that); one made while those are taken is not recorded
+ * when started. */
 #define PERSIST 4096
+#define PROBES 64
 #define PERSIST_BUSY ((void *)1)
 #define PERSIST_GONE ((void *)2)
 static struct persist {
@@ -455,7 +458,7 @@ static struct persist *persist_find(const void *req)
 {
 	if (!req || !__atomic_load_n(&persisted, __ATOMIC_RELAXED))
 		return NULL;
-	for (size_t i = persist_slot(req), n = 0; n < PERSIST; i = (i + 1) & (PERSIST - 1), n++) {
+	for (size_t i = persist_slot(req), n = 0; n < PROBES; i = (i + 1) & (PERSIST - 1), n++) {
 		void *k = __atomic_load_n(&persist[i].req, __ATOMIC_ACQUIRE);
 		if (k == req)
 			return &persist[i];
@@ -467,7 +470,7 @@ static struct persist *persist_find(const void *req)
 
 static void persist_put(MPI_Request req, int op, MPI_Comm comm, int peer, int tag, int64_t bytes)
 {
-	for (size_t i = persist_slot(req), n = 0; req && n < PERSIST; i = (i + 1) & (PERSIST - 1), n++) {
+	for (size_t i = persist_slot(req), n = 0; req && n < PROBES; i = (i + 1) & (PERSIST - 1), n++) {
 		void *k = __atomic_load_n(&persist[i].req, __ATOMIC_ACQUIRE);
 		if ((k == NULL || k == PERSIST_GONE) &&
 		    __atomic_compare_exchange_n(&persist[i].req, &k, PERSIST_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
@@ -520,13 +523,14 @@ int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source, int t
 	return rc;
 }
 
-/* a start of a persistent request at t0..t1 (each of MPI_Startall's after the first at its end:
- * one call, its time counted once) */
-static void rec_start(struct dsp_tls *t, uint64_t t0, uint64_t t1, MPI_Request req, int rc)
+/* a start of a persistent request at t0..t1 (each of MPI_Startall's after the first recorded at
+ * its end: one call, its time counted once); whether it was recorded */
+static int rec_start(struct dsp_tls *t, uint64_t t0, uint64_t t1, MPI_Request req, int rc)
 {
 	const struct persist *p = persist_find(req);
 	if (p)
 		emit_p2p(t, t0, t1, p->op, p->comm, p->peer, p->tag, p->bytes, (int64_t)(uintptr_t)req, rc, -1, -1, -1);
+	return p != NULL;
 }
 
 DSP_REAL(int, PMPI_Start, (MPI_Request *request), "libmpi")
@@ -557,8 +561,8 @@ int MPI_Startall(int count, MPI_Request reqs[])
 	uint64_t t0 = dsp_now();
 	int rc = real_PMPI_Startall(count, reqs);
 	uint64_t t1 = dsp_now();
-	for (int i = 0; reqs && i < count; i++) /* (persistent handles stay as they were) */
-		rec_start(t, i ? t1 : t0, t1, reqs[i], rc);
+	for (int i = 0, one = 0; reqs && i < count; i++) /* (persistent handles stay as they were) */
+		one |= rec_start(t, one ? t1 : t0, t1, reqs[i], rc);
 	dsp_leave(t);
 	return rc;
 }
