@@ -79,6 +79,9 @@ struct thr {
 	size_t nhelper;        /* of which a library may run on its helper threads (gloo's) */
 	int64_t first, last;   /* the span of all its events, aligned like ev (first > last: none) */
 	struct p2pnum *num;    /* while loading: its point-to-point calls' numbering (p2p.c) */
+	struct an_wres { int32_t src, tag; } *wres; /* its nonblocking wildcard receives, in order: the
+	                        * source and tag their status named (src -1: not resolved; p2p.c) */
+	size_t nwres;
 	int64_t io_ns;         /* in file input calls (read, pread, readv of files, open, stat): an input thread */
 	/* runs: the calls between kept ones, in order; only while runs_ok (every synchronizing call
 	 * kept, memory enough, runs shorter than 4 s, at most MAX_PATS input patterns in one) */

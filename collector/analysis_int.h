@@ -486,6 +486,13 @@ const char *an_gpu_site(const struct proc *p, int i, const char *(*frames)[8], i
 struct p2pnum;
 void an_p2p_number(struct p2pnum **t, struct ev *v);
 void an_p2p_num_free(struct p2pnum *t);
+/* a nonblocking wildcard receive's status (an mpi_status event): its number, -1 when it cannot be
+ * resolved (recv_order in p2p.c); the caller sets the receive's peer, tag and seq */
+int32_t an_p2p_resolve(struct p2pnum *t, uint32_t req, int32_t src, int32_t tag);
+/* how the thread's wildcard receives were resolved, by their order: taken from t (the thread's to
+ * free), and given to a second reading's numbering, which resolves them alike */
+void an_p2p_num_res(struct p2pnum *t, struct an_wres **res, size_t *n);
+void an_p2p_num_replay(struct p2pnum **t, const struct an_wres *res, size_t n);
 /* the thread's receives with a wildcard not resolved (nonblocking) and the receives left unmatched
  * after them, added to *wilds and *after */
 void an_p2p_num_wild(const struct p2pnum *t, uint64_t *wilds, uint64_t *after);

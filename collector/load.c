@@ -404,6 +404,34 @@ static int on_thread(void *ctx, struct trace_file *f, const struct trace_thread 
 	return 0;
 }
 
+/* the latest receive with request req still waiting for its status in v[0, n), searched back
+ * over LOOKBACK calls at most */
+#define LOOKBACK 4096
+static struct ev *waiting(struct ev *v, size_t n, uint32_t req)
+{
+	for (size_t i = n, k = 0; i-- > 0 && k < LOOKBACK; k++)
+		if (an_is_p2p(&v[i]) && v[i].op == DDPSPY_OP_RECV && v[i].req == req && v[i].seq < 0)
+			return &v[i];
+	return NULL;
+}
+
+/* an mpi_status event: the nonblocking wildcard receive it names numbered as the source and tag it
+ * took (p2p.c), where it is kept: among the calls, or the spread's pending posts */
+static void resolve(struct thr *t, const struct trace_event *e)
+{
+	uint64_t q = (uint64_t)e->args[0];
+	uint32_t req = (uint32_t)(q ^ (q >> 32));
+	int32_t src = (int32_t)e->args[1], tag = (int32_t)e->args[2];
+	int32_t seq = an_p2p_resolve(t->num, req, src, tag);
+	if (seq < 0)
+		return;
+	struct ev *w = waiting(t->ev, t->n, req);
+	if (!w && t->pposts)
+		w = waiting(t->pposts->v, (size_t)t->pposts->n, req);
+	if (w)
+		w->peer = src, w->tag = tag, w->seq = seq;
+}
+
 /* Pass 1: every event is counted (account) and its thread's span noted; only the synchronizing
  * ones (collectives, their waits, step markers) are kept, the others summed into runs between them
  * (the split's; the training thread's other events are read again once the steps are known,
@@ -431,6 +459,10 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		p->comms = n;
 		p->comms[p->ncomms++] = (struct commrank){ (int32_t)e->args[0], (int)e->args[1], (int)e->args[2] };
 		return 0;
+	}
+	if (e->kind == DDPSPY_EV_MPI_STATUS && e->nargs >= 3) {
+		struct thr *t = thread_of(c->p, e->tid);
+		return t ? (resolve(t, e), 0) : 1;
 	}
 	struct ev ev, *v = &ev;
 	if (!an_convert(e, v))
@@ -702,6 +734,7 @@ static void proc_free(struct proc *p)
 		free(p->thr[k].run);
 		free(p->thr[k].rpat);
 		free(p->thr[k].own);
+		free(p->thr[k].wres);
 		spread_drop(&p->thr[k]);
 	}
 	free(p->thr);
@@ -726,6 +759,7 @@ static void pack_thr(struct an_buf *b, const struct thr *t)
 	an_put(b, t->sched, t->sched ? t->nsched * sizeof *t->sched : 0);
 	an_put(b, t->spr, t->nspr * sizeof *t->spr);
 	an_put(b, t->slv, t->nspr);
+	an_put(b, t->wres, t->nwres * sizeof *t->wres);
 	/* (not its runs: they stay with the process that read the file, which splits its rank) */
 }
 
@@ -745,6 +779,7 @@ static int unpack_thr(struct an_rd *r, struct thr *t)
 	t->spr = an_get_arr(r, t->nspr, sizeof *t->spr, 0);
 	t->slv = an_get_arr(r, t->nspr, 1, 0);
 	t->cspr = t->nspr;
+	t->wres = an_get_arr(r, t->nwres, sizeof *t->wres, 0);
 	return r->err ? -1 : 0;
 }
 
@@ -868,13 +903,15 @@ static void load_file(const struct analysis *a, struct slot *s)
 	uint64_t wilds = 0, after = 0;
 	for (int k = 0; k < p->nthr; k++) {
 		an_p2p_num_wild(p->thr[k].num, &wilds, &after);
+		an_p2p_num_res(p->thr[k].num, &p->thr[k].wres, &p->thr[k].nwres);
 		an_p2p_num_free(p->thr[k].num);
 		p->thr[k].num = NULL;
 	}
 	if (wilds && rc == 0)
-		slot_warn(s, "%s: %" PRIu64 " nonblocking receives with MPI_ANY_SOURCE or MPI_ANY_TAG (their source is not "
-			  "recorded) and %" PRIu64 " later receives they may have taken messages of are not matched with their "
-			  "sends: their waits are not attributed, and they do not align the clocks", path, wilds, after);
+		slot_warn(s, "%s: %" PRIu64 " nonblocking receives with MPI_ANY_SOURCE or MPI_ANY_TAG (their source not "
+			  "recorded, or known only after a receive they could have taken a message of) and %" PRIu64 " later "
+			  "receives they may have taken messages of are not matched with their sends: their waits are not "
+			  "attributed, and they do not align the clocks", path, wilds, after);
 	if (rc < 0 || !f.have_header) {
 		slot_warn(s, "%s: unreadable (%s); left out", path, f.error[0] ? f.error : "no header");
 		trace_close(&f);
@@ -1296,6 +1333,8 @@ int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const str
 	for (int h = 0; rc == 0 && h < p->nthr; h++) {
 		if (!p->thr[h].nsync)
 			continue;
+		if (p->thr[h].nwres) /* (its wildcard receives resolved as the first reading did) */
+			an_p2p_num_replay(&num[h], p->thr[h].wres, p->thr[h].nwres);
 		if (trace_cursor_open(&c[h], p->open ? p->open : p->file, p->thr[h].tid, p->clock, p->read_to, want) < 0) {
 			trace_cursor_close(&c[h]);
 			rc = -1;

@@ -8,9 +8,13 @@
  * posted waits for a late receiver. Each blocking call's wait is the longest of its operations',
  * charged to that operation's peer; split.c adds it to the step's waits like a collective's.
  * A blocking receive with a wildcard (MPI_ANY_SOURCE, MPI_ANY_TAG) is recorded with the source and
- * tag it matched (preload/mpi.c) and numbered as such; a nonblocking one is not resolved, so the
- * thread's later receives on its communicator that it may have taken a message of (any source,
- * the same tag; the same source, any tag) are not matched either: their numbers could be off. */
+ * tag it matched (preload/mpi.c) and numbered as such. A nonblocking one waits for the mpi_status
+ * event that the call completing it wrote (an_p2p_resolve): numbered then, it takes the number it
+ * would have had when posted, as long as no receive it could have taken a message of (on its
+ * communicator, any source and the same tag, or the same source and any tag) was numbered in
+ * between. Where one was, or no status comes, it is not resolved, and neither that receive nor
+ * the thread's later ones it could affect are matched: their numbers could be off. What was
+ * resolved is kept by the wildcard's order (an_wres), so that a second reading numbers alike. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +22,8 @@
 #include "analysis_int.h"
 
 /* ---- numbering ---- */
+
+#define PENDW 64
 
 struct p2pnum {
 	struct nkey {
@@ -28,6 +34,15 @@ struct p2pnum {
 	struct nkey wild[8];              /* unresolved wildcard receives seen (peer or tag -1: any) */
 	int nwild;                        /* (9: too many to list: every receive is left unmatched) */
 	uint64_t wilds, after;            /* such receives, and receives left unmatched after them */
+	struct pendw {                    /* nonblocking wildcard receives waiting for their status */
+		uint32_t req, ord;
+		int32_t comm, peer, tag;
+	} pend[PENDW];
+	int npend;
+	uint32_t nwc;                     /* wildcard receives so far (the next one's order) */
+	struct an_wres *res;              /* by order: how each was resolved (src -1: not) */
+	size_t nres, cres;
+	int replay;                       /* a second reading: res is the first's */
 };
 
 static uint64_t nkey_hash(int32_t comm, int32_t peer, int32_t tag, int32_t dir)
@@ -70,36 +85,116 @@ static int32_t order(struct p2pnum *t, int32_t comm, int32_t peer, int32_t tag, 
 	return t->v[j].n++;
 }
 
-/* a receive's number, -1 where an unresolved wildcard receive before it may have taken its message
- * (and that receive noted) */
-static int32_t recv_order(struct p2pnum *t, int32_t comm, int32_t peer, int32_t tag)
+/* an unresolved wildcard receive (comm, peer, tag): the thread's later receives it could have taken
+ * a message of are left unmatched */
+static void give_up(struct p2pnum *t, int32_t comm, int32_t peer, int32_t tag)
 {
-	if (comm != -1 && peer >= -1 && (peer == -1 || tag == -1)) { /* (MPI_ANY_SOURCE, MPI_ANY_TAG; not
-									* from MPI_PROC_NULL, -2) */
-		int i = 0;
-		while (i < t->nwild && i < 8 && !(t->wild[i].comm == comm && t->wild[i].peer == peer && t->wild[i].tag == tag))
-			i++;
-		if (i == t->nwild && i < 8)
-			t->wild[i] = (struct nkey){ comm, peer, tag, 1, 0 };
-		t->nwild += i == t->nwild && t->nwild < 9;
-		t->wilds++;
+	int i = 0;
+	while (i < t->nwild && i < 8 && !(t->wild[i].comm == comm && t->wild[i].peer == peer && t->wild[i].tag == tag))
+		i++;
+	if (i == t->nwild && i < 8)
+		t->wild[i] = (struct nkey){ comm, peer, tag, 1, 0 };
+	t->nwild += i == t->nwild && t->nwild < 9;
+	t->wilds++;
+}
+
+static int could_take(int32_t wcomm, int32_t wpeer, int32_t wtag, int32_t comm, int32_t peer, int32_t tag)
+{
+	return wcomm == comm && (wpeer < 0 || wpeer == peer) && (wtag < 0 || wtag == tag) && peer >= 0;
+}
+
+static void res_set(struct p2pnum *t, uint32_t ord, int32_t src, int32_t tag)
+{
+	if (t->replay)
+		return;
+	if (ord >= t->nres) {
+		struct an_wres *v = room_for(t->res, ord, &t->cres, sizeof *v, 64);
+		if (!v)
+			return;
+		t->res = v;
+		for (size_t i = t->nres; i <= ord; i++)
+			t->res[i] = (struct an_wres){ -1, -1 };
+		t->nres = (size_t)ord + 1;
+	}
+	t->res[ord] = (struct an_wres){ src, tag };
+}
+
+/* a receive's number, -1 where an unresolved wildcard receive before it may have taken its message
+ * (and that receive noted); a wildcard's own -1 until its status resolves it (req: its request),
+ * or, on a second reading, its number from how the first resolved it (*peer, *tag set) */
+static int32_t recv_order(struct p2pnum *t, int32_t comm, int32_t *peer, int32_t *tag, uint32_t req)
+{
+	if (comm != -1 && *peer >= -1 && (*peer == -1 || *tag == -1)) { /* (MPI_ANY_SOURCE, MPI_ANY_TAG; not
+									  * from MPI_PROC_NULL, -2) */
+		uint32_t ord = t->nwc++;
+		if (t->replay && ord < t->nres && t->res[ord].src >= 0) {
+			*peer = t->res[ord].src;
+			*tag = t->res[ord].tag;
+			return order(t, comm, *peer, *tag, 1);
+		}
+		res_set(t, ord, -1, -1);
+		if (req && t->npend < PENDW) {
+			t->pend[t->npend++] = (struct pendw){ req, ord, comm, *peer, *tag };
+			return -1;
+		}
+		give_up(t, comm, *peer, *tag);
 		return -1;
 	}
-	int after = t->nwild > 8 && comm != -1 && peer >= 0;
+	/* a pending wildcard that could have taken this one's message: its number is lost */
+	for (int i = 0; i < t->npend; i++)
+		if (could_take(t->pend[i].comm, t->pend[i].peer, t->pend[i].tag, comm, *peer, *tag)) {
+			give_up(t, t->pend[i].comm, t->pend[i].peer, t->pend[i].tag);
+			t->pend[i--] = t->pend[--t->npend];
+		}
+	int32_t pe = *peer, tg = *tag;
+	int after = t->nwild > 8 && comm != -1 && pe >= 0;
 	for (int i = 0; i < t->nwild && i < 8 && !after; i++)
-		after = t->wild[i].comm == comm && (t->wild[i].peer < 0 || t->wild[i].peer == peer) &&
-			(t->wild[i].tag < 0 || t->wild[i].tag == tag) && peer >= 0;
+		after = could_take(t->wild[i].comm, t->wild[i].peer, t->wild[i].tag, comm, pe, tg);
 	if (after) {
 		t->after++;
 		return -1;
 	}
-	return order(t, comm, peer, tag, 1);
+	return order(t, comm, pe, tg, 1);
+}
+
+int32_t an_p2p_resolve(struct p2pnum *t, uint32_t req, int32_t src, int32_t tag)
+{
+	int i = t ? t->npend : 0;
+	while (i-- > 0 && t->pend[i].req != req)
+		;
+	if (i < 0 || src < 0 || tag < 0)
+		return -1;
+	struct pendw w = t->pend[i];
+	t->pend[i] = t->pend[--t->npend];
+	if ((w.peer >= 0 && w.peer != src) || (w.tag >= 0 && w.tag != tag)) { /* (not the status it asked for) */
+		give_up(t, w.comm, w.peer, w.tag);
+		return -1;
+	}
+	res_set(t, w.ord, src, tag);
+	return order(t, w.comm, src, tag, 1);
 }
 
 void an_p2p_num_wild(const struct p2pnum *t, uint64_t *wilds, uint64_t *after)
 {
-	*wilds += t ? t->wilds : 0;
+	*wilds += t ? t->wilds + (uint64_t)t->npend : 0;
 	*after += t ? t->after : 0;
+}
+
+void an_p2p_num_res(struct p2pnum *t, struct an_wres **res, size_t *n)
+{
+	*res = t && !t->replay ? t->res : NULL;
+	*n = *res ? t->nres : 0;
+	if (*res)
+		t->res = NULL, t->nres = t->cres = 0;
+}
+
+void an_p2p_num_replay(struct p2pnum **t, const struct an_wres *res, size_t n)
+{
+	if (!*t && !(*t = calloc(1, sizeof **t)))
+		return;
+	(*t)->replay = 1;
+	(*t)->res = (struct an_wres *)res; /* (not freed: the thread's) */
+	(*t)->nres = n;
 }
 
 void an_p2p_number(struct p2pnum **t, struct ev *v)
@@ -110,15 +205,21 @@ void an_p2p_number(struct p2pnum **t, struct ev *v)
 		v->seq = -1;
 		return;
 	}
-	v->seq = v->op == DDPSPY_OP_RECV ? recv_order(*t, v->comm, v->peer, v->tag) : order(*t, v->comm, v->peer, v->tag, 0);
+	/* (a blocking receive is resolved already: no request to wait for its status with) */
+	uint32_t req = v->op == DDPSPY_OP_RECV ? v->req : 0;
+	v->seq = v->op == DDPSPY_OP_RECV ? recv_order(*t, v->comm, &v->peer, &v->tag, req) :
+					   order(*t, v->comm, v->peer, v->tag, 0);
 	if (v->op == DDPSPY_OP_SENDRECV)
-		v->rseq = recv_order(*t, v->comm, v->rpeer, v->rtag);
+		v->rseq = recv_order(*t, v->comm, &v->rpeer, &v->rtag, 0);
 }
 
 void an_p2p_num_free(struct p2pnum *t)
 {
-	if (t)
+	if (t) {
 		free(t->v);
+		if (!t->replay)
+			free(t->res);
+	}
 	free(t);
 }
 

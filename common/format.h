@@ -309,7 +309,11 @@ enum ddpspy_category {
 	/* 2.4: an MPI communicator's first use by the process: its id (as mpi_coll's "comm") and   \
 	 * this process's rank in it and its size, so that point-to-point peers (ranks in the      \
 	 * communicator) can be matched across processes */                                       \
-	X(EV_MPI_COMM, "mpi_comm", "comm,comm_rank,comm_size", DDPSPY_CAT_NONE)
+	X(EV_MPI_COMM, "mpi_comm", "comm,comm_rank,comm_size", DDPSPY_CAT_NONE)                 \
+	/* 2.5: the source and tag of a message that a receive posted with MPI_ANY_SOURCE or      \
+	 * MPI_ANY_TAG took, from the status of the wait or test that completed it (before that   \
+	 * call's own event; its request as the mpi_p2p event's) */                                \
+	X(EV_MPI_STATUS, "mpi_status", "request,source,tag", DDPSPY_CAT_NONE)
 
 enum ddpspy_event_kind {
 #define X(e, s, a, m) DDPSPY_##e,

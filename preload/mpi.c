@@ -63,6 +63,12 @@ static int64_t wsum(const int *counts, const MPI_Datatype *types, MPI_Comm c)
 	return s;
 }
 
+/* the lock-free tables of requests (persistent ones, wildcard receives): entries looked at from a
+ * request's hash on, a taken one being filled, a freed one */
+#define PROBES 64
+#define PERSIST_BUSY ((void *)1)
+#define PERSIST_GONE ((void *)2)
+
 static int64_t request_id(const MPI_Request *r)
 {
 	return r ? (int64_t)(uintptr_t)*r : 0;
@@ -315,6 +321,92 @@ static int64_t request_at(const MPI_Request *saved, int n, int index)
 	return index >= 0 && index < n ? (int64_t)(uintptr_t)saved[index] : 0;
 }
 
+static int wild(int source, int tag)
+{
+	return source == MPI_ANY_SOURCE || tag == MPI_ANY_TAG;
+}
+
+/* ---- nonblocking wildcard receives: the source and tag their completion names ----
+ * An MPI_Irecv (or a start of a persistent receive) with MPI_ANY_SOURCE or MPI_ANY_TAG leaves its
+ * request in a lock-free table of WILDS entries (at most PROBES looked at from its hash). While the
+ * table has ever had one, the waits and tests copy the first WILDCAP handles they are given and,
+ * when the program ignores the statuses, pass statuses of ours; after the call, each completed
+ * request found in the table is taken out and an mpi_status event (request, source, tag) is
+ * written before the call's own. A request past those, or made while its entries are taken, is
+ * not resolved: the collector leaves it as an unresolved wildcard. */
+#define WILDS 1024
+#define WILDCAP 64
+static void *wildq[WILDS];
+static int wilded; /* whether a wildcard receive was ever posted */
+
+static size_t wild_slot(const void *req)
+{
+	return (size_t)(((uintptr_t)req >> 4) * 0x9e3779b97f4a7c15ull >> 54) & (WILDS - 1);
+}
+
+static void wild_put(MPI_Request req)
+{
+	for (size_t i = wild_slot(req), n = 0; req && n < PROBES; i = (i + 1) & (WILDS - 1), n++) {
+		void *k = __atomic_load_n(&wildq[i], __ATOMIC_RELAXED);
+		if (k == (void *)req)
+			return;
+		if ((k == NULL || k == PERSIST_GONE) &&
+		    __atomic_compare_exchange_n(&wildq[i], &k, (void *)req, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+			__atomic_store_n(&wilded, 1, __ATOMIC_RELAXED);
+			return;
+		}
+	}
+}
+
+/* req was in the table (then no longer) */
+static int wild_take(MPI_Request req)
+{
+	for (size_t i = wild_slot(req), n = 0; req && n < PROBES; i = (i + 1) & (WILDS - 1), n++) {
+		void *k = __atomic_load_n(&wildq[i], __ATOMIC_RELAXED);
+		if (k == (void *)req)
+			return __atomic_compare_exchange_n(&wildq[i], &k, PERSIST_GONE, 0, __ATOMIC_RELAXED,
+							   __ATOMIC_RELAXED);
+		if (!k)
+			return 0;
+	}
+	return 0;
+}
+
+struct wildcap {
+	int n; /* the handles copied; 0: nothing to resolve */
+	MPI_Request req[WILDCAP];
+	MPI_Status st[WILDCAP];
+};
+
+/* before a wait or test of count requests: the statuses to pass it (ours in place of an ignored
+ * one, when a wildcard receive may be among them) */
+static MPI_Status *wild_before(struct wildcap *c, const MPI_Request *reqs, int count, MPI_Status *st)
+{
+	c->n = 0;
+	if (likely(!__atomic_load_n(&wilded, __ATOMIC_RELAXED)) || !reqs || count <= 0 ||
+	    (count > WILDCAP && st == MPI_STATUS_IGNORE))
+		return st;
+	c->n = count < WILDCAP ? count : WILDCAP;
+	for (int i = 0; i < c->n; i++)
+		c->req[i] = reqs[i];
+	return st == MPI_STATUS_IGNORE ? c->st : st;
+}
+
+/* after it, at t1: an mpi_status event for each completed request that was a wildcard receive;
+ * the j-th completed is the request idx[j] (or j), its status the j-th (the one, when single) */
+static void wild_after(struct dsp_tls *t, uint64_t t1, const struct wildcap *c, const MPI_Status *sts, int ndone,
+		       const int *idx, int single)
+{
+	for (int j = 0; j < ndone && c->n && sts; j++) {
+		int ri = idx ? idx[j] : j;
+		if (ri < 0 || ri >= c->n || !wild_take(c->req[ri]))
+			continue;
+		const MPI_Status *s = &sts[single ? 0 : j];
+		int64_t a[3] = {(int64_t)(uintptr_t)c->req[ri], s->MPI_SOURCE, s->MPI_TAG};
+		dsp_emit(t, DDPSPY_EV_MPI_STATUS, t1, t1, 3, a);
+	}
+}
+
 #include "mpi_wrappers.inc"
 
 /* The blocking receives (MPI_Recv, MPI_Sendrecv, MPI_Sendrecv_replace), written here: a receive
@@ -322,11 +414,6 @@ static int64_t request_at(const MPI_Request *saved, int n, int index)
  * from its status (one of ours on the stack when the caller ignores it), so that the collector
  * matches it with its send like any other (an unresolved wildcard is recorded as -1); and two
  * peers do not fit the generated table. */
-static int wild(int source, int tag)
-{
-	return source == MPI_ANY_SOURCE || tag == MPI_ANY_TAG;
-}
-
 /* a wildcard's source and tag as its status names them (-1: the call failed); others as they are */
 static void resolved(int *source, int *tag, const MPI_Status *st, int rc)
 {
@@ -438,9 +525,6 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status
  * any other request, costs no more than that); one made while those are taken is not recorded
  * when started. */
 #define PERSIST 4096
-#define PROBES 64
-#define PERSIST_BUSY ((void *)1)
-#define PERSIST_GONE ((void *)2)
 static struct persist {
 	void *req;
 	MPI_Comm comm;
@@ -528,6 +612,8 @@ int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source, int t
 static int rec_start(struct dsp_tls *t, uint64_t t0, uint64_t t1, MPI_Request req, int rc)
 {
 	const struct persist *p = persist_find(req);
+	if (p && p->op == DDPSPY_OP_RECV && rc == MPI_SUCCESS && wild(p->peer, p->tag))
+		wild_put(req);
 	if (p)
 		emit_p2p(t, t0, t1, p->op, p->comm, p->peer, p->tag, p->bytes, (int64_t)(uintptr_t)req, rc, -1, -1, -1);
 	return p != NULL;

@@ -10,7 +10,9 @@
  * MPI_Testsome (17), and a 40-byte message (18) that the higher rank waits for in MPI_Probe while
  * the lower one sleeps 20 ms before sending it; then persistent requests (MPI_Recv_init and
  * MPI_Send_init, 64 bytes, tag 19) started three times, by MPI_Startall twice and MPI_Start, each
- * time completed by MPI_Waitall, then freed. */
+ * time completed by MPI_Waitall, then freed; then two receives from MPI_ANY_SOURCE: one of 8 bytes
+ * (tag 21) completed by MPI_Wait, one (tag 20) followed by a receive naming the partner with the
+ * same tag before both are completed by MPI_Waitall. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +107,15 @@ static void rest(int rank, int size)
 	}
 	MPI_Request_free(&q[0]);
 	MPI_Request_free(&q[1]);
+	MPI_Request w[3];
+	MPI_Irecv(r, 8, MPI_BYTE, MPI_ANY_SOURCE, 21, MPI_COMM_WORLD, &w[0]);
+	MPI_Send(m, 8, MPI_BYTE, peer, 21, MPI_COMM_WORLD);
+	MPI_Wait(&w[0], MPI_STATUS_IGNORE);
+	MPI_Irecv(r, 8, MPI_BYTE, MPI_ANY_SOURCE, 20, MPI_COMM_WORLD, &w[1]);
+	MPI_Irecv(r + 8, 8, MPI_BYTE, peer, 20, MPI_COMM_WORLD, &w[2]);
+	MPI_Send(m, 8, MPI_BYTE, peer, 20, MPI_COMM_WORLD);
+	MPI_Send(m, 8, MPI_BYTE, peer, 20, MPI_COMM_WORLD);
+	MPI_Waitall(2, w + 1, MPI_STATUSES_IGNORE);
 }
 
 int main(int argc, char **argv)

@@ -88,6 +88,21 @@ TABLE += [
      A, "TESTSOME", "incount", "reqs", "outcount && *outcount > 0 && indices ? indices[0] : -1"),
 ]
 
+# Waits and tests: the status argument (the call gets ours in its place when the program ignores
+# it and a wildcard receive may be among the requests, mpi.c's wild_before), whether it is one
+# status or one per request, how many requests the call completed (once it succeeded), and the
+# index array naming them (NULL: the first so many)
+WILD = {
+    "Wait": ("status", 1, "1", "NULL"),
+    "Waitall": ("array_of_statuses", 0, "count", "NULL"),
+    "Test": ("status", 1, "*flag ? 1 : 0", "NULL"),
+    "Testall": ("array_of_statuses", 0, "*flag ? count : 0", "NULL"),
+    "Waitany": ("status", 1, "index && *index >= 0 ? 1 : 0", "index"),
+    "Testany": ("status", 1, "flag && *flag && index && *index >= 0 ? 1 : 0", "index"),
+    "Waitsome": ("statuses", 0, "outcount && *outcount > 0 ? *outcount : 0", "indices"),
+    "Testsome": ("statuses", 0, "outcount && *outcount > 0 ? *outcount : 0", "indices"),
+}
+
 NAME_RE = re.compile(r"(\w+)(\[\])?$")
 
 
@@ -107,14 +122,25 @@ def wrapper(e):
            "\tstruct dsp_tls *t = &dsp_tls;",
            "\tif (!dsp_enter(t))",
            f"\t\treturn real_{pname}({args});"]
+    call = args
     if kind == W:
         # the request handles are read before the call, which frees them
         out.append(f"\tint64_t req = first_request({e[5]}, {e[4]});")
     elif kind == A:
         out += ["\tMPI_Request saved[REQ_COPY];", f"\tint n = copy_requests(saved, {e[5]}, {e[4]});"]
+    if name in WILD:
+        st = WILD[name][0]
+        out += ["\tstruct wildcap cap;",
+                f"\tMPI_Status *sts = wild_before(&cap, {e[5]}, {e[4]}, {st});"]
+        call = ", ".join("sts" if a == st else a for a in args.split(", "))
     out += ["\tuint64_t t0 = dsp_now();",
-            f"\tint rc = real_{pname}({args});",
+            f"\tint rc = real_{pname}({call});",
             "\tuint64_t t1 = dsp_now();"]
+    if name in WILD:
+        _, single, ndone, idx = WILD[name]
+        out.append(f"\twild_after(t, t1, &cap, sts, rc == MPI_SUCCESS ? ({ndone}) : 0, {idx}, {single});")
+    if name == "Irecv":
+        out.append("\tif (rc == MPI_SUCCESS && request && wild(source, tag))\n\t\twild_put(*request);")
     o = "DDPSPY_OP_" + op
     if kind == C:
         out.append(f"\trec_coll(t, t0, t1, {o}, comm, {e[4]}, {e[5]}, -1, rc);")

@@ -4,6 +4,7 @@ sequence number that matches across ranks, nonblocking calls tied to their wait;
 buffered and ready sends, MPI_Waitany, Waitsome, Testany, Testsome naming the request they
 completed, MPI_Probe's wait, MPI_Scan, Exscan and Alltoallw, persistent requests started by
 MPI_Start and MPI_Startall."""
+import json
 import os
 import shutil
 from lib import *
@@ -83,6 +84,12 @@ for r, ev in sorted(by_rank.items()):
        "rank %d: MPI_Recv_init and MPI_Send_init started 3 times (MPI_Startall, MPI_Start): each start a receive and "
        "a send of 64 bytes with the persistent request, each pair completed by a Waitall naming it: %s"
        % (r, [(x[0], x[1], hex(x[3])) for x in ps]))
+    # receives from MPI_ANY_SOURCE: each status event names the source that its receive's completion did
+    st = sorted((e["tag"], e["source"]) for e in ev if e["kind"] == "mpi_status")
+    w21 = [e["request"] for e in ev if e["kind"] == "mpi_p2p" and e["tag"] == 21 and e["op"] == "recv"]
+    s21 = [e["request"] for e in ev if e["kind"] == "mpi_status" and e["tag"] == 21]
+    ok(st == [(20, 1 - r), (21, 1 - r)] and w21 and s21 == w21,
+       "rank %d: an mpi_status event for each receive posted with MPI_ANY_SOURCE, naming its source: %s" % (r, st))
     pr = [e for e in ev if e["kind"] == "mpi_wait" and e["op"] == "probe"]
     ok((r == 0 and not pr) or (r == 1 and len(pr) == 1 and pr[0]["dur_ns"] > 15e6),
        "rank %d: %s" % (r, "sends the probed message" if r == 0 else
@@ -99,5 +106,12 @@ ok(b0 and b1 and b1[0]["dur_ns"] > 20e6 and b0[0]["dur_ns"] < b1[0]["dur_ns"],
 s0 = [e for e in by_rank.get(0, []) if e["kind"] == "sleep"]
 ok(any(e["req_ns"] == 30000000 for e in s0), "rank 0's 30 ms sleep is recorded")
 ok(all(e["complete"] == 1 for e in of(recs, "end")), "every file is complete")
+# the report: the tag-21 receive numbered by its status; the tag-20 one not (a receive naming the
+# source with its tag came before its status), nor that receive
+rep = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=120)
+ws = [w for w in json.loads(rep.stdout)["job"]["warnings"] if "MPI_ANY_SOURCE" in w] if rep.returncode == 0 else None
+ok(ws is not None and len(ws) == 2 and all(": 1 nonblocking receives" in w and " and 1 later receives" in w for w in ws),
+   "the report: on each rank one wildcard receive not resolved (a receive that it could have taken the message of "
+   "came before its status) and that receive not matched, the other resolved: %s" % (ws[:1],))
 cleanup(d)
 done()
