@@ -410,7 +410,8 @@ static int on_thread(void *ctx, struct trace_file *f, const struct trace_thread 
 static struct ev *waiting(struct ev *v, size_t n, uint32_t req)
 {
 	for (size_t i = n, k = 0; i-- > 0 && k < LOOKBACK; k++)
-		if (an_is_p2p(&v[i]) && v[i].op == DDPSPY_OP_RECV && v[i].req == req && v[i].seq < 0)
+		if (an_is_p2p(&v[i]) && v[i].op == DDPSPY_OP_RECV && v[i].req == req && v[i].seq < 0 &&
+		    (v[i].peer == -1 || v[i].tag == -1))
 			return &v[i];
 	return NULL;
 }
