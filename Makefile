@@ -67,7 +67,7 @@ TESTAPPS += $(B)/testapps/nvtx_app
 endif
 DDPBENCH_SRC := $(wildcard testapps/ddpbench/*.c)
 UNIT := $(B)/tests/test_ring $(B)/tests/test_format $(B)/tests/test_fdclass \
-	$(B)/tests/test_identity $(B)/tests/test_kinds $(B)/tests/test_sort
+	$(B)/tests/test_identity $(B)/tests/test_kinds $(B)/tests/test_sort $(B)/tests/test_p2pnum
 
 .PHONY: all deps test bench gen clean testapps stress lab demo fixtures fuzz sanitized sim
 all: $(B)/libddpspy.so $(B)/ddpspy
@@ -122,13 +122,14 @@ $(B)/asan/libddpspy.so: $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) preload/exports.map
 $(B)/asan/tests/%: tests/unit/%.c tests/unit/tap.h collector/trace.c collector/trace.h common/format.c \
 	common/format.h common/evcodec.h common/hash.h collector/kinds.c collector/analysis_int.h preload/ring.c preload/ring.h preload/fdclass.c preload/identity.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) $(SAN) -o $@ $< $(UNIT_SRC_$*) -lmsgpackc -lz -lpthread
+	$(CC) $(BASE) $(SAN) -o $@ $< $(UNIT_SRC_$*) -lmsgpackc -lz -lm -lpthread -ldl
 UNIT_SRC_test_ring := preload/ring.c
 UNIT_SRC_test_format := collector/trace.c common/format.c
 UNIT_SRC_test_fdclass := preload/fdclass.c common/format.c
 UNIT_SRC_test_identity := preload/identity.c common/format.c
 UNIT_SRC_test_kinds := collector/kinds.c common/format.c
 UNIT_SRC_test_sort := collector/stats.c collector/kinds.c common/format.c
+UNIT_SRC_test_p2pnum := $(COLLECTOR_LIB_SRC)
 SANITIZED := $(B)/asan/ddpspy $(B)/asan/fuzz_replay $(B)/asan/libddpspy.so \
 	$(UNIT:$(B)/tests/%=$(B)/asan/tests/%)
 sanitized: $(SANITIZED)
@@ -201,6 +202,10 @@ $(B)/tests/test_sort: tests/unit/test_sort.c collector/stats.c collector/kinds.c
 	collector/trace.h common/format.c tests/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_sort.c collector/stats.c collector/kinds.c common/format.c
+$(B)/tests/test_p2pnum: tests/unit/test_p2pnum.c $(COLLECTOR_LIB_SRC) collector/analysis_int.h collector/analysis.h \
+	collector/trace.h common/format.h tests/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -o $@ tests/unit/test_p2pnum.c $(COLLECTOR_LIB_SRC) -lmsgpackc -lz -lm -lpthread -ldl
 $(B)/tests/test_identity: tests/unit/test_identity.c preload/identity.c common/format.c tests/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_identity.c preload/identity.c common/format.c

@@ -12,7 +12,8 @@
  * event that the call completing it wrote (an_p2p_resolve): numbered then, it takes the number it
  * would have had when posted, as long as no receive it could have taken a message of (on its
  * communicator, any source and the same tag, or the same source and any tag) was numbered in
- * between. Where one was, or no status comes, it is not resolved, and neither that receive nor
+ * between, nor is a wildcard posted before it and not resolved yet that could have taken from the
+ * same sender. Where one was, or no status comes, it is not resolved, and neither that receive nor
  * the thread's later ones it could affect are matched: their numbers could be off. What was
  * resolved is kept by the wildcard's order (an_wres), so that a second reading numbers alike. */
 #include <stdlib.h>
@@ -166,7 +167,11 @@ int32_t an_p2p_resolve(struct p2pnum *t, uint32_t req, int32_t src, int32_t tag)
 		return -1;
 	struct pendw w = t->pend[i];
 	t->pend[i] = t->pend[--t->npend];
-	if ((w.peer >= 0 && w.peer != src) || (w.tag >= 0 && w.tag != tag)) { /* (not the status it asked for) */
+	int early = 0; /* a wildcard posted before it, not resolved yet, that could take from its sender */
+	for (int k = 0; k < t->npend && !early; k++)
+		early = t->pend[k].ord < w.ord && could_take(t->pend[k].comm, t->pend[k].peer, t->pend[k].tag, w.comm, src, tag);
+	if (early || (w.peer >= 0 && w.peer != src) || (w.tag >= 0 && w.tag != tag)) { /* (or not the status it
+										       * asked for) */
 		give_up(t, w.comm, w.peer, w.tag);
 		return -1;
 	}
