@@ -309,7 +309,8 @@ struct analysis {
 	int jobs;                      /* threads the reading and the split run on */
 	struct an_mpi *mpi;            /* report --mpi: the processes the readings are spread over */
 	int mpi_follower;              /* this process reads and splits files for process 0, which reports */
-	int32_t *mpi_who;              /* report --mpi: the process that reads each file (proc.src) */
+	int32_t *mpi_who;              /* report --mpi: the process that splits each file's rank (proc.src) */
+	int gpu_whole;                 /* report --mpi: every rank's device work to process 0 (--html draws it) */
 	double step_p50, step_p95, step_max;
 	double shares[CAT_COUNT];      /* critical-path verdict shares */
 	const char *bound;
@@ -326,6 +327,8 @@ struct report_options {
 	int skip;            /* warm-up steps to skip */
 	int jobs;            /* threads (0: the CPUs this process may use) */
 	struct an_mpi *mpi;  /* report --mpi (an_mpi_start), NULL: this process alone */
+	int gpu_whole;       /* report --mpi: process 0 gets every rank's device work, not only the NCCL
+			      * kernels (the HTML report draws it) */
 	const int *ranks;    /* only these ranks (NULL: all) */
 	int nranks;
 };

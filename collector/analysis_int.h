@@ -401,6 +401,13 @@ struct stepdata {
 	size_t *nlate;
 	struct trainfold *fold; /* per rank */
 	struct hostlanes **lanes; /* per rank with device work: its training thread's waits (gpu.c) */
+	struct waitadds {         /* per rank: what its device split adds to host instances' waits */
+		struct waitadd {
+			size_t in;        /* the instance (tab.v's index) */
+			double ms;
+		} *v;
+		size_t n, cap;
+	} *gadd;
 	/* p2p.c: every rank's blocking point-to-point calls, rank r's from pbo[r] to pbo[r + 1], in
 	 * time order */
 	struct an_p2pblk *pblk;
@@ -458,9 +465,14 @@ struct gpuitem {
 size_t an_gpu_nwork(const struct proc *p);
 int an_gpu_work(const struct proc *p, size_t i, struct gpuitem *it);
 
-/* after the host split (split.c), before the critical path: the steps of ranks with device work
- * split from the device's timeline instead */
-void an_gpu_split(struct analysis *a, struct stepdata *sd);
+/* after the host split (split.c), before the critical path: the steps of ranks rs[0, n) (those
+ * split here) with device work split from the device's timeline instead (report --mpi: every
+ * process its own, the job's step bounds through process 0); what they add to the host instances'
+ * waits in sd->gadd, for an_gpu_adds, which adds them in rank order (on process 0, once every
+ * split is there); an_gpu_warn: the warnings of GPU capture off or lossy, at that point too */
+void an_gpu_split(struct analysis *a, struct stepdata *sd, const size_t *rs, size_t n);
+void an_gpu_adds(struct stepdata *sd);
+void an_gpu_warn(struct analysis *a);
 /* The training thread's waits that a device's idle time is charged to, gathered while split.c
  * streams the thread (one reading serves both splits): NULL when p has no device work. */
 struct hostlanes;
@@ -469,9 +481,11 @@ void an_gpu_lanes_event(struct hostlanes *h, const struct ev *e);
 void an_gpu_lanes_free(struct hostlanes *h);
 struct an_buf;
 struct an_rd;
-void an_gpu_pack(struct an_buf *b, const struct proc *p);
-void an_gpu_lanes_pack(struct an_buf *b, const struct hostlanes *h);
-struct hostlanes *an_gpu_lanes_unpack(struct an_rd *r); /* NULL: none, or damaged (r->err) */
+void an_gpu_pack(struct an_buf *b, const struct proc *p, int whole); /* !whole: its NCCL kernels only */
+/* p's device records aside (report --mpi: they stay with the process that read its file while
+ * the records travel), and back (an_gpu_give: p's present ones freed; p NULL: g freed) */
+struct gpuproc *an_gpu_take(struct proc *p);
+void an_gpu_give(struct proc *p, struct gpuproc *g);
 int an_gpu_unpack(struct an_rd *r, struct proc *p); /* -1: damaged (what was read is p's, an_gpu_free) */
 /* p's call site i that waited for the device: its event kind's name (NULL: none), frames
  * (innermost first, "module+0xoffset"), time, calls, kind, and what (cuda_sync "what", cuda_memcpy "dir") */
@@ -577,7 +591,7 @@ int an_mpi_bcast(struct an_mpi *m, struct an_buf *b);
 int an_mpi_send(struct an_mpi *m, const struct an_buf *b);
 int an_mpi_recv(struct an_mpi *m, int src, struct an_buf *b);
 /* load.c: a process record as bytes, and back (-1: damaged; free what was read with the rest) */
-void an_pack_proc(struct an_buf *b, const struct proc *p);
+void an_pack_proc(struct an_buf *b, const struct proc *p, int whole); /* !whole: an_gpu_pack's */
 int an_unpack_proc(struct an_rd *r, struct proc *p);
 
 /* ---- cpu.c: CPU time and contention, from the threads' schedstat ---- */

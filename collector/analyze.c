@@ -30,6 +30,7 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	a->clock_method = "none";
 	a->jobs = o->jobs > 0 ? o->jobs : an_jobs_default();
 	a->mpi = o->mpi;
+	a->gpu_whole = o->gpu_whole;
 	a->prefix = env_size("DDPSPY_REPORT_PREFIX", 0); /* 0: by the job's size (load.c) */
 	a->reread = env_size("DDPSPY_REPORT_REREAD", 0) != 0; /* (split.c) */
 	a->spread = env_size("DDPSPY_REPORT_SPREAD", 2048); /* (load.c: the clocks' spread) */

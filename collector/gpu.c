@@ -101,6 +101,9 @@ struct gpuproc {
 	struct trace_name *names; /* the file's string table, copied: the kernels' names */
 	size_t nnames;
 	int placed;           /* times on the job's clock (place) */
+	size_t nall;          /* its device work when read (w may hold only its NCCL kernels: below) */
+	int nccl_only;        /* report --mpi: another process read the file, and splits its rank; of its
+			       * work, only the NCCL kernels came here (the clocks and the instances) */
 	int device;           /* the first kernel's device, -1 none yet */
 	/* the file's "gpu" record: capture's state and losses */
 	char state[16], why[160];
@@ -330,6 +333,7 @@ void an_gpu_loaded(struct proc *p, const struct trace_file *f)
 		struct gapi *a = g->na ? realloc(g->api, g->na * sizeof *g->api) : NULL;
 		if (w)
 			g->w = w, g->cw = g->nw;
+		g->nall = g->nw;
 		if (a)
 			g->api = a, g->ca = g->na;
 		else if (!g->na)
@@ -381,14 +385,46 @@ void an_gpu_free(struct proc *p)
 	p->gpu = NULL;
 }
 
-/* p's device records as bytes, and back (report --mpi) */
-void an_gpu_pack(struct an_buf *b, const struct proc *p)
+struct gpuproc *an_gpu_take(struct proc *p)
+{
+	struct gpuproc *g = p->gpu;
+	p->gpu = NULL;
+	return g;
+}
+
+void an_gpu_give(struct proc *p, struct gpuproc *g)
+{
+	struct proc q = { .gpu = g };
+	if (p) {
+		an_gpu_free(p);
+		p->gpu = g;
+	} else {
+		an_gpu_free(&q);
+	}
+}
+
+/* p's device records as bytes, and back (report --mpi): whole, or (!whole) only what every
+ * process needs of a rank split elsewhere: its NCCL kernels, in their order */
+void an_gpu_pack(struct an_buf *b, const struct proc *p, int whole)
 {
 	const struct gpuproc *g = p->gpu;
 	uint8_t have = g != NULL;
 	an_put(b, &have, 1);
 	if (!g)
 		return;
+	if (!whole || g->nccl_only) {
+		struct gpuproc h = *g;
+		h.nw = 0;
+		for (size_t i = 0; i < g->nw; i++)
+			h.nw += g->w[i].cls == GW_NCCL;
+		h.na = h.nx = h.nc = h.nnames = 0;
+		h.nccl_only = 1;
+		an_put(b, &h, sizeof h);
+		for (size_t i = 0; i < g->nw; i++)
+			if (g->w[i].cls == GW_NCCL)
+				an_put(b, &g->w[i], sizeof g->w[i]);
+		return;
+	}
 	an_put(b, g, sizeof *g);
 	an_put(b, g->w, g->nw * sizeof *g->w);
 	an_put(b, g->api, g->na * sizeof *g->api);
@@ -656,40 +692,6 @@ struct hostlanes *an_gpu_lanes_new(const struct proc *p)
 	return h;
 }
 
-/* a rank's lanes as bytes, and back (report --mpi: split by another process) */
-void an_gpu_lanes_pack(struct an_buf *b, const struct hostlanes *h)
-{
-	uint8_t have = h != NULL;
-	an_put(b, &have, 1);
-	if (!h)
-		return;
-	an_put(b, &h->n, sizeof h->n);
-	an_put(b, &h->npage, sizeof h->npage);
-	an_put(b, h->e, h->n * sizeof *h->e);
-	an_put(b, h->page, h->npage * sizeof *h->page);
-}
-
-struct hostlanes *an_gpu_lanes_unpack(struct an_rd *r)
-{
-	uint8_t have;
-	if (an_get(r, &have, 1) < 0 || !have)
-		return NULL;
-	struct hostlanes *h = calloc(1, sizeof *h);
-	if (!h)
-		return NULL;
-	an_get(r, &h->n, sizeof h->n);
-	an_get(r, &h->npage, sizeof h->npage);
-	h->e = an_get_arr(r, h->n, sizeof *h->e, 0);
-	h->cap = h->n;
-	h->page = an_get_arr(r, h->npage, sizeof *h->page, 1);
-	if (r->err) {
-		h->n = h->npage = 0;
-		an_gpu_lanes_free(h);
-		return NULL;
-	}
-	return h;
-}
-
 void an_gpu_lanes_free(struct hostlanes *h)
 {
 	if (h) {
@@ -849,14 +851,6 @@ static double overlap_left(const struct gpuproc *g, struct itab *tab, const int6
 
 /* Rank r's steps split from its device's timeline within the job's device step bounds b (the file
  * comment): ri->steps' bounds become b, their categories, waits and lateness the device's. */
-struct waitadds {          /* split_rank's shares of host instances' waits, added in rank order */
-	struct waitadd {
-		struct inst *in;
-		double ms;
-	} *v;
-	size_t n, cap;
-};
-
 static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab, int r, const int64_t *b,
 		       struct waitadds *add)
 {
@@ -927,7 +921,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 			struct inst *hin = w->comm != INT32_MIN ? an_inst_get(&sd->tab, w->comm, w->seq, 0) : NULL;
 			struct waitadd *wa = hin ? room_for(add->v, add->n, &add->cap, sizeof *add->v, 64) : NULL;
 			if (wa)
-				(add->v = wa)[add->n++] = (struct waitadd){ hin, MS(wt < w->d ? wt : w->d) };
+				(add->v = wa)[add->n++] = (struct waitadd){ (size_t)(hin - sd->tab.v), MS(wt < w->d ? wt : w->d) };
 			gs->nccl_ms += MS(w->d);
 			gs->nccl_xfer_ms += MS(w->d - (wt < w->d ? wt : w->d));
 			gs->nccl_bytes += (double)(w->bytes > 0 ? w->bytes : 0);
@@ -1086,7 +1080,7 @@ static int with_work(const struct analysis *a)
 {
 	int n = 0;
 	for (int r = 0; r < a->nranks; r++)
-		n += a->ranks[r].p->gpu && a->ranks[r].p->gpu->nw > 0;
+		n += a->ranks[r].p->gpu && a->ranks[r].p->gpu->nall > 0;
 	return n;
 }
 
@@ -1104,7 +1098,6 @@ struct gjob {
 	struct itab *tab;
 	int64_t *b, *mine; /* the job's step bounds; each rank's own (2 * sd->K a rank) */
 	int8_t *ok;        /* whose are there */
-	struct waitadds *add;
 	int phase;         /* 0: place and bounds, 1: split */
 };
 
@@ -1114,49 +1107,136 @@ static void gpu_one(void *ctx, size_t r)
 	struct rankinfo *ri = &j->a->ranks[r];
 	size_t N = j->sd->K;
 	if (j->phase == 1) {
-		split_rank(j->a, j->sd, j->tab, (int)r, j->b, &j->add[r]);
+		split_rank(j->a, j->sd, j->tab, (int)r, j->b, &j->sd->gadd[r]);
 		return;
 	}
 	place(ri->p);
 	j->ok[r] = ri->steps && bounds(ri, N, j->mine + 2 * N * r) == 0;
 }
 
-void an_gpu_split(struct analysis *a, struct stepdata *sd)
+/* whether CUPTI lost records on any rank: then every rank keeps its host split (an_gpu_warn) */
+static int lost(const struct analysis *a)
 {
-	int R = a->nranks;
-	struct itab tab = { 0 };
-	for (int r = 0; r < R; r++) {
+	for (int r = 0; r < a->nranks; r++)
+		if (a->ranks[r].p->gpu_dropped)
+			return 1;
+	return 0;
+}
+
+void an_gpu_warn(struct analysis *a)
+{
+	uint64_t n = 0;
+	for (int r = 0; r < a->nranks; r++) {
 		const struct gpuproc *g = a->ranks[r].p->gpu;
 		if (g && g->state[0] && strcmp(g->state, "on"))
 			an_warn(a, "rank %d: GPU capture %s (%s): its device's timeline is not recorded, only its host calls",
 				a->ranks[r].rank, g->state, g->why);
+		n += a->ranks[r].p->gpu_dropped;
 	}
-	if (!sd->K || !with_work(a))
-		return;
-	/* a device timeline with holes would show them as idle: with records lost anywhere, every
-	 * rank keeps its host split (lost_events says how many) */
-	uint64_t lost = 0;
-	for (int r = 0; r < R; r++)
-		lost += a->ranks[r].p->gpu_dropped;
-	if (lost) {
+	if (a->sd && a->sd->K && with_work(a) && n)
 		an_warn(a, "CUPTI lost %" PRIu64 " records: the devices' timelines have holes, so the steps are split from "
-			"the host's calls, as without GPU capture", lost);
-		return;
+			"the host's calls, as without GPU capture", n);
+}
+
+/* The job's device steps: each bound the latest of the ranks' own (j->b from j->mine). The ranks
+ * leave their collectives together, so a step lasts as long on each; the same bounds on every rank
+ * make their steps' parts comparable (the critical path compares them step by step). */
+static void job_bounds(const struct analysis *a, struct gjob *j)
+{
+	size_t N = j->sd->K;
+	for (size_t i = 0; i < 2 * N; i++)
+		j->b[i] = INT64_MIN;
+	for (int r = 0; r < a->nranks; r++)
+		for (size_t i = 0; j->ok[r] && i < 2 * N; i++)
+			j->b[i] = j->mine[2 * N * (size_t)r + i] > j->b[i] ? j->mine[2 * N * (size_t)r + i] : j->b[i];
+	for (size_t i = 1; i < 2 * N; i++) /* (still in order) */
+		j->b[i] = j->b[i] < j->b[i - 1] ? j->b[i - 1] : j->b[i];
+}
+
+/* report --mpi: the ranks' own step bounds (2N a rank: those of ranks rs[0, n) with ok) to process
+ * 0, and the job's (b) back to every process; -1 when that failed */
+static int mpi_bounds(struct analysis *a, struct gjob *j, const size_t *rs, size_t n)
+{
+	struct an_mpi *m = a->mpi;
+	struct an_buf buf = { 0 };
+	size_t N = j->sd->K;
+	int rc = 0;
+	if (an_mpi_me(m) != 0) {
+		for (size_t i = 0; i < n; i++)
+			if (j->ok[rs[i]]) {
+				uint64_t r = rs[i];
+				an_put(&buf, &r, sizeof r);
+				an_put(&buf, j->mine + 2 * N * r, 2 * N * sizeof *j->mine);
+			}
+		rc = buf.err || an_mpi_send(m, &buf) < 0 || an_mpi_bcast(m, &buf) < 0 || buf.n != 2 * N * sizeof *j->b ? -1 : 0;
+		if (!rc)
+			memcpy(j->b, buf.p, buf.n);
+	} else {
+		for (int q = 1; q < an_mpi_np(m) && rc == 0; q++) {
+			if (an_mpi_recv(m, q, &buf) < 0) {
+				rc = -1;
+				break;
+			}
+			struct an_rd rd = { buf.p, buf.p + buf.n, 0 };
+			while (!rd.err && rd.p < rd.end) {
+				uint64_t r;
+				an_get(&rd, &r, sizeof r);
+				if (rd.err || r >= (uint64_t)a->nranks)
+					break;
+				an_get(&rd, j->mine + 2 * N * r, 2 * N * sizeof *j->mine);
+				j->ok[r] = !rd.err;
+			}
+			rc = rd.err ? -1 : 0;
+		}
 	}
-	/* the ranks with device work: their times onto the job's clock and their own step bounds, on
-	 * a->jobs threads */
-	size_t N = sd->K, *order = malloc((size_t)R * sizeof *order), n = 0;
+	if (rc == 0 && an_mpi_me(m) == 0) {
+		buf.n = 0;
+		job_bounds(a, j);
+		an_put(&buf, j->b, 2 * N * sizeof *j->b);
+		rc = buf.err || an_mpi_bcast(m, &buf) < 0 ? -1 : 0;
+	}
+	free(buf.p);
+	return rc;
+}
+
+void an_gpu_split(struct analysis *a, struct stepdata *sd, const size_t *rs, size_t nrs)
+{
+	int R = a->nranks;
+	struct itab tab = { 0 };
+	/* (a device timeline with holes would show them as idle: with records lost anywhere, every
+	 * rank keeps its host split) */
+	if (!sd->K || !with_work(a) || lost(a))
+		return;
+	/* the ranks split here with device work: their times onto the job's clock and their own step
+	 * bounds, on a->jobs threads */
+	size_t N = sd->K, *order = malloc(((size_t)R + 1) * sizeof *order), n = 0;
 	struct gjob j = { a, sd, &tab, malloc(2 * N * sizeof *j.b), malloc(2 * N * (size_t)R * sizeof *j.mine),
-			  calloc((size_t)R, sizeof *j.ok), calloc((size_t)R, sizeof *j.add), 0 };
-	if (!order || !j.b || !j.mine || !j.ok || !j.add)
+			  calloc((size_t)R, sizeof *j.ok), 0 };
+	if (!sd->gadd)
+		sd->gadd = calloc((size_t)R, sizeof *sd->gadd);
+	if (!order || !j.b || !j.mine || !j.ok || !sd->gadd) {
+		if (a->mpi)
+			an_mpi_abort(a->mpi); /* (the others would wait for this process) */
 		goto out;
-	for (int r = 0; r < R; r++)
-		if (a->ranks[r].p->gpu && a->ranks[r].p->gpu->nw)
-			order[n++] = (size_t)r;
+	}
+	for (size_t i = 0; i < nrs; i++)
+		if (a->ranks[rs[i]].p->gpu && a->ranks[rs[i]].p->gpu->nw && !a->ranks[rs[i]].p->gpu->nccl_only)
+			order[n++] = rs[i];
 	an_parallel(n, a->jobs, order, gpu_one, &j);
-	/* every device collective: whose kernel started first and last */
+	if (a->mpi) { /* (the job's bounds from every process's ranks) */
+		if (mpi_bounds(a, &j, order, n) < 0) {
+			an_mpi_abort(a->mpi);
+			goto out;
+		}
+	} else {
+		job_bounds(a, &j);
+	}
+	/* every device collective: whose kernel started first and last (the kernels of ranks split
+	 * elsewhere, onto the job's clock here) */
 	for (int r = 0; r < R; r++) {
 		struct gpuproc *g = a->ranks[r].p->gpu;
+		if (g && !g->placed)
+			place(a->ranks[r].p);
 		for (size_t i = 0; g && i < g->nw; i++) {
 			struct inst *in = g->w[i].cls == GW_NCCL ? ginst(&tab, &g->w[i], 1) : NULL;
 			if (!in)
@@ -1171,34 +1251,25 @@ void an_gpu_split(struct analysis *a, struct stepdata *sd)
 			}
 		}
 	}
-	/* The job's device steps: each bound the latest of the ranks' own. The ranks leave their
-	 * collectives together, so a step lasts as long on each; the same bounds on every rank make
-	 * their steps' parts comparable (the critical path compares them step by step). */
-	for (size_t i = 0; i < 2 * N; i++)
-		j.b[i] = INT64_MIN;
-	for (int r = 0; r < R; r++)
-		for (size_t i = 0; j.ok[r] && i < 2 * N; i++)
-			j.b[i] = j.mine[2 * N * (size_t)r + i] > j.b[i] ? j.mine[2 * N * (size_t)r + i] : j.b[i];
-	for (size_t i = 1; i < 2 * N; i++) /* (still in order) */
-		j.b[i] = j.b[i] < j.b[i - 1] ? j.b[i - 1] : j.b[i];
-	n = 0;
-	for (int r = 0; r < R; r++)
-		if (a->ranks[r].steps && a->ranks[r].p->gpu && a->ranks[r].p->gpu->nw)
-			order[n++] = (size_t)r;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (a->ranks[order[i]].steps)
+			order[k++] = order[i];
 	j.phase = 1;
-	an_parallel(n, a->jobs, order, gpu_one, &j);
-	for (int r = 0; r < R; r++) /* (the sums the same whatever the threads) */
-		for (size_t i = 0; i < j.add[r].n; i++)
-			j.add[r].v[i].in->wait_sum += j.add[r].v[i].ms;
+	an_parallel(k, a->jobs, order, gpu_one, &j);
 out:
-	for (int r = 0; j.add && r < R; r++)
-		free(j.add[r].v);
-	free(j.add);
 	free(j.ok);
 	free(j.mine);
 	free(j.b);
 	free(order);
 	free(tab.v);
+}
+
+void an_gpu_adds(struct stepdata *sd)
+{
+	for (int r = 0; sd->gadd && r < sd->R; r++) /* (the sums the same whatever the threads) */
+		for (size_t i = 0; i < sd->gadd[r].n; i++)
+			sd->tab.v[sd->gadd[r].v[i].in].wait_sum += sd->gadd[r].v[i].ms;
 }
 
 const char *an_gpu_site(const struct proc *p, int i, const char *(*frames)[8], int *nframes, double *ms,
@@ -1226,8 +1297,8 @@ void an_gpu_job(const struct analysis *a, struct gpujob *j)
 		const struct gpuproc *g = a->ranks[r].p->gpu;
 		if (!g)
 			continue;
-		j->ranks += g->nw > 0;
-		j->any |= g->nw > 0 || g->state[0];
+		j->ranks += g->nall > 0;
+		j->any |= g->nall > 0 || g->state[0];
 		if (!strcmp(g->state, "on"))
 			j->capture = "cupti";
 		j->dropped += g->dropped > 0 ? (uint64_t)g->dropped : 0;

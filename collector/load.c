@@ -784,7 +784,7 @@ static int unpack_thr(struct an_rd *r, struct thr *t)
 	return r->err ? -1 : 0;
 }
 
-void an_pack_proc(struct an_buf *b, const struct proc *p)
+void an_pack_proc(struct an_buf *b, const struct proc *p, int whole)
 {
 	an_put(b, p, sizeof *p);
 	an_put_str(b, p->file);
@@ -792,7 +792,7 @@ void an_pack_proc(struct an_buf *b, const struct proc *p)
 		an_put(b, p->clock, sizeof *p->clock);
 		an_put(b, p->clock->calib, p->clock->n * sizeof *p->clock->calib);
 	}
-	an_gpu_pack(b, p);
+	an_gpu_pack(b, p, whole);
 	an_put(b, p->comms, (size_t)p->ncomms * sizeof *p->comms);
 	pack_thr(b, &p->hostcpu);
 	for (int k = 0; k < p->nthr; k++)
@@ -1025,7 +1025,7 @@ static void load_slots(const struct analysis *a, struct slot *slots, const size_
  * first; every process reads its files and sends their records to process 0, which takes them in
  * the files' order. */
 
-static void pack_slot(struct an_buf *b, uint64_t i, const struct slot *s)
+static void pack_slot(struct an_buf *b, uint64_t i, const struct slot *s, int whole)
 {
 	uint8_t ok = (uint8_t)s->ok, nw = (uint8_t)s->nwarn;
 	an_put(b, &i, sizeof i);
@@ -1034,7 +1034,7 @@ static void pack_slot(struct an_buf *b, uint64_t i, const struct slot *s)
 	for (int w = 0; w < s->nwarn; w++)
 		an_put_str(b, s->warn[w]);
 	if (s->ok)
-		an_pack_proc(b, &s->p);
+		an_pack_proc(b, &s->p, whole);
 }
 
 static int unpack_slots(struct an_buf *b, struct slot *slots, size_t files)
@@ -1089,9 +1089,11 @@ static void free_slots(struct slot *slots, size_t n, int paths)
 	free(slots);
 }
 
-/* A record's runs, held aside while the record travels (they stay with the process that read its
- * file), and given back to the copy that comes back; freed when that process does not split it. */
+/* A record's runs and device work, held aside while the record travels (they stay with the
+ * process that read its file: what comes back has its NCCL kernels only), and given back to the
+ * copy that comes back; freed when that process does not split it. */
 struct heldruns {
+	struct gpuproc *gpu;
 	struct callrun *run;
 	struct pat *rpat;
 	struct owntime *own;
@@ -1102,10 +1104,11 @@ struct heldruns {
 static void runs_hold(struct proc *p, struct heldruns *h)
 {
 	struct thr *t = p->train >= 0 ? &p->thr[p->train] : NULL;
-	*h = (struct heldruns){ 0 };
+	struct gpuproc *g = an_gpu_take(p);
+	*h = (struct heldruns){ .gpu = g };
 	if (!t || !t->runs_ok)
 		return;
-	*h = (struct heldruns){ t->run, t->rpat, t->own, t->nrun, t->nrpat, t->nmemb, 1 };
+	*h = (struct heldruns){ g, t->run, t->rpat, t->own, t->nrun, t->nrpat, t->nmemb, 1 };
 	t->run = NULL, t->rpat = NULL, t->own = NULL;
 	an_runs_drop(t);
 }
@@ -1113,6 +1116,8 @@ static void runs_hold(struct proc *p, struct heldruns *h)
 static void runs_give(struct proc *p, struct heldruns *h, int keep)
 {
 	struct thr *t = keep && p->train >= 0 && p->train < p->nthr ? &p->thr[p->train] : NULL;
+	if (h->gpu)
+		an_gpu_give(keep ? p : NULL, h->gpu);
 	if (t && h->held && !t->runs_ok) {
 		t->run = h->run, t->rpat = h->rpat, t->own = h->own;
 		t->nrun = t->crun = h->nrun, t->nrpat = t->crpat = h->nrpat, t->nmemb = h->nmemb;
@@ -1155,16 +1160,17 @@ static int mpi_follow(struct analysis *a, struct slot **out, size_t *nout)
 	}
 	b.n = 0;
 	visible(&b, slots, n);
-	if (b.err || an_mpi_send(m, &b) < 0 || an_mpi_bcast(m, &b) < 0 || b.n != n * sizeof(int32_t))
+	if (b.err || an_mpi_send(m, &b) < 0 || an_mpi_bcast(m, &b) < 0 || b.n != 2 * n * sizeof(int32_t))
 		goto out;
-	memcpy(a->mpi_who, b.p, b.n);
+	memcpy(a->mpi_who, b.p, n * sizeof(int32_t)); /* (who reads each file, then who splits its rank) */
 	for (size_t i = 0; i < n; i++)
 		if (a->mpi_who[i] == an_mpi_me(m))
 			idx[mine++] = i;
 	load_slots(a, slots, idx, mine);
+	memcpy(a->mpi_who, b.p + n * sizeof(int32_t), n * sizeof(int32_t));
 	b.n = 0;
-	for (size_t i = 0; i < mine; i++)
-		pack_slot(&b, idx[i], &slots[idx[i]]);
+	for (size_t i = 0; i < mine; i++) /* (device work whole to process 0 where it splits the rank) */
+		pack_slot(&b, idx[i], &slots[idx[i]], a->gpu_whole || a->mpi_who[idx[i]] != an_mpi_me(m));
 	if (b.err || an_mpi_send(m, &b) < 0)
 		goto out;
 	/* every record, as process 0 has them (and the runs of those read here) */
@@ -1214,10 +1220,10 @@ static int mpi_lead(struct analysis *a, struct slot *slots, size_t files)
 	uint64_t n = files;
 	uint8_t *vis = calloc((size_t)P * (files + 1), 1);
 	uint64_t *load = calloc((size_t)P, sizeof *load);
-	int32_t *who = calloc(files + 1, sizeof *who);
+	int32_t *who = calloc(files + 1, sizeof *who), *split = calloc(files + 1, sizeof *split);
 	size_t *idx = calloc(files + 1, sizeof *idx), mine = 0;
 	struct bysize *bs = malloc((files + 1) * sizeof *bs);
-	if (!vis || !load || !who || !idx || !bs)
+	if (!vis || !load || !who || !split || !idx || !bs)
 		goto out;
 	/* each file's name in the report, and where it is from / (mpirun starts a process on another
 	 * host in the same directory, or else in its home) */
@@ -1264,34 +1270,40 @@ static int mpi_lead(struct analysis *a, struct slot *slots, size_t files)
 		if (best == 0)
 			idx[mine++] = i;
 	}
+	/* who splits each rank: the process that read its file, if it sees every file (it finds the
+	 * steps again from them all when a trace is long), else process 0, which then gets its
+	 * device work whole */
+	for (size_t i = 0; i < files; i++) {
+		split[i] = who[i];
+		for (size_t k = 0; k < files; k++)
+			if (!vis[(size_t)who[i] * files + k])
+				split[i] = 0;
+	}
 	b.n = 0;
 	an_put(&b, who, files * sizeof *who);
+	an_put(&b, split, files * sizeof *split);
 	if (b.err || an_mpi_bcast(m, &b) < 0)
 		goto out;
 	load_slots(a, slots, idx, mine);
 	for (int q = 1; q < P; q++)
 		if (an_mpi_recv(m, q, &b) < 0 || unpack_slots(&b, slots, files) < 0)
 			goto out;
-	/* every record to every process, and who splits each rank: the process that read its file,
-	 * if it sees every file (it finds the steps again from them all when a trace is long), else
-	 * process 0 */
-	for (size_t i = 0; i < files; i++)
-		for (size_t k = 0; k < files; k++)
-			if (!vis[(size_t)who[i] * files + k])
-				who[i] = 0;
+	/* every record to every process (of device work, only the NCCL kernels: a rank's split is
+	 * where its work is) */
 	b.n = 0;
-	an_put(&b, who, files * sizeof *who);
+	an_put(&b, split, files * sizeof *split);
 	for (size_t i = 0; i < files; i++)
-		pack_slot(&b, i, &slots[i]);
+		pack_slot(&b, i, &slots[i], 0);
 	if (b.err || an_mpi_bcast(m, &b) < 0)
 		goto out;
-	a->mpi_who = who;
-	who = NULL;
+	a->mpi_who = split;
+	split = NULL;
 	rc = 0;
 out:
 	free(vis);
 	free(load);
 	free(who);
+	free(split);
 	free(idx);
 	free(bs);
 	free(b.p);

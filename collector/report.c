@@ -445,7 +445,8 @@ int cmd_report(int argc, char **argv)
 		fprintf(stderr, "ddpspy report: %s\n", err);
 		goto out;
 	}
-	struct report_options o = { .skip = (int)skip, .jobs = (int)jobs, .ranks = ranks, .nranks = nranks, .mpi = m };
+	struct report_options o = { .skip = (int)skip, .jobs = (int)jobs, .ranks = ranks, .nranks = nranks, .mpi = m,
+				    .gpu_whole = html != NULL };
 	struct analysis a;
 	int ran = analysis_run(&a, dirs, ndirs, &o, err, sizeof err);
 	if (a.mpi_follower) {

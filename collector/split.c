@@ -868,7 +868,11 @@ static void pack_split(struct an_buf *b, const struct analysis *a, const struct 
 	an_put(b, &nlate, sizeof nlate);
 	an_put(b, sd->late[r], nlate * sizeof *sd->late[r]);
 	an_put(b, &sd->fold[r], sizeof sd->fold[r]);
-	an_gpu_lanes_pack(b, sd->lanes[r]);
+	an_put(b, &ri->gpu, sizeof ri->gpu);
+	uint64_t nadd = sd->gadd ? sd->gadd[r].n : 0;
+	an_put(b, &nadd, sizeof nadd);
+	if (nadd)
+		an_put(b, sd->gadd[r].v, nadd * sizeof *sd->gadd[r].v);
 	an_put(b, &nlog, sizeof nlog);
 	an_put(b, l->v, nlog * sizeof *l->v);
 	an_put_str(b, l->warn);
@@ -900,8 +904,19 @@ static int unpack_splits(struct analysis *a, struct stepdata *sd, struct shared 
 		sd->late[r] = an_get_arr(&rd, nlate, sizeof *sd->late[r], 1);
 		sd->nlate[r] = sd->late[r] ? nlate : 0;
 		an_get(&rd, &sd->fold[r], sizeof sd->fold[r]);
-		an_gpu_lanes_free(sd->lanes[r]);
-		sd->lanes[r] = an_gpu_lanes_unpack(&rd);
+		an_get(&rd, &ri->gpu, sizeof ri->gpu);
+		uint64_t nadd;
+		an_get(&rd, &nadd, sizeof nadd);
+		if (nadd && !sd->gadd && !(sd->gadd = calloc((size_t)a->nranks, sizeof *sd->gadd)))
+			return -1;
+		if (sd->gadd) {
+			free(sd->gadd[r].v);
+			sd->gadd[r].v = an_get_arr(&rd, nadd, sizeof *sd->gadd[r].v, 0);
+			sd->gadd[r].n = sd->gadd[r].cap = sd->gadd[r].v ? nadd : 0;
+			for (size_t k = 0; k < sd->gadd[r].n; k++) /* (indices into this process's table) */
+				if (sd->gadd[r].v[k].in >= sd->tab.cap)
+					return -1;
+		}
 		an_get(&rd, &nlog, sizeof nlog);
 		struct shared *l = &logs[r];
 		free(l->v);
@@ -999,6 +1014,7 @@ void an_split_steps(struct analysis *a)
 	an_progress_start(&job.progress, "split ranks", nmine, bytes);
 	an_parallel(nmine, a->jobs, mine, split_one, &job);
 	an_progress_end(&job.progress);
+	an_gpu_split(a, sd, mine, nmine);
 	if (a->mpi && mpi_exchange(a, sd, job.logs, mine, nmine) < 0)
 		an_warn(a, "--mpi: the other processes' splits could not be gathered; their ranks are not split");
 	free(mine);
@@ -1013,7 +1029,8 @@ void an_split_steps(struct analysis *a)
 	free(job.logs);
 	if (a->mpi_follower)
 		return; /* (process 0 goes on) */
-	an_gpu_split(a, sd);
+	an_gpu_warn(a);
+	an_gpu_adds(sd);
 	critical_path(a, sd);
 	figures(a, sd);
 }
@@ -1037,6 +1054,9 @@ void an_split_free(struct analysis *a)
 	for (int r = 0; sd->lanes && r < sd->R; r++)
 		an_gpu_lanes_free(sd->lanes[r]);
 	free(sd->lanes);
+	for (int r = 0; sd->gadd && r < sd->R; r++)
+		free(sd->gadd[r].v);
+	free(sd->gadd);
 	free(sd->tab.v);
 	free(sd->pblk);
 	free(sd->pbo);

@@ -221,6 +221,43 @@ if jw and js and js["job"]["steps_sampled"] < jw["job"]["steps_analyzed"]:
 else:
     ok(False, "a long GPU trace reported whole and as a sample (%s)" % (p.stderr[-300:] if jw else "no trace"))
 
+# ---- report --mpi on a GPU job: each process splits the devices of the ranks it read ----
+# A rank's device work stays with the process that read its file (the others get its NCCL kernels,
+# for the clocks and the collectives' skew); process 0 gets it whole where it splits that rank
+# itself (the reader cannot see every file) and for --html, which draws it. Checked on the same
+# trace in two directories, process 1 unable to see the second (a mount namespace: a host that
+# does not share it), and --html against the page of one process.
+if jw and shutil.which("mpirun"):
+    split_dirs = [os.path.join(d, "split-a"), os.path.join(d, "split-b")]
+    for s in split_dirs:
+        shutil.rmtree(s, ignore_errors=True)
+        os.makedirs(s)
+    for f in os.listdir(out):
+        shutil.copy(os.path.join(out, f), split_dirs[f.startswith("r00001")])
+    one = subprocess.run([DDPSPY, "report", "--json", "-j", "1"] + split_dirs, capture_output=True, text=True,
+                         timeout=300)
+    if os.geteuid() == 0 and shutil.which("unshare"):
+        p = subprocess.run(MPIRUN + ["-np", "1", DDPSPY, "report", "--json", "--mpi"] + split_dirs +
+                           [":", "-np", "1", "unshare", "-m", "sh", "-c", "mount -t tmpfs none %s && exec %s report "
+                            "--json --mpi %s" % (split_dirs[1], DDPSPY, " ".join(split_dirs))],
+                           capture_output=True, text=True, timeout=300)
+        jb = json.loads(p.stdout) if p.returncode == 0 else None
+        warn = [w for w in (jb or {}).get("job", {}).get("warnings", []) if w.startswith("--mpi:")]
+        if jb:
+            jb["job"]["warnings"] = [w for w in jb["job"]["warnings"] if not w.startswith("--mpi:")]
+        ok(one.returncode == 0 and jb == json.loads(one.stdout) and len(warn) == 1,
+           "--mpi on a GPU job, process 1 unable to see one of the two directories: the report of one process "
+           "(%s)" % (warn or p.stderr[-300:]))
+    else:
+        skip("--mpi on a GPU job with a process that cannot see every file", "needs root and unshare(1)")
+    pages = [os.path.join(d, "one.html"), os.path.join(d, "mpi.html")]
+    h1 = subprocess.run([DDPSPY, "report", "-j", "1", "--html", pages[0], out], capture_output=True, timeout=300)
+    h2 = subprocess.run(MPIRUN + ["-np", "2", DDPSPY, "report", "--mpi", "--html", pages[1], out],
+                        capture_output=True, timeout=300)
+    same = h1.returncode == h2.returncode == 0 and all(os.path.exists(x) for x in pages) and \
+        open(pages[0], "rb").read() == open(pages[1], "rb").read()
+    ok(same, "--mpi --html on a GPU job: the page of one process, byte for byte (%s)" % h2.stderr[-300:])
+
 # ---- CUPTI's lost records: every record after the first 100 of each rank has no buffer ----
 truth, out = traced("cupti-drops", [], 2, {"SIMGPU_CUPTI_MAX_RECORDS": "100"})
 j = report(out) if truth else None
