@@ -530,9 +530,141 @@ static void sweep_one(void *ctx, size_t rr)
 	j->n[r] = n;
 }
 
-static void sweep_rest(void *ctx, size_t i)
+/* ---- report --mpi: each rank swept by the process that splits it (it sees every file), the
+ * results gathered to process 0 and sent to every process, which goes on from them all ---- */
+
+/* whether this process sweeps rank r */
+static int sweeps(const struct analysis *a, int r)
 {
-	sweep_one(ctx, i + 1);
+	return !a->mpi || a->mpi_who[a->ranks[r].p->src] == an_mpi_me(a->mpi);
+}
+
+/* rank 0's count of steps and sample (what the others start from), from the process that swept it
+ * through process 0 to every process; -1 when that failed */
+static int mpi_first(struct sweepjob *j)
+{
+	struct analysis *a = j->a;
+	struct an_mpi *m = a->mpi;
+	struct an_buf b = { 0 };
+	int who = a->mpi_who[a->ranks[0].p->src], me = an_mpi_me(m), rc = 0;
+	uint64_t v[2] = { j->n[0], j->w[0].mask };
+	an_put(&b, v, sizeof v);
+	if (me == who && me != 0)
+		rc = an_mpi_send(m, &b);
+	else if (me == 0 && who != 0)
+		rc = an_mpi_recv(m, who, &b) < 0 || b.n != sizeof v ? -1 : 0;
+	if (rc == 0)
+		rc = an_mpi_bcast(m, &b) < 0 || b.n != sizeof v ? -1 : 0;
+	if (rc == 0 && me != who) {
+		memcpy(v, b.p, sizeof v);
+		j->n[0] = (size_t)v[0];
+		j->w[0].mask = v[1];
+	}
+	free(b.p);
+	return rc;
+}
+
+/* rank r's sweep as bytes, and back into j (keep 0: read past it) */
+static void pack_sweep(struct an_buf *b, const struct sweepjob *j, size_t r)
+{
+	const struct sweep *v = &j->w[r];
+	uint64_t h[10] = { r, j->n[r], v->mask, v->nb, (uint64_t)v->b, (uint64_t)v->b0, (uint64_t)v->bskip,
+			   (uint64_t)v->len_max, v->nks, (uint64_t)v->failed };
+	an_put(b, h, sizeof h);
+	an_put(b, v->ks, v->nks * sizeof *v->ks);
+	for (int t = 0; t < j->a->ranks[r].p->nthr; t++) { /* (v is not set up where no sweep began) */
+		uint64_t n = v->kt ? v->kt[t].n : 0;
+		an_put(b, &n, sizeof n);
+		if (n) {
+			an_put(b, v->kt[t].ev, n * sizeof *v->kt[t].ev);
+			an_put(b, v->kt[t].step, n * sizeof *v->kt[t].step);
+		}
+	}
+}
+
+static int unpack_sweep(struct an_rd *rd, struct sweepjob *j)
+{
+	uint64_t h[10];
+	if (an_get(rd, h, sizeof h) < 0 || h[0] >= (uint64_t)j->a->nranks)
+		return -1;
+	size_t r = (size_t)h[0];
+	int keep = !sweeps(j->a, (int)r);
+	struct sweep *v = &j->w[r], x = { .a = j->a, .p = j->a->ranks[r].p, .mode = j->mode, .lastend = INT64_MIN };
+	if (keep) {
+		free(v->ks);
+		for (int t = 0; v->kt && t < v->p->nthr; t++) {
+			free(v->kt[t].ev);
+			free(v->kt[t].step);
+		}
+		free(v->kt);
+		*v = x;
+		j->n[r] = (size_t)h[1];
+		v->mask = h[2];
+		v->nb = (size_t)h[3];
+		v->b = (int64_t)h[4], v->b0 = (int64_t)h[5], v->bskip = (int64_t)h[6], v->len_max = (int64_t)h[7];
+		v->failed = (int)h[9];
+	} else {
+		v = &x;
+	}
+	v->ks = an_get_arr(rd, (size_t)h[8], sizeof *v->ks, 0);
+	v->nks = v->cks = v->ks ? (size_t)h[8] : 0;
+	v->kt = calloc((size_t)v->p->nthr + 1, sizeof *v->kt);
+	for (int t = 0; v->kt && t < v->p->nthr && !rd->err; t++) {
+		uint64_t n;
+		an_get(rd, &n, sizeof n);
+		if (!n || rd->err)
+			continue;
+		struct kthr *k = &v->kt[t];
+		k->ev = an_get_arr(rd, (size_t)n, sizeof *k->ev, 0);
+		k->step = an_get_arr(rd, (size_t)n, sizeof *k->step, 0);
+		k->n = k->cap = k->ev && k->step ? (size_t)n : 0;
+		v->kept += k->n;
+	}
+	if (!v->kt)
+		rd->err = 1;
+	if (!keep) { /* (this process's own, read past) */
+		free(v->ks);
+		for (int t = 0; v->kt && t < v->p->nthr; t++) {
+			free(v->kt[t].ev);
+			free(v->kt[t].step);
+		}
+		free(v->kt);
+	}
+	return rd->err ? -1 : 0;
+}
+
+/* every rank's sweep from the process that made it, through process 0, to every process */
+static int mpi_sweeps(struct sweepjob *j)
+{
+	struct analysis *a = j->a;
+	struct an_mpi *m = a->mpi;
+	struct an_buf b = { 0 };
+	int rc = 0;
+	if (an_mpi_me(m) != 0) {
+		for (int r = 0; r < a->nranks; r++)
+			if (sweeps(a, r))
+				pack_sweep(&b, j, (size_t)r);
+		rc = b.err || an_mpi_send(m, &b) < 0 ? -1 : 0;
+	} else {
+		for (int q = 1; q < an_mpi_np(m) && rc == 0; q++) {
+			if (an_mpi_recv(m, q, &b) < 0)
+				return -1;
+			struct an_rd rd = { b.p, b.p + b.n, 0 };
+			while (rc == 0 && rd.p < rd.end)
+				rc = unpack_sweep(&rd, j);
+		}
+		b.n = 0;
+		for (int r = 0; r < a->nranks; r++)
+			pack_sweep(&b, j, (size_t)r);
+		rc = rc || b.err ? -1 : 0;
+	}
+	if (rc == 0 && (rc = an_mpi_bcast(m, &b) < 0 ? -1 : 0) == 0 && an_mpi_me(m) != 0) {
+		struct an_rd rd = { b.p, b.p + b.n, 0 };
+		while (rc == 0 && rd.p < rd.end)
+			rc = unpack_sweep(&rd, j);
+	}
+	free(b.p);
+	return rc;
 }
 
 /* Every rank's steps again, streamed (see above), by the mode and patterns found in the prefix
@@ -557,14 +689,31 @@ static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct
 		for (int h = 0; h < a->ranks[0].p->nthr; h++)
 			j.calls0 += a->ranks[0].p->thr[h].nsync;
 	}
-	/* rank 0 first; then the others on a->jobs threads */
-	sweep_one(&j, 0);
+	/* rank 0 first; then the others on a->jobs threads (report --mpi: each by the process that
+	 * splits it, then every process gets them all) */
+	size_t *mine = malloc((size_t)R * sizeof *mine), nmine = 0;
+	if (!mine) {
+		if (a->mpi)
+			an_mpi_abort(a->mpi); /* (the others would wait for this process) */
+		free(j.n);
+		return 0;
+	}
+	if (sweeps(a, 0))
+		sweep_one(&j, 0);
+	if (a->mpi && mpi_first(&j) < 0)
+		an_mpi_abort(a->mpi);
 	if (j.n[0] != SIZE_MAX && j.n[0]) {
 		if (mode == BY_PATTERN && !p2p)
 			pts[0].nsteps = j.n[0];
 		j.mask0 = w[0].mask;
-		an_parallel((size_t)R - 1, a->jobs, NULL, sweep_rest, &j);
+		for (int r = 1; r < R; r++)
+			if (sweeps(a, r))
+				mine[nmine++] = (size_t)r;
+		an_parallel(nmine, a->jobs, mine, sweep_one, &j);
 	}
+	free(mine);
+	if (a->mpi && mpi_sweeps(&j) < 0)
+		an_mpi_abort(a->mpi);
 	for (int r = 0; r < R; r++) {
 		size_t n = j.n[r] == SIZE_MAX ? 0 : j.n[r];
 		K = n < K ? n : K;

@@ -233,6 +233,23 @@ if shutil.which("mpirun"):
                                  "read them" % os.uname().nodename],
            "--mpi with a process that cannot see the files: the others read them, the report says so (%s)"
            % (warn or p.stderr[-300:]))
+        # the same as a long trace, whose steps are found again from every call: each rank's by the
+        # process that splits it (before, every process read every file again for them, and this
+        # run waited forever)
+        long_env = dict(os.environ, DDPSPY_REPORT_PREFIX="256", DDPSPY_REPORT_SAMPLE="256")
+        one_l = subprocess.run([DDPSPY, "report", "--json", "-j", "1", sync], capture_output=True, text=True,
+                               timeout=300, env=long_env)
+        try:
+            p = subprocess.run(blind, capture_output=True, text=True, timeout=120, env=long_env)
+            jb = json.loads(p.stdout) if p.returncode == 0 else None
+        except subprocess.TimeoutExpired:
+            jb, p = None, None
+        if jb:
+            jb["job"]["warnings"] = [w for w in jb["job"]["warnings"] if not w.startswith("--mpi:")]
+        j1l = json.loads(one_l.stdout) if one_l.returncode == 0 else {}
+        ok(jb is not None and jb == j1l and j1l["job"]["steps_sampled"] < j1l["job"]["steps_analyzed"],
+           "--mpi with a process that cannot see the files, as a long trace (a sample of %s steps): the report of "
+           "one process (%s)" % (j1l.get("job", {}).get("steps_sampled"), "timed out" if p is None else p.stderr[-300:]))
     else:
         skip("--mpi with a process that cannot see the files", "needs root and unshare(1) for a mount namespace")
 else:
