@@ -247,6 +247,7 @@ struct gpustat {
 	double kernel_us_p50;      /* compute kernels' median duration */
 	int device;                /* the device its work ran on (the first one seen) */
 	int site;                  /* the training thread's longest wait for the device (an_gpu_site) */
+	int reread_failed;         /* its device's work (over its share) could not be read again */
 };
 
 /* A rank's CPU time over its analysed steps (cpu.c): its training thread's time on a CPU and
@@ -296,6 +297,7 @@ struct analysis {
 	size_t prefix;                 /* synchronizing calls kept per thread while loading (0: by world size) */
 	size_t spread;                 /* and beyond them, at most, for the clocks (analysis_int.h) */
 	int reread;                    /* test-only: the split reads every training thread again (no runs) */
+	size_t gpu_keep;               /* device records kept per rank while loading (0: by world size; gpu.c) */
 	size_t sample_max;             /* steps whose per-step figures are kept per rank, at most */
 	int steps_detected, nsteps;
 	int nsampled;                  /* of nsteps, those the per-step figures come from */

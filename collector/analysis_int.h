@@ -439,9 +439,16 @@ void an_wf_sort(struct stepdata *sd, int r);
  * kinds gpu.c reads (NCCL calls and groups, CUDA copies and synchronizations); non-zero when out
  * of memory. an_gpu_loaded resolves the stacks it keeps before f is closed. */
 struct trace_event;
-int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace_event *e);
+int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace_event *e, size_t keep);
 int an_gpu_host(struct proc *p, const struct trace_event *e, const struct ev *v);
-void an_gpu_loaded(struct proc *p, const struct trace_file *f);
+void an_gpu_loaded(struct proc *p, const struct trace_file *f, const char *path);
+/* A rank whose device work was more than its share of memory (keep records: a->gpu_keep, or by
+ * the job's size) holds only what the clocks, the collectives and the host's split need of it (its
+ * NCCL kernels and large pageable copies) and reads its file again for the rest, one rank at a
+ * time: an_gpu_open makes p's whole work there (0, -1 when it cannot be read again), an_gpu_close
+ * lets it go (no-ops for a rank that holds it all). */
+int an_gpu_open(struct proc *p);
+void an_gpu_close(struct proc *p);
 void an_gpu_free(struct proc *p);
 int an_gpu_ranks(const struct analysis *a); /* ranks whose steps an_gpu_split split from their device */
 /* p's NCCL kernels' ends on the job's clock so far, by collective (comm, seq): every rank's kernels

@@ -34,6 +34,7 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	a->prefix = env_size("DDPSPY_REPORT_PREFIX", 0); /* 0: by the job's size (load.c) */
 	a->reread = env_size("DDPSPY_REPORT_REREAD", 0) != 0; /* (split.c) */
 	a->spread = env_size("DDPSPY_REPORT_SPREAD", 2048); /* (load.c: the clocks' spread) */
+	a->gpu_keep = env_size("DDPSPY_REPORT_GPU_KEEP", 0); /* (gpu.c: 0, by the job's size) */
 	if (an_load(a, o, err, errlen) != 0)
 		return -1;
 	/* about a million rank-steps in all (some 400 MiB at most), between 512 and 8192 per rank */

@@ -17,6 +17,7 @@
  * NCCL call (gpu_extcorr) names the call, whose communicator and sequence number match the same
  * collective's kernels on every rank; kernels of unrecorded calls are matched by their order. */
 #include <inttypes.h>
+#include <limits.h>
 #include <stddef.h>
 #include <math.h>
 #include <stdio.h>
@@ -104,6 +105,12 @@ struct gpuproc {
 	size_t nall;          /* its device work when read (w may hold only its NCCL kernels: below) */
 	int nccl_only;        /* report --mpi: another process read the file, and splits its rank; of its
 			       * work, only the NCCL kernels came here (the clocks and the instances) */
+	int over;             /* its work was more than its share (an_gpu_record's keep): w holds only
+			       * its NCCL kernels and large pageable copies, api none, and xc and call
+			       * are kept for an_gpu_open, which reads the file again for the rest */
+	struct gwork *pw;     /* while open (an_gpu_open): that list, set aside */
+	size_t npw;
+	int pplaced, opened;
 	int device;           /* the first kernel's device, -1 none yet */
 	/* the file's "gpu" record: capture's state and losses */
 	char state[16], why[160];
@@ -190,15 +197,18 @@ static struct gpuproc *gpu_of(struct proc *p)
 	return p->gpu;
 }
 
-int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace_event *e)
+/* (times past 2^62 ns, 146 years, or lasting more than 2^46 ns, 19 hours, are not a device's: a
+ * damaged record, left out so that no sum of times overflows) */
+static int sane(const struct trace_event *e)
 {
-	struct gpuproc *g = gpu_of(p);
-	if (!g)
-		return 1;
-	g->records++;
-	/* (times past 2^62 ns, 146 years, or lasting more than 2^46 ns, 19 hours, are not a device's:
-	 * a damaged record, left out so that no sum of times overflows) */
-	if (e->t_ns < 0 || e->t_ns >= (INT64_C(1) << 62) || e->dur_ns < 0 || e->dur_ns >= (INT64_C(1) << 46))
+	return e->t_ns >= 0 && e->t_ns < (INT64_C(1) << 62) && e->dur_ns >= 0 && e->dur_ns < (INT64_C(1) << 46);
+}
+
+/* a CUPTI record into g: kept (work 1) or, of the kernels, copies, sets and runtime calls, none
+ * (work 0: a rank over its share, reading its file the first time) */
+static int take(struct gpuproc *g, const struct trace_file *f, const struct trace_event *e, int work)
+{
+	if (!sane(e))
 		return 0;
 	struct gwork w = { .t = e->t_ns, .d = e->dur_ns, .launch = e->t_ns, .comm = -1, .seq = -1, .op = -1 };
 	switch (e->kind) {
@@ -210,7 +220,8 @@ int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace
 		w.cls = memo_has(&g->nccl_name, f, kn, "ncclDevKernel_", "ncclKernel_") ? GW_NCCL : GW_COMPUTE;
 		if (g->device < 0)
 			g->device = (int)an_arg(e, P.k_device, 0);
-		PUSH(g->w, g->nw, g->cw, w);
+		if (work)
+			PUSH(g->w, g->nw, g->cw, w);
 		break;
 	}
 	case DDPSPY_EV_GPU_MEMCPY: {
@@ -221,16 +232,20 @@ int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace
 		w.cls = copy == DDPSPY_GCOPY_HTOD ? GW_COPY_IN : GW_COPY;
 		w.pageable = (copy == DDPSPY_GCOPY_HTOD && an_arg(e, P.m_src, 0) == DDPSPY_GMEM_PAGEABLE) ||
 			     (copy == DDPSPY_GCOPY_DTOH && an_arg(e, P.m_dst, 0) == DDPSPY_GMEM_PAGEABLE);
-		PUSH(g->w, g->nw, g->cw, w);
+		if (work)
+			PUSH(g->w, g->nw, g->cw, w);
 		break;
 	}
 	case DDPSPY_EV_GPU_MEMSET:
 		w.corr = (uint32_t)an_arg(e, P.s_corr, 0);
 		w.stream = (uint32_t)an_arg(e, P.s_stream, 0);
 		w.cls = GW_COPY;
-		PUSH(g->w, g->nw, g->cw, w);
+		if (work)
+			PUSH(g->w, g->nw, g->cw, w);
 		break;
 	case DDPSPY_EV_CUDA_API: {
+		if (!work)
+			break;
 		struct gapi a = { e->t_ns, e->dur_ns, (uint32_t)an_arg(e, P.a_corr, 0),
 				  (int8_t)memo_has(&g->launch_name, f, an_arg(e, P.a_fn, 0), "Launch", NULL) };
 		PUSH(g->api, g->na, g->ca, a);
@@ -244,6 +259,29 @@ int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace
 		break;
 	}
 	return 0;
+}
+
+int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace_event *e, size_t keep)
+{
+	struct gpuproc *g = gpu_of(p);
+	if (!g)
+		return 1;
+	g->records++;
+	size_t nw = g->nw;
+	int rc = take(g, f, e, !g->over);
+	if (g->over)
+		g->nall += sane(e) && (e->kind == DDPSPY_EV_GPU_KERNEL || e->kind == DDPSPY_EV_GPU_MEMCPY ||
+				       e->kind == DDPSPY_EV_GPU_MEMSET);
+	else
+		g->nall += g->nw - nw;
+	if (!g->over && keep && g->nw + g->na > keep) { /* (the rest when the rank is split: an_gpu_open) */
+		g->over = 1;
+		free(g->w);
+		free(g->api);
+		g->w = NULL, g->api = NULL;
+		g->nw = g->cw = g->na = g->ca = 0;
+	}
+	return rc;
 }
 
 /* a call site that waited for the device: the same thread and stack add up */
@@ -305,7 +343,118 @@ int an_gpu_host(struct proc *p, const struct trace_event *e, const struct ev *v)
 	return 0;
 }
 
-void an_gpu_loaded(struct proc *p, const struct trace_file *f)
+/* identify, then what it joined let go (of the runtime calls, only the launches are needed), the
+ * rest held at its size */
+static void joined(struct gpuproc *g)
+{
+	memset(&g->nccl_name, 0, sizeof g->nccl_name); /* (another file's ids are other names) */
+	memset(&g->launch_name, 0, sizeof g->launch_name);
+	identify(g);
+	size_t na = 0;
+	for (size_t i = 0; i < g->na; i++)
+		if (g->api[i].launch)
+			g->api[na++] = g->api[i];
+	g->na = na;
+	struct gwork *w = g->nw ? realloc(g->w, g->nw * sizeof *g->w) : NULL;
+	struct gapi *a = g->na ? realloc(g->api, g->na * sizeof *g->api) : NULL;
+	if (w)
+		g->w = w, g->cw = g->nw;
+	if (a)
+		g->api = a, g->ca = g->na;
+	else if (!g->na)
+		free(g->api), g->api = NULL, g->ca = 0;
+}
+
+static void clear(struct gpuproc *g)
+{
+	free(g->w);
+	free(g->api);
+	g->w = NULL, g->api = NULL;
+	g->nw = g->cw = g->na = g->ca = 0;
+	g->placed = 0;
+}
+
+static int again(void *ctx, struct trace_file *f, const struct trace_event *e)
+{
+	return take(ctx, f, e, 1);
+}
+
+/* A rank over its share: its file's CUPTI records read again (the others skipped without
+ * decoding), its work whole and joined as the first reading would have it; 0, -1 when the file
+ * could not be read again (or out of memory). */
+static int reread(struct proc *p, const char *path)
+{
+	struct gpuproc *g = p->gpu;
+	struct trace_file f;
+	struct trace_visitor v = { .ctx = g, .on_gpu = again };
+	clear(g);
+	free(g->xc); /* (read again with the rest) */
+	g->xc = NULL;
+	g->nx = g->cx = 0;
+	int rc = trace_open(&f, path);
+	if (rc == 0) {
+		f.only_tid = INT_MAX; /* (no thread's: every "events" record is skipped) */
+		if (p->clock)
+			trace_set_clock(&f, p->clock);
+		f.verified = p->read_to;
+		rc = trace_read(&f, &v);
+	}
+	trace_close(&f);
+	if (rc == 1 || rc < 0) {
+		clear(g);
+		return -1;
+	}
+	joined(g);
+	return 0;
+}
+
+/* the whole work (after reread) down to what a rank over its share holds: its NCCL kernels, and
+ * the copies of pageable memory an_gpu_lanes_new takes */
+static void partial(struct gpuproc *g)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < g->nw; i++)
+		if (g->w[i].cls == GW_NCCL || (g->w[i].pageable && g->w[i].bytes >= PAGEABLE_MIN))
+			g->w[n++] = g->w[i];
+	g->nw = n;
+	struct gwork *w = n ? realloc(g->w, n * sizeof *g->w) : NULL;
+	if (w)
+		g->w = w, g->cw = n;
+	else if (!n)
+		free(g->w), g->w = NULL, g->cw = 0;
+	free(g->api);
+	g->api = NULL;
+	g->na = g->ca = 0;
+}
+
+int an_gpu_open(struct proc *p)
+{
+	struct gpuproc *g = p->gpu;
+	if (!g || !g->over || g->opened || g->nccl_only)
+		return 0;
+	g->pw = g->w, g->npw = g->nw, g->pplaced = g->placed;
+	g->w = NULL, g->nw = g->cw = 0;
+	if (reread(p, p->open ? p->open : p->file) < 0) {
+		g->w = g->pw, g->nw = g->cw = g->npw, g->placed = g->pplaced;
+		g->pw = NULL;
+		return -1;
+	}
+	g->opened = 1;
+	return 0;
+}
+
+void an_gpu_close(struct proc *p)
+{
+	struct gpuproc *g = p->gpu;
+	if (!g || !g->opened)
+		return;
+	clear(g);
+	g->w = g->pw, g->nw = g->cw = g->npw, g->placed = g->pplaced;
+	g->pw = NULL;
+	g->opened = 0;
+}
+
+void an_gpu_loaded(struct proc *p, const struct trace_file *f, const char *path)
 {
 	if (f->gpu.have && gpu_of(p)) {
 		snprintf(p->gpu->state, sizeof p->gpu->state, "%s", f->gpu.state);
@@ -314,30 +463,17 @@ void an_gpu_loaded(struct proc *p, const struct trace_file *f)
 		p->gpu->lead_ns = f->gpu.lead_ns;
 	}
 	struct gpuproc *g = p->gpu;
-	if (g) {
-		memset(&g->nccl_name, 0, sizeof g->nccl_name); /* (another file's ids are other names) */
-		memset(&g->launch_name, 0, sizeof g->launch_name);
-		identify(g);
-		/* what identify joined is needed no more (of the runtime calls, only the launches are);
-		 * the rest held at its size */
-		size_t na = 0;
-		for (size_t i = 0; i < g->na; i++)
-			if (g->api[i].launch)
-				g->api[na++] = g->api[i];
-		g->na = na;
+	if (g && !g->over) {
+		joined(g);
 		free(g->xc);
 		free(g->call);
 		g->xc = NULL, g->call = NULL;
 		g->nx = g->cx = g->nc = g->cc = 0;
-		struct gwork *w = g->nw ? realloc(g->w, g->nw * sizeof *g->w) : NULL;
-		struct gapi *a = g->na ? realloc(g->api, g->na * sizeof *g->api) : NULL;
-		if (w)
-			g->w = w, g->cw = g->nw;
-		g->nall = g->nw;
-		if (a)
-			g->api = a, g->ca = g->na;
-		else if (!g->na)
-			free(g->api), g->api = NULL, g->ca = 0;
+	} else if (g) { /* (what the clocks, the collectives and the host's split need: partial) */
+		if (reread(p, path) == 0)
+			partial(g);
+		else
+			clear(g);
 	}
 	/* the kernels' names, for the viewer (sorted by id, as the file's table is read) */
 	if (g && f->nnames && (g->names = calloc(f->nnames, sizeof *g->names))) {
@@ -375,6 +511,7 @@ void an_gpu_free(struct proc *p)
 	if (!g)
 		return;
 	free(g->w);
+	free(g->pw);
 	free(g->api);
 	free(g->xc);
 	free(g->call);
@@ -681,8 +818,8 @@ static int add_edge(struct hostlanes *h, int64_t t, int64_t d, int lane)
 struct hostlanes *an_gpu_lanes_new(const struct proc *p)
 {
 	const struct gpuproc *g = p->gpu;
-	struct hostlanes *h = g && g->nw ? calloc(1, sizeof *h) : NULL;
-	if (h && !(h->page = malloc(g->nw * sizeof *h->page))) {
+	struct hostlanes *h = g && g->nall ? calloc(1, sizeof *h) : NULL;
+	if (h && !(h->page = malloc((g->nw + 1) * sizeof *h->page))) {
 		free(h);
 		return NULL;
 	}
@@ -1106,12 +1243,18 @@ static void gpu_one(void *ctx, size_t r)
 	struct gjob *j = ctx;
 	struct rankinfo *ri = &j->a->ranks[r];
 	size_t N = j->sd->K;
-	if (j->phase == 1) {
-		split_rank(j->a, j->sd, j->tab, (int)r, j->b, &j->sd->gadd[r]);
+	/* (a rank over its share: its work read again, and let go after each phase) */
+	if (an_gpu_open(ri->p) < 0) {
+		ri->gpu.reread_failed = 1;
 		return;
 	}
-	place(ri->p);
-	j->ok[r] = ri->steps && bounds(ri, N, j->mine + 2 * N * r) == 0;
+	if (!ri->p->gpu->placed)
+		place(ri->p);
+	if (j->phase == 1)
+		split_rank(j->a, j->sd, j->tab, (int)r, j->b, &j->sd->gadd[r]);
+	else
+		j->ok[r] = ri->steps && bounds(ri, N, j->mine + 2 * N * r) == 0;
+	an_gpu_close(ri->p);
 }
 
 /* whether CUPTI lost records on any rank: then every rank keeps its host split (an_gpu_warn) */
@@ -1132,6 +1275,9 @@ void an_gpu_warn(struct analysis *a)
 			an_warn(a, "rank %d: GPU capture %s (%s): its device's timeline is not recorded, only its host calls",
 				a->ranks[r].rank, g->state, g->why);
 		n += a->ranks[r].p->gpu_dropped;
+		if (a->ranks[r].gpu.reread_failed)
+			an_warn(a, "rank %d: %s could not be read again for its device's work: its steps are split from its "
+				"host calls", a->ranks[r].rank, a->ranks[r].p->file);
 	}
 	if (a->sd && a->sd->K && with_work(a) && n)
 		an_warn(a, "CUPTI lost %" PRIu64 " records: the devices' timelines have holes, so the steps are split from "
@@ -1220,7 +1366,7 @@ void an_gpu_split(struct analysis *a, struct stepdata *sd, const size_t *rs, siz
 		goto out;
 	}
 	for (size_t i = 0; i < nrs; i++)
-		if (a->ranks[rs[i]].p->gpu && a->ranks[rs[i]].p->gpu->nw && !a->ranks[rs[i]].p->gpu->nccl_only)
+		if (a->ranks[rs[i]].p->gpu && a->ranks[rs[i]].p->gpu->nall && !a->ranks[rs[i]].p->gpu->nccl_only)
 			order[n++] = rs[i];
 	an_parallel(n, a->jobs, order, gpu_one, &j);
 	if (a->mpi) { /* (the job's bounds from every process's ranks) */
@@ -1253,7 +1399,7 @@ void an_gpu_split(struct analysis *a, struct stepdata *sd, const size_t *rs, siz
 	}
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
-		if (a->ranks[order[i]].steps)
+		if (a->ranks[order[i]].steps && !a->ranks[order[i]].gpu.reread_failed)
 			order[k++] = order[i];
 	j.phase = 1;
 	an_parallel(k, a->jobs, order, gpu_one, &j);

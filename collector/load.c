@@ -56,6 +56,7 @@ struct loadctx {
 	struct proc *p;
 	int keep;           /* this file's events are needed */
 	size_t prefix;      /* synchronizing calls kept per thread */
+	size_t gpu_keep;    /* device records kept (gpu.c) */
 	uint32_t *path_hash; /* open addressing over p->paths, 0 empty, else index + 1 */
 	size_t hash_cap;
 	int last;           /* index of the previous event's thread, -1 none (thr is realloc'ed) */
@@ -380,6 +381,9 @@ static int on_header(void *ctx, struct trace_file *f)
 	/* about two million calls (128 MiB) per thread of the job, 2048 to 65536 per thread */
 	size_t per = ((size_t)1 << 21) / (size_t)(p->world > 0 ? p->world : 1);
 	c->prefix = c->a->prefix ? c->a->prefix : per < 2048 ? 2048 : per > 65536 ? 65536 : per;
+	/* a GPU rank's device records: about 64M (some 5 GiB) per job, 2^18 to 2^24 per rank */
+	per = ((size_t)1 << 26) / (size_t)(p->world > 0 ? p->world : 1);
+	c->gpu_keep = c->a->gpu_keep ? c->a->gpu_keep : per < (1 << 18) ? (1 << 18) : per > (1 << 24) ? (1 << 24) : per;
 	p->bin0 = f->start_mono_ns; /* every event comes after the process started */
 	if (f->ncalib)
 		p->to_real = f->calib[0].real_ns - f->calib[0].mono_ns;
@@ -552,7 +556,7 @@ static int on_sched(void *ctx, struct trace_file *f, const struct trace_sched *s
 static int on_gpu(void *ctx, struct trace_file *f, const struct trace_event *e)
 {
 	struct loadctx *c = ctx;
-	return c->keep && c->p->role == DDPSPY_ROLE_RANK ? an_gpu_record(c->p, f, e) : 0;
+	return c->keep && c->p->role == DDPSPY_ROLE_RANK ? an_gpu_record(c->p, f, e, c->gpu_keep) : 0;
 }
 
 /* the index in p->dstat of path's directory, created when new; -1 when there is no room */
@@ -900,7 +904,7 @@ static void load_file(const struct analysis *a, struct slot *s)
 	int rc = trace_open(&f, s->open ? s->open : path);
 	if (rc == 0)
 		rc = trace_read(&f, &v);
-	an_gpu_loaded(p, &f);
+	an_gpu_loaded(p, &f, s->open ? s->open : path);
 	uint64_t wilds = 0, after = 0;
 	for (int k = 0; k < p->nthr; k++) {
 		an_p2p_num_wild(p->thr[k].num, &wilds, &after);

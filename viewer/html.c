@@ -100,6 +100,7 @@ static void gather(struct tl *t)
 	for (int r = 0; r < a->nranks; r++) {
 		t->r = r;
 		an_stream_train(a->ranks[r].p, on_train, t);
+		an_gpu_open(a->ranks[r].p); /* (a rank over its share: its work read again; else what it holds) */
 		for (size_t i = 0; i < an_gpu_nwork(a->ranks[r].p); i++) {
 			struct gpuitem g;
 			an_gpu_work(a->ranks[r].p, i, &g);
@@ -115,6 +116,7 @@ static void gather(struct tl *t)
 				vw_arr_add(&t->arr, &v);
 			}
 		}
+		an_gpu_close(a->ranks[r].p);
 	}
 	vw_arr_sort(&t->arr);
 }

@@ -318,9 +318,12 @@ static void on_nvtx(void *ctx, const struct proc *p, const struct trace_event *e
 /* the rank's device work in the windows: a track per stream */
 static void gpu_tracks(struct view *v)
 {
-	const struct proc *p = v->a->ranks[v->r].p;
+	struct proc *p = v->a->ranks[v->r].p;
 	uint32_t streams[MAX_STREAMS];
 	int ns = 0;
+	if (an_gpu_open(p) < 0) /* (a rank over its share: its work read again, for this rank only) */
+		fprintf(stderr, "ddpspy view: %s could not be read again: rank %d's GPU tracks hold only its NCCL kernels "
+			"and pageable copies\n", p->file, p->rank);
 	for (size_t i = 0; i < an_gpu_nwork(p); i++) {
 		struct gpuitem g;
 		an_gpu_work(p, i, &g);
@@ -369,6 +372,7 @@ static void gpu_tracks(struct view *v)
 		snprintf(b, sizeof b, "GPU %d stream %u", p->gpu ? v->a->ranks[v->r].gpu.device : 0, streams[s]);
 		meta(v, "thread_name", v->pid[v->r], GPU_TID(v->r, s), b, 2000 + s);
 	}
+	an_gpu_close(p);
 }
 
 /* the findings that name rank (-1: none) as instants at the start of each window: of ri's first

@@ -63,6 +63,15 @@ for n in names:
 same_reports([os.path.join(FX, n) for n in names], "the recorded fixtures")
 same_reports([os.path.join(FX, n) for n in names], "the recorded fixtures, steps found again streamed, a sample",
              DDPSPY_REPORT_PREFIX="64", DDPSPY_REPORT_SAMPLE="64")
+# GPU ranks over their share of memory (the test-only DDPSPY_REPORT_GPU_KEEP: 100 device records),
+# their device work read again when they are split: the golden reports all the same
+gpu_fx = [n for n in names if n.startswith("gpu-")]
+off = [n for n in gpu_fx if subprocess.run(
+    [DDPSPY, "report", "--json", "-j", "2", os.path.join("tests", "fixtures", n)], capture_output=True, text=True,
+    timeout=300, env=dict(os.environ, DDPSPY_REPORT_GPU_KEEP="100")).stdout !=
+    open(os.path.join(FX, n, "report.json")).read()]
+ok(gpu_fx and not off, "the GPU fixtures (%s) with their ranks over a share of 100 device records, read again when "
+   "split: the golden reports%s" % (" ".join(gpu_fx), ": not %s" % off if off else ""))
 
 
 def find(n, kind):

@@ -221,6 +221,35 @@ if jw and js and js["job"]["steps_sampled"] < jw["job"]["steps_analyzed"]:
 else:
     ok(False, "a long GPU trace reported whole and as a sample (%s)" % (p.stderr[-300:] if jw else "no trace"))
 
+# ---- ranks over their share of memory: their device work read again when they are split ----
+# (the test-only DDPSPY_REPORT_GPU_KEEP: 1000 records a rank instead of about 2^26 a job) The same
+# report, page and view as holding it all, on 1 and 2 threads, under --mpi, and as a long trace.
+if jw:
+    KEEP = {"DDPSPY_REPORT_GPU_KEEP": "1000"}
+    runs = [(["report", "--json", "-j", "1"], {}, ["report", "--json", "-j", "2"]),
+            (["report", "--json", "-j", "1"], {"DDPSPY_REPORT_PREFIX": "64", "DDPSPY_REPORT_SAMPLE": "32"},
+             ["report", "--json", "-j", "2"])]
+    bad = []
+    for base, env, other in runs:
+        want = subprocess.run([DDPSPY] + base + [out], capture_output=True, timeout=300, env=dict(os.environ, **env))
+        got = [subprocess.run([DDPSPY] + c + [out], capture_output=True, timeout=300, env=dict(os.environ, **env, **KEEP))
+               for c in (base, other)]
+        if shutil.which("mpirun"):
+            got.append(subprocess.run(MPIRUN + ["-np", "2", DDPSPY, "report", "--json", "--mpi", out],
+                                      capture_output=True, timeout=300, env=dict(os.environ, **env, **KEEP)))
+        bad += [" ".join(p.args[-4:]) + " %s" % env for p in got if p.stdout != want.stdout or p.returncode != 0]
+    pages = []
+    for i, env in enumerate(({}, KEEP)):
+        page, trace = os.path.join(d, "keep%d.html" % i), os.path.join(d, "keep%d.json" % i)
+        subprocess.run([DDPSPY, "report", "--html", page, out], capture_output=True, timeout=300,
+                       env=dict(os.environ, **env))
+        subprocess.run([DDPSPY, "view", out, "-o", trace], capture_output=True, timeout=300, env=dict(os.environ, **env))
+        pages.append([open(x, "rb").read() if os.path.exists(x) else None for x in (page, trace)])
+    ok(want.returncode == 0 and not bad and pages[0] == pages[1] and None not in pages[0],
+       "ranks over their share of memory (1000 device records), their work read again when split: the same report "
+       "on 1 and 2 threads and under --mpi, whole and as a long trace, the same HTML page and view%s"
+       % (": not %s" % bad if bad else "" if pages[0] == pages[1] else ": the page or the view differs"))
+
 # ---- report --mpi on a GPU job: each process splits the devices of the ranks it read ----
 # A rank's device work stays with the process that read its file (the others get its NCCL kernels,
 # for the clocks and the collectives' skew); process 0 gets it whole where it splits that rank

@@ -310,12 +310,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	run(cmd_report, 1);
 	/* and as a long trace (the test-only limits, docs/report.md): 4 synchronizing calls of a thread
 	 * kept while loading, the steps found again from them all with a sample kept, 8 calls beyond
-	 * for the clocks */
+	 * for the clocks, and 4 device records a rank (the rest read again when it is split) */
 	setenv("DDPSPY_REPORT_PREFIX", "4", 1);
 	setenv("DDPSPY_REPORT_SPREAD", "8", 1);
+	setenv("DDPSPY_REPORT_GPU_KEEP", "4", 1);
 	run(cmd_report, 1);
 	unsetenv("DDPSPY_REPORT_PREFIX");
 	unsetenv("DDPSPY_REPORT_SPREAD");
+	unsetenv("DDPSPY_REPORT_GPU_KEEP");
 	return 0;
 }
 
