@@ -586,6 +586,7 @@ int an_gpu_unpack(struct an_rd *r, struct proc *p)
 	}
 	size_t nn = g->nnames;
 	g->api = NULL, g->xc = NULL, g->call = NULL, g->names = NULL, g->nnames = 0;
+	g->pw = NULL, g->npw = 0, g->opened = 0, g->placed = 0;
 	p->gpu = g; /* (freed by an_gpu_free on failure) */
 	g->w = an_get_arr(r, g->nw, sizeof *g->w, 0);
 	g->cw = g->nw;
