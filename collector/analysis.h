@@ -311,7 +311,7 @@ struct analysis {
 	int jobs;                      /* threads the reading and the split run on */
 	struct an_mpi *mpi;            /* report --mpi: the processes the readings are spread over */
 	int mpi_follower;              /* this process reads and splits files for process 0, which reports */
-	int32_t *mpi_who;              /* report --mpi: the process that splits each file's rank (proc.src) */
+	int32_t *mpi_who;              /* report --mpi: the process that reads each file and splits its rank (proc.src) */
 	int gpu_whole;                 /* report --mpi: every rank's device work to process 0 (--html draws it) */
 	double step_p50, step_p95, step_max;
 	double shares[CAT_COUNT];      /* critical-path verdict shares */

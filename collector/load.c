@@ -1164,17 +1164,16 @@ static int mpi_follow(struct analysis *a, struct slot **out, size_t *nout)
 	}
 	b.n = 0;
 	visible(&b, slots, n);
-	if (b.err || an_mpi_send(m, &b) < 0 || an_mpi_bcast(m, &b) < 0 || b.n != 2 * n * sizeof(int32_t))
+	if (b.err || an_mpi_send(m, &b) < 0 || an_mpi_bcast(m, &b) < 0 || b.n != n * sizeof(int32_t))
 		goto out;
-	memcpy(a->mpi_who, b.p, n * sizeof(int32_t)); /* (who reads each file, then who splits its rank) */
+	memcpy(a->mpi_who, b.p, b.n);
 	for (size_t i = 0; i < n; i++)
 		if (a->mpi_who[i] == an_mpi_me(m))
 			idx[mine++] = i;
 	load_slots(a, slots, idx, mine);
-	memcpy(a->mpi_who, b.p + n * sizeof(int32_t), n * sizeof(int32_t));
 	b.n = 0;
-	for (size_t i = 0; i < mine; i++) /* (device work whole to process 0 where it splits the rank) */
-		pack_slot(&b, idx[i], &slots[idx[i]], a->gpu_whole || a->mpi_who[idx[i]] != an_mpi_me(m));
+	for (size_t i = 0; i < mine; i++) /* (device work whole to process 0 only for --html, which draws it) */
+		pack_slot(&b, idx[i], &slots[idx[i]], a->gpu_whole);
 	if (b.err || an_mpi_send(m, &b) < 0)
 		goto out;
 	/* every record, as process 0 has them (and the runs of those read here) */
@@ -1224,10 +1223,10 @@ static int mpi_lead(struct analysis *a, struct slot *slots, size_t files)
 	uint64_t n = files;
 	uint8_t *vis = calloc((size_t)P * (files + 1), 1);
 	uint64_t *load = calloc((size_t)P, sizeof *load);
-	int32_t *who = calloc(files + 1, sizeof *who), *split = calloc(files + 1, sizeof *split);
+	int32_t *who = calloc(files + 1, sizeof *who);
 	size_t *idx = calloc(files + 1, sizeof *idx), mine = 0;
 	struct bysize *bs = malloc((files + 1) * sizeof *bs);
-	if (!vis || !load || !who || !split || !idx || !bs)
+	if (!vis || !load || !who || !idx || !bs)
 		goto out;
 	/* each file's name in the report, and where it is from / (mpirun starts a process on another
 	 * host in the same directory, or else in its home) */
@@ -1274,40 +1273,29 @@ static int mpi_lead(struct analysis *a, struct slot *slots, size_t files)
 		if (best == 0)
 			idx[mine++] = i;
 	}
-	/* who splits each rank: the process that read its file, if it sees every file (it finds the
-	 * steps again from them all when a trace is long), else process 0, which then gets its
-	 * device work whole */
-	for (size_t i = 0; i < files; i++) {
-		split[i] = who[i];
-		for (size_t k = 0; k < files; k++)
-			if (!vis[(size_t)who[i] * files + k])
-				split[i] = 0;
-	}
 	b.n = 0;
 	an_put(&b, who, files * sizeof *who);
-	an_put(&b, split, files * sizeof *split);
 	if (b.err || an_mpi_bcast(m, &b) < 0)
 		goto out;
 	load_slots(a, slots, idx, mine);
 	for (int q = 1; q < P; q++)
 		if (an_mpi_recv(m, q, &b) < 0 || unpack_slots(&b, slots, files) < 0)
 			goto out;
-	/* every record to every process (of device work, only the NCCL kernels: a rank's split is
-	 * where its work is) */
+	/* every record to every process (of device work, only the NCCL kernels); each rank is split
+	 * where its file was read, which is all its splitting reads again */
 	b.n = 0;
-	an_put(&b, split, files * sizeof *split);
+	an_put(&b, who, files * sizeof *who);
 	for (size_t i = 0; i < files; i++)
 		pack_slot(&b, i, &slots[i], 0);
 	if (b.err || an_mpi_bcast(m, &b) < 0)
 		goto out;
-	a->mpi_who = split;
-	split = NULL;
+	a->mpi_who = who;
+	who = NULL;
 	rc = 0;
 out:
 	free(vis);
 	free(load);
 	free(who);
-	free(split);
 	free(idx);
 	free(bs);
 	free(b.p);

@@ -251,11 +251,11 @@ if jw:
        % (": not %s" % bad if bad else "" if pages[0] == pages[1] else ": the page or the view differs"))
 
 # ---- report --mpi on a GPU job: each process splits the devices of the ranks it read ----
-# A rank's device work stays with the process that read its file (the others get its NCCL kernels,
-# for the clocks and the collectives' skew); process 0 gets it whole where it splits that rank
-# itself (the reader cannot see every file) and for --html, which draws it. Checked on the same
-# trace in two directories, process 1 unable to see the second (a mount namespace: a host that
-# does not share it), and --html against the page of one process.
+# A rank's device work stays with the process that read its file, which splits it (the others get
+# its NCCL kernels, for the clocks and the collectives' skew); process 0 gets it whole only for
+# --html, which draws it. Checked on the same trace in two directories, process 1 unable to see the
+# second (a mount namespace: a host that does not share it), and --html against the page of one
+# process.
 if jw and shutil.which("mpirun"):
     split_dirs = [os.path.join(d, "split-a"), os.path.join(d, "split-b")]
     for s in split_dirs:
