@@ -647,8 +647,7 @@ static int mpi_sweeps(struct sweepjob *j)
 		rc = b.err || an_mpi_send(m, &b) < 0 ? -1 : 0;
 	} else {
 		for (int q = 1; q < an_mpi_np(m) && rc == 0; q++) {
-			if (an_mpi_recv(m, q, &b) < 0)
-				return -1;
+			rc = an_mpi_recv(m, q, &b) < 0 ? -1 : 0;
 			struct an_rd rd = { b.p, b.p + b.n, 0 };
 			while (rc == 0 && rd.p < rd.end)
 				rc = unpack_sweep(&rd, j);
