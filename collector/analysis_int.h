@@ -590,6 +590,8 @@ void *an_get_arr(struct an_rd *r, size_t n, size_t size, size_t room);
  * reason when there is no MPI job to join), an_mpi_end (MPI_Finalize); process 0 sends b to all
  * (an_mpi_bcast: b is replaced elsewhere), the others send to process 0 (an_mpi_send, an_mpi_recv) */
 struct an_mpi *an_mpi_start(char *err, size_t errlen);
+/* whether this process reads and splits rank r (always, without --mpi) */
+int an_mine(const struct analysis *a, int r);
 void an_mpi_end(struct an_mpi *m);
 void an_mpi_abort(struct an_mpi *m); /* MPI_Abort: every process ends */
 int an_mpi_me(const struct an_mpi *m);

@@ -267,13 +267,9 @@ int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace
 	if (!g)
 		return 1;
 	g->records++;
-	size_t nw = g->nw;
 	int rc = take(g, f, e, !g->over);
-	if (g->over)
-		g->nall += sane(e) && (e->kind == DDPSPY_EV_GPU_KERNEL || e->kind == DDPSPY_EV_GPU_MEMCPY ||
-				       e->kind == DDPSPY_EV_GPU_MEMSET);
-	else
-		g->nall += g->nw - nw;
+	g->nall += sane(e) && (e->kind == DDPSPY_EV_GPU_KERNEL || e->kind == DDPSPY_EV_GPU_MEMCPY ||
+			       e->kind == DDPSPY_EV_GPU_MEMSET); /* (what take keeps of work, or would) */
 	if (!g->over && keep && g->nw + g->na > keep) { /* (the rest when the rank is split: an_gpu_open) */
 		g->over = 1;
 		free(g->w);
@@ -427,6 +423,15 @@ static void partial(struct gpuproc *g)
 	g->na = g->ca = 0;
 }
 
+/* what was read again let go, the list set aside back */
+static void restore(struct gpuproc *g)
+{
+	clear(g);
+	g->w = g->pw, g->nw = g->cw = g->npw, g->placed = g->pplaced;
+	g->pw = NULL;
+	g->opened = 0;
+}
+
 int an_gpu_open(struct proc *p)
 {
 	struct gpuproc *g = p->gpu;
@@ -435,8 +440,7 @@ int an_gpu_open(struct proc *p)
 	g->pw = g->w, g->npw = g->nw, g->pplaced = g->placed;
 	g->w = NULL, g->nw = g->cw = 0;
 	if (reread(p, p->open ? p->open : p->file) < 0) {
-		g->w = g->pw, g->nw = g->cw = g->npw, g->placed = g->pplaced;
-		g->pw = NULL;
+		restore(g);
 		return -1;
 	}
 	g->opened = 1;
@@ -446,12 +450,8 @@ int an_gpu_open(struct proc *p)
 void an_gpu_close(struct proc *p)
 {
 	struct gpuproc *g = p->gpu;
-	if (!g || !g->opened)
-		return;
-	clear(g);
-	g->w = g->pw, g->nw = g->cw = g->npw, g->placed = g->pplaced;
-	g->pw = NULL;
-	g->opened = 0;
+	if (g && g->opened)
+		restore(g);
 }
 
 void an_gpu_loaded(struct proc *p, const struct trace_file *f, const char *path)

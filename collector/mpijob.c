@@ -80,6 +80,11 @@ int an_mpi_me(const struct an_mpi *m)
 	return m->me;
 }
 
+int an_mine(const struct analysis *a, int r)
+{
+	return !a->mpi || a->mpi_who[a->ranks[r].p->src] == an_mpi_me(a->mpi);
+}
+
 int an_mpi_np(const struct an_mpi *m)
 {
 	return m->np;

@@ -1007,7 +1007,7 @@ void an_split_steps(struct analysis *a)
 	/* the ranks split here: all, or (report --mpi) those whose files this process read */
 	uint64_t bytes = 0;
 	for (int r = 0; r < R; r++)
-		if (!a->mpi || a->mpi_who[a->ranks[r].p->src] == an_mpi_me(a->mpi)) {
+		if (an_mine(a, r)) {
 			mine[nmine++] = (size_t)r;
 			bytes += a->ranks[r].p->read_to;
 		}

@@ -530,13 +530,18 @@ static void sweep_one(void *ctx, size_t rr)
 	j->n[r] = n;
 }
 
-/* ---- report --mpi: each rank swept by the process that splits it (it sees every file), the
- * results gathered to process 0 and sent to every process, which goes on from them all ---- */
+/* ---- report --mpi: each rank swept by the process that read its file (an_mine), the results
+ * gathered to process 0 and sent to every process, which goes on from them all ---- */
 
-/* whether this process sweeps rank r */
-static int sweeps(const struct analysis *a, int r)
+/* what a sweep holds let go */
+static void sweep_drop(struct sweep *v)
 {
-	return !a->mpi || a->mpi_who[a->ranks[r].p->src] == an_mpi_me(a->mpi);
+	for (int t = 0; v->kt && t < v->p->nthr; t++) {
+		free(v->kt[t].ev);
+		free(v->kt[t].step);
+	}
+	free(v->kt);
+	free(v->ks);
 }
 
 /* rank 0's count of steps and sample (what the others start from), from the process that swept it
@@ -588,15 +593,10 @@ static int unpack_sweep(struct an_rd *rd, struct sweepjob *j)
 	if (an_get(rd, h, sizeof h) < 0 || h[0] >= (uint64_t)j->a->nranks)
 		return -1;
 	size_t r = (size_t)h[0];
-	int keep = !sweeps(j->a, (int)r);
+	int keep = !an_mine(j->a, (int)r);
 	struct sweep *v = &j->w[r], x = { .a = j->a, .p = j->a->ranks[r].p, .mode = j->mode, .lastend = INT64_MIN };
 	if (keep) {
-		free(v->ks);
-		for (int t = 0; v->kt && t < v->p->nthr; t++) {
-			free(v->kt[t].ev);
-			free(v->kt[t].step);
-		}
-		free(v->kt);
+		sweep_drop(v);
 		*v = x;
 		j->n[r] = (size_t)h[1];
 		v->mask = h[2];
@@ -622,14 +622,8 @@ static int unpack_sweep(struct an_rd *rd, struct sweepjob *j)
 	}
 	if (!v->kt)
 		rd->err = 1;
-	if (!keep) { /* (this process's own, read past) */
-		free(v->ks);
-		for (int t = 0; v->kt && t < v->p->nthr; t++) {
-			free(v->kt[t].ev);
-			free(v->kt[t].step);
-		}
-		free(v->kt);
-	}
+	if (!keep) /* (this process's own, read past) */
+		sweep_drop(v);
 	return rd->err ? -1 : 0;
 }
 
@@ -642,7 +636,7 @@ static int mpi_sweeps(struct sweepjob *j)
 	int rc = 0;
 	if (an_mpi_me(m) != 0) {
 		for (int r = 0; r < a->nranks; r++)
-			if (sweeps(a, r))
+			if (an_mine(a, r))
 				pack_sweep(&b, j, (size_t)r);
 		rc = b.err || an_mpi_send(m, &b) < 0 ? -1 : 0;
 	} else {
@@ -689,7 +683,7 @@ static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct
 			j.calls0 += a->ranks[0].p->thr[h].nsync;
 	}
 	/* rank 0 first; then the others on a->jobs threads (report --mpi: each by the process that
-	 * splits it, then every process gets them all) */
+	 * read its file, then every process gets them all) */
 	size_t *mine = malloc((size_t)R * sizeof *mine), nmine = 0;
 	if (!mine) {
 		if (a->mpi)
@@ -697,7 +691,7 @@ static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct
 		free(j.n);
 		return 0;
 	}
-	if (sweeps(a, 0))
+	if (an_mine(a, 0))
 		sweep_one(&j, 0);
 	if (a->mpi && mpi_first(&j) < 0)
 		an_mpi_abort(a->mpi);
@@ -706,7 +700,7 @@ static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct
 			pts[0].nsteps = j.n[0];
 		j.mask0 = w[0].mask;
 		for (int r = 1; r < R; r++)
-			if (sweeps(a, r))
+			if (an_mine(a, r))
 				mine[nmine++] = (size_t)r;
 		an_parallel(nmine, a->jobs, mine, sweep_one, &j);
 	}
@@ -771,14 +765,8 @@ static size_t sweep_keep_analysed(struct analysis *a, struct sweep *w, size_t sk
 
 static void sweep_free(struct sweep *w, int R)
 {
-	for (int r = 0; w && r < R; r++) {
-		for (int h = 0; w[r].kt && h < w[r].p->nthr; h++) {
-			free(w[r].kt[h].ev);
-			free(w[r].kt[h].step);
-		}
-		free(w[r].kt);
-		free(w[r].ks);
-	}
+	for (int r = 0; w && r < R; r++)
+		sweep_drop(&w[r]);
 	free(w);
 }
 
