@@ -93,6 +93,7 @@ struct thr {
 	struct pat *rpat;      /* the runs' input calls by pattern (analysis_int.h), pooled */
 	size_t nrpat, crpat;
 	int runs_ok;
+	struct sruns *sr;      /* a long trace's sampled blocks, for the split (steps.c, analysis_int.h) */
 	/* the clocks' spread (analysis_int.h): beyond the prefix, calls kept by their instance's level,
 	 * times on the thread's own clock; spk the level kept, posts those not yet completed */
 	struct ev *spr;

@@ -196,6 +196,10 @@ void an_load_free(struct analysis *a);
 struct thr *an_train_thread(const struct proc *p);
 /* t's runs given up (analysis.h's struct callrun): its calls are read again for the split */
 void an_runs_drop(struct thr *t);
+/* v, a call of t that is not kept, into t's current run; the run closed (a kept call comes: t->n is
+ * its index) */
+void an_run_add(struct thr *t, const struct ev *v);
+void an_run_close(struct thr *t);
 /* whether e, a call of p's thread u, is one of the rank's synchronizing calls: the training
  * thread's collectives and completing waits, or, when they run on helper threads (p->bg), those
  * threads' blocking collectives */
@@ -203,6 +207,10 @@ int an_rank_sync(const struct proc *p, const struct thr *u, const struct ev *e);
 /* The second pass over a rank's file: every event of its training thread again, in order, times
  * aligned like the kept ones, handed to fn (non-zero stops). -1 when the file cannot be read. */
 int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *e), void *ctx);
+/* thread h of p again, times on its own clock, only the kinds want has converted (fn may change
+ * want as it goes) */
+int an_stream_thread(const struct proc *p, int h, const uint8_t *want, int (*fn)(void *ctx, const struct ev *e),
+		     void *ctx);
 /* every synchronizing call of p again, from all its threads, in time order */
 int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const struct ev *e), void *ctx);
 double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1);
@@ -420,6 +428,47 @@ struct stepdata {
 	struct dvec { double *v; size_t n, cap; } *plate;
 };
 
+/* The state of a training thread's nonblocking posts as the split follows them (split.c), which
+ * a long trace's sweep (steps.c) follows too without the instances (tab NULL) */
+struct wait_ctx {
+	struct itab *tab;
+	int rank;
+	int64_t pend_seq[64];
+	int pend_comm[64];
+	uint64_t pend_ord[64];
+	int npend;
+	/* the latest nonblocking posts, collectives and point-to-point: request, and order among all */
+	uint32_t post_req[64];
+	uint64_t nposts;
+};
+/* how long e (a collective or point-to-point call) waited for the last peer, and which instance
+ * released it; w follows the posts */
+double an_wait_of(struct wait_ctx *w, const struct ev *e, struct inst **rel);
+/* w's posts and pending collectives kept (malloc'ed, NULL when out of memory), and back into w */
+struct wsnap *an_wait_save(const struct wait_ctx *w);
+void an_wait_load(struct wait_ctx *w, const struct wsnap *s);
+
+/* A long trace's training thread, as its sweep (steps.c) keeps it for the split: the calls of each
+ * sampled block of steps with the runs between them (acc: ev, run, rpat as load.c keeps a
+ * thread's prefix; times on the thread's own clock), so that the split need not read the thread
+ * again. A block's calls begin with the call that ended the step before it and end with the
+ * event after its last step's last call (what the split takes for the steps' edges), and it
+ * carries the split's wait state from just before its first call. */
+struct sblock {
+	size_t blk;            /* its steps are blk * SAMPLE_BLOCK on (steps.c) */
+	size_t c0, c1, r0, r1; /* its calls acc.ev[c0, c1), runs acc.run[r0, r1) */
+	int has_next;          /* its last call is the event after its last step */
+	struct wsnap *w;
+};
+struct sruns {
+	struct thr acc;
+	struct sblock *b;
+	size_t nb, cb;
+	struct wait_ctx mirror; /* every post and wait of the thread followed as the split would */
+	int ok;
+};
+void an_sruns_free(struct sruns *sr);
+
 /* steps.c: a->sd, the boundaries in a->ranks[].steps, the step counts and source */
 void an_find_steps(struct analysis *a);
 void an_steps_free(struct analysis *a);
@@ -448,6 +497,8 @@ void an_gpu_loaded(struct proc *p, const struct trace_file *f, const char *path)
  * time: an_gpu_open makes p's whole work there (0, -1 when it cannot be read again), an_gpu_close
  * lets it go (no-ops for a rank that holds it all). */
 int an_gpu_open(struct proc *p);
+/* whether p has device work (its training thread's split follows it: an_gpu_lanes_new) */
+int an_gpu_busy(const struct proc *p);
 void an_gpu_close(struct proc *p);
 void an_gpu_free(struct proc *p);
 int an_gpu_ranks(const struct analysis *a); /* ranks whose steps an_gpu_split split from their device */

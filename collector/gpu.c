@@ -1213,6 +1213,11 @@ out:
 		sd->late[r] = late;
 }
 
+int an_gpu_busy(const struct proc *p)
+{
+	return p->gpu && p->gpu->nall > 0;
+}
+
 /* ranks with device work */
 static int with_work(const struct analysis *a)
 {

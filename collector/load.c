@@ -177,7 +177,7 @@ void an_runs_drop(struct thr *t)
 
 /* v, a call of t that is not kept, into its current run; its input patterns as the split's fold
  * takes them (split.c) */
-static void run_add(struct thr *t, const struct ev *v)
+void an_run_add(struct thr *t, const struct ev *v)
 {
 	struct runacc *u = &t->cur;
 	int c = an_category(v);
@@ -225,7 +225,7 @@ static void run_add(struct thr *t, const struct ev *v)
 
 /* t's current run ends (a kept call, or the end of the file): kept when it has calls, in the
  * narrower form (what does not fit in it is read again instead) */
-static void run_close(struct thr *t)
+void an_run_close(struct thr *t)
 {
 	const struct runacc *u = &t->cur;
 	if (!u->n)
@@ -503,7 +503,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	account(c, v);
 	if (!an_kept_sync(v)) {
 		if (t->runs_ok)
-			run_add(t, v);
+			an_run_add(t, v);
 		return 0;
 	}
 	if (t->nsync++ >= c->prefix) {
@@ -513,7 +513,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		return 0;
 	}
 	if (t->runs_ok)
-		run_close(t);
+		an_run_close(t);
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 256;
 		struct ev *ne = realloc(t->ev, cap * sizeof *ne);
@@ -701,7 +701,7 @@ static void compact(struct loadctx *c, int complete)
 		if (h != p->train || !complete || t->nmemb < 4 * t->n)
 			an_runs_drop(t);
 		else if (t->runs_ok)
-			run_close(t);
+			an_run_close(t);
 		/* and the kept calls' own times, which the clocks will move (the split takes them as a
 		 * second reading gives them) */
 		if (t->runs_ok && t->n && !(t->own = malloc(t->n * sizeof *t->own)))
@@ -739,6 +739,7 @@ static void proc_free(struct proc *p)
 		free(p->thr[k].run);
 		free(p->thr[k].rpat);
 		free(p->thr[k].own);
+		an_sruns_free(p->thr[k].sr);
 		free(p->thr[k].wres);
 		spread_drop(&p->thr[k]);
 	}
@@ -776,6 +777,7 @@ static int unpack_thr(struct an_rd *r, struct thr *t)
 	t->ev = NULL, t->sched = NULL, t->num = NULL, t->run = NULL, t->rpat = NULL, t->own = NULL;
 	t->nrun = t->crun = t->nrpat = t->crpat = 0;
 	t->runs_ok = 0;
+	t->sr = NULL;
 	t->spr = NULL, t->slv = NULL, t->posts = NULL, t->pposts = NULL;
 	t->ev = an_get_arr(r, t->n, sizeof *t->ev, 0);
 	t->cap = t->n;
@@ -1319,6 +1321,32 @@ int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *
 			break;
 	}
 	trace_cursor_close(&c);
+	return rc;
+}
+
+/* Thread h of p streamed again, its events converted (not aligned: the thread's own clock) and its
+ * point-to-point calls numbered as while loading; want (the caller's, which fn may change between
+ * events) says which kinds are converted, the others parsed past. */
+int an_stream_thread(const struct proc *p, int h, const uint8_t *want, int (*fn)(void *ctx, const struct ev *e),
+		     void *ctx)
+{
+	struct trace_cursor c;
+	struct trace_event e;
+	struct p2pnum *num = NULL;
+	if (p->thr[h].nwres)
+		an_p2p_num_replay(&num, p->thr[h].wres, p->thr[h].nwres);
+	int rc = trace_cursor_open(&c, p->open ? p->open : p->file, p->thr[h].tid, p->clock, p->read_to, want);
+	while (rc == 0 && trace_cursor_next(&c, &e) > 0) {
+		struct ev v;
+		if (!an_convert(&e, &v))
+			continue;
+		if (an_kind(v.kind)->m & DDPSPY_KM_P2P)
+			an_p2p_number(&num, &v);
+		if (fn(ctx, &v))
+			break;
+	}
+	trace_cursor_close(&c);
+	an_p2p_num_free(num);
 	return rc;
 }
 

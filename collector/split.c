@@ -16,17 +16,6 @@
 
 /* ---- per-step split, waits and lateness ---- */
 
-struct wait_ctx {
-	struct itab *tab;
-	int rank;
-	int64_t pend_seq[64];
-	int pend_comm[64];
-	uint64_t pend_ord[64];
-	int npend;
-	/* the latest nonblocking posts, collectives and point-to-point: request, and order among all */
-	uint32_t post_req[64];
-	uint64_t nposts;
-};
 
 #define POSTS 64
 
@@ -52,13 +41,12 @@ static void completed_posts(const struct wait_ctx *w, const struct ev *e, uint64
 	*to = f + c;
 }
 
-/* how long e waited for the last peer, and which instance released it */
-static double wait_of(struct wait_ctx *w, const struct ev *e, struct inst **rel)
+double an_wait_of(struct wait_ctx *w, const struct ev *e, struct inst **rel)
 {
 	*rel = NULL;
 	int64_t release = INT64_MIN;
 	if (an_blocking_coll(e)) {
-		struct inst *in = an_inst_get(w->tab, e->comm, e->seq, 0);
+		struct inst *in = w->tab ? an_inst_get(w->tab, e->comm, e->seq, 0) : NULL;
 		if (in && in->n > 1) {
 			release = in->max_arr;
 			*rel = in;
@@ -78,7 +66,7 @@ static double wait_of(struct wait_ctx *w, const struct ev *e, struct inst **rel)
 				w->pend_ord[k++] = w->pend_ord[i];
 				continue;
 			}
-			struct inst *in = an_inst_get(w->tab, w->pend_comm[i], (int)w->pend_seq[i], 0);
+			struct inst *in = w->tab ? an_inst_get(w->tab, w->pend_comm[i], (int)w->pend_seq[i], 0) : NULL;
 			if (in && in->n > 1 && in->max_arr > release) {
 				release = in->max_arr;
 				*rel = in;
@@ -98,6 +86,38 @@ static double wait_of(struct wait_ctx *w, const struct ev *e, struct inst **rel)
 		return 0;
 	int64_t wt = release - e->t;
 	return wt <= 0 ? 0 : MS(wt < e->d ? wt : e->d);
+}
+
+struct wsnap {
+	uint64_t nposts;
+	int npend;
+	uint32_t post_req[POSTS];
+	struct wpend { int64_t seq; uint64_t ord; int comm; } pend[];
+};
+
+struct wsnap *an_wait_save(const struct wait_ctx *w)
+{
+	struct wsnap *s = malloc(sizeof *s + (size_t)w->npend * sizeof *s->pend);
+	if (!s)
+		return NULL;
+	s->nposts = w->nposts;
+	s->npend = w->npend;
+	memcpy(s->post_req, w->post_req, sizeof s->post_req);
+	for (int i = 0; i < w->npend; i++)
+		s->pend[i] = (struct wpend){ w->pend_seq[i], w->pend_ord[i], w->pend_comm[i] };
+	return s;
+}
+
+void an_wait_load(struct wait_ctx *w, const struct wsnap *s)
+{
+	w->nposts = s->nposts;
+	w->npend = s->npend;
+	memcpy(w->post_req, s->post_req, sizeof s->post_req);
+	for (int i = 0; i < s->npend; i++) {
+		w->pend_seq[i] = s->pend[i].seq;
+		w->pend_ord[i] = s->pend[i].ord;
+		w->pend_comm[i] = s->pend[i].comm;
+	}
 }
 
 /* ---- steps: boundaries, raw splits, waits, critical path ---- */
@@ -490,7 +510,7 @@ static int split_event(void *ctx, const struct ev *e)
 	else if (c < CAT_COUNT) /* (a marker is a point in time) */
 		add_span(ri->steps, s->ns, N, &s->cur, e->t, e->d, c);
 	struct inst *rel = NULL;
-	double wt = an_is_coll(e->kind) || an_is_p2p(e) ? wait_of(&s->w, e, &rel) : 0;
+	double wt = an_is_coll(e->kind) || an_is_p2p(e) ? an_wait_of(&s->w, e, &rel) : 0;
 	/* add_span left cur at the first step ending after e starts: events come in time order */
 	long k = s->cur < N && ri->steps[s->cur].t0 <= e->t ? (long)s->cur : -1;
 	if (k >= 0 && rel && wt > 0) {
@@ -607,6 +627,31 @@ static void split_run(struct split *s, const struct proc *p, const struct thr *t
 	step_past(s, &last, u->cat, tmax, 0);
 }
 
+/* A long trace's training thread from its sampled blocks (steps.c): each block's calls and runs as
+ * the runs above, from the wait state before its first call, unless it goes on from the block
+ * before (then its first call, that block's last, and that block's event after are taken once) */
+static void split_blocks(struct split *s, const struct proc *p, const struct sruns *sr)
+{
+	const struct thr *t = &sr->acc;
+	for (size_t b = 0; b < sr->nb; b++) {
+		const struct sblock *k = &sr->b[b];
+		int after = b && sr->b[b - 1].blk + 1 == k->blk, cont = b + 1 < sr->nb && sr->b[b + 1].blk == k->blk + 1;
+		size_t c0 = k->c0 + (after && k->c1 > k->c0), c1 = k->c1 - (cont && k->has_next && k->c1 > c0), j = k->r0;
+		if (!after)
+			an_wait_load(&s->w, k->w);
+		for (size_t i = c0;; i++) {
+			for (; j < k->r1 && t->run[j].before <= i; j++)
+				if (t->run[j].before == i)
+					split_run(s, p, t, &t->run[j]);
+			if (i >= c1)
+				break;
+			struct ev e = t->ev[i];
+			e.t = an_job_time(p, e.t);
+			split_event(s, &e);
+		}
+	}
+}
+
 /* Every collective instance, from every thread of every rank: who arrived first and last. */
 static void collect_instances(struct analysis *a, struct stepdata *sd)
 {
@@ -672,6 +717,8 @@ static void split_rank(struct analysis *a, struct stepdata *sd, int r, struct sh
 			e.d = t->own[i].d;
 			split_event(&sp, &e);
 		}
+	} else if (t->sr && !a->reread && !sp.nbg && !sp.lanes && runs_fit(ri->p, &t->sr->acc, ri->steps, N)) {
+		split_blocks(&sp, ri->p, t->sr);
 	} else if (an_stream_train(ri->p, split_event, &sp) < 0 &&
 		   asprintf(&log->warn, "%s: could not be read a second time; rank %d's steps are not split",
 			    ri->p->file, ri->rank) < 0) {

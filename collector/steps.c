@@ -332,6 +332,19 @@ struct sweep {
 	int64_t b0, bskip;            /* where step 0 and step a->skip start */
 	int p2p;                      /* steps by point-to-point calls (step_call) */
 	int failed;
+	/* the training thread's sampled blocks for the split (NULL: the split reads the thread again),
+	 * when the rank's only synchronizing calls are that thread's: it is streamed alone, every
+	 * event of a sampled step converted, the others' kinds but the synchronizing ones parsed past */
+	struct sruns *sr;
+	int th;                       /* the thread's index */
+	uint8_t want[DDPSPY_EV_COUNT]; /* the kinds its stream converts now */
+	int all;                      /* want has every kind */
+	int on;                       /* the open step's block is kept: every event taken */
+	int want_next;                /* the next event is the one after the latest block's last step */
+	int stopping;                 /* the sweep ends once it is taken */
+	size_t pend_blk;              /* a block that begins after it (SIZE_MAX none): its index, */
+	struct ev pend_b;             /* its first call, */
+	struct wait_ctx pend_w;       /* and the wait state before that call */
 };
 
 /* whether step i is in the sample: its block's hash (splitmix64's finalizer) has no bit of the
@@ -341,6 +354,111 @@ static int sampled(const struct sweep *w, size_t i)
 	if (i / SAMPLE_BLOCK == (size_t)w->a->skip / SAMPLE_BLOCK)
 		return 1;
 	return (an_mix64((uint64_t)(i / SAMPLE_BLOCK) + 0x9e3779b97f4a7c15ull) & w->mask) == 0;
+}
+
+/* ---- a long trace's sampled blocks kept for the split (analysis_int.h's struct sruns) ---- */
+
+void an_sruns_free(struct sruns *sr)
+{
+	if (!sr)
+		return;
+	an_runs_drop(&sr->acc);
+	free(sr->acc.ev);
+	for (size_t k = 0; k < sr->nb; k++)
+		free(sr->b[k].w);
+	free(sr->b);
+	free(sr);
+}
+
+/* the latest block's run ends (a call comes, or the stream ends) */
+static void sr_close(struct sruns *sr)
+{
+	if (!sr->ok || !sr->nb)
+		return;
+	an_run_close(&sr->acc);
+	if (!sr->acc.runs_ok)
+		sr->ok = 0;
+	sr->b[sr->nb - 1].r1 = sr->acc.nrun;
+}
+
+/* v (on the thread's own clock) the latest block's next call */
+static void sr_call(struct sruns *sr, const struct ev *v)
+{
+	sr_close(sr);
+	struct thr *t = &sr->acc;
+	struct ev *n = sr->ok && sr->nb ? room_for(t->ev, t->n, &t->cap, sizeof *n, 256) : NULL;
+	if (!n) {
+		sr->ok = 0;
+		return;
+	}
+	t->ev = n;
+	t->ev[t->n++] = *v;
+	sr->b[sr->nb - 1].c1 = t->n;
+}
+
+/* v, a call not kept, into the latest block's current run */
+static void sr_run(struct sruns *sr, const struct ev *v)
+{
+	if (!sr->ok || !sr->nb)
+		return;
+	an_run_add(&sr->acc, v);
+	if (!sr->acc.runs_ok)
+		sr->ok = 0;
+}
+
+/* block blk begins with call b, the wait state before it ws */
+static void sr_block(struct sruns *sr, size_t blk, const struct ev *b, const struct wait_ctx *ws)
+{
+	sr_close(sr);
+	struct sblock *n = sr->ok ? room_for(sr->b, sr->nb, &sr->cb, sizeof *n, 16) : NULL;
+	if (n)
+		sr->b = n;
+	struct wsnap *w = n ? an_wait_save(ws) : NULL;
+	if (!w) {
+		sr->ok = 0;
+		return;
+	}
+	const struct thr *t = &sr->acc;
+	sr->b[sr->nb++] = (struct sblock){ .blk = blk, .c0 = t->n, .c1 = t->n, .r0 = t->nrun, .r1 = t->nrun, .w = w };
+	sr_call(sr, b);
+}
+
+static int sampled(const struct sweep *w, size_t i);
+
+/* the blocks no longer in the sample (or of steps from below on) let go, the rest moved down */
+static void sr_prune(struct sweep *w, size_t below)
+{
+	struct sruns *sr = w->sr;
+	if (!sr || !sr->ok)
+		return;
+	struct thr *t = &sr->acc;
+	if (t->cur.n) { /* (blocks change only between runs) */
+		sr->ok = 0;
+		return;
+	}
+	size_t nc = 0, nr = 0, np = 0, nb = 0;
+	for (size_t k = 0; k < sr->nb; k++) {
+		struct sblock b = sr->b[k];
+		size_t i = b.blk * SAMPLE_BLOCK;
+		if (i >= below || !sampled(w, i)) {
+			free(b.w);
+			continue;
+		}
+		size_t c0 = nc, r0 = nr;
+		memmove(&t->ev[nc], &t->ev[b.c0], (b.c1 - b.c0) * sizeof *t->ev);
+		nc += b.c1 - b.c0;
+		for (size_t j = b.r0; j < b.r1; j++) {
+			struct callrun u = t->run[j];
+			u.before = (uint32_t)(u.before - b.c0 + c0);
+			memmove(&t->rpat[np], &t->rpat[u.pat], u.npat * sizeof *t->rpat);
+			u.pat = (uint32_t)np;
+			np += u.npat;
+			t->run[nr++] = u;
+		}
+		b.c0 = c0, b.c1 = nc, b.r0 = r0, b.r1 = nr;
+		sr->b[nb++] = b;
+	}
+	t->n = nc, t->nrun = nr, t->nrpat = np, sr->nb = nb;
 }
 
 static void sweep_prune(struct sweep *w, size_t below)
@@ -362,6 +480,7 @@ static void sweep_prune(struct sweep *w, size_t below)
 		k->n = n;
 		w->kept += n;
 	}
+	sr_prune(w, below);
 }
 
 static void sweep_keep(struct sweep *w, int h, const struct ev *e)
@@ -452,12 +571,121 @@ static int sweep_event(void *ctx, int h, const struct ev *e)
 	return w->failed;
 }
 
+/* what call e (aligned) is to the pattern: 1 it ends the open step, 2 it is the call before step 0,
+ * -1 the rank's pattern ends there, 0 none of these */
+static int call_role(const struct sweep *w, const struct ev *e)
+{
+	if (w->mode != BY_PATTERN || !step_call(w->p2p, w->p, &w->p->thr[w->th], e))
+		return 0;
+	size_t idx = w->calls;
+	if (idx + 1 == w->first)
+		return 2;
+	if (idx < w->first)
+		return 0;
+	if (w->sig && !same_sig(e, &w->sig[(idx - w->first) % w->pt->period]))
+		return -1;
+	return (idx - w->first + 1) % w->pt->period == 0;
+}
+
+/* the kinds the stream converts: every one while a kept block's events are taken */
+static void sr_want(struct sweep *w)
+{
+	int all = w->on || w->want_next;
+	if (all == w->all)
+		return;
+	for (int k = 0; k < DDPSPY_EV_COUNT; k++)
+		w->want[k] = (uint8_t)(all || an_is_sync_kind(k));
+	w->all = all;
+}
+
+/* whether the open step's block is kept (or begins with the next event) */
+static int sr_on(const struct sweep *w)
+{
+	size_t blk = (w->nb - 1) / SAMPLE_BLOCK;
+	const struct sruns *sr = w->sr;
+	return sr->ok && ((w->pend_blk != SIZE_MAX && w->pend_blk == blk) || (sr->nb && sr->b[sr->nb - 1].blk == blk));
+}
+
+/* Every event of the training thread the stream converts (v on its own clock): the synchronizing
+ * calls to sweep_event, and what the split takes of the sampled blocks (struct sruns) kept, with
+ * the split's wait state followed through every post and wait. */
+static int sweep_local(void *ctx, const struct ev *v)
+{
+	struct sweep *w = ctx;
+	struct sruns *sr = w->sr;
+	struct inst *rel;
+	int follow = an_is_coll(v->kind) || an_is_p2p(v);
+	if (w->want_next) { /* the event after a block's last step */
+		sr_call(sr, v);
+		if (sr->ok)
+			sr->b[sr->nb - 1].has_next = 1;
+		w->want_next = 0;
+		if (w->pend_blk != SIZE_MAX)
+			sr_block(sr, w->pend_blk, &w->pend_b, &w->pend_w);
+		w->pend_blk = SIZE_MAX;
+		if (w->stopping)
+			return 1;
+	}
+	if (!an_kept_sync(v)) {
+		if (w->on)
+			sr_run(sr, v);
+		if (follow)
+			an_wait_of(&sr->mirror, v, &rel);
+		sr_want(w);
+		return 0;
+	}
+	struct ev e = *v;
+	e.t = an_job_time(w->p, v->t);
+	int role = call_role(w, &e);
+	size_t i = w->nb - 1, blk = SIZE_MAX;
+	if (role == 2 && sampled(w, 0))
+		blk = 0;
+	else if (role == 1 && (i + 1) % SAMPLE_BLOCK == 0 && sampled(w, i + 1))
+		blk = (i + 1) / SAMPLE_BLOCK;
+	struct wait_ctx before;
+	if (blk != SIZE_MAX)
+		before = sr->mirror;
+	if (w->on)
+		sr_call(sr, v);
+	if (follow)
+		an_wait_of(&sr->mirror, v, &rel);
+	int stop = sweep_event(w, w->th, &e);
+	/* a step of the latest block ended and the block with it, or the sweep: the next event is
+	 * what the split takes as its last call's successor */
+	if (role == 1 && w->on && ((i + 1) % SAMPLE_BLOCK == 0 || stop) && sr->ok && sr->nb &&
+	    sr->b[sr->nb - 1].blk == i / SAMPLE_BLOCK)
+		w->want_next = 1;
+	if (stop) {
+		w->pend_blk = SIZE_MAX;
+		if (!w->want_next || w->failed || role == -1)
+			return 1;
+		w->stopping = 1;
+	} else if (blk != SIZE_MAX && sampled(w, blk * SAMPLE_BLOCK)) {
+		if (w->want_next) {
+			w->pend_blk = blk;
+			w->pend_b = *v;
+			w->pend_w = before;
+		} else {
+			sr_block(sr, blk, v, &before);
+		}
+	}
+	w->on = sr_on(w);
+	sr_want(w);
+	return 0;
+}
+
 /* Streams rank r's calls again (w set up by the caller); returns its number of whole steps and
  * leaves the kept steps and calls in w. */
 static size_t sweep_rank(struct sweep *w)
 {
-	if (an_stream_sync(w->p, sweep_event, w) < 0 || w->failed)
+	if (w->sr) {
+		sr_want(w);
+		if (an_stream_thread(w->p, w->th, w->want, sweep_local, w) < 0 || w->failed)
+			return 0;
+		sr_close(w->sr);
+	} else if (an_stream_sync(w->p, sweep_event, w) < 0 || w->failed) {
 		return 0;
+	}
 	if (w->mode == BY_MARKERS && w->nb && w->lastend > w->b)
 		sweep_bound(w, w->lastend);
 	if (w->mode == BY_WINDOWS)
@@ -482,6 +710,18 @@ struct sweepjob {
 	uint64_t mask0; /* rank 0's sample, where the others start */
 };
 
+/* whether p's training thread can be kept in sampled blocks for the split: the rank's only thread
+ * with synchronizing calls, no helper threads' collectives or device work to follow with it */
+static int sr_fits(const struct proc *p)
+{
+	if (p->train < 0 || p->bg || an_gpu_busy(p))
+		return 0;
+	for (int h = 0; h < p->nthr; h++)
+		if (h != p->train && p->thr[h].nsync)
+			return 0;
+	return 1;
+}
+
 /* rank r's sweep (rank 0's first: the others may follow its count and start from its sample) */
 static void sweep_one(void *ctx, size_t rr)
 {
@@ -497,6 +737,15 @@ static void sweep_one(void *ctx, size_t rr)
 	v->kt = calloc((size_t)v->p->nthr + 1, sizeof *v->kt);
 	if (!v->kt)
 		return;
+	if (mode == BY_PATTERN && !a->reread && sr_fits(v->p)) {
+		v->sr = calloc(1, sizeof *v->sr);
+		if (v->sr) {
+			v->sr->ok = v->sr->acc.runs_ok = 1;
+			v->th = v->p->train;
+			v->all = -1;
+			v->pend_blk = SIZE_MAX;
+		}
+	}
 	if (mode == BY_PATTERN) {
 		const struct pattern *pt = &j->pts[r];
 		/* a rank goes on while its calls match its pattern, when its run reached the prefix's
@@ -542,6 +791,8 @@ static void sweep_drop(struct sweep *v)
 	}
 	free(v->kt);
 	free(v->ks);
+	an_sruns_free(v->sr);
+	v->sr = NULL;
 }
 
 /* rank 0's count of steps and sample (what the others start from), from the process that swept it
@@ -751,6 +1002,14 @@ static size_t sweep_keep_analysed(struct analysis *a, struct sweep *w, size_t sk
 			t->n = t->cap = m;
 			k->ev = NULL;
 			an_runs_drop(t); /* (they lie between the calls it had) */
+		}
+		if (v->sr) { /* (the split takes the sampled blocks instead) */
+			struct thr *t = &v->p->thr[v->th];
+			an_sruns_free(t->sr);
+			t->sr = v->sr->ok ? v->sr : NULL;
+			if (!t->sr)
+				an_sruns_free(v->sr);
+			v->sr = NULL;
 		}
 	}
 	for (int r = 1; r < a->nranks; r++)

@@ -216,13 +216,36 @@ def same_reports(dirs, what, **env):
                  (": not on %s" % diff[:3]) if diff else ""))
 
 
+def same_as_long(dirs, what):
+    """One check: reported as long traces (test-only limits: 8 synchronizing calls kept per thread
+    while loading, a sample of 16 steps), the report is the same, byte for byte, whether the split
+    takes each training thread from the sampled blocks of steps its sweep kept (steps.c) or reads it
+    again (DDPSPY_REPORT_REREAD)."""
+    diff = []
+    env = {"DDPSPY_REPORT_PREFIX": "8", "DDPSPY_REPORT_SAMPLE": "16"}
+    for t in dirs:
+        try:
+            out = [subprocess.run([DDPSPY, "report", "--json", "-j", "1", t], capture_output=True, timeout=300,
+                                  env=dict(os.environ, **env, **e)) for e in ({}, {"DDPSPY_REPORT_REREAD": "1"})]
+        except subprocess.TimeoutExpired:
+            diff.append("%s (timed out)" % t)
+            continue
+        if len({(p.returncode, p.stdout, p.stderr) for p in out}) > 1:
+            diff.append(t)
+    return ok(not diff, "%s as long traces %s: the split from the sampled blocks gives the report reading the "
+              "training threads again gives, on all %d trace directories%s" % (what, env, len(dirs),
+                                                                          (": not on %s" % diff[:3]) if diff else ""))
+
+
 def cleanup(d):
     """Removes a test's directory, unless one of its checks failed: then its traces are kept for a
     look, and the path is printed (timing-sensitive failures rarely come twice). First, every trace
-    the test made is reported on 1 and on 2 threads (same_reports)."""
+    the test made is reported on 1 and on 2 threads (same_reports), and as long traces
+    (same_as_long)."""
     dirs = trace_dirs(d)
     if dirs:
         same_reports(dirs, os.path.basename(sys.argv[0])[:-3])
+        same_as_long(dirs, os.path.basename(sys.argv[0])[:-3])
     keep = os.environ.get("DDPSPY_TEST_KEEP")
     if keep:  # every test's traces, for comparing reports across a change (docs/testing.md)
         dst = os.path.join(keep, "%s-%s" % (os.path.basename(sys.argv[0])[:-3], os.path.basename(d)))
