@@ -9,7 +9,9 @@
 # with what a job of 4,096 ranks keeps (DDPSPY_REPORT_PREFIX=2048, DDPSPY_REPORT_SAMPLE=512: every
 # rank's steps found again from all of its calls, a second reading, which keeps the split's input
 # for the sampled steps), and that once more with the split reading the training thread a third time
-# (DDPSPY_REPORT_REREAD=1, as the report did before the sampled blocks).
+# (DDPSPY_REPORT_REREAD=1, as the report did before the sampled blocks). The same limits on as many
+# events in longer files, 32 ranks of 1.6M, whose sample is a smaller part of each (4% of the steps,
+# 34% at 200k; 0.7% for 10M events).
 # Alternating rounds; the median of each is shown, with peak memory. Then the report's peak memory
 # on 8 ranks of 2M and of 8M events each: a trace four times as long must not take more. Then a GPU
 # job on the simulated device (where `make sim` built it): the testbed's GPU mode on 4 ranks, 300
@@ -20,9 +22,10 @@ cd "$(dirname "$0")/.."
 RANKS=${RANKS:-256} EVENTS=${EVENTS:-200000} ROUNDS=${ROUNDS:-3}
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
-mkdir "$d/async" "$d/sync" "$d/len1" "$d/len4"
+mkdir "$d/async" "$d/sync" "$d/len1" "$d/len4" "$d/long"
 build/bench/gentrace "$d/async" "$RANKS" "$EVENTS"
 build/bench/gentrace "$d/sync" "$RANKS" "$EVENTS" sync
+build/bench/gentrace "$d/long" $((RANKS / 8)) $((EVENTS * 8)) sync
 n=$((RANKS * EVENTS))
 secs() { /usr/bin/time -f "%e %M" "$@" 2>&1 >/dev/null | tail -n 1; }
 MPIRUN="mpirun --oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root)"
@@ -39,8 +42,10 @@ for i in $(seq "$ROUNDS"); do
 	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 secs build/ddpspy report -j 1 "$d/sync" >>"$d/cap1.t"
 	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 secs build/ddpspy report -j 2 "$d/sync" >>"$d/cap2.t"
 	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 DDPSPY_REPORT_REREAD=1 secs build/ddpspy report -j 1 "$d/sync" >>"$d/cap3.t"
+	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 secs build/ddpspy report -j 1 "$d/long" >>"$d/long1.t"
+	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 secs build/ddpspy report -j 2 "$d/long" >>"$d/long2.t"
 done
-rm -rf "$d/async" "$d/sync"
+rm -rf "$d/async" "$d/sync" "$d/long"
 build/bench/gentrace "$d/len1" 8 2000000
 build/bench/gentrace "$d/len4" 8 8000000
 secs build/ddpspy report -j 1 "$d/len1" >"$d/len1.t"
@@ -67,7 +72,7 @@ print(f"collector: {ranks} ranks x {per} events = {n / 1e6:.1f}M events, median 
 print(f"  {'':34} {'-j 1':>8} {'-j 2':>8}  {'scaling':>7}  {'events/s per core (-j 1, -j 2)':>30}  max RSS (-j 1, -j 2)")
 rate = {}
 for name, label in (("async", "report, input thread"), ("sync", "report, sync loader (worst shape)"),
-                    ("cap", "worst shape, 4,096-rank limits")):
+                    ("cap", "worst shape, 4,096-rank limits"), ("long", "  the same, 32 ranks x 1.6M events")):
     (t1, m1), (t2, m2) = load(f"{name}1.t"), load(f"{name}2.t")
     rate[name] = (n / t1, n / t2 / 2, t1 / (2 * t2))
     print(f"  {label:34} {t1:7.2f}s {t2:7.2f}s  {t1 / (2 * t2):7.2f}  {n / t1 / 1e6:13.1f}M {n / t2 / 2e6:13.1f}M"

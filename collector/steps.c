@@ -571,10 +571,13 @@ static int sweep_event(void *ctx, int h, const struct ev *e)
 	return w->failed;
 }
 
-/* what call e (aligned) is to the pattern: 1 it ends the open step, 2 it is the call before step 0,
- * -1 the rank's pattern ends there, 0 none of these */
+/* what call e (aligned) is to the steps: 1 it ends the open step (a pattern's), 2 it is the call
+ * before step 0, 3 it begins step w->nb (a begin marker), -1 the rank's pattern ends there, 0 none
+ * of these */
 static int call_role(const struct sweep *w, const struct ev *e)
 {
+	if (w->mode == BY_MARKERS)
+		return an_category(e) == DDPSPY_CAT_MARKER && e->op ? 3 : 0;
 	if (w->mode != BY_PATTERN || !step_call(w->p2p, w->p, &w->p->thr[w->th], e))
 		return 0;
 	size_t idx = w->calls;
@@ -642,6 +645,9 @@ static int sweep_local(void *ctx, const struct ev *v)
 		blk = 0;
 	else if (role == 1 && (i + 1) % SAMPLE_BLOCK == 0 && sampled(w, i + 1))
 		blk = (i + 1) / SAMPLE_BLOCK;
+	else if (role == 3 && w->nb % SAMPLE_BLOCK == 0 && sampled(w, w->nb)) /* (the marker is in it: the
+		* block before ends with it, and needs no event after) */
+		blk = w->nb / SAMPLE_BLOCK;
 	struct wait_ctx before;
 	if (blk != SIZE_MAX)
 		before = sr->mirror;
@@ -737,7 +743,7 @@ static void sweep_one(void *ctx, size_t rr)
 	v->kt = calloc((size_t)v->p->nthr + 1, sizeof *v->kt);
 	if (!v->kt)
 		return;
-	if (mode == BY_PATTERN && !a->reread && sr_fits(v->p)) {
+	if ((mode == BY_PATTERN || mode == BY_MARKERS) && !a->reread && sr_fits(v->p)) {
 		v->sr = calloc(1, sizeof *v->sr);
 		if (v->sr) {
 			v->sr->ok = v->sr->acc.runs_ok = 1;
