@@ -462,6 +462,9 @@ struct sblock {
 };
 struct sruns {
 	struct thr acc;
+	size_t *kept;          /* per call of acc.ev: the step it is kept for as the rank's own (the
+	                        * sweep's kept calls, not copied), SIZE_MAX none */
+	size_t id, app_id, app; /* the stream's event count; the latest event taken as a call, and where */
 	struct sblock *b;
 	size_t nb, cb;
 	struct wait_ctx mirror; /* every post and wait of the thread followed as the split would */

@@ -364,6 +364,7 @@ void an_sruns_free(struct sruns *sr)
 		return;
 	an_runs_drop(&sr->acc);
 	free(sr->acc.ev);
+	free(sr->kept);
 	for (size_t k = 0; k < sr->nb; k++)
 		free(sr->b[k].w);
 	free(sr->b);
@@ -381,17 +382,28 @@ static void sr_close(struct sruns *sr)
 	sr->b[sr->nb - 1].r1 = sr->acc.nrun;
 }
 
-/* v (on the thread's own clock) the latest block's next call */
-static void sr_call(struct sruns *sr, const struct ev *v)
+/* v (on the thread's own clock) the latest block's next call; cur: v is the stream's current
+ * event (which the sweep may keep: sr->app) */
+static void sr_call(struct sruns *sr, const struct ev *v, int cur)
 {
 	sr_close(sr);
 	struct thr *t = &sr->acc;
-	struct ev *n = sr->ok && sr->nb ? room_for(t->ev, t->n, &t->cap, sizeof *n, 256) : NULL;
-	if (!n) {
+	size_t cap = t->cap;
+	struct ev *n = sr->ok && sr->nb ? room_for(t->ev, t->n, &cap, sizeof *n, 256) : NULL;
+	size_t *k = n ? (n != t->ev || cap != t->cap ? realloc(sr->kept, cap * sizeof *k) : sr->kept) : NULL;
+	if (n)
+		t->ev = n;
+	if (!k) {
 		sr->ok = 0;
 		return;
 	}
-	t->ev = n;
+	t->cap = cap;
+	sr->kept = k;
+	if (cur) {
+		sr->app_id = sr->id;
+		sr->app = t->n;
+	}
+	sr->kept[t->n] = SIZE_MAX;
 	t->ev[t->n++] = *v;
 	sr->b[sr->nb - 1].c1 = t->n;
 }
@@ -420,23 +432,24 @@ static void sr_block(struct sruns *sr, size_t blk, const struct ev *b, const str
 	}
 	const struct thr *t = &sr->acc;
 	sr->b[sr->nb++] = (struct sblock){ .blk = blk, .c0 = t->n, .c1 = t->n, .r0 = t->nrun, .r1 = t->nrun, .w = w };
-	sr_call(sr, b);
+	sr_call(sr, b, 0);
 }
 
 static int sampled(const struct sweep *w, size_t i);
 
-/* the blocks no longer in the sample (or of steps from below on) let go, the rest moved down */
-static void sr_prune(struct sweep *w, size_t below)
+/* the blocks no longer in the sample (or of steps from below on) let go, the rest moved down, and
+ * so the calls kept; returns how many are */
+static size_t sr_prune(struct sweep *w, size_t below)
 {
 	struct sruns *sr = w->sr;
 	if (!sr || !sr->ok)
-		return;
+		return 0;
 	struct thr *t = &sr->acc;
 	if (t->cur.n) { /* (blocks change only between runs) */
 		sr->ok = 0;
-		return;
+		return 0;
 	}
-	size_t nc = 0, nr = 0, np = 0, nb = 0;
+	size_t nc = 0, nr = 0, np = 0, nb = 0, kept = 0;
 	for (size_t k = 0; k < sr->nb; k++) {
 		struct sblock b = sr->b[k];
 		size_t i = b.blk * SAMPLE_BLOCK;
@@ -446,6 +459,12 @@ static void sr_prune(struct sweep *w, size_t below)
 		}
 		size_t c0 = nc, r0 = nr;
 		memmove(&t->ev[nc], &t->ev[b.c0], (b.c1 - b.c0) * sizeof *t->ev);
+		memmove(&sr->kept[nc], &sr->kept[b.c0], (b.c1 - b.c0) * sizeof *sr->kept);
+		for (size_t c = nc; c < nc + (b.c1 - b.c0); c++) {
+			if (sr->kept[c] != SIZE_MAX && (sr->kept[c] >= below || !sampled(w, sr->kept[c])))
+				sr->kept[c] = SIZE_MAX;
+			kept += sr->kept[c] != SIZE_MAX;
+		}
 		nc += b.c1 - b.c0;
 		for (size_t j = b.r0; j < b.r1; j++) {
 			struct callrun u = t->run[j];
@@ -459,6 +478,7 @@ static void sr_prune(struct sweep *w, size_t below)
 		sr->b[nb++] = b;
 	}
 	t->n = nc, t->nrun = nr, t->nrpat = np, sr->nb = nb;
+	return kept;
 }
 
 static void sweep_prune(struct sweep *w, size_t below)
@@ -480,7 +500,7 @@ static void sweep_prune(struct sweep *w, size_t below)
 		k->n = n;
 		w->kept += n;
 	}
-	sr_prune(w, below);
+	w->kept += sr_prune(w, below);
 }
 
 static void sweep_keep(struct sweep *w, int h, const struct ev *e)
@@ -490,6 +510,17 @@ static void sweep_keep(struct sweep *w, int h, const struct ev *e)
 	size_t i = w->nb >= 2 && e->t < w->b ? w->nb - 2 : w->nb - 1;
 	if (!sampled(w, i))
 		return;
+	struct sruns *sr = w->sr;
+	if (sr && h == w->th) { /* (the split's copy of it, when it is the call just taken in the step's
+				 * block; else the thread is swept again without blocks: sweep_one) */
+		if (sr->ok && sr->app_id == sr->id && sr->b[sr->nb - 1].blk == i / SAMPLE_BLOCK) {
+			sr->kept[sr->app] = i;
+			w->kept++;
+		} else {
+			sr->ok = 0;
+		}
+		return;
+	}
 	struct kthr *k = &w->kt[h];
 	if (k->n == k->cap) {
 		size_t cap = k->cap ? k->cap * 2 : 256;
@@ -618,8 +649,9 @@ static int sweep_local(void *ctx, const struct ev *v)
 	struct sruns *sr = w->sr;
 	struct inst *rel;
 	int follow = an_is_coll(v->kind) || an_is_p2p(v);
+	sr->id++;
 	if (w->want_next) { /* the event after a block's last step */
-		sr_call(sr, v);
+		sr_call(sr, v, 0);
 		if (sr->ok)
 			sr->b[sr->nb - 1].has_next = 1;
 		w->want_next = 0;
@@ -652,7 +684,7 @@ static int sweep_local(void *ctx, const struct ev *v)
 	if (blk != SIZE_MAX)
 		before = sr->mirror;
 	if (w->on)
-		sr_call(sr, v);
+		sr_call(sr, v, 1);
 	if (follow)
 		an_wait_of(&sr->mirror, v, &rel);
 	int stop = sweep_event(w, w->th, &e);
@@ -728,12 +760,14 @@ static int sr_fits(const struct proc *p)
 	return 1;
 }
 
-/* rank r's sweep (rank 0's first: the others may follow its count and start from its sample) */
-static void sweep_one(void *ctx, size_t rr)
+static void sweep_drop(struct sweep *v);
+
+/* rank r's sweep (rank 0's first: the others may follow its count and start from its sample),
+ * with sampled blocks for the split where they fit and blocks allows */
+static void sweep_one_as(struct sweepjob *j, int r, int blocks)
 {
-	struct sweepjob *j = ctx;
 	struct analysis *a = j->a;
-	int r = (int)rr, mode = j->mode;
+	int mode = j->mode;
 	struct sweep *v = &j->w[r];
 	struct ev *sig = NULL;
 	j->n[r] = SIZE_MAX;
@@ -743,7 +777,7 @@ static void sweep_one(void *ctx, size_t rr)
 	v->kt = calloc((size_t)v->p->nthr + 1, sizeof *v->kt);
 	if (!v->kt)
 		return;
-	if ((mode == BY_PATTERN || mode == BY_MARKERS) && !a->reread && sr_fits(v->p)) {
+	if (blocks && (mode == BY_PATTERN || mode == BY_MARKERS) && !a->reread && sr_fits(v->p)) {
 		v->sr = calloc(1, sizeof *v->sr);
 		if (v->sr) {
 			v->sr->ok = v->sr->acc.runs_ok = 1;
@@ -783,6 +817,45 @@ static void sweep_one(void *ctx, size_t rr)
 	v->sig = NULL;
 	free(sig);
 	j->n[r] = n;
+	if (v->sr && !v->sr->ok) { /* (its kept calls were left in the blocks given up) */
+		sweep_drop(v);
+		sweep_one_as(j, r, 0);
+	}
+}
+
+static void sweep_one(void *ctx, size_t r)
+{
+	sweep_one_as(ctx, (int)r, 1);
+}
+
+/* the training thread's kept calls, marked in its blocks, copied to w->kt as the others are kept
+ * (at the latest: report --mpi sends them, the analysis takes them as the rank's calls) */
+static void sr_to_kt(struct sweep *w)
+{
+	struct sruns *sr = w->sr;
+	if (!sr || !w->kt)
+		return;
+	struct kthr *k = &w->kt[w->th];
+	size_t n = k->n;
+	for (size_t c = 0; c < sr->acc.n; c++)
+		n += sr->kept[c] != SIZE_MAX;
+	if (n == k->n)
+		return;
+	struct ev *ev = realloc(k->ev, n * sizeof *ev);
+	size_t *st = ev ? realloc(k->step, n * sizeof *st) : NULL;
+	if (ev)
+		k->ev = ev;
+	if (!st)
+		return;
+	k->step = st;
+	k->cap = n;
+	for (size_t c = 0; c < sr->acc.n; c++)
+		if (sr->kept[c] != SIZE_MAX) {
+			k->ev[k->n] = sr->acc.ev[c];
+			k->ev[k->n].t = an_job_time(w->p, sr->acc.ev[c].t);
+			k->step[k->n++] = sr->kept[c];
+			sr->kept[c] = SIZE_MAX;
+		}
 }
 
 /* ---- report --mpi: each rank swept by the process that read its file (an_mine), the results
@@ -962,6 +1035,8 @@ static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct
 		an_parallel(nmine, a->jobs, mine, sweep_one, &j);
 	}
 	free(mine);
+	for (int r = 0; a->mpi && r < R; r++)
+		sr_to_kt(&w[r]);
 	if (a->mpi && mpi_sweeps(&j) < 0)
 		an_mpi_abort(a->mpi);
 	for (int r = 0; r < R; r++) {
@@ -996,6 +1071,7 @@ static size_t sweep_keep_analysed(struct analysis *a, struct sweep *w, size_t sk
 				v->ks[n++] = v->ks[i];
 		v->nks = n;
 		N = n < N ? n : N;
+		sr_to_kt(v);
 		for (int h = 0; h < v->p->nthr; h++) {
 			struct thr *t = &v->p->thr[h];
 			struct kthr *k = &v->kt[h];
