@@ -418,8 +418,9 @@ static void sr_run(struct sruns *sr, const struct ev *v)
 		sr->ok = 0;
 }
 
-/* block blk begins with call b, the wait state before it ws */
-static void sr_block(struct sruns *sr, size_t blk, const struct ev *b, const struct wait_ctx *ws)
+/* block blk begins with call b (cur: the stream's current event, as sr_call's), the wait state
+ * before it ws */
+static void sr_block(struct sruns *sr, size_t blk, const struct ev *b, const struct wait_ctx *ws, int cur)
 {
 	sr_close(sr);
 	struct sblock *n = sr->ok ? room_for(sr->b, sr->nb, &sr->cb, sizeof *n, 16) : NULL;
@@ -432,7 +433,7 @@ static void sr_block(struct sruns *sr, size_t blk, const struct ev *b, const str
 	}
 	const struct thr *t = &sr->acc;
 	sr->b[sr->nb++] = (struct sblock){ .blk = blk, .c0 = t->n, .c1 = t->n, .r0 = t->nrun, .r1 = t->nrun, .w = w };
-	sr_call(sr, b, 0);
+	sr_call(sr, b, cur);
 }
 
 static int sampled(const struct sweep *w, size_t i);
@@ -656,7 +657,7 @@ static int sweep_local(void *ctx, const struct ev *v)
 			sr->b[sr->nb - 1].has_next = 1;
 		w->want_next = 0;
 		if (w->pend_blk != SIZE_MAX)
-			sr_block(sr, w->pend_blk, &w->pend_b, &w->pend_w);
+			sr_block(sr, w->pend_blk, &w->pend_b, &w->pend_w, 0);
 		w->pend_blk = SIZE_MAX;
 		if (w->stopping)
 			return 1;
@@ -683,8 +684,12 @@ static int sweep_local(void *ctx, const struct ev *v)
 	struct wait_ctx before;
 	if (blk != SIZE_MAX)
 		before = sr->mirror;
+	/* (a block that begins with the call, not after it, is made before the sweep may keep it) */
+	int now = blk != SIZE_MAX && role != 1;
 	if (w->on)
-		sr_call(sr, v, 1);
+		sr_call(sr, v, !now);
+	if (now)
+		sr_block(sr, blk, v, &before, 1);
 	if (follow)
 		an_wait_of(&sr->mirror, v, &rel);
 	int stop = sweep_event(w, w->th, &e);
@@ -698,13 +703,13 @@ static int sweep_local(void *ctx, const struct ev *v)
 		if (!w->want_next || w->failed || role == -1)
 			return 1;
 		w->stopping = 1;
-	} else if (blk != SIZE_MAX && sampled(w, blk * SAMPLE_BLOCK)) {
+	} else if (blk != SIZE_MAX && !now && sampled(w, blk * SAMPLE_BLOCK)) {
 		if (w->want_next) {
 			w->pend_blk = blk;
 			w->pend_b = *v;
 			w->pend_w = before;
 		} else {
-			sr_block(sr, blk, v, &before);
+			sr_block(sr, blk, v, &before, 0);
 		}
 	}
 	w->on = sr_on(w);
