@@ -458,7 +458,7 @@ struct sblock {
 	size_t blk;            /* its steps are blk * SAMPLE_BLOCK on (steps.c) */
 	size_t c0, c1, r0, r1; /* its calls acc.ev[c0, c1), runs acc.run[r0, r1) */
 	int has_next;          /* its last call is the event after its last step */
-	struct wsnap *w;
+	struct wsnap *w;       /* the split's wait state before its first call (split.c) */
 };
 struct sruns {
 	struct thr acc;
@@ -468,7 +468,7 @@ struct sruns {
 	struct sblock *b;
 	size_t nb, cb;
 	struct wait_ctx mirror; /* every post and wait of the thread followed as the split would */
-	int ok;
+	int ok;                /* 0: given up (the rank is swept again without blocks: steps.c) */
 };
 void an_sruns_free(struct sruns *sr);
 
