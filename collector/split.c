@@ -16,7 +16,6 @@
 
 /* ---- per-step split, waits and lateness ---- */
 
-
 #define POSTS 64
 
 /* The pending collectives a completing wait e completed: those posted among the e->count posts in a
