@@ -382,23 +382,34 @@ static void sr_close(struct sruns *sr)
 	sr->b[sr->nb - 1].r1 = sr->acc.nrun;
 }
 
+/* room for one more in calls *ev of n and their steps *st, *cap of each; -1 out of memory (either
+ * may have grown, *cap is what both have) */
+static int room_ev_step(struct ev **ev, size_t **st, size_t n, size_t *cap)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : 256;
+	struct ev *ne = realloc(*ev, c * sizeof *ne);
+	size_t *ns = ne ? realloc(*st, c * sizeof *ns) : NULL;
+	if (ne)
+		*ev = ne;
+	if (!ns)
+		return -1;
+	*st = ns;
+	*cap = c;
+	return 0;
+}
+
 /* v (on the thread's own clock) the latest block's next call; cur: v is the stream's current
  * event (which the sweep may keep: sr->app) */
 static void sr_call(struct sruns *sr, const struct ev *v, int cur)
 {
 	sr_close(sr);
 	struct thr *t = &sr->acc;
-	size_t cap = t->cap;
-	struct ev *n = sr->ok && sr->nb ? room_for(t->ev, t->n, &cap, sizeof *n, 256) : NULL;
-	size_t *k = n ? (n != t->ev || cap != t->cap ? realloc(sr->kept, cap * sizeof *k) : sr->kept) : NULL;
-	if (n)
-		t->ev = n;
-	if (!k) {
+	if (!sr->ok || !sr->nb || room_ev_step(&t->ev, &sr->kept, t->n, &t->cap) < 0) {
 		sr->ok = 0;
 		return;
 	}
-	t->cap = cap;
-	sr->kept = k;
 	if (cur) {
 		sr->app_id = sr->id;
 		sr->app = t->n;
@@ -523,18 +534,9 @@ static void sweep_keep(struct sweep *w, int h, const struct ev *e)
 		return;
 	}
 	struct kthr *k = &w->kt[h];
-	if (k->n == k->cap) {
-		size_t cap = k->cap ? k->cap * 2 : 256;
-		struct ev *ne = realloc(k->ev, cap * sizeof *ne);
-		size_t *ns = ne ? realloc(k->step, cap * sizeof *ns) : NULL;
-		if (ne)
-			k->ev = ne;
-		if (!ns) {
-			w->failed = 1;
-			return;
-		}
-		k->step = ns;
-		k->cap = cap;
+	if (room_ev_step(&k->ev, &k->step, k->n, &k->cap) < 0) {
+		w->failed = 1;
+		return;
 	}
 	k->ev[k->n] = *e;
 	k->step[k->n++] = i;
