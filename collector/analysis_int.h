@@ -88,6 +88,12 @@ static inline int an_kept_sync(const struct ev *e)
 	return an_is_sync_kind(e->kind) && (!(an_kind(e->kind)->m & DDPSPY_KM_WAITS) || an_completes(e));
 }
 
+/* a synchronizing call of a rank's training thread: a collective, or a wait that completed a request */
+static inline int an_train_sync(const struct ev *e)
+{
+	return (an_kind(e->kind)->m & DDPSPY_KM_COLL) || an_completes(e);
+}
+
 static inline int an_blocking_coll(const struct ev *e)
 {
 	unsigned m = an_kind(e->kind)->m;
@@ -211,7 +217,7 @@ int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *
  * want as it goes) */
 int an_stream_thread(const struct proc *p, int h, const uint8_t *want, int (*fn)(void *ctx, const struct ev *e),
 		     void *ctx);
-/* every synchronizing call of p again, from all its threads, in time order */
+/* every synchronizing call of p again, from all its threads, in time order, times on p's own clock */
 int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const struct ev *e), void *ctx);
 double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1);
 

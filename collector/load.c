@@ -48,7 +48,7 @@ int an_rank_sync(const struct proc *p, const struct thr *u, const struct ev *e)
 		return 0;
 	if (u != t)
 		return an_numbered_coll(e);
-	return (an_kind(e->kind)->m & DDPSPY_KM_COLL) || an_completes(e);
+	return an_train_sync(e);
 }
 
 struct loadctx {
@@ -1352,7 +1352,7 @@ int an_stream_thread(const struct proc *p, int h, const uint8_t *want, int (*fn)
 
 /* Every synchronizing call of p again (collectives, their waits, step markers), from every
  * thread that made any, in order of start time (by thread, in the order of p->thr, when equal),
- * times aligned like the kept ones; fn gets the thread's index too. */
+ * on the file's own clock; fn gets the thread's index too. */
 int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const struct ev *e), void *ctx)
 {
 	uint8_t want[DDPSPY_EV_COUNT] = { 0 };
@@ -1380,10 +1380,8 @@ int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const str
 		while (live[h] == 1) {
 			if (trace_cursor_next(&c[h], &e) <= 0)
 				live[h] = 2; /* ended: closed below */
-			else if (an_convert(&e, &head[h]) && (an_p2p_number(&num[h], &head[h]), an_kept_sync(&head[h]))) {
-				head[h].t = an_job_time(p, head[h].t);
+			else if (an_convert(&e, &head[h]) && (an_p2p_number(&num[h], &head[h]), an_kept_sync(&head[h])))
 				live[h] = 3;
-			}
 		}
 		if (h == p->nthr - 1) { /* every head read: deliver the earliest, read its thread's next */
 			int best = -1;

@@ -312,14 +312,17 @@ struct sweep {
 	struct analysis *a;
 	struct proc *p;
 	int mode;
-	/* pattern: boundary k >= 1 ends selected call first + k * period - 1; ext: rank 0 goes on
-	 * while its calls match the pattern's signatures sig (then its step count sets maxsteps) */
+	/* pattern: boundary k >= 1 ends selected call first + k * period - 1; the rank goes on while
+	 * its calls match its signatures sig (when not NULL), up to maxsteps steps */
 	const struct pattern *pt;
 	size_t first, calls, maxsteps;
 	const struct ev *sig;
+	size_t smax;                  /* the sample's size (a->sample_max) */
 	/* windows: boundary k at lo + (hi - lo) * k / K */
 	int64_t lo, hi;
 	size_t K;
+	/* times: on the file's own clock, the job's once the sweep ends (sweep_on_job), but for
+	 * windows, on the job's clock throughout */
 	int64_t lastend;              /* markers: the latest end marker */
 	size_t nb;                    /* boundaries so far: step nb - 1 is open */
 	int64_t b, bprev;             /* the latest two */
@@ -328,7 +331,7 @@ struct sweep {
 	size_t nks, cks;
 	struct kthr *kt;              /* their calls, per thread */
 	size_t kept;
-	int64_t len_max;              /* the longest step from a->skip on */
+	int64_t len_max, lm0, lm1;    /* the longest step from a->skip on: its length, start and end */
 	int64_t b0, bskip;            /* where step 0 and step a->skip start */
 	int p2p;                      /* steps by point-to-point calls (step_call) */
 	int failed;
@@ -539,8 +542,19 @@ static void sweep_keep(struct sweep *w, int h, const struct ev *e)
 		return;
 	}
 	k->ev[k->n] = *e;
+	if (w->mode != BY_WINDOWS) /* (the kept calls are on the job's clock) */
+		k->ev[k->n].t = an_job_time(w->p, e->t);
 	k->step[k->n++] = i;
 	w->kept++;
+}
+
+/* whether e, of thread h, is a call the sweep's steps are found by (step_call; a training thread
+ * swept alone, sr_fits, needs not know it is one: the sweep may begin while its file is read) */
+static int sel_call(const struct sweep *w, int h, const struct ev *e)
+{
+	if (w->sr && !w->p2p)
+		return an_train_sync(e);
+	return step_call(w->p2p, w->p, &w->p->thr[h], e);
 }
 
 /* a boundary at t: step nb - 1 (if any) is complete */
@@ -548,8 +562,11 @@ static void sweep_bound(struct sweep *w, int64_t t)
 {
 	if (w->nb) {
 		size_t i = w->nb - 1;
-		if (i >= (size_t)w->a->skip && t - w->b > w->len_max)
+		if (i >= (size_t)w->a->skip && t - w->b > w->len_max) {
 			w->len_max = t - w->b;
+			w->lm0 = w->b;
+			w->lm1 = t;
+		}
 		if (sampled(w, i)) {
 			if (w->nks == w->cks) {
 				size_t cap = w->cks ? w->cks * 2 : 64;
@@ -563,7 +580,7 @@ static void sweep_bound(struct sweep *w, int64_t t)
 			}
 			w->ks[w->nks++] = (struct kstep){ w->b, t, i };
 		}
-		while ((w->nks > w->a->sample_max || w->kept > SAMPLE_CALLS * w->a->sample_max) && w->mask < (1ull << 40)) {
+		while ((w->nks > w->smax || w->kept > SAMPLE_CALLS * w->smax) && w->mask < (1ull << 40)) {
 			w->mask = w->mask * 2 + 1;
 			sweep_prune(w, SIZE_MAX);
 		}
@@ -580,7 +597,11 @@ static void sweep_bound(struct sweep *w, int64_t t)
 static int sweep_event(void *ctx, int h, const struct ev *e)
 {
 	struct sweep *w = ctx;
-	if (w->mode == BY_WINDOWS) {
+	struct ev ae;
+	if (w->mode == BY_WINDOWS) { /* (windows are on the job's clock) */
+		ae = *e;
+		ae.t = an_job_time(w->p, e->t);
+		e = &ae;
 		while (w->nb <= w->K && e->t >= window_at(w->lo, w->hi, w->nb, w->K))
 			sweep_bound(w, window_at(w->lo, w->hi, w->nb, w->K));
 		if (w->nb > w->K)
@@ -592,10 +613,12 @@ static int sweep_event(void *ctx, int h, const struct ev *e)
 			sweep_bound(w, e->t);
 		}
 	}
-	int sel = w->mode == BY_PATTERN && step_call(w->p2p, w->p, &w->p->thr[h], e);
+	int sel = w->mode == BY_PATTERN && sel_call(w, h, e);
 	size_t idx = sel ? w->calls++ : 0;
 	if (sel && w->sig && idx >= w->first && !same_sig(e, &w->sig[(idx - w->first) % w->pt->period]))
 		return 1; /* the rank's pattern ends: the step it was in is not whole */
+	if (sel && idx + 1 == w->first) /* the call before step 0: where it begins */
+		sweep_bound(w, e->t + e->d);
 	sweep_keep(w, h, e);
 	if (sel && idx >= w->first && (idx - w->first + 1) % w->pt->period == 0) {
 		sweep_bound(w, e->t + e->d);
@@ -612,7 +635,7 @@ static int call_role(const struct sweep *w, const struct ev *e)
 {
 	if (w->mode == BY_MARKERS)
 		return an_category(e) == DDPSPY_CAT_MARKER && e->op ? 3 : 0;
-	if (w->mode != BY_PATTERN || !step_call(w->p2p, w->p, &w->p->thr[w->th], e))
+	if (w->mode != BY_PATTERN || !sel_call(w, w->th, e))
 		return 0;
 	size_t idx = w->calls;
 	if (idx + 1 == w->first)
@@ -672,9 +695,7 @@ static int sweep_local(void *ctx, const struct ev *v)
 		sr_want(w);
 		return 0;
 	}
-	struct ev e = *v;
-	e.t = an_job_time(w->p, v->t);
-	int role = call_role(w, &e);
+	int role = call_role(w, v);
 	size_t i = w->nb - 1, blk = SIZE_MAX;
 	if (role == 2 && sampled(w, 0))
 		blk = 0;
@@ -694,7 +715,7 @@ static int sweep_local(void *ctx, const struct ev *v)
 		sr_block(sr, blk, v, &before, 1);
 	if (follow)
 		an_wait_of(&sr->mirror, v, &rel);
-	int stop = sweep_event(w, w->th, &e);
+	int stop = sweep_event(w, w->th, v);
 	/* a step of the latest block ended and the block with it, or the sweep: the next event is
 	 * what the split takes as its last call's successor */
 	if (role == 1 && w->on && ((i + 1) % SAMPLE_BLOCK == 0 || stop) && sr->ok && sr->nb &&
@@ -719,6 +740,25 @@ static int sweep_local(void *ctx, const struct ev *v)
 	return 0;
 }
 
+/* the sweep's times on the job's clock (a step's bounds as the kept calls' ends move: the
+ * longest step, the longest on the file's clock) */
+static void sweep_on_job(struct sweep *w)
+{
+	if (w->mode == BY_WINDOWS)
+		return;
+	const struct proc *p = w->p;
+	for (size_t i = 0; i < w->nks; i++) {
+		w->ks[i].t0 = an_job_time(p, w->ks[i].t0);
+		w->ks[i].t1 = an_job_time(p, w->ks[i].t1);
+	}
+	w->b0 = an_job_time(p, w->b0);
+	w->bskip = an_job_time(p, w->bskip);
+	w->b = an_job_time(p, w->b);
+	w->bprev = an_job_time(p, w->bprev);
+	if (w->len_max)
+		w->len_max = an_job_time(p, w->lm1) - an_job_time(p, w->lm0);
+}
+
 /* Streams rank r's calls again (w set up by the caller); returns its number of whole steps and
  * leaves the kept steps and calls in w. */
 static size_t sweep_rank(struct sweep *w)
@@ -738,6 +778,7 @@ static size_t sweep_rank(struct sweep *w)
 			sweep_bound(w, window_at(w->lo, w->hi, w->nb, w->K));
 	size_t n = w->nb ? w->nb - 1 : 0;
 	sweep_prune(w, n); /* the calls of the step still open */
+	sweep_on_job(w);
 	return n;
 }
 
@@ -752,7 +793,6 @@ struct sweepjob {
 	size_t *n;     /* each rank's whole steps; SIZE_MAX: it could not be swept */
 	int64_t lo, hi;
 	size_t calls0;
-	uint64_t mask0; /* rank 0's sample, where the others start */
 };
 
 /* whether p's training thread can be kept in sampled blocks for the split: the rank's only thread
@@ -769,8 +809,7 @@ static int sr_fits(const struct proc *p)
 
 static void sweep_drop(struct sweep *v);
 
-/* rank r's sweep (rank 0's first: the others may follow its count and start from its sample),
- * with sampled blocks for the split where they fit and blocks allows */
+/* rank r's sweep, with sampled blocks for the split where they fit and blocks allows */
 static void sweep_one_as(struct sweepjob *j, int r, int blocks)
 {
 	struct analysis *a = j->a;
@@ -778,9 +817,8 @@ static void sweep_one_as(struct sweepjob *j, int r, int blocks)
 	struct sweep *v = &j->w[r];
 	struct ev *sig = NULL;
 	j->n[r] = SIZE_MAX;
-	/* (from rank 0's sample: nested samples, so every rank ends with the same one anyway) */
 	*v = (struct sweep){ .a = a, .p = a->ranks[r].p, .mode = mode, .pt = mode == BY_PATTERN ? &j->pts[r] : NULL,
-			     .lastend = INT64_MIN, .maxsteps = SIZE_MAX, .mask = j->mask0, .p2p = j->p2p };
+			     .lastend = INT64_MIN, .maxsteps = SIZE_MAX, .p2p = j->p2p, .smax = a->sample_max };
 	v->kt = calloc((size_t)v->p->nthr + 1, sizeof *v->kt);
 	if (!v->kt)
 		return;
@@ -795,12 +833,15 @@ static void sweep_one_as(struct sweepjob *j, int r, int blocks)
 	}
 	if (mode == BY_PATTERN) {
 		const struct pattern *pt = &j->pts[r];
-		/* a rank goes on while its calls match its pattern, when its run reached the prefix's
-		 * end: rank 0 (the others follow its count), or every rank when each has its own
-		 * pattern */
-		int ext = (r == 0 || j->p2p) && j->first[r] + (pt->nsteps + 1) * pt->period > j->syn[r].n;
-		if (ext) {
-			size_t mid = j->first[r] + (pt->nsteps / 2) * pt->period;
+		/* when the reference's run of the pattern reached its prefix's end (rank 0's, or each
+		 * rank's own when each has its own pattern), every rank goes on while its calls match its
+		 * own in the middle of that run (a rank's bytes may differ from rank 0's); else every
+		 * rank stops at the steps the prefix showed */
+		int ref = j->p2p ? r : 0;
+		const struct pattern *rp = &j->pts[ref];
+		int ext = j->first[ref] + (rp->nsteps + 1) * rp->period > j->syn[ref].n;
+		size_t mid = j->first[r] + (pt->nsteps / 2) * pt->period;
+		if (ext && mid + pt->period <= j->syn[r].n) {
 			sig = malloc(pt->period * sizeof *sig);
 			if (!sig)
 				return;
@@ -808,11 +849,6 @@ static void sweep_one_as(struct sweepjob *j, int r, int blocks)
 				sig[i] = *j->syn[r].e[mid + i];
 		}
 		v->first = j->first[r];
-		const struct ev *e = j->syn[r].e[v->first - 1];
-		v->b = v->bprev = v->b0 = e->t + e->d;
-		v->nb = 1;
-		if (!a->skip)
-			v->bskip = v->b;
 		v->sig = sig;
 		v->maxsteps = ext ? SIZE_MAX : j->pts[0].nsteps;
 	} else if (mode == BY_WINDOWS) {
@@ -879,31 +915,6 @@ static void sweep_drop(struct sweep *v)
 	free(v->ks);
 	an_sruns_free(v->sr);
 	v->sr = NULL;
-}
-
-/* rank 0's count of steps and sample (what the others start from), from the process that swept it
- * through process 0 to every process; -1 when that failed */
-static int mpi_first(struct sweepjob *j)
-{
-	struct analysis *a = j->a;
-	struct an_mpi *m = a->mpi;
-	struct an_buf b = { 0 };
-	int who = a->mpi_who[a->ranks[0].p->src], me = an_mpi_me(m), rc = 0;
-	uint64_t v[2] = { j->n[0], j->w[0].mask };
-	an_put(&b, v, sizeof v);
-	if (me == who && me != 0)
-		rc = an_mpi_send(m, &b);
-	else if (me == 0 && who != 0)
-		rc = an_mpi_recv(m, who, &b) < 0 || b.n != sizeof v ? -1 : 0;
-	if (rc == 0)
-		rc = an_mpi_bcast(m, &b) < 0 || b.n != sizeof v ? -1 : 0;
-	if (rc == 0 && me != who) {
-		memcpy(v, b.p, sizeof v);
-		j->n[0] = (size_t)v[0];
-		j->w[0].mask = v[1];
-	}
-	free(b.p);
-	return rc;
 }
 
 /* rank r's sweep as bytes, and back into j (keep 0: read past it) */
@@ -1019,8 +1030,8 @@ static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct
 		for (int h = 0; h < a->ranks[0].p->nthr; h++)
 			j.calls0 += a->ranks[0].p->thr[h].nsync;
 	}
-	/* rank 0 first; then the others on a->jobs threads (report --mpi: each by the process that
-	 * read its file, then every process gets them all) */
+	/* every rank on a->jobs threads (report --mpi: each by the process that read its file, then
+	 * every process gets them all) */
 	size_t *mine = malloc((size_t)R * sizeof *mine), nmine = 0;
 	if (!mine) {
 		if (a->mpi)
@@ -1028,19 +1039,12 @@ static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct
 		free(j.n);
 		return 0;
 	}
-	if (an_mine(a, 0))
-		sweep_one(&j, 0);
-	if (a->mpi && mpi_first(&j) < 0)
-		an_mpi_abort(a->mpi);
-	if (j.n[0] != SIZE_MAX && j.n[0]) {
-		if (mode == BY_PATTERN && !p2p)
-			pts[0].nsteps = j.n[0];
-		j.mask0 = w[0].mask;
-		for (int r = 1; r < R; r++)
-			if (an_mine(a, r))
-				mine[nmine++] = (size_t)r;
-		an_parallel(nmine, a->jobs, mine, sweep_one, &j);
+	for (int r = 0; r < R; r++) {
+		j.n[r] = SIZE_MAX;
+		if (an_mine(a, r))
+			mine[nmine++] = (size_t)r;
 	}
+	an_parallel(nmine, a->jobs, mine, sweep_one, &j);
 	free(mine);
 	for (int r = 0; a->mpi && r < R; r++)
 		sr_to_kt(&w[r]);
