@@ -93,6 +93,10 @@ struct thr {
 	struct pat *rpat;      /* the runs' input calls by pattern (analysis_int.h), pooled */
 	size_t nrpat, crpat;
 	int runs_ok;
+	struct ev *rfirst;     /* while its file is read (first_on): each run's first call (a sweep begun
+	                        * may need it, steps.c), crfirst of room */
+	size_t crfirst;
+	int first_on;
 	struct sruns *sr;      /* a long trace's sampled blocks, for the split (steps.c, analysis_int.h) */
 	/* the clocks' spread (analysis_int.h): beyond the prefix, calls kept by their instance's level,
 	 * times on the thread's own clock; spk the level kept, posts those not yet completed */
@@ -151,6 +155,7 @@ struct proc {
 	int64_t binw;
 	struct dirstat { char *dir; double calls, ms, bytes; } *dstat;
 	int ndstat;
+	struct sweep *lsw;     /* the steps' sweep begun while the file was read (steps.c), till taken */
 };
 
 /* A time of p's file (ns, its own clock) on the job's clock, and back: the constant shift
@@ -298,6 +303,9 @@ struct analysis {
 	size_t prefix;                 /* synchronizing calls kept per thread while loading (0: by world size) */
 	size_t spread;                 /* and beyond them, at most, for the clocks (analysis_int.h) */
 	int reread;                    /* test-only: the split reads every training thread again (no runs) */
+	int sweep_after;               /* test-only: long traces' steps found once every file is read, not
+	                                * while it is (steps.c) */
+	int swept_while_read;          /* ranks whose steps were (report --mpi: of this process's) */
 	size_t gpu_keep;               /* device records kept per rank while loading (0: by world size; gpu.c) */
 	size_t sample_max;             /* steps whose per-step figures are kept per rank, at most */
 	int steps_detected, nsteps;

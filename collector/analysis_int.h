@@ -217,6 +217,18 @@ int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *
  * want as it goes) */
 int an_stream_thread(const struct proc *p, int h, const uint8_t *want, int (*fn)(void *ctx, const struct ev *e),
 		     void *ctx);
+/* ---- steps.c, while a file is read: its steps' sweep begun once thread h's calls overflow
+ * its prefix (NULL: not begun), the thread's later events given to it, its end ---- */
+struct trace_file;
+struct sweep *an_lsweep_start(const struct analysis *a, struct proc *p, int h, struct trace_file *f,
+			      const char *path, size_t prefix);
+int an_lsweep_thread(const struct sweep *w);
+void an_lsweep_event(struct sweep *w, const struct ev *v);
+int an_lsweep_end(struct sweep *w, int complete);
+void an_lsweep_free(struct sweep *w);
+/* the steps sampled per rank of a job of nranks (analyze.c) */
+size_t an_sample_max(size_t nranks);
+
 /* every synchronizing call of p again, from all its threads, in time order, times on p's own clock */
 int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const struct ev *e), void *ctx);
 double an_read_bytes(const struct proc *p, int64_t t0, int64_t t1);

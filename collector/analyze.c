@@ -18,6 +18,14 @@ static size_t env_size(const char *name, size_t def)
 	return v && *v && !*end && n > 0 ? (size_t)n : def;
 }
 
+size_t an_sample_max(size_t nranks)
+{
+	/* about a million rank-steps in all (some 400 MiB at most), between 512 and 8192 per rank */
+	size_t per = ((size_t)1 << 20) / (nranks ? nranks : 1);
+	size_t n = env_size("DDPSPY_REPORT_SAMPLE", per < 512 ? 512 : per > 8192 ? 8192 : per);
+	return n < 64 ? 64 : n;
+}
+
 int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report_options *o,
 	char *err, size_t errlen)
 {
@@ -33,15 +41,12 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	a->gpu_whole = o->gpu_whole;
 	a->prefix = env_size("DDPSPY_REPORT_PREFIX", 0); /* 0: by the job's size (load.c) */
 	a->reread = env_size("DDPSPY_REPORT_REREAD", 0) != 0; /* (split.c) */
+	a->sweep_after = env_size("DDPSPY_REPORT_SWEEP_AFTER", 0) != 0; /* (steps.c) */
 	a->spread = env_size("DDPSPY_REPORT_SPREAD", 2048); /* (load.c: the clocks' spread) */
 	a->gpu_keep = env_size("DDPSPY_REPORT_GPU_KEEP", 0); /* (gpu.c: 0, by the job's size) */
 	if (an_load(a, o, err, errlen) != 0)
 		return -1;
-	/* about a million rank-steps in all (some 400 MiB at most), between 512 and 8192 per rank */
-	size_t per = ((size_t)1 << 20) / (size_t)a->nranks;
-	a->sample_max = env_size("DDPSPY_REPORT_SAMPLE", per < 512 ? 512 : per > 8192 ? 8192 : per);
-	if (a->sample_max < 64)
-		a->sample_max = 64;
+	a->sample_max = an_sample_max((size_t)a->nranks);
 	an_align_clocks(a);
 	an_spread_free(a);
 	an_wall_time(a);

@@ -63,6 +63,9 @@ struct loadctx {
 	int64_t lo, hi;     /* the span of the file's events */
 	int *dir_of;        /* path index -> 1 + its directory's index in p->dstat; 0 not yet, -1 none */
 	size_t ndir_of;
+	const char *path;   /* the file, as opened */
+	int lsw_tried;      /* a sweep of its steps was begun (p->lsw, steps.c), or could not be */
+	int lsw_h;          /* on this thread */
 };
 
 static uint64_t hash_str(const char *s, size_t n)
@@ -151,7 +154,7 @@ static struct thr *thread_of(struct proc *p, int tid)
 	t->tid = tid;
 	t->first = INT64_MAX;
 	t->last = INT64_MIN;
-	t->runs_ok = 1;
+	t->runs_ok = t->first_on = 1;
 	return t;
 }
 
@@ -168,11 +171,28 @@ void an_runs_drop(struct thr *t)
 	free(t->run);
 	free(t->rpat);
 	free(t->own);
+	free(t->rfirst);
 	t->run = NULL;
 	t->rpat = NULL;
 	t->own = NULL;
-	t->nrun = t->crun = t->nrpat = t->crpat = 0;
+	t->rfirst = NULL;
+	t->nrun = t->crun = t->nrpat = t->crpat = t->crfirst = 0;
 	t->runs_ok = 0;
+}
+
+/* v, the first call of t's run nrun, kept in t->rfirst (its path as a second reading gives it:
+ * none); -1 out of memory (t's runs are given up) */
+static int run_first(struct thr *t, const struct ev *v)
+{
+	struct ev *n = room_for(t->rfirst, t->nrun, &t->crfirst, sizeof *n, 64);
+	if (!n) {
+		an_runs_drop(t);
+		return -1;
+	}
+	t->rfirst = n;
+	t->rfirst[t->nrun] = *v;
+	t->rfirst[t->nrun].path = -1;
+	return 0;
 }
 
 /* v, a call of t that is not kept, into its current run; its input patterns as the split's fold
@@ -191,6 +211,8 @@ void an_run_add(struct thr *t, const struct ev *v)
 		u->pat = (uint32_t)t->nrpat;
 		u->nopat = !t->n; /* (a thread's calls before its first kept one: every call of threads that
 				   * never make one, an input thread's reads, which the split will not need) */
+		if (t->first_on && run_first(t, v) < 0)
+			return;
 	} else if (u->nopat && u->n > RUN_FIRST_MAX) { /* most likely not a training thread: given up */
 		an_runs_drop(t);
 		return;
@@ -256,16 +278,20 @@ static void spread_put(struct thr *t, const struct ev *v, unsigned lv, size_t ma
 {
 	if (lv < t->spk)
 		return;
-	size_t cap = t->cspr;
-	struct ev *n = room_for(t->spr, t->nspr, &t->cspr, sizeof *n, 256);
-	uint8_t *l = n && t->cspr != cap ? realloc(t->slv, t->cspr) : t->slv;
-	if (n)
+	if (t->nspr == t->cspr) { /* (out of memory: fewer calls for the clocks; cspr is what both have) */
+		size_t c = t->cspr ? t->cspr * 2 : 256;
+		if (c > max + 1 && max + 1 > t->cspr) /* (max + 1 at most: the one more goes at once) */
+			c = max + 1;
+		struct ev *n = realloc(t->spr, c * sizeof *n);
+		if (!n)
+			return;
 		t->spr = n;
-	if (!n || !l) { /* (out of memory: fewer calls for the clocks) */
-		t->cspr = cap < t->cspr ? cap : t->cspr;
-		return;
+		uint8_t *l = realloc(t->slv, c);
+		if (!l)
+			return;
+		t->slv = l;
+		t->cspr = c;
 	}
-	t->slv = l;
 	t->spr[t->nspr] = *v;
 	t->slv[t->nspr++] = (uint8_t)lv;
 	while (t->nspr > max && t->spk < 64) {
@@ -504,12 +530,25 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	if (!an_kept_sync(v)) {
 		if (t->runs_ok)
 			an_run_add(t, v);
+		if (c->p->lsw && c->lsw_h == c->last)
+			an_lsweep_event(c->p->lsw, v);
 		return 0;
 	}
 	if (t->nsync++ >= c->prefix) {
-		if (t->runs_ok) /* (its calls from here on are not all kept: the split reads them again) */
+		/* (its calls from here on are not all kept: its steps are found from all of them, begun
+		 * now on the first such thread of a rank) */
+		if (!c->lsw_tried && c->p->role == DDPSPY_ROLE_RANK && !c->a->reread && !c->a->sweep_after) {
+			c->lsw_tried = 1;
+			c->lsw_h = c->last;
+			if (t->runs_ok) /* (the runs up to here: the prefix's) */
+				an_run_close(t);
+			c->p->lsw = an_lsweep_start(c->a, c->p, c->last, f, c->path, c->prefix);
+		}
+		if (t->runs_ok)
 			an_runs_drop(t);
 		spread_add(c->p, t, v, c->a->spread);
+		if (c->p->lsw && c->lsw_h == c->last)
+			an_lsweep_event(c->p->lsw, v);
 		return 0;
 	}
 	if (t->runs_ok)
@@ -695,6 +734,10 @@ static void compact(struct loadctx *c, int complete)
 	p->train = p->role == DDPSPY_ROLE_RANK ? pick_train(p) : -1;
 	for (int h = 0; h < p->nthr; h++) {
 		struct thr *t = &p->thr[h];
+		free(t->rfirst);
+		t->rfirst = NULL;
+		t->crfirst = 0;
+		t->first_on = 0;
 		/* runs: the training thread's, whole (the split's), closed by the end of the file; not
 		 * when they sum fewer than 4 calls per kept one (a second reading is then short, and
 		 * cheaper than holding them: an input thread reads for it) */
@@ -729,6 +772,7 @@ static void proc_free(struct proc *p)
 {
 	free(p->file);
 	free(p->open);
+	an_lsweep_free(p->lsw);
 	an_gpu_free(p);
 	if (p->clock)
 		free(p->clock->calib);
@@ -739,6 +783,7 @@ static void proc_free(struct proc *p)
 		free(p->thr[k].run);
 		free(p->thr[k].rpat);
 		free(p->thr[k].own);
+		free(p->thr[k].rfirst);
 		an_sruns_free(p->thr[k].sr);
 		free(p->thr[k].wres);
 		spread_drop(&p->thr[k]);
@@ -774,8 +819,9 @@ static int unpack_thr(struct an_rd *r, struct thr *t)
 	if (an_get(r, t, sizeof *t) < 0)
 		return -1;
 	int sched = t->sched != NULL;
-	t->ev = NULL, t->sched = NULL, t->num = NULL, t->run = NULL, t->rpat = NULL, t->own = NULL;
-	t->nrun = t->crun = t->nrpat = t->crpat = 0;
+	t->ev = NULL, t->sched = NULL, t->num = NULL, t->run = NULL, t->rpat = NULL, t->own = NULL, t->rfirst = NULL;
+	t->nrun = t->crun = t->nrpat = t->crpat = t->crfirst = 0;
+	t->first_on = 0;
 	t->runs_ok = 0;
 	t->sr = NULL;
 	t->spr = NULL, t->slv = NULL, t->posts = NULL, t->pposts = NULL;
@@ -821,7 +867,7 @@ int an_unpack_proc(struct an_rd *r, struct proc *p)
 	 * frees only what was made here */
 	int clock = p->clock != NULL, nthr = p->nthr, npaths = p->npaths, ndstat = p->ndstat;
 	p->file = NULL, p->open = NULL, p->clock = NULL, p->gpu = NULL, p->comms = NULL, p->thr = NULL, p->paths = NULL;
-	p->fd_path = NULL, p->rbins = NULL, p->dstat = NULL, p->hostcpu.ev = NULL, p->hostcpu.sched = NULL;
+	p->fd_path = NULL, p->rbins = NULL, p->dstat = NULL, p->hostcpu.ev = NULL, p->hostcpu.sched = NULL, p->lsw = NULL;
 	p->nthr = p->npaths = p->ndstat = 0;
 	p->file = an_get_str(r);
 	if (clock && (p->clock = calloc(1, sizeof *p->clock))) {
@@ -899,13 +945,18 @@ static void load_file(const struct analysis *a, struct slot *s)
 	p->train = -1;
 	p->role = DDPSPY_ROLE_OTHER;
 	p->binw = BIN_NS;
-	struct loadctx c = { .a = a, .p = p, .last = -1, .lo = INT64_MAX, .hi = INT64_MIN };
+	struct loadctx c = { .a = a, .p = p, .last = -1, .lo = INT64_MAX, .hi = INT64_MIN,
+			     .path = s->open ? s->open : path };
 	struct trace_visitor v = { .ctx = &c, .on_header = on_header, .on_identity = on_identity,
 				   .on_thread = on_thread, .on_event = on_event, .on_gpu = on_gpu,
 				   .on_sched = on_sched };
 	int rc = trace_open(&f, s->open ? s->open : path);
 	if (rc == 0)
 		rc = trace_read(&f, &v);
+	if (p->lsw && an_lsweep_end(p->lsw, rc == 0) < 0) {
+		an_lsweep_free(p->lsw);
+		p->lsw = NULL;
+	}
 	an_gpu_loaded(p, &f, s->open ? s->open : path);
 	uint64_t wilds = 0, after = 0;
 	for (int k = 0; k < p->nthr; k++) {
@@ -1095,11 +1146,12 @@ static void free_slots(struct slot *slots, size_t n, int paths)
 	free(slots);
 }
 
-/* A record's runs and device work, held aside while the record travels (they stay with the
- * process that read its file: what comes back has its NCCL kernels only), and given back to the
+/* A record's runs, device work and sweep begun, held aside while the record travels (they stay with
+ * the process that read its file: what comes back has its NCCL kernels only), and given back to the
  * copy that comes back; freed when that process does not split it. */
 struct heldruns {
 	struct gpuproc *gpu;
+	struct sweep *lsw;
 	struct callrun *run;
 	struct pat *rpat;
 	struct owntime *own;
@@ -1111,10 +1163,11 @@ static void runs_hold(struct proc *p, struct heldruns *h)
 {
 	struct thr *t = p->train >= 0 ? &p->thr[p->train] : NULL;
 	struct gpuproc *g = an_gpu_take(p);
-	*h = (struct heldruns){ .gpu = g };
+	*h = (struct heldruns){ .gpu = g, .lsw = p->lsw };
+	p->lsw = NULL;
 	if (!t || !t->runs_ok)
 		return;
-	*h = (struct heldruns){ g, t->run, t->rpat, t->own, t->nrun, t->nrpat, t->nmemb, 1 };
+	*h = (struct heldruns){ g, h->lsw, t->run, t->rpat, t->own, t->nrun, t->nrpat, t->nmemb, 1 };
 	t->run = NULL, t->rpat = NULL, t->own = NULL;
 	an_runs_drop(t);
 }
@@ -1124,6 +1177,10 @@ static void runs_give(struct proc *p, struct heldruns *h, int keep)
 	struct thr *t = keep && p->train >= 0 && p->train < p->nthr ? &p->thr[p->train] : NULL;
 	if (h->gpu)
 		an_gpu_give(keep ? p : NULL, h->gpu);
+	if (keep && p && !p->lsw)
+		p->lsw = h->lsw;
+	else
+		an_lsweep_free(h->lsw);
 	if (t && h->held && !t->runs_ok) {
 		t->run = h->run, t->rpat = h->rpat, t->own = h->own;
 		t->nrun = t->crun = h->nrun, t->nrpat = t->crpat = h->nrpat, t->nmemb = h->nmemb;

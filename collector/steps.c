@@ -318,6 +318,12 @@ struct sweep {
 	size_t first, calls, maxsteps;
 	const struct ev *sig;
 	size_t smax;                  /* the sample's size (a->sample_max) */
+	/* begun while the file was read (an_lsweep_start): the pattern and signatures it found there,
+	 * whether it stopped, and its steps once the file ended (SIZE_MAX: not yet) */
+	struct pattern own;
+	struct ev *own_sig;
+	int ended;
+	size_t nend;
 	/* windows: boundary k at lo + (hi - lo) * k / K */
 	int64_t lo, hi;
 	size_t K;
@@ -504,7 +510,7 @@ static void sweep_prune(struct sweep *w, size_t below)
 			w->ks[n++] = w->ks[i];
 	w->nks = n;
 	w->kept = 0;
-	for (int h = 0; h < w->p->nthr; h++) {
+	for (int h = 0; w->kt && h < w->p->nthr; h++) { /* (none yet while the file is read) */
 		struct kthr *k = &w->kt[h];
 		n = 0;
 		for (size_t i = 0; i < k->n; i++)
@@ -666,6 +672,24 @@ static int sr_on(const struct sweep *w)
 	return sr->ok && ((w->pend_blk != SIZE_MAX && w->pend_blk == blk) || (sr->nb && sr->b[sr->nb - 1].blk == blk));
 }
 
+/* v, the stream's next event: when it is the one after a block's last step, taken (and the block
+ * that begins with the call before it made); 1 when the sweep ends with it */
+static int sr_next(struct sweep *w, const struct ev *v)
+{
+	struct sruns *sr = w->sr;
+	sr->id++;
+	if (!w->want_next)
+		return 0;
+	sr_call(sr, v, 0);
+	if (sr->ok)
+		sr->b[sr->nb - 1].has_next = 1;
+	w->want_next = 0;
+	if (w->pend_blk != SIZE_MAX)
+		sr_block(sr, w->pend_blk, &w->pend_b, &w->pend_w, 0);
+	w->pend_blk = SIZE_MAX;
+	return w->stopping;
+}
+
 /* Every event of the training thread the stream converts (v on its own clock): the synchronizing
  * calls to sweep_event, and what the split takes of the sampled blocks (struct sruns) kept, with
  * the split's wait state followed through every post and wait. */
@@ -675,18 +699,8 @@ static int sweep_local(void *ctx, const struct ev *v)
 	struct sruns *sr = w->sr;
 	struct inst *rel;
 	int follow = an_is_coll(v->kind) || an_is_p2p(v);
-	sr->id++;
-	if (w->want_next) { /* the event after a block's last step */
-		sr_call(sr, v, 0);
-		if (sr->ok)
-			sr->b[sr->nb - 1].has_next = 1;
-		w->want_next = 0;
-		if (w->pend_blk != SIZE_MAX)
-			sr_block(sr, w->pend_blk, &w->pend_b, &w->pend_w, 0);
-		w->pend_blk = SIZE_MAX;
-		if (w->stopping)
-			return 1;
-	}
+	if (sr_next(w, v))
+		return 1;
 	if (!an_kept_sync(v)) {
 		if (w->on)
 			sr_run(sr, v);
@@ -782,7 +796,208 @@ static size_t sweep_rank(struct sweep *w)
 	return n;
 }
 
-/* what every rank's sweep shares */
+/* ---- one reading: the sweep begun while a rank's file is read ----
+ *
+ * When a thread of a rank's file makes more synchronizing calls than the prefix keeps, the steps
+ * would be found again from all of them, a second reading. Instead, there and then, its steps are
+ * found from its own pattern in its prefix (find_pattern, as rank 0's is found for the job), its
+ * prefix read again (a part of the file: 0.7% of a 10M-event rank's at the limits of 4,096 ranks)
+ * and the rest swept as it is read: the sample's blocks kept for the split (sr), as a sweep alone
+ * on the training thread keeps them. Once every file is read, the sweep is taken where it is the
+ * one the job's pattern would have made (lsweep_same), else let go and the rank swept again. */
+
+static void sweep_drop(struct sweep *v);
+
+/* run j of t's prefix (load.c), as sweep_local takes its calls one by one (none of them a
+ * collective or a point-to-point call, which are all kept): its first, when it is the event after
+ * a block's last step, then all of them into the block's runs, when the step is kept; 1 when the
+ * sweep ends */
+static int replay_run(struct sweep *w, const struct thr *t, size_t j)
+{
+	struct sruns *sr = w->sr;
+	if (sr_next(w, &t->rfirst[j]))
+		return 1;
+	if (!w->on || !sr->ok || !sr->nb)
+		return 0;
+	const struct callrun *u = &t->run[j];
+	struct thr *a = &sr->acc;
+	struct callrun *n = a->cur.n ? NULL : room_for(a->run, a->nrun, &a->crun, sizeof *n, 64);
+	if (n)
+		a->run = n;
+	while (n && a->nrpat + u->npat > a->crpat) { /* (room_for makes room for one more) */
+		struct pat *q = room_for(a->rpat, a->crpat, &a->crpat, sizeof *q, 64);
+		if (q)
+			a->rpat = q;
+		else
+			n = NULL;
+	}
+	if (!n) {
+		sr->ok = 0;
+		return 0;
+	}
+	if (u->npat)
+		memcpy(&a->rpat[a->nrpat], &t->rpat[u->pat], u->npat * sizeof *a->rpat);
+	a->run[a->nrun] = *u;
+	a->run[a->nrun].before = (uint32_t)a->n;
+	a->run[a->nrun++].pat = (uint32_t)a->nrpat;
+	a->nrpat += u->npat;
+	sr->b[sr->nb - 1].r1 = a->nrun;
+	return 0;
+}
+
+struct sweep *an_lsweep_start(const struct analysis *a, struct proc *p, int h, struct trace_file *f,
+			      const char *path, size_t prefix)
+{
+	struct thr *t = &p->thr[h];
+	struct sync s = { malloc((t->n + 1) * sizeof *s.e), 0 };
+	size_t np = 0, nc = 0, marks = 0;
+	for (size_t i = 0; s.e && i < t->n; i++) {
+		const struct ev *e = &t->ev[i];
+		np += an_is_p2p(e);
+		nc += (an_kind(e->kind)->m & DDPSPY_KM_COLL) != 0;
+		marks += an_category(e) == DDPSPY_CAT_MARKER;
+		if (an_train_sync(e))
+			s.e[s.n++] = &t->ev[i];
+	}
+	struct pattern pt;
+	struct sweep *w = NULL;
+	/* (not steps by markers or by point-to-point calls; a pattern whose run reaches the prefix's
+	 * end, as the job's must for the sweep to go on past it) */
+	if (!s.e || np > nc || marks || !s.n || find_pattern(&s, &pt) < 0 ||
+	    pt.first + (pt.nsteps + 1) * pt.period <= s.n || !(w = calloc(1, sizeof *w)))
+		goto out;
+	*w = (struct sweep){ .a = (struct analysis *)a, .p = p, .mode = BY_PATTERN, .own = pt, .first = pt.first,
+			     .lastend = INT64_MIN, .maxsteps = SIZE_MAX, .th = h, .all = -1, .pend_blk = SIZE_MAX,
+			     .smax = an_sample_max(p->world > 0 ? (size_t)p->world : 1), .nend = SIZE_MAX };
+	w->pt = &w->own;
+	w->sr = calloc(1, sizeof *w->sr);
+	w->own_sig = malloc(pt.period * sizeof *w->own_sig);
+	if (!w->sr || !w->own_sig) {
+		an_lsweep_free(w);
+		w = NULL;
+		goto out;
+	}
+	size_t mid = pt.first + (pt.nsteps / 2) * pt.period;
+	for (size_t i = 0; i < pt.period; i++)
+		w->own_sig[i] = *s.e[mid + i];
+	w->sig = w->own_sig;
+	w->sr->ok = w->sr->acc.runs_ok = 1;
+	sr_want(w);
+	/* the thread's events up to this one, its call prefix + 1: from its calls and runs, else read
+	 * again */
+	if (t->runs_ok && t->rfirst) {
+		for (size_t i = 0, j = 0; i <= t->n && !w->ended; i++) {
+			for (; j < t->nrun && t->run[j].before == i && !w->ended; j++)
+				w->ended = replay_run(w, t, j);
+			if (i == t->n || w->ended)
+				break;
+			struct ev x = t->ev[i];
+			x.path = -1;
+			w->ended = sweep_local(w, &x);
+		}
+		if (w->failed) {
+			an_lsweep_free(w);
+			w = NULL;
+		}
+		goto out;
+	}
+	struct trace_clock clk = { 0 };
+	struct trace_cursor c;
+	struct trace_event e;
+	struct p2pnum *num = NULL;
+	size_t k = 0;
+	int reached = 0, opened = 0, rc = trace_get_clock(f, &clk);
+	if (rc == 0) {
+		opened = 1;
+		rc = trace_cursor_open(&c, path, t->tid, &clk, 0, w->want);
+	}
+	while (rc == 0 && !w->ended) {
+		int n = trace_cursor_next(&c, &e);
+		if (n <= 0) {
+			rc = n;
+			break;
+		}
+		struct ev v;
+		if (!an_convert(&e, &v))
+			continue;
+		if (an_kind(v.kind)->m & DDPSPY_KM_P2P)
+			an_p2p_number(&num, &v);
+		if (an_kept_sync(&v) && ++k > prefix) {
+			reached = 1;
+			break;
+		}
+		w->ended = sweep_local(w, &v);
+	}
+	if (opened)
+		trace_cursor_close(&c);
+	free(clk.calib);
+	an_p2p_num_free(num);
+	if (rc < 0 || w->failed || (!reached && !w->ended)) {
+		an_lsweep_free(w);
+		w = NULL;
+	}
+out:
+	free(s.e);
+	return w;
+}
+
+int an_lsweep_thread(const struct sweep *w)
+{
+	return w->th;
+}
+
+/* v, the thread's next event as the file is read (converted, numbered; its path is not what a
+ * second reading gives: not taken) */
+void an_lsweep_event(struct sweep *w, const struct ev *v)
+{
+	if (w->ended || v->kind >= DDPSPY_EV_COUNT || !w->want[v->kind]) /* (what the stream would parse past) */
+		return;
+	struct ev x = *v;
+	x.path = -1;
+	w->ended = sweep_local(w, &x);
+}
+
+/* the file ended (complete: read to its end, or to where it is damaged, as a second reading would);
+ * returns 0, -1 when the sweep is not to be taken */
+int an_lsweep_end(struct sweep *w, int complete)
+{
+	if (!complete || w->failed)
+		return -1;
+	sr_close(w->sr);
+	w->nend = w->nb ? w->nb - 1 : 0;
+	sweep_prune(w, w->nend); /* the calls of the step still open */
+	/* (held till every file is read: no more room than they need) */
+	struct thr *t = &w->sr->acc;
+	struct ev *e = t->n ? realloc(t->ev, t->n * sizeof *e) : NULL;
+	size_t *k = e ? realloc(w->sr->kept, t->n * sizeof *k) : NULL;
+	if (e)
+		t->ev = e;
+	if (k) {
+		w->sr->kept = k;
+		t->cap = t->n;
+	}
+	struct callrun *u = t->nrun ? realloc(t->run, t->nrun * sizeof *u) : NULL;
+	if (u) {
+		t->run = u;
+		t->crun = t->nrun;
+	}
+	struct pat *q = t->nrpat ? realloc(t->rpat, t->nrpat * sizeof *q) : NULL;
+	if (q) {
+		t->rpat = q;
+		t->crpat = t->nrpat;
+	}
+	return 0;
+}
+
+void an_lsweep_free(struct sweep *w)
+{
+	if (!w)
+		return;
+	sweep_drop(w);
+	free(w->own_sig);
+	free(w);
+}
+
 struct sweepjob {
 	struct analysis *a;
 	struct sync *syn;
@@ -809,6 +1024,88 @@ static int sr_fits(const struct proc *p)
 
 static void sweep_drop(struct sweep *v);
 
+/* By the pattern: when the reference's run of it reached its prefix's end (rank 0's, or each
+ * rank's own when each has its own pattern), every rank goes on while its calls match its own in
+ * the middle of that run (job_sig: a rank's bytes may differ from rank 0's); else every rank stops
+ * at the steps the prefix showed. */
+static int job_ext(const struct sweepjob *j, int r)
+{
+	int ref = j->p2p ? r : 0;
+	const struct pattern *rp = &j->pts[ref];
+	return j->first[ref] + (rp->nsteps + 1) * rp->period > j->syn[ref].n;
+}
+
+/* whether rank r's prefix ends before the middle of the reference's run: it goes on without
+ * signatures (to the end of its calls) */
+static int sig_missing(const struct sweepjob *j, int r)
+{
+	const struct pattern *pt = &j->pts[r];
+	return j->first[r] + (pt->nsteps / 2) * pt->period + pt->period > j->syn[r].n;
+}
+
+/* rank r's signatures (allocated), NULL when sig_missing or out of memory */
+static struct ev *job_sig(const struct sweepjob *j, int r)
+{
+	const struct pattern *pt = &j->pts[r];
+	size_t mid = j->first[r] + (pt->nsteps / 2) * pt->period;
+	struct ev *sig = sig_missing(j, r) ? NULL : malloc(pt->period * sizeof *sig);
+	for (size_t i = 0; sig && i < pt->period; i++)
+		sig[i] = *j->syn[r].e[mid + i];
+	return sig;
+}
+
+static void sweep_one_as(struct sweepjob *j, int r, int blocks);
+
+/* whether l, begun while rank r's file was read, is the sweep sweep_one_as would make: by the
+ * job's pattern from the same call, the same signatures, on the training thread alone with blocks,
+ * the same sample's size, and the stream as a second reading gives it (no wildcard receive
+ * numbered after its status came) */
+static int lsweep_same(const struct sweepjob *j, int r, const struct sweep *l)
+{
+	const struct analysis *a = j->a;
+	const struct proc *p = a->ranks[r].p;
+	if (j->mode != BY_PATTERN || j->p2p || a->reread || !sr_fits(p) || l->th != p->train || l->failed ||
+	    l->nend == SIZE_MAX || p->thr[l->th].nwres || l->smax != a->sample_max || l->first != j->first[r] ||
+	    l->own.period != j->pts[r].period || !job_ext(j, r))
+		return 0;
+	struct ev *sig = job_sig(j, r);
+	int same = sig != NULL;
+	for (size_t i = 0; same && i < l->own.period; i++)
+		same = same_sig(&sig[i], &l->own_sig[i]);
+	free(sig);
+	return same;
+}
+
+/* rank r's sweep from the one begun while its file was read, when it is the same (lsweep_same):
+ * 1; else that one is let go, 0 */
+static int lsweep_take(struct sweepjob *j, int r, int blocks)
+{
+	struct proc *p = j->a->ranks[r].p;
+	struct sweep *l = p->lsw, *v = &j->w[r];
+	p->lsw = NULL;
+	if (!l)
+		return 0;
+	if (!blocks || !lsweep_same(j, r, l) || !(l->kt = calloc((size_t)p->nthr + 1, sizeof *l->kt))) {
+		an_lsweep_free(l);
+		return 0;
+	}
+	free(l->own_sig);
+	*v = *l;
+	free(l);
+	v->a = j->a;
+	v->p = p;
+	v->pt = &j->pts[r];
+	v->sig = v->own_sig = NULL;
+	j->n[r] = v->nend;
+	__atomic_add_fetch(&j->a->swept_while_read, 1, __ATOMIC_RELAXED);
+	sweep_on_job(v);
+	if (v->sr && !v->sr->ok) { /* (as sweep_one_as) */
+		sweep_drop(v);
+		sweep_one_as(j, r, 0);
+	}
+	return 1;
+}
+
 /* rank r's sweep, with sampled blocks for the split where they fit and blocks allows */
 static void sweep_one_as(struct sweepjob *j, int r, int blocks)
 {
@@ -817,6 +1114,8 @@ static void sweep_one_as(struct sweepjob *j, int r, int blocks)
 	struct sweep *v = &j->w[r];
 	struct ev *sig = NULL;
 	j->n[r] = SIZE_MAX;
+	if (lsweep_take(j, r, blocks))
+		return;
 	*v = (struct sweep){ .a = a, .p = a->ranks[r].p, .mode = mode, .pt = mode == BY_PATTERN ? &j->pts[r] : NULL,
 			     .lastend = INT64_MIN, .maxsteps = SIZE_MAX, .p2p = j->p2p, .smax = a->sample_max };
 	v->kt = calloc((size_t)v->p->nthr + 1, sizeof *v->kt);
@@ -832,22 +1131,9 @@ static void sweep_one_as(struct sweepjob *j, int r, int blocks)
 		}
 	}
 	if (mode == BY_PATTERN) {
-		const struct pattern *pt = &j->pts[r];
-		/* when the reference's run of the pattern reached its prefix's end (rank 0's, or each
-		 * rank's own when each has its own pattern), every rank goes on while its calls match its
-		 * own in the middle of that run (a rank's bytes may differ from rank 0's); else every
-		 * rank stops at the steps the prefix showed */
-		int ref = j->p2p ? r : 0;
-		const struct pattern *rp = &j->pts[ref];
-		int ext = j->first[ref] + (rp->nsteps + 1) * rp->period > j->syn[ref].n;
-		size_t mid = j->first[r] + (pt->nsteps / 2) * pt->period;
-		if (ext && mid + pt->period <= j->syn[r].n) {
-			sig = malloc(pt->period * sizeof *sig);
-			if (!sig)
-				return;
-			for (size_t i = 0; i < pt->period; i++)
-				sig[i] = *j->syn[r].e[mid + i];
-		}
+		int ext = job_ext(j, r);
+		if (ext && !(sig = job_sig(j, r)) && !sig_missing(j, r))
+			return;
 		v->first = j->first[r];
 		v->sig = sig;
 		v->maxsteps = ext ? SIZE_MAX : j->pts[0].nsteps;
@@ -1045,6 +1331,8 @@ static size_t sweep_steps(struct analysis *a, struct sync *syn, int mode, struct
 			mine[nmine++] = (size_t)r;
 	}
 	an_parallel(nmine, a->jobs, mine, sweep_one, &j);
+	if (getenv("DDPSPY_REPORT_SWEEPS")) /* (test-only: how each rank's steps were found) */
+		fprintf(stderr, "ddpspy: steps swept while read: %d of %zu ranks\n", a->swept_while_read, nmine);
 	free(mine);
 	for (int r = 0; a->mpi && r < R; r++)
 		sr_to_kt(&w[r]);

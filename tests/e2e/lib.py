@@ -218,23 +218,25 @@ def same_reports(dirs, what, **env):
 
 def same_as_long(dirs, what):
     """One check: reported as long traces (test-only limits: 8 synchronizing calls kept per thread
-    while loading, a sample of 16 steps), the report is the same, byte for byte, whether the split
-    takes each training thread from the sampled blocks of steps its sweep kept (steps.c) or reads it
-    again (DDPSPY_REPORT_REREAD)."""
+    while loading, a sample of 16 steps), the report is the same, byte for byte, whether the steps
+    are found while the files are read or once they all are (DDPSPY_REPORT_SWEEP_AFTER), and whether
+    the split takes each training thread from the sampled blocks of steps its sweep kept (steps.c)
+    or reads it again (DDPSPY_REPORT_REREAD)."""
     diff = []
     env = {"DDPSPY_REPORT_PREFIX": "8", "DDPSPY_REPORT_SAMPLE": "16"}
     for t in dirs:
         try:
             out = [subprocess.run([DDPSPY, "report", "--json", "-j", "1", t], capture_output=True, timeout=300,
-                                  env=dict(os.environ, **env, **e)) for e in ({}, {"DDPSPY_REPORT_REREAD": "1"})]
+                                  env=dict(os.environ, **env, **e))
+                   for e in ({}, {"DDPSPY_REPORT_SWEEP_AFTER": "1"}, {"DDPSPY_REPORT_REREAD": "1"})]
         except subprocess.TimeoutExpired:
             diff.append("%s (timed out)" % t)
             continue
         if len({(p.returncode, p.stdout, p.stderr) for p in out}) > 1:
             diff.append(t)
-    return ok(not diff, "%s as long traces %s: the split from the sampled blocks gives the report reading the "
-              "training threads again gives, on all %d trace directories%s" % (what, env, len(dirs),
-                                                                          (": not on %s" % diff[:3]) if diff else ""))
+    return ok(not diff, "%s as long traces %s: steps found while the files are read or after, the split from the "
+              "sampled blocks or reading the training threads again, the same report on all %d trace directories%s"
+              % (what, env, len(dirs), (": not on %s" % diff[:3]) if diff else ""))
 
 
 def cleanup(d):

@@ -46,6 +46,18 @@ streamed = measured(os.path.join(d, "sync200000"), DDPSPY_REPORT_PREFIX="256")[0
 ok(streamed is not None and streamed == runs[200000][0], "the steps found again from the streamed calls give "
    "the report that keeping every call gives")
 
+# a long trace's steps are found while its files are read (one reading: steps.c), the report the same
+# as found once every file is read (test-only DDPSPY_REPORT_SWEEP_AFTER) or with the training
+# threads read again for the split (DDPSPY_REPORT_REREAD)
+lim = {"DDPSPY_REPORT_PREFIX": "256", "DDPSPY_REPORT_SAMPLE": "256"}
+one = [subprocess.run([DDPSPY, "report", "--json", os.path.join(d, "sync800000")], capture_output=True, text=True,
+                      timeout=300, env=dict(os.environ, DDPSPY_REPORT_SWEEPS="1", **lim, **e))
+       for e in ({}, {"DDPSPY_REPORT_SWEEP_AFTER": "1"}, {"DDPSPY_REPORT_REREAD": "1"})]
+ok("steps swept while read: 2 of 2 ranks" in one[0].stderr and "while read: 0 of 2" in one[1].stderr
+   and one[0].stdout == one[1].stdout == one[2].stdout and one[0].stdout.startswith("{"),
+   "one reading: both ranks' steps found while their files are read, the report the same as found after "
+   "and as with the training threads read again (%s)" % [p.stderr.strip()[-80:] for p in one])
+
 j, rss_small, err = runs[200000]
 if ok(j is not None, "report of 2 ranks x 200k events (rc=0) %s" % err[-300:]):
     # per step of 40 ms: 128 preads of 1.5 us (data), 3 Iallreduce starts of 50 us and a Waitall of
