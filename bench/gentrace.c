@@ -13,6 +13,9 @@
  * JSON line: steps, step_ms, and per step the main thread's comms (its wait while an all-reduce
  * runs) and host (its wait between the two) in ms.
  *
+ * With "warmup", as "sync", after 20,000 reads on the training thread before its first step (a
+ * dataset scanned first): more calls before its first synchronizing one than the collector sums.
+ *
  * With "irregular", the all-reduces' sizes vary from call to call (the same on every rank), so
  * that no pattern repeats: the report falls back to time windows.
  *
@@ -25,7 +28,7 @@
  * /usr/lib/python3/__pycache__ (a read of 64 KiB, 20 us each: four times the bytes of the
  * samples in a twentieth of their time). data_stall's evidence must name /data/train first.
  *
- * usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | irregular | apart | stall | gloo SEED] */
+ * usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | warmup | irregular | apart | stall | gloo SEED] */
 #include <math.h>
 #include <msgpack.h>
 #include <stdint.h>
@@ -299,9 +302,10 @@ int main(int argc, char **argv)
 	int gloo = argc == 6 && !strcmp(argv[4], "gloo");
 	const char *mode = argc == 5 ? argv[4] : "";
 	int irregular = !strcmp(mode, "irregular"), sync = !strcmp(mode, "sync"), stall = !strcmp(mode, "stall");
-	int apart = !strcmp(mode, "apart");
+	int apart = !strcmp(mode, "apart"), warmup = !strcmp(mode, "warmup");
+	sync |= warmup;
 	if (argc < 4 || argc > 6 || (argc == 5 && !sync && !irregular && !stall && !apart) || (argc == 6 && !gloo)) {
-		fprintf(stderr, "usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | irregular | apart | stall | gloo SEED]\n");
+		fprintf(stderr, "usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | warmup | irregular | apart | stall | gloo SEED]\n");
 		return 2;
 	}
 	uint64_t seed = gloo ? strtoull(argv[5], NULL, 10) : 0;
@@ -349,6 +353,11 @@ int main(int argc, char **argv)
 			n += 2;
 			t += 40000000;
 		}
+		for (int i = 0; warmup && i < 20000; i++, n++) {
+			int64_t a[5] = { 5, DDPSPY_FD_FILE, 4096, 4096, (int64_t)i * 4096 };
+			add(&train, DDPSPY_EV_PREAD, t + i * 2000, 1500, 5, a);
+		}
+		t += warmup ? 40000000 : 0;
 		/* a 40 ms step: 128 preads on the input thread, then the training thread's pipe read,
 		 * compute, three Iallreduces during backward, the Waitall; rank r is a little late */
 		while (!gloo && !stall && n < per) {

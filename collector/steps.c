@@ -773,6 +773,20 @@ static void sweep_on_job(struct sweep *w)
 		w->len_max = an_job_time(p, w->lm1) - an_job_time(p, w->lm0);
 }
 
+/* the stream ended: the last step's end (markers: the latest end marker; windows: the rest); the
+ * number of whole steps, the calls of the one still open let go */
+static size_t sweep_finish(struct sweep *w)
+{
+	if (w->mode == BY_MARKERS && w->nb && w->lastend > w->b)
+		sweep_bound(w, w->lastend);
+	if (w->mode == BY_WINDOWS)
+		while (w->nb <= w->K)
+			sweep_bound(w, window_at(w->lo, w->hi, w->nb, w->K));
+	size_t n = w->nb ? w->nb - 1 : 0;
+	sweep_prune(w, n);
+	return n;
+}
+
 /* Streams rank r's calls again (w set up by the caller); returns its number of whole steps and
  * leaves the kept steps and calls in w. */
 static size_t sweep_rank(struct sweep *w)
@@ -785,13 +799,7 @@ static size_t sweep_rank(struct sweep *w)
 	} else if (an_stream_sync(w->p, sweep_event, w) < 0 || w->failed) {
 		return 0;
 	}
-	if (w->mode == BY_MARKERS && w->nb && w->lastend > w->b)
-		sweep_bound(w, w->lastend);
-	if (w->mode == BY_WINDOWS)
-		while (w->nb <= w->K)
-			sweep_bound(w, window_at(w->lo, w->hi, w->nb, w->K));
-	size_t n = w->nb ? w->nb - 1 : 0;
-	sweep_prune(w, n); /* the calls of the step still open */
+	size_t n = sweep_finish(w);
 	sweep_on_job(w);
 	return n;
 }
@@ -859,28 +867,32 @@ struct sweep *an_lsweep_start(const struct analysis *a, struct proc *p, int h, s
 		if (an_train_sync(e))
 			s.e[s.n++] = &t->ev[i];
 	}
-	struct pattern pt;
+	struct pattern pt = { 0 };
 	struct sweep *w = NULL;
-	/* (not steps by markers or by point-to-point calls; a pattern whose run reaches the prefix's
-	 * end, as the job's must for the sweep to go on past it) */
-	if (!s.e || np > nc || marks || !s.n || find_pattern(&s, &pt) < 0 ||
-	    pt.first + (pt.nsteps + 1) * pt.period <= s.n || !(w = calloc(1, sizeof *w)))
+	/* steps by its markers when it has some; else by a pattern whose run reaches the prefix's end
+	 * (as the job's must for a sweep to go on past it), not by point-to-point calls */
+	int mode = marks ? BY_MARKERS : BY_PATTERN;
+	if (!s.e || (mode == BY_PATTERN && (np > nc || !s.n || find_pattern(&s, &pt) < 0 ||
+					   pt.first + (pt.nsteps + 1) * pt.period <= s.n)) ||
+	    !(w = calloc(1, sizeof *w)))
 		goto out;
-	*w = (struct sweep){ .a = (struct analysis *)a, .p = p, .mode = BY_PATTERN, .own = pt, .first = pt.first,
+	*w = (struct sweep){ .a = (struct analysis *)a, .p = p, .mode = mode, .own = pt, .first = pt.first,
 			     .lastend = INT64_MIN, .maxsteps = SIZE_MAX, .th = h, .all = -1, .pend_blk = SIZE_MAX,
 			     .smax = an_sample_max(p->world > 0 ? (size_t)p->world : 1), .nend = SIZE_MAX };
-	w->pt = &w->own;
 	w->sr = calloc(1, sizeof *w->sr);
-	w->own_sig = malloc(pt.period * sizeof *w->own_sig);
-	if (!w->sr || !w->own_sig) {
+	w->own_sig = mode == BY_PATTERN ? malloc(pt.period * sizeof *w->own_sig) : NULL;
+	if (!w->sr || (mode == BY_PATTERN && !w->own_sig)) {
 		an_lsweep_free(w);
 		w = NULL;
 		goto out;
 	}
-	size_t mid = pt.first + (pt.nsteps / 2) * pt.period;
-	for (size_t i = 0; i < pt.period; i++)
-		w->own_sig[i] = *s.e[mid + i];
-	w->sig = w->own_sig;
+	if (mode == BY_PATTERN) {
+		size_t mid = pt.first + (pt.nsteps / 2) * pt.period;
+		for (size_t i = 0; i < pt.period; i++)
+			w->own_sig[i] = *s.e[mid + i];
+		w->pt = &w->own;
+		w->sig = w->own_sig;
+	}
 	w->sr->ok = w->sr->acc.runs_ok = 1;
 	sr_want(w);
 	/* the thread's events up to this one, its call prefix + 1: from its calls and runs, else read
@@ -964,8 +976,7 @@ int an_lsweep_end(struct sweep *w, int complete)
 	if (!complete || w->failed)
 		return -1;
 	sr_close(w->sr);
-	w->nend = w->nb ? w->nb - 1 : 0;
-	sweep_prune(w, w->nend); /* the calls of the step still open */
+	w->nend = sweep_finish(w);
 	/* (held till every file is read: no more room than they need) */
 	struct thr *t = &w->sr->acc;
 	struct ev *e = t->n ? realloc(t->ev, t->n * sizeof *e) : NULL;
@@ -1064,9 +1075,12 @@ static int lsweep_same(const struct sweepjob *j, int r, const struct sweep *l)
 {
 	const struct analysis *a = j->a;
 	const struct proc *p = a->ranks[r].p;
-	if (j->mode != BY_PATTERN || j->p2p || a->reread || !sr_fits(p) || l->th != p->train || l->failed ||
-	    l->nend == SIZE_MAX || p->thr[l->th].nwres || l->smax != a->sample_max || l->first != j->first[r] ||
-	    l->own.period != j->pts[r].period || !job_ext(j, r))
+	if (j->mode != l->mode || a->reread || !sr_fits(p) || l->th != p->train || l->failed || l->nend == SIZE_MAX ||
+	    p->thr[l->th].nwres || l->smax != a->sample_max)
+		return 0;
+	if (l->mode == BY_MARKERS) /* (markers need nothing of the job) */
+		return 1;
+	if (j->p2p || l->first != j->first[r] || l->own.period != j->pts[r].period || !job_ext(j, r))
 		return 0;
 	struct ev *sig = job_sig(j, r);
 	int same = sig != NULL;
@@ -1094,7 +1108,7 @@ static int lsweep_take(struct sweepjob *j, int r, int blocks)
 	free(l);
 	v->a = j->a;
 	v->p = p;
-	v->pt = &j->pts[r];
+	v->pt = v->mode == BY_PATTERN ? &j->pts[r] : NULL;
 	v->sig = v->own_sig = NULL;
 	j->n[r] = v->nend;
 	__atomic_add_fetch(&j->a->swept_while_read, 1, __ATOMIC_RELAXED);

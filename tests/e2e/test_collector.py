@@ -48,15 +48,22 @@ ok(streamed is not None and streamed == runs[200000][0], "the steps found again 
 
 # a long trace's steps are found while its files are read (one reading: steps.c), the report the same
 # as found once every file is read (test-only DDPSPY_REPORT_SWEEP_AFTER) or with the training
-# threads read again for the split (DDPSPY_REPORT_REREAD)
+# threads read again for the split (DDPSPY_REPORT_REREAD); also when the training thread read so much
+# before its first step (gentrace ... warmup) that its runs were given up: the sweep then reads its
+# prefix again
 lim = {"DDPSPY_REPORT_PREFIX": "256", "DDPSPY_REPORT_SAMPLE": "256"}
-one = [subprocess.run([DDPSPY, "report", "--json", os.path.join(d, "sync800000")], capture_output=True, text=True,
-                      timeout=300, env=dict(os.environ, DDPSPY_REPORT_SWEEPS="1", **lim, **e))
-       for e in ({}, {"DDPSPY_REPORT_SWEEP_AFTER": "1"}, {"DDPSPY_REPORT_REREAD": "1"})]
-ok("steps swept while read: 2 of 2 ranks" in one[0].stderr and "while read: 0 of 2" in one[1].stderr
-   and one[0].stdout == one[1].stdout == one[2].stdout and one[0].stdout.startswith("{"),
-   "one reading: both ranks' steps found while their files are read, the report the same as found after "
-   "and as with the training threads read again (%s)" % [p.stderr.strip()[-80:] for p in one])
+out = os.path.join(d, "warmup")
+os.mkdir(out)
+subprocess.run([GEN, out, "2", "200000", "warmup"], check=True)
+for path, what in ((os.path.join(d, "sync800000"), "steps from the first call"),
+                   (out, "20,000 reads before the first step")):
+    one = [subprocess.run([DDPSPY, "report", "--json", path], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, DDPSPY_REPORT_SWEEPS="1", **lim, **e))
+           for e in ({}, {"DDPSPY_REPORT_SWEEP_AFTER": "1"}, {"DDPSPY_REPORT_REREAD": "1"})]
+    ok("steps swept while read: 2 of 2 ranks" in one[0].stderr and "while read: 0 of 2" in one[1].stderr
+       and one[0].stdout == one[1].stdout == one[2].stdout and one[0].stdout.startswith("{"),
+       "one reading (%s): both ranks' steps found while their files are read, the report the same as found "
+       "after and as with the training threads read again (%s)" % (what, [p.stderr.strip()[-80:] for p in one]))
 
 j, rss_small, err = runs[200000]
 if ok(j is not None, "report of 2 ranks x 200k events (rc=0) %s" % err[-300:]):
