@@ -308,6 +308,7 @@ struct analysis {
 	int swept_while_read;          /* ranks whose steps were (report --mpi: of this process's) */
 	size_t gpu_keep;               /* device records kept per rank while loading (0: by world size; gpu.c) */
 	size_t sample_max;             /* steps whose per-step figures are kept per rank, at most */
+	uint64_t mask_seen;            /* the thinnest sample a rank's sweep has come to so far (steps.c) */
 	int steps_detected, nsteps;
 	int nsampled;                  /* of nsteps, those the per-step figures come from */
 	const char *step_source;       /* collectives, markers, windows, none */

@@ -222,7 +222,6 @@ int an_stream_thread(const struct proc *p, int h, const uint8_t *want, int (*fn)
 struct trace_file;
 struct sweep *an_lsweep_start(const struct analysis *a, struct proc *p, int h, struct trace_file *f,
 			      const char *path, size_t prefix);
-int an_lsweep_thread(const struct sweep *w);
 void an_lsweep_event(struct sweep *w, const struct ev *v);
 int an_lsweep_end(struct sweep *w, int complete);
 void an_lsweep_free(struct sweep *w);

@@ -278,9 +278,11 @@ static void spread_put(struct thr *t, const struct ev *v, unsigned lv, size_t ma
 {
 	if (lv < t->spk)
 		return;
-	if (t->nspr == t->cspr) { /* (out of memory: fewer calls for the clocks; cspr is what both have) */
+	if (t->nspr == t->cspr) { /* room for one more: max + 1 at most (it goes at once), as long as the
+				   * levels can thin them (out of memory: fewer calls for the clocks; cspr is
+				   * what both arrays have) */
 		size_t c = t->cspr ? t->cspr * 2 : 256;
-		if (c > max + 1 && max + 1 > t->cspr) /* (max + 1 at most: the one more goes at once) */
+		if (c > max + 1 && max + 1 > t->cspr)
 			c = max + 1;
 		struct ev *n = realloc(t->spr, c * sizeof *n);
 		if (!n)

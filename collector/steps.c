@@ -318,6 +318,8 @@ struct sweep {
 	size_t first, calls, maxsteps;
 	const struct ev *sig;
 	size_t smax;                  /* the sample's size (a->sample_max) */
+	int share;                    /* its sample thinned with the other ranks' (a->mask_seen): not a
+				       * sweep begun while reading (whose steps may not be the job's) */
 	/* begun while the file was read (an_lsweep_start): the pattern and signatures it found there,
 	 * whether it stopped, and its steps once the file ended (SIZE_MAX: not yet) */
 	struct pattern own;
@@ -586,10 +588,24 @@ static void sweep_bound(struct sweep *w, int64_t t)
 			}
 			w->ks[w->nks++] = (struct kstep){ w->b, t, i };
 		}
+		/* (a sample another rank's sweep has thinned to already: this one's will be too, in the
+		 * end, and holds less meanwhile; a rank's sample is the thinnest its own steps need, or
+		 * that it started from, so the job's is the same whatever order the ranks are swept in) */
+		uint64_t seen = w->share ? __atomic_load_n(&w->a->mask_seen, __ATOMIC_RELAXED) : 0;
+		if (seen > w->mask) {
+			w->mask = seen;
+			sweep_prune(w, SIZE_MAX);
+		}
+		int grew = 0;
 		while ((w->nks > w->smax || w->kept > SAMPLE_CALLS * w->smax) && w->mask < (1ull << 40)) {
 			w->mask = w->mask * 2 + 1;
 			sweep_prune(w, SIZE_MAX);
+			grew = 1;
 		}
+		for (uint64_t m = seen; grew && w->share && m < w->mask;)
+			if (__atomic_compare_exchange_n(&w->a->mask_seen, &m, w->mask, 0, __ATOMIC_RELAXED,
+							__ATOMIC_RELAXED))
+				break;
 	}
 	if (w->nb == 0)
 		w->b0 = t;
@@ -808,11 +824,12 @@ static size_t sweep_rank(struct sweep *w)
  *
  * When a thread of a rank's file makes more synchronizing calls than the prefix keeps, the steps
  * would be found again from all of them, a second reading. Instead, there and then, its steps are
- * found from its own pattern in its prefix (find_pattern, as rank 0's is found for the job), its
- * prefix read again (a part of the file: 0.7% of a 10M-event rank's at the limits of 4,096 ranks)
- * and the rest swept as it is read: the sample's blocks kept for the split (sr), as a sweep alone
- * on the training thread keeps them. Once every file is read, the sweep is taken where it is the
- * one the job's pattern would have made (lsweep_same), else let go and the rank swept again. */
+ * found from its own markers or pattern in its prefix (find_pattern, as rank 0's is found for the
+ * job), the prefix swept from its kept calls and the runs between them (or, where the thread's runs
+ * were given up, read again) and the rest as it is read: the sample's blocks kept for the split
+ * (sr), as a sweep alone on the training thread keeps them. Once every file is read, the sweep is
+ * taken where it is the one the job's steps would have made (lsweep_same), else let go and the rank
+ * swept again. */
 
 static void sweep_drop(struct sweep *v);
 
@@ -897,7 +914,7 @@ struct sweep *an_lsweep_start(const struct analysis *a, struct proc *p, int h, s
 	sr_want(w);
 	/* the thread's events up to this one, its call prefix + 1: from its calls and runs, else read
 	 * again */
-	if (t->runs_ok && t->rfirst) {
+	if (t->runs_ok && (t->rfirst || !t->nrun)) {
 		for (size_t i = 0, j = 0; i <= t->n && !w->ended; i++) {
 			for (; j < t->nrun && t->run[j].before == i && !w->ended; j++)
 				w->ended = replay_run(w, t, j);
@@ -953,11 +970,6 @@ out:
 	return w;
 }
 
-int an_lsweep_thread(const struct sweep *w)
-{
-	return w->th;
-}
-
 /* v, the thread's next event as the file is read (converted, numbered; its path is not what a
  * second reading gives: not taken) */
 void an_lsweep_event(struct sweep *w, const struct ev *v)
@@ -969,8 +981,8 @@ void an_lsweep_event(struct sweep *w, const struct ev *v)
 	w->ended = sweep_local(w, &x);
 }
 
-/* the file ended (complete: read to its end, or to where it is damaged, as a second reading would);
- * returns 0, -1 when the sweep is not to be taken */
+/* the file ended (complete: read to its end, undamaged); returns 0, -1 when the sweep is not to be
+ * taken */
 int an_lsweep_end(struct sweep *w, int complete)
 {
 	if (!complete || w->failed)
@@ -1131,7 +1143,8 @@ static void sweep_one_as(struct sweepjob *j, int r, int blocks)
 	if (lsweep_take(j, r, blocks))
 		return;
 	*v = (struct sweep){ .a = a, .p = a->ranks[r].p, .mode = mode, .pt = mode == BY_PATTERN ? &j->pts[r] : NULL,
-			     .lastend = INT64_MIN, .maxsteps = SIZE_MAX, .p2p = j->p2p, .smax = a->sample_max };
+			     .lastend = INT64_MIN, .maxsteps = SIZE_MAX, .p2p = j->p2p, .smax = a->sample_max,
+			     .share = 1 };
 	v->kt = calloc((size_t)v->p->nthr + 1, sizeof *v->kt);
 	if (!v->kt)
 		return;
