@@ -114,9 +114,12 @@ try:
     print(f"GPU job, simulated device, 4 ranks x 300 steps x 18,000 kernels ({gn / 1e6:.1f}M events): -j 1 {g1:.2f} s, "
           f"-j 2 {g2:.2f} s, scaling {g1 / (2 * g2):.2f}, events/s per core {gn / g1 / 1e6:.1f}M and {gn / g2 / 2e6:.1f}M, "
           f"max RSS {gm1 / 1024:.0f} and {gm2 / 1024:.0f} MiB")
-    gmt, gmm = load("gpum.t")
-    print(f"  --mpi, 2 processes of 1 thread: {gmt:.2f} s, against -j 1: {g1 / gmt:.2f}x, max RSS of a process "
-          f"{gmm / 1024:.0f} MiB (each holds its own ranks' device work)")
+    try:
+        gmt, gmm = load("gpum.t")
+        print(f"  --mpi, 2 processes of 1 thread: {gmt:.2f} s, against -j 1: {g1 / gmt:.2f}x, max RSS of a process "
+              f"{gmm / 1024:.0f} MiB (each holds its own ranks' device work)")
+    except (OSError, ValueError, statistics.StatisticsError):
+        print("  --mpi: not measured (mpirun missing, or its runs failed)")
 except (OSError, ValueError, statistics.StatisticsError):
     print("GPU job: not measured (the simulated device, build/libddpbench_gpu.so or mpirun missing)")
 # 4,096 ranks x 10M events: the worst shape at the limits a job that size gets. From its times on
