@@ -650,9 +650,9 @@ static int sweep_event(void *ctx, int h, const struct ev *e)
 	return w->failed;
 }
 
-/* what call e (aligned) is to the steps: 1 it ends the open step (a pattern's), 2 it is the call
- * before step 0, 3 it begins step w->nb (a begin marker), -1 the rank's pattern ends there, 0 none
- * of these */
+/* what call e (on its file's clock) is to the steps: 1 it ends the open step (a pattern's), 2 it
+ * is the call before step 0, 3 it begins step w->nb (a begin marker), -1 the rank's pattern ends
+ * there, 0 none of these */
 static int call_role(const struct sweep *w, const struct ev *e)
 {
 	if (w->mode == BY_MARKERS)
