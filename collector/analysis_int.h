@@ -211,7 +211,8 @@ void an_run_close(struct thr *t);
  * threads' blocking collectives */
 int an_rank_sync(const struct proc *p, const struct thr *u, const struct ev *e);
 /* The second pass over a rank's file: every event of its training thread again, in order, times
- * aligned like the kept ones, handed to fn (non-zero stops). -1 when the file cannot be read. */
+ * aligned like the kept ones (an_stream_thread's, moved), handed to fn (non-zero stops). -1 when
+ * the file cannot be read. */
 int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *e), void *ctx);
 /* thread h of p again, times on its own clock, only the kinds want has converted (fn may change
  * want as it goes) */

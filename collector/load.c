@@ -1363,24 +1363,24 @@ out:
 	return rc;
 }
 
+struct aligned {
+	const struct proc *p;
+	int (*fn)(void *ctx, const struct ev *e);
+	void *ctx;
+};
+
+static int align_one(void *ctx, const struct ev *v)
+{
+	const struct aligned *x = ctx;
+	struct ev e = *v;
+	e.t = an_job_time(x->p, v->t);
+	return x->fn(x->ctx, &e);
+}
+
 int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *e), void *ctx)
 {
-	if (p->train < 0)
-		return -1;
-	struct trace_cursor c;
-	struct trace_event e;
-	/* (damage where the first reading stopped ends this one there too) */
-	int rc = trace_cursor_open(&c, p->open ? p->open : p->file, p->thr[p->train].tid, p->clock, p->read_to, NULL);
-	while (rc == 0 && trace_cursor_next(&c, &e) > 0) {
-		struct ev v;
-		if (!an_convert(&e, &v))
-			continue;
-		v.t = an_job_time(p, v.t);
-		if (fn(ctx, &v))
-			break;
-	}
-	trace_cursor_close(&c);
-	return rc;
+	struct aligned x = { p, fn, ctx };
+	return p->train < 0 ? -1 : an_stream_thread(p, p->train, NULL, align_one, &x);
 }
 
 /* Thread h of p streamed again, its events converted (not aligned: the thread's own clock) and its
