@@ -214,10 +214,15 @@ int an_rank_sync(const struct proc *p, const struct thr *u, const struct ev *e);
  * aligned like the kept ones (an_stream_thread's, moved), handed to fn (non-zero stops). -1 when
  * the file cannot be read. */
 int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *e), void *ctx);
-/* thread h of p again, times on its own clock, only the kinds want has converted (fn may change
- * want as it goes) */
+/* Thread h of p again, its events converted (times on its own clock) and its point-to-point calls
+ * numbered as while loading; want (the caller's, which fn may change between events) says which
+ * kinds are converted, the others parsed past. an_stream_file: thread t of the file at path, its
+ * clock and the bytes verified already as trace_cursor_open takes them (while the file is read) */
 int an_stream_thread(const struct proc *p, int h, const uint8_t *want, int (*fn)(void *ctx, const struct ev *e),
 		     void *ctx);
+struct trace_clock;
+int an_stream_file(const char *path, const struct trace_clock *clock, size_t verified, const struct thr *t,
+		   const uint8_t *want, int (*fn)(void *ctx, const struct ev *e), void *ctx);
 /* ---- steps.c, while a file is read: its steps' sweep begun once thread h's calls overflow
  * its prefix (NULL: not begun), the thread's later events given to it, its end ---- */
 struct trace_file;

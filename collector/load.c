@@ -1383,18 +1383,15 @@ int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *
 	return p->train < 0 ? -1 : an_stream_thread(p, p->train, NULL, align_one, &x);
 }
 
-/* Thread h of p streamed again, its events converted (not aligned: the thread's own clock) and its
- * point-to-point calls numbered as while loading; want (the caller's, which fn may change between
- * events) says which kinds are converted, the others parsed past. */
-int an_stream_thread(const struct proc *p, int h, const uint8_t *want, int (*fn)(void *ctx, const struct ev *e),
-		     void *ctx)
+int an_stream_file(const char *path, const struct trace_clock *clock, size_t verified, const struct thr *t,
+		   const uint8_t *want, int (*fn)(void *ctx, const struct ev *e), void *ctx)
 {
 	struct trace_cursor c;
 	struct trace_event e;
 	struct p2pnum *num = NULL;
-	if (p->thr[h].nwres)
-		an_p2p_num_replay(&num, p->thr[h].wres, p->thr[h].nwres);
-	int rc = trace_cursor_open(&c, p->open ? p->open : p->file, p->thr[h].tid, p->clock, p->read_to, want);
+	if (t->nwres)
+		an_p2p_num_replay(&num, t->wres, t->nwres);
+	int rc = trace_cursor_open(&c, path, t->tid, clock, verified, want);
 	while (rc == 0 && trace_cursor_next(&c, &e) > 0) {
 		struct ev v;
 		if (!an_convert(&e, &v))
@@ -1407,6 +1404,13 @@ int an_stream_thread(const struct proc *p, int h, const uint8_t *want, int (*fn)
 	trace_cursor_close(&c);
 	an_p2p_num_free(num);
 	return rc;
+}
+
+int an_stream_thread(const struct proc *p, int h, const uint8_t *want, int (*fn)(void *ctx, const struct ev *e),
+		     void *ctx)
+{
+	/* (damage where the first reading stopped ends this one there too) */
+	return an_stream_file(p->open ? p->open : p->file, p->clock, p->read_to, &p->thr[h], want, fn, ctx);
 }
 
 /* Every synchronizing call of p again (collectives, their waits, step markers), from every

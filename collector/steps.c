@@ -870,6 +870,21 @@ static int replay_run(struct sweep *w, const struct thr *t, size_t j)
 	return 0;
 }
 
+/* the prefix read again: its events up to its call prefix + 1 (the one being read) */
+struct prefix {
+	struct sweep *w;
+	size_t prefix, calls;
+	int reached;
+};
+
+static int prefix_event(void *ctx, const struct ev *v)
+{
+	struct prefix *x = ctx;
+	if (an_kept_sync(v) && ++x->calls > x->prefix)
+		return x->reached = 1;
+	return x->w->ended = sweep_local(x->w, v);
+}
+
 struct sweep *an_lsweep_start(const struct analysis *a, struct proc *p, int h, struct trace_file *f,
 			      const char *path, size_t prefix)
 {
@@ -914,6 +929,7 @@ struct sweep *an_lsweep_start(const struct analysis *a, struct proc *p, int h, s
 	sr_want(w);
 	/* the thread's events up to this one, its call prefix + 1: from its calls and runs, else read
 	 * again */
+	int whole = 1;
 	if (t->runs_ok && (t->rfirst || !t->nrun)) {
 		for (size_t i = 0, j = 0; i <= t->n && !w->ended; i++) {
 			for (; j < t->nrun && t->run[j].before == i && !w->ended; j++)
@@ -924,44 +940,14 @@ struct sweep *an_lsweep_start(const struct analysis *a, struct proc *p, int h, s
 			x.path = -1;
 			w->ended = sweep_local(w, &x);
 		}
-		if (w->failed) {
-			an_lsweep_free(w);
-			w = NULL;
-		}
-		goto out;
+	} else {
+		struct trace_clock clk = { 0 };
+		struct prefix x = { w, prefix, 0, 0 };
+		whole = trace_get_clock(f, &clk) == 0 && an_stream_file(path, &clk, 0, t, w->want, prefix_event, &x) == 0 &&
+			(x.reached || w->ended); /* (else the file or the thread ended before this call) */
+		free(clk.calib);
 	}
-	struct trace_clock clk = { 0 };
-	struct trace_cursor c;
-	struct trace_event e;
-	struct p2pnum *num = NULL;
-	size_t k = 0;
-	int reached = 0, opened = 0, rc = trace_get_clock(f, &clk);
-	if (rc == 0) {
-		opened = 1;
-		rc = trace_cursor_open(&c, path, t->tid, &clk, 0, w->want);
-	}
-	while (rc == 0 && !w->ended) {
-		int n = trace_cursor_next(&c, &e);
-		if (n <= 0) {
-			rc = n;
-			break;
-		}
-		struct ev v;
-		if (!an_convert(&e, &v))
-			continue;
-		if (an_kind(v.kind)->m & DDPSPY_KM_P2P)
-			an_p2p_number(&num, &v);
-		if (an_kept_sync(&v) && ++k > prefix) {
-			reached = 1;
-			break;
-		}
-		w->ended = sweep_local(w, &v);
-	}
-	if (opened)
-		trace_cursor_close(&c);
-	free(clk.calib);
-	an_p2p_num_free(num);
-	if (rc < 0 || w->failed || (!reached && !w->ended)) {
+	if (!whole || w->failed) {
 		an_lsweep_free(w);
 		w = NULL;
 	}
