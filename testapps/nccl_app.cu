@@ -8,6 +8,9 @@
 //
 // usage: nccl_app RANK NRANKS IDFILE [STEPS]
 //   rank 0 makes the unique id and writes it to IDFILE; the others read it from there.
+//   NCCL_APP_NONBLOCKING=1: the communicator is made nonblocking (ncclConfig_t.blocking = 0): every
+//   call may return ncclInProgress, and the app polls ncclCommGetAsyncError until it is done.
+//   NCCL_APP_OOP=1: the allreduce is out of place (into a second buffer).
 // Prints one JSON line: the host's time around each call it makes (CLOCK_MONOTONIC ns).
 #include <cstdio>
 #include <cstdlib>
@@ -46,8 +49,16 @@ static void cuda(cudaError_t e, const char *what)
 	}
 }
 
+static ncclComm_t polled; // a nonblocking communicator: ncclInProgress means "poll it"
+
 static void nccl(ncclResult_t e, const char *what)
 {
+	while (e == ncclInProgress && polled) {
+		ncclResult_t st = ncclInProgress;
+		e = ncclCommGetAsyncError(polled, &st);
+		if (e == ncclSuccess)
+			e = st;
+	}
 	if (e != ncclSuccess) {
 		fprintf(stderr, "nccl_app: %s: %s\n", what, ncclGetErrorString(e));
 		exit(1);
@@ -86,7 +97,15 @@ int main(int argc, char **argv)
 	cuda(cudaSetDevice(0), "cudaSetDevice");
 	ncclComm_t comm;
 	long long i0 = now_ns();
-	nccl(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank");
+	if (getenv("NCCL_APP_NONBLOCKING")) {
+		ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+		config.blocking = 0;
+		ncclResult_t rc = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
+		polled = comm;
+		nccl(rc, "ncclCommInitRankConfig");
+	} else {
+		nccl(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank");
+	}
 	long long i1 = now_ns();
 	// NCCL_APP_SPLIT=1: the even and the odd ranks also make a communicator each (ncclCommSplit)
 	// and allreduce 1 MiB on it every step
@@ -96,8 +115,11 @@ int main(int argc, char **argv)
 
 	const int n = 8 << 20; // 32 MiB of floats
 	const int m = 1 << 18; // 1 MiB
-	float *grad, *out, *in;
+	float *grad, *out, *in, *sum;
 	cuda(cudaMalloc(&grad, n * sizeof(float)), "cudaMalloc");
+	sum = grad;
+	if (getenv("NCCL_APP_OOP"))
+		cuda(cudaMalloc(&sum, n * sizeof(float)), "cudaMalloc");
 	cuda(cudaMalloc(&out, m * sizeof(float)), "cudaMalloc");
 	cuda(cudaMalloc(&in, m * sizeof(float)), "cudaMalloc");
 	cudaStream_t compute, comms;
@@ -114,7 +136,7 @@ int main(int argc, char **argv)
 		cuda(cudaStreamWaitEvent(comms, done, 0), "cudaStreamWaitEvent");
 		usleep((useconds_t)(rank * skew_ms * 1000));
 		long long a0 = now_ns();
-		nccl(ncclAllReduce(grad, grad, n, ncclFloat, ncclSum, comm, comms), "ncclAllReduce");
+		nccl(ncclAllReduce(grad, sum, n, ncclFloat, ncclSum, comm, comms), "ncclAllReduce");
 		long long a1 = now_ns();
 		if (sub)
 			nccl(ncclAllReduce(in, in, m, ncclFloat, ncclSum, sub, comms), "ncclAllReduce (split)");
@@ -131,6 +153,10 @@ int main(int argc, char **argv)
 	printf("]}\n");
 	if (sub)
 		nccl(ncclCommDestroy(sub), "ncclCommDestroy");
+	if (polled) { // a nonblocking communicator is finalized (polled to its end) before it is destroyed
+		nccl(ncclCommFinalize(comm), "ncclCommFinalize");
+		polled = NULL;
+	}
 	nccl(ncclCommDestroy(comm), "ncclCommDestroy");
 	return 0;
 }
