@@ -52,7 +52,8 @@ COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 
 SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13 $(B)/simgpu/libcuda.so.1 \
 	$(B)/simgpu/libnccl.so.2) \
-	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app $(B)/testapps/gpu_app_pt $(B)/testapps/gpu_app_static) \
+	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app $(B)/testapps/gpu_app_pt $(B)/testapps/gpu_app_static \
+		$(B)/testapps/gpu_probe) \
 	$(if $(and $(HAVE_NCCL),$(NVCC)),$(B)/testapps/nccl_app $(B)/libddpbench_gpu.so) \
 	$(if $(HAVE_CUDA),$(B)/testapps/cuda_c)
 
@@ -148,13 +149,21 @@ fuzz: $(B)/fuzz/fuzz_collector all testapps
 # ---- the simulated device (docs/testing.md): stand-ins with the real ABI, and CUDA test programs ----
 sim: $(SIM)
 	@$(if $(HAVE_CUDA),echo "simulated device: $(SIM)",echo "simulated device: not built, no CUDA headers in $(CUDA_HOME)")
-$(B)/simgpu/libcudart.so.13: testapps/simgpu/cudart.c testapps/simgpu/cudart.map testapps/simgpu/simgpu.h
+$(B)/simgpu/libcudart.so.13: testapps/simgpu/cudart.c testapps/simgpu/cudart_api.c testapps/simgpu/cudart.map \
+	testapps/simgpu/simgpu.h testapps/simgpu/cudart_int.h
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) -I$(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libcudart.so.13 \
+	$(CC) $(BASE) -I$(CUDA_HOME)/include -fPIC -shared -o $@ testapps/simgpu/cudart.c testapps/simgpu/cudart_api.c \
+		-Wl,-soname,libcudart.so.13 \
 		-Wl,--version-script=testapps/simgpu/cudart.map -lpthread
-$(B)/simgpu/libcupti.so.13: testapps/simgpu/cupti.c testapps/simgpu/cupti.map testapps/simgpu/simgpu.h
+# every callback id's name, from CUPTI's own headers, for the stand-in's cuptiGetCallbackName
+$(B)/simgpu/cbid_names.h: $(CUDA_HOME)/include/cupti_runtime_cbid.h $(CUDA_HOME)/include/cupti_driver_cbid.h
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) -I$(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libcupti.so.13 \
+	{ sed -n 's/^ *CUPTI_RUNTIME_TRACE_CBID_\([A-Za-z0-9_]*\) *= *\([0-9][0-9]*\),.*/RT(\1, \2)/p' $(word 1,$^); \
+	  sed -n 's/^ *CUPTI_DRIVER_TRACE_CBID_\([A-Za-z0-9_]*\) *= *\([0-9][0-9]*\),.*/DRV(\1, \2)/p' $(word 2,$^); } | \
+		grep -v '(INVALID,\|(SIZE,' > $@.tmp && mv $@.tmp $@
+$(B)/simgpu/libcupti.so.13: testapps/simgpu/cupti.c testapps/simgpu/cupti.map testapps/simgpu/simgpu.h $(B)/simgpu/cbid_names.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -I$(CUDA_HOME)/include -I$(B)/simgpu -fPIC -shared -o $@ $< -Wl,-soname,libcupti.so.13 \
 		-Wl,--version-script=testapps/simgpu/cupti.map -ldl -lpthread
 $(B)/testapps/cuda_c: testapps/cuda_c.c $(B)/simgpu/libcudart.so.13
 	@mkdir -p $(dir $@)
@@ -165,10 +174,13 @@ $(B)/testapps/nvtx_app: testapps/nvtx_app.c
 $(B)/simgpu/libnccl.so.2: testapps/simgpu/nccl.c testapps/simgpu/simgpu.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -isystem $(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libnccl.so.2 -ldl
-$(B)/simgpu/libcuda.so.1: testapps/simgpu/driver.c
+$(B)/simgpu/libcuda.so.1: testapps/simgpu/driver.c testapps/simgpu/simgpu.h
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) -I$(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libcuda.so.1
+	$(CC) $(BASE) -I$(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libcuda.so.1 -ldl
 $(B)/testapps/gpu_app: testapps/gpu_app.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $<
+$(B)/testapps/gpu_probe: testapps/gpu_probe.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $<
 $(B)/testapps/nccl_app: testapps/nccl_app.cu $(B)/simgpu/libnccl.so.2

@@ -4,7 +4,8 @@
 //
 // usage: gpu_app timeline    (with SIMGPU_KERNELS=spin=5000,tick=2000 on the simulated device;
 //                            GPU_APP_FORK=1 forks a child that does host work only, after the first kernel;
-//                            GPU_APP_END=exec or segv ends it by exec of /bin/true or SIGSEGV)
+//                            GPU_APP_END=exec or segv ends it by exec of /bin/true or SIGSEGV;
+//                            GPU_APP_END=running returns from main while a last spin kernel runs)
 //        gpu_app cupti       a small CUPTI client (libcupti.so.13, dlopened as a profiler would):
 //                            the records of a short workload, summarized as one JSON line;
 //                            GPU_APP_TINY_BUFFERS=1 hands CUPTI buffers too small for any record
@@ -349,13 +350,18 @@ int main(int argc, char **argv)
 	       same ? "true" : "false");
 	cudaFreeHost(pinned);
 	free(pageable);
-	cudaFree(d);
 	cudaFree(dbig);
 	cudaStreamDestroy(s1);
 	cudaStreamDestroy(s2);
 	fflush(stdout);
-	// GPU_APP_END=exec: the process becomes /bin/true; =segv: it dies of SIGSEGV
+	// GPU_APP_END=exec: the process becomes /bin/true; =segv: it dies of SIGSEGV; =running: it
+	// returns while a kernel runs, so that a profiler's last flush meets it unfinished
 	const char *end = getenv("GPU_APP_END");
+	if (end && !strcmp(end, "running")) {
+		spin<<<n / 256, 256>>>(d, n);
+		return 0;
+	}
+	cudaFree(d);
 	if (end && !strcmp(end, "exec"))
 		execl("/bin/true", "true", (char *)NULL);
 	if (end && !strcmp(end, "segv"))

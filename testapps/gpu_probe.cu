@@ -79,7 +79,7 @@ static void check(cudaError_t e, const char *what)
 
 // ---- the CUPTI client (--cupti) ----
 
-enum { MAXK = 4096, MAXA = 1 << 16 };
+enum { MAXK = 4096, MAXA = 1 << 18 };
 static struct {
 	int on;
 	CUptiResult (*next)(uint8_t *, size_t, CUpti_Activity **);

@@ -38,11 +38,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "simgpu.h"
+#include "cudart_int.h"
 
 #define LAUNCH_NS 3000   /* from the host's enqueue to the earliest start on the device */
 #define COPY_NS 5000     /* a copy's fixed cost */
-#define D2D_GBS 500.0
+#define D2D_GBS 2000.0   /* HBM: an H200 copied 1 GiB device to device at 2,133 GB/s (docs/gpu.md) */
+#define STAGE_BYTES 65536 /* a pageable copy's last staging chunk, whose DMA ends after an async call returns */
 
 /* nvcc's entry points (crt/host_runtime.h, crt/device_functions.h: C++ headers) */
 void **__cudaRegisterFatBinary(void *fatCubin);
@@ -74,10 +75,10 @@ cudaError_t cudaStreamQuery_ptsz(cudaStream_t s);
 cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s);
 cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, unsigned int flags);
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t sim_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread cudaError_t last_error;
 
-static cudaError_t fail(cudaError_t e)
+cudaError_t sim_fail(cudaError_t e)
 {
 	last_error = e;
 	return e;
@@ -88,6 +89,20 @@ static uint64_t now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* the calling thread's last error; clear: as cudaGetLastError, which resets it */
+cudaError_t sim_last_error(int clear)
+{
+	cudaError_t e = last_error;
+	if (clear)
+		last_error = cudaSuccess;
+	return e;
+}
+
+uint64_t sim_now(void)
+{
+	return now_ns();
 }
 
 static void sleep_until(uint64_t t)
@@ -147,31 +162,68 @@ static void tell_as(const struct simgpu_item *it)
 		fn(it);
 }
 
-/* the calling thread's item, in the runtime call it is in */
-static void tell(struct simgpu_item *it)
+/* the calling thread's item, in the runtime call it is in. CUPTI's thread id is the low 32 bits of
+ * the thread's pthread_t, not its tid: so on an H200 with CUDA 13.0 (docs/gpu.md) */
+void sim_tell(struct simgpu_item *it)
 {
-	static __thread uint32_t tid; /* (no syscall per call: a real runtime makes none either) */
-	if (!tid)
-		tid = (uint32_t)syscall(SYS_gettid);
 	it->correlation = correlation;
-	it->tid = tid;
+	it->tid = (uint32_t)(uintptr_t)pthread_self();
 	tell_as(it);
 }
 
-/* A runtime API call that does or waits for device work begins: its correlation id, its start */
-static uint64_t api_begin(void)
+static void tell(struct simgpu_item *it)
 {
-	driver();
+	sim_tell(it);
+}
+
+/* A runtime API call begins: its correlation id, its start. CUPTI records every runtime call, those
+ * that do no device work too (a PyTorch step on an H200 made 5.1 a kernel: docs/gpu.md); need: it
+ * needs the device (cuInit first) */
+uint64_t sim_api_begin(int need)
+{
+	if (need)
+		driver();
 	correlation = __atomic_add_fetch(&correlations, 1, __ATOMIC_RELAXED);
 	return now_ns();
 }
 
-static cudaError_t api_end(int cbid, uint64_t t0, cudaError_t rc)
+static uint64_t api_begin(void)
+{
+	return sim_api_begin(1);
+}
+
+cudaError_t sim_api_end(int cbid, uint64_t t0, cudaError_t rc)
 {
 	struct simgpu_item it = { .what = SIMGPU_API, .start = t0, .end = now_ns(), .cbid = cbid, .ret = (int)rc };
 	tell(&it);
 	correlation = 0;
 	return rc;
+}
+
+static cudaError_t api_end(int cbid, uint64_t t0, cudaError_t rc)
+{
+	return sim_api_end(cbid, t0, rc);
+}
+
+/* a driver call that began with sim_api_begin: told as CUPTI's driver record, with its CUresult */
+int sim_driver_end(int cbid, uint64_t t0, int rc)
+{
+	struct simgpu_item it = { .what = SIMGPU_API, .start = t0, .end = now_ns(), .cbid = cbid, .ret = rc, .driver = 1 };
+	tell(&it);
+	correlation = 0;
+	return rc;
+}
+
+/* a driver call of the calling thread, from t0 until now, with a correlation id of its own (a
+ * runtime call it is made in keeps its own) */
+uint32_t sim_driver_call(int cbid, uint64_t t0)
+{
+	uint32_t saved = correlation, corr = __atomic_add_fetch(&correlations, 1, __ATOMIC_RELAXED);
+	struct simgpu_item api = { .what = SIMGPU_API, .start = t0, .end = now_ns(), .driver = 1, .cbid = cbid };
+	correlation = corr;
+	tell(&api);
+	correlation = saved;
+	return corr;
 }
 
 /* ---- memory ---- */
@@ -183,19 +235,19 @@ static size_t nallocs, callocs;
 
 static int track(void *p, size_t n, int kind)
 {
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&sim_lock);
 	if (nallocs == callocs) {
 		size_t cap = callocs ? callocs * 2 : 64;
 		struct alloc *a = realloc(allocs, cap * sizeof *a);
 		if (!a) {
-			pthread_mutex_unlock(&lock);
+			pthread_mutex_unlock(&sim_lock);
 			return -1;
 		}
 		allocs = a;
 		callocs = cap;
 	}
 	allocs[nallocs++] = (struct alloc){ p, n, kind };
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&sim_lock);
 	return 0;
 }
 
@@ -203,13 +255,13 @@ static int track(void *p, size_t n, int kind)
 static int kind_of(const void *p)
 {
 	int kind = 0;
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&sim_lock);
 	for (size_t i = 0; i < nallocs; i++)
 		if ((const char *)p >= allocs[i].p && (const char *)p < allocs[i].p + (allocs[i].n ? allocs[i].n : 1)) {
 			kind = allocs[i].kind;
 			break;
 		}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&sim_lock);
 	return kind;
 }
 
@@ -217,14 +269,14 @@ static int kind_of(const void *p)
 static int untrack(const void *p, int kind)
 {
 	int rc = -1;
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&sim_lock);
 	for (size_t i = 0; i < nallocs; i++)
 		if (allocs[i].p == p && allocs[i].kind == kind) {
 			allocs[i] = allocs[--nallocs];
 			rc = 0;
 			break;
 		}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&sim_lock);
 	return rc;
 }
 
@@ -232,12 +284,12 @@ static cudaError_t alloc(void **p, size_t n, int kind)
 {
 	driver();
 	if (!p)
-		return fail(cudaErrorInvalidValue);
+		return sim_fail(cudaErrorInvalidValue);
 	*p = malloc(n ? n : 1);
 	if (!*p || track(*p, n, kind) < 0) {
 		free(*p);
 		*p = NULL;
-		return fail(cudaErrorMemoryAllocation);
+		return sim_fail(cudaErrorMemoryAllocation);
 	}
 	return cudaSuccess;
 }
@@ -247,34 +299,46 @@ static cudaError_t release(void *p, int kind)
 	if (!p)
 		return cudaSuccess;
 	if (untrack(p, kind) < 0)
-		return fail(cudaErrorInvalidValue);
+		return sim_fail(cudaErrorInvalidValue);
 	free(p);
 	return cudaSuccess;
 }
 
+int sim_kind_of(const void *p)
+{
+	return kind_of(p);
+}
+
+/* a runtime call that does no device work of its own: its result, told as CUPTI records it */
+#define TOLD(cbid, call)                                        \
+	do {                                                    \
+		uint64_t t0_ = api_begin();                     \
+		return api_end(CUPTI_RUNTIME_TRACE_CBID_##cbid, t0_, (call)); \
+	} while (0)
+
 cudaError_t cudaMalloc(void **p, size_t n)
 {
-	return alloc(p, n, MEM_DEVICE);
+	TOLD(cudaMalloc_v3020, alloc(p, n, MEM_DEVICE));
 }
 
 cudaError_t cudaFree(void *p)
 {
-	return release(p, MEM_DEVICE);
+	TOLD(cudaFree_v3020, release(p, MEM_DEVICE));
 }
 
 cudaError_t cudaMallocHost(void **p, size_t n)
 {
-	return alloc(p, n, MEM_PINNED);
+	TOLD(cudaMallocHost_v3020, alloc(p, n, MEM_PINNED));
 }
 
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags)
 {
-	return alloc(p, n, MEM_PINNED);
+	TOLD(cudaHostAlloc_v3020, alloc(p, n, MEM_PINNED));
 }
 
 cudaError_t cudaFreeHost(void *p)
 {
-	return release(p, MEM_PINNED);
+	TOLD(cudaFreeHost_v3020, release(p, MEM_PINNED));
 }
 
 /* The bytes of asynchronous copies and sets move on a worker thread, in order, so that the host
@@ -287,22 +351,22 @@ static int mover_started, moving;
 
 static void *mover_main(void *arg)
 {
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&sim_lock);
 	for (;;) {
 		while (!moves)
-			pthread_cond_wait(&moves_cv, &lock);
+			pthread_cond_wait(&moves_cv, &sim_lock);
 		struct move *m = moves;
 		moves = m->next;
 		if (!moves)
 			moves_tail = &moves;
 		moving = 1;
-		pthread_mutex_unlock(&lock);
+		pthread_mutex_unlock(&sim_lock);
 		if (m->set)
 			memset(m->dst, m->v, m->n);
 		else
 			memmove(m->dst, m->src, m->n);
 		free(m);
-		pthread_mutex_lock(&lock);
+		pthread_mutex_lock(&sim_lock);
 		moving = 0;
 		pthread_cond_broadcast(&moves_cv);
 	}
@@ -341,10 +405,10 @@ static void move_later(void *dst, const void *src, size_t n, int set, int v)
 /* waits until every queued move is done */
 static void moves_done(void)
 {
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&sim_lock);
 	while (moves || moving)
-		pthread_cond_wait(&moves_cv, &lock);
-	pthread_mutex_unlock(&lock);
+		pthread_cond_wait(&moves_cv, &sim_lock);
+	pthread_mutex_unlock(&sim_lock);
 }
 
 /* ---- streams and their timelines ---- */
@@ -354,14 +418,7 @@ struct CUevent_st {
 	int pending;  /* recorded behind a collective: t is not known yet */
 };
 
-struct CUstream_st {
-	uint64_t busy_until;  /* when the work enqueued so far ends */
-	int blocking;         /* synchronizes with the legacy default stream */
-	uint32_t id;          /* CUPTI's stream id */
-	struct CUstream_st *next;
-};
-
-static struct CUstream_st legacy = { 0, 1, 7, NULL }; /* stream 0 */
+static struct CUstream_st legacy = { 0, 1, 7, NULL, NULL }; /* stream 0 */
 static uint32_t stream_ids = 12;
 static struct CUstream_st *streams;                /* the others */
 
@@ -447,7 +504,7 @@ static uint64_t defer(struct deferred *d)
 static void wait_placed(uint64_t no)
 {
 	while (placed_n < no)
-		pthread_cond_wait(&placed_cv, &lock);
+		pthread_cond_wait(&placed_cv, &sim_lock);
 }
 
 /* Work of dur ns on st, told to CUPTI as it (start and end filled in) once placed: returns its end,
@@ -481,10 +538,10 @@ static uint64_t work(struct CUstream_st *st, uint64_t dur, struct simgpu_item *i
 
 static void *device_main(void *arg)
 {
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&sim_lock);
 	for (;;) {
 		while (!dq)
-			pthread_cond_wait(&dq_cv, &lock);
+			pthread_cond_wait(&dq_cv, &sim_lock);
 		struct deferred *d = dq; /* stays at the head until placed: new work queues behind it */
 		uint64_t e = 0;
 		switch (d->what) {
@@ -507,9 +564,9 @@ static void *device_main(void *arg)
 			break;
 		case D_COLL: {
 			uint64_t local = ready_at(d->st, d->enq);
-			pthread_mutex_unlock(&lock);
+			pthread_mutex_unlock(&sim_lock);
 			uint64_t start = d->coll->start(d->coll, local);
-			pthread_mutex_lock(&lock);
+			pthread_mutex_lock(&sim_lock);
 			start = start > local ? start : local;
 			d->st->busy_until = start + d->coll->dur;
 			/* as a real NCCL kernel: it runs from when its stream could start it, waiting in it
@@ -521,20 +578,20 @@ static void *device_main(void *arg)
 		}
 		/* told before it counts as placed: whoever waits for it (a synchronize before the
 		 * program's exit) finds its record with CUPTI */
-		pthread_mutex_unlock(&lock);
+		pthread_mutex_unlock(&sim_lock);
 		if (d->what == D_WORK || d->what == D_COLL)
 			tell_as(&d->it);
-		pthread_mutex_lock(&lock);
+		pthread_mutex_lock(&sim_lock);
 		dq = d->next;
 		if (!dq)
 			dq_tail = &dq;
 		placed_n = d->no;
 		pthread_cond_broadcast(&placed_cv);
-		pthread_mutex_unlock(&lock);
+		pthread_mutex_unlock(&sim_lock);
 		if (d->what == D_COLL)
 			d->coll->done(d->coll);
 		free(d);
-		pthread_mutex_lock(&lock);
+		pthread_mutex_lock(&sim_lock);
 	}
 	return NULL;
 }
@@ -546,72 +603,92 @@ static struct CUstream_st *new_stream(int blocking)
 	if (!s)
 		return NULL;
 	s->blocking = blocking;
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&sim_lock);
 	s->id = ++stream_ids;
 	s->next = streams;
 	streams = s;
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&sim_lock);
 	return s;
+}
+
+static cudaError_t stream_create(cudaStream_t *p, unsigned int flags)
+{
+	if (!p)
+		return sim_fail(cudaErrorInvalidValue);
+	*p = new_stream(!(flags & cudaStreamNonBlocking));
+	return *p ? cudaSuccess : sim_fail(cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *p, unsigned int flags)
 {
-	if (!p)
-		return fail(cudaErrorInvalidValue);
-	*p = new_stream(!(flags & cudaStreamNonBlocking));
-	return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+	TOLD(cudaStreamCreateWithFlags_v5000, stream_create(p, flags));
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t *p)
 {
-	return cudaStreamCreateWithFlags(p, cudaStreamDefault);
+	TOLD(cudaStreamCreate_v3020, stream_create(p, cudaStreamDefault));
 }
+
+static cudaError_t stream_destroy(cudaStream_t s);
 
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
+	TOLD(cudaStreamDestroy_v5050, stream_destroy(s));
+}
+
+static cudaError_t stream_destroy(cudaStream_t s)
+{
 	if (!s)
-		return fail(cudaErrorInvalidResourceHandle);
-	pthread_mutex_lock(&lock);
+		return sim_fail(cudaErrorInvalidResourceHandle);
+	pthread_mutex_lock(&sim_lock);
 	for (struct CUstream_st **q = &streams; *q; q = &(*q)->next)
 		if (*q == s) {
 			wait_placed(deferred_n); /* (the real one lets pending work finish, too) */
 			*q = s->next;
-			pthread_mutex_unlock(&lock);
+			pthread_mutex_unlock(&sim_lock);
 			sleep_until(s->busy_until);
 			free(s);
 			return cudaSuccess;
 		}
-	pthread_mutex_unlock(&lock);
-	return fail(cudaErrorInvalidResourceHandle);
+	pthread_mutex_unlock(&sim_lock);
+	return sim_fail(cudaErrorInvalidResourceHandle);
 }
 
-/* a synchronization record for the CUPTI stand-in: the host waited from t0 until now */
-static void tell_sync(int type, uint64_t t0, uint32_t stream)
+/* a synchronization record for the CUPTI stand-in: the host waited from t0 until now; rc its
+ * result (a query of unfinished work: CUDA_ERROR_NOT_READY, 600) */
+static void tell_sync(int type, uint64_t t0, uint32_t stream, int rc)
 {
-	struct simgpu_item it = { .what = SIMGPU_SYNC, .start = t0, .end = now_ns(), .stream = stream, .sync = type };
+	struct simgpu_item it = { .what = SIMGPU_SYNC, .start = t0, .end = now_ns(), .stream = stream, .sync = type,
+				  .ret = rc };
 	tell(&it);
 }
 
 static cudaError_t stream_sync(struct CUstream_st *st, int cbid)
 {
 	uint64_t t0 = api_begin();
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&sim_lock);
 	wait_placed(deferred_n);
 	uint64_t t = st->busy_until;
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&sim_lock);
 	moves_done();
 	sleep_until(t);
-	tell_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, t0, st->id);
+	tell_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, t0, st->id, 0);
 	return api_end(cbid, t0, cudaSuccess);
 }
 
-static cudaError_t stream_query(struct CUstream_st *st)
+/* a query: told as a call and, as a real CUPTI does, as a synchronization record of its stream
+ * whatever its answer (on an H200 a cudaEventQuery of unfinished work gave one with result 600,
+ * CUDA_ERROR_NOT_READY; cuptiActivityEnableAllSyncRecords(0) leaves those out: the CUPTI stand-in) */
+static cudaError_t stream_query(struct CUstream_st *st, int cbid)
 {
-	pthread_mutex_lock(&lock);
+	uint64_t t0 = api_begin();
+	pthread_mutex_lock(&sim_lock);
 	uint64_t t = st->busy_until;
 	int queued = dq != NULL;
-	pthread_mutex_unlock(&lock);
-	return !queued && now_ns() >= t ? cudaSuccess : cudaErrorNotReady;
+	pthread_mutex_unlock(&sim_lock);
+	cudaError_t rc = !queued && now_ns() >= t ? cudaSuccess : cudaErrorNotReady;
+	tell_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, t0, st->id, rc == cudaSuccess ? 0 : 600);
+	return api_end(cbid, t0, rc);
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
@@ -626,55 +703,61 @@ cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s)
 
 cudaError_t cudaStreamQuery(cudaStream_t s)
 {
-	return stream_query(stream_of(s, 0));
+	return stream_query(stream_of(s, 0), CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_v3020);
 }
 
 cudaError_t cudaStreamQuery_ptsz(cudaStream_t s)
 {
-	return stream_query(stream_of(s, 1));
+	return stream_query(stream_of(s, 1), CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_ptsz_v7000);
 }
 
 cudaError_t cudaDeviceSynchronize(void)
 {
 	uint64_t t0 = api_begin();
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&sim_lock);
 	wait_placed(deferred_n);
 	uint64_t t = legacy.busy_until;
 	for (struct CUstream_st *o = streams; o; o = o->next)
 		t = o->busy_until > t ? o->busy_until : t;
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&sim_lock);
 	moves_done();
 	sleep_until(t);
-	tell_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, t0, UINT32_MAX);
+	tell_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, t0, UINT32_MAX, 0);
 	return api_end(CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, t0, cudaSuccess);
 }
 
 /* ---- events ---- */
 
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
+static cudaError_t event_create(cudaEvent_t *e)
 {
 	if (!e)
-		return fail(cudaErrorInvalidValue);
+		return sim_fail(cudaErrorInvalidValue);
 	*e = calloc(1, sizeof **e);
-	return *e ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+	return *e ? cudaSuccess : sim_fail(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
+{
+	TOLD(cudaEventCreateWithFlags_v3020, event_create(e));
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *e)
 {
-	return cudaEventCreateWithFlags(e, cudaEventDefault);
+	TOLD(cudaEventCreate_v3020, event_create(e));
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
+	uint64_t t0 = api_begin();
 	free(e);
-	return cudaSuccess;
+	return api_end(CUPTI_RUNTIME_TRACE_CBID_cudaEventDestroy_v3020, t0, cudaSuccess);
 }
 
 static cudaError_t event_record(cudaEvent_t e, struct CUstream_st *st)
 {
 	if (!e)
-		return fail(cudaErrorInvalidResourceHandle);
-	pthread_mutex_lock(&lock);
+		return sim_fail(cudaErrorInvalidResourceHandle);
+	pthread_mutex_lock(&sim_lock);
 	struct deferred *d = dq ? calloc(1, sizeof *d) : NULL;
 	if (d) {
 		*d = (struct deferred){ .what = D_EVENT, .st = st, .enq = now_ns(), .ev = e };
@@ -684,50 +767,60 @@ static cudaError_t event_record(cudaEvent_t e, struct CUstream_st *st)
 		e->t = place(st, 0, now_ns());
 		e->pending = 0;
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&sim_lock);
 	return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
-	return event_record(e, stream_of(s, 0));
+	TOLD(cudaEventRecord_v3020, event_record(e, stream_of(s, 0)));
 }
 
 cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s)
 {
-	return event_record(e, stream_of(s, 1));
+	TOLD(cudaEventRecord_ptsz_v7000, event_record(e, stream_of(s, 1)));
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
 	if (!e)
-		return fail(cudaErrorInvalidResourceHandle);
+		return sim_fail(cudaErrorInvalidResourceHandle);
 	uint64_t t0 = api_begin();
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&sim_lock);
 	while (e->pending)
-		pthread_cond_wait(&placed_cv, &lock);
-	pthread_mutex_unlock(&lock);
+		pthread_cond_wait(&placed_cv, &sim_lock);
+	pthread_mutex_unlock(&sim_lock);
 	moves_done();
 	sleep_until(e->t);
-	tell_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE, t0, UINT32_MAX);
+	tell_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE, t0, UINT32_MAX, 0);
 	return api_end(CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020, t0, cudaSuccess);
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e)
 {
+	uint64_t t0 = api_begin();
 	if (!e)
-		return fail(cudaErrorInvalidResourceHandle);
-	return !__atomic_load_n(&e->pending, __ATOMIC_ACQUIRE) && now_ns() >= e->t ? cudaSuccess : cudaErrorNotReady;
+		return api_end(CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020, t0, sim_fail(cudaErrorInvalidResourceHandle));
+	cudaError_t rc = !__atomic_load_n(&e->pending, __ATOMIC_ACQUIRE) && now_ns() >= e->t ? cudaSuccess : cudaErrorNotReady;
+	tell_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE, t0, UINT32_MAX, rc == cudaSuccess ? 0 : 600);
+	return api_end(CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020, t0, rc);
 }
+
+static cudaError_t elapsed(float *ms, cudaEvent_t a, cudaEvent_t b);
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
+	TOLD(cudaEventElapsedTime_v3020, elapsed(ms, a, b));
+}
+
+static cudaError_t elapsed(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
 	if (!ms || !a || !b)
-		return fail(cudaErrorInvalidValue);
+		return sim_fail(cudaErrorInvalidValue);
 	if (a->pending || b->pending)
-		return fail(cudaErrorNotReady);
+		return sim_fail(cudaErrorNotReady);
 	if (!a->t || !b->t || now_ns() < a->t || now_ns() < b->t)
-		return fail(a->t && b->t ? cudaErrorNotReady : cudaErrorInvalidResourceHandle);
+		return sim_fail(a->t && b->t ? cudaErrorNotReady : cudaErrorInvalidResourceHandle);
 	*ms = (float)(((double)b->t - (double)a->t) / 1e6);
 	return cudaSuccess;
 }
@@ -735,8 +828,8 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 static cudaError_t stream_wait(struct CUstream_st *st, cudaEvent_t e)
 {
 	if (!e)
-		return fail(cudaErrorInvalidResourceHandle);
-	pthread_mutex_lock(&lock);
+		return sim_fail(cudaErrorInvalidResourceHandle);
+	pthread_mutex_lock(&sim_lock);
 	struct deferred *d = dq ? calloc(1, sizeof *d) : NULL;
 	if (d) {
 		*d = (struct deferred){ .what = D_WAIT, .st = st, .ev = e };
@@ -744,18 +837,18 @@ static cudaError_t stream_wait(struct CUstream_st *st, cudaEvent_t e)
 	} else if (e->t > st->busy_until) {
 		st->busy_until = e->t;
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&sim_lock);
 	return cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
 {
-	return stream_wait(stream_of(s, 0), e);
+	TOLD(cudaStreamWaitEvent_v3020, stream_wait(stream_of(s, 0), e));
 }
 
 cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, unsigned int flags)
 {
-	return stream_wait(stream_of(s, 1), e);
+	TOLD(cudaStreamWaitEvent_ptsz_v7000, stream_wait(stream_of(s, 1), e));
 }
 
 /* ---- copies ---- */
@@ -783,13 +876,22 @@ static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKin
 	int d2d = kind == cudaMemcpyDeviceToDevice;
 	int host = kind == cudaMemcpyHostToDevice ? sk : kind == cudaMemcpyDeviceToHost ? dk : MEM_PINNED;
 	if ((kind == cudaMemcpyHostToDevice && dk != MEM_DEVICE) || (kind == cudaMemcpyDeviceToHost && sk != MEM_DEVICE))
-		return api_end(cbid, t0, fail(cudaErrorInvalidValue));
+		return api_end(cbid, t0, sim_fail(cudaErrorInvalidValue));
 	uint64_t dur = copy_ns(n, host == MEM_PINNED, d2d), end = 0, no = 0;
-	/* pageable memory goes through a staging buffer: the host waits for the copy */
+	/* Pageable memory goes through pinned staging buffers, so the host is held for the copy. A
+	 * synchronous call returns once the DMA is done; an asynchronous one returns once the last
+	 * chunk is staged, and that chunk's DMA ends after the call ("for transfers from pageable host
+	 * memory to device memory, a stream sync is performed before the copy is initiated. The function
+	 * will return once the pageable buffer has been copied to the staging memory for DMA transfer to
+	 * device memory, but the DMA to final destination may not have completed": cuda_runtime_api.h,
+	 * API synchronization behavior; on an H200 a 64 MiB one's DMA ended 12 us after the call) */
 	int hold = !async || host != MEM_PINNED, told;
+	uint64_t tail = async && host != MEM_PINNED && !d2d ? copy_ns(n < STAGE_BYTES ? n : STAGE_BYTES, 0, 0) - COPY_NS : 0;
 	struct simgpu_item it = { .what = SIMGPU_MEMCPY, .stream = st->id, .bytes = n, .copy_kind = (int)kind,
 				  .src = side(sk), .dst = side(dk), .async = async };
-	pthread_mutex_lock(&lock);
+	if (async && host == MEM_PINNED && sim_captured(st, dur, &it))
+		return api_end(cbid, t0, cudaSuccess);
+	pthread_mutex_lock(&sim_lock);
 	uint64_t e = work(st, dur, &it, &end, &no, &told);
 	if (n && dst != src)
 		move_later(dst, src, n, 0, 0);
@@ -797,12 +899,12 @@ static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKin
 		end = e;
 	else if (hold)
 		wait_placed(no);
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&sim_lock);
 	if (told)
 		tell(&it);
 	if (hold) {
 		moves_done();
-		sleep_until(end);
+		sleep_until(end - tail);
 	}
 	return api_end(cbid, t0, cudaSuccess);
 }
@@ -831,14 +933,16 @@ static cudaError_t set(void *p, int v, size_t n, struct CUstream_st *st, int cbi
 {
 	uint64_t t0 = api_begin();
 	if (kind_of(p) != MEM_DEVICE)
-		return api_end(cbid, t0, fail(cudaErrorInvalidValue));
+		return api_end(cbid, t0, sim_fail(cudaErrorInvalidValue));
 	uint64_t dur = copy_ns(n, 1, 1), no;
 	int told;
 	struct simgpu_item it = { .what = SIMGPU_MEMSET, .stream = st->id, .bytes = n };
-	pthread_mutex_lock(&lock);
+	if (sim_captured(st, dur, &it))
+		return api_end(cbid, t0, cudaSuccess);
+	pthread_mutex_lock(&sim_lock);
 	work(st, dur, &it, NULL, &no, &told);
 	move_later(p, NULL, n, 1, v);
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&sim_lock);
 	if (told)
 		tell(&it);
 	return api_end(cbid, t0, cudaSuccess);
@@ -865,13 +969,6 @@ cudaError_t cudaMemset_ptds(void *p, int v, size_t n)
 }
 
 /* ---- kernels ---- */
-
-struct CUkern_st {
-	const char *host_fun;   /* what the program calls it by */
-	char *name;             /* its device name (mangled) */
-	uint64_t ns;            /* its modelled duration */
-	struct CUkern_st *next;
-};
 
 static struct CUkern_st *kernels;
 
@@ -901,11 +998,11 @@ static uint64_t kernel_ns(const char *name)
 
 static struct CUkern_st *kernel_of(const void *host_fun)
 {
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&sim_lock);
 	struct CUkern_st *k = kernels;
 	while (k && k->host_fun != host_fun)
 		k = k->next;
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&sim_lock);
 	return k;
 }
 
@@ -938,10 +1035,10 @@ void __cudaRegisterFunction(void **handle, const char *hostFun, char *deviceFun,
 	}
 	k->host_fun = hostFun;
 	k->ns = kernel_ns(k->name);
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&sim_lock);
 	k->next = kernels;
 	kernels = k;
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&sim_lock);
 }
 
 void __cudaRegisterVar(void **handle, char *hostVar, char *deviceAddress, const char *deviceName, int ext,
@@ -975,28 +1072,40 @@ cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun)
 {
 	struct CUkern_st *k = kernel_of(hostFun);
 	if (!kernel || !k)
-		return fail(cudaErrorInvalidDeviceFunction);
+		return sim_fail(cudaErrorInvalidDeviceFunction);
 	*kernel = k;
+	return cudaSuccess;
+}
+
+void sim_enqueue(struct CUstream_st *st, uint64_t dur, struct simgpu_item *it)
+{
+	uint64_t no;
+	int told;
+	pthread_mutex_lock(&sim_lock);
+	work(st, dur, it, NULL, &no, &told);
+	pthread_mutex_unlock(&sim_lock);
+	if (told)
+		tell(it);
+}
+
+cudaError_t sim_launch(struct CUkern_st *k, dim3 grid, dim3 block, void **args, struct CUstream_st *st)
+{
+	if (!k || (k->ns == ARG_NS && (!args || !args[0])))
+		return sim_fail(cudaErrorInvalidDeviceFunction);
+	uint64_t ns = k->ns;
+	if (ns == ARG_NS)
+		memcpy(&ns, args[0], sizeof ns);
+	struct simgpu_item it = { .what = SIMGPU_KERNEL, .stream = st->id, .name = k->name,
+				  .grid = { grid.x, grid.y, grid.z }, .block = { block.x, block.y, block.z } };
+	if (!sim_captured(st, ns, &it))
+		sim_enqueue(st, ns, &it);
 	return cudaSuccess;
 }
 
 static cudaError_t launch(struct CUkern_st *k, dim3 grid, dim3 block, void **args, struct CUstream_st *st, int cbid)
 {
 	uint64_t t0 = api_begin();
-	if (!k || (k->ns == ARG_NS && (!args || !args[0])))
-		return api_end(cbid, t0, fail(cudaErrorInvalidDeviceFunction));
-	uint64_t no, ns = k->ns;
-	if (ns == ARG_NS)
-		memcpy(&ns, args[0], sizeof ns);
-	int told;
-	struct simgpu_item it = { .what = SIMGPU_KERNEL, .stream = st->id, .name = k->name,
-				  .grid = { grid.x, grid.y, grid.z }, .block = { block.x, block.y, block.z } };
-	pthread_mutex_lock(&lock);
-	work(st, ns, &it, NULL, &no, &told);
-	pthread_mutex_unlock(&lock);
-	if (told)
-		tell(&it);
-	return api_end(cbid, t0, cudaSuccess);
+	return api_end(cbid, t0, sim_launch(k, grid, block, args, st));
 }
 
 /* ---- collectives (simgpu.h): the NCCL stand-in's ---- */
@@ -1004,26 +1113,20 @@ static cudaError_t launch(struct CUkern_st *k, dim3 grid, dim3 block, void **arg
 uint32_t simgpu_collective(void *stream, int per_thread, struct simgpu_coll *c)
 {
 	struct CUstream_st *st = stream_of((cudaStream_t)stream, per_thread);
-	uint32_t saved = correlation, corr;
 	driver();
-	correlation = corr = __atomic_add_fetch(&correlations, 1, __ATOMIC_RELAXED);
 	uint64_t t0 = now_ns();
 	struct deferred *d = calloc(1, sizeof *d);
-	if (!d) {
-		correlation = saved;
+	if (!d)
 		return 0;
-	}
-	/* the launch, as NCCL makes it: a driver call */
-	struct simgpu_item api = { .what = SIMGPU_API, .start = t0, .end = now_ns(), .driver = 1,
-				   .cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel };
-	tell(&api);
+	/* the launch, as NCCL 2.28 makes it: a driver call, cuLaunchKernelEx (seen on an H200) */
+	uint32_t corr = sim_driver_call(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, t0);
 	*d = (struct deferred){ .what = D_COLL, .st = st, .enq = t0, .coll = c };
 	d->it = (struct simgpu_item){ .what = SIMGPU_KERNEL, .stream = st->id, .name = c->name, .grid = { c->grid, 1, 1 },
-				      .block = { c->block, 1, 1 }, .correlation = corr, .tid = api.tid };
-	pthread_mutex_lock(&lock);
+				      .block = { c->block, 1, 1 }, .correlation = corr,
+				      .tid = (uint32_t)(uintptr_t)pthread_self() };
+	pthread_mutex_lock(&sim_lock);
 	defer(d);
-	pthread_mutex_unlock(&lock);
-	correlation = saved;
+	pthread_mutex_unlock(&sim_lock);
 	return corr;
 }
 
@@ -1054,51 +1157,12 @@ cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
 		      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000);
 }
 
-/* ---- the device and errors ---- */
-
-cudaError_t cudaGetDeviceCount(int *n)
+struct CUstream_st *sim_stream_of(cudaStream_t s, int per_thread)
 {
-	driver();
-	if (!n)
-		return fail(cudaErrorInvalidValue);
-	*n = 1;
-	return cudaSuccess;
+	return stream_of(s, per_thread);
 }
 
-cudaError_t cudaGetDevice(int *d)
+struct CUkern_st *sim_kernel_of(const void *host_fun)
 {
-	if (!d)
-		return fail(cudaErrorInvalidValue);
-	*d = 0;
-	return cudaSuccess;
-}
-
-cudaError_t cudaSetDevice(int d)
-{
-	driver();
-	return d == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
-}
-
-cudaError_t cudaGetLastError(void)
-{
-	cudaError_t e = last_error;
-	last_error = cudaSuccess;
-	return e;
-}
-
-cudaError_t cudaPeekAtLastError(void)
-{
-	return last_error;
-}
-
-const char *cudaGetErrorName(cudaError_t e)
-{
-	static __thread char buf[32];
-	snprintf(buf, sizeof buf, "cudaError_%d", (int)e);
-	return e == cudaSuccess ? "cudaSuccess" : buf;
-}
-
-const char *cudaGetErrorString(cudaError_t e)
-{
-	return e == cudaSuccess ? "no error" : "simulated device error";
+	return kernel_of(host_fun);
 }

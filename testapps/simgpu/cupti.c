@@ -12,7 +12,27 @@
  * registered, before any kind was enabled, whose timebase they then use; one subscriber per
  * process, and none at all with SIMGPU_CUPTI_TAKEN=1 (as under nsys or torch.profiler).
  * SIMGPU_CUPTI_MAX_RECORDS=n: the records after the first n find no buffer (dropped and counted,
- * as when a client's buffers run out). */
+ * as when a client's buffers run out).
+ *
+ * Unfinished work, as the real one: a buffer that holds a kernel, copy or set still running is
+ * not handed back by the periodic delivery (a real CUPTI makes such a record when the work
+ * completes); a forced flush (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) hands it back with start and end 0,
+ * "timestamp information could not be collected" (cupti_activity.h, CUpti_ActivityKernel10's start
+ * and end; CUPTI_TIMESTAMP_UNKNOWN), and that record never comes again: on an H200 (CUDA 13.0) the
+ * kernel still running at the forced flush came once, with both times 0 (docs/gpu.md).
+ * SIMGPU_CUPTI_UNTIMED=k: besides, every k-th kernel record comes with start and end 0.
+ *
+ * API records, as cupti_activity.h says: CUPTI_ACTIVITY_KIND_RUNTIME (DRIVER) records every runtime
+ * (driver) call; cuptiActivityEnableRuntimeApi (DriverApi) turns one callback id on or off, and a
+ * later cuptiActivityEnable or Disable of the kind overrides those choices. An external
+ * correlation record comes with each API record made while an id is pushed (an NCCL call on an
+ * H200 made about 20, every one joined to its id: docs/gpu.md), and only with one (assumed: not
+ * seen on a GPU with calls left out). Synchronization records come for every query too (a
+ * cudaEventQuery of unfinished work: result 600, CUDA_ERROR_NOT_READY, as on an H200) unless
+ * cuptiActivityEnableAllSyncRecords(0) leaves those of unfinished work out. cuptiGetCallbackName
+ * names every callback id of the installed headers (cupti_runtime_cbid.h, cupti_driver_cbid.h).
+ * cuptiSubscribe_v2 takes a subscriber name; a refused one gets the holder's, "CUPTI for <name>"
+ * (cupti_callbacks.h, CUpti_SubscriberParams), or SIMGPU_CUPTI_TAKEN's value when that is not 1. */
 #include <cupti.h>
 #include <cupti_runtime_cbid.h>
 #include <cupti_driver_cbid.h>
@@ -20,6 +40,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -31,6 +52,9 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static int subscribed;
 static uint64_t enabled;                 /* bit k: CUpti_ActivityKind k */
+static int8_t rt_sel[CUPTI_RUNTIME_TRACE_CBID_SIZE], drv_sel[CUPTI_DRIVER_TRACE_CBID_SIZE]; /* 1 on, -1 off, 0 the kind's */
+static int all_sync = 1;                 /* cuptiActivityEnableAllSyncRecords */
+static char holder[64];                  /* the subscriber's name, as cuptiSubscribe_v2 gave it */
 static CUpti_BuffersCallbackRequestFunc requested;
 static CUpti_BuffersCallbackCompleteFunc completed;
 static CUpti_TimestampCallbackFunc timestamp;
@@ -109,6 +133,38 @@ static size_t record_size(CUpti_ActivityKind kind)
 	}
 }
 
+/* the kernels, copies and sets in b[0, used) still running at CUPTI's now: how many; zero: give
+ * them start and end 0 (a forced flush) */
+static int running(uint8_t *b, size_t used, int zero)
+{
+	uint64_t now = mono_ns() + (uint64_t)cupti_offset();
+	int n = 0;
+	for (size_t at = 0; b && at + sizeof(CUpti_Activity) <= used;) {
+		CUpti_Activity *r = (CUpti_Activity *)(b + at);
+		size_t sz = record_size(r->kind);
+		uint64_t *start = NULL, *end = NULL;
+		if (!sz)
+			break;
+		if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || r->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+			CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)r;
+			start = &k->start, end = &k->end;
+			if (zero && k->end > now)
+				k->completed = 0;
+		} else if (r->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+			start = &((CUpti_ActivityMemcpy6 *)r)->start, end = &((CUpti_ActivityMemcpy6 *)r)->end;
+		} else if (r->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+			start = &((CUpti_ActivityMemset4 *)r)->start, end = &((CUpti_ActivityMemset4 *)r)->end;
+		}
+		if (end && *end > now) {
+			n++;
+			if (zero)
+				*start = *end = 0;
+		}
+		at += sz;
+	}
+	return n;
+}
+
 /* the filled buffer goes to the queue of completed ones; under lock */
 static void retire(void)
 {
@@ -145,10 +201,19 @@ static void *room(size_t n)
 	return p;
 }
 
-static void *add(CUpti_ActivityKind kind)
+/* whether an API record of this callback id is wanted (under lock) */
+static int api_wanted(int driver, int cbid)
+{
+	int sel = driver ? (cbid >= 0 && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE ? drv_sel[cbid] : 0) :
+			   (cbid >= 0 && cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE ? rt_sel[cbid] : 0);
+	return sel ? sel > 0 : (enabled & (1ull << (driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME))) != 0;
+}
+
+/* room for a record of kind, enabled or not (under lock) */
+static void *add_any(CUpti_ActivityKind kind)
 {
 	static long made, max = -1;
-	if (!(enabled & (1ull << kind)) || !requested)
+	if (!requested)
 		return NULL;
 	if (max < 0) {
 		const char *v = getenv("SIMGPU_CUPTI_MAX_RECORDS");
@@ -162,6 +227,11 @@ static void *add(CUpti_ActivityKind kind)
 	}
 	r->kind = kind;
 	return r;
+}
+
+static void *add(CUpti_ActivityKind kind)
+{
+	return enabled & (1ull << kind) ? add_any(kind) : NULL;
 }
 
 /* ---- what the simulated cudart tells (simgpu.h) ---- */
@@ -179,15 +249,16 @@ static void observe(const struct simgpu_item *it)
 	uint64_t off = (uint64_t)cupti_offset();
 	switch (it->what) {
 	case SIMGPU_API: {
+		int want = api_wanted(it->driver, it->cbid);
 		/* the innermost pushed external id, joined to this call */
-		CUpti_ActivityExternalCorrelation *x = next_ext > 0 && next_ext <= 16 ?
+		CUpti_ActivityExternalCorrelation *x = want && next_ext > 0 && next_ext <= 16 ?
 			add(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) : NULL;
 		if (x) {
 			x->externalKind = ext[next_ext - 1].kind;
 			x->externalId = ext[next_ext - 1].id;
 			x->correlationId = it->correlation;
 		}
-		CUpti_ActivityAPI *a = add(it->driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME);
+		CUpti_ActivityAPI *a = want ? add_any(it->driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME) : NULL;
 		if (a) {
 			a->cbid = (CUpti_CallbackId)it->cbid;
 			a->start = it->start + off;
@@ -202,9 +273,15 @@ static void observe(const struct simgpu_item *it)
 	case SIMGPU_KERNEL: {
 		CUpti_ActivityKernel10 *k = add(enabled & (1ull << CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ?
 						CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL : CUPTI_ACTIVITY_KIND_KERNEL);
+		static long kernels, every = -1;
+		if (every < 0) {
+			const char *v = getenv("SIMGPU_CUPTI_UNTIMED");
+			every = v && atol(v) > 0 ? atol(v) : 0;
+		}
 		if (k) {
-			k->start = it->start + off;
-			k->end = it->end + off;
+			int zero = every && ++kernels % every == 0;
+			k->start = zero ? 0 : it->start + off;
+			k->end = zero ? 0 : it->end + off;
 			k->completed = k->end;
 			k->contextId = 1;
 			k->streamId = it->stream;
@@ -217,6 +294,8 @@ static void observe(const struct simgpu_item *it)
 			k->correlationId = it->correlation;
 			k->gridId = ++grids;
 			k->name = it->name;
+			k->graphId = it->graph;
+			k->graphNodeId = it->graph_node;
 		}
 		break;
 	}
@@ -255,7 +334,7 @@ static void observe(const struct simgpu_item *it)
 		break;
 	}
 	case SIMGPU_SYNC: {
-		CUpti_ActivitySynchronization2 *y = add(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+		CUpti_ActivitySynchronization2 *y = all_sync || !it->ret ? add(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) : NULL;
 		if (y) {
 			y->type = (CUpti_ActivitySynchronizationType)it->sync;
 			y->start = it->start + off;
@@ -264,6 +343,7 @@ static void observe(const struct simgpu_item *it)
 			y->contextId = 1;
 			y->streamId = it->stream;
 			y->cudaEventId = UINT32_MAX;
+			y->returnValue = (uint32_t)it->ret;
 		}
 		break;
 	}
@@ -302,7 +382,8 @@ static void *cupti_thread(void *arg)
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000L;
 		}
-		if (!fulls && pthread_cond_timedwait(&wake, &lock, &until) == ETIMEDOUT && buf && buf_used)
+		if (!fulls && pthread_cond_timedwait(&wake, &lock, &until) == ETIMEDOUT && buf && buf_used &&
+		    !running(buf, buf_used, 0))
 			retire();
 		deliver();
 	}
@@ -311,15 +392,36 @@ static void *cupti_thread(void *arg)
 
 /* ---- the API ---- */
 
-CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback, void *userdata)
+/* one subscriber a process: the refused get the holder's name ("" when unnamed) */
+static CUptiResult subscribe(CUpti_SubscriberHandle *subscriber, const char *name, char *old, size_t oldsz)
 {
 	const char *taken = getenv("SIMGPU_CUPTI_TAKEN");
 	if (!subscriber)
 		return CUPTI_ERROR_INVALID_PARAMETER;
-	if ((taken && *taken == '1') || __atomic_exchange_n(&subscribed, 1, __ATOMIC_ACQ_REL))
+	if ((taken && *taken) || __atomic_exchange_n(&subscribed, 1, __ATOMIC_ACQ_REL)) {
+		if (old && oldsz)
+			snprintf(old, oldsz, "%s", taken && *taken ? (strcmp(taken, "1") ? taken : "") : holder);
 		return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+	}
+	if (name && *name)
+		snprintf(holder, sizeof holder, "CUPTI for %.53s", name);
+	else
+		holder[0] = 0;
 	*subscriber = (CUpti_SubscriberHandle)&subscribed;
 	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback, void *userdata)
+{
+	return subscribe(subscriber, NULL, NULL, 0);
+}
+
+CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback, void *userdata,
+			      CUpti_SubscriberParams *params)
+{
+	int have = params && params->structSize >= CUpti_SubscriberParams_STRUCT_SIZE;
+	return subscribe(subscriber, have ? params->subscriberName : NULL, have ? params->oldSubscriberName : NULL,
+			 have ? params->oldSubscriberSize : 0);
 }
 
 CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber)
@@ -355,10 +457,9 @@ CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc f
 	return late ? CUPTI_ERROR_INVALID_OPERATION : CUPTI_SUCCESS;
 }
 
-CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
+/* the simulated cudart told to tell this stand-in what it does */
+static void hook(void)
 {
-	if (!record_size(kind))
-		return CUPTI_ERROR_INVALID_KIND;
 	/* the program's cudart: the simulated one tells what it does, a real one nothing (no GPU);
 	 * where a library loaded it RTLD_LOCAL (a dlopened module), by its name */
 	void *fn = dlsym(RTLD_DEFAULT, "simgpu_observe");
@@ -368,18 +469,63 @@ CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
 		dlclose(h);
 	}
 	void (*observe_fn)(void (*)(const struct simgpu_item *)) = (void (*)(void (*)(const struct simgpu_item *)))fn;
-	pthread_mutex_lock(&lock);
-	enabled |= 1ull << kind;
-	pthread_mutex_unlock(&lock);
 	if (observe_fn)
 		observe_fn(observe);
+}
+
+/* a kind on or off: for the API kinds, the callback ids' own choices are overridden */
+static void kind_set(CUpti_ActivityKind kind, int on)
+{
+	pthread_mutex_lock(&lock);
+	enabled = on ? enabled | 1ull << kind : enabled & ~(1ull << kind);
+	if (kind == CUPTI_ACTIVITY_KIND_RUNTIME)
+		memset(rt_sel, 0, sizeof rt_sel);
+	if (kind == CUPTI_ACTIVITY_KIND_DRIVER)
+		memset(drv_sel, 0, sizeof drv_sel);
+	pthread_mutex_unlock(&lock);
+}
+
+CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
+{
+	if (!record_size(kind))
+		return CUPTI_ERROR_INVALID_KIND;
+	kind_set(kind, 1);
+	hook();
 	return CUPTI_SUCCESS;
 }
 
 CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind)
 {
+	kind_set(kind, 0);
+	return CUPTI_SUCCESS;
+}
+
+/* one callback id's API records on or off, whatever its kind says (until the kind is set again) */
+static CUptiResult select_api(int8_t *sel, uint32_t size, CUpti_CallbackId cbid, uint8_t enable)
+{
+	if (cbid >= size)
+		return CUPTI_ERROR_INVALID_PARAMETER;
 	pthread_mutex_lock(&lock);
-	enabled &= ~(1ull << kind);
+	sel[cbid] = enable ? 1 : -1;
+	pthread_mutex_unlock(&lock);
+	hook();
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable)
+{
+	return select_api(rt_sel, CUPTI_RUNTIME_TRACE_CBID_SIZE, cbid, enable);
+}
+
+CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable)
+{
+	return select_api(drv_sel, CUPTI_DRIVER_TRACE_CBID_SIZE, cbid, enable);
+}
+
+CUptiResult cuptiActivityEnableAllSyncRecords(uint8_t enable)
+{
+	pthread_mutex_lock(&lock);
+	all_sync = enable != 0;
 	pthread_mutex_unlock(&lock);
 	return CUPTI_SUCCESS;
 }
@@ -387,7 +533,10 @@ CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind)
 CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
 	pthread_mutex_lock(&lock);
-	if (buf && buf_used)
+	int forced = (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0;
+	for (struct full *f = fulls; forced && f; f = f->next)
+		running(f->b, f->used, 1);
+	if (buf && buf_used && (forced ? running(buf, buf_used, 1) >= 0 : !running(buf, buf_used, 0)))
 		retire();
 	if (completed)
 		deliver();
@@ -469,42 +618,28 @@ CUptiResult cuptiGetVersion(uint32_t *version)
 	return CUPTI_SUCCESS;
 }
 
-/* the runtime calls the simulated cudart tells of, named as cupti_runtime_cbid.h names them */
+/* every callback id's name, as cupti_runtime_cbid.h and cupti_driver_cbid.h name them (the
+ * build's cbid_names.h, made from those headers) */
+static const char *const rt_names[CUPTI_RUNTIME_TRACE_CBID_SIZE] = {
+#define RT(n, v) [v] = #n,
+#define DRV(n, v)
+#include "cbid_names.h"
+#undef RT
+#undef DRV
+};
+static const char *const drv_names[CUPTI_DRIVER_TRACE_CBID_SIZE] = {
+#define RT(n, v)
+#define DRV(n, v) [v] = #n,
+#include "cbid_names.h"
+#undef RT
+#undef DRV
+};
+
 CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char **name)
 {
 	if (!name)
 		return CUPTI_ERROR_INVALID_PARAMETER;
-	*name = NULL;
-	if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) {
-		*name = "cuLaunchKernel";
-		return CUPTI_SUCCESS;
-	}
-	if (domain != CUPTI_CB_DOMAIN_RUNTIME_API)
-		return CUPTI_ERROR_INVALID_PARAMETER;
-	switch (cbid) {
-#define N(x)                                                                                      \
-	case CUPTI_RUNTIME_TRACE_CBID_##x:                                                        \
-		*name = #x;                                                                       \
-		break;
-		N(__cudaLaunchKernel_ptsz_v13000)
-		N(__cudaLaunchKernel_v13000)
-		N(cudaDeviceSynchronize_v3020)
-		N(cudaEventSynchronize_v3020)
-		N(cudaLaunchKernel_ptsz_v7000)
-		N(cudaLaunchKernel_v7000)
-		N(cudaMemcpyAsync_ptsz_v7000)
-		N(cudaMemcpyAsync_v3020)
-		N(cudaMemcpy_ptds_v7000)
-		N(cudaMemcpy_v3020)
-		N(cudaMemsetAsync_ptsz_v7000)
-		N(cudaMemsetAsync_v3020)
-		N(cudaMemset_ptds_v7000)
-		N(cudaMemset_v3020)
-		N(cudaStreamSynchronize_ptsz_v7000)
-		N(cudaStreamSynchronize_v3020)
-#undef N
-	default:
-		return CUPTI_ERROR_INVALID_PARAMETER;
-	}
-	return CUPTI_SUCCESS;
+	*name = domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE ? rt_names[cbid] :
+		domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE ? drv_names[cbid] : NULL;
+	return *name ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
 }

@@ -14,8 +14,21 @@
  *    collected and enqueued at the end as one kernel (ncclDevKernel_SendRecv when it holds only
  *    sends and receives) that starts when all of its parts can.
  * The ranks agree through the segment, from the simulated cudart's device thread (simgpu.h). Not
- * simulated: ncclCommShrink, user buffers and windows, non-blocking communicators. ncclCommSplit makes
- * the communicators of each color from the colors and keys every rank leaves in the parent's segment. */
+ * simulated: ncclCommShrink, user buffers and windows. ncclCommSplit makes the communicators of each
+ * color from the colors and keys every rank leaves in the parent's segment.
+ *
+ * As NCCL 2.28.9 was seen to do on an H200 (docs/gpu.md):
+ *  - kernel names are mangled, of the collective's operation, reduction and type:
+ *    _Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE;
+ *  - the launch is a driver call, cuLaunchKernelEx, and the enqueue makes runtime calls of its own
+ *    (cudaGetDevice, cudaStreamIsCapturing), all under the caller's external correlation id;
+ *  - a communicator made nonblocking (ncclConfig_t.blocking = 0) returns ncclInProgress from its
+ *    creation and its operations, and launches from a thread of its own once the call returned
+ *    (the caller's external id is not on that thread); ncclCommGetAsyncError says ncclInProgress
+ *    until it has;
+ *  - at world size 1 an in-place collective launches nothing and makes no CUDA call; an
+ *    out-of-place one is one device-to-device cudaMemcpyAsync of its bytes on its stream; a send to
+ *    itself is a SendRecv kernel. */
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
@@ -49,8 +62,11 @@ struct shm {
 	struct split splits[NSPLIT];
 };
 
+struct launcher;
+
 struct ncclComm {
 	int rank, nranks;
+	struct launcher *nb;             /* a nonblocking communicator's launching thread, else NULL */
 	char name[NCCL_UNIQUE_ID_BYTES]; /* its segment's name */
 	uint64_t splits;                 /* ncclCommSplit calls so far */
 	struct shm *shm;
@@ -67,6 +83,9 @@ struct op {
 	uint64_t dur;
 	const char *name;
 	void *stream;
+	const void *src;       /* OP_COLL at world size 1: the copy an out-of-place one is */
+	void *dst;
+	size_t bytes;
 };
 struct sim {
 	struct simgpu_coll c;  /* first: the device thread hands it back */
@@ -177,47 +196,167 @@ static void sim_done(struct simgpu_coll *c)
 
 /* ---- enqueueing ---- */
 
-/* The kernel's name: SIMGPU_NCCL_KERNEL_PREFIX in place of "ncclDevKernel_" (NCCL before 2.19
- * said ncclKernel_; a test names them so that only the correlation to the NCCL call tells them).
- * Names stay valid as long as the program runs (simgpu.h): one copy of each, kept. */
-static const char *renamed(const char *name)
+/* A kernel's name as NCCL 2.28's are: "ncclDevKernel_<op>[_<reduction>_<type>]_RING_LL", mangled as
+ * the device function of one argument, ncclDevKernelArgsStorage<4096> (so on an H200:
+ * _Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE).
+ * SIMGPU_NCCL_KERNEL_PREFIX in place of "ncclDevKernel_" (NCCL before 2.19 said ncclKernel_; a test
+ * names them so that only the correlation to the NCCL call tells them). Names stay valid as long as
+ * the program runs (simgpu.h): one copy of each, kept. redop, type -1: none in the name. */
+static const char *kernel_name(const char *op, int redop, int type)
 {
-	static struct { const char *from; char *to; } seen[16];
+	static const char *const types[ncclNumTypes] = { "i8", "u8", "i32", "u32", "i64", "u64", "f16", "f32", "f64",
+							 "bf16", "f8e4m3", "f8e5m2" };
+	static const char *const redops[] = { "Sum", "Prod", "MinMax", "MinMax", "PreMulSum" }; /* ncclSum..ncclAvg */
+	static struct name { char *s; struct name *next; } *names;
 	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-	const char *prefix = getenv("SIMGPU_NCCL_KERNEL_PREFIX"), *out = name;
-	if (!prefix || !*prefix)
-		return name;
+	const char *prefix = getenv("SIMGPU_NCCL_KERNEL_PREFIX");
+	char plain[128], mangled[192];
+	if (redop >= 0 && redop < 5 && type >= 0 && type < ncclNumTypes)
+		snprintf(plain, sizeof plain, "%s%s_%s_%s_RING_LL", prefix && *prefix ? prefix : "ncclDevKernel_", op,
+			 redops[redop], types[type]);
+	else
+		snprintf(plain, sizeof plain, "%s%s%s", prefix && *prefix ? prefix : "ncclDevKernel_", op,
+			 strcmp(op, "SendRecv") ? "_RING_LL" : "");
+	snprintf(mangled, sizeof mangled, "_Z%zu%s24ncclDevKernelArgsStorageILm4096EE", strlen(plain), plain);
 	pthread_mutex_lock(&mu);
-	int i = 0;
-	while (i < 16 && seen[i].from && seen[i].from != name)
-		i++;
-	if (i < 16 && !seen[i].from) {
-		size_t n = strlen(prefix) + strlen(name) + 1;
-		if ((seen[i].to = malloc(n))) {
-			snprintf(seen[i].to, n, "%s%s", prefix, name + strlen("ncclDevKernel_"));
-			seen[i].from = name;
+	struct name *n = names;
+	while (n && strcmp(n->s, mangled))
+		n = n->next;
+	if (!n && (n = malloc(sizeof *n))) {
+		if ((n->s = strdup(mangled))) {
+			n->next = names;
+			names = n;
+		} else {
+			free(n);
+			n = NULL;
 		}
 	}
-	if (i < 16 && seen[i].from)
-		out = seen[i].to;
 	pthread_mutex_unlock(&mu);
-	return out;
+	return n ? n->s : "ncclDevKernel_unnamed";
 }
 
-static ncclResult_t launch(const struct op *ops, int n)
+/* the runtime's calls an enqueue makes, as NCCL's own (its static cudart) make them: not the
+ * program's, so not through a preloaded library's wrappers */
+static struct {
+	cudaError_t (*get_device)(int *);
+	cudaError_t (*is_capturing)(cudaStream_t, enum cudaStreamCaptureStatus *);
+	cudaError_t (*memcpy_async)(void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t);
+} RT;
+
+static void runtime_calls(void *stream)
+{
+	int dev;
+	enum cudaStreamCaptureStatus st;
+	if (RT.get_device) {
+		RT.get_device(&dev);
+		RT.get_device(&dev);
+	}
+	if (RT.is_capturing)
+		RT.is_capturing(stream, &st);
+}
+
+/* ops' work enqueued now, from the calling thread: at world size 1 a collective is a copy, or
+ * nothing in place; the rest one kernel launched through the driver */
+static ncclResult_t launch_now(const struct op *ops, int n)
 {
 	struct sim *s = calloc(1, sizeof *s + (size_t)n * sizeof *ops);
 	if (!s)
 		return ncclSystemError;
-	int p2p = 1;
-	for (int i = 0; i < n; i++)
-		p2p &= ops[i].kind != OP_COLL;
-	memcpy(s->ops, ops, (size_t)n * sizeof *ops);
-	s->nops = n;
-	s->c = (struct simgpu_coll){ .start = sim_start, .done = sim_done, .dur = ops[0].dur,
-				     .name = renamed(p2p ? "ncclDevKernel_SendRecv" : ops[0].name), .grid = 2, .block = 640 };
-	collective(ops[0].stream, 0, &s->c);
+	int p2p = 1, k = 0, calls = 0;
+	for (int i = 0; i < n; i++) {
+		const struct op *o = &ops[i];
+		if (o->kind == OP_COLL && o->comm->nranks == 1) { /* (one rank: nothing to wait for) */
+			if (o->src != o->dst && o->bytes) {
+				runtime_calls(o->stream);
+				if (RT.memcpy_async)
+					RT.memcpy_async(o->dst, o->src, o->bytes, cudaMemcpyDeviceToDevice, o->stream);
+			}
+			continue;
+		}
+		if (!calls++)
+			runtime_calls(o->stream);
+		p2p &= o->kind != OP_COLL;
+		s->ops[k++] = *o;
+	}
+	if (!k) {
+		free(s);
+		return ncclSuccess;
+	}
+	s->nops = k;
+	s->c = (struct simgpu_coll){ .start = sim_start, .done = sim_done, .dur = s->ops[0].dur,
+				     .name = p2p ? kernel_name("SendRecv", -1, -1) : s->ops[0].name, .grid = 2, .block = 640 };
+	collective(s->ops[0].stream, 0, &s->c);
 	return ncclSuccess;
+}
+
+/* A nonblocking communicator's launches: made by a thread of its own, in the order of the calls */
+struct launcher {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct job { struct op *ops; int n; struct job *next; } *head, **tail;
+	int pending;  /* calls not launched yet */
+};
+
+static void *launcher_main(void *arg)
+{
+	struct launcher *l = arg;
+	pthread_mutex_lock(&l->mu);
+	for (;;) {
+		while (!l->head)
+			pthread_cond_wait(&l->cv, &l->mu);
+		struct job *j = l->head;
+		l->head = j->next;
+		if (!l->head)
+			l->tail = &l->head;
+		pthread_mutex_unlock(&l->mu);
+		launch_now(j->ops, j->n);
+		free(j->ops);
+		free(j);
+		pthread_mutex_lock(&l->mu);
+		l->pending--;
+		pthread_cond_broadcast(&l->cv);
+	}
+	return NULL;
+}
+
+static struct launcher *launcher_new(void)
+{
+	struct launcher *l = calloc(1, sizeof *l);
+	pthread_t t;
+	if (!l)
+		return NULL;
+	pthread_mutex_init(&l->mu, NULL);
+	pthread_cond_init(&l->cv, NULL);
+	l->tail = &l->head;
+	if (pthread_create(&t, NULL, launcher_main, l) != 0) {
+		free(l);
+		return NULL;
+	}
+	pthread_detach(t);
+	return l;
+}
+
+static ncclResult_t launch(const struct op *ops, int n)
+{
+	struct launcher *l = ops[0].comm->nb;
+	if (!l)
+		return launch_now(ops, n);
+	struct job *j = malloc(sizeof *j);
+	struct op *copy = malloc((size_t)n * sizeof *ops);
+	if (!j || !copy) {
+		free(j);
+		free(copy);
+		return ncclSystemError;
+	}
+	memcpy(copy, ops, (size_t)n * sizeof *ops);
+	*j = (struct job){ copy, n, NULL };
+	pthread_mutex_lock(&l->mu);
+	*l->tail = j;
+	l->tail = &j->next;
+	l->pending++;
+	pthread_cond_broadcast(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+	return ncclInProgress;
 }
 
 /* one operation: enqueued now, or collected until the group ends */
@@ -245,14 +384,18 @@ static uint64_t model(double factor, size_t bytes)
 	return (uint64_t)(env_num("SIMGPU_NCCL_US", 10) * 1000 + factor * (double)bytes / env_num("SIMGPU_NCCL_GBS", 100));
 }
 
-static ncclResult_t coll(const char *name, double factor, size_t count, ncclDataType_t t, size_t per, ncclComm_t comm,
-			 cudaStream_t stream)
+/* a collective over count elements of t per part, per parts in all (its receive buffer's);
+ * recv_parts: how many of those parts the receive buffer holds (a reduce-scatter's 1) */
+static ncclResult_t coll(const char *op, int redop, double factor, const void *src, void *dst, size_t count,
+			 ncclDataType_t t, size_t per, size_t recv_parts, ncclComm_t comm, cudaStream_t stream)
 {
 	if (!comm || !type_size(t))
 		return ncclInvalidArgument;
 	double n = comm->nranks;
-	struct op o = { .kind = OP_COLL, .comm = comm, .seq = comm->seq++, .stream = stream, .name = name,
-			.dur = model(factor < 0 ? (n - 1) / n * -factor : factor, count * type_size(t) * per) };
+	struct op o = { .kind = OP_COLL, .comm = comm, .seq = comm->seq++, .stream = stream,
+			.name = kernel_name(op, redop, redop >= 0 ? (int)t : -1),
+			.dur = model(factor < 0 ? (n - 1) / n * -factor : factor, count * type_size(t) * per),
+			.src = src, .dst = dst, .bytes = count * type_size(t) * recv_parts };
 	return submit(o);
 }
 
@@ -270,58 +413,59 @@ static ncclResult_t p2p(int kind, size_t count, ncclDataType_t t, int peer, nccl
 	ret name params __attribute__((weak, alias("p" #name))); \
 	ret p##name params
 
+#define NR(comm) ((comm) ? (size_t)(comm)->nranks : 0)
+
 API(ncclResult_t, ncclAllReduce, (const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
 				  cudaStream_t stream))
 {
-	return coll("ncclDevKernel_AllReduce_Sum_f32_RING_LL", -2, count, t, 1, comm, stream);
+	return coll("AllReduce", (int)op, -2, s, r, count, t, 1, 1, comm, stream);
 }
 
 API(ncclResult_t, ncclBroadcast, (const void *s, void *r, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
 				  cudaStream_t stream))
 {
-	return coll("ncclDevKernel_Broadcast_RING_LL", 1, count, t, 1, comm, stream);
+	return coll("Broadcast", -1, 1, s, r, count, t, 1, 1, comm, stream);
 }
 
 API(ncclResult_t, ncclBcast, (void *b, size_t count, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t stream))
 {
-	return coll("ncclDevKernel_Broadcast_RING_LL", 1, count, t, 1, comm, stream);
+	return coll("Broadcast", -1, 1, b, b, count, t, 1, 1, comm, stream);
 }
 
 API(ncclResult_t, ncclReduce, (const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op, int root,
 			       ncclComm_t comm, cudaStream_t stream))
 {
-	return coll("ncclDevKernel_Reduce_Sum_f32_RING_LL", 1, count, t, 1, comm, stream);
+	return coll("Reduce", (int)op, 1, s, r, count, t, 1, 1, comm, stream);
 }
 
 API(ncclResult_t, ncclAllGather, (const void *s, void *r, size_t count, ncclDataType_t t, ncclComm_t comm,
 				  cudaStream_t stream))
 {
-	return coll("ncclDevKernel_AllGather_RING_LL", -1, count, t, comm ? (size_t)comm->nranks : 0, comm, stream);
+	return coll("AllGather", -1, -1, s, r, count, t, NR(comm), NR(comm), comm, stream);
 }
 
 API(ncclResult_t, ncclReduceScatter, (const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op,
 				      ncclComm_t comm, cudaStream_t stream))
 {
-	return coll("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", -1, count, t, comm ? (size_t)comm->nranks : 0, comm,
-		    stream);
+	return coll("ReduceScatter", (int)op, -1, s, r, count, t, NR(comm), 1, comm, stream);
 }
 
 API(ncclResult_t, ncclAlltoAll, (const void *s, void *r, size_t count, ncclDataType_t t, ncclComm_t comm,
 				 cudaStream_t stream))
 {
-	return coll("ncclDevKernel_SendRecv", -1, count, t, comm ? (size_t)comm->nranks : 0, comm, stream);
+	return coll("SendRecv", -1, -1, s, r, count, t, NR(comm), NR(comm), comm, stream);
 }
 
 API(ncclResult_t, ncclGather, (const void *s, void *r, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
 			       cudaStream_t stream))
 {
-	return coll("ncclDevKernel_SendRecv", -1, count, t, comm ? (size_t)comm->nranks : 0, comm, stream);
+	return coll("SendRecv", -1, -1, s, r, count, t, NR(comm), NR(comm), comm, stream);
 }
 
 API(ncclResult_t, ncclScatter, (const void *s, void *r, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
 				cudaStream_t stream))
 {
-	return coll("ncclDevKernel_SendRecv", -1, count, t, comm ? (size_t)comm->nranks : 0, comm, stream);
+	return coll("SendRecv", -1, -1, s, r, count, t, NR(comm), 1, comm, stream);
 }
 
 API(ncclResult_t, ncclSend, (const void *s, size_t count, ncclDataType_t t, int peer, ncclComm_t comm,
@@ -393,6 +537,12 @@ static ncclResult_t join(ncclComm_t *out, int nranks, const char *name, int rank
 		*(void **)&collective = dlsym(RTLD_DEFAULT, "simgpu_collective");
 		if (!collective)
 			return ncclSystemError; /* not on the simulated cudart */
+		void *h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
+		if (h) { /* (the library's own definitions, not a preloaded wrapper's) */
+			*(void **)&RT.get_device = dlsym(h, "cudaGetDevice");
+			*(void **)&RT.is_capturing = dlsym(h, "cudaStreamIsCapturing");
+			*(void **)&RT.memcpy_async = dlsym(h, "cudaMemcpyAsync");
+		}
 	}
 	int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
 	if (fd < 0)
@@ -429,10 +579,17 @@ API(ncclResult_t, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId
 	return join(comm, nranks, id.internal, rank);
 }
 
+/* config->blocking 0: a nonblocking communicator (its creation says ncclInProgress, as NCCL's does;
+ * here it is made before the call returns, and ncclCommGetAsyncError says so) */
 API(ncclResult_t, ncclCommInitRankConfig, (ncclComm_t * comm, int nranks, ncclUniqueId id, int rank,
 					   ncclConfig_t *config))
 {
-	return join(comm, nranks, id.internal, rank);
+	ncclResult_t rc = join(comm, nranks, id.internal, rank);
+	if (rc != ncclSuccess || !config || config->blocking != 0)
+		return rc;
+	if (!((*comm)->nb = launcher_new()))
+		return ncclSystemError;
+	return ncclInProgress;
 }
 
 /* Every rank of comm calls it: those of one color make a communicator, ranked by key (then by
@@ -516,11 +673,18 @@ API(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int *device))
 	return ncclSuccess;
 }
 
+/* a nonblocking communicator: in progress while calls wait for its launching thread */
 API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t *err))
 {
 	if (!comm || !err)
 		return ncclInvalidArgument;
 	*err = ncclSuccess;
+	if (comm->nb) {
+		pthread_mutex_lock(&comm->nb->mu);
+		if (comm->nb->pending)
+			*err = ncclInProgress;
+		pthread_mutex_unlock(&comm->nb->mu);
+	}
 	return ncclSuccess;
 }
 

@@ -14,9 +14,9 @@ struct simgpu_item {
 	uint64_t start, end;    /* CLOCK_MONOTONIC ns; for SIMGPU_API and SIMGPU_SYNC, host times */
 	uint32_t correlation;   /* the runtime API call's; device work carries its launching call's */
 	uint32_t stream;        /* stream id (device work, stream synchronization) */
-	uint32_t tid;           /* the host thread (API, sync) */
+	uint32_t tid;           /* the host thread (API, sync): CUPTI's id of it, the low 32 bits of its pthread_t */
 	int cbid;               /* API: CUPTI's runtime callback id */
-	int ret;                /* API: the call's cudaError_t */
+	int ret;                /* API: the call's cudaError_t (a driver call's CUresult); SYNC: its CUresult */
 	uint64_t bytes;         /* copies and sets */
 	int copy_kind;          /* copies: cudaMemcpyKind, resolved (never cudaMemcpyDefault) */
 	int src, dst;           /* copies: enum simgpu_mem of each side */
@@ -25,6 +25,8 @@ struct simgpu_item {
 	uint32_t grid[3], block[3];
 	int sync;               /* SIMGPU_SYNC: CUpti_ActivitySynchronizationType */
 	int driver;             /* SIMGPU_API: a driver API call (cbid: CUPTI's driver callback id) */
+	uint32_t graph;         /* device work of a CUDA graph's launch: the graph's id, and its node's */
+	uint64_t graph_node;
 };
 
 /* Sets the function every item is handed to (NULL: none): from the thread that made it, or, for
@@ -51,5 +53,10 @@ struct simgpu_coll {
  * launch call (cuLaunchKernel, as NCCL launches) at once and the kernel once placed, both with
  * the returned correlation id. */
 uint32_t simgpu_collective(void *stream, int per_thread, struct simgpu_coll *c);
+
+/* The driver stand-in's launch (cuLaunchKernelEx): func from cudaGetFuncBySymbol, told as the
+ * driver call cbid; returns a CUresult. */
+int simgpu_driver_launch(void *func, const unsigned grid[3], const unsigned block[3], void **args, void *stream,
+			 int cbid);
 
 #endif

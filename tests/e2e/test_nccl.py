@@ -92,11 +92,12 @@ def check(n):
     starts, why = {}, []
     for r in range(n):
         ext_of = {e["corr"]: e["ext_id"] for e in gev[r] if e["kind"] == "gpu_extcorr"}
-        launch = {e["corr"] for e in gev[r] if e["kind"] == "cuda_api" and e["driver"] == 1 and e["fn"] == "cuLaunchKernel"}
+        launch = {e["corr"] for e in gev[r] if e["kind"] == "cuda_api" and e["driver"] == 1 and e["fn"] == "cuLaunchKernelEx"}
         ends = [e for e in ev[r] if e["kind"] == "nccl_group" and e["begin"] == 0]
-        kern = [e for e in gev[r] if e["kind"] == "gpu_kernel" and e["kname"].startswith("ncclDevKernel_")]
+        # (NCCL 2.28's kernel names are mangled: _Z22ncclDevKernel_SendRecv24ncclDevKernelArgsStorageILm4096EE)
+        kern = [e for e in gev[r] if e["kind"] == "gpu_kernel" and "ncclDevKernel_" in e["kname"]]
         ark = [k for k in kern if "AllReduce" in k["kname"]]
-        srk = [k for k in kern if k["kname"] == "ncclDevKernel_SendRecv"]
+        srk = [k for k in kern if "ncclDevKernel_SendRecv" in k["kname"]]
         this = [len(ark) == STEPS and len(srk) == STEPS, all(k["corr"] in launch for k in kern),
                 [ext_of.get(k["corr"]) for k in ark] == [e["ext"] for e in ars[r]],
                 [ext_of.get(k["corr"]) for k in srk] == [e["ext"] for e in ends]]

@@ -280,10 +280,6 @@ def nccl_checks(app):
         ok(all(nccl_kernel(k) for k in joined), "%d ranks: each allreduce joins an NCCL kernel through its external id "
            "(%d of %d; names by substring: %s)" % (n, sum(map(nccl_kernel, joined)), len(ar), sorted(set(joined))[:2]))
         nccl_facts("blocking", recs)
-    if SIM:  # (the simulated device does not model these yet: docs/gpu.md)
-        skip("nccl_app on a nonblocking communicator", "the simulated device does not model NCCL's own launch thread")
-        skip("nccl_app at world size 1", "the simulated device launches a kernel at world size 1")
-        return
     recs = nccl_run(app, "nonblocking", n, {"NCCL_APP_NONBLOCKING": "1"})
     if recs is not None:
         f = nccl_facts("nonblocking", recs)
@@ -301,12 +297,11 @@ def nccl_checks(app):
 def probe_checks(app):
     """testapps/gpu_probe.cu: the API flood, three kinds of copies, a CUDA graph, a Triton-style
     driver launch, and work still running at exit; under ddpspy, then as its own CUPTI client"""
-    if SIM:  # (the simulated device does not model these yet: docs/gpu.md)
-        skip("gpu_probe", "the simulated device does not model graphs, cuGetProcAddress or stream capture queries yet")
-        return
     out = os.path.join(OUT, "probe")
     shutil.rmtree(out, ignore_errors=True)
-    p = traced([app], out, env=env_for(), timeout=120)
+    # (on the simulated device: the tail kernel lasts its argument, and no bytes move for real)
+    penv = dict(env_for(), **({"SIMGPU_KERNELS": "hold=arg", "SIMGPU_MOVE_BYTES": "0"} if SIM else {}))
+    p = traced([app], out, env=penv, timeout=120)
     recs, rc, err = dump(out)
     lines = {j["section"]: j for j in (json.loads(l) for l in p.stdout.splitlines() if l.startswith("{"))}
     if not ok(p.returncode == 0 and of(recs, "process"), "gpu_probe runs under the preload: %s" % p.stderr[-300:]):
@@ -343,7 +338,7 @@ def probe_checks(app):
         fact("probe_copies", got)
         ok(len(got) == 3, "the pinned, pageable and device-to-device copies recorded: %s" % sorted(got))
     # the program as its own CUPTI client: what CUPTI itself hands out, with no ddpspy in the process
-    q = subprocess.run([app, "--cupti"], capture_output=True, text=True, timeout=120, env=env_for_torch())
+    q = subprocess.run([app, "--cupti"], capture_output=True, text=True, timeout=120, env=dict(os.environ, **penv))
     raw = [json.loads(l) for l in q.stdout.splitlines() if l.startswith('{"section": "cupti"')]
     if ok(q.returncode == 0 and raw, "gpu_probe as its own CUPTI client: %s" % q.stderr[-300:]):
         fact("probe_cupti_raw", raw[0])
