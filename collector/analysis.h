@@ -121,6 +121,7 @@ struct proc {
 	uint64_t events, dropped;
 	uint64_t gpu_records;  /* CUPTI's records read from its file (not in events) */
 	uint64_t gpu_dropped;  /* CUPTI's records lost: dropped by CUPTI, or no buffer for them */
+	uint64_t gpu_untimed;  /* CUPTI's records with no times (work running at the last flush): left out */
 	uint64_t unwritten;    /* events its file did not take (write_error: why) */
 	char write_error[64];
 	char sched_error[64];  /* why no schedstat was read (trace.h) */
@@ -357,6 +358,7 @@ struct gpujob {
 	int ranks;             /* ranks with device work */
 	const char *capture;   /* "cupti" where some rank's capture was on, else "host-only" */
 	uint64_t dropped;      /* CUPTI's records lost (dropped by it, or buffers refused) */
+	uint64_t untimed;      /* CUPTI's records that came with no times, left out */
 	double lead_us;        /* the most device work started before its launching call: clock error */
 };
 void an_gpu_job(const struct analysis *a, struct gpujob *j);

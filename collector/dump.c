@@ -324,6 +324,7 @@ static void print_gpu(struct dumpctx *d, const struct trace_file *f)
 		json_int(&j, "dropped", g->dropped);
 		json_int(&j, "refused", g->refused);
 		json_int(&j, "unwritten", g->unwritten);
+		json_int(&j, "untimed", g->untimed + (int64_t)g->untimed_read);
 		json_int(&j, "lead_ns", g->lead_ns);
 		json_int(&j, "checked", g->checked);
 		json_end(&j);
@@ -332,10 +333,10 @@ static void print_gpu(struct dumpctx *d, const struct trace_file *f)
 	printf("gpu %s: %s\n", T(g->state), T(g->why));
 	if (!strcmp(g->state, "on"))
 		printf("gpu %s (CUPTI %" PRId64 "), clock %s: %" PRId64 " records, %" PRId64 " dropped by CUPTI, %" PRId64
-		       " buffers refused, %" PRId64 " not written; device work checked against its launch: %" PRId64
-		       ", none earlier than %" PRId64 " ns before it\n",
-		       T(g->lib), g->version, T(g->clock), g->events, g->dropped, g->refused, g->unwritten, g->checked,
-		       g->lead_ns > 0 ? g->lead_ns : 0);
+		       " buffers refused, %" PRId64 " not written, %" PRId64 " with no times; device work checked against "
+		       "its launch: %" PRId64 ", none earlier than %" PRId64 " ns before it\n",
+		       T(g->lib), g->version, T(g->clock), g->events, g->dropped, g->refused, g->unwritten,
+		       g->untimed + (int64_t)g->untimed_read, g->checked, g->lead_ns > 0 ? g->lead_ns : 0);
 }
 
 static void print_end(struct dumpctx *d, struct trace_file *f)

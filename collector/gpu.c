@@ -1274,17 +1274,21 @@ static int lost(const struct analysis *a)
 
 void an_gpu_warn(struct analysis *a)
 {
-	uint64_t n = 0;
+	uint64_t n = 0, untimed = 0;
 	for (int r = 0; r < a->nranks; r++) {
 		const struct gpuproc *g = a->ranks[r].p->gpu;
 		if (g && g->state[0] && strcmp(g->state, "on"))
 			an_warn(a, "rank %d: GPU capture %s (%s): its device's timeline is not recorded, only its host calls",
 				a->ranks[r].rank, g->state, g->why);
 		n += a->ranks[r].p->gpu_dropped;
+		untimed += a->ranks[r].p->gpu_untimed;
 		if (a->ranks[r].gpu.reread_failed)
 			an_warn(a, "rank %d: %s could not be read again for its device's work: its steps are split from its "
 				"host calls", a->ranks[r].rank, a->ranks[r].p->file);
 	}
+	if (untimed)
+		an_warn(a, "CUPTI gave %" PRIu64 " device record%s no times (work still running when it was last flushed, "
+			"at exit): left out", untimed, untimed == 1 ? "" : "s");
 	if (a->sd && a->sd->K && with_work(a) && n)
 		an_warn(a, "CUPTI lost %" PRIu64 " records: the devices' timelines have holes, so the steps are split from "
 			"the host's calls, as without GPU capture", n);
@@ -1454,6 +1458,7 @@ void an_gpu_job(const struct analysis *a, struct gpujob *j)
 		if (!strcmp(g->state, "on"))
 			j->capture = "cupti";
 		j->dropped += g->dropped > 0 ? (uint64_t)g->dropped : 0;
+		j->untimed += a->ranks[r].p->gpu_untimed;
 		j->lead_us = fmax(j->lead_us, (double)g->lead_ns / 1e3);
 	}
 }

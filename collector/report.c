@@ -161,6 +161,7 @@ static void print_json(const struct analysis *a)
 		json_int(&j, "ranks_with_gpu", gj.ranks);
 		json_str(&j, "capture", gj.capture);
 		json_int(&j, "dropped_records", (int64_t)gj.dropped);
+		json_int(&j, "untimed_records", (int64_t)gj.untimed);
 		json_num(&j, "clock_residual_us", round(gj.lead_us * 10) / 10);
 		json_close(&j);
 	}

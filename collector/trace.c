@@ -571,6 +571,7 @@ static void rd_gpu(struct trace_file *f, const msgpack_object *m)
 	g->dropped = int_or(m, "dropped", 0);
 	g->refused = int_or(m, "refused", 0);
 	g->unwritten = int_or(m, "unwritten", 0);
+	g->untimed = int_or(m, "untimed", 0);
 	g->lead_ns = int_or(m, "lead_ns", 0);
 	g->checked = int_or(m, "checked", 0);
 }
@@ -866,6 +867,11 @@ static inline __attribute__((always_inline)) int decode_packed(struct trace_file
 		return 1;
 	e->kind = (int)kind;
 	if (r->gpu) {
+		/* a time of 0 is CUPTI's "not collected" (files before 2.6 kept such records): no time at all */
+		if (!e->raw && kind != DDPSPY_EV_GPU_EXTCORR) {
+			f->gpu.untimed_read++;
+			return 1;
+		}
 		e->t_ns = gpu_to_ns(f, e->raw);
 		e->dur_ns = dur > INT64_MAX ? INT64_MAX : (int64_t)dur;
 		e->stack = 0;

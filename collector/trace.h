@@ -67,7 +67,9 @@ struct trace_gpu {
 	char why[512], lib[512], clock[16];
 	int realtime;       /* CUPTI's times are CLOCK_REALTIME ns (else CLOCK_MONOTONIC) */
 	int64_t version, events, dropped, refused, unwritten, lead_ns, checked;
+	int64_t untimed;    /* since 2.6: records CUPTI gave no times, left out by the writer */
 	uint64_t read;      /* CUPTI records read from the file */
+	uint64_t untimed_read; /* records with a time of 0 met while reading (files before 2.6), skipped */
 };
 
 struct trace_thread {

@@ -454,17 +454,32 @@ static void check_order(int api, uint32_t corr, uint64_t start)
 	pthread_mutex_unlock(&lock);
 }
 
-/* the event: kind, its n arguments, its span (a clock that ran back makes it 0 long) */
+/* the event: kind, its n arguments, its span */
 static void fill(struct dsp_gpu_ev *e, int kind, const int64_t *a, int n, uint64_t start, uint64_t end)
 {
 	e->kind = kind;
 	memcpy(e->args, a, (size_t)n * sizeof *a);
 	e->nargs = n;
 	e->t0 = start;
-	e->dur = end > start ? end - start : 0;
+	e->dur = end - start;
 }
 
 #define FILL(e, kind, a, start, end) fill(e, kind, a, (int)(sizeof a / sizeof *a), start, end)
+
+/* A record CUPTI could not time: a start or end of 0 (CUPTI_TIMESTAMP_UNKNOWN, cupti_activity.h:
+ * "a value of 0 for both the start and end timestamps indicates that timestamp information could
+ * not be collected"; on an H200 the kernel still running at the forced flush at exit came so, once,
+ * and never again), or an end before its start. Counted, and never written: a 0 is no time. */
+static int untimed(uint64_t start, uint64_t end)
+{
+	if (start && end && end >= start)
+		return 0;
+	pthread_mutex_lock(&lock);
+	G.info.untimed++;
+	G.info.changes++;
+	pthread_mutex_unlock(&lock);
+	return 1;
+}
 
 /* one CUPTI record as an event; 0: not one ddpspy records. last: the end of the record before */
 static int convert(const CUpti_Activity *r, struct dsp_gpu_ev *e, uint64_t *last)
@@ -475,6 +490,8 @@ static int convert(const CUpti_Activity *r, struct dsp_gpu_ev *e, uint64_t *last
 	case CUPTI_ACTIVITY_KIND_KERNEL:
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
 		const CUpti_ActivityKernel10 *k = (const void *)r;
+		if (untimed(k->start, k->end))
+			return 0;
 		int64_t a[] = {k->deviceId, k->contextId, k->streamId, k->correlationId, 0, k->gridX, k->gridY, k->gridZ,
 			       k->blockX, k->blockY, k->blockZ, (int64_t)k->staticSharedMemory + k->dynamicSharedMemory,
 			       k->registersPerThread};
@@ -486,6 +503,8 @@ static int convert(const CUpti_Activity *r, struct dsp_gpu_ev *e, uint64_t *last
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
 		const CUpti_ActivityMemcpy6 *m = (const void *)r;
+		if (untimed(m->start, m->end))
+			return 0;
 		int64_t a[] = {m->deviceId, m->contextId, m->streamId, m->correlationId, (int64_t)m->bytes, m->copyKind,
 			       m->srcKind, m->dstKind, (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0};
 		FILL(e, DDPSPY_EV_GPU_MEMCPY, a, m->start, m->end);
@@ -494,6 +513,8 @@ static int convert(const CUpti_Activity *r, struct dsp_gpu_ev *e, uint64_t *last
 	}
 	case CUPTI_ACTIVITY_KIND_MEMSET: {
 		const CUpti_ActivityMemset4 *m = (const void *)r;
+		if (untimed(m->start, m->end))
+			return 0;
 		int64_t a[] = {m->deviceId, m->contextId, m->streamId, m->correlationId, (int64_t)m->bytes, m->value,
 			       m->memoryKind};
 		FILL(e, DDPSPY_EV_GPU_MEMSET, a, m->start, m->end);
@@ -502,6 +523,8 @@ static int convert(const CUpti_Activity *r, struct dsp_gpu_ev *e, uint64_t *last
 	}
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
 		const CUpti_ActivitySynchronization2 *y = (const void *)r;
+		if (untimed(y->start, y->end))
+			return 0;
 		int64_t a[] = {y->type, opt(y->contextId), opt(y->streamId), opt(y->cudaEventId), y->correlationId,
 			       y->returnValue};
 		FILL(e, DDPSPY_EV_GPU_SYNC, a, y->start, y->end);
@@ -511,7 +534,7 @@ static int convert(const CUpti_Activity *r, struct dsp_gpu_ev *e, uint64_t *last
 	case CUPTI_ACTIVITY_KIND_DRIVER: {
 		const CUpti_ActivityAPI *p = (const void *)r;
 		int driver = r->kind == CUPTI_ACTIVITY_KIND_DRIVER, li = driver ? launch_index(p->cbid) : -1;
-		if (driver && li < 0)
+		if ((driver && li < 0) || untimed(p->start, p->end))
 			return 0;
 		int64_t a[] = {p->threadId, p->cbid, 0, p->correlationId, p->returnValue, driver};
 		FILL(e, DDPSPY_EV_CUDA_API, a, p->start, p->end);

@@ -31,6 +31,8 @@ struct dsp_gpu_info {
 	uint64_t kinds;       /* bit k: event kind k enabled */
 	uint64_t dropped;     /* records CUPTI dropped (no buffer space), cumulative */
 	uint64_t refused;     /* buffers refused to CUPTI (over DSP_GPU_BUFFERS), cumulative */
+	uint64_t untimed;     /* records CUPTI gave no times (start or end 0, or an end before its start):
+			       * left out, cumulative */
 	int64_t lead_ns;      /* the most device work started before the host call that launched it */
 	uint64_t checked;     /* device records checked against their launching call */
 	uint64_t changes;     /* counts changes of the above: the writer writes a record when it moves */

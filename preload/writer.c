@@ -1277,7 +1277,7 @@ static void rec_gpu_if_changed(int final)
 	dsp_gpu_get_info(&g);
 	if (g.state == DSP_GPU_NONE || (g.changes == W.gpu_changes && !final))
 		return;
-	frame_begin(DDPSPY_REC_GPU, 12);
+	frame_begin(DDPSPY_REC_GPU, 13);
 	kv_str("state", states[g.state]);
 	kv_str("why", g.why);
 	kv_str("lib", g.lib);
@@ -1292,6 +1292,7 @@ static void rec_gpu_if_changed(int final)
 	kv_int("dropped", (int64_t)g.dropped);
 	kv_int("refused", (int64_t)g.refused);
 	kv_int("unwritten", (int64_t)W.gpu_unwritten);
+	kv_int("untimed", (int64_t)g.untimed);
 	kv_int("lead_ns", g.lead_ns);
 	kv_int("checked", (int64_t)g.checked);
 	frame_end();

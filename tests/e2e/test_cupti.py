@@ -5,6 +5,7 @@ show every kernel (its modelled duration, stream, grid, name) and copy (bytes, d
 pageable) joined to the runtime call that launched it; GPU times on the host's clock, inside the host
 calls that waited for them; the subscriber-taken, dropped-records and late-start paths; nothing at all
 with DDPSPY_GPU=0."""
+import json
 import os
 import shutil
 import subprocess
@@ -151,6 +152,32 @@ p, recs = capture("drops", {"SIMGPU_CUPTI_MAX_RECORDS": "10"})
 g = info(recs)
 ok(g.get("read") == 10 and g.get("dropped") == total - 10 and total > 10,
    "records CUPTI dropped are stated: %s read + %s dropped = %s made" % (g.get("read"), g.get("dropped"), total))
+
+# records CUPTI could not time (start and end 0, CUPTI_TIMESTAMP_UNKNOWN): the kernel still running
+# at the forced flush at exit, as an H200 gave it, and every third kernel on request. Left out and
+# counted, never a time: no event at 0, and the launch-order check sees no lead from them
+for name, extra, want, kernels in (("untimed-exit", {"GPU_APP_END": "running", "SIMGPU_KERNELS": "spin=50000,tick=2000"}, 1, 8),
+                                   ("untimed-every3", {"SIMGPU_CUPTI_UNTIMED": "3"}, 2, 6)):
+    p, recs = capture(name, extra)
+    g = info(recs)
+    kern = gpu_events(recs, "gpu_kernel")
+    timed = [e for e in gpu_events(recs) if e["kind"] != "gpu_extcorr"]
+    ok(p.returncode == 0 and g.get("untimed") == want and len(kern) == kernels and all(e["t_ns"] > 0 for e in timed)
+       and g.get("lead_ns") == 0 and g.get("checked") == kernels + 3,
+       "%s: %d record(s) with no times left out and counted (untimed %s), %d kernels kept, none at time 0, the "
+       "launch-order check clean (lead %s ns over %s)" % (name, want, g.get("untimed"), len(kern), g.get("lead_ns"),
+                                                          g.get("checked")))
+    if name == "untimed-exit":  # the report says so, and takes the rest as it is
+        out = os.path.join(d, "untimed-report")
+        shutil.rmtree(out, ignore_errors=True)
+        traced([os.path.join(APPS, "gpu_app"), "timeline"], out, env=dict(extra, LD_LIBRARY_PATH=SIMDIR, RANK="0",
+                                                                           WORLD_SIZE="1"))
+        r = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True)
+        j = json.loads(r.stdout) if r.stdout.startswith("{") else {}
+        gj = j.get("job", {}).get("gpu", {})
+        t = subprocess.run([DDPSPY, "report", out], capture_output=True, text=True).stdout
+        ok(gj.get("untimed_records") == 1 and gj.get("dropped_records") == 0 and "1 device record no times" in t,
+           "the report counts it (job.gpu %s) and says so: %s" % (gj, [l for l in t.splitlines() if "no times" in l]))
 
 # CUDA_INJECTION64_PATH is another library's: the writer starts CUPTI when it sees the driver, at
 # its next flush (every 10 ms here: the program's first copy comes some 50 ms after the driver
