@@ -5,6 +5,11 @@
    plain, traced with DDPSPY_GPU=0, and traced with GPU capture; target: under 1 us added per
    launch. On the simulated device that cost is the stand-in CUPTI's record-making plus ddpspy's
    callbacks and timestamps: real CUPTI's own cost is not in it.
+3. A flood-shaped loop (gpu_probe flood: per kernel, as PyTorch does, cudaGetDevice,
+   cudaGetLastError, cudaStreamIsCapturing, cudaPointerGetAttributes, the launch, an event record;
+   the host polls the event every 8 kernels): host ns per kernel plain, under ddpspy recording every
+   CUDA call (DDPSPY_GPU_API_ALL=1, as before issue 37) and under ddpspy recording the calls the
+   analysis reads (the default).
 Rounds alternate between the cases, so drift on a noisy machine hits all alike; each figure is the
 median over rounds of the program's median burst."""
 import json
@@ -18,18 +23,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 B = os.path.join(ROOT, "build")
 SIM = os.path.join(B, "simgpu")
 APP = os.path.join(B, "testapps", "gpu_app")
+PROBE = os.path.join(B, "testapps", "gpu_probe")
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 if not (os.path.exists(os.path.join(SIM, "libcupti.so.13")) and os.path.exists(APP)):
     print("GPU capture cost: skipped (no simulated device: make sim needs CUDA headers and nvcc)")
     sys.exit(0)
 
 
-def run(argv, out, gpu=None):
+def run(argv, out, gpu=None, extra=None):
     env = dict(os.environ, LD_LIBRARY_PATH=SIM, SIMGPU_KERNEL_US="1")
     if out:
         env.update(LD_PRELOAD=os.path.join(B, "libddpspy.so"), DDPSPY_OUT=out)
     if gpu is not None:
         env["DDPSPY_GPU"] = gpu
+    env.update(extra or {})
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     if p.returncode:
         sys.exit("bench/gpu.py: %s failed: %s" % (" ".join(argv), p.stderr[-300:]))
@@ -41,7 +48,11 @@ with tempfile.TemporaryDirectory() as d:
     t = os.path.join(d, "t")
     calls = {"host only": [], "CUDA and CUPTI started": []}
     launch = {"plain": [], "ddpspy, DDPSPY_GPU=0": [], "ddpspy with GPU capture": []}
+    flood = {"plain": [], "ddpspy, every CUDA call": [], "ddpspy, the calls read": []}
     for _ in range(ROUNDS):
+        flood["plain"].append(run([PROBE, "flood"], None)["host_ns_per_kernel"])
+        flood["ddpspy, every CUDA call"].append(run([PROBE, "flood"], t, None, {"DDPSPY_GPU_API_ALL": "1"})["host_ns_per_kernel"])
+        flood["ddpspy, the calls read"].append(run([PROBE, "flood"], t)["host_ns_per_kernel"])
         calls["host only"].append(run([os.path.join(B, "bench", "overhead"), "mt"], t)["sem_wait_ns"])
         calls["CUDA and CUPTI started"].append(run([os.path.join(B, "bench", "overhead"), "mt", "cuda"], t)["sem_wait_ns"])
         launch["plain"].append(run([APP, "launches"], None)["launch_ns"])
@@ -49,6 +60,7 @@ with tempfile.TemporaryDirectory() as d:
         launch["ddpspy with GPU capture"].append(run([APP, "launches"], t)["launch_ns"])
 
 med = {k: statistics.median(v) for k, v in list(calls.items()) + list(launch.items())}
+fmed = {k: statistics.median(v) for k, v in flood.items()}
 print("GPU capture's cost to the host, simulated device (ns, median of %d rounds)" % ROUNDS)
 print("-- a recorded call (sem_wait, posted) in a traced process")
 for k in calls:
@@ -61,3 +73,6 @@ for k in launch:
     print("%-34s%9.1f%+9.1f" % (k, med[k], med[k] - med["plain"]))
 added = med["ddpspy with GPU capture"] - med["plain"]
 print("target: under 1000 ns added per launch; measured %+.1f ns (%s)" % (added, "met" if added < 1000 else "NOT met"))
+print("-- a flood-shaped loop (gpu_probe flood: 5 runtime calls and a launch a kernel, event polling), host ns a kernel")
+for k in flood:
+    print("%-34s%9.1f%+9.1f" % (k, fmed[k], fmed[k] - fmed["plain"]))

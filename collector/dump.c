@@ -325,6 +325,8 @@ static void print_gpu(struct dumpctx *d, const struct trace_file *f)
 		json_int(&j, "refused", g->refused);
 		json_int(&j, "unwritten", g->unwritten);
 		json_int(&j, "untimed", g->untimed + (int64_t)g->untimed_read);
+		if (g->api[0])
+			json_str(&j, "api", g->api);
 		json_int(&j, "lead_ns", g->lead_ns);
 		json_int(&j, "checked", g->checked);
 		json_end(&j);

@@ -565,6 +565,7 @@ static void rd_gpu(struct trace_file *f, const msgpack_object *m)
 	str_into(m, "why", g->why, sizeof g->why);
 	str_into(m, "lib", g->lib, sizeof g->lib);
 	str_into(m, "clock", g->clock, sizeof g->clock);
+	str_into(m, "api", g->api, sizeof g->api);
 	g->realtime = !strcmp(g->clock, "realtime");
 	g->version = int_or(m, "version", -1);
 	g->events = int_or(m, "events", -1);

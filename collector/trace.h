@@ -65,6 +65,7 @@ struct trace_gpu {
 	int have;           /* a "gpu" record was read */
 	char state[16];     /* "on", "taken", "unavailable", "failed" */
 	char why[512], lib[512], clock[16];
+	char api[16];       /* since 2.6: the CUDA calls recorded, "selected" or "all" ("" before) */
 	int realtime;       /* CUPTI's times are CLOCK_REALTIME ns (else CLOCK_MONOTONIC) */
 	int64_t version, events, dropped, refused, unwritten, lead_ns, checked;
 	int64_t untimed;    /* since 2.6: records CUPTI gave no times, left out by the writer */

@@ -74,6 +74,9 @@ static struct {
 	__typeof__(cuptiGetResultString) *GetResultString;
 	__typeof__(cuptiActivityPushExternalCorrelationId) *Push;
 	__typeof__(cuptiActivityPopExternalCorrelationId) *Pop;
+	__typeof__(cuptiActivityEnableRuntimeApi) *EnableRuntimeApi;
+	__typeof__(cuptiActivityEnableDriverApi) *EnableDriverApi;
+	__typeof__(cuptiActivityEnableAllSyncRecords) *EnableAllSyncRecords;
 } C;
 
 /* the external correlation kind ddpspy's ids are pushed as */
@@ -102,6 +105,18 @@ static const uint32_t LAUNCHES[] = {
 	CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,		CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
 };
 static const char *launch_names[sizeof LAUNCHES / sizeof *LAUNCHES];
+/* The runtime calls kept, by the start of their names (cupti_runtime_cbid.h's, versions apart):
+ * what the analysis reads. Launches (a kernel's launching call), copies, sets, synchronizes and
+ * queries, graph launches, and allocations and frees (which may synchronize). Not the calls a
+ * PyTorch step makes several of a kernel and that say nothing of the device's time (cudaGetDevice,
+ * cudaGetLastError, cudaStreamIsCapturing, event records: 4 of its 5.1 records a kernel on an H200).
+ * DDPSPY_GPU_API_ALL=1 keeps every call. */
+static const char *const KEPT_CALLS[] = {
+	"cudaLaunch", "__cudaLaunchKernel", "cudaMemcpy", "cudaMemset", "cudaStreamSynchronize",
+	"cudaEventSynchronize", "cudaDeviceSynchronize", "cudaThreadSynchronize", "cudaStreamQuery",
+	"cudaEventQuery", "cudaGraphLaunch", "cudaMalloc", "cudaFree", "cudaHostAlloc", "cudaHostRegister",
+	"cudaHostUnregister",
+};
 /* recent API calls and device work by correlation id, for the launch-order check: whichever of a
  * pair comes second is checked against the first */
 static struct slot { uint32_t corr; uint64_t start; } api_slots[SLOTS], dev_slots[SLOTS];
@@ -275,10 +290,41 @@ static const struct {
 	{CUPTI_ACTIVITY_KIND_MEMCPY, DDPSPY_EV_GPU_MEMCPY},
 	{CUPTI_ACTIVITY_KIND_MEMSET, DDPSPY_EV_GPU_MEMSET},
 	{CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, DDPSPY_EV_GPU_SYNC},
-	{CUPTI_ACTIVITY_KIND_RUNTIME, DDPSPY_EV_CUDA_API},
-	{CUPTI_ACTIVITY_KIND_DRIVER, DDPSPY_EV_CUDA_API}, /* (launches only: NCCL's kernels' calls) */
 	{CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, DDPSPY_EV_GPU_EXTCORR},
 };
+
+static int kept(const char *name)
+{
+	for (size_t i = 0; name && i < sizeof KEPT_CALLS / sizeof *KEPT_CALLS; i++)
+		if (!strncmp(name, KEPT_CALLS[i], strlen(KEPT_CALLS[i])))
+			return 1;
+	return 0;
+}
+
+/* The CUDA calls CUPTI records: the kept runtime calls and the driver's launches, by callback id
+ * (cuptiActivityEnableRuntimeApi, cuptiActivityEnableDriverApi: a CUPTI_ACTIVITY_KIND_RUNTIME or
+ * DRIVER enabled after them would override them, cupti_activity.h), or, with DDPSPY_GPU_API_ALL or
+ * a CUPTI without those, every runtime and driver call (the driver's then left out but launches,
+ * when read). Queries of unfinished work make no synchronization records
+ * (cuptiActivityEnableAllSyncRecords(0)): a polling loop would make one each. Returns how many
+ * runtime calls were kept one by one, -1 for every call, 0 when none could be. */
+static int enable_calls(void)
+{
+	int n = 0;
+	if (C.EnableAllSyncRecords)
+		C.EnableAllSyncRecords(0);
+	if (!dsp_cfg.gpu_api_all && C.EnableRuntimeApi && C.EnableDriverApi) {
+		for (uint32_t i = 0; i < CUPTI_RUNTIME_TRACE_CBID_SIZE; i++)
+			n += kept(cbnames[i]) && C.EnableRuntimeApi(i, 1) == CUPTI_SUCCESS;
+		for (size_t i = 0; i < sizeof LAUNCHES / sizeof *LAUNCHES; i++)
+			C.EnableDriverApi(LAUNCHES[i], 1);
+		if (n)
+			return n;
+	}
+	int rt = C.Enable(CUPTI_ACTIVITY_KIND_RUNTIME) == CUPTI_SUCCESS;
+	int drv = C.Enable(CUPTI_ACTIVITY_KIND_DRIVER) == CUPTI_SUCCESS;
+	return rt || drv ? -1 : 0;
+}
 
 /* Once per process, from cuInit's thread (injection) or the writer's. The guard is held as
  * DSP_GUARD_OWN across every call into CUPTI, so threads it starts then are not traced. */
@@ -322,6 +368,9 @@ static void start(const char *how)
 	SYM(GetResultString, "cuptiGetResultString");
 	SYM(Push, "cuptiActivityPushExternalCorrelationId");
 	SYM(Pop, "cuptiActivityPopExternalCorrelationId");
+	SYM(EnableRuntimeApi, "cuptiActivityEnableRuntimeApi");
+	SYM(EnableDriverApi, "cuptiActivityEnableDriverApi");
+	SYM(EnableAllSyncRecords, "cuptiActivityEnableAllSyncRecords");
 #undef SYM
 	if (!C.Subscribe || !C.Unsubscribe || !C.RegisterCallbacks || !C.Enable || !C.FlushAll || !C.GetNextRecord ||
 	    !C.GetNumDroppedRecords) {
@@ -356,6 +405,12 @@ static void start(const char *how)
 		set_state(DSP_GPU_FAILED);
 		goto out;
 	}
+	for (uint32_t i = 0; C.GetCallbackName && i < CUPTI_RUNTIME_TRACE_CBID_SIZE; i++)
+		if (C.GetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, i, &cbnames[i]) != CUPTI_SUCCESS)
+			cbnames[i] = NULL;
+	for (size_t i = 0; C.GetCallbackName && i < sizeof LAUNCHES / sizeof *LAUNCHES; i++)
+		if (C.GetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, LAUNCHES[i], &launch_names[i]) != CUPTI_SUCCESS)
+			launch_names[i] = NULL;
 	r = CUPTI_SUCCESS;
 	for (size_t i = 0; i < sizeof KINDS / sizeof *KINDS; i++) {
 		CUptiResult e = C.Enable(KINDS[i].cupti);
@@ -364,19 +419,17 @@ static void start(const char *how)
 		else
 			r = e;
 	}
+	int calls = enable_calls();
+	if (calls)
+		G.info.kinds |= 1ull << DDPSPY_EV_CUDA_API;
+	G.info.api_calls = calls;
 	if (!G.info.kinds) {
 		C.Unsubscribe(G.sub);
 		SAY("cuptiActivityEnable: %s", result(r));
 		set_state(DSP_GPU_FAILED);
 		goto out;
 	}
-	SAY("%s%s", how, r == CUPTI_SUCCESS ? "" : " (some activity kinds refused)");
-	for (uint32_t i = 0; C.GetCallbackName && i < CUPTI_RUNTIME_TRACE_CBID_SIZE; i++)
-		if (C.GetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, i, &cbnames[i]) != CUPTI_SUCCESS)
-			cbnames[i] = NULL;
-	for (size_t i = 0; C.GetCallbackName && i < sizeof LAUNCHES / sizeof *LAUNCHES; i++)
-		if (C.GetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, LAUNCHES[i], &launch_names[i]) != CUPTI_SUCCESS)
-			launch_names[i] = NULL;
+	SAY("%s%s", how, r == CUPTI_SUCCESS && calls ? "" : " (some activity kinds refused)");
 	set_state(DSP_GPU_ON);
 	G.last_flush = dsp_mono_ns();
 	atexit(at_exit); /* after the runtime's own handlers registered: runs before them */

@@ -30,6 +30,7 @@ static const struct option {
 	{"DDPSPY_CLOCK_OFFSET_NS", OPT_STR, 0, 0, 0, "", offsetof(struct dsp_config, clock_offset)},
 	{"DDPSPY_GPU", OPT_BOOL, 1, 0, 1, NULL, offsetof(struct dsp_config, gpu)},
 	{"DDPSPY_CUPTI", OPT_STR, 0, 0, 0, "", offsetof(struct dsp_config, cupti)},
+	{"DDPSPY_GPU_API_ALL", OPT_BOOL, 0, 0, 1, NULL, offsetof(struct dsp_config, gpu_api_all)},
 	{"DDPSPY_NVTX", OPT_BOOL, 1, 0, 1, NULL, offsetof(struct dsp_config, nvtx)},
 };
 

@@ -54,6 +54,7 @@ struct dsp_config {
 	const char *clock_offset; /* DDPSPY_CLOCK_OFFSET_NS: test only, see clock.c */
 	int gpu;              /* DDPSPY_GPU: GPU capture through CUPTI (cupti/gpu.c) */
 	const char *cupti;    /* DDPSPY_CUPTI: the libcupti to load, "" to search */
+	int gpu_api_all;      /* DDPSPY_GPU_API_ALL: every CUDA runtime and driver call recorded, not the few read */
 	int nvtx;             /* DDPSPY_NVTX: the program's NVTX ranges (nvtx.c) */
 };
 extern struct dsp_config dsp_cfg;

@@ -1277,7 +1277,7 @@ static void rec_gpu_if_changed(int final)
 	dsp_gpu_get_info(&g);
 	if (g.state == DSP_GPU_NONE || (g.changes == W.gpu_changes && !final))
 		return;
-	frame_begin(DDPSPY_REC_GPU, 13);
+	frame_begin(DDPSPY_REC_GPU, 14);
 	kv_str("state", states[g.state]);
 	kv_str("why", g.why);
 	kv_str("lib", g.lib);
@@ -1288,6 +1288,7 @@ static void rec_gpu_if_changed(int final)
 	for (int k = 0; k < DDPSPY_EV_COUNT; k++)
 		if (g.kinds >> k & 1)
 			msgpack_pack_str_with_body(&pk, ddpspy_event_names[k], strlen(ddpspy_event_names[k]));
+	kv_str("api", g.api_calls < 0 ? "all" : g.api_calls > 0 ? "selected" : "none");
 	kv_int("events", (int64_t)W.gpu_written);
 	kv_int("dropped", (int64_t)g.dropped);
 	kv_int("refused", (int64_t)g.refused);

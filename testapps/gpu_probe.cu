@@ -2,7 +2,7 @@
 // section each, so that the real-hardware checks (tests/gpu/check.py) can see what CUDA, CUPTI and
 // the driver make of them, and the simulated device can be held to the same program.
 //
-// usage: gpu_probe [--cupti]
+// usage: gpu_probe [--cupti] | gpu_probe flood   (the flood section alone, for make bench)
 //   sections, in this order, each printing one JSON line with its host times (CLOCK_MONOTONIC ns):
 //   flood    a PyTorch-shaped loop: per kernel cudaGetDevice, cudaGetLastError,
 //            cudaStreamIsCapturing, cudaPointerGetAttributes, the launch and an event record; every
@@ -10,6 +10,7 @@
 //   copies   256 MiB host to device from pinned memory (async) and from pageable memory
 //            (cudaMemcpy), and 1 GiB device to device, each timed by the host
 //   graph    three kernels captured from a stream into a CUDA graph, instantiated, launched 3 times
+//            (GPU_PROBE_GRAPH_NODES=n: n kernels)
 //   driver   a kernel launched 3 times through cuLaunchKernelEx, found with cuGetProcAddress in
 //            libcuda.so.1 (as Triton launches), the function from cudaGetFuncBySymbol
 //   tail     a kernel that holds the device for 300 ms, and the program exits without waiting
@@ -370,10 +371,12 @@ static void graph(float *d)
 	cudaGraph_t g;
 	cudaGraphExec_t x;
 	check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+	const char *v = getenv("GPU_PROBE_GRAPH_NODES");
+	int nodes = v && atoi(v) > 0 ? atoi(v) : 3;
 	long long c0 = now_ns();
 	check(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
-	for (int i = 0; i < 3; i++)
-		graph_k<<<1, 128, 0, s>>>(d, 0.5f + i);
+	for (int i = 0; i < nodes; i++)
+		graph_k<<<1, 128, 0, s>>>(d, 0.5f + i % 3);
 	check(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture");
 	check(cudaGraphInstantiate(&x, g, 0), "cudaGraphInstantiate");
 	long long c1 = now_ns();
@@ -381,7 +384,7 @@ static void graph(float *d)
 		check(cudaGraphLaunch(x, s), "cudaGraphLaunch");
 	long long c2 = now_ns();
 	check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-	printf("{\"section\": \"graph\", \"nodes\": 3, \"launches\": 3, \"t\": [%lld, %lld, %lld]}\n", c0, c1, c2);
+	printf("{\"section\": \"graph\", \"nodes\": %d, \"launches\": 3, \"t\": [%lld, %lld, %lld]}\n", nodes, c0, c1, c2);
 	cudaGraphExecDestroy(x);
 	cudaGraphDestroy(g);
 	cudaStreamDestroy(s);
@@ -433,6 +436,11 @@ int main(int argc, char **argv)
 	check(cudaMemset(d, 0, 1 << 20), "cudaMemset");
 	check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 	long long f0, f1;
+	if (argc > 1 && !strcmp(argv[1], "flood")) { // a warm-up, then the measured one
+		flood(d, &f0, &f1);
+		flood(d, &f0, &f1);
+		return 0;
+	}
 	int fk = flood(d, &f0, &f1);
 	copies();
 	graph(d);

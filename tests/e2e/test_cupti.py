@@ -179,6 +179,46 @@ for name, extra, want, kernels in (("untimed-exit", {"GPU_APP_END": "running", "
         ok(gj.get("untimed_records") == 1 and gj.get("dropped_records") == 0 and "1 device record no times" in t,
            "the report counts it (job.gpu %s) and says so: %s" % (gj, [l for l in t.splitlines() if "no times" in l]))
 
+# The CUDA calls recorded are those the analysis reads (launches, copies, sets, synchronizes and
+# queries, graph launches, allocations), selected by callback id, not the flood a PyTorch step makes
+# (4 of its 5.1 records a kernel on an H200); queries of unfinished work make no synchronization
+# records. DDPSPY_GPU_API_ALL=1 records every call. testapps/gpu_probe's PyTorch-shaped loop, its
+# graph and its driver launches: kernels joined to their launching calls either way.
+probe_env = {"LD_LIBRARY_PATH": SIMDIR, "SIMGPU_KERNELS": "hold=arg", "SIMGPU_MOVE_BYTES": "0", "SIMGPU_KERNEL_US": "2"}
+for name, extra in (("calls-selected", {}), ("calls-all", {"DDPSPY_GPU_API_ALL": "1"}),
+                    ("graph-replay", {"GPU_PROBE_GRAPH_NODES": "20000"})):
+    out = os.path.join(d, name)
+    shutil.rmtree(out, ignore_errors=True)
+    p = traced([os.path.join(APPS, "gpu_probe")], out, env=dict(probe_env, **extra))
+    recs, rc, err = dump(out)
+    fns = {}
+    for e in gpu_events(recs, "cuda_api"):
+        fns[e["fn"]] = fns.get(e["fn"], 0) + 1
+    flood = ("cudaGetDevice_v3020", "cudaGetLastError_v3020", "cudaStreamIsCapturing_v10000",
+             "cudaPointerGetAttributes_v4000", "cudaEventRecord_v3020")
+    api = {e["corr"]: e["fn"] for e in gpu_events(recs, "cuda_api")}
+    kern = gpu_events(recs, "gpu_kernel")
+    unjoined = [k["kname"] for k in kern if k["corr"] not in api]
+    pending = [e for e in gpu_events(recs, "gpu_sync") if e.get("ret")]
+    g = info(recs)
+    if name == "calls-selected":
+        ok(p.returncode == 0 and g.get("api") == "selected" and not any(f in fns for f in flood)
+           and g.get("dropped") == 0 and g.get("refused") == 0
+           and fns.get("__cudaLaunchKernel_v13000", 0) >= 2000 and fns.get("cudaGraphLaunch_v10000") == 3
+           and fns.get("cuLaunchKernelEx") == 3 and fns.get("cudaEventQuery_v3020", 0) > 0 and not pending
+           and len(kern) == 2012 and not unjoined,
+           "only the calls the analysis reads are recorded (api %s): %s; every kernel joins its launch (%d unjoined); "
+           "no synchronization record of a query of unfinished work (%d)" % (g.get("api"), sorted(fns.items())[:12],
+                                                                              len(unjoined), len(pending)))
+    elif name == "calls-all":
+        ok(p.returncode == 0 and g.get("api") == "all" and all(fns.get(f, 0) >= 2000 for f in flood) and not unjoined,
+           "DDPSPY_GPU_API_ALL=1: every call recorded (api %s): %s" % (g.get("api"), {f: fns.get(f) for f in flood}))
+    else:  # a graph of 20,000 kernels replayed 3 times: 60,000 kernel records at once, none lost
+        gk = [k for k in kern if "graph_k" in k["kname"]]
+        ok(p.returncode == 0 and len(gk) == 60000 and g.get("dropped") == 0 and g.get("refused") == 0 and not unjoined,
+           "a graph replay of 60,000 kernels: all recorded (%d), each with its cudaGraphLaunch's correlation id, none "
+           "dropped (%s) or refused (%s)" % (len(gk), g.get("dropped"), g.get("refused")))
+
 # CUDA_INJECTION64_PATH is another library's: the writer starts CUPTI when it sees the driver, at
 # its next flush (every 10 ms here: the program's first copy comes some 50 ms after the driver
 # loads, which the default 100 ms did not always beat)
