@@ -250,7 +250,8 @@ struct gpustat {
 	int nccl_max_op;
 	int nccl_on_compute;       /* NCCL kernels ran on a stream that also ran compute kernels */
 	double pageable_bytes, pageable_calls, pageable_ms; /* copies from or to pageable memory, per step */
-	double pinned_gbs;         /* the fastest copy from or to pinned memory of 1 MiB or more, 0 none */
+	double pinned_gbs;         /* the fastest copy between the device and pinned host memory of 1 MiB or
+				    * more (GB/s), 0 none */
 	double kernel_us_p50;      /* compute kernels' median duration */
 	int device;                /* the device its work ran on (the first one seen) */
 	int site;                  /* the training thread's longest wait for the device (an_gpu_site) */

@@ -49,6 +49,7 @@ struct gwork {            /* a kernel, copy or set */
 	int32_t comm, seq;    /* NCCL kernels: their collective (seq -1 unknown) */
 	uint32_t name;        /* kernels: the name's id in the file's string table (gpuproc.names) */
 	int8_t cls, pageable;
+	int8_t pinned;        /* copies between the device and pinned host memory */
 	int8_t op;            /* NCCL kernels: their call's operation (-1 unknown) */
 };
 
@@ -232,6 +233,8 @@ static int take(struct gpuproc *g, const struct trace_file *f, const struct trac
 		w.cls = copy == DDPSPY_GCOPY_HTOD ? GW_COPY_IN : GW_COPY;
 		w.pageable = (copy == DDPSPY_GCOPY_HTOD && an_arg(e, P.m_src, 0) == DDPSPY_GMEM_PAGEABLE) ||
 			     (copy == DDPSPY_GCOPY_DTOH && an_arg(e, P.m_dst, 0) == DDPSPY_GMEM_PAGEABLE);
+		w.pinned = (copy == DDPSPY_GCOPY_HTOD && an_arg(e, P.m_src, 0) == DDPSPY_GMEM_PINNED) ||
+			   (copy == DDPSPY_GCOPY_DTOH && an_arg(e, P.m_dst, 0) == DDPSPY_GMEM_PINNED);
 		if (work)
 			PUSH(g->w, g->nw, g->cw, w);
 		break;
@@ -1084,7 +1087,9 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 			gs->pageable_bytes += (double)w->bytes;
 			gs->pageable_calls++;
 			gs->pageable_ms += MS(w->d);
-		} else if ((w->cls == GW_COPY_IN || w->cls == GW_COPY) && w->bytes >= (1 << 20)) {
+		} else if (w->pinned && w->bytes >= (1 << 20) && w->d > 0) {
+			/* (host-pinned only: a copy on the device runs at HBM speed, 2 TB/s on an H200,
+			 * which no host copy can reach) */
 			gs->pinned_gbs = fmax(gs->pinned_gbs, (double)w->bytes / (double)w->d);
 		}
 	}

@@ -42,6 +42,7 @@ struct options {
 	double gpu_ms;                 /* forward + backward + optimizer kernels per step */
 	double input_mb;               /* the batch as the GPU takes it (0: its own bytes) */
 	int pageable;                  /* copy it from pageable memory, not pinned */
+	double d2d_mb;                 /* a device-to-device copy of the batch each step (torch.cat, clone) */
 	int host_sync;                 /* read the loss back with a blocking copy every step */
 	int gpu_kernels;               /* kernels per layer and phase (launch-bound when many) */
 	double host_ms;                /* host work per step before enqueueing it */
@@ -52,10 +53,10 @@ struct options {
 enum { GPU_FORWARD, GPU_BACKWARD, GPU_OPTIMIZER };
 struct gpu_conf {
 	int rank, ws, local_rank;
-	size_t grad_floats, extra_floats, input_bytes;
+	size_t grad_floats, extra_floats, input_bytes, d2d_bytes;
 	int pageable, kernels, overlap;
 };
-#define GPU_OPS_VERSION 1
+#define GPU_OPS_VERSION 2
 struct gpu_ops {
 	int version;
 	int (*unique_id)(void *id, size_t len);          /* rank 0: the NCCL id's bytes, or -1 */

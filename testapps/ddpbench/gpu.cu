@@ -52,7 +52,7 @@ static struct {
 	cudaEvent_t grads_ready[MAX_LAYERS], comm_done, step_end[2];
 	ncclComm_t nccl;
 	float *grad, *extra, *scratch, *loss_dev, *one;
-	void *input_host, *input_dev;
+	void *input_host, *input_dev, *d2d_src, *d2d_dst;
 	float loss_host[4];
 	int nready, step;
 	char err[256];
@@ -110,6 +110,10 @@ static int init(const struct gpu_conf *c, const void *id, char *err, size_t len)
 	if (c->extra_floats)
 		CUDA(cudaMalloc((void **)&G.extra, c->extra_floats * sizeof(float)));
 	CUDA(cudaMalloc(&G.input_dev, c->input_bytes));
+	if (c->d2d_bytes) {
+		CUDA(cudaMalloc(&G.d2d_src, c->d2d_bytes));
+		CUDA(cudaMalloc(&G.d2d_dst, c->d2d_bytes));
+	}
 	if (!G.err[0]) {
 		if (c->pageable)
 			G.input_host = calloc(1, c->input_bytes);
@@ -136,6 +140,8 @@ static void upload(const void *src, size_t bytes)
 		bytes = G.c.input_bytes;
 	memcpy(G.input_host, src, bytes);
 	CUDA(cudaMemcpyAsync(G.input_dev, G.input_host, G.c.input_bytes, cudaMemcpyHostToDevice, G.compute));
+	if (G.c.d2d_bytes) // (--d2d-mb: the step's own copy on the device, at HBM speed)
+		CUDA(cudaMemcpyAsync(G.d2d_dst, G.d2d_src, G.c.d2d_bytes, cudaMemcpyDeviceToDevice, G.compute));
 }
 
 // ns of one phase's work on the compute stream: one kernel, or c.kernels tiny ones (launch-bound)
