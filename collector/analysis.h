@@ -256,6 +256,8 @@ struct gpustat {
 	int device;                /* the device its work ran on (the first one seen) */
 	int site;                  /* the training thread's longest wait for the device (an_gpu_site) */
 	int reread_failed;         /* its device's work (over its share) could not be read again */
+	uint32_t nccl_join[3];     /* its NCCL kernels joined to their calls: by external id, by their
+				    * communicator's order (nonblocking), by order alone (gpu.c) */
 };
 
 /* A rank's CPU time over its analysed steps (cpu.c): its training thread's time on a CPU and

@@ -1301,6 +1301,9 @@ static void find_nccl(struct analysis *a)
 	if (on)
 		snprintf(f->title, sizeof f->title, "%.0f NCCL collectives per step (%s) run on the compute stream, after "
 			 "the computation: overlapping them with it would win %.0f%% of the step", calls, hb, 100 * sev);
+	else if (bytes <= 0) /* (kernels joined to no call: their bytes are not known) */
+		snprintf(f->title, sizeof f->title, "%.0f NCCL collectives per step, of sizes not known (their kernels "
+			 "are joined to no call); %.0f%% of the step the GPU only communicates", calls, 100 * sev);
 	else
 		snprintf(f->title, sizeof f->title, "%.0f NCCL collectives per step move %s (the largest: a%s %s of %s); "
 			 "%.0f%% of the step the GPU only communicates", calls, hb, strchr("aeiou", op_name(maxop)[0]) ? "n" : "",
@@ -1320,8 +1323,12 @@ static void find_nccl(struct analysis *a)
 	char bus[48] = "";
 	if (busbw >= 0)
 		snprintf(bus, sizeof bus, ", bus %.1f GB/s", busbw);
-	snprintf(f->text, sizeof f->text, "%.1f NCCL kernels per step, %s, %.2f ms transferring at %.1f GB/s "
-		 "(bytes over transfer time%s), %.2f ms of it not overlapped", calls, hb, xfer, algbw, bus, exposed);
+	if (bytes > 0)
+		snprintf(f->text, sizeof f->text, "%.1f NCCL kernels per step, %s, %.2f ms transferring at %.1f GB/s "
+			 "(bytes over transfer time%s), %.2f ms of it not overlapped", calls, hb, xfer, algbw, bus, exposed);
+	else
+		snprintf(f->text, sizeof f->text, "%.1f NCCL kernels per step of sizes not known, %.2f ms transferring, "
+			 "%.2f ms of it not overlapped", calls, xfer, exposed);
 	if (on) {
 		f->advice[0] = "All-reduce each gradient bucket on a communication stream as soon as backward has made "
 			       "it (DDP does: bucket_cap_mb); the compute stream waits for it only before the optimizer.";

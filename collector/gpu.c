@@ -69,7 +69,12 @@ struct gcall {            /* an NCCL call, or the end of a group, by the externa
 	int32_t comm, seq;
 	int64_t bytes;
 	int8_t op;
+	int8_t unit;          /* what launches: a call outside a group, or a group's end */
+	int8_t used;          /* a kernel joined it by its external id */
 };
+
+#define MAX_GCOMMS 16
+enum { JOIN_EXT, JOIN_COMM_ORDER, JOIN_ORDER, JOIN_KINDS };
 
 struct gsite {            /* a call site that waited for the device: thread, stack, kind */
 	int tid;
@@ -113,6 +118,12 @@ struct gpuproc {
 	size_t npw;
 	int pplaced, opened;
 	int device;           /* the first kernel's device, -1 none yet */
+	struct gcomm {        /* its communicators (nccl_init): the first MAX_GCOMMS */
+		int32_t comm, nranks;
+		int8_t blocking;
+	} comms[MAX_GCOMMS];
+	int ncomms, allcomms;
+	uint32_t join[JOIN_KINDS]; /* its NCCL kernels, by how they were joined to their calls */
 	/* the file's "gpu" record: capture's state and losses */
 	char state[16], why[160];
 	int64_t dropped, lead_ns;
@@ -137,7 +148,7 @@ static int cmp_name(const void *x, const void *y);
 /* argument positions of the kinds read here, from their names (common/format.h) */
 static struct {
 	int8_t k_device, k_stream, k_corr, k_kname, m_stream, m_corr, m_bytes, m_copy, m_src, m_dst, s_stream, s_corr, a_corr,
-		a_fn, x_kind, x_ext, x_corr, n_ext, g_begin, g_ext, c_dir, c_async, y_what;
+		a_fn, x_kind, x_ext, x_corr, n_ext, g_begin, g_ext, c_dir, c_async, y_what, i_nranks, i_blocking;
 } P;
 
 __attribute__((constructor)) static void positions(void)
@@ -162,6 +173,8 @@ __attribute__((constructor)) static void positions(void)
 	P.n_ext = an_argpos(DDPSPY_EV_NCCL_COLL, "ext");
 	P.g_begin = an_argpos(DDPSPY_EV_NCCL_GROUP, "begin");
 	P.g_ext = an_argpos(DDPSPY_EV_NCCL_GROUP, "ext");
+	P.i_nranks = an_argpos(DDPSPY_EV_NCCL_INIT, "nranks");
+	P.i_blocking = an_argpos(DDPSPY_EV_NCCL_INIT, "blocking");
 	P.c_dir = an_argpos(DDPSPY_EV_CUDA_MEMCPY, "dir");
 	P.c_async = an_argpos(DDPSPY_EV_CUDA_MEMCPY, "async");
 	P.y_what = an_argpos(DDPSPY_EV_CUDA_SYNC, "what");
@@ -312,13 +325,18 @@ static void add_site(struct gpuproc *g, const struct trace_event *e, int what)
 int an_gpu_host(struct proc *p, const struct trace_event *e, const struct ev *v)
 {
 	if (e->kind != DDPSPY_EV_NCCL_COLL && e->kind != DDPSPY_EV_NCCL_GROUP && e->kind != DDPSPY_EV_CUDA_SYNC &&
-	    e->kind != DDPSPY_EV_CUDA_MEMCPY)
+	    e->kind != DDPSPY_EV_CUDA_MEMCPY && e->kind != DDPSPY_EV_NCCL_INIT)
 		return 0;
 	struct gpuproc *g = gpu_of(p);
 	if (!g)
 		return 1;
-	if (e->kind == DDPSPY_EV_NCCL_COLL) {
-		struct gcall c = { (uint64_t)an_arg(e, P.n_ext, 0), v->comm, v->seq, v->bytes, v->op };
+	if (e->kind == DDPSPY_EV_NCCL_INIT) { /* (files before 2.6 say nothing of blocking: blocking) */
+		g->allcomms++;
+		if (g->ncomms < MAX_GCOMMS)
+			g->comms[g->ncomms++] = (struct gcomm){ v->comm, (int32_t)an_arg(e, P.i_nranks, -1),
+								(int8_t)(an_arg(e, P.i_blocking, 1) != 0) };
+	} else if (e->kind == DDPSPY_EV_NCCL_COLL) {
+		struct gcall c = { (uint64_t)an_arg(e, P.n_ext, 0), v->comm, v->seq, v->bytes, v->op, g->depth == 0, 0 };
 		PUSH(g->call, g->nc, g->cc, c);
 	} else if (e->kind == DDPSPY_EV_NCCL_GROUP) {
 		/* a group's calls launch at its end, under the end's external id: that id names the
@@ -329,6 +347,7 @@ int an_gpu_host(struct proc *p, const struct trace_event *e, const struct ev *v)
 		} else if (g->depth > 0 && --g->depth == 0 && g->nc > g->group_first) {
 			struct gcall c = g->call[g->group_first];
 			c.ext = (uint64_t)an_arg(e, P.g_ext, 0);
+			c.unit = 1;
 			c.bytes = 0;
 			for (size_t i = g->group_first; i < g->nc; i++)
 				c.bytes += g->call[i].bytes > 0 ? g->call[i].bytes : 0;
@@ -690,6 +709,115 @@ static int cmp_launch(const void *x, const void *y)
 
 /* Each work's launch time, and NCCL kernels' collectives (by the call's external id, else by
  * their order), once the file is read; times on the process's own clock. */
+static const struct gcomm *comm_of(const struct gpuproc *g, int32_t comm)
+{
+	for (int i = 0; i < g->ncomms; i++)
+		if (g->comms[i].comm == comm)
+			return &g->comms[i];
+	return NULL;
+}
+
+/* a nonblocking communicator's launching call still without a kernel: its kernels are launched by
+ * NCCL's own thread, after the call returned, with no external id (so on an H200, NCCL 2.28.9);
+ * one rank alone launches no kernel (an in-place collective nothing, an out-of-place one a copy) */
+static int waiting_unit(const struct gpuproc *g, const struct gcall *c)
+{
+	const struct gcomm *m = c->unit && !c->used ? comm_of(g, c->comm) : NULL;
+	return m && !m->blocking && m->nranks != 1;
+}
+
+/* k's kernels take the waiting units of comm, in order (the unit's collective, its bytes) */
+static void take_units(struct gpuproc *g, struct gwork **k, size_t n, int32_t comm)
+{
+	size_t j = 0;
+	for (size_t i = 0; i < g->nc && j < n; i++)
+		if (g->call[i].comm == comm && waiting_unit(g, &g->call[i])) {
+			struct gwork *w = k[j++];
+			w->comm = comm;
+			w->seq = g->call[i].seq;
+			w->bytes = g->call[i].bytes;
+			w->op = g->call[i].op;
+		}
+	g->join[JOIN_COMM_ORDER] += (uint32_t)n;
+}
+
+/* NCCL kernels no external id joined: each nonblocking communicator's launches come in the order
+ * of its calls, so its kernels, in launch order, are its waiting calls in call order (g->call is in
+ * external id order, which is call order). One such communicator: its kernels are those. Several:
+ * each takes the stream whose kernels are as many as its calls, where the counts pair them one to
+ * one. Else they stay joined by order alone, and where the process has more than one
+ * communicator are used for nothing across ranks (no instance, no clock point): the order of a
+ * process's kernels is not its communicators' own. */
+static void join_by_order(struct gpuproc *g)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < g->nw; i++)
+		n += g->w[i].cls == GW_NCCL && g->w[i].comm == INT32_MIN;
+	struct gwork **k = n ? malloc(n * sizeof *k) : NULL;
+	int32_t cs[MAX_GCOMMS];
+	size_t units[MAX_GCOMMS] = { 0 }, nc = 0;
+	if (k) {
+		n = 0;
+		for (size_t i = 0; i < g->nw; i++) /* (in launch order) */
+			if (g->w[i].cls == GW_NCCL && g->w[i].comm == INT32_MIN)
+				k[n++] = &g->w[i];
+		for (size_t i = 0; i < g->nc; i++) {
+			if (!waiting_unit(g, &g->call[i]))
+				continue;
+			size_t m = 0;
+			while (m < nc && cs[m] != g->call[i].comm)
+				m++;
+			if (m == nc)
+				cs[nc++] = g->call[i].comm;
+			units[m]++;
+		}
+	}
+	if (nc == 1 && units[0] == n) {
+		take_units(g, k, n, cs[0]);
+	} else if (nc > 1) { /* by stream: a stream's kernels, in order, for the one count that pairs */
+		for (size_t m = 0; m < nc && n; m++) {
+			uint32_t st = 0;
+			int pairs = 0;
+			for (size_t i = 0; i < n; i++) {
+				size_t on = 0;
+				int again = 0;
+				for (size_t x = 0; x < n; x++) {
+					on += k[x]->stream == k[i]->stream;
+					again |= x < i && k[x]->stream == k[i]->stream;
+				}
+				if (!again && on == units[m])
+					pairs++, st = k[i]->stream;
+			}
+			for (size_t o = 0; o < nc; o++)
+				pairs += o != m && units[o] == units[m]; /* (two communicators of one count: no pair) */
+			if (pairs != 1)
+				continue;
+			/* the stream's kernels to the front, the others after them, each in launch order */
+			size_t j = 0, rest = 0;
+			struct gwork **tmp = malloc(n * sizeof *tmp);
+			if (!tmp)
+				break;
+			for (size_t i = 0; i < n; i++)
+				if (k[i]->stream == st)
+					k[j++] = k[i];
+				else
+					tmp[rest++] = k[i];
+			take_units(g, k, j, cs[m]);
+			memcpy(k, tmp, rest * sizeof *k);
+			n = rest;
+			free(tmp);
+		}
+	}
+	g->join[JOIN_ORDER] = 0;
+	for (size_t i = 0; i < g->nw; i++)
+		if (g->w[i].cls == GW_NCCL && g->w[i].comm == INT32_MIN) {
+			g->join[JOIN_ORDER]++;
+			if (g->allcomms > 1)
+				g->w[i].seq = -1;
+		}
+	free(k);
+}
+
 static void identify(struct gpuproc *g)
 {
 	an_sort_near(g->api, g->na, sizeof *g->api, cmp_api_corr_t);
@@ -700,6 +828,9 @@ static void identify(struct gpuproc *g)
 		seq = g->w[i].corr >= g->w[i - 1].corr;
 	int32_t order = 0;
 	size_t at = 0;
+	memset(g->join, 0, sizeof g->join);
+	for (size_t i = 0; i < g->nc; i++)
+		g->call[i].used = 0;
 	for (size_t i = 0; i < g->nw; i++) {
 		struct gwork *w = &g->w[i];
 		const struct gapi *a = w->corr ? api_of(g, w->corr, seq, &at) : NULL;
@@ -707,7 +838,7 @@ static void identify(struct gpuproc *g)
 		struct gxc kx = { .corr = w->corr };
 		const struct gxc *x = w->corr && g->nx ? bsearch(&kx, g->xc, g->nx, sizeof *g->xc, cmp_xc) : NULL;
 		struct gcall kc = { .ext = x ? x->ext : 0 };
-		const struct gcall *c = x && g->nc ? bsearch(&kc, g->call, g->nc, sizeof *g->call, cmp_call) : NULL;
+		struct gcall *c = x && g->nc ? bsearch(&kc, g->call, g->nc, sizeof *g->call, cmp_call) : NULL;
 		if (c && w->cls == GW_COMPUTE)
 			w->cls = GW_NCCL; /* a kernel an NCCL call launched, whatever its name */
 		if (w->cls != GW_NCCL)
@@ -717,13 +848,16 @@ static void identify(struct gpuproc *g)
 			w->seq = c->seq;
 			w->bytes = c->bytes;
 			w->op = c->op;
-		} else { /* by order, in a sequence of their own */
+			c->used = 1;
+			g->join[JOIN_EXT]++;
+		} else { /* by order, in a sequence of their own (join_by_order may do better) */
 			w->comm = INT32_MIN;
 			w->seq = order++;
 		}
 	}
 	an_sort_near(g->api, g->na, sizeof *g->api, cmp_api_t);
 	an_sort_near(g->w, g->nw, sizeof *g->w, cmp_launch); /* (CUPTI's records come as work ends) */
+	join_by_order(g);
 }
 
 /* times onto the job's clock (after clocks.c), once */
@@ -1034,6 +1168,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 	size_t nhost = h->n; /* (the host's edges, then the device's: each nearly in order) */
 	struct gpustat *gs = &ri->gpu;
 	gs->device = g->device;
+	memcpy(gs->nccl_join, g->join, sizeof gs->nccl_join);
 	kus = malloc((nw + 1) * sizeof *kus);
 	for (size_t i = 0; i < nw; i++) {
 		const struct gwork *w = &g->w[i];

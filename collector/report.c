@@ -250,6 +250,11 @@ static void print_json(const struct analysis *a)
 			json_num(&j, "nccl_kernels_per_step", round(g->nccl_calls * 10) / 10);
 			json_num(&j, "nccl_bytes_per_step", round(g->nccl_bytes));
 			json_num(&j, "pageable_copy_bytes_per_step", round(g->pageable_bytes));
+			json_obj(&j, "nccl_join");
+			json_int(&j, "external_id", g->nccl_join[0]);
+			json_int(&j, "communicator_order", g->nccl_join[1]);
+			json_int(&j, "order_only", g->nccl_join[2]);
+			json_close(&j);
 			json_obj(&j, "ms_per_step");
 			for (int c = 0; c < GP_COUNT; c++)
 				json_num(&j, an_gpart_names[c], round(g->part[c] * 1000) / 1000);
@@ -344,6 +349,14 @@ static void print_text(const struct analysis *a)
 #undef P
 		}
 		fprintf(out, "(shares of the GPU's step: busy in the first that applies, else idle by what the host did then)\n");
+		for (int r = 0; r < a->nranks; r++) { /* how NCCL kernels found their calls, where not all by their id */
+			const uint32_t *n = a->ranks[r].gpu.nccl_join;
+			if (a->ranks[r].gpu.have && (n[1] || n[2]))
+				fprintf(out, "rank %d: NCCL kernels joined to their calls: %u by external id, %u by their "
+					"communicator's order (launched by NCCL's own thread: a nonblocking communicator), "
+					"%u by order alone%s\n", a->ranks[r].rank, n[0], n[1], n[2],
+					n[2] ? " (not matched across ranks where the process has several communicators)" : "");
+		}
 	}
 	for (int r = 0; r < a->nranks; r++) {
 		const struct rankinfo *ri = &a->ranks[r];

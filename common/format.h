@@ -300,7 +300,7 @@ enum ddpspy_category {
 	/* 2.2: NCCL calls, host side: "comm" equal on every rank, "seq" numbering collectives per   \
 	 * communicator from 0 on every rank alike (-1 for send and recv), "ext" the external id     \
 	 * pushed around the call, which CUPTI's gpu_extcorr joins to the kernel it launched */      \
-	X(EV_NCCL_INIT, "nccl_init", "comm,comm_rank,nranks,ret", DDPSPY_CAT_COMMS)                 \
+	X(EV_NCCL_INIT, "nccl_init", "comm,comm_rank,nranks,ret,blocking", DDPSPY_CAT_COMMS)                 \
 	X(EV_NCCL_COLL, "nccl_coll", "op,comm,seq,bytes,root,peer,stream,ext,ret",               \
 	  DDPSPY_CAT_COMMS | DDPSPY_KM_COLL | DDPSPY_KM_NONBLOCKING | DDPSPY_KM_ENQUEUES)         \
 	X(EV_NCCL_GROUP, "nccl_group", "begin,ext,ret", DDPSPY_CAT_COMMS)                         \

@@ -28,6 +28,9 @@ DSP_REAL(ncclResult_t, ncclCommInitRank, (ncclComm_t *, int, ncclUniqueId, int),
 DSP_REAL(ncclResult_t, ncclCommInitRankConfig, (ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *), "libnccl")
 DSP_REAL(ncclResult_t, ncclCommInitAll, (ncclComm_t *, int, const int *), "libnccl")
 DSP_REAL(ncclResult_t, ncclCommSplit, (ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *), "libnccl")
+DSP_REAL(ncclResult_t, ncclCommInitRankScalable, (ncclComm_t *, int, int, int, ncclUniqueId *, ncclConfig_t *),
+	 "libnccl")
+DSP_REAL(ncclResult_t, ncclCommShrink, (ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int), "libnccl")
 DSP_REAL(ncclResult_t, ncclCommUserRank, (const ncclComm_t, int *), "libnccl")
 DSP_REAL(ncclResult_t, ncclCommCount, (const ncclComm_t, int *), "libnccl")
 DSP_REAL(ncclResult_t, ncclAllReduce, (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
@@ -60,7 +63,8 @@ static struct comm {
 	int rank, nranks;
 	int64_t id;
 	uint64_t seq;       /* collectives called so far */
-	uint64_t splits;    /* ncclCommSplit calls on it so far (every member makes them alike) */
+	uint64_t splits;    /* ncclCommSplit and ncclCommShrink calls on it so far (every member makes them alike) */
+	int blocking;       /* 0: made nonblocking (ncclConfig_t.blocking), its kernels launched by NCCL's own thread */
 } comms[COMMS];
 
 static size_t slot_of(ncclComm_t c)
@@ -82,7 +86,7 @@ static struct comm *comm_find(ncclComm_t c)
 }
 
 /* a new communicator (or a new one at a freed one's address) */
-static void comm_add(ncclComm_t c, int64_t id, int rank, int nranks)
+static void comm_add(ncclComm_t c, int64_t id, int rank, int nranks, int blocking)
 {
 	struct comm *e = comm_find(c);
 	for (size_t i = 0, s = slot_of(c); c && !e && i < COMMS; i++) {
@@ -96,6 +100,7 @@ static void comm_add(ncclComm_t c, int64_t id, int rank, int nranks)
 	e->rank = rank;
 	e->nranks = nranks;
 	e->id = id;
+	e->blocking = blocking;
 	__atomic_store_n(&e->seq, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->splits, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->key, c, __ATOMIC_RELEASE);
@@ -107,14 +112,29 @@ static int64_t id_of(const ncclUniqueId *u)
 	return (int64_t)(ddpspy_fnv_bytes(DDPSPY_FNV_SEED, u->internal, sizeof u->internal) >> 2);
 }
 
-static void rec_init(struct dsp_tls *t, uint64_t t0, ncclComm_t c, int64_t id, int rank, int nranks, ncclResult_t rc)
+/* Whether a communicator made with config is blocking (nccl.h, ncclConfig_t.blocking): as the
+ * config says; left undefined, a split or shrink of a parent inherits the parent's (inherit: its
+ * blocking, -1 none), any other the default, NCCL_COMM_BLOCKING or 1. Read when communicators are
+ * made, not on a fast path. */
+static int blocking_of(const ncclConfig_t *config, int inherit)
+{
+	if (config && config->blocking != NCCL_CONFIG_UNDEF_INT)
+		return config->blocking != 0;
+	if (!config && inherit >= 0)
+		return inherit;
+	const char *v = getenv("NCCL_COMM_BLOCKING");
+	return v && *v ? atoi(v) != 0 : 1;
+}
+
+static void rec_init(struct dsp_tls *t, uint64_t t0, ncclComm_t c, int64_t id, int rank, int nranks, int blocking,
+		     ncclResult_t rc)
 {
 	uint64_t t1 = dsp_now();
 	int made = rc == ncclSuccess || rc == ncclInProgress; /* (a non-blocking one is made, not ready) */
 	if (made)
-		comm_add(c, id, rank, nranks);
-	int64_t a[4] = {made ? id : -1, rank, nranks, rc};
-	dsp_emit_wait(t, DDPSPY_EV_NCCL_INIT, t0, t1, 4, a);
+		comm_add(c, id, rank, nranks, blocking);
+	int64_t a[5] = {made ? id : -1, rank, nranks, rc, blocking};
+	dsp_emit_wait(t, DDPSPY_EV_NCCL_INIT, t0, t1, 5, a);
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
@@ -126,7 +146,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
 		return real_ncclCommInitRank(comm, nranks, id, rank);
 	uint64_t t0 = dsp_now();
 	ncclResult_t rc = real_ncclCommInitRank(comm, nranks, id, rank);
-	rec_init(t, t0, comm ? *comm : NULL, id_of(&id), rank, nranks, rc);
+	rec_init(t, t0, comm ? *comm : NULL, id_of(&id), rank, nranks, blocking_of(NULL, -1), rc);
 	dsp_leave(t);
 	return rc;
 }
@@ -140,7 +160,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId i
 		return real_ncclCommInitRankConfig(comm, nranks, id, rank, config);
 	uint64_t t0 = dsp_now();
 	ncclResult_t rc = real_ncclCommInitRankConfig(comm, nranks, id, rank, config);
-	rec_init(t, t0, comm ? *comm : NULL, id_of(&id), rank, nranks, rc);
+	rec_init(t, t0, comm ? *comm : NULL, id_of(&id), rank, nranks, blocking_of(config, -1), rc);
 	dsp_leave(t);
 	return rc;
 }
@@ -159,9 +179,27 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
 	uint64_t n = __atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED);
 	int64_t id = (int64_t)(ddpspy_fnv_word(ddpspy_fnv_word(DDPSPY_FNV_SEED, (uint64_t)getpid()), n) >> 2);
 	for (int i = 0; comm && i < ndev; i++)
-		rec_init(t, t0, comm[i], id, i, ndev, rc);
+		rec_init(t, t0, comm[i], id, i, ndev, blocking_of(NULL, -1), rc);
 	dsp_leave(t);
 	return rc;
+}
+
+/* A communicator made from parent p (NULL: not known to ddpspy, its id -1): its id the hash h of
+ * the parent's and the call's number, then of the n ints of key (a split's color, a shrink's
+ * excluded ranks), equal on its members; its rank and size from NCCL once it is made. */
+static void rec_child(struct dsp_tls *t, uint64_t t0, const struct comm *p, uint64_t h, const int *key, int n,
+		      ncclComm_t *newcomm, const ncclConfig_t *config, ncclResult_t rc)
+{
+	if (!newcomm || !*newcomm || (rc != ncclSuccess && rc != ncclInProgress))
+		return;
+	int r = -1, size = -1;
+	if (get_ncclCommUserRank() && real_ncclCommUserRank(*newcomm, &r) != ncclSuccess)
+		r = -1;
+	if (get_ncclCommCount() && real_ncclCommCount(*newcomm, &size) != ncclSuccess)
+		size = -1;
+	for (int i = 0; i < n; i++)
+		h = ddpspy_fnv_word(h, (uint64_t)(int64_t)key[i]);
+	rec_init(t, t0, *newcomm, p ? (int64_t)(h >> 2) : -1, r, size, blocking_of(config, p ? p->blocking : -1), rc);
 }
 
 /* Every member of comm calls it, in the same order on each: the new communicator's id is made from
@@ -178,16 +216,50 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
 	ncclResult_t rc = real_ncclCommSplit(comm, color, key, newcomm, config);
 	struct comm *p = comm_find(comm);
 	uint64_t k = p ? __atomic_fetch_add(&p->splits, 1, __ATOMIC_RELAXED) : 0;
-	if (newcomm && *newcomm && (rc == ncclSuccess || rc == ncclInProgress)) {
-		int r = -1, n = -1;
-		if (get_ncclCommUserRank() && real_ncclCommUserRank(*newcomm, &r) != ncclSuccess)
-			r = -1;
-		if (get_ncclCommCount() && real_ncclCommCount(*newcomm, &n) != ncclSuccess)
-			n = -1;
-		uint64_t h = p ? ddpspy_fnv_word(ddpspy_fnv_word(ddpspy_fnv_word(DDPSPY_FNV_SEED, (uint64_t)p->id), k),
-						 (uint64_t)(int64_t)color) : 0;
-		rec_init(t, t0, *newcomm, p ? (int64_t)(h >> 2) : -1, r, n, rc);
-	}
+	rec_child(t, t0, p, p ? ddpspy_fnv_word(ddpspy_fnv_word(DDPSPY_FNV_SEED, (uint64_t)p->id), k) : 0, &color, 1,
+		  newcomm, config, rc);
+	dsp_leave(t);
+	return rc;
+}
+
+/* Several unique ids for one communicator (NCCL 2.23): every rank passes the same nId ids, so the
+ * id is made from all of them. */
+ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int rank, int nId, ncclUniqueId *ids,
+				      ncclConfig_t *config)
+{
+	if (!get_ncclCommInitRankScalable())
+		return ncclSystemError;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_ncclCommInitRankScalable(comm, nranks, rank, nId, ids, config);
+	uint64_t t0 = dsp_now();
+	ncclResult_t rc = real_ncclCommInitRankScalable(comm, nranks, rank, nId, ids, config);
+	uint64_t h = DDPSPY_FNV_SEED;
+	for (int i = 0; ids && i < nId; i++)
+		h = ddpspy_fnv_bytes(h, ids[i].internal, sizeof ids[i].internal);
+	rec_init(t, t0, comm ? *comm : NULL, ids && nId > 0 ? (int64_t)(h >> 2) : -1, rank, nranks,
+		 blocking_of(config, -1), rc);
+	dsp_leave(t);
+	return rc;
+}
+
+/* Every member of comm but the excluded ranks calls it (NCCL 2.27), all with the same list: the
+ * new communicator's id is made from comm's, the call's number among its splits and shrinks, and
+ * the excluded ranks, as for a split. Its rank and size come from NCCL once it is made. */
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *exclude, int nexclude, ncclComm_t *newcomm, ncclConfig_t *config,
+			    int flags)
+{
+	if (!get_ncclCommShrink())
+		return ncclSystemError;
+	struct dsp_tls *t = &dsp_tls;
+	if (!dsp_enter(t))
+		return real_ncclCommShrink(comm, exclude, nexclude, newcomm, config, flags);
+	uint64_t t0 = dsp_now();
+	ncclResult_t rc = real_ncclCommShrink(comm, exclude, nexclude, newcomm, config, flags);
+	struct comm *p = comm_find(comm);
+	uint64_t k = p ? __atomic_fetch_add(&p->splits, 1, __ATOMIC_RELAXED) : 0;
+	rec_child(t, t0, p, p ? ddpspy_fnv_word(ddpspy_fnv_word(DDPSPY_FNV_SEED, (uint64_t)p->id), k) : 0, exclude,
+		  exclude ? nexclude : 0, newcomm, config, rc);
 	dsp_leave(t);
 	return rc;
 }

@@ -11,6 +11,9 @@
 //   NCCL_APP_NONBLOCKING=1: the communicator is made nonblocking (ncclConfig_t.blocking = 0): every
 //   call may return ncclInProgress, and the app polls ncclCommGetAsyncError until it is done.
 //   NCCL_APP_OOP=1: the allreduce is out of place (into a second buffer).
+//   NCCL_APP_SCALABLE=1: the communicator is made by ncclCommInitRankScalable (one id).
+//   NCCL_APP_SHRINK=1: after the steps, every rank but the last makes a communicator without it
+//   (ncclCommShrink) and allreduces 1 MiB on it once.
 // Prints one JSON line: the host's time around each call it makes (CLOCK_MONOTONIC ns).
 #include <cstdio>
 #include <cstdlib>
@@ -49,15 +52,22 @@ static void cuda(cudaError_t e, const char *what)
 	}
 }
 
-static ncclComm_t polled; // a nonblocking communicator: ncclInProgress means "poll it"
+static ncclComm_t polled[2]; // nonblocking communicators: ncclInProgress means "poll them"
 
 static void nccl(ncclResult_t e, const char *what)
 {
-	while (e == ncclInProgress && polled) {
-		ncclResult_t st = ncclInProgress;
-		e = ncclCommGetAsyncError(polled, &st);
-		if (e == ncclSuccess)
-			e = st;
+	if (e == ncclInProgress) { // every one polled until it is no longer in progress
+		e = ncclSuccess;
+		for (int i = 0; i < 2 && e == ncclSuccess; i++) {
+			ncclResult_t st = ncclInProgress;
+			while (polled[i] && st == ncclInProgress) {
+				ncclResult_t rc = ncclCommGetAsyncError(polled[i], &st);
+				if (rc != ncclSuccess)
+					st = rc;
+			}
+			if (polled[i])
+				e = st;
+		}
 	}
 	if (e != ncclSuccess) {
 		fprintf(stderr, "nccl_app: %s: %s\n", what, ncclGetErrorString(e));
@@ -101,8 +111,10 @@ int main(int argc, char **argv)
 		ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
 		config.blocking = 0;
 		ncclResult_t rc = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
-		polled = comm;
+		polled[0] = comm;
 		nccl(rc, "ncclCommInitRankConfig");
+	} else if (getenv("NCCL_APP_SCALABLE")) {
+		nccl(ncclCommInitRankScalable(&comm, nranks, rank, 1, &id, NULL), "ncclCommInitRankScalable");
 	} else {
 		nccl(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank");
 	}
@@ -110,8 +122,12 @@ int main(int argc, char **argv)
 	// NCCL_APP_SPLIT=1: the even and the odd ranks also make a communicator each (ncclCommSplit)
 	// and allreduce 1 MiB on it every step
 	ncclComm_t sub = NULL;
-	if (getenv("NCCL_APP_SPLIT"))
-		nccl(ncclCommSplit(comm, rank % 2, rank, &sub, NULL), "ncclCommSplit");
+	if (getenv("NCCL_APP_SPLIT")) {
+		ncclResult_t rc = ncclCommSplit(comm, rank % 2, rank, &sub, NULL);
+		if (polled[0])
+			polled[1] = sub; // (it inherits its parent's nonblocking config)
+		nccl(rc, "ncclCommSplit");
+	}
 
 	const int n = 8 << 20; // 32 MiB of floats
 	const int m = 1 << 18; // 1 MiB
@@ -151,12 +167,22 @@ int main(int argc, char **argv)
 		       t0, a0, a1, g1, t1);
 	}
 	printf("]}\n");
+	if (getenv("NCCL_APP_SHRINK") && nranks > 1 && rank != nranks - 1) {
+		int last = nranks - 1;
+		ncclComm_t shr;
+		nccl(ncclCommShrink(comm, &last, 1, &shr, NULL, NCCL_SHRINK_DEFAULT), "ncclCommShrink");
+		nccl(ncclAllReduce(in, in, m, ncclFloat, ncclSum, shr, comms), "ncclAllReduce (shrunk)");
+		cuda(cudaStreamSynchronize(comms), "cudaStreamSynchronize");
+		nccl(ncclCommDestroy(shr), "ncclCommDestroy");
+	}
+	if (polled[0]) { // a nonblocking communicator is finalized (polled to its end) before it is destroyed
+		nccl(ncclCommFinalize(comm), "ncclCommFinalize");
+		if (sub)
+			nccl(ncclCommFinalize(sub), "ncclCommFinalize");
+		polled[0] = polled[1] = NULL;
+	}
 	if (sub)
 		nccl(ncclCommDestroy(sub), "ncclCommDestroy");
-	if (polled) { // a nonblocking communicator is finalized (polled to its end) before it is destroyed
-		nccl(ncclCommFinalize(comm), "ncclCommFinalize");
-		polled = NULL;
-	}
 	nccl(ncclCommDestroy(comm), "ncclCommDestroy");
 	return 0;
 }

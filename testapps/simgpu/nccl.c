@@ -14,8 +14,9 @@
  *    collected and enqueued at the end as one kernel (ncclDevKernel_SendRecv when it holds only
  *    sends and receives) that starts when all of its parts can.
  * The ranks agree through the segment, from the simulated cudart's device thread (simgpu.h). Not
- * simulated: ncclCommShrink, user buffers and windows. ncclCommSplit makes the communicators of each
- * color from the colors and keys every rank leaves in the parent's segment.
+ * simulated: user buffers and windows. ncclCommSplit makes the communicators of each color from the
+ * colors and keys every rank leaves in the parent's segment; ncclCommShrink the communicator of the
+ * ranks not excluded, which alone call it; ncclCommInitRankScalable joins by its first id.
  *
  * As NCCL 2.28.9 was seen to do on an H200 (docs/gpu.md):
  *  - kernel names are mangled, of the collective's operation, reduction and type:
@@ -574,6 +575,16 @@ static ncclResult_t join(ncclComm_t *out, int nranks, const char *name, int rank
 	return ncclSuccess;
 }
 
+/* a nonblocking communicator's launching thread, where config says blocking 0 (it was made: 0) */
+static ncclResult_t configure(ncclComm_t comm, const ncclConfig_t *config)
+{
+	if (!config || config->blocking != 0)
+		return ncclSuccess;
+	if (!(comm->nb = launcher_new()))
+		return ncclSystemError;
+	return ncclInProgress;
+}
+
 API(ncclResult_t, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId id, int rank))
 {
 	return join(comm, nranks, id.internal, rank);
@@ -585,11 +596,39 @@ API(ncclResult_t, ncclCommInitRankConfig, (ncclComm_t * comm, int nranks, ncclUn
 					   ncclConfig_t *config))
 {
 	ncclResult_t rc = join(comm, nranks, id.internal, rank);
-	if (rc != ncclSuccess || !config || config->blocking != 0)
-		return rc;
-	if (!((*comm)->nb = launcher_new()))
-		return ncclSystemError;
-	return ncclInProgress;
+	return rc == ncclSuccess ? configure(*comm, config) : rc;
+}
+
+API(ncclResult_t, ncclCommInitRankScalable, (ncclComm_t * comm, int nranks, int rank, int nId, ncclUniqueId *ids,
+					     ncclConfig_t *config))
+{
+	if (!ids || nId < 1)
+		return ncclInvalidArgument;
+	ncclResult_t rc = join(comm, nranks, ids[0].internal, rank);
+	return rc == ncclSuccess ? configure(*comm, config) : rc;
+}
+
+/* Only the ranks not excluded call it, with the same list: they make a communicator in the order
+ * of their ranks in comm. */
+API(ncclResult_t, ncclCommShrink, (ncclComm_t comm, int *exclude, int nexclude, ncclComm_t *newcomm,
+				   ncclConfig_t *config, int flags))
+{
+	if (!comm || !newcomm || nexclude < 0 || (nexclude && !exclude))
+		return ncclInvalidArgument;
+	int size = 0, rank = 0;
+	for (int r = 0; r < comm->nranks; r++) {
+		int out = 0;
+		for (int i = 0; i < nexclude; i++)
+			out |= exclude[i] == r;
+		if (out && r == comm->rank)
+			return ncclInvalidArgument;
+		size += !out;
+		rank += !out && r < comm->rank;
+	}
+	char name[NCCL_UNIQUE_ID_BYTES];
+	snprintf(name, sizeof name, "%.80s-s%llu", comm->name, (unsigned long long)comm->splits++);
+	ncclResult_t rc = join(newcomm, size, name, rank);
+	return rc == ncclSuccess ? configure(*newcomm, config) : rc;
 }
 
 /* Every rank of comm calls it: those of one color make a communicator, ranked by key (then by
@@ -627,7 +666,11 @@ API(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_
 	}
 	char name[NCCL_UNIQUE_ID_BYTES];
 	snprintf(name, sizeof name, "%.80s-%llu-%d", comm->name, (unsigned long long)k, color);
-	return join(newcomm, size, name, rank);
+	ncclResult_t rc = join(newcomm, size, name, rank);
+	/* with no config of its own it takes its parent's (nccl.h: ncclCommSplit), nonblocking too */
+	ncclConfig_t inherit = NCCL_CONFIG_INITIALIZER;
+	inherit.blocking = comm->nb ? 0 : 1;
+	return rc == ncclSuccess ? configure(*newcomm, config ? config : &inherit) : rc;
 }
 
 API(ncclResult_t, ncclCommDestroy, (ncclComm_t comm))

@@ -27,17 +27,18 @@ TOGETHER = 5000  # ns: the stand-in CUPTI reads two clocks to put a time on the 
 d = tmpdir("nccl")
 
 
-def run(n, split=False):
-    out = os.path.join(d, "r%d%s" % (n, "-split" if split else ""))
+def run(n, split=False, extra=None, name=None):
+    out = os.path.join(d, name or "r%d%s" % (n, "-split" if split else ""))
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     env = dict(os.environ, LD_PRELOAD=LIB, DDPSPY_OUT=out, LD_LIBRARY_PATH=SIMDIR,
-               SIMGPU_KERNELS="forward=2000,backward=3000", NCCL_APP_SKEW_MS="2")
+               SIMGPU_KERNELS="forward=2000,backward=3000", NCCL_APP_SKEW_MS="2", **(extra or {}))
     if split:
         env["NCCL_APP_SPLIT"] = "1"
     idfile = os.path.join(out, "id")
-    ps = [subprocess.Popen([APP, str(r), str(n), idfile, str(STEPS)], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True) for r in range(n)]
+    # (each a rank to the preload, for the report: RANK, WORLD_SIZE)
+    ps = [subprocess.Popen([APP, str(r), str(n), idfile, str(STEPS)], env=dict(env, RANK=str(r), WORLD_SIZE=str(n)),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(n)]
     res = [p.communicate(timeout=120) for p in ps]
     truth = {}
     for p, (o, e) in zip(ps, res):
@@ -45,7 +46,7 @@ def run(n, split=False):
             t = json.loads(o.splitlines()[-1])
             truth[t["rank"]] = t
     recs, rc, err = dump(out)
-    return ps, res, truth, recs
+    return ps, res, truth, recs, out
 
 
 def model(n, factor, nbytes):
@@ -53,7 +54,7 @@ def model(n, factor, nbytes):
 
 
 def check(n):
-    ps, res, truth, recs = run(n)
+    ps, res, truth, recs, out = run(n)
     if not ok(all(p.returncode == 0 for p in ps) and len(truth) == n,
               "%d ranks run nccl_app under the preload on the simulated device: %s" % (n, [e[-200:] for o, e in res])):
         return
@@ -137,7 +138,7 @@ def check(n):
 def check_split(n):
     """ncclCommSplit into the even and the odd ranks: each half names its communicator alike, the
     two halves differently, and numbers its collectives from 0"""
-    ps, res, truth, recs = run(n, split=True)
+    ps, res, truth, recs, out = run(n, split=True)
     if not ok(all(p.returncode == 0 for p in ps), "%d ranks split in two run: %s" % (n, [e[-200:] for o, e in res])):
         return
     rank_of = {p["pid"]: int(p["cmdline"][1]) for p in of(recs, "process")}
@@ -157,8 +158,91 @@ def check_split(n):
        "%d ranks: the allreduces on each half numbered 0..%d on it, 1 MiB each" % (n, STEPS - 1))
 
 
+def report(out):
+    p = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=120)
+    return json.loads(p.stdout) if p.stdout.startswith("{") else {}
+
+
+def check_nonblocking():
+    """A nonblocking communicator (ncclConfig_t.blocking = 0), as NCCL 2.28 on an H200: its creation
+    and calls say ncclInProgress, its kernels are launched by a thread of NCCL's own after the call
+    returned, without the caller's external id. Recorded as nonblocking; its kernels joined to its
+    calls by the communicator's own order, and so to the other rank's"""
+    ps, res, truth, recs, out = run(2, extra={"NCCL_APP_NONBLOCKING": "1"}, name="nonblocking")
+    if not ok(all(p.returncode == 0 for p in ps), "nonblocking: 2 ranks run: %s" % [e[-200:] for o, e in res]):
+        return
+    inits = events(recs, "nccl_init")
+    ok(len(inits) == 2 and all(e["blocking"] == 0 and e["ret"] == 7 for e in inits),
+       "nonblocking: the communicator recorded as nonblocking, made in progress (7): %s"
+       % [(e["blocking"], e["ret"]) for e in inits])
+    low = {(t["pid"], int(t["pthread"], 16) & 0xffffffff): t["tid"] for t in of(recs, "thread") if t.get("pthread")}
+    callers = {(e["pid"], e["tid"]) for e in events(recs, "nccl_coll")}
+    api = {(e["pid"], e["corr"]): e for e in of(recs, "gpu_event") if e["kind"] == "cuda_api"}
+    kern = [e for e in of(recs, "gpu_event") if e["kind"] == "gpu_kernel" and "ncclDevKernel_" in e["kname"]]
+    launchers = {(k["pid"], low.get((k["pid"], api.get((k["pid"], k["corr"]), {}).get("thread")))) for k in kern}
+    xc = {(e["pid"], e["corr"]) for e in of(recs, "gpu_event") if e["kind"] == "gpu_extcorr"}
+    ok(len(kern) == 4 * STEPS and not launchers & callers and None not in {t for p, t in launchers}
+       and not any((k["pid"], k["corr"]) in xc for k in kern),
+       "nonblocking: its %d kernels launched by threads not the callers' (%s), none with an external id"
+       % (len(kern), sorted(launchers)))
+    j = report(out)
+    joins = [r["gpu"]["nccl_join"] for r in j.get("ranks", [])]
+    ok(joins == [{"external_id": 0, "communicator_order": 2 * STEPS, "order_only": 0}] * 2
+       and j["job"]["clock"]["method"] == "nccl-kernel-end",
+       "nonblocking: the report joins every NCCL kernel by its communicator's order (%s), and the ranks' clocks "
+       "by their ends (%s)" % (joins, j.get("job", {}).get("clock")))
+    blocking = report(os.path.join(d, "r2"))
+    bj = [r["gpu"]["nccl_join"] for r in blocking.get("ranks", [])]
+    ok(bj == [{"external_id": 2 * STEPS, "communicator_order": 0, "order_only": 0}] * 2,
+       "blocking: every NCCL kernel joined by its external id: %s" % bj)
+    # two nonblocking communicators launching on one stream: no order pairs them with their calls
+    ps, res, truth, recs, out = run(4, split=True, extra={"NCCL_APP_NONBLOCKING": "1"}, name="nonblocking-split")
+    if not ok(all(p.returncode == 0 for p in ps), "nonblocking, split: 4 ranks run: %s" % [e[-200:] for o, e in res]):
+        return
+    j = report(out)
+    joins = [r["gpu"]["nccl_join"] for r in j.get("ranks", [])]
+    ok(joins == [{"external_id": 0, "communicator_order": 0, "order_only": 3 * STEPS}] * 4
+       and j["job"]["clock"]["method"] != "nccl-kernel-end",
+       "two nonblocking communicators on one stream: their kernels joined by order alone (%s), and then never "
+       "matched across ranks (clock: %s)" % (joins, j.get("job", {}).get("clock")))
+
+
+def check_world1():
+    """World size 1, as NCCL 2.28 on an H200: an in-place allreduce launches nothing; an
+    out-of-place one is one device-to-device copy of its bytes, under the call's external id"""
+    for name, extra in (("inplace", {}), ("outofplace", {"NCCL_APP_OOP": "1"})):
+        ps, res, truth, recs, out = run(1, extra=extra, name="ws1-" + name)
+        if not ok(all(p.returncode == 0 for p in ps), "world size 1, %s: runs: %s" % (name, [e[-200:] for o, e in res])):
+            continue
+        gev = of(recs, "gpu_event")
+        ar = [k for k in gev if k["kind"] == "gpu_kernel" and "AllReduce" in k["kname"]]
+        ext = {e["corr"]: e["ext_id"] for e in gev if e["kind"] == "gpu_extcorr"}
+        calls = [e["ext"] for e in events(recs, "nccl_coll") if e["op"] == "allreduce"]
+        copies = [(m["copy"], m["bytes"], ext.get(m["corr"])) for m in gev if m["kind"] == "gpu_memcpy"]
+        want = [] if name == "inplace" else [("dtod", GRAD, x) for x in calls]
+        ok(not ar and copies == want, "world size 1, %s: no allreduce kernel (%d), copies %s" % (name, len(ar), copies))
+
+
+def check_made():
+    """ncclCommInitRankScalable and ncclCommShrink: recorded with a communicator id equal on its ranks"""
+    ps, res, truth, recs, out = run(3, extra={"NCCL_APP_SCALABLE": "1", "NCCL_APP_SHRINK": "1"}, name="scalable-shrink")
+    if not ok(all(p.returncode == 0 for p in ps), "scalable, shrink: 3 ranks run: %s" % [e[-200:] for o, e in res]):
+        return
+    inits = sorted((e["nranks"], e["comm_rank"], e["comm"], e["blocking"]) for e in events(recs, "nccl_init"))
+    first = [x for x in inits if x[0] == 3]
+    shrunk = [x for x in inits if x[0] == 2]
+    ok(len(first) == 3 and len({x[2] for x in first}) == 1 and len(shrunk) == 2 and len({x[2] for x in shrunk}) == 1
+       and shrunk[0][2] != first[0][2] and [x[1] for x in shrunk] == [0, 1] and all(x[3] == 1 for x in inits),
+       "ncclCommInitRankScalable (3 ranks) and ncclCommShrink (2 left) recorded, each one id on its ranks: %s" % inits)
+    ar = [e for e in events(recs, "nccl_coll") if e["op"] == "allreduce" and e["comm"] == (shrunk or [(0, 0, 0)])[0][2]]
+    ok(len(ar) == 2 and all(e["seq"] == 0 for e in ar), "the shrunk communicator's allreduce, numbered 0 on it: %d" % len(ar))
+
+
 check(2)
 check(4)
 check_split(4)
+check_nonblocking()
+check_world1()
+check_made()
 cleanup(d)
 done()
