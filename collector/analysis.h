@@ -70,6 +70,7 @@ struct runacc {
 struct thr {
 	int tid;
 	char name[32];
+	uint32_t cupti_id;     /* CUPTI's id of the thread: the low 32 bits of its pthread_t (0 unknown) */
 	struct ev *ev;         /* the synchronizing calls only: collectives, their waits, step markers; the
 	                        * first of them after loading (a prefix: load.c), those of the analysed steps after
 	                        * the step analysis when there were more (an_stream_sync) */

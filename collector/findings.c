@@ -1147,9 +1147,13 @@ static void find_host_sync(struct analysis *a)
 	const char *w = !call ? NULL : kind == DDPSPY_EV_CUDA_SYNC ? ddpspy_name(ddpspy_cuda_sync_names, DDPSPY_SYNC_COUNT, what) :
 			ddpspy_name(ddpspy_cuda_dir_names, DDPSPY_DIR_COUNT, what);
 	double steps = a->steps_detected > 0 ? a->steps_detected : 1;
+	const char *how = kind != DDPSPY_EV_CUDA_SYNC ? "a blocking copy" :
+			  what == DDPSPY_SYNC_FREE ? "a free of device or pinned memory, which synchronizes" :
+			  what == DDPSPY_SYNC_PIN ? "a pinned host allocation" :
+			  what == DDPSPY_SYNC_POLL ? "polling an event or a stream" : "a synchronize";
 	snprintf(f->title, sizeof f->title, "the host waits for the GPU every step%s%s%s, and the GPU then idles %.1f ms "
-		 "per step until the host catches up", call ? " (" : "", call ? (kind == DDPSPY_EV_CUDA_SYNC ?
-		 "a synchronize" : "a blocking copy") : "", call ? ")" : "", gpu_ms(a, GP_IDLE_SYNC, rank));
+		 "per step until the host catches up", call ? " (" : "", call ? how : "", call ? ")" : "",
+		 gpu_ms(a, GP_IDLE_SYNC, rank));
 	ev_num(f, "idle_ms_per_step", gpu_ms(a, GP_IDLE_SYNC, rank), 3);
 	ev_str(f, "call", call);
 	ev_str(f, "what", w);

@@ -56,8 +56,13 @@ struct gwork {            /* a kernel, copy or set */
 struct gapi {             /* a CUDA runtime or driver call, as CUPTI saw it */
 	int64_t t, d;
 	uint32_t corr;
+	uint32_t thread;      /* CUPTI's id of its thread (the low half of its pthread_t) */
 	int8_t launch;
+	int8_t wait;          /* W_*: a call that may wait for the device */
 };
+
+/* runtime calls that hold the host for the device, by their names (api_wait) */
+enum { W_NONE, W_ALWAYS, W_POLL, W_LONG };
 
 struct gxc {              /* CUPTI's external correlation: the call corr ran inside ddpspy's ext */
 	uint32_t corr;
@@ -104,7 +109,8 @@ struct gpuproc {
 	struct namememo {     /* name_has's answers for the file's names, the last one each slot saw */
 		int64_t id[64];
 		int8_t has[64];
-	} nccl_name, launch_name;
+	} nccl_name, launch_name, wait_name;
+	int host_cuda;        /* the preload's wrappers saw CUDA calls: its host waits come from them */
 	struct trace_name *names; /* the file's string table, copied: the kernels' names */
 	size_t nnames;
 	int placed;           /* times on the job's clock (place) */
@@ -148,7 +154,7 @@ static int cmp_name(const void *x, const void *y);
 /* argument positions of the kinds read here, from their names (common/format.h) */
 static struct {
 	int8_t k_device, k_stream, k_corr, k_kname, m_stream, m_corr, m_bytes, m_copy, m_src, m_dst, s_stream, s_corr, a_corr,
-		a_fn, x_kind, x_ext, x_corr, n_ext, g_begin, g_ext, c_dir, c_async, y_what, i_nranks, i_blocking;
+		a_fn, a_thread, x_kind, x_ext, x_corr, n_ext, g_begin, g_ext, c_dir, c_async, y_what, i_nranks, i_blocking;
 } P;
 
 __attribute__((constructor)) static void positions(void)
@@ -167,6 +173,7 @@ __attribute__((constructor)) static void positions(void)
 	P.s_corr = an_argpos(DDPSPY_EV_GPU_MEMSET, "corr");
 	P.a_corr = an_argpos(DDPSPY_EV_CUDA_API, "corr");
 	P.a_fn = an_argpos(DDPSPY_EV_CUDA_API, "fn");
+	P.a_thread = an_argpos(DDPSPY_EV_CUDA_API, "thread");
 	P.x_kind = an_argpos(DDPSPY_EV_GPU_EXTCORR, "ext_kind");
 	P.x_ext = an_argpos(DDPSPY_EV_GPU_EXTCORR, "ext_id");
 	P.x_corr = an_argpos(DDPSPY_EV_GPU_EXTCORR, "corr");
@@ -202,6 +209,33 @@ static int memo_has(struct namememo *m, const struct trace_file *f, int64_t id, 
 		m->has[slot] = (int8_t)(name_has(f, id, needle) || (needle2 && name_has(f, id, needle2)));
 	}
 	return m->has[slot];
+}
+
+/* Whether a runtime call (its name's id) may hold the host for the device, as the preload's
+ * wrappers take them (preload/cuda.c): synchronizes, synchronous copies, frees and pinning (W_ALWAYS);
+ * queries (W_POLL: a run of them is a wait); asynchronous and peer copies (W_LONG: a wait when one
+ * held the host). Remembered by id, as memo_has. */
+static int8_t api_wait(struct gpuproc *g, const struct trace_file *f, int64_t id)
+{
+	struct namememo *m = &g->wait_name;
+	unsigned slot = (unsigned)id & 63;
+	if (m->id[slot] == id)
+		return m->has[slot];
+	const struct trace_name *n = id > 0 ? trace_name(f, (uint32_t)id) : NULL;
+	char s[64];
+	snprintf(s, sizeof s, "%.*s", n ? (int)(n->len < 63 ? n->len : 63) : 0, n ? n->s : "");
+	int8_t w = W_NONE;
+	if (strstr(s, "Synchronize") || !strncmp(s, "cudaHostAlloc", 13) || !strncmp(s, "cudaMallocHost", 14) ||
+	    !strncmp(s, "cudaHostRegister", 16) || !strncmp(s, "cudaHostUnregister", 18) ||
+	    (!strncmp(s, "cudaFree", 8) && !strstr(s, "Async")))
+		w = W_ALWAYS;
+	else if (!strncmp(s, "cudaEventQuery", 14) || !strncmp(s, "cudaStreamQuery", 15))
+		w = W_POLL;
+	else if (!strncmp(s, "cudaMemcpy", 10))
+		w = strstr(s, "Async") || strstr(s, "Peer") ? W_LONG : W_ALWAYS;
+	m->id[slot] = id;
+	m->has[slot] = w;
+	return w;
 }
 
 static struct gpuproc *gpu_of(struct proc *p)
@@ -262,8 +296,9 @@ static int take(struct gpuproc *g, const struct trace_file *f, const struct trac
 	case DDPSPY_EV_CUDA_API: {
 		if (!work)
 			break;
-		struct gapi a = { e->t_ns, e->dur_ns, (uint32_t)an_arg(e, P.a_corr, 0),
-				  (int8_t)memo_has(&g->launch_name, f, an_arg(e, P.a_fn, 0), "Launch", NULL) };
+		int64_t fn = an_arg(e, P.a_fn, 0);
+		struct gapi a = { e->t_ns, e->dur_ns, (uint32_t)an_arg(e, P.a_corr, 0), (uint32_t)an_arg(e, P.a_thread, 0),
+				  (int8_t)memo_has(&g->launch_name, f, fn, "Launch", NULL), api_wait(g, f, fn) };
 		PUSH(g->api, g->na, g->ca, a);
 		break;
 	}
@@ -354,9 +389,13 @@ int an_gpu_host(struct proc *p, const struct trace_event *e, const struct ev *v)
 			PUSH(g->call, g->nc, g->cc, c);
 		}
 	} else if (e->kind == DDPSPY_EV_CUDA_SYNC) {
+		g->host_cuda = 1;
 		add_site(g, e, (int)an_arg(e, P.y_what, -1));
 	} else if (!an_arg(e, P.c_async, 1) || e->dur_ns >= SYNC_MIN_NS) {
+		g->host_cuda = 1;
 		add_site(g, e, (int)an_arg(e, P.c_dir, -1));
+	} else {
+		g->host_cuda = 1;
 	}
 	return 0;
 }
@@ -367,10 +406,11 @@ static void joined(struct gpuproc *g)
 {
 	memset(&g->nccl_name, 0, sizeof g->nccl_name); /* (another file's ids are other names) */
 	memset(&g->launch_name, 0, sizeof g->launch_name);
+	memset(&g->wait_name, 0, sizeof g->wait_name);
 	identify(g);
 	size_t na = 0;
 	for (size_t i = 0; i < g->na; i++)
-		if (g->api[i].launch)
+		if (g->api[i].launch || g->api[i].wait)
 			g->api[na++] = g->api[i];
 	g->na = na;
 	struct gwork *w = g->nw ? realloc(g->w, g->nw * sizeof *g->w) : NULL;
@@ -953,6 +993,8 @@ static int add_edge(struct hostlanes *h, int64_t t, int64_t d, int lane)
 	return 0;
 }
 
+static void api_waits(const struct proc *p, struct hostlanes *h);
+
 struct hostlanes *an_gpu_lanes_new(const struct proc *p)
 {
 	const struct gpuproc *g = p->gpu;
@@ -964,6 +1006,8 @@ struct hostlanes *an_gpu_lanes_new(const struct proc *p)
 	for (size_t i = 0; h && i < g->nw; i++) /* (a few bytes read back, a loss's .item(), are a sync) */
 		if (g->w[i].pageable && g->w[i].bytes >= PAGEABLE_MIN)
 			h->page[h->npage++] = an_job_time(p, g->w[i].launch); /* (gpu.c's own times move later: place) */
+	if (h && !g->host_cuda)
+		api_waits(p, h);
 	return h;
 }
 
@@ -974,6 +1018,38 @@ void an_gpu_lanes_free(struct hostlanes *h)
 		free(h->page);
 		free(h);
 	}
+}
+
+/* The training thread's waits for the device from CUPTI's records of its runtime calls, where the
+ * preload's wrappers saw none (nvcc's default static cudart, a library that calls a cudart it
+ * loaded itself): as the wrappers take them (preload/cuda.c), a run of queries each no more than
+ * POLL_GAP_NS after the last one wait. */
+#define POLL_GAP_NS 20000
+static void api_waits(const struct proc *p, struct hostlanes *h)
+{
+	const struct gpuproc *g = p->gpu;
+	const struct thr *t = an_train_thread(p);
+	uint32_t me = t ? t->cupti_id : 0;
+	int64_t p0 = 0, p1 = -1; /* the run of queries so far */
+	for (size_t i = 0; me && i < g->na; i++) { /* (in time order: identify) */
+		const struct gapi *a = &g->api[i];
+		if (a->thread != me || !a->wait)
+			continue;
+		int64_t t0 = an_job_time(p, a->t);
+		if (p1 >= 0 && (a->wait != W_POLL || t0 - p1 > POLL_GAP_NS)) {
+			add_edge(h, p0, p1 - p0, H_SYNC);
+			p1 = -1;
+		}
+		if (a->wait == W_POLL) {
+			if (p1 < 0)
+				p0 = t0;
+			p1 = t0 + a->d;
+		} else if (a->wait == W_ALWAYS || a->d >= SYNC_MIN_NS) {
+			add_edge(h, t0, a->d, H_SYNC);
+		}
+	}
+	if (p1 >= 0)
+		add_edge(h, p0, p1 - p0, H_SYNC);
 }
 
 /* the training thread's waits for input and for the device, from its calls (out of memory: the

@@ -431,8 +431,10 @@ static int on_thread(void *ctx, struct trace_file *f, const struct trace_thread 
 	if (!c->keep)
 		return 0;
 	struct thr *t = thread_of(c->p, th->tid);
-	if (t)
+	if (t) {
 		snprintf(t->name, sizeof t->name, "%s", th->name);
+		t->cupti_id = (uint32_t)th->pthread;
+	}
 	return 0;
 }
 

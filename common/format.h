@@ -137,7 +137,10 @@ enum ddpspy_cuda_dir {
 #define DDPSPY_CUDA_SYNCS(X)                                                             \
 	X(SYNC_DEVICE, "device")                                                               \
 	X(SYNC_STREAM, "stream")                                                               \
-	X(SYNC_EVENT, "event")
+	X(SYNC_EVENT, "event")                                                                 \
+	X(SYNC_FREE, "free")                                                                   \
+	X(SYNC_PIN, "pin")                                                                     \
+	X(SYNC_POLL, "poll")
 
 /* CUPTI's copy kinds (gpu_memcpy "copy": CUpti_ActivityMemcpyKind), memory kinds ("src", "dst",
  * "mem": CUpti_ActivityMemoryKind) and synchronization types (gpu_sync "sync"), named as CUPTI

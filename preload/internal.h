@@ -29,6 +29,8 @@ struct dsp_tls {
 	int tid;
 	void *thread;        /* struct dsp_thread *, owned by registry.c */
 	int unwinding;       /* inside libunwind (record.c): its pipe2 and close are its own */
+	uint64_t poll_t0, poll_t1; /* a run of CUDA queries of unfinished work: its first's start, its
+				    * last's end (cuda.c); poll_t0 0 when none */
 };
 
 extern __thread struct dsp_tls dsp_tls __attribute__((tls_model("initial-exec")));

@@ -10,6 +10,10 @@
 //                            the records of a short workload, summarized as one JSON line;
 //                            GPU_APP_TINY_BUFFERS=1 hands CUPTI buffers too small for any record
 //        gpu_app launches    host ns per launch of a tiny kernel, launched back to back (make bench)
+//        gpu_app steps       20 steps: a spin kernel, the host waits for it (cudaStreamSynchronize),
+//                            then 3 ms of host work; GPU_APP_DLSYM=1 calls the synchronize through
+//                            the library's own symbol (dlsym of libcudart's handle), as a program
+//                            that loaded its cudart itself does: no preloaded wrapper sees it
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -272,14 +276,41 @@ static int launches()
 	return 0;
 }
 
+static int steps()
+{
+	const int n = 1 << 20;
+	float *d;
+	cudaStream_t s;
+	check(cudaMalloc(&d, n * sizeof(float)), "cudaMalloc");
+	check(cudaStreamCreate(&s), "cudaStreamCreate");
+	cudaError_t (*sync)(cudaStream_t) = cudaStreamSynchronize;
+	if (getenv("GPU_APP_DLSYM")) {
+		void *h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
+		sync = h ? (cudaError_t(*)(cudaStream_t))dlsym(h, "cudaStreamSynchronize") : NULL;
+		if (!sync) {
+			fprintf(stderr, "gpu_app: no cudaStreamSynchronize in libcudart.so.13\n");
+			return 1;
+		}
+	}
+	for (int i = 0; i < 20; i++) {
+		spin<<<n / 256, 256, 0, s>>>(d, n);
+		check(sync(s), "cudaStreamSynchronize");
+		usleep(3000);
+	}
+	printf("{\"steps\": 20}\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 2 && !strcmp(argv[1], "steps"))
+		return steps();
 	if (argc >= 2 && !strcmp(argv[1], "cupti"))
 		return cupti_client();
 	if (argc >= 2 && !strcmp(argv[1], "launches"))
 		return launches();
 	if (argc < 2 || strcmp(argv[1], "timeline")) {
-		fprintf(stderr, "usage: gpu_app timeline | cupti | launches\n");
+		fprintf(stderr, "usage: gpu_app timeline | cupti | launches | steps\n");
 		return 2;
 	}
 	const int n = 1 << 20;

@@ -44,6 +44,7 @@ struct options {
 	int pageable;                  /* copy it from pageable memory, not pinned */
 	double d2d_mb;                 /* a device-to-device copy of the batch each step (torch.cat, clone) */
 	int host_sync;                 /* read the loss back with a blocking copy every step */
+	int sync_by;                   /* how --host-sync waits (SYNC_BY_*) */
 	int gpu_kernels;               /* kernels per layer and phase (launch-bound when many) */
 	double host_ms;                /* host work per step before enqueueing it */
 };
@@ -54,8 +55,12 @@ enum { GPU_FORWARD, GPU_BACKWARD, GPU_OPTIMIZER };
 struct gpu_conf {
 	int rank, ws, local_rank;
 	size_t grad_floats, extra_floats, input_bytes, d2d_bytes;
-	int pageable, kernels, overlap;
+	int pageable, kernels, overlap, sync_by;
 };
+/* how loss.item() waits for the device (--sync-by): a copy and a stream synchronize; polling an
+ * event; a cudaFree (which may synchronize: cuda_runtime_api.h); a cudaMemcpy2DAsync into pageable
+ * memory (which holds the host until it is done) */
+enum { SYNC_BY_COPY, SYNC_BY_POLL, SYNC_BY_FREE, SYNC_BY_2D };
 #define GPU_OPS_VERSION 2
 struct gpu_ops {
 	int version;

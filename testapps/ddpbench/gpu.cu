@@ -49,11 +49,11 @@ __global__ void ddpbench_optimizer(unsigned long long ns, float *p)
 static struct {
 	struct gpu_conf c;
 	cudaStream_t compute, comm;
-	cudaEvent_t grads_ready[MAX_LAYERS], comm_done, step_end[2];
+	cudaEvent_t grads_ready[MAX_LAYERS], comm_done, step_end[2], loss_ready;
 	ncclComm_t nccl;
 	float *grad, *extra, *scratch, *loss_dev, *one;
 	void *input_host, *input_dev, *d2d_src, *d2d_dst;
-	float loss_host[4];
+	float loss_host[4], *loss_pinned;
 	int nready, step;
 	char err[256];
 } G;
@@ -101,6 +101,9 @@ static int init(const struct gpu_conf *c, const void *id, char *err, size_t len)
 	for (int i = 0; i < MAX_LAYERS; i++)
 		CUDA(cudaEventCreateWithFlags(&G.grads_ready[i], cudaEventDisableTiming));
 	CUDA(cudaEventCreateWithFlags(&G.comm_done, cudaEventDisableTiming));
+	CUDA(cudaEventCreateWithFlags(&G.loss_ready, cudaEventDisableTiming));
+	if (c->sync_by == SYNC_BY_POLL || c->sync_by == SYNC_BY_FREE)
+		CUDA(cudaMallocHost((void **)&G.loss_pinned, sizeof(float)));
 	CUDA(cudaEventCreate(&G.step_end[0]));
 	CUDA(cudaEventCreate(&G.step_end[1]));
 	CUDA(cudaMalloc((void **)&G.grad, c->grad_floats * sizeof(float)));
@@ -195,11 +198,32 @@ static void barrier(void)
 	CUDA(cudaStreamSynchronize(G.comm));
 }
 
-// loss.item(): a blocking copy into pageable memory, which waits for everything before it
+// loss.item(): a blocking copy into pageable memory, which waits for everything before it; or
+// (--sync-by) the same wait made another way: polling an event recorded after the copy, a
+// cudaFree, a synchronous cudaMemcpy2D
 static void read_loss(void)
 {
-	CUDA(cudaMemcpyAsync(G.loss_host, G.loss_dev, sizeof(float), cudaMemcpyDeviceToHost, G.compute));
-	CUDA(cudaStreamSynchronize(G.compute));
+	if (G.c.sync_by == SYNC_BY_2D) { // (into pageable memory: it holds the host until it is done)
+		CUDA(cudaMemcpy2DAsync(G.loss_host, sizeof(float), G.loss_dev, sizeof(float), sizeof(float), 1,
+				       cudaMemcpyDeviceToHost, G.compute));
+		return;
+	}
+	// (poll, free: into pinned memory, so that the copy itself does not hold the host)
+	CUDA(cudaMemcpyAsync(G.c.sync_by == SYNC_BY_COPY ? G.loss_host : G.loss_pinned, G.loss_dev, sizeof(float),
+			     cudaMemcpyDeviceToHost, G.compute));
+	if (G.c.sync_by == SYNC_BY_POLL) {
+		CUDA(cudaEventRecord(G.loss_ready, G.compute));
+		cudaError_t e;
+		while ((e = cudaEventQuery(G.loss_ready)) == cudaErrorNotReady)
+			;
+		CUDA(e);
+	} else if (G.c.sync_by == SYNC_BY_FREE) {
+		void *p;
+		CUDA(cudaMalloc(&p, 256));
+		CUDA(cudaFree(p));
+	} else {
+		CUDA(cudaStreamSynchronize(G.compute));
+	}
 }
 
 // The step's end: the host may run one step ahead of the device and no more (a trainer's queue is

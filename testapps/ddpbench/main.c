@@ -55,6 +55,9 @@ static const char usage[] = USAGE_HEAD
 	"  --input-mb M            the batch as the GPU takes it, copied every step (default: its bytes)\n"
 	"  --pageable              copy batches from pageable host memory instead of pinned\n"
 	"  --d2d-mb M              also copy M MiB device to device each step (as torch.cat, clone)\n"
+	"  --sync-by HOW           how --host-sync waits: copy (a copy and a stream synchronize, the\n"
+	"                          default), poll (an event, polled), free (a cudaFree), 2d (cudaMemcpy2DAsync\n"
+	"                          into pageable memory)\n"
 	"  --host-sync             read the loss back every step with a blocking copy (.item())\n"
 	"  --gpu-kernels K         split each layer's work into K kernels (launch-bound when large)\n"
 	"  --host-ms M             host work per step before enqueueing it (collation, Python): it\n"
@@ -127,7 +130,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 	enum { O_DATA = 256, O_STEPS, O_WARMUP, O_BATCH, O_GBATCH, O_HIDDEN, O_LAYERS, O_BUCKET,
 		O_NOOVERLAP, O_WORKERS, O_PREFETCH, O_SEED, O_VARLEN, O_ULEN, O_BATCHING, O_BUDGET,
 		O_SRANK, O_SMS, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY, O_DECODE, O_MARKERS, O_ACCUM,
-		O_GPU, O_GPUMS, O_INPUT, O_PAGEABLE, O_HOSTSYNC, O_KERNELS, O_HOSTMS, O_D2D };
+		O_GPU, O_GPUMS, O_INPUT, O_PAGEABLE, O_HOSTSYNC, O_KERNELS, O_HOSTMS, O_D2D, O_SYNCBY };
 	static const struct option opts[] = {
 		{ "data", 1, 0, O_DATA }, { "steps", 1, 0, O_STEPS }, { "warmup", 1, 0, O_WARMUP },
 		{ "batch", 1, 0, O_BATCH }, { "global-batch", 1, 0, O_GBATCH },
@@ -144,7 +147,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 		{ "markers", 0, 0, O_MARKERS }, { "accum", 1, 0, O_ACCUM }, { "gpu", 0, 0, O_GPU },
 		{ "gpu-ms", 1, 0, O_GPUMS }, { "input-mb", 1, 0, O_INPUT }, { "pageable", 0, 0, O_PAGEABLE },
 		{ "host-sync", 0, 0, O_HOSTSYNC }, { "gpu-kernels", 1, 0, O_KERNELS }, { "host-ms", 1, 0, O_HOSTMS },
-		{ "d2d-mb", 1, 0, O_D2D },
+		{ "d2d-mb", 1, 0, O_D2D }, { "sync-by", 1, 0, O_SYNCBY },
 		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
 	};
 	*o = (struct options){ .steps = 20, .warmup = 2, .batch = -1, .workers = 2, .prefetch = 2,
@@ -205,6 +208,12 @@ static int parse_train(int argc, char **argv, struct options *o)
 		case O_KERNELS: bad = integer(optarg, 1, 1 << 20, &o->gpu_kernels); gpu_opts = 1; break;
 		case O_HOSTMS: bad = num(optarg, 0, 1e6, &o->host_ms); gpu_opts = 1; break;
 		case O_D2D: bad = num(optarg, 0.000001, 4096, &o->d2d_mb); gpu_opts = 1; break;
+		case O_SYNCBY:
+			o->sync_by = !strcmp(optarg, "copy") ? SYNC_BY_COPY : !strcmp(optarg, "poll") ? SYNC_BY_POLL :
+				     !strcmp(optarg, "free") ? SYNC_BY_FREE : !strcmp(optarg, "2d") ? SYNC_BY_2D : -1;
+			bad = o->sync_by < 0;
+			gpu_opts = 1;
+			break;
 		case 'h': fputs(usage, stdout); return 1;
 		default:
 			if (is_rank0())
@@ -242,7 +251,8 @@ static int parse_train(int argc, char **argv, struct options *o)
 	else if (o->slow_rank >= 0 && !o->slow_data)
 		conflict = "--slow-rank needs --slow-data";
 	else if (gpu_opts && !o->gpu)
-		conflict = "--gpu-ms, --input-mb, --pageable, --host-sync, --gpu-kernels, --host-ms and --d2d-mb need --gpu";
+		conflict = "--gpu-ms, --input-mb, --pageable, --host-sync, --gpu-kernels, --host-ms, --d2d-mb and --sync-by "
+			   "need --gpu";
 	if (conflict) {
 		if (is_rank0())
 			fprintf(stderr, "ddpbench: %s\n", conflict);

@@ -67,6 +67,9 @@ cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 bloc
 cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 				  cudaStream_t stream);
 cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpy2D_ptds(void *, size_t, const void *, size_t, size_t, size_t, enum cudaMemcpyKind);
+cudaError_t cudaMemcpy2DAsync_ptsz(void *, size_t, const void *, size_t, size_t, size_t, enum cudaMemcpyKind,
+				   cudaStream_t);
 cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s);
 cudaError_t cudaMemset_ptds(void *p, int v, size_t n);
 cudaError_t cudaMemsetAsync_ptsz(void *p, int v, size_t n, cudaStream_t s);
@@ -280,6 +283,12 @@ static int untrack(const void *p, int kind)
 	return rc;
 }
 
+static void device_idle(void);
+
+/* Pinned host memory costs the host its pinning, SIMGPU_PIN_GBS (2: an H200's host pinned 256 MiB
+ * in 134.5 ms with cudaHostAlloc, docs/gpu.md), and is one of the programming guide's implicit
+ * synchronizations ("a page-locked host memory allocation"): the device's work before it ends
+ * first. */
 static cudaError_t alloc(void **p, size_t n, int kind)
 {
 	driver();
@@ -291,15 +300,30 @@ static cudaError_t alloc(void **p, size_t n, int kind)
 		*p = NULL;
 		return sim_fail(cudaErrorMemoryAllocation);
 	}
+	if (kind == MEM_PINNED) {
+		device_idle();
+		sleep_until(now_ns() + (uint64_t)((double)n / env_num("SIMGPU_PIN_GBS", 2)));
+	}
 	return cudaSuccess;
 }
 
+/* cudaFree and cudaFreeHost "may perform implicit synchronization" (cuda_runtime_api.h): here
+ * they do, and unpinning costs the host too (an H200's freed 256 MiB pinned in 37.4 ms) */
 static cudaError_t release(void *p, int kind)
 {
 	if (!p)
 		return cudaSuccess;
+	size_t n = 0;
+	pthread_mutex_lock(&sim_lock);
+	for (size_t i = 0; i < nallocs; i++)
+		if (allocs[i].p == p)
+			n = allocs[i].n;
+	pthread_mutex_unlock(&sim_lock);
 	if (untrack(p, kind) < 0)
 		return sim_fail(cudaErrorInvalidValue);
+	device_idle();
+	if (kind == MEM_PINNED)
+		sleep_until(now_ns() + (uint64_t)((double)n / 7.0));
 	free(p);
 	return cudaSuccess;
 }
@@ -711,9 +735,9 @@ cudaError_t cudaStreamQuery_ptsz(cudaStream_t s)
 	return stream_query(stream_of(s, 1), CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_ptsz_v7000);
 }
 
-cudaError_t cudaDeviceSynchronize(void)
+/* until every stream's work is done */
+static void device_idle(void)
 {
-	uint64_t t0 = api_begin();
 	pthread_mutex_lock(&sim_lock);
 	wait_placed(deferred_n);
 	uint64_t t = legacy.busy_until;
@@ -722,6 +746,12 @@ cudaError_t cudaDeviceSynchronize(void)
 	pthread_mutex_unlock(&sim_lock);
 	moves_done();
 	sleep_until(t);
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+	uint64_t t0 = api_begin();
+	device_idle();
 	tell_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, t0, UINT32_MAX, 0);
 	return api_end(CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, t0, cudaSuccess);
 }
@@ -865,9 +895,20 @@ static int side(int mem)
 	return mem == MEM_DEVICE ? SIMGPU_DEVICE : mem == MEM_PINNED ? SIMGPU_PINNED : SIMGPU_PAGEABLE;
 }
 
+static cudaError_t copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+			  enum cudaMemcpyKind kind, struct CUstream_st *st, int async, int cbid);
+
 static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, struct CUstream_st *st,
 			int async, int cbid)
 {
+	return copy2d(dst, n, src, n, n, 1, kind, st, async, cbid);
+}
+
+/* a copy of height rows of width bytes, each pitch bytes from the last */
+static cudaError_t copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+			  enum cudaMemcpyKind kind, struct CUstream_st *st, int async, int cbid)
+{
+	size_t n = width * height;
 	uint64_t t0 = api_begin();
 	int dk = kind_of(dst), sk = kind_of(src);
 	if (kind == cudaMemcpyDefault)
@@ -893,8 +934,8 @@ static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKin
 		return api_end(cbid, t0, cudaSuccess);
 	pthread_mutex_lock(&sim_lock);
 	uint64_t e = work(st, dur, &it, &end, &no, &told);
-	if (n && dst != src)
-		move_later(dst, src, n, 0, 0);
+	for (size_t r = 0; n && dst != src && r < height; r++)
+		move_later((char *)dst + r * dpitch, (const char *)src + r * spitch, width, 0, 0);
 	if (e)
 		end = e;
 	else if (hold)
@@ -927,6 +968,44 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
 cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
 {
 	return copy(dst, src, n, kind, stream_of(s, 1), 1, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000);
+}
+
+cudaError_t cudaMemcpy2D(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k)
+{
+	return copy2d(d, dp, s, sp, w, h, k, stream_of(NULL, 0), 0, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020);
+}
+
+cudaError_t cudaMemcpy2D_ptds(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k)
+{
+	return copy2d(d, dp, s, sp, w, h, k, stream_of(NULL, 1), 0, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000);
+}
+
+cudaError_t cudaMemcpy2DAsync(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k,
+			      cudaStream_t st)
+{
+	return copy2d(d, dp, s, sp, w, h, k, stream_of(st, 0), 1, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020);
+}
+
+cudaError_t cudaMemcpy2DAsync_ptsz(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h,
+				   enum cudaMemcpyKind k, cudaStream_t st)
+{
+	return copy2d(d, dp, s, sp, w, h, k, stream_of(st, 1), 1, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000);
+}
+
+/* one device: a peer copy is a copy on it ("asynchronous with respect to the host",
+ * cuda_runtime_api.h, on the legacy stream) */
+cudaError_t cudaMemcpyPeer(void *d, int dd, const void *s, int sd, size_t n)
+{
+	if (dd || sd)
+		return sim_fail(cudaErrorInvalidDevice);
+	return copy(d, s, n, cudaMemcpyDeviceToDevice, stream_of(NULL, 0), 1, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeer_v4000);
+}
+
+cudaError_t cudaMemcpyPeerAsync(void *d, int dd, const void *s, int sd, size_t n, cudaStream_t st)
+{
+	if (dd || sd)
+		return sim_fail(cudaErrorInvalidDevice);
+	return copy(d, s, n, cudaMemcpyDeviceToDevice, stream_of(st, 0), 1, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeerAsync_v4000);
 }
 
 static cudaError_t set(void *p, int v, size_t n, struct CUstream_st *st, int cbid)

@@ -50,8 +50,10 @@ def check(app, name, per_thread):
                     "%s: the pageable one holds it for the whole copy: %.3f ms (model %.3f, the program's %.3f)"
                     % (name, ms(cp[1]), page_model, truth["pageable_host_ms"]))]
     kinds = [e["what"] for e in sy]
-    checks.append((kinds == ["stream"] + ["event"] * 5 + ["device"],
-                   "%s: one stream, five event and one device synchronize, in order: %s" % (name, kinds)))
+    # (and the waits not called so: cudaMallocHost pins, cudaFreeHost and cudaFree may synchronize)
+    checks.append((kinds == ["stream"] + ["event"] * 3 + ["pin"] + ["event"] * 2 + ["device"] + ["free"] * 3,
+                   "%s: one stream, five event and one device synchronize, in order, with the pinning allocation "
+                   "and the three frees: %s" % (name, kinds)))
     if kinds and kinds[0] == "stream":
         # the kernel starts 3 us into its launch call, so the wait is the 5 ms less what the launch
         # call took after that (the program measured it: launch_ms), less 0.1 ms for getting there
@@ -67,6 +69,25 @@ def check(app, name, per_thread):
 
 live("CUDA capture", lambda k: check("gpu_app", "legacy", False))
 live("CUDA capture, per-thread default stream", lambda k: check("gpu_app_pt", "per-thread", True))
+
+# the waits not called so: gpu_probe polls an event every 8 kernels (a run of queries of
+# unfinished work is one wait, ending with the query that found it done), pins and frees memory
+out = os.path.join(d, "probe")
+p = traced([os.path.join(APPS, "gpu_probe")], out, env={"LD_LIBRARY_PATH": SIMDIR, "SIMGPU_KERNELS": "hold=arg,flood=30",
+                                                        "SIMGPU_MOVE_BYTES": "0"})
+recs = dump(out)[0]
+sy = events(recs, "cuda_sync")
+# (a run the thread left for more than 20 us, descheduled on a busy host, ends there, result 600,
+# and the rest is a run of its own)
+polls = [e for e in sy if e["what"] == "poll" and e["ret"] == 0]
+cut = [e for e in sy if e["what"] == "poll" and e["ret"] != 0]
+truth = {j["section"]: j for j in (json.loads(l) for l in p.stdout.splitlines() if l.startswith("{"))}
+ok(p.returncode == 0 and 0 < len(polls) <= 250 and all(e["event"] for e in polls) and all(e["ret"] == 600 for e in cut)
+   and truth.get("flood", {}).get("polls", 0) >= len(polls)
+   and [e["what"] for e in sy if e["what"] in ("pin", "free")] == ["pin", "free", "free", "free"],
+   "polling recorded as %d waits (of %d queries of unfinished work), each ending when the event was done; the pinned "
+   "allocation and the three frees as waits: %s" % (len(polls), truth.get("flood", {}).get("polls", 0),
+                                                     [e["what"] for e in sy if e["what"] in ("pin", "free")]))
 
 p = traced(["cat", "/proc/self/maps"], os.path.join(d, "nocuda"))
 ok(p.returncode == 0 and "cuda" not in p.stdout.lower() and "cupti" not in p.stdout.lower(),

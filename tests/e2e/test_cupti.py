@@ -90,7 +90,7 @@ if len(cp) == 3 and len(host_cp) == 3:
 else:
     ok(False, "three copies on each side: %d on the GPU, %d host calls" % (len(cp), len(host_cp)))
 
-hs = [e for e in events(recs, "cuda_sync") if e["tid"] == main]
+hs = [e for e in events(recs, "cuda_sync") if e["tid"] == main and e["what"] in ("device", "stream", "event")]
 gs = gpu_events(recs, "gpu_sync")
 ok([e["sync"] for e in gs] == ["stream_synchronize"] + ["event_synchronize"] * 5 + ["context_synchronize"],
    "CUPTI's synchronization records: one stream, five event, one context: %s" % [e["sync"] for e in gs])
@@ -133,7 +133,7 @@ g = info(recs)
 ok(p.returncode == 0 and '"round_trip": true' in p.stdout, "with CUPTI taken, the program runs as before")
 ok(g.get("state") == "taken" and p.stderr.count("another profiler holds CUPTI") == 1 and not gpu_events(recs),
    "CUPTI taken: said once on stderr and in the file, no GPU records: %s / %r" % (g.get("state"), p.stderr[-200:]))
-ok(len(events(recs, "cuda_memcpy")) == 3 and len(events(recs, "cuda_sync")) == 7,
+ok(len(events(recs, "cuda_memcpy")) == 3 and len(events(recs, "cuda_sync")) == 11,
    "CUPTI taken: the host-side CUDA calls are still recorded")
 
 # a libcupti the process loaded already (PyTorch links Kineto's) is the one used: a second copy
@@ -219,6 +219,24 @@ for name, extra in (("calls-selected", {}), ("calls-all", {"DDPSPY_GPU_API_ALL":
            "a graph replay of 60,000 kernels: all recorded (%d), each with its cudaGraphLaunch's correlation id, none "
            "dropped (%s) or refused (%s)" % (len(gk), g.get("dropped"), g.get("refused")))
 
+# A wait no wrapper sees (the synchronize called through libcudart's own symbol, as a program that
+# loaded its cudart itself, or nvcc's static one, calls it): CUPTI's record of the call on the
+# training thread (its pthread_t's low half) is the host's wait, and the device's idle after it is
+# charged to it, as the wrapper's would be: 20 steps of a 5 ms kernel waited for, then 3 ms of host work
+for name, extra in (("steps-wrapped", {}), ("steps-dlsym", {"GPU_APP_DLSYM": "1"})):
+    out = os.path.join(d, name)
+    shutil.rmtree(out, ignore_errors=True)
+    p = traced([os.path.join(APPS, "gpu_app"), "steps"], out, env=dict(extra, LD_LIBRARY_PATH=SIMDIR, RANK="0",
+                                                                        WORLD_SIZE="1", SIMGPU_KERNELS="spin=5000"))
+    recs = dump(out)[0]
+    r = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True)
+    j = json.loads(r.stdout) if r.stdout.startswith("{") else {}
+    idle = j["ranks"][0]["gpu"]["idle_by_cause"] if j.get("ranks") else {}
+    ok(p.returncode == 0 and len(events(recs, "cuda_sync")) == (0 if "dlsym" in name else 20)
+       and idle.get("sync", 0) > 0.3 and idle.get("other", 1) < 0.05,
+       "%s: the device's idle after the host's waits is charged to them (%s; wrapper events %d)"
+       % (name, idle, len(events(recs, "cuda_sync"))))
+
 # CUDA_INJECTION64_PATH is another library's: the writer starts CUPTI when it sees the driver, at
 # its next flush (every 10 ms here: the program's first copy comes some 50 ms after the driver
 # loads, which the default 100 ms did not always beat)
@@ -262,7 +280,7 @@ recs = dump(out)[0]
 gc = [(e["copy"], e["bytes"]) for e in gpu_events(recs, "gpu_memcpy")]
 ok(p.returncode == 0 and '"ok": true' in p.stdout and gc == [("htod", 8 << 20), ("dtoh", 8 << 20)]
    and len(gpu_events(recs, "gpu_memset")) == 1 and len(events(recs, "cuda_memcpy")) == 2
-   and len(events(recs, "cuda_sync")) == 2,
+   and [e["what"] for e in events(recs, "cuda_sync")] == ["pin", "stream", "device"],
    "a C program on the runtime API: both copies and the set on the GPU, the copies and synchronizes on the host: %s" % gc)
 
 # nvcc's default static cudart: no wrapper sees its calls, and without a driver (this machine; the

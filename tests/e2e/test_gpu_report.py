@@ -142,6 +142,12 @@ for np in (2, 4):
     case("no-overlap", np, ["--no-overlap"], [], finding("no_overlap", bound="compute"), env={"SIMGPU_NCCL_GBS": "0.5"})
     case("pageable", np, ["--pageable", "--input-mb", "8"], ["--input-mb", "8"],
          finding("pageable_memcpy", bound="compute"))
+    if np == 2:  # the same wait made otherwise: polling an event, a cudaFree, a 2D copy into pageable memory
+        for how, call, what in (("poll", "cuda_sync", "poll"), ("free", "cuda_sync", "free"), ("2d", "cuda_memcpy", "d2h")):
+            case("host-sync-" + how, np, ["--host-sync", "--host-ms", "8", "--sync-by", how], ["--host-ms", "8"],
+                 finding("gpu_idle", rank=None, cause="sync", bound="compute"),
+                 more=has("host_sync", "host_sync names the %s" % how,
+                          lambda e, call=call, what=what: e["call"] == call and e["what"] == what))
     if np == 2:  # beside a device-to-device copy each step (2 TB/s, HBM): the pinned rate is a host copy's
         case("pageable-d2d", np, ["--pageable", "--input-mb", "8", "--d2d-mb", "64"], ["--input-mb", "8", "--d2d-mb", "64"],
              finding("pageable_memcpy", bound="compute"),
