@@ -327,6 +327,9 @@ static void print_gpu(struct dumpctx *d, const struct trace_file *f)
 		json_int(&j, "untimed", g->untimed + (int64_t)g->untimed_read);
 		if (g->api[0])
 			json_str(&j, "api", g->api);
+		if (g->holder[0])
+			json_str(&j, "holder", g->holder);
+		json_int(&j, "foreign", g->foreign);
 		json_int(&j, "lead_ns", g->lead_ns);
 		json_int(&j, "checked", g->checked);
 		json_end(&j);

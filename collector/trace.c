@@ -566,6 +566,8 @@ static void rd_gpu(struct trace_file *f, const msgpack_object *m)
 	str_into(m, "lib", g->lib, sizeof g->lib);
 	str_into(m, "clock", g->clock, sizeof g->clock);
 	str_into(m, "api", g->api, sizeof g->api);
+	str_into(m, "holder", g->holder, sizeof g->holder);
+	g->foreign = int_or(m, "foreign", 0);
 	g->realtime = !strcmp(g->clock, "realtime");
 	g->version = int_or(m, "version", -1);
 	g->events = int_or(m, "events", -1);

@@ -66,9 +66,11 @@ struct trace_gpu {
 	char state[16];     /* "on", "taken", "unavailable", "failed" */
 	char why[512], lib[512], clock[16];
 	char api[16];       /* since 2.6: the CUDA calls recorded, "selected" or "all" ("" before) */
+	char holder[64];    /* since 2.6: taken, who holds CUPTI as CUPTI names it ("" unknown) */
 	int realtime;       /* CUPTI's times are CLOCK_REALTIME ns (else CLOCK_MONOTONIC) */
 	int64_t version, events, dropped, refused, unwritten, lead_ns, checked;
 	int64_t untimed;    /* since 2.6: records CUPTI gave no times, left out by the writer */
+	int64_t foreign;    /* since 2.6: buffers CUPTI completed into ddpspy's callback that it had not handed out */
 	uint64_t read;      /* CUPTI records read from the file */
 	uint64_t untimed_read; /* records with a time of 0 met while reading (files before 2.6), skipped */
 };

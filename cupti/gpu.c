@@ -63,6 +63,7 @@ struct buf {
 static struct {
 	__typeof__(cuptiGetVersion) *GetVersion;
 	__typeof__(cuptiSubscribe) *Subscribe;
+	__typeof__(cuptiSubscribe_v2) *Subscribe_v2;
 	__typeof__(cuptiUnsubscribe) *Unsubscribe;
 	__typeof__(cuptiActivityRegisterCallbacks) *RegisterCallbacks;
 	__typeof__(cuptiActivityRegisterTimestampCallback) *RegisterTimestampCallback;
@@ -93,6 +94,8 @@ static struct {
 	int64_t last_flush;
 	struct buf *done, **done_tail, *spare;
 	int nbufs;
+	struct buf *mine[MAX_BUFFERS]; /* every buffer handed out: only those are taken back */
+	char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN]; /* who holds CUPTI when it is taken, as CUPTI names it */
 	CUpti_SubscriberHandle sub;
 } G = {.done_tail = &G.done};
 
@@ -153,7 +156,7 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 	if ((b = G.spare) != NULL) {
 		G.spare = b->next;
 	} else if (G.nbufs < MAX_BUFFERS && (b = malloc(sizeof *b + BUF_BYTES)) != NULL) {
-		G.nbufs++;
+		G.mine[G.nbufs++] = b;
 	} else {
 		G.info.refused++;
 		G.info.changes++;
@@ -174,12 +177,20 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 	if (C.GetNumDroppedRecords(ctx, stream, &dropped) != CUPTI_SUCCESS)
 		dropped = 0;
 	pthread_mutex_lock(&lock);
-	if (buffer) {
+	/* only a buffer handed out here: another client's (CUPTI has one set of callbacks a process)
+	 * is neither read nor written */
+	int mine = 0;
+	for (int i = 0; buffer && i < G.nbufs && !mine; i++)
+		mine = G.mine[i]->data == buffer;
+	if (mine) {
 		struct buf *b = (struct buf *)(void *)(buffer - offsetof(struct buf, data));
 		b->valid = valid;
 		b->next = NULL;
 		*G.done_tail = b;
 		G.done_tail = &b->next;
+	} else if (buffer) {
+		G.info.foreign++;
+		G.info.changes++;
 	}
 	if (dropped) {
 		G.info.dropped += dropped;
@@ -357,6 +368,7 @@ static void start(const char *how)
 #define SYM(f, n) (*(void **)&C.f = dlsym(h, n))
 	SYM(GetVersion, "cuptiGetVersion");
 	SYM(Subscribe, "cuptiSubscribe");
+	SYM(Subscribe_v2, "cuptiSubscribe_v2");
 	SYM(Unsubscribe, "cuptiUnsubscribe");
 	SYM(RegisterCallbacks, "cuptiActivityRegisterCallbacks");
 	SYM(RegisterTimestampCallback, "cuptiActivityRegisterTimestampCallback");
@@ -384,10 +396,20 @@ static void start(const char *how)
 		set_state(DSP_GPU_FAILED);
 		goto out;
 	}
-	r = C.Subscribe(&G.sub, on_callback, NULL);
+	if (C.Subscribe_v2) { /* (CUPTI 12.6 and later: a name, and the holder's when refused) */
+		CUpti_SubscriberParams sp = {.structSize = CUpti_SubscriberParams_STRUCT_SIZE, .subscriberName = "ddpspy",
+					     .oldSubscriberName = G.holder, .oldSubscriberSize = sizeof G.holder};
+		r = C.Subscribe_v2(&G.sub, on_callback, NULL, &sp);
+		G.holder[sizeof G.holder - 1] = 0;
+	} else {
+		r = C.Subscribe(&G.sub, on_callback, NULL);
+	}
 	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-		SAY("another profiler holds CUPTI's one subscriber (nsys, ncu, torch.profiler, DCGM?): GPU activity "
-		    "is not recorded, host events are");
+		if (G.holder[0])
+			SAY("%s holds CUPTI's one subscriber: GPU activity is not recorded, host events are", G.holder);
+		else
+			SAY("another profiler holds CUPTI's one subscriber (nsys, ncu, torch.profiler, DCGM?): GPU "
+			    "activity is not recorded, host events are");
 		set_state(DSP_GPU_TAKEN);
 		dsp_warn("%s", G.why);
 		goto out;
@@ -669,6 +691,7 @@ void dsp_gpu_get_info(struct dsp_gpu_info *info)
 	*info = G.info;
 	info->why = G.why;
 	info->lib = G.lib;
+	info->holder = G.holder;
 	pthread_mutex_unlock(&lock);
 }
 
@@ -722,6 +745,7 @@ void dsp_gpu_atfork_child(void)
 	G.done = G.spare = NULL;
 	G.done_tail = &G.done;
 	G.nbufs = 0;
+	G.holder[0] = 0;
 	memset(&G.info, 0, sizeof G.info);
 	G.why[0] = G.lib[0] = 0;
 	G.tried = G.stopped = 1;

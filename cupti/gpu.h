@@ -26,12 +26,14 @@ struct dsp_gpu_info {
 	int state;            /* DSP_GPU_* */
 	const char *why;      /* how it started, or why it did not */
 	const char *lib;      /* the libcupti loaded */
+	const char *holder;   /* taken: who holds CUPTI, as cuptiSubscribe_v2 names it ("" unknown) */
 	uint32_t version;     /* cuptiGetVersion */
 	const char *clock;    /* "monotonic" (our timestamp callback) or "realtime" (CUPTI's own) */
 	uint64_t kinds;       /* bit k: event kind k enabled */
 	uint64_t dropped;     /* records CUPTI dropped (no buffer space), cumulative */
 	uint64_t refused;     /* buffers refused to CUPTI (over DSP_GPU_BUFFERS), cumulative */
 	int api_calls;        /* runtime calls recorded one by one (their count), -1 every call, 0 none */
+	uint64_t foreign;     /* buffers CUPTI completed into ddpspy's callback that it had not handed out */
 	uint64_t untimed;     /* records CUPTI gave no times (start or end 0, or an end before its start):
 			       * left out, cumulative */
 	int64_t lead_ns;      /* the most device work started before the host call that launched it */

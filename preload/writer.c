@@ -1277,10 +1277,11 @@ static void rec_gpu_if_changed(int final)
 	dsp_gpu_get_info(&g);
 	if (g.state == DSP_GPU_NONE || (g.changes == W.gpu_changes && !final))
 		return;
-	frame_begin(DDPSPY_REC_GPU, 14);
+	frame_begin(DDPSPY_REC_GPU, 16);
 	kv_str("state", states[g.state]);
 	kv_str("why", g.why);
 	kv_str("lib", g.lib);
+	kv_str("holder", g.holder ? g.holder : "");
 	kv_int("version", g.version);
 	kv_str("clock", g.clock ? g.clock : "");
 	key("kinds");
@@ -1294,6 +1295,7 @@ static void rec_gpu_if_changed(int final)
 	kv_int("refused", (int64_t)g.refused);
 	kv_int("unwritten", (int64_t)W.gpu_unwritten);
 	kv_int("untimed", (int64_t)g.untimed);
+	kv_int("foreign", (int64_t)g.foreign);
 	kv_int("lead_ns", g.lead_ns);
 	kv_int("checked", (int64_t)g.checked);
 	frame_end();

@@ -21,6 +21,8 @@
  * and end; CUPTI_TIMESTAMP_UNKNOWN), and that record never comes again: on an H200 (CUDA 13.0) the
  * kernel still running at the forced flush came once, with both times 0 (docs/gpu.md).
  * SIMGPU_CUPTI_UNTIMED=k: besides, every k-th kernel record comes with start and end 0.
+ * SIMGPU_CUPTI_FOREIGN=1: each delivery also completes a buffer the client never handed out (as
+ * when another client's buffers and callbacks are mixed up with its own), freed after.
  *
  * API records, as cupti_activity.h says: CUPTI_ACTIVITY_KIND_RUNTIME (DRIVER) records every runtime
  * (driver) call; cuptiActivityEnableRuntimeApi (DriverApi) turns one callback id on or off, and a
@@ -356,6 +358,22 @@ static void observe(const struct simgpu_item *it)
 /* hands every completed buffer to the client; under lock, which it drops around each callback */
 static void deliver(void)
 {
+	static int foreign = -1;
+	if (foreign < 0) {
+		const char *v = getenv("SIMGPU_CUPTI_FOREIGN");
+		foreign = v && *v == '1';
+	}
+	if (foreign && fulls) {
+		size_t n = sizeof(CUpti_ActivityAPI);
+		uint8_t *other = calloc(1, n);
+		if (other) {
+			((CUpti_Activity *)other)->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+			pthread_mutex_unlock(&lock);
+			completed(NULL, 0, other, n, n);
+			pthread_mutex_lock(&lock);
+			free(other);
+		}
+	}
 	while (fulls) {
 		struct full *f = fulls;
 		fulls = f->next;

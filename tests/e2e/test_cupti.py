@@ -136,6 +136,20 @@ ok(g.get("state") == "taken" and p.stderr.count("another profiler holds CUPTI") 
 ok(len(events(recs, "cuda_memcpy")) == 3 and len(events(recs, "cuda_sync")) == 11,
    "CUPTI taken: the host-side CUDA calls are still recorded")
 
+# cuptiSubscribe_v2: ddpspy subscribes by name, and a refusal names who holds CUPTI
+p, recs = capture("taken-named", {"SIMGPU_CUPTI_TAKEN": "Nsight Systems"})
+g = info(recs)
+ok(p.returncode == 0 and g.get("state") == "taken" and g.get("holder") == "Nsight Systems"
+   and g.get("why", "").startswith("Nsight Systems holds CUPTI") and p.stderr.count("Nsight Systems holds CUPTI") == 1,
+   "CUPTI taken by a named subscriber: the file and stderr name it (%s / %s)" % (g.get("holder"), g.get("why")))
+# a buffer CUPTI completes into ddpspy's callback that ddpspy never handed out (another client's) is
+# neither read nor written, only counted; its own records are all there
+p, recs = capture("foreign", {"SIMGPU_CUPTI_FOREIGN": "1"})
+g = info(recs)
+ok(p.returncode == 0 and g.get("foreign", 0) > 0 and len(gpu_events(recs, "gpu_kernel")) == 8
+   and not [e for e in gpu_events(recs, "cuda_api") if not e.get("fn")],
+   "buffers ddpspy did not hand out are left alone (%s of them), its own records whole" % g.get("foreign"))
+
 # a libcupti the process loaded already (PyTorch links Kineto's) is the one used: a second copy
 # would be a second CUPTI in one process
 alt = os.path.join(d, "alt")
