@@ -55,7 +55,7 @@ SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13 
 	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app $(B)/testapps/gpu_app_pt $(B)/testapps/gpu_app_static \
 		$(B)/testapps/gpu_probe) \
 	$(if $(and $(HAVE_NCCL),$(NVCC)),$(B)/testapps/nccl_app $(B)/libddpbench_gpu.so) \
-	$(if $(HAVE_CUDA),$(B)/testapps/cuda_c)
+	$(if $(HAVE_CUDA),$(B)/testapps/cuda_c $(B)/testapps/cuda_c_ctor)
 
 TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
 	$(B)/testapps/gloo_host $(B)/testapps/libfakegloo.so \
@@ -168,6 +168,13 @@ $(B)/simgpu/libcupti.so.13: testapps/simgpu/cupti.c testapps/simgpu/cupti.map te
 $(B)/testapps/cuda_c: testapps/cuda_c.c $(B)/simgpu/libcudart.so.13
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -isystem $(CUDA_HOME)/include -o $@ $< $(B)/simgpu/libcudart.so.13
+$(B)/testapps/libcuda_ctor.so: testapps/cuda_ctor.c $(B)/simgpu/libcudart.so.13
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -isystem $(CUDA_HOME)/include -fPIC -shared -o $@ $< $(B)/simgpu/libcudart.so.13
+$(B)/testapps/cuda_c_ctor: testapps/cuda_c.c $(B)/testapps/libcuda_ctor.so $(B)/simgpu/libcudart.so.13
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -DCUDA_CTOR -isystem $(CUDA_HOME)/include -o $@ $< -L$(B)/testapps -lcuda_ctor \
+		-Wl,-rpath,'$$ORIGIN' -Wl,--no-as-needed $(B)/simgpu/libcudart.so.13
 $(B)/testapps/nvtx_app: testapps/nvtx_app.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -isystem $(CUDA_HOME)/include -o $@ $< -ldl -lpthread

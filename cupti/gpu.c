@@ -471,6 +471,22 @@ int InitializeInjection(void)
 }
 #pragma GCC visibility pop
 
+/* Whether CUDA was initialised before this library's constructor ran: a DT_NEEDED library's
+ * constructor runs before a preloaded one's, and one that starts CUDA there makes cuInit read
+ * CUDA_INJECTION64_PATH before ddpspy names itself in it. The driver says so without starting
+ * anything: cuCtxGetCurrent is CUDA_ERROR_NOT_INITIALIZED before cuInit (cuda.h). */
+static int cuda_started_before(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		return 0;
+	CUresult (*current)(CUcontext *) = (CUresult (*)(CUcontext *))dlsym(h, "cuCtxGetCurrent");
+	CUcontext ctx;
+	int started = current && current(&ctx) != CUDA_ERROR_NOT_INITIALIZED;
+	dlclose(h);
+	return started;
+}
+
 void dsp_gpu_init(void)
 {
 	if (!dsp_cfg.gpu) { /* not even a "gpu" record: nothing is attempted */
@@ -478,6 +494,9 @@ void dsp_gpu_init(void)
 		return;
 	}
 	G.injection_ours = dsp_inject("CUDA_INJECTION64_PATH");
+	if (G.injection_ours && cuda_started_before()) /* cuInit has been: no injection call will come */
+		start("started in ddpspy's constructor, after a library's constructor had initialised CUDA "
+		      "(CUDA_INJECTION64_PATH was read before ddpspy set it): what ran before is not recorded");
 }
 
 void dsp_gpu_modules_changed(void)

@@ -1,7 +1,8 @@
 /* A plain C program on CUDA's runtime API (no kernels, no nvcc): what a C library that moves data
  * to and from the GPU does. Built with cc against cuda_runtime_api.h and the shared libcudart.
  * usage: cuda_c  -> copies 8 MiB to the device and back on a stream, sets it, synchronizes; prints
- * {"ok": true} when the bytes came back. */
+ * {"ok": true} when the bytes came back. Built also as cuda_c_ctor (-DCUDA_CTOR), linked against
+ * libcuda_ctor.so, whose constructor starts CUDA before a preloaded library's constructor runs. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +10,15 @@
 
 #define N (8u << 20)
 
+#ifdef CUDA_CTOR
+int cuda_ctor_linked(void); /* (cuda_c_ctor: linked against libcuda_ctor.so, which starts CUDA) */
+#endif
+
 int main(void)
 {
+#ifdef CUDA_CTOR
+	cuda_ctor_linked();
+#endif
 	char *host, *back, *dev;
 	cudaStream_t s;
 	if (cudaMallocHost((void **)&host, N) || cudaMalloc((void **)&dev, N) || cudaStreamCreate(&s)) {

@@ -131,14 +131,17 @@ static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 
 static void driver_start(void)
 {
-	dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL); /* the driver stand-in, when it is on the path */
+	void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL); /* the driver stand-in, when on the path */
+	int (*init)(unsigned) = drv ? (int (*)(unsigned))dlsym(drv, "cuInit") : NULL;
+	if (init)
+		init(0); /* (cuInit: from now on the driver says it is initialised) */
 	const char *path = getenv("CUDA_INJECTION64_PATH");
 	if (!path || !*path)
 		return;
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	int (*init)(void) = h ? (int (*)(void))dlsym(h, "InitializeInjection") : NULL;
-	if (init)
-		init();
+	int (*inject)(void) = h ? (int (*)(void))dlsym(h, "InitializeInjection") : NULL;
+	if (inject)
+		inject();
 }
 
 static void driver(void)

@@ -14,6 +14,26 @@
 
 #include "simgpu.h"
 
+static int initialised;
+
+/* cuInit: the simulated cudart calls it once, at its start */
+CUresult cuInit(unsigned int flags)
+{
+	__atomic_store_n(&initialised, 1, __ATOMIC_RELEASE);
+	return CUDA_SUCCESS;
+}
+
+/* CUDA_ERROR_NOT_INITIALIZED before cuInit, as the driver says (cuda.h); one context after */
+CUresult cuCtxGetCurrent(CUcontext *ctx)
+{
+	static int one;
+	if (!__atomic_load_n(&initialised, __ATOMIC_ACQUIRE))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (ctx)
+		*ctx = (CUcontext)&one;
+	return CUDA_SUCCESS;
+}
+
 CUresult cuDriverGetVersion(int *version)
 {
 	if (!version)

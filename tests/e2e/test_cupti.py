@@ -297,6 +297,18 @@ ok(p.returncode == 0 and '"ok": true' in p.stdout and gc == [("htod", 8 << 20), 
    and [e["what"] for e in events(recs, "cuda_sync")] == ["pin", "stream", "device"],
    "a C program on the runtime API: both copies and the set on the GPU, the copies and synchronizes on the host: %s" % gc)
 
+# a library whose constructor starts CUDA (DT_NEEDED: its constructor runs before the preloaded
+# ddpspy's, so cuInit reads CUDA_INJECTION64_PATH before ddpspy set it and calls nobody): GPU
+# capture starts in ddpspy's constructor and says so, where before the file said nothing of the GPU
+out = os.path.join(d, "ctor")
+p = traced([os.path.join(APPS, "cuda_c_ctor")], out, env={"LD_LIBRARY_PATH": SIMDIR})
+recs = dump(out)[0]
+g = info(recs)
+ok(p.returncode == 0 and g.get("state") == "on" and "after a library's constructor had initialised CUDA" in g.get("why", "")
+   and [(e["copy"], e["bytes"]) for e in gpu_events(recs, "gpu_memcpy")] == [("htod", 8 << 20), ("dtoh", 8 << 20)],
+   "CUDA started by a library's constructor before ddpspy's: capture starts at ddpspy's and says so (%s), the "
+   "program's copies recorded" % g.get("why"))
+
 # nvcc's default static cudart: no wrapper sees its calls, and without a driver (this machine; the
 # simulated device cannot stand in for the driver a static cudart loads: docs/gpu.md) it fails as it
 # would without ddpspy, which records nothing of it
