@@ -46,10 +46,12 @@ struct gwork {            /* a kernel, copy or set */
 	int64_t t, d, launch; /* launch: its launching call's host time (t when unknown) */
 	int64_t bytes;
 	uint32_t corr, stream;
+	uint32_t ctx;         /* its context: CUPTI's stream ids are its context's (every legacy stream is 7) */
 	int32_t comm, seq;    /* NCCL kernels: their collective (seq -1 unknown) */
 	uint32_t name;        /* kernels: the name's id in the file's string table (gpuproc.names) */
 	int8_t cls, pageable;
 	int8_t pinned;        /* copies between the device and pinned host memory */
+	int8_t device;        /* its device (-1 beyond MAX_GDEV) */
 	int8_t op;            /* NCCL kernels: their call's operation (-1 unknown) */
 };
 
@@ -79,6 +81,7 @@ struct gcall {            /* an NCCL call, or the end of a group, by the externa
 };
 
 #define MAX_GCOMMS 16
+#define MAX_GDEV 16 /* devices told apart in one process */
 enum { JOIN_EXT, JOIN_COMM_ORDER, JOIN_ORDER, JOIN_KINDS };
 
 struct gsite {            /* a call site that waited for the device: thread, stack, kind */
@@ -123,7 +126,10 @@ struct gpuproc {
 	struct gwork *pw;     /* while open (an_gpu_open): that list, set aside */
 	size_t npw;
 	int pplaced, opened;
-	int device;           /* the first kernel's device, -1 none yet */
+	int device;           /* the device its split follows: where most of its NCCL kernels ran, else most of its
+			       * work (devices_chosen); -1 none */
+	uint32_t on_dev[MAX_GDEV], nccl_on_dev[MAX_GDEV]; /* its work, and its NCCL kernels, by device */
+	uint64_t other_dev;   /* records of its work on other devices, left out */
 	struct gcomm {        /* its communicators (nccl_init): the first MAX_GCOMMS */
 		int32_t comm, nranks;
 		int8_t blocking;
@@ -153,13 +159,18 @@ static int cmp_name(const void *x, const void *y);
 
 /* argument positions of the kinds read here, from their names (common/format.h) */
 static struct {
-	int8_t k_device, k_stream, k_corr, k_kname, m_stream, m_corr, m_bytes, m_copy, m_src, m_dst, s_stream, s_corr, a_corr,
+	int8_t k_device, k_ctx, m_device, m_ctx, s_device, s_ctx, k_stream, k_corr, k_kname, m_stream, m_corr, m_bytes, m_copy, m_src, m_dst, s_stream, s_corr, a_corr,
 		a_fn, a_thread, x_kind, x_ext, x_corr, n_ext, g_begin, g_ext, c_dir, c_async, y_what, i_nranks, i_blocking;
 } P;
 
 __attribute__((constructor)) static void positions(void)
 {
 	P.k_device = an_argpos(DDPSPY_EV_GPU_KERNEL, "device");
+	P.k_ctx = an_argpos(DDPSPY_EV_GPU_KERNEL, "context");
+	P.m_device = an_argpos(DDPSPY_EV_GPU_MEMCPY, "device");
+	P.m_ctx = an_argpos(DDPSPY_EV_GPU_MEMCPY, "context");
+	P.s_device = an_argpos(DDPSPY_EV_GPU_MEMSET, "device");
+	P.s_ctx = an_argpos(DDPSPY_EV_GPU_MEMSET, "context");
 	P.k_stream = an_argpos(DDPSPY_EV_GPU_KERNEL, "stream");
 	P.k_corr = an_argpos(DDPSPY_EV_GPU_KERNEL, "corr");
 	P.k_kname = an_argpos(DDPSPY_EV_GPU_KERNEL, "kname");
@@ -252,6 +263,44 @@ static int sane(const struct trace_event *e)
 	return e->t_ns >= 0 && e->t_ns < (INT64_C(1) << 62) && e->dur_ns >= 0 && e->dur_ns < (INT64_C(1) << 46);
 }
 
+/* w's device and context, counted */
+static void on_device(struct gpuproc *g, struct gwork *w, int64_t device, int64_t ctx)
+{
+	w->device = device >= 0 && device < MAX_GDEV ? (int8_t)device : -1;
+	w->ctx = (uint32_t)ctx;
+	if (w->device >= 0) {
+		g->on_dev[w->device]++;
+		g->nccl_on_dev[w->device] += w->cls == GW_NCCL;
+	}
+}
+
+/* A process's work may be on several devices (a second GPU for evaluation, a model split over
+ * two): its rank's split follows one, where most of its NCCL kernels ran (its communicator's
+ * device), else most of its work; the rest is left out and counted (an_gpu_warn says so). */
+static void devices_chosen(struct gpuproc *g)
+{
+	int best = -1;
+	for (int d = 0; d < MAX_GDEV; d++)
+		if (g->on_dev[d] && (best < 0 || g->nccl_on_dev[d] > g->nccl_on_dev[best] ||
+				     (g->nccl_on_dev[d] == g->nccl_on_dev[best] && g->on_dev[d] > g->on_dev[best])))
+			best = d;
+	g->device = best;
+	size_t n = 0;
+	g->other_dev = 0;
+	for (size_t i = 0; i < g->nw; i++)
+		if (best < 0 || g->w[i].device == best)
+			g->w[n++] = g->w[i];
+		else
+			g->other_dev++;
+	g->nw = n;
+}
+
+/* work's place: its context's stream */
+static uint64_t lane(const struct gwork *w)
+{
+	return (uint64_t)w->ctx << 32 | w->stream;
+}
+
 /* a CUPTI record into g: kept (work 1) or, of the kernels, copies, sets and runtime calls, none
  * (work 0: a rank over its share, reading its file the first time) */
 static int take(struct gpuproc *g, const struct trace_file *f, const struct trace_event *e, int work)
@@ -266,8 +315,7 @@ static int take(struct gpuproc *g, const struct trace_file *f, const struct trac
 		w.stream = (uint32_t)an_arg(e, P.k_stream, 0);
 		w.name = (uint32_t)kn;
 		w.cls = memo_has(&g->nccl_name, f, kn, "ncclDevKernel_", "ncclKernel_") ? GW_NCCL : GW_COMPUTE;
-		if (g->device < 0)
-			g->device = (int)an_arg(e, P.k_device, 0);
+		on_device(g, &w, an_arg(e, P.k_device, 0), an_arg(e, P.k_ctx, 0));
 		if (work)
 			PUSH(g->w, g->nw, g->cw, w);
 		break;
@@ -282,6 +330,7 @@ static int take(struct gpuproc *g, const struct trace_file *f, const struct trac
 			     (copy == DDPSPY_GCOPY_DTOH && an_arg(e, P.m_dst, 0) == DDPSPY_GMEM_PAGEABLE);
 		w.pinned = (copy == DDPSPY_GCOPY_HTOD && an_arg(e, P.m_src, 0) == DDPSPY_GMEM_PINNED) ||
 			   (copy == DDPSPY_GCOPY_DTOH && an_arg(e, P.m_dst, 0) == DDPSPY_GMEM_PINNED);
+		on_device(g, &w, an_arg(e, P.m_device, 0), an_arg(e, P.m_ctx, 0));
 		if (work)
 			PUSH(g->w, g->nw, g->cw, w);
 		break;
@@ -290,6 +339,7 @@ static int take(struct gpuproc *g, const struct trace_file *f, const struct trac
 		w.corr = (uint32_t)an_arg(e, P.s_corr, 0);
 		w.stream = (uint32_t)an_arg(e, P.s_stream, 0);
 		w.cls = GW_COPY;
+		on_device(g, &w, an_arg(e, P.s_device, 0), an_arg(e, P.s_ctx, 0));
 		if (work)
 			PUSH(g->w, g->nw, g->cw, w);
 		break;
@@ -407,6 +457,7 @@ static void joined(struct gpuproc *g)
 	memset(&g->nccl_name, 0, sizeof g->nccl_name); /* (another file's ids are other names) */
 	memset(&g->launch_name, 0, sizeof g->launch_name);
 	memset(&g->wait_name, 0, sizeof g->wait_name);
+	devices_chosen(g);
 	identify(g);
 	size_t na = 0;
 	for (size_t i = 0; i < g->na; i++)
@@ -736,6 +787,7 @@ static int cmp_launch(const void *x, const void *y)
 	CMP_BY(launch);
 	CMP_BY(t);
 	CMP_BY(corr);
+	CMP_BY(ctx);
 	CMP_BY(stream);
 	CMP_BY(d);
 	CMP_BY(bytes);
@@ -816,17 +868,17 @@ static void join_by_order(struct gpuproc *g)
 		take_units(g, k, n, cs[0]);
 	} else if (nc > 1) { /* by stream: a stream's kernels, in order, for the one count that pairs */
 		for (size_t m = 0; m < nc && n; m++) {
-			uint32_t st = 0;
+			uint64_t st = 0;
 			int pairs = 0;
 			for (size_t i = 0; i < n; i++) {
 				size_t on = 0;
 				int again = 0;
 				for (size_t x = 0; x < n; x++) {
-					on += k[x]->stream == k[i]->stream;
-					again |= x < i && k[x]->stream == k[i]->stream;
+					on += lane(k[x]) == lane(k[i]);
+					again |= x < i && lane(k[x]) == lane(k[i]);
 				}
 				if (!again && on == units[m])
-					pairs++, st = k[i]->stream;
+					pairs++, st = lane(k[i]);
 			}
 			for (size_t o = 0; o < nc; o++)
 				pairs += o != m && units[o] == units[m]; /* (two communicators of one count: no pair) */
@@ -838,7 +890,7 @@ static void join_by_order(struct gpuproc *g)
 			if (!tmp)
 				break;
 			for (size_t i = 0; i < n; i++)
-				if (k[i]->stream == st)
+				if (lane(k[i]) == st)
 					k[j++] = k[i];
 				else
 					tmp[rest++] = k[i];
@@ -1084,16 +1136,17 @@ static long step_of(const int64_t *b, size_t N, int64_t t)
 	return k < N && b[2 * k] <= t ? (long)k : -1;
 }
 
-/* the streams that run compute kernels (at most 64), into cs; returns how many */
-static int compute_streams(const struct gpuproc *g, uint32_t *cs)
+/* the streams that run compute kernels (at most 64), into cs (lane: context and stream); returns
+ * how many */
+static int compute_streams(const struct gpuproc *g, uint64_t *cs)
 {
 	int ncs = 0;
 	for (size_t i = 0; i < g->nw; i++) {
 		int j = 0;
-		while (j < ncs && cs[j] != g->w[i].stream)
+		while (j < ncs && cs[j] != lane(&g->w[i]))
 			j++;
 		if (g->w[i].cls == GW_COMPUTE && j == ncs && ncs < 64)
-			cs[ncs++] = g->w[i].stream;
+			cs[ncs++] = lane(&g->w[i]);
 	}
 	return ncs;
 }
@@ -1109,12 +1162,12 @@ static int bounds(const struct rankinfo *ri, size_t N, int64_t *b)
 	int64_t *ends = malloc((nw + 1) * sizeof *ends);
 	if (!ends)
 		return -1;
-	uint32_t cs[64];
+	uint64_t cs[64];
 	int ncs = compute_streams(g, cs);
 	int64_t run = INT64_MIN;
 	for (size_t i = 0; i < nw; i++) {
 		int j = 0;
-		while (j < ncs && cs[j] != g->w[i].stream)
+		while (j < ncs && cs[j] != lane(&g->w[i]))
 			j++;
 		if (!ncs || j < ncs)
 			run = g->w[i].t + g->w[i].d > run ? g->w[i].t + g->w[i].d : run;
@@ -1402,11 +1455,11 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 	gs->pageable_bytes /= (double)N;
 	gs->pageable_ms /= (double)N;
 	/* NCCL on a stream where compute kernels run: it cannot overlap them */
-	uint32_t cs[64];
+	uint64_t cs[64];
 	int ncs = compute_streams(g, cs);
 	for (size_t i = 0; i < nw && !gs->nccl_on_compute; i++)
 		for (int j = 0; g->w[i].cls == GW_NCCL && j < ncs; j++)
-			gs->nccl_on_compute |= cs[j] == g->w[i].stream;
+			gs->nccl_on_compute |= cs[j] == lane(&g->w[i]);
 	gs->nccl_overlap_left_ms = gs->nccl_on_compute ? overlap_left(g, tab, b, N) : 0;
 	gs->pageable_calls /= (double)N;
 	gs->launches = (double)launches / (double)N;
@@ -1498,6 +1551,10 @@ void an_gpu_warn(struct analysis *a)
 				a->ranks[r].rank, g->state, g->why);
 		n += a->ranks[r].p->gpu_dropped;
 		untimed += a->ranks[r].p->gpu_untimed;
+		if (g && g->other_dev)
+			an_warn(a, "rank %d: %" PRIu64 " records of device work on other devices than device %d, where its "
+				"%s ran, are left out of its split", a->ranks[r].rank, g->other_dev, g->device,
+				g->nccl_on_dev[g->device >= 0 ? g->device : 0] ? "NCCL kernels" : "most work");
 		if (a->ranks[r].gpu.reread_failed)
 			an_warn(a, "rank %d: %s could not be read again for its device's work: its steps are split from its "
 				"host calls", a->ranks[r].rank, a->ranks[r].p->file);

@@ -43,6 +43,7 @@ struct options {
 	double input_mb;               /* the batch as the GPU takes it (0: its own bytes) */
 	int pageable;                  /* copy it from pageable memory, not pinned */
 	double d2d_mb;                 /* a device-to-device copy of the batch each step (torch.cat, clone) */
+	double side_gpu_ms;            /* a kernel this long on a second device each step (its own context) */
 	int host_sync;                 /* read the loss back with a blocking copy every step */
 	int sync_by;                   /* how --host-sync waits (SYNC_BY_*) */
 	int gpu_kernels;               /* kernels per layer and phase (launch-bound when many) */
@@ -56,6 +57,7 @@ struct gpu_conf {
 	int rank, ws, local_rank;
 	size_t grad_floats, extra_floats, input_bytes, d2d_bytes;
 	int pageable, kernels, overlap, sync_by;
+	double side_gpu_ms;
 };
 /* how loss.item() waits for the device (--sync-by): a copy and a stream synchronize; polling an
  * event; a cudaFree (which may synchronize: cuda_runtime_api.h); a cudaMemcpy2DAsync into pageable

@@ -48,7 +48,8 @@ __global__ void ddpbench_optimizer(unsigned long long ns, float *p)
 
 static struct {
 	struct gpu_conf c;
-	cudaStream_t compute, comm;
+	cudaStream_t compute, comm, side;
+	int dev, side_dev;
 	cudaEvent_t grads_ready[MAX_LAYERS], comm_done, step_end[2], loss_ready;
 	ncclComm_t nccl;
 	float *grad, *extra, *scratch, *loss_dev, *one;
@@ -95,7 +96,13 @@ static int init(const struct gpu_conf *c, const void *id, char *err, size_t len)
 		snprintf(err, len, "%s", G.err[0] ? G.err : "no CUDA device");
 		return -1;
 	}
-	CUDA(cudaSetDevice(c->local_rank % n));
+	G.dev = c->local_rank % n;
+	if (c->side_gpu_ms > 0) { // the next device, a stream of its own there
+		G.side_dev = (G.dev + 1) % n;
+		CUDA(cudaSetDevice(G.side_dev));
+		CUDA(cudaStreamCreateWithFlags(&G.side, cudaStreamNonBlocking));
+	}
+	CUDA(cudaSetDevice(G.dev));
 	CUDA(cudaStreamCreateWithFlags(&G.compute, cudaStreamNonBlocking));
 	CUDA(cudaStreamCreateWithFlags(&G.comm, cudaStreamNonBlocking));
 	for (int i = 0; i < MAX_LAYERS; i++)
@@ -231,6 +238,11 @@ static void read_loss(void)
 // Returns -1 with the first error in err.
 static int end_step(char *err, size_t len)
 {
+	if (G.c.side_gpu_ms > 0) { // (--side-gpu-ms: the step's kernel on the other device, as the step ends)
+		CUDA(cudaSetDevice(G.side_dev));
+		ddpbench_forward<<<1, 32, 0, G.side>>>((unsigned long long)(G.c.side_gpu_ms * 1e6), G.scratch);
+		CUDA(cudaSetDevice(G.dev));
+	}
 	int i = G.step++ & 1;
 	CUDA(cudaEventRecord(G.step_end[i], G.compute));
 	if (G.step > 1)
@@ -242,6 +254,11 @@ static int end_step(char *err, size_t len)
 
 static void finish(void)
 {
+	if (G.c.side_gpu_ms > 0) {
+		cudaSetDevice(G.side_dev);
+		cudaDeviceSynchronize();
+		cudaSetDevice(G.dev);
+	}
 	cudaDeviceSynchronize();
 	if (G.nccl)
 		ncclCommDestroy(G.nccl);

@@ -58,6 +58,8 @@ static const char usage[] = USAGE_HEAD
 	"  --sync-by HOW           how --host-sync waits: copy (a copy and a stream synchronize, the\n"
 	"                          default), poll (an event, polled), free (a cudaFree), 2d (cudaMemcpy2DAsync\n"
 	"                          into pageable memory)\n"
+	"  --side-gpu-ms M         also run an M ms kernel on the next device as each step ends (its\n"
+	"                          own context: an evaluation or a second model beside the training)\n"
 	"  --host-sync             read the loss back every step with a blocking copy (.item())\n"
 	"  --gpu-kernels K         split each layer's work into K kernels (launch-bound when large)\n"
 	"  --host-ms M             host work per step before enqueueing it (collation, Python): it\n"
@@ -130,7 +132,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 	enum { O_DATA = 256, O_STEPS, O_WARMUP, O_BATCH, O_GBATCH, O_HIDDEN, O_LAYERS, O_BUCKET,
 		O_NOOVERLAP, O_WORKERS, O_PREFETCH, O_SEED, O_VARLEN, O_ULEN, O_BATCHING, O_BUDGET,
 		O_SRANK, O_SMS, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY, O_DECODE, O_MARKERS, O_ACCUM,
-		O_GPU, O_GPUMS, O_INPUT, O_PAGEABLE, O_HOSTSYNC, O_KERNELS, O_HOSTMS, O_D2D, O_SYNCBY };
+		O_GPU, O_GPUMS, O_INPUT, O_PAGEABLE, O_HOSTSYNC, O_KERNELS, O_HOSTMS, O_D2D, O_SYNCBY, O_SIDE };
 	static const struct option opts[] = {
 		{ "data", 1, 0, O_DATA }, { "steps", 1, 0, O_STEPS }, { "warmup", 1, 0, O_WARMUP },
 		{ "batch", 1, 0, O_BATCH }, { "global-batch", 1, 0, O_GBATCH },
@@ -147,7 +149,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 		{ "markers", 0, 0, O_MARKERS }, { "accum", 1, 0, O_ACCUM }, { "gpu", 0, 0, O_GPU },
 		{ "gpu-ms", 1, 0, O_GPUMS }, { "input-mb", 1, 0, O_INPUT }, { "pageable", 0, 0, O_PAGEABLE },
 		{ "host-sync", 0, 0, O_HOSTSYNC }, { "gpu-kernels", 1, 0, O_KERNELS }, { "host-ms", 1, 0, O_HOSTMS },
-		{ "d2d-mb", 1, 0, O_D2D }, { "sync-by", 1, 0, O_SYNCBY },
+		{ "d2d-mb", 1, 0, O_D2D }, { "sync-by", 1, 0, O_SYNCBY }, { "side-gpu-ms", 1, 0, O_SIDE },
 		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
 	};
 	*o = (struct options){ .steps = 20, .warmup = 2, .batch = -1, .workers = 2, .prefetch = 2,
@@ -208,6 +210,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 		case O_KERNELS: bad = integer(optarg, 1, 1 << 20, &o->gpu_kernels); gpu_opts = 1; break;
 		case O_HOSTMS: bad = num(optarg, 0, 1e6, &o->host_ms); gpu_opts = 1; break;
 		case O_D2D: bad = num(optarg, 0.000001, 4096, &o->d2d_mb); gpu_opts = 1; break;
+		case O_SIDE: bad = num(optarg, 0.001, 1e6, &o->side_gpu_ms); gpu_opts = 1; break;
 		case O_SYNCBY:
 			o->sync_by = !strcmp(optarg, "copy") ? SYNC_BY_COPY : !strcmp(optarg, "poll") ? SYNC_BY_POLL :
 				     !strcmp(optarg, "free") ? SYNC_BY_FREE : !strcmp(optarg, "2d") ? SYNC_BY_2D : -1;
@@ -251,8 +254,8 @@ static int parse_train(int argc, char **argv, struct options *o)
 	else if (o->slow_rank >= 0 && !o->slow_data)
 		conflict = "--slow-rank needs --slow-data";
 	else if (gpu_opts && !o->gpu)
-		conflict = "--gpu-ms, --input-mb, --pageable, --host-sync, --gpu-kernels, --host-ms, --d2d-mb and --sync-by "
-			   "need --gpu";
+		conflict = "--gpu-ms, --input-mb, --pageable, --host-sync, --gpu-kernels, --host-ms, --d2d-mb, --sync-by and "
+			   "--side-gpu-ms need --gpu";
 	if (conflict) {
 		if (is_rank0())
 			fprintf(stderr, "ddpbench: %s\n", conflict);

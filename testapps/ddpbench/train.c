@@ -266,7 +266,7 @@ int train(const struct options *o, const struct dataset *ds)
 		struct gpu_conf gc = { .rank = rank, .ws = ws, .local_rank = lr ? atoi(lr) : rank,
 			.grad_floats = model_params(m), .extra_floats = (size_t)(o->extra_allreduce_mb * 1048576) / sizeof(float),
 			.input_bytes = input_bytes, .d2d_bytes = (size_t)(o->d2d_mb * 1048576), .pageable = o->pageable, .kernels = o->gpu_kernels, .overlap = o->overlap,
-			.sync_by = o->sync_by };
+			.sync_by = o->sync_by, .side_gpu_ms = o->side_gpu_ms };
 		ok = G->init(&gc, id, why, sizeof why) == 0;
 		MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
 		if (!all_ok) {

@@ -445,7 +445,32 @@ struct CUevent_st {
 	int pending;  /* recorded behind a collective: t is not known yet */
 };
 
-static struct CUstream_st legacy = { 0, 1, 7, NULL, NULL }; /* stream 0 */
+#define MAXDEV 8
+/* each device's legacy default stream (stream 0), id 7 in its own context as on a GPU */
+static struct CUstream_st legacies[MAXDEV] = {
+	{ 0, 1, 7, 0, NULL, NULL }, { 0, 1, 7, 1, NULL, NULL }, { 0, 1, 7, 2, NULL, NULL }, { 0, 1, 7, 3, NULL, NULL },
+	{ 0, 1, 7, 4, NULL, NULL }, { 0, 1, 7, 5, NULL, NULL }, { 0, 1, 7, 6, NULL, NULL }, { 0, 1, 7, 7, NULL, NULL },
+};
+static __thread int cur_dev; /* the calling thread's device (cudaSetDevice) */
+
+int *sim_device(void)
+{
+	return &cur_dev;
+}
+
+/* SIMGPU_DEVICES devices (1 to 8; default 1) */
+int sim_devices(void)
+{
+	static int n;
+	if (!n) {
+		const char *v = getenv("SIMGPU_DEVICES");
+		int k = v ? atoi(v) : 1;
+		n = k >= 1 && k <= MAXDEV ? k : 1;
+	}
+	return n;
+}
+
+#define LEGACY(s) ((s) == &legacies[(s)->device])
 static uint32_t stream_ids = 12;
 static struct CUstream_st *streams;                /* the others */
 
@@ -456,14 +481,14 @@ static struct CUstream_st *new_stream(int blocking);
  * cudaStreamPerThread names too. Not under lock: a thread's default stream is made on first use. */
 static struct CUstream_st *stream_of(cudaStream_t s, int per_thread)
 {
-	static __thread struct CUstream_st *mine;
+	static __thread struct CUstream_st *mine[MAXDEV]; /* (one a device) */
 	if (s == cudaStreamLegacy || (!s && !per_thread))
-		return &legacy;
+		return &legacies[cur_dev];
 	if (s && s != cudaStreamPerThread)
 		return s;
-	if (!mine)
-		mine = new_stream(1); /* blocking: it and the legacy stream wait for each other */
-	return mine ? mine : &legacy;
+	if (!mine[cur_dev])
+		mine[cur_dev] = new_stream(1); /* blocking: it and the legacy stream wait for each other */
+	return mine[cur_dev] ? mine[cur_dev] : &legacies[cur_dev];
 }
 
 /* When work enqueued on stream s at time enq could start. Under lock. */
@@ -472,12 +497,12 @@ static uint64_t ready_at(struct CUstream_st *s, uint64_t enq)
 	uint64_t start = enq + LAUNCH_NS;
 	if (s->busy_until > start)
 		start = s->busy_until;
-	if (s == &legacy) {
+	if (LEGACY(s)) { /* (a device's streams only: each device runs on its own) */
 		for (struct CUstream_st *o = streams; o; o = o->next)
-			if (o->blocking && o->busy_until > start)
+			if (o->device == s->device && o->blocking && o->busy_until > start)
 				start = o->busy_until;
-	} else if (s->blocking && legacy.busy_until > start) {
-		start = legacy.busy_until;
+	} else if (s->blocking && legacies[s->device].busy_until > start) {
+		start = legacies[s->device].busy_until;
 	}
 	return start;
 }
@@ -541,6 +566,7 @@ static uint64_t work(struct CUstream_st *st, uint64_t dur, struct simgpu_item *i
 		     int *told)
 {
 	*told = 0;
+	it->device = st->device;
 	if (!dq) {
 		uint64_t e = place(st, dur, now_ns());
 		it->start = e - dur;
@@ -630,6 +656,7 @@ static struct CUstream_st *new_stream(int blocking)
 	if (!s)
 		return NULL;
 	s->blocking = blocking;
+	s->device = cur_dev;
 	pthread_mutex_lock(&sim_lock);
 	s->id = ++stream_ids;
 	s->next = streams;
@@ -738,14 +765,15 @@ cudaError_t cudaStreamQuery_ptsz(cudaStream_t s)
 	return stream_query(stream_of(s, 1), CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_ptsz_v7000);
 }
 
-/* until every stream's work is done */
+/* until every stream's work is done on the calling thread's device */
 static void device_idle(void)
 {
 	pthread_mutex_lock(&sim_lock);
 	wait_placed(deferred_n);
-	uint64_t t = legacy.busy_until;
+	uint64_t t = legacies[cur_dev].busy_until;
 	for (struct CUstream_st *o = streams; o; o = o->next)
-		t = o->busy_until > t ? o->busy_until : t;
+		if (o->device == cur_dev)
+			t = o->busy_until > t ? o->busy_until : t;
 	pthread_mutex_unlock(&sim_lock);
 	moves_done();
 	sleep_until(t);
@@ -1203,7 +1231,8 @@ uint32_t simgpu_collective(void *stream, int per_thread, struct simgpu_coll *c)
 	/* the launch, as NCCL 2.28 makes it: a driver call, cuLaunchKernelEx (seen on an H200) */
 	uint32_t corr = sim_driver_call(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, t0);
 	*d = (struct deferred){ .what = D_COLL, .st = st, .enq = t0, .coll = c };
-	d->it = (struct simgpu_item){ .what = SIMGPU_KERNEL, .stream = st->id, .name = c->name, .grid = { c->grid, 1, 1 },
+	d->it = (struct simgpu_item){ .what = SIMGPU_KERNEL, .stream = st->id, .device = st->device, .name = c->name,
+				      .grid = { c->grid, 1, 1 },
 				      .block = { c->block, 1, 1 }, .correlation = corr,
 				      .tid = (uint32_t)(uintptr_t)pthread_self() };
 	pthread_mutex_lock(&sim_lock);

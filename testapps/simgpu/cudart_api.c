@@ -36,7 +36,7 @@ static cudaError_t device_count(int *n)
 {
 	if (!n)
 		return sim_fail(cudaErrorInvalidValue);
-	*n = 1;
+	*n = sim_devices();
 	return cudaSuccess;
 }
 
@@ -49,7 +49,7 @@ static cudaError_t get_device(int *d)
 {
 	if (!d)
 		return sim_fail(cudaErrorInvalidValue);
-	*d = 0;
+	*d = *sim_device();
 	return cudaSuccess;
 }
 
@@ -58,9 +58,17 @@ cudaError_t cudaGetDevice(int *d)
 	TOLD(0, cudaGetDevice_v3020, get_device(d));
 }
 
+static cudaError_t set_device(int d)
+{
+	if (d < 0 || d >= sim_devices())
+		return sim_fail(cudaErrorInvalidDevice);
+	*sim_device() = d;
+	return cudaSuccess;
+}
+
 cudaError_t cudaSetDevice(int d)
 {
-	TOLD(1, cudaSetDevice_v3020, d == 0 ? cudaSuccess : sim_fail(cudaErrorInvalidDevice));
+	TOLD(1, cudaSetDevice_v3020, set_device(d));
 }
 
 cudaError_t cudaGetLastError(void)
@@ -151,7 +159,7 @@ int sim_captured(struct CUstream_st *st, uint64_t dur, const struct simgpu_item 
 
 static cudaError_t begin_capture(struct CUstream_st *st)
 {
-	if (!st->id || st->id == 7) /* the legacy default stream cannot be captured */
+	if (!st->id || st->id == 7) /* the legacy default streams cannot be captured */
 		return sim_fail(cudaErrorStreamCaptureUnsupported);
 	struct sim_capture *c = calloc(1, sizeof *c);
 	if (!c)

@@ -16,7 +16,8 @@ struct sim_capture;
 struct CUstream_st {
 	uint64_t busy_until;  /* when the work enqueued so far ends */
 	int blocking;         /* synchronizes with the legacy default stream */
-	uint32_t id;          /* CUPTI's stream id */
+	uint32_t id;          /* CUPTI's stream id: unique in its device's context (every legacy stream is 7) */
+	int device;           /* its device (SIMGPU_DEVICES of them; each its own context, CUPTI's device + 1) */
 	struct sim_capture *capture; /* capturing into a graph (cudaStreamBeginCapture): work is recorded, not run */
 	struct CUstream_st *next;
 };
@@ -50,5 +51,8 @@ cudaError_t sim_launch(struct CUkern_st *k, dim3 grid, dim3 block, void **args, 
 int sim_captured(struct CUstream_st *st, uint64_t dur, const struct simgpu_item *it);
 /* the memory kind of an address: 1 device, 2 pinned, 0 pageable (cudart.c's MEM_*) */
 int sim_kind_of(const void *p);
+/* the calling thread's device (cudaSetDevice), and how many there are (SIMGPU_DEVICES, 1) */
+int *sim_device(void);
+int sim_devices(void);
 
 #endif

@@ -285,7 +285,8 @@ static void observe(const struct simgpu_item *it)
 			k->start = zero ? 0 : it->start + off;
 			k->end = zero ? 0 : it->end + off;
 			k->completed = k->end;
-			k->contextId = 1;
+			k->deviceId = (uint32_t)it->device;
+			k->contextId = (uint32_t)it->device + 1;
 			k->streamId = it->stream;
 			k->gridX = (int32_t)it->grid[0];
 			k->gridY = (int32_t)it->grid[1];
@@ -316,7 +317,8 @@ static void observe(const struct simgpu_item *it)
 			m->bytes = it->bytes;
 			m->start = it->start + off;
 			m->end = it->end + off;
-			m->contextId = 1;
+			m->deviceId = (uint32_t)it->device;
+			m->contextId = (uint32_t)it->device + 1;
 			m->streamId = it->stream;
 			m->correlationId = it->correlation;
 		}
@@ -328,7 +330,8 @@ static void observe(const struct simgpu_item *it)
 			m->bytes = it->bytes;
 			m->start = it->start + off;
 			m->end = it->end + off;
-			m->contextId = 1;
+			m->deviceId = (uint32_t)it->device;
+			m->contextId = (uint32_t)it->device + 1;
 			m->streamId = it->stream;
 			m->correlationId = it->correlation;
 			m->memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;

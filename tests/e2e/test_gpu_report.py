@@ -148,6 +148,13 @@ for np in (2, 4):
                  finding("gpu_idle", rank=None, cause="sync", bound="compute"),
                  more=has("host_sync", "host_sync names the %s" % how,
                           lambda e, call=call, what=what: e["call"] == call and e["what"] == what))
+    if np == 2:  # each rank's process also runs a kernel on the other rank's device as its step ends, in
+        # that device's own context (whose legacy stream is 7 too): the split follows the rank's own
+        # device, so that the other's work does not hide its idle (it said no pathology before)
+        case("host-sync-2dev", np, ["--host-sync", "--host-ms", "8", "--side-gpu-ms", "8"], ["--host-ms", "8", "--side-gpu-ms", "8"],
+             finding("gpu_idle", rank=None, cause="sync", bound="compute"), env={"SIMGPU_DEVICES": "2"},
+             more=lambda j: [(sum("other devices" in w for w in j["job"]["warnings"]) == 2,
+                              "the work on the other device left out, said for each rank: %s" % j["job"]["warnings"])])
     if np == 2:  # beside a device-to-device copy each step (2 TB/s, HBM): the pinned rate is a host copy's
         case("pageable-d2d", np, ["--pageable", "--input-mb", "8", "--d2d-mb", "64"], ["--input-mb", "8", "--d2d-mb", "64"],
              finding("pageable_memcpy", bound="compute"),
