@@ -1532,25 +1532,19 @@ static void gpu_one(void *ctx, size_t r)
 	an_gpu_close(ri->p);
 }
 
-/* whether CUPTI lost records on any rank: then every rank keeps its host split (an_gpu_warn) */
-static int lost(const struct analysis *a)
-{
-	for (int r = 0; r < a->nranks; r++)
-		if (a->ranks[r].p->gpu_dropped)
-			return 1;
-	return 0;
-}
-
 void an_gpu_warn(struct analysis *a)
 {
-	uint64_t n = 0, untimed = 0;
+	uint64_t untimed = 0;
 	for (int r = 0; r < a->nranks; r++) {
 		const struct gpuproc *g = a->ranks[r].p->gpu;
 		if (g && g->state[0] && strcmp(g->state, "on"))
 			an_warn(a, "rank %d: GPU capture %s (%s): its device's timeline is not recorded, only its host calls",
 				a->ranks[r].rank, g->state, g->why);
-		n += a->ranks[r].p->gpu_dropped;
 		untimed += a->ranks[r].p->gpu_untimed;
+		if (a->sd && a->sd->K && a->ranks[r].p->gpu_dropped && g && g->nall)
+			an_warn(a, "rank %d: CUPTI lost %" PRIu64 " of its records: its device's timeline has holes, so its "
+				"steps are split from its host's calls, as without GPU capture (the other ranks' from "
+				"their devices')", a->ranks[r].rank, a->ranks[r].p->gpu_dropped);
 		if (g && g->other_dev)
 			an_warn(a, "rank %d: %" PRIu64 " records of device work on other devices than device %d, where its "
 				"%s ran, are left out of its split", a->ranks[r].rank, g->other_dev, g->device,
@@ -1562,9 +1556,6 @@ void an_gpu_warn(struct analysis *a)
 	if (untimed)
 		an_warn(a, "CUPTI gave %" PRIu64 " device record%s no times (work still running when it was last flushed, "
 			"at exit): left out", untimed, untimed == 1 ? "" : "s");
-	if (a->sd && a->sd->K && with_work(a) && n)
-		an_warn(a, "CUPTI lost %" PRIu64 " records: the devices' timelines have holes, so the steps are split from "
-			"the host's calls, as without GPU capture", n);
 }
 
 /* The job's device steps: each bound the latest of the ranks' own (j->b from j->mine). The ranks
@@ -1632,9 +1623,7 @@ void an_gpu_split(struct analysis *a, struct stepdata *sd, const size_t *rs, siz
 {
 	int R = a->nranks;
 	struct itab tab = { 0 };
-	/* (a device timeline with holes would show them as idle: with records lost anywhere, every
-	 * rank keeps its host split) */
-	if (!sd->K || !with_work(a) || lost(a))
+	if (!sd->K || !with_work(a))
 		return;
 	/* the ranks split here with device work: their times onto the job's clock and their own step
 	 * bounds, on a->jobs threads */
@@ -1648,8 +1637,11 @@ void an_gpu_split(struct analysis *a, struct stepdata *sd, const size_t *rs, siz
 			an_mpi_abort(a->mpi); /* (the others would wait for this process) */
 		goto out;
 	}
+	/* (a device timeline with holes would show them as idle: a rank CUPTI lost records of keeps its
+	 * host split, and its device's steps count in no bound) */
 	for (size_t i = 0; i < nrs; i++)
-		if (a->ranks[rs[i]].p->gpu && a->ranks[rs[i]].p->gpu->nall && !a->ranks[rs[i]].p->gpu->nccl_only)
+		if (a->ranks[rs[i]].p->gpu && a->ranks[rs[i]].p->gpu->nall && !a->ranks[rs[i]].p->gpu->nccl_only &&
+		    !a->ranks[rs[i]].p->gpu_dropped)
 			order[n++] = rs[i];
 	an_parallel(n, a->jobs, order, gpu_one, &j);
 	if (a->mpi) { /* (the job's bounds from every process's ranks) */

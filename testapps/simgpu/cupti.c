@@ -12,7 +12,8 @@
  * registered, before any kind was enabled, whose timebase they then use; one subscriber per
  * process, and none at all with SIMGPU_CUPTI_TAKEN=1 (as under nsys or torch.profiler).
  * SIMGPU_CUPTI_MAX_RECORDS=n: the records after the first n find no buffer (dropped and counted,
- * as when a client's buffers run out).
+ * as when a client's buffers run out); n@r: only in the process of rank r (OMPI_COMM_WORLD_RANK,
+ * else RANK).
  *
  * Unfinished work, as the real one: a buffer that holds a kernel, copy or set still running is
  * not handed back by the periodic delivery (a real CUPTI makes such a record when the work
@@ -218,8 +219,11 @@ static void *add_any(CUpti_ActivityKind kind)
 	if (!requested)
 		return NULL;
 	if (max < 0) {
-		const char *v = getenv("SIMGPU_CUPTI_MAX_RECORDS");
+		const char *v = getenv("SIMGPU_CUPTI_MAX_RECORDS"), *at = v ? strchr(v, '@') : NULL;
+		const char *me = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK") : getenv("RANK");
 		max = v && *v ? atol(v) : 0;
+		if (at && (!me || atoi(me) != atoi(at + 1)))
+			max = 0; /* (another rank's) */
 	}
 	CUpti_Activity *r = max && made >= max ? NULL : room(record_size(kind));
 	made++;

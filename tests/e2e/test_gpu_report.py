@@ -155,6 +155,14 @@ for np in (2, 4):
              finding("gpu_idle", rank=None, cause="sync", bound="compute"), env={"SIMGPU_DEVICES": "2"},
              more=lambda j: [(sum("other devices" in w for w in j["job"]["warnings"]) == 2,
                               "the work on the other device left out, said for each rank: %s" % j["job"]["warnings"])])
+    if np == 2:  # CUPTI loses rank 1's records after its first 150: rank 1 keeps its host split, rank 0 its device's
+        # (before, every rank lost its device's split)
+        case("host-sync-drop1", np, ["--host-sync", "--host-ms", "8"], ["--host-ms", "8"],
+             finding("gpu_idle", rank=None, cause="sync", bound="compute"), env={"SIMGPU_CUPTI_MAX_RECORDS": "150@1"},
+             more=lambda j: [(["gpu" in r for r in j["ranks"]] == [True, False]
+                              and any(w.startswith("rank 1: CUPTI lost") for w in j["job"]["warnings"]),
+                              "rank 1 (records lost) split from its host calls, rank 0 from its device: %s"
+                              % ["gpu" in r for r in j["ranks"]])])
     if np == 2:  # beside a device-to-device copy each step (2 TB/s, HBM): the pinned rate is a host copy's
         case("pageable-d2d", np, ["--pageable", "--input-mb", "8", "--d2d-mb", "64"], ["--input-mb", "8", "--d2d-mb", "64"],
              finding("pageable_memcpy", bound="compute"),
