@@ -55,7 +55,10 @@ SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13 
 	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app $(B)/testapps/gpu_app_pt $(B)/testapps/gpu_app_static \
 		$(B)/testapps/gpu_probe) \
 	$(if $(and $(HAVE_NCCL),$(NVCC)),$(B)/testapps/nccl_app $(B)/libddpbench_gpu.so) \
-	$(if $(HAVE_CUDA),$(B)/testapps/cuda_c $(B)/testapps/cuda_c_ctor)
+	$(if $(HAVE_CUDA),$(B)/testapps/cuda_c $(B)/testapps/cuda_c_ctor) \
+	$(if $(HAVE_CUDA),$(B)/simgpu12/libcudart.so.12 $(B)/simgpu12/libcupti.so.12 $(B)/simgpu12/libcuda.so.1 \
+		$(B)/testapps/cuda_c12) \
+	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app12)
 
 TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
 	$(B)/testapps/gloo_host $(B)/testapps/libfakegloo.so \
@@ -165,6 +168,27 @@ $(B)/simgpu/libcupti.so.13: testapps/simgpu/cupti.c testapps/simgpu/cupti.map te
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -I$(CUDA_HOME)/include -I$(B)/simgpu -fPIC -shared -o $@ $< -Wl,-soname,libcupti.so.13 \
 		-Wl,--version-script=testapps/simgpu/cupti.map -ldl -lpthread
+# CUDA 12's stand-ins: the same sources, CUDA 12's sonames, version nodes and CUPTI records
+$(B)/simgpu12/libcudart.so.12: testapps/simgpu/cudart.c testapps/simgpu/cudart_api.c testapps/simgpu/cudart12.map \
+	testapps/simgpu/simgpu.h testapps/simgpu/cudart_int.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -I$(CUDA_HOME)/include -fPIC -shared -o $@ testapps/simgpu/cudart.c testapps/simgpu/cudart_api.c \
+		-Wl,-soname,libcudart.so.12 -Wl,--version-script=testapps/simgpu/cudart12.map -lpthread
+$(B)/simgpu12/libcupti.so.12: testapps/simgpu/cupti.c testapps/simgpu/cupti12.map testapps/simgpu/simgpu.h \
+	$(B)/simgpu/cbid_names.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -DSIMGPU_MAJOR=12 -I$(CUDA_HOME)/include -I$(B)/simgpu -fPIC -shared -o $@ $< \
+		-Wl,-soname,libcupti.so.12 -Wl,--version-script=testapps/simgpu/cupti12.map -ldl -lpthread
+$(B)/simgpu12/libcuda.so.1: $(B)/simgpu/libcuda.so.1
+	@mkdir -p $(dir $@)
+	cp $< $@
+$(B)/testapps/cuda_c12: testapps/cuda_c.c $(B)/simgpu12/libcudart.so.12
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -isystem $(CUDA_HOME)/include -o $@ $< $(B)/simgpu12/libcudart.so.12
+# gpu_app on CUDA 12's runtime: nvcc's code, linked against the CUDA 12 stand-in instead of cudart 13
+$(B)/testapps/gpu_app12: testapps/gpu_app.cu $(B)/simgpu12/libcudart.so.12
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -std=c++17 -cudart none -o $@ $< -Xlinker $(B)/simgpu12/libcudart.so.12
 $(B)/testapps/cuda_c: testapps/cuda_c.c $(B)/simgpu/libcudart.so.13
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -isystem $(CUDA_HOME)/include -o $@ $< $(B)/simgpu/libcudart.so.13

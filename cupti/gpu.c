@@ -38,7 +38,27 @@
 #define BUF_BYTES (1u << 20)
 #define MAX_BUFFERS 64 /* 64 MiB of records waiting for the writer at most */
 #define FLUSH_EVERY_NS 1000000000LL
-#define CUPTI_SONAME "libcupti.so.13"
+/* CUDA 12's CUPTI (API versions 19, CUDA 12.0, to 28, 12.9 Update 1: cupti_version.h) writes its
+ * records in the structs before CUDA 13's (cupti_activity_deprecated.h: Kernel9, Memcpy5, Memset3,
+ * Synchronization). Every field read here sits where it sits in CUDA 13's, as these say; of a
+ * synchronization record, CUDA 12's has no returnValue, which is read from CUDA 13's alone. */
+#define SAME(old, new, f) _Static_assert(offsetof(old, f) == offsetof(new, f), #f " moved between " #old " and " #new)
+#define KERNEL_SAME(f) SAME(CUpti_ActivityKernel9, CUpti_ActivityKernel10, f)
+KERNEL_SAME(start); KERNEL_SAME(end); KERNEL_SAME(deviceId); KERNEL_SAME(contextId); KERNEL_SAME(streamId);
+KERNEL_SAME(correlationId); KERNEL_SAME(gridX); KERNEL_SAME(gridY); KERNEL_SAME(gridZ); KERNEL_SAME(blockX);
+KERNEL_SAME(blockY); KERNEL_SAME(blockZ); KERNEL_SAME(staticSharedMemory); KERNEL_SAME(dynamicSharedMemory);
+KERNEL_SAME(registersPerThread); KERNEL_SAME(name);
+#define MEMCPY_SAME(f) SAME(CUpti_ActivityMemcpy5, CUpti_ActivityMemcpy6, f)
+MEMCPY_SAME(copyKind); MEMCPY_SAME(srcKind); MEMCPY_SAME(dstKind); MEMCPY_SAME(flags); MEMCPY_SAME(bytes);
+MEMCPY_SAME(start); MEMCPY_SAME(end); MEMCPY_SAME(deviceId); MEMCPY_SAME(contextId); MEMCPY_SAME(streamId);
+MEMCPY_SAME(correlationId);
+#define MEMSET_SAME(f) SAME(CUpti_ActivityMemset3, CUpti_ActivityMemset4, f)
+MEMSET_SAME(value); MEMSET_SAME(bytes); MEMSET_SAME(start); MEMSET_SAME(end); MEMSET_SAME(deviceId);
+MEMSET_SAME(contextId); MEMSET_SAME(streamId); MEMSET_SAME(correlationId); MEMSET_SAME(memoryKind);
+#define SYNC_SAME(f) SAME(CUpti_ActivitySynchronization, CUpti_ActivitySynchronization2, f)
+SYNC_SAME(type); SYNC_SAME(start); SYNC_SAME(end); SYNC_SAME(correlationId); SYNC_SAME(contextId); SYNC_SAME(streamId);
+SYNC_SAME(cudaEventId);
+#define CUPTI_12_FIRST 19 /* CUDA 12.0's CUPTI API version */
 #define SLOTS 4096 /* recent API calls by correlation id, for the launch-order check */
 
 _Static_assert((int)CUPTI_ACTIVITY_MEMCPY_KIND_HTOD == (int)DDPSPY_GCOPY_HTOD && (int)CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ==
@@ -209,6 +229,12 @@ struct find {
 	char cupti[PATH_MAX];  /* a libcupti the process loaded already (PyTorch links Kineto's), "" */
 };
 
+/* the CUPTI of the program's CUDA major: 12 or 13 (the default: a static cudart's) */
+static const char *cupti_soname(const struct find *f)
+{
+	return f->cudart_major == 12 ? "libcupti.so.12" : "libcupti.so.13";
+}
+
 static int find_cb(struct dl_phdr_info *info, size_t size, void *ctx)
 {
 	struct find *f = ctx;
@@ -233,7 +259,7 @@ static int find_cb(struct dl_phdr_info *info, size_t size, void *ctx)
 static void *open_cupti(const struct find *f)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
-	const char *cands[9];
+	const char *cands[9], *so = cupti_soname(f);
 	char bufs[9][PATH_MAX];
 	int n = 0;
 	const char *home = getenv("CUDA_HOME");
@@ -246,20 +272,20 @@ static void *open_cupti(const struct find *f)
 		snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(f->cudart, '/') - f->cudart), f->cudart);
 		const char *rel[] = {"", "/../../cuda_cupti/lib", "/../extras/CUPTI/lib64"};
 		for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
-			snprintf(bufs[n], PATH_MAX, "%.4000s%s/" CUPTI_SONAME, dir, rel[i]);
+			snprintf(bufs[n], PATH_MAX, "%.4000s%s/%s", dir, rel[i], so);
 			cands[n] = bufs[n];
 			n++;
 		}
 	}
 	if (!home || !*home)
 		home = "/usr/local/cuda";
-	snprintf(bufs[n], PATH_MAX, "%.4000s/extras/CUPTI/lib64/" CUPTI_SONAME, home);
+	snprintf(bufs[n], PATH_MAX, "%.4000s/extras/CUPTI/lib64/%s", home, so);
 	cands[n] = bufs[n];
 	n++;
-	snprintf(bufs[n], PATH_MAX, "%.4000s/lib64/" CUPTI_SONAME, home);
+	snprintf(bufs[n], PATH_MAX, "%.4000s/lib64/%s", home, so);
 	cands[n] = bufs[n];
 	n++;
-	cands[n++] = CUPTI_SONAME;
+	cands[n++] = so;
 	for (int i = 0; i < n; i++) {
 		if (strchr(cands[i], '/') && access(cands[i], R_OK) != 0)
 			continue;
@@ -327,8 +353,10 @@ static int enable_calls(void)
 	if (!dsp_cfg.gpu_api_all && C.EnableRuntimeApi && C.EnableDriverApi) {
 		for (uint32_t i = 0; i < CUPTI_RUNTIME_TRACE_CBID_SIZE; i++)
 			n += kept(cbnames[i]) && C.EnableRuntimeApi(i, 1) == CUPTI_SUCCESS;
-		for (size_t i = 0; i < sizeof LAUNCHES / sizeof *LAUNCHES; i++)
-			C.EnableDriverApi(LAUNCHES[i], 1);
+		for (size_t i = 0; i < sizeof LAUNCHES / sizeof *LAUNCHES; i++) /* (where CUPTI names them so) */
+			if (!launch_names[i] || !strncmp(launch_names[i], "cuLaunch", 8) ||
+			    !strncmp(launch_names[i], "cuGraphLaunch", 13))
+				C.EnableDriverApi(LAUNCHES[i], 1);
 		if (n)
 			return n;
 	}
@@ -353,14 +381,14 @@ static void start(const char *how)
 	}
 	G.tried = 1;
 	dl_iterate_phdr(find_cb, &f);
-	if (f.cudart[0] && f.cudart_major != 13) {
-		SAY("the program's CUDA runtime is %s (CUDA %d): ddpspy reads CUDA 13's CUPTI records", f.cudart,
+	if (f.cudart[0] && f.cudart_major != 12 && f.cudart_major != 13) {
+		SAY("the program's CUDA runtime is %s (CUDA %d): ddpspy reads CUDA 12's and 13's CUPTI records", f.cudart,
 		    f.cudart_major);
 		set_state(DSP_GPU_UNAVAILABLE);
 		goto out;
 	}
 	if (!(h = open_cupti(&f))) {
-		SAY("no " CUPTI_SONAME " next to %s, in $CUDA_HOME or on the library path (set DDPSPY_CUPTI)",
+		SAY("no %s next to %s, in $CUDA_HOME or on the library path (set DDPSPY_CUPTI)", cupti_soname(&f),
 		    f.cudart[0] ? f.cudart : "the program (static CUDA runtime)");
 		set_state(DSP_GPU_UNAVAILABLE);
 		goto out;
@@ -390,9 +418,9 @@ static void start(const char *how)
 		set_state(DSP_GPU_FAILED);
 		goto out;
 	}
-	if (C.GetVersion && C.GetVersion(&G.info.version) == CUPTI_SUCCESS && G.info.version < 130000) {
-		SAY("%s is CUPTI API version %u: ddpspy reads CUDA 13's records (130000 and later)", G.lib,
-		    G.info.version);
+	if (C.GetVersion && C.GetVersion(&G.info.version) == CUPTI_SUCCESS && G.info.version < CUPTI_12_FIRST) {
+		SAY("%s is CUPTI API version %u: ddpspy reads CUDA 12's and 13's records (%d and later)", G.lib,
+		    G.info.version, CUPTI_12_FIRST);
 		set_state(DSP_GPU_FAILED);
 		goto out;
 	}
@@ -620,7 +648,7 @@ static int convert(const CUpti_Activity *r, struct dsp_gpu_ev *e, uint64_t *last
 		if (untimed(y->start, y->end))
 			return 0;
 		int64_t a[] = {y->type, opt(y->contextId), opt(y->streamId), opt(y->cudaEventId), y->correlationId,
-			       y->returnValue};
+			       G.info.version >= 130000 ? (int64_t)y->returnValue : -1}; /* (CUDA 12's has none) */
 		FILL(e, DDPSPY_EV_GPU_SYNC, a, y->start, y->end);
 		break;
 	}

@@ -51,6 +51,13 @@
 
 #include "simgpu.h"
 
+/* SIMGPU_MAJOR 12: the stand-in is CUDA 12's libcupti.so.12, CUPTI API version 26 (CUDA 12.8,
+ * cupti_version.h), writing its records in CUDA 12's structs (cupti_activity_deprecated.h:
+ * Kernel9, Memcpy5, Memset3, Synchronization, which has no returnValue) */
+#ifndef SIMGPU_MAJOR
+#define SIMGPU_MAJOR 13
+#endif
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static int subscribed;
@@ -122,13 +129,13 @@ static size_t record_size(CUpti_ActivityKind kind)
 		return sizeof(CUpti_ActivityAPI);
 	case CUPTI_ACTIVITY_KIND_KERNEL:
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-		return sizeof(CUpti_ActivityKernel10);
+		return SIMGPU_MAJOR == 12 ? sizeof(CUpti_ActivityKernel9) : sizeof(CUpti_ActivityKernel10);
 	case CUPTI_ACTIVITY_KIND_MEMCPY:
-		return sizeof(CUpti_ActivityMemcpy6);
+		return SIMGPU_MAJOR == 12 ? sizeof(CUpti_ActivityMemcpy5) : sizeof(CUpti_ActivityMemcpy6);
 	case CUPTI_ACTIVITY_KIND_MEMSET:
-		return sizeof(CUpti_ActivityMemset4);
+		return SIMGPU_MAJOR == 12 ? sizeof(CUpti_ActivityMemset3) : sizeof(CUpti_ActivityMemset4);
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
-		return sizeof(CUpti_ActivitySynchronization2);
+		return SIMGPU_MAJOR == 12 ? sizeof(CUpti_ActivitySynchronization) : sizeof(CUpti_ActivitySynchronization2);
 	case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
 		return sizeof(CUpti_ActivityExternalCorrelation);
 	default:
@@ -352,7 +359,9 @@ static void observe(const struct simgpu_item *it)
 			y->contextId = 1;
 			y->streamId = it->stream;
 			y->cudaEventId = UINT32_MAX;
+#if SIMGPU_MAJOR >= 13
 			y->returnValue = (uint32_t)it->ret;
+#endif
 		}
 		break;
 	}
@@ -488,7 +497,7 @@ static void hook(void)
 	/* the program's cudart: the simulated one tells what it does, a real one nothing (no GPU);
 	 * where a library loaded it RTLD_LOCAL (a dlopened module), by its name */
 	void *fn = dlsym(RTLD_DEFAULT, "simgpu_observe");
-	void *h = fn ? NULL : dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
+	void *h = fn ? NULL : dlopen(SIMGPU_MAJOR == 12 ? "libcudart.so.12" : "libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
 	if (h) {
 		fn = dlsym(h, "simgpu_observe");
 		dlclose(h);
@@ -639,7 +648,7 @@ CUptiResult cuptiGetVersion(uint32_t *version)
 {
 	if (!version)
 		return CUPTI_ERROR_INVALID_PARAMETER;
-	*version = CUPTI_API_VERSION;
+	*version = SIMGPU_MAJOR == 12 ? 26 : CUPTI_API_VERSION;
 	return CUPTI_SUCCESS;
 }
 

@@ -297,6 +297,27 @@ ok(p.returncode == 0 and '"ok": true' in p.stdout and gc == [("htod", 8 << 20), 
    and [e["what"] for e in events(recs, "cuda_sync")] == ["pin", "stream", "device"],
    "a C program on the runtime API: both copies and the set on the GPU, the copies and synchronizes on the host: %s" % gc)
 
+# CUDA 12: gpu_app linked against the CUDA 12 stand-ins (libcudart.so.12 and libcupti.so.12, CUPTI
+# API version 26, CUDA 12's record structs, whose fields ddpspy reads sit where CUDA 13's do):
+# the same kernels, copies and synchronizations as on CUDA 13, each joined to its call, through
+# libcupti.so.12 (before, GPU capture was "unavailable" for a CUDA 12 runtime)
+out = os.path.join(d, "cuda12")
+shutil.rmtree(out, ignore_errors=True)
+p = traced([os.path.join(APPS, "gpu_app12"), "timeline"], out,
+           env={"LD_LIBRARY_PATH": SIMDIR + "12", "SIMGPU_KERNELS": "spin=5000,tick=2000"})
+recs = dump(out)[0]
+g = info(recs)
+kern = gpu_events(recs, "gpu_kernel")
+api = {e["corr"]: e for e in gpu_events(recs, "cuda_api")}
+cp = [(e["copy"], e["src"], e["dst"], e["bytes"]) for e in gpu_events(recs, "gpu_memcpy")]
+ok(p.returncode == 0 and g.get("state") == "on" and g.get("lib", "").endswith("simgpu12/libcupti.so.12")
+   and g.get("version") == 26 and [k["kname"] for k in kern] == ["_Z4spinPfi"] + ["_Z4tickPfi"] * 3 + ["_Z4spinPfi"] * 4
+   and all("Launch" in (api.get(k["corr"], {}).get("fn") or "") for k in kern)
+   and cp == [("htod", "pinned", "device", MIB64), ("htod", "pageable", "device", MIB64), ("dtoh", "device", "pinned", MIB64)]
+   and [e["ret"] for e in gpu_events(recs, "gpu_sync")] == [-1] * 7,
+   "CUDA 12: captured through %s (CUPTI %s): 8 kernels joined to their launches, 3 copies, 7 synchronizations (no "
+   "result in CUDA 12's record): %s" % (g.get("lib"), g.get("version"), cp))
+
 # a library whose constructor starts CUDA (DT_NEEDED: its constructor runs before the preloaded
 # ddpspy's, so cuInit reads CUDA_INJECTION64_PATH before ddpspy set it and calls nobody): GPU
 # capture starts in ddpspy's constructor and says so, where before the file said nothing of the GPU
