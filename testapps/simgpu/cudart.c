@@ -115,6 +115,16 @@ static void sleep_until(uint64_t t)
 		;
 }
 
+/* sleep_until to within a microsecond: the last 200 us spent spinning (a sleep overshoots by the
+ * timer slack, 50 us, more than the staging tail it must resolve) */
+static void sleep_until_exact(uint64_t t)
+{
+	if (t > 200000)
+		sleep_until(t - 200000);
+	while (now_ns() < t)
+		;
+}
+
 static double env_num(const char *name, double def)
 {
 	const char *v = getenv(name);
@@ -976,7 +986,10 @@ static cudaError_t copy2d(void *dst, size_t dpitch, const void *src, size_t spit
 		tell(&it);
 	if (hold) {
 		moves_done();
-		sleep_until(end - tail);
+		if (tail)
+			sleep_until_exact(end - tail);
+		else
+			sleep_until(end);
 	}
 	return api_end(cbid, t0, cudaSuccess);
 }

@@ -99,7 +99,10 @@ def check(n):
         kern = [e for e in gev[r] if e["kind"] == "gpu_kernel" and "ncclDevKernel_" in e["kname"]]
         ark = [k for k in kern if "AllReduce" in k["kname"]]
         srk = [k for k in kern if "ncclDevKernel_SendRecv" in k["kname"]]
-        this = [len(ark) == STEPS and len(srk) == STEPS, all(k["corr"] in launch for k in kern),
+        # (as NCCL 2.28's, mangled, of the operation, reduction and type)
+        this_names = ({k["kname"] for k in ark} == {"_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE"}
+                      and {k["kname"] for k in srk} == {"_Z22ncclDevKernel_SendRecv24ncclDevKernelArgsStorageILm4096EE"})
+        this = [len(ark) == STEPS and len(srk) == STEPS and this_names, all(k["corr"] in launch for k in kern),
                 [ext_of.get(k["corr"]) for k in ark] == [e["ext"] for e in ars[r]],
                 [ext_of.get(k["corr"]) for k in srk] == [e["ext"] for e in ends]]
         if not all(this):
