@@ -6,7 +6,8 @@
 //   sections, in this order, each printing one JSON line with its host times (CLOCK_MONOTONIC ns):
 //   flood    a PyTorch-shaped loop: per kernel cudaGetDevice, cudaGetLastError,
 //            cudaStreamIsCapturing, cudaPointerGetAttributes, the launch and an event record; every
-//            8 kernels the host polls cudaEventQuery until the event is done
+//            8 kernels the host polls cudaEventQuery until the event is done (GPU_PROBE_POLL=0: never,
+//            so that the loop's time is the host's calls alone)
 //   copies   256 MiB host to device from pinned memory (async) and from pageable memory
 //            (cudaMemcpy), and 1 GiB device to device, each timed by the host
 //   graph    three kernels captured from a stream into a CUDA graph, instantiated, launched 3 times
@@ -306,6 +307,7 @@ static int flood(float *d, long long *f0, long long *f1)
 	check(cudaStreamCreate(&s), "cudaStreamCreate");
 	check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
 	long polls = 0;
+	int poll = !getenv("GPU_PROBE_POLL") || atoi(getenv("GPU_PROBE_POLL"));
 	*f0 = now_ns();
 	for (int i = 0; i < kernels; i++) {
 		int dev;
@@ -317,7 +319,7 @@ static int flood(float *d, long long *f0, long long *f1)
 		check(cudaPointerGetAttributes(&pa, d), "cudaPointerGetAttributes");
 		flood_k<<<1, 128, 0, s>>>(d);
 		check(cudaEventRecord(e, s), "cudaEventRecord");
-		if (i % 8 == 7)
+		if (poll && i % 8 == 7)
 			for (cudaError_t q; (q = cudaEventQuery(e)) != cudaSuccess; polls++)
 				if (q != cudaErrorNotReady)
 					check(q, "cudaEventQuery");
