@@ -280,8 +280,16 @@ def nccl_checks(app):
         ok(all(nccl_kernel(k) for k in joined), "%d ranks: each allreduce joins an NCCL kernel through its external id "
            "(%d of %d; names by substring: %s)" % (n, sum(map(nccl_kernel, joined)), len(ar), sorted(set(joined))[:2]))
         nccl_facts("blocking", recs)
+    for name in ("blocking",):
+        j = report("nccl-" + name, os.path.join(OUT, "nccl-" + name))
+        fact("nccl_%s_report" % name, j and {"clock": j["job"]["clock"], "join": [r.get("gpu", {}).get("nccl_join") for r in j["ranks"]]})
     recs = nccl_run(app, "nonblocking", n, {"NCCL_APP_NONBLOCKING": "1"})
     if recs is not None:
+        j = report("nccl-nonblocking", os.path.join(OUT, "nccl-nonblocking"))
+        joins = [r.get("gpu", {}).get("nccl_join") for r in j["ranks"]] if j else None
+        fact("nccl_nonblocking_report", j and {"clock": j["job"]["clock"], "join": joins})
+        ok(j is not None and all(x and x["communicator_order"] == 8 and x["order_only"] == 0 for x in joins),
+           "nonblocking: the report joins each rank's NCCL kernels to their calls by the communicator's order: %s" % joins)
         f = nccl_facts("nonblocking", recs)
         ok(f["nccl_kernels"] >= 4 * n, "nonblocking communicator: its kernels recorded (%d; joined by external id: %d of %d "
            "calls; launched from the caller's thread: %s)" % (f["nccl_kernels"], f["calls_joined_by_ext_id"], f["calls"],
@@ -307,7 +315,25 @@ def probe_checks(app):
     if not ok(p.returncode == 0 and of(recs, "process"), "gpu_probe runs under the preload: %s" % p.stderr[-300:]):
         return
     g = info(recs)
-    fact("probe_gpu_record", {k: g.get(k) for k in ("state", "why", "lib", "version", "dropped", "refused", "events", "lead_ns", "checked")})
+    fact("probe_gpu_record", {k: g.get(k) for k in ("state", "why", "lib", "version", "dropped", "refused", "events",
+                                                     "untimed", "api", "foreign", "lead_ns", "checked")})
+    # the kernel still running at exit comes with no times: left out and counted, never a time
+    timed = [e for e in gpu_events(recs) if e["kind"] != "gpu_extcorr"]
+    ok(g.get("untimed", 0) >= 1 and g.get("lead_ns", 1 << 60) <= SLACK and all(e["t_ns"] > 0 for e in timed),
+       "the kernel running at exit: %s record(s) with no times left out, none at time 0, the launch-order check "
+       "clean (lead %s ns)" % (g.get("untimed"), g.get("lead_ns")))
+    fns = {}
+    for e in gpu_events(recs, "cuda_api"):
+        fns[e.get("fn")] = fns.get(e.get("fn"), 0) + 1
+    flood_calls = [f for f in fns if f and f.startswith(("cudaGetDevice", "cudaGetLastError", "cudaStreamIsCapturing",
+                                                         "cudaPointerGetAttributes", "cudaEventRecord"))]
+    ok(g.get("api") == "selected" and not flood_calls,
+       "CUPTI records the calls the analysis reads (api %s), none of the flood's: %s" % (g.get("api"),
+                                                                                        sorted(fns.items(), key=lambda x: -x[1])[:8]))
+    polls = [e for e in events(recs, "cuda_sync") if e["what"] == "poll"]
+    frees = [e["what"] for e in events(recs, "cuda_sync") if e["what"] in ("pin", "free")]
+    fact("probe_host_waits", {"polls": len(polls), "pin_free": frees,
+                              "sync_types": sorted({(e["sync"], e.get("ret")) for e in gpu_events(recs, "gpu_sync")})})
     fact("probe_records", per_kind(recs))
     kern = gpu_events(recs, "gpu_kernel")
     api = {e["corr"]: e for e in gpu_events(recs, "cuda_api")}
@@ -396,6 +422,7 @@ def torch_checks():
     kineto = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120,
                             env=dict(os.environ, CHECK_KINETO="1"))
     p = traced([sys.executable, script], out, timeout=120)
+    every = traced([sys.executable, script], os.path.join(OUT, "torch-all"), timeout=120, env={"DDPSPY_GPU_API_ALL": "1"})
     both = traced([sys.executable, script], os.path.join(OUT, "torch-kineto"), timeout=120, env={"CHECK_KINETO": "1"})
     recs, rc, err = dump(out)
     if not ok(p.returncode == 0, "a PyTorch DDP job (NCCL, world size 1) runs under the preload: %s" % p.stderr[-400:]):
@@ -424,7 +451,8 @@ def torch_checks():
                            "api_by_call": dict(sorted(byfn.items(), key=lambda x: -x[1])[:15]),
                            "gpu_record": {k: g.get(k) for k in ("state", "lib", "version", "dropped", "refused", "events", "lead_ns", "checked")}})
     pick = lambda q: [l for l in q.stdout.splitlines() if l.startswith(("launch_us", "kineto_kernels"))]
-    fact("torch_launch_us", {"plain": pick(plain), "under_torch_profiler": pick(kineto), "under_ddpspy": pick(p)})
+    fact("torch_launch_us", {"plain": pick(plain), "under_torch_profiler": pick(kineto), "under_ddpspy": pick(p),
+                             "under_ddpspy_every_call": pick(every)})
     kg = info(dump(os.path.join(OUT, "torch-kineto"))[0])
     fact("torch_profiler_under_ddpspy", {"exit": both.returncode, "out": pick(both), "err": both.stderr[-600:],
                                          "ddpspy_gpu": {k: kg.get(k) for k in ("state", "why", "events", "dropped")}})
@@ -498,6 +526,30 @@ def env_for_torch():
     return e
 
 
+def ctor_checks(bin_):
+    """a library whose constructor starts CUDA before ddpspy's (DT_NEEDED): capture starts in
+    ddpspy's constructor and says so"""
+    if SIM:
+        skip("CUDA started by a library's constructor", "tested on the simulated device by test_cupti")
+        return
+    lib = os.path.join(bin_, "libcuda_ctor.so")
+    app = os.path.join(bin_, "cuda_c_ctor")
+    b1 = subprocess.run([NVCC, "-O2", "-cudart", "shared", "-Xcompiler", "-fPIC", "-shared", "-o", lib,
+                         os.path.join(ROOT, "testapps", "cuda_ctor.c")], capture_output=True, text=True)
+    b2 = subprocess.run([NVCC, "-O2", "-cudart", "shared", "-DCUDA_CTOR", "-o", app, os.path.join(ROOT, "testapps", "cuda_c.c"),
+                         "-L" + bin_, "-lcuda_ctor", "-Xlinker", "-rpath," + bin_], capture_output=True, text=True)
+    if not ok(b1.returncode == 0 and b2.returncode == 0, "cuda_c_ctor builds: %s" % (b1.stderr + b2.stderr)[-300:]):
+        return
+    out = os.path.join(OUT, "ctor")
+    shutil.rmtree(out, ignore_errors=True)
+    p = traced([app], out, env=env_for(), timeout=60)
+    recs = dump(out)[0]
+    g = info(recs)
+    fact("ctor", {"state": g.get("state"), "why": g.get("why"), "memcpy": len(gpu_events(recs, "gpu_memcpy"))})
+    ok(p.returncode == 0 and g.get("state") == "on" and "constructor" in g.get("why", "") and len(gpu_events(recs, "gpu_memcpy")) == 2,
+       "CUDA started by a library's constructor: capture starts at ddpspy's (%s), the copies recorded" % g.get("why"))
+
+
 def part(name, fn, *args):
     """one part of the run; an exception (a timeout, a program that printed nothing) fails that part
     alone, saying so, and the run goes on with the next"""
@@ -509,17 +561,19 @@ def part(name, fn, *args):
 
 def launch_cost(app):
     """host ns per launch of a tiny kernel (gpu_app launches), plain and under ddpspy, alternated"""
-    plain, traced_ = [], []
+    plain, traced_, every = [], [], []
     env = dict(env_for(), **({"SIMGPU_KERNELS": "tick=1"} if SIM else {}))  # (a 1 us kernel on the simulated device)
     for i in range(3):
         q = subprocess.run([app, "launches"], capture_output=True, text=True, timeout=60, env=dict(os.environ, **env))
         t = traced([app, "launches"], os.path.join(OUT, "launches"), env=env, timeout=60)
-        for r, into in ((q, plain), (t, traced_)):
+        a = traced([app, "launches"], os.path.join(OUT, "launches-all"), env=dict(env, DDPSPY_GPU_API_ALL="1"), timeout=60)
+        for r, into in ((q, plain), (t, traced_), (a, every)):
             line = [l for l in r.stdout.splitlines() if l.startswith("{")]
             if line:
                 into.append(json.loads(line[-1])["launch_ns"])
-    fact("gpu_app_launch_ns", {"plain": plain, "under_ddpspy": traced_})
-    ok(len(plain) == 3 and len(traced_) == 3, "host ns per launch, plain %s, under ddpspy %s" % (plain, traced_))
+    fact("gpu_app_launch_ns", {"plain": plain, "under_ddpspy": traced_, "under_ddpspy_every_call": every})
+    ok(len(plain) == 3 and len(traced_) == 3, "host ns per launch, plain %s, under ddpspy %s (every call recorded: %s)"
+       % (plain, traced_, every))
 
 
 def main():
@@ -559,6 +613,8 @@ def main():
     if built["gpu_probe"] and fits("gpu_probe", 30):
         part("gpu_probe", probe_checks, os.path.join(bin_, "gpu_probe"))
     part("static cudart", static_checks, built.get("gpu_app_static"))
+    if fits("constructor", 20):
+        part("constructor", ctor_checks, bin_)
     if "nccl_app" not in todo:
         skip("NCCL on the GPU", "no nccl.h and libnccl.so.2 found (pip's nvidia-nccl, or $CUDA_HOME)")
     elif built["nccl_app"] and fits("nccl_app", 60):
