@@ -174,9 +174,9 @@ static void gpu_points(const struct proc *p, struct cpts *c)
  * residual) is the drift. With the drift taken out of r's times, one estimate over the whole job
  * gives the level and the residual.
  *
- * CLOCK_REALTIME is kept (no correction) where the trace cannot tell it wrong: 0 within [lo, hi],
- * and the offset and the drift over the job within the residual. Ranks on one host share its
- * clock, and a correction there would move them by the exits' noise. */
+ * CLOCK_REALTIME is kept (no correction) where the trace cannot tell it wrong: 0 within [lo, hi]
+ * without the drift, and the offset and the drift over the job within the residual. Ranks on one
+ * host share its clock, and a correction there would move them by the exits' noise. */
 #define DRIFT_MIN_SPAN 4000000000LL
 #define WINDOW_MIN 8
 #define MSG_WINDOW_MIN 64
@@ -574,7 +574,9 @@ static int align_from(struct analysis *a, void (*points)(const struct proc *, st
 	struct an_msg *am = NULL;
 	struct edges E = { 0 };
 	double *B = calloc((size_t)R, sizeof *B), *est0 = calloc((size_t)R, sizeof *est0);
+	double *B0 = calloc((size_t)R, sizeof *B0);
 	double *lo = malloc((size_t)R * sizeof *lo), *hi = malloc((size_t)R * sizeof *hi);
+	double *lo0 = malloc((size_t)R * sizeof *lo0), *hi0 = malloc((size_t)R * sizeof *hi0);
 	double *U = R <= MAX_PATHS ? malloc(((size_t)R + 1) * (size_t)R * sizeof *U) : NULL;
 	/* by window and rank: the bounds, the estimates, their residuals, estimate()'s return */
 	size_t WR = (size_t)R * (MAX_WINDOWS + 1);
@@ -584,8 +586,8 @@ static int align_from(struct analysis *a, void (*points)(const struct proc *, st
 	double wt[MAX_WINDOWS];
 	double *v = NULL;
 	*nb = 0;
-	if (!B || !est0 || !lo || !hi || (!U && R <= MAX_PATHS) || !wlo || !whi || !wm || !ww || !hw ||
-	    gather(a, points, &g.m) < 0)
+	if (!B || !B0 || !est0 || !lo || !hi || !lo0 || !hi0 || (!U && R <= MAX_PATHS) || !wlo || !whi || !wm || !ww ||
+	    !hw || gather(a, points, &g.m) < 0)
 		goto out;
 	if (msgs) {
 		size_t n = an_p2p_messages(a, &am);
@@ -632,6 +634,8 @@ static int align_from(struct analysis *a, void (*points)(const struct proc *, st
 				B[r] = (s * sxy - sx * sy) / den;
 		}
 	}
+	/* the bounds of CLOCK_REALTIME as it is (no drift; B0 all 0), and with the drift */
+	bounds(&g, g.W, B0, U, &E, lo0, hi0);
 	bounds(&g, g.W, B, U, &E, lo, hi);
 	estimate_ranks(a, &(struct estjob){ &g, g.W, g.W + 1, B, lo, hi, wm, ww, hw }, v);
 	for (int r = 1; r < R; r++) {
@@ -639,15 +643,18 @@ static int align_from(struct analysis *a, void (*points)(const struct proc *, st
 		int how = hw[r];
 		if (how < 0)
 			continue;
-		/* CLOCK_REALTIME kept where the trace cannot tell it wrong: nothing it bounds excludes it,
-		 * and the offset and the drift over the job are within the exits' own spread (one host's
-		 * ranks share its clock: a correction there would only move them by that noise); how far
-		 * off 0 may be then: the interval's far end, or the exits' spread about 0 if less */
+		/* CLOCK_REALTIME kept where the trace cannot tell it wrong: nothing it bounds excludes it
+		 * as it is, and the offset and the drift over the job are within the exits' own spread
+		 * (one host's ranks share its clock: a correction there would only move them by that
+		 * noise); how far off 0 may be then: the interval's far end, or the exits' spread about 0
+		 * if less. The bounds asked are those without the drift: a drift fitted through wide
+		 * intervals' middles (bounds alone) is their noise, and taken out it can move a tight
+		 * bound past 0; for a rank of bounds alone, "offset within the spread" is "0 inside". */
 		int64_t first = g.m.K >= 3 ? g.m.t[0] : g.g[0].t, last = g.m.K >= 3 ? g.m.t[g.m.K - 1] : g.g[g.ng - 1].t;
 		double span = (double)(last - first);
-		if (!(lo[r] > 0 || hi[r] < 0) && fabs(est) <= res && fabs(B[r]) * span <= res) {
+		if (!(lo0[r] > 0 || hi0[r] < 0) && (how == 1 || fabs(est) <= res) && fabs(B[r]) * span <= res) {
 			size_t n = how == 0 ? exits(&g.m, 0, g.m.K, r, 0, g.tc, v) : 0;
-			res = fmax(hi[r], -lo[r]);
+			res = fmax(hi0[r], -lo0[r]);
 			if (n >= 3)
 				res = fmin(res, spread(v, n, 0));
 			est = 0;
@@ -670,9 +677,12 @@ out:
 	free(am);
 	free(E.v);
 	free(B);
+	free(B0);
 	free(est0);
 	free(lo);
 	free(hi);
+	free(lo0);
+	free(hi0);
 	free(U);
 	free(wlo);
 	free(whi);
