@@ -201,9 +201,12 @@ def slow_data(k):
 live("slow-data", slow_data)
 
 
-# ---- an extra 256 MiB all-reduce per step (gloo moves it about as fast as the model computes at 128) ----
+# ---- an extra 512 MiB all-reduce per step: about two thirds of the step on this 2-core VM ----
+# (256 MiB took about as long as the model's compute here, 2026-11-26: untraced steps 329-348 ms,
+# traced 47-50% comms either side of the verdict's line on ddpspy before and after; at 512 MiB the
+# untraced step is 565-592 ms and comms 64-66%, so the verdict the test asserts is the job's truth)
 def extra(k):
-    t, j = traced("extra", STEPS + ["--extra-allreduce", "256"])
+    t, j = traced("extra", STEPS + ["--extra-allreduce", "512"])
     if j is None:
         return [(False, "extra all-reduce reported")]
     f = find(j, "collective_volume")
