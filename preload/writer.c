@@ -345,6 +345,33 @@ static void rec_header(void)
 	frame_end();
 }
 
+/* The thresholds in raw ticks (stacks, polls) from the raw clock's rate between two samples. */
+static void set_thresholds(uint64_t raw0, int64_t mono0, uint64_t raw, int64_t mono)
+{
+	double per_ns = (double)(raw - raw0) / (double)(mono - mono0);
+	if (dsp_cfg.stack_us >= 0)
+		__atomic_store_n(&dsp_stack_ticks, (uint64_t)(per_ns * 1000.0 * (double)dsp_cfg.stack_us),
+				 __ATOMIC_RELAXED);
+	__atomic_store_n(&dsp_poll_ticks, (uint64_t)(per_ns * 1000.0 * DSP_POLL_US), __ATOMIC_RELAXED);
+}
+
+/* Init assumed a 3 GHz raw clock; the writer measures the rate at once, over 2 ms or more since
+ * init's sample, instead of at the first calibration a second later (a 2.1 GHz TSC made the
+ * first second's 1 ms stack threshold 1.43 ms, and 1.2 ms waits went without stacks). */
+static void measure_thresholds(void)
+{
+	uint64_t raw;
+	int64_t mono, real;
+	dsp_clock_sample(&raw, &mono, &real);
+	if (mono - W.start_mono < 2000000) {
+		struct timespec ts = {0, 2000000 - (mono - W.start_mono)};
+		syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL); /* (not our nanosleep wrapper) */
+		dsp_clock_sample(&raw, &mono, &real);
+	}
+	if (mono > W.start_mono && raw > W.start_raw)
+		set_thresholds(W.start_raw, W.start_mono, raw, mono);
+}
+
 static void rec_calib(void)
 {
 	uint64_t raw;
@@ -361,12 +388,7 @@ static void rec_calib(void)
 		W.first_raw = raw;
 		W.first_mono = mono;
 	} else if (mono - W.first_mono > 1000000) {
-		/* refine the thresholds with the measured raw clock rate */
-		double per_ns = (double)(raw - W.first_raw) / (double)(mono - W.first_mono);
-		if (dsp_cfg.stack_us >= 0)
-			__atomic_store_n(&dsp_stack_ticks, (uint64_t)(per_ns * 1000.0 * (double)dsp_cfg.stack_us),
-					 __ATOMIC_RELAXED);
-		__atomic_store_n(&dsp_poll_ticks, (uint64_t)(per_ns * 1000.0 * DSP_POLL_US), __ATOMIC_RELAXED);
+		set_thresholds(W.first_raw, W.first_mono, raw, mono); /* over a longer span */
 	}
 }
 
@@ -1404,6 +1426,7 @@ static void *writer_main(void *arg)
 	pthread_mutex_lock(&wlock);
 	dsp_stack_load();
 	pthread_mutex_unlock(&wlock);
+	measure_thresholds();
 	pthread_setname_np(pthread_self(), "ddpspy-writer");
 	spawn_sampler();
 	for (;;) {
