@@ -245,40 +245,29 @@ COPY(cudaMemcpyPeerAsync, (void *d, int dd, const void *s, int sd, size_t n, cud
 /* A query: nothing recorded but a run of them that found the work unfinished, each within 20 us
  * (twice the poll threshold) of the last: a wait from the first's start to the end of the one that
  * found it done, or of the run's last when it stops before (the thread went on to other work). */
+/* the run ends at t1: one wait from its first query's start */
+static void poll_end(struct dsp_tls *t, uint64_t t1, cudaError_t rc, cudaStream_t s, cudaEvent_t e)
+{
+	uint64_t a = t->poll_t0;
+	t->poll_t0 = 0;
+	int64_t args[4] = {DDPSPY_SYNC_POLL, (int64_t)(uintptr_t)s, (int64_t)(uintptr_t)e, rc};
+	dsp_emit_wait(t, DDPSPY_EV_CUDA_SYNC, a, t1, 4, args);
+}
+
 static void polled(struct dsp_tls *t, uint64_t t0, uint64_t t1, cudaError_t rc, cudaStream_t s, cudaEvent_t e)
 {
-	if (t->poll_t0 && t0 - t->poll_t1 > 2 * dsp_poll_ticks) { /* a run given up: a wait to its last */
-		uint64_t a = t->poll_t0;
-		t->poll_t0 = 0;
-		int64_t args[4] = {DDPSPY_SYNC_POLL, (int64_t)(uintptr_t)s, (int64_t)(uintptr_t)e, cudaErrorNotReady};
-		dsp_emit_wait(t, DDPSPY_EV_CUDA_SYNC, a, t->poll_t1, 4, args);
-	}
+	if (t->poll_t0 && t0 - t->poll_t1 > 2 * dsp_poll_ticks) /* a run given up: a wait to its last */
+		poll_end(t, t->poll_t1, cudaErrorNotReady, s, e);
 	if (rc == cudaErrorNotReady) {
 		if (!t->poll_t0)
 			t->poll_t0 = t0;
 		t->poll_t1 = t1;
 	} else if (t->poll_t0) {
-		uint64_t a = t->poll_t0;
-		t->poll_t0 = 0;
-		int64_t args[4] = {DDPSPY_SYNC_POLL, (int64_t)(uintptr_t)s, (int64_t)(uintptr_t)e, rc};
-		dsp_emit_wait(t, DDPSPY_EV_CUDA_SYNC, a, t1, 4, args);
+		poll_end(t, t1, rc, s, e);
 	}
 }
 
-#define QUERY(name, type, s, e)                                                              \
-	cudaError_t name(type x)                                                             \
-	{                                                                                    \
-		if (!get_##name())                                                           \
-			return cudaErrorSymbolNotFound;                                      \
-		struct dsp_tls *t = &dsp_tls;                                                \
-		if (!dsp_enter(t))                                                           \
-			return real_##name(x);                                               \
-		uint64_t t0 = dsp_now();                                                     \
-		cudaError_t rc = real_##name(x);                                             \
-		polled(t, t0, dsp_now(), rc, s, e);                                          \
-		dsp_leave(t);                                                                \
-		return rc;                                                                   \
-	}
+#define QUERY(name, type, s, e) WRAP(name, (type x), (x), polled(t, t0, dsp_now(), rc, s, e))
 
 QUERY(cudaEventQuery, cudaEvent_t, NULL, x)
 QUERY(cudaStreamQuery, cudaStream_t, x, NULL)

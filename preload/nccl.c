@@ -187,9 +187,12 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
 /* A communicator made from parent p (NULL: not known to ddpspy, its id -1): its id the hash h of
  * the parent's and the call's number, then of the n ints of key (a split's color, a shrink's
  * excluded ranks), equal on its members; its rank and size from NCCL once it is made. */
-static void rec_child(struct dsp_tls *t, uint64_t t0, const struct comm *p, uint64_t h, const int *key, int n,
-		      ncclComm_t *newcomm, const ncclConfig_t *config, ncclResult_t rc)
+static void rec_child(struct dsp_tls *t, uint64_t t0, struct comm *p, const int *key, int n, ncclComm_t *newcomm,
+		      const ncclConfig_t *config, ncclResult_t rc)
 {
+	/* the call's number among comm's splits and shrinks, counted whether or not it succeeded */
+	uint64_t k = p ? __atomic_fetch_add(&p->splits, 1, __ATOMIC_RELAXED) : 0;
+	uint64_t h = p ? ddpspy_fnv_word(ddpspy_fnv_word(DDPSPY_FNV_SEED, (uint64_t)p->id), k) : 0;
 	if (!newcomm || !*newcomm || (rc != ncclSuccess && rc != ncclInProgress))
 		return;
 	int r = -1, size = -1;
@@ -214,10 +217,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
 		return real_ncclCommSplit(comm, color, key, newcomm, config);
 	uint64_t t0 = dsp_now();
 	ncclResult_t rc = real_ncclCommSplit(comm, color, key, newcomm, config);
-	struct comm *p = comm_find(comm);
-	uint64_t k = p ? __atomic_fetch_add(&p->splits, 1, __ATOMIC_RELAXED) : 0;
-	rec_child(t, t0, p, p ? ddpspy_fnv_word(ddpspy_fnv_word(DDPSPY_FNV_SEED, (uint64_t)p->id), k) : 0, &color, 1,
-		  newcomm, config, rc);
+	rec_child(t, t0, comm_find(comm), &color, 1, newcomm, config, rc);
 	dsp_leave(t);
 	return rc;
 }
@@ -256,10 +256,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *exclude, int nexclude, ncclCom
 		return real_ncclCommShrink(comm, exclude, nexclude, newcomm, config, flags);
 	uint64_t t0 = dsp_now();
 	ncclResult_t rc = real_ncclCommShrink(comm, exclude, nexclude, newcomm, config, flags);
-	struct comm *p = comm_find(comm);
-	uint64_t k = p ? __atomic_fetch_add(&p->splits, 1, __ATOMIC_RELAXED) : 0;
-	rec_child(t, t0, p, p ? ddpspy_fnv_word(ddpspy_fnv_word(DDPSPY_FNV_SEED, (uint64_t)p->id), k) : 0, exclude,
-		  exclude ? nexclude : 0, newcomm, config, rc);
+	rec_child(t, t0, comm_find(comm), exclude, exclude ? nexclude : 0, newcomm, config, rc);
 	dsp_leave(t);
 	return rc;
 }
