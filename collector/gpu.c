@@ -109,7 +109,7 @@ struct gpuproc {
 	struct gsite site[MAX_SITES];
 	int nsites;
 	uint64_t records;
-	struct namememo {     /* name_has's answers for the file's names, the last one each slot saw */
+	struct namememo {     /* memo's answers for the file's names, the last one each slot saw */
 		int64_t id[64];
 		int8_t has[64];
 	} nccl_name, launch_name, wait_name;
@@ -159,8 +159,9 @@ static int cmp_name(const void *x, const void *y);
 
 /* argument positions of the kinds read here, from their names (common/format.h) */
 static struct {
-	int8_t k_device, k_ctx, m_device, m_ctx, s_device, s_ctx, k_stream, k_corr, k_kname, m_stream, m_corr, m_bytes, m_copy, m_src, m_dst, s_stream, s_corr, a_corr,
-		a_fn, a_thread, x_kind, x_ext, x_corr, n_ext, g_begin, g_ext, c_dir, c_async, y_what, i_nranks, i_blocking;
+	int8_t k_device, k_ctx, m_device, m_ctx, s_device, s_ctx, k_stream, k_corr, k_kname, m_stream, m_corr, m_bytes,
+		m_copy, m_src, m_dst, s_stream, s_corr, a_corr, a_fn, a_thread, x_kind, x_ext, x_corr, n_ext, g_begin, g_ext,
+		c_dir, c_async, y_what, i_nranks, i_blocking;
 } P;
 
 __attribute__((constructor)) static void positions(void)
@@ -209,45 +210,53 @@ static int name_has(const struct trace_file *f, int64_t id, const char *needle)
 	return 0;
 }
 
-/* name_has for the file's string id, remembered (a kernel's or a call's name repeats; ids 0, no
- * name, answer 0 as a zeroed memo does) */
-static int memo_has(struct namememo *m, const struct trace_file *f, int64_t id, const char *needle,
-		    const char *needle2)
+/* a class of a string table entry of f: arg as each class says */
+typedef int8_t name_class(const struct trace_file *f, int64_t id, const void *arg);
+
+/* whether the entry contains any of arg's needles (a NULL-ended list) */
+static int8_t has_any(const struct trace_file *f, int64_t id, const void *arg)
+{
+	for (const char *const *n = arg; *n; n++)
+		if (name_has(f, id, *n))
+			return 1;
+	return 0;
+}
+
+/* Whether a runtime call (its name) may hold the host for the device, as the preload's wrappers
+ * take them (preload/cuda.c): synchronizes, synchronous copies, frees and pinning (W_ALWAYS);
+ * queries (W_POLL: a run of them is a wait); asynchronous and peer copies (W_LONG: a wait when one
+ * held the host). */
+static int8_t api_wait(const struct trace_file *f, int64_t id, const void *arg)
+{
+	(void)arg;
+	const struct trace_name *n = id > 0 ? trace_name(f, (uint32_t)id) : NULL;
+	char s[64];
+	snprintf(s, sizeof s, "%.*s", n ? (int)(n->len < 63 ? n->len : 63) : 0, n ? n->s : "");
+	if (strstr(s, "Synchronize") || !strncmp(s, "cudaHostAlloc", 13) || !strncmp(s, "cudaMallocHost", 14) ||
+	    !strncmp(s, "cudaHostRegister", 16) || !strncmp(s, "cudaHostUnregister", 18) ||
+	    (!strncmp(s, "cudaFree", 8) && !strstr(s, "Async")))
+		return W_ALWAYS;
+	if (!strncmp(s, "cudaEventQuery", 14) || !strncmp(s, "cudaStreamQuery", 15))
+		return W_POLL;
+	if (!strncmp(s, "cudaMemcpy", 10))
+		return strstr(s, "Async") || strstr(s, "Peer") ? W_LONG : W_ALWAYS;
+	return W_NONE;
+}
+
+/* cls of the file's string id, remembered (a kernel's or a call's name repeats; ids 0, no name,
+ * answer 0 as a zeroed memo does) */
+static int8_t memo(struct namememo *m, const struct trace_file *f, int64_t id, name_class *cls, const void *arg)
 {
 	unsigned slot = (unsigned)id & 63;
 	if (m->id[slot] != id) {
 		m->id[slot] = id;
-		m->has[slot] = (int8_t)(name_has(f, id, needle) || (needle2 && name_has(f, id, needle2)));
+		m->has[slot] = cls(f, id, arg);
 	}
 	return m->has[slot];
 }
 
-/* Whether a runtime call (its name's id) may hold the host for the device, as the preload's
- * wrappers take them (preload/cuda.c): synchronizes, synchronous copies, frees and pinning (W_ALWAYS);
- * queries (W_POLL: a run of them is a wait); asynchronous and peer copies (W_LONG: a wait when one
- * held the host). Remembered by id, as memo_has. */
-static int8_t api_wait(struct gpuproc *g, const struct trace_file *f, int64_t id)
-{
-	struct namememo *m = &g->wait_name;
-	unsigned slot = (unsigned)id & 63;
-	if (m->id[slot] == id)
-		return m->has[slot];
-	const struct trace_name *n = id > 0 ? trace_name(f, (uint32_t)id) : NULL;
-	char s[64];
-	snprintf(s, sizeof s, "%.*s", n ? (int)(n->len < 63 ? n->len : 63) : 0, n ? n->s : "");
-	int8_t w = W_NONE;
-	if (strstr(s, "Synchronize") || !strncmp(s, "cudaHostAlloc", 13) || !strncmp(s, "cudaMallocHost", 14) ||
-	    !strncmp(s, "cudaHostRegister", 16) || !strncmp(s, "cudaHostUnregister", 18) ||
-	    (!strncmp(s, "cudaFree", 8) && !strstr(s, "Async")))
-		w = W_ALWAYS;
-	else if (!strncmp(s, "cudaEventQuery", 14) || !strncmp(s, "cudaStreamQuery", 15))
-		w = W_POLL;
-	else if (!strncmp(s, "cudaMemcpy", 10))
-		w = strstr(s, "Async") || strstr(s, "Peer") ? W_LONG : W_ALWAYS;
-	m->id[slot] = id;
-	m->has[slot] = w;
-	return w;
-}
+static const char *const NCCL_KERNELS[] = { "ncclDevKernel_", "ncclKernel_", NULL };
+static const char *const LAUNCHES[] = { "Launch", NULL };
 
 static struct gpuproc *gpu_of(struct proc *p)
 {
@@ -314,7 +323,7 @@ static int take(struct gpuproc *g, const struct trace_file *f, const struct trac
 		w.corr = (uint32_t)an_arg(e, P.k_corr, 0);
 		w.stream = (uint32_t)an_arg(e, P.k_stream, 0);
 		w.name = (uint32_t)kn;
-		w.cls = memo_has(&g->nccl_name, f, kn, "ncclDevKernel_", "ncclKernel_") ? GW_NCCL : GW_COMPUTE;
+		w.cls = memo(&g->nccl_name, f, kn, has_any, NCCL_KERNELS) ? GW_NCCL : GW_COMPUTE;
 		on_device(g, &w, an_arg(e, P.k_device, 0), an_arg(e, P.k_ctx, 0));
 		if (work)
 			PUSH(g->w, g->nw, g->cw, w);
@@ -348,7 +357,7 @@ static int take(struct gpuproc *g, const struct trace_file *f, const struct trac
 			break;
 		int64_t fn = an_arg(e, P.a_fn, 0);
 		struct gapi a = { e->t_ns, e->dur_ns, (uint32_t)an_arg(e, P.a_corr, 0), (uint32_t)an_arg(e, P.a_thread, 0),
-				  (int8_t)memo_has(&g->launch_name, f, fn, "Launch", NULL), api_wait(g, f, fn) };
+				  memo(&g->launch_name, f, fn, has_any, LAUNCHES), memo(&g->wait_name, f, fn, api_wait, NULL) };
 		PUSH(g->api, g->na, g->ca, a);
 		break;
 	}
@@ -441,11 +450,10 @@ int an_gpu_host(struct proc *p, const struct trace_event *e, const struct ev *v)
 	} else if (e->kind == DDPSPY_EV_CUDA_SYNC) {
 		g->host_cuda = 1;
 		add_site(g, e, (int)an_arg(e, P.y_what, -1));
-	} else if (!an_arg(e, P.c_async, 1) || e->dur_ns >= SYNC_MIN_NS) {
-		g->host_cuda = 1;
-		add_site(g, e, (int)an_arg(e, P.c_dir, -1));
 	} else {
 		g->host_cuda = 1;
+		if (!an_arg(e, P.c_async, 1) || e->dur_ns >= SYNC_MIN_NS)
+			add_site(g, e, (int)an_arg(e, P.c_dir, -1));
 	}
 	return 0;
 }
@@ -833,6 +841,53 @@ static void take_units(struct gpuproc *g, struct gwork **k, size_t n, int32_t co
 	g->join[JOIN_COMM_ORDER] += (uint32_t)n;
 }
 
+/* Several communicators' waiting units (cs, units: nc of them) for the n kernels k, in launch
+ * order: each communicator takes the stream (lane) whose kernels are as many as its units, where
+ * that count pairs one stream with one communicator. */
+static void join_by_stream(struct gpuproc *g, struct gwork **k, size_t n, const int32_t *cs, const size_t *units,
+			   size_t nc)
+{
+	/* each lane's count of kernels: lanes sorted, then counted in place (lk[i] has lc[i]) */
+	uint64_t *lk = malloc(n * sizeof *lk);
+	size_t *lc = malloc(n * sizeof *lc), nl = 0;
+	struct gwork **rest = malloc(n * sizeof *rest);
+	for (size_t i = 0; lk && lc && rest && i < n; i++)
+		lk[i] = lane(k[i]);
+	if (lk && lc && rest) {
+		sort_n(lk, n, sizeof *lk, an_cmp_i64); /* (any order: equal lanes together) */
+		for (size_t i = 0; i < n; i++)
+			if (nl && lk[nl - 1] == lk[i])
+				lc[nl - 1]++;
+			else
+				lk[nl] = lk[i], lc[nl++] = 1;
+	}
+	for (size_t m = 0; m < nc && n && nl; m++) {
+		size_t pl = 0;
+		int pairs = 0;
+		for (size_t l = 0; l < nl; l++)
+			if (lc[l] == units[m])
+				pairs++, pl = l;
+		for (size_t o = 0; o < nc; o++)
+			pairs += o != m && units[o] == units[m]; /* (two communicators of one count: no pair) */
+		if (pairs != 1)
+			continue;
+		/* the stream's kernels to the front, the others after them, each in launch order */
+		size_t j = 0, r = 0;
+		for (size_t i = 0; i < n; i++)
+			if (lane(k[i]) == lk[pl])
+				k[j++] = k[i];
+			else
+				rest[r++] = k[i];
+		take_units(g, k, j, cs[m]);
+		memcpy(k, rest, r * sizeof *k);
+		n = r;
+		lc[pl] = 0; /* (taken: a count of 0 pairs with no communicator) */
+	}
+	free(lk);
+	free(lc);
+	free(rest);
+}
+
 /* NCCL kernels no external id joined: each nonblocking communicator's launches come in the order
  * of its calls, so its kernels, in launch order, are its waiting calls in call order (g->call is in
  * external id order, which is call order). One such communicator: its kernels are those. Several:
@@ -866,39 +921,8 @@ static void join_by_order(struct gpuproc *g)
 	}
 	if (nc == 1 && units[0] == n) {
 		take_units(g, k, n, cs[0]);
-	} else if (nc > 1) { /* by stream: a stream's kernels, in order, for the one count that pairs */
-		for (size_t m = 0; m < nc && n; m++) {
-			uint64_t st = 0;
-			int pairs = 0;
-			for (size_t i = 0; i < n; i++) {
-				size_t on = 0;
-				int again = 0;
-				for (size_t x = 0; x < n; x++) {
-					on += lane(k[x]) == lane(k[i]);
-					again |= x < i && lane(k[x]) == lane(k[i]);
-				}
-				if (!again && on == units[m])
-					pairs++, st = lane(k[i]);
-			}
-			for (size_t o = 0; o < nc; o++)
-				pairs += o != m && units[o] == units[m]; /* (two communicators of one count: no pair) */
-			if (pairs != 1)
-				continue;
-			/* the stream's kernels to the front, the others after them, each in launch order */
-			size_t j = 0, rest = 0;
-			struct gwork **tmp = malloc(n * sizeof *tmp);
-			if (!tmp)
-				break;
-			for (size_t i = 0; i < n; i++)
-				if (lane(k[i]) == st)
-					k[j++] = k[i];
-				else
-					tmp[rest++] = k[i];
-			take_units(g, k, j, cs[m]);
-			memcpy(k, tmp, rest * sizeof *k);
-			n = rest;
-			free(tmp);
-		}
+	} else if (nc > 1) {
+		join_by_stream(g, k, n, cs, units, nc);
 	}
 	g->join[JOIN_ORDER] = 0;
 	for (size_t i = 0; i < g->nw; i++)

@@ -120,7 +120,7 @@ int main(int argc, char **argv)
 	}
 	long long i1 = now_ns();
 	// NCCL_APP_SPLIT=1: the even and the odd ranks also make a communicator each (ncclCommSplit)
-	// and allreduce 1 MiB on it every step
+	// and allreduce 1 MiB on it every step (NCCL_APP_SPLIT_STREAM=1: on a stream of its own)
 	ncclComm_t sub = NULL;
 	if (getenv("NCCL_APP_SPLIT")) {
 		ncclResult_t rc = ncclCommSplit(comm, rank % 2, rank, &sub, NULL);
@@ -138,10 +138,13 @@ int main(int argc, char **argv)
 		cuda(cudaMalloc(&sum, n * sizeof(float)), "cudaMalloc");
 	cuda(cudaMalloc(&out, m * sizeof(float)), "cudaMalloc");
 	cuda(cudaMalloc(&in, m * sizeof(float)), "cudaMalloc");
-	cudaStream_t compute, comms;
+	cudaStream_t compute, comms, subs;
 	cudaEvent_t done;
 	cuda(cudaStreamCreate(&compute), "cudaStreamCreate");
 	cuda(cudaStreamCreate(&comms), "cudaStreamCreate");
+	subs = comms;
+	if (getenv("NCCL_APP_SPLIT_STREAM"))
+		cuda(cudaStreamCreate(&subs), "cudaStreamCreate");
 	cuda(cudaEventCreate(&done), "cudaEventCreate");
 	printf("{\"rank\": %d, \"init\": [%lld, %lld], \"steps\": [", rank, i0, i1);
 	for (int s = 0; s < steps; s++) {
@@ -155,13 +158,15 @@ int main(int argc, char **argv)
 		nccl(ncclAllReduce(grad, sum, n, ncclFloat, ncclSum, comm, comms), "ncclAllReduce");
 		long long a1 = now_ns();
 		if (sub)
-			nccl(ncclAllReduce(in, in, m, ncclFloat, ncclSum, sub, comms), "ncclAllReduce (split)");
+			nccl(ncclAllReduce(in, in, m, ncclFloat, ncclSum, sub, subs), "ncclAllReduce (split)");
 		nccl(ncclGroupStart(), "ncclGroupStart");
 		nccl(ncclSend(out, m, ncclFloat, (rank + 1) % nranks, comm, comms), "ncclSend");
 		nccl(ncclRecv(in, m, ncclFloat, (rank + nranks - 1) % nranks, comm, comms), "ncclRecv");
 		nccl(ncclGroupEnd(), "ncclGroupEnd");
 		long long g1 = now_ns();
 		cuda(cudaStreamSynchronize(comms), "cudaStreamSynchronize");
+		if (subs != comms)
+			cuda(cudaStreamSynchronize(subs), "cudaStreamSynchronize");
 		long long t1 = now_ns();
 		printf("%s{\"t0\": %lld, \"allreduce\": [%lld, %lld], \"group_end\": %lld, \"t1\": %lld}", s ? ", " : "",
 		       t0, a0, a1, g1, t1);

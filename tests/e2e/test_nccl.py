@@ -208,6 +208,18 @@ def check_nonblocking():
        and j["job"]["clock"]["method"] != "nccl-kernel-end",
        "two nonblocking communicators on one stream: their kernels joined by order alone (%s), and then never "
        "matched across ranks (clock: %s)" % (joins, j.get("job", {}).get("clock")))
+    # on streams of their own, 2 launches a step on one and 1 on the other: each stream's count pairs
+    # it with one communicator, whose calls its kernels are in order
+    ps, res, truth, recs, out = run(4, split=True, extra={"NCCL_APP_NONBLOCKING": "1", "NCCL_APP_SPLIT_STREAM": "1"},
+                                    name="nonblocking-split-streams")
+    if not ok(all(p.returncode == 0 for p in ps), "nonblocking, split, two streams: 4 ranks run: %s"
+              % [e[-200:] for o, e in res]):
+        return
+    j = report(out)
+    joins = [r["gpu"]["nccl_join"] for r in j.get("ranks", [])]
+    ok(joins == [{"external_id": 0, "communicator_order": 3 * STEPS, "order_only": 0}] * 4,
+       "two nonblocking communicators on streams of their own: every kernel joined by its communicator's order, "
+       "the stream paired with it by count (%s)" % joins)
 
 
 def check_world1():
