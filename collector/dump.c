@@ -324,7 +324,7 @@ static void print_gpu(struct dumpctx *d, const struct trace_file *f)
 		json_int(&j, "dropped", g->dropped);
 		json_int(&j, "refused", g->refused);
 		json_int(&j, "unwritten", g->unwritten);
-		json_int(&j, "untimed", g->untimed + (int64_t)g->untimed_read);
+		json_int(&j, "untimed", (int64_t)trace_gpu_untimed(g));
 		if (g->api[0])
 			json_str(&j, "api", g->api);
 		if (g->holder[0])
@@ -341,7 +341,7 @@ static void print_gpu(struct dumpctx *d, const struct trace_file *f)
 		       " buffers refused, %" PRId64 " not written, %" PRId64 " with no times; device work checked against "
 		       "its launch: %" PRId64 ", none earlier than %" PRId64 " ns before it\n",
 		       T(g->lib), g->version, T(g->clock), g->events, g->dropped, g->refused, g->unwritten,
-		       g->untimed + (int64_t)g->untimed_read, g->checked, g->lead_ns > 0 ? g->lead_ns : 0);
+		       (int64_t)trace_gpu_untimed(g), g->checked, g->lead_ns > 0 ? g->lead_ns : 0);
 }
 
 static void print_end(struct dumpctx *d, struct trace_file *f)

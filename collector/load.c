@@ -985,7 +985,7 @@ static void load_file(const struct analysis *a, struct slot *s)
 	p->events = f.events;
 	p->gpu_records = f.gpu.read;
 	p->gpu_dropped = (uint64_t)(f.gpu.dropped > 0 ? f.gpu.dropped : 0) + (uint64_t)(f.gpu.refused > 0 ? f.gpu.refused : 0);
-	p->gpu_untimed = (uint64_t)(f.gpu.untimed > 0 ? f.gpu.untimed : 0) + f.gpu.untimed_read;
+	p->gpu_untimed = trace_gpu_untimed(&f.gpu);
 	p->dropped = f.dropped;
 	p->unwritten = f.unwritten;
 	snprintf(p->write_error, sizeof p->write_error, "%s", f.write_error);

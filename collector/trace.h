@@ -75,6 +75,12 @@ struct trace_gpu {
 	uint64_t untimed_read; /* records with a time of 0 met while reading (files before 2.6), skipped */
 };
 
+/* every record of g's file with no times: left out by the writer, or met while reading */
+static inline uint64_t trace_gpu_untimed(const struct trace_gpu *g)
+{
+	return (uint64_t)(g->untimed > 0 ? g->untimed : 0) + g->untimed_read;
+}
+
 struct trace_thread {
 	int tid;
 	char name[32];

@@ -184,7 +184,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
 	return rc;
 }
 
-/* A communicator made from parent p (NULL: not known to ddpspy, its id -1): its id the hash h of
+/* A communicator made from parent p (NULL: not known to ddpspy, its id -1): its id the hash of
  * the parent's and the call's number, then of the n ints of key (a split's color, a shrink's
  * excluded ranks), equal on its members; its rank and size from NCCL once it is made. */
 static void rec_child(struct dsp_tls *t, uint64_t t0, struct comm *p, const int *key, int n, ncclComm_t *newcomm,
