@@ -56,6 +56,21 @@ static inline int an_category(const struct ev *e)
 	return (int)DDPSPY_KM_CAT(m);
 }
 
+/* Two input calls of a thread less than this apart (ns): the time between them is the loop that
+ * makes them (its bookkeeping, and ddpspy's recording of each call), counted as data by the split,
+ * not as compute (docs/report.md, section 4). */
+#define AN_INPUT_GAP_NS 5000
+
+/* the part of the time between two calls, the one before of category pc ending at pend and e of
+ * category c, that the split counts as data (AN_INPUT_GAP_NS): 0 or the gap */
+static inline int64_t an_input_gap(int pc, int64_t pend, int c, const struct ev *e)
+{
+	if (pc != CAT_DATA || c != CAT_DATA)
+		return 0;
+	int64_t g = e->t - pend;
+	return g > 0 && g < AN_INPUT_GAP_NS ? g : 0;
+}
+
 static inline int an_is_coll(int kind)
 {
 	return (an_kind(kind)->m & (DDPSPY_KM_COLL | DDPSPY_KM_WAITS)) != 0;

@@ -218,6 +218,8 @@ void an_run_add(struct thr *t, const struct ev *v)
 		return;
 	}
 	t->nmemb++;
+	if (u->n > 1) /* (the call before it in the run: tl, dl, cat) */
+		u->ns[CAT_DATA] += an_input_gap(u->cat, u->tl + u->dl, c, v);
 	u->tmin = v->t < u->tmin ? v->t : u->tmin; /* (calls come in order of their ends: nested ones first) */
 	u->tmax = v->t > u->tmax ? v->t : u->tmax;
 	u->tl = v->t;

@@ -499,15 +499,20 @@ static int split_event(void *ctx, const struct ev *e)
 	struct rankinfo *ri = s->ri;
 	size_t N = s->N;
 	int r = s->r;
+	int c = an_category(e);
+	/* an input call right after another: the loop between them is input too (x: e with it) */
+	int64_t gap = an_input_gap(s->prev_cat, s->prev_end, c, e);
+	struct ev x = *e;
+	x.t -= gap;
+	x.d += gap;
 	if (s->lanes)
-		an_gpu_lanes_event(s->lanes, e);
+		an_gpu_lanes_event(s->lanes, &x);
 	while (s->bgi < s->nbg && s->bg[s->bgi]->t <= e->t)
 		bg_arrival(s, s->bg[s->bgi++]);
-	int c = an_category(e);
 	if (s->nseg && c == CAT_HOST && (an_kind(e->kind)->m & DDPSPY_KM_THREAD_WAIT))
 		c = split_wait(s, e);
 	else if (c < CAT_COUNT) /* (a marker is a point in time) */
-		add_span(ri->steps, s->ns, N, &s->cur, e->t, e->d, c);
+		add_span(ri->steps, s->ns, N, &s->cur, x.t, x.d, c);
 	struct inst *rel = NULL;
 	double wt = an_is_coll(e->kind) || an_is_p2p(e) ? an_wait_of(&s->w, e, &rel) : 0;
 	/* add_span left cur at the first step ending after e starts: events come in time order */
