@@ -33,7 +33,7 @@ ifneq ($(HAVE_CUDA),)
 PRELOAD_SRC += preload/cuda.c
 endif
 ifneq ($(HAVE_CUPTI),)
-PRELOAD_SRC += cupti/gpu.c
+PRELOAD_SRC += cupti/gpu.c cupti/share.c
 endif
 ifneq ($(HAVE_NCCL),)
 PRELOAD_SRC += preload/nccl.c
@@ -167,7 +167,7 @@ $(B)/simgpu/cbid_names.h: $(CUDA_HOME)/include/cupti_runtime_cbid.h $(CUDA_HOME)
 $(B)/simgpu/libcupti.so.13: testapps/simgpu/cupti.c testapps/simgpu/cupti.map testapps/simgpu/simgpu.h $(B)/simgpu/cbid_names.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -I$(CUDA_HOME)/include -I$(B)/simgpu -fPIC -shared -o $@ $< -Wl,-soname,libcupti.so.13 \
-		-Wl,--version-script=testapps/simgpu/cupti.map -ldl -lpthread
+		-Wl,-Bsymbolic -Wl,--version-script=testapps/simgpu/cupti.map -ldl -lpthread
 # CUDA 12's stand-ins: the same sources, CUDA 12's sonames, version nodes and CUPTI records
 $(B)/simgpu12/libcudart.so.12: testapps/simgpu/cudart.c testapps/simgpu/cudart_api.c testapps/simgpu/cudart12.map \
 	testapps/simgpu/simgpu.h testapps/simgpu/cudart_int.h
@@ -178,7 +178,7 @@ $(B)/simgpu12/libcupti.so.12: testapps/simgpu/cupti.c testapps/simgpu/cupti12.ma
 	$(B)/simgpu/cbid_names.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -DSIMGPU_MAJOR=12 -I$(CUDA_HOME)/include -I$(B)/simgpu -fPIC -shared -o $@ $< \
-		-Wl,-soname,libcupti.so.12 -Wl,--version-script=testapps/simgpu/cupti12.map -ldl -lpthread
+		-Wl,-soname,libcupti.so.12 -Wl,-Bsymbolic -Wl,--version-script=testapps/simgpu/cupti12.map -ldl -lpthread
 $(B)/simgpu12/libcuda.so.1: $(B)/simgpu/libcuda.so.1
 	@mkdir -p $(dir $@)
 	cp $< $@

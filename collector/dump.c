@@ -330,6 +330,12 @@ static void print_gpu(struct dumpctx *d, const struct trace_file *f)
 		if (g->holder[0])
 			json_str(&j, "holder", g->holder);
 		json_int(&j, "foreign", g->foreign);
+		if (g->client[0]) {
+			json_str(&j, "client", g->client);
+			json_int(&j, "client_records", g->client_records);
+			json_int(&j, "client_dropped", g->client_dropped);
+			json_int(&j, "client_refused", g->client_refused);
+		}
 		json_int(&j, "lead_ns", g->lead_ns);
 		json_int(&j, "checked", g->checked);
 		json_end(&j);
@@ -342,6 +348,10 @@ static void print_gpu(struct dumpctx *d, const struct trace_file *f)
 		       "its launch: %" PRId64 ", none earlier than %" PRId64 " ns before it\n",
 		       T(g->lib), g->version, T(g->clock), g->events, g->dropped, g->refused, g->unwritten,
 		       (int64_t)trace_gpu_untimed(g), g->checked, g->lead_ns > 0 ? g->lead_ns : 0);
+	if (g->client[0])
+		printf("gpu CUPTI shared with another client (%s): %" PRId64 " records copied to it, %" PRId64
+		       " it asked for found no buffer of its, %" PRId64 " activity kinds refused to it\n",
+		       T(g->client), g->client_records, g->client_dropped, g->client_refused);
 }
 
 static void print_end(struct dumpctx *d, struct trace_file *f)

@@ -568,6 +568,10 @@ static void rd_gpu(struct trace_file *f, const msgpack_object *m)
 	str_into(m, "api", g->api, sizeof g->api);
 	str_into(m, "holder", g->holder, sizeof g->holder);
 	g->foreign = int_or(m, "foreign", 0);
+	str_into(m, "client", g->client, sizeof g->client);
+	g->client_records = int_or(m, "client_records", 0);
+	g->client_dropped = int_or(m, "client_dropped", 0);
+	g->client_refused = int_or(m, "client_refused", 0);
 	g->realtime = !strcmp(g->clock, "realtime");
 	g->version = int_or(m, "version", -1);
 	g->events = int_or(m, "events", -1);

@@ -71,6 +71,9 @@ struct trace_gpu {
 	int64_t version, events, dropped, refused, unwritten, lead_ns, checked;
 	int64_t untimed;    /* since 2.6: records CUPTI gave no times, left out by the writer */
 	int64_t foreign;    /* since 2.6: buffers CUPTI completed into ddpspy's callback that it had not handed out */
+	char client[64];    /* since 2.7: another CUPTI client that shares ddpspy's subscription ("" none) */
+	int64_t client_records, client_dropped, client_refused; /* since 2.7: records handed to it, those
+			     * it asked for that found no buffer of its, kinds refused to it */
 	uint64_t read;      /* CUPTI records read from the file */
 	uint64_t untimed_read; /* records with a time of 0 met while reading (files before 2.6), skipped */
 };

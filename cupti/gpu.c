@@ -23,6 +23,7 @@
  * ours), in a fork child, or from the signal path. */
 #include "../preload/internal.h"
 #include "gpu.h"
+#include "cupti_int.h"
 
 #include <cupti.h>
 #include <cupti_driver_cbid.h>
@@ -79,26 +80,10 @@ struct buf {
 	uint8_t data[] __attribute__((aligned(16)));
 };
 
-/* CUPTI's functions, from the dlopened library */
-static struct {
-	__typeof__(cuptiGetVersion) *GetVersion;
-	__typeof__(cuptiSubscribe) *Subscribe;
-	__typeof__(cuptiSubscribe_v2) *Subscribe_v2;
-	__typeof__(cuptiUnsubscribe) *Unsubscribe;
-	__typeof__(cuptiActivityRegisterCallbacks) *RegisterCallbacks;
-	__typeof__(cuptiActivityRegisterTimestampCallback) *RegisterTimestampCallback;
-	__typeof__(cuptiActivityEnable) *Enable;
-	__typeof__(cuptiActivityFlushAll) *FlushAll;
-	__typeof__(cuptiActivityGetNextRecord) *GetNextRecord;
-	__typeof__(cuptiActivityGetNumDroppedRecords) *GetNumDroppedRecords;
-	__typeof__(cuptiGetCallbackName) *GetCallbackName;
-	__typeof__(cuptiGetResultString) *GetResultString;
-	__typeof__(cuptiActivityPushExternalCorrelationId) *Push;
-	__typeof__(cuptiActivityPopExternalCorrelationId) *Pop;
-	__typeof__(cuptiActivityEnableRuntimeApi) *EnableRuntimeApi;
-	__typeof__(cuptiActivityEnableDriverApi) *EnableDriverApi;
-	__typeof__(cuptiActivityEnableAllSyncRecords) *EnableAllSyncRecords;
-} C;
+/* CUPTI's functions, from the dlopened library (cupti_int.h) */
+struct dsp_cupti_fns dsp_cupti;
+#define C dsp_cupti
+struct dsp_cupti_hooks dsp_cupti_hooks;
 
 /* the external correlation kind ddpspy's ids are pushed as */
 #define EXT_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2
@@ -159,12 +144,13 @@ static const char *result(CUptiResult r)
 
 /* ---- CUPTI's callbacks: its thread, or whoever called FlushAll; guard held throughout ---- */
 
+/* ddpspy enables no callbacks of its own: those that come were enabled for a client sharing the
+ * subscription (share.c) */
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
 {
-	(void)ud;
-	(void)d;
-	(void)id;
-	(void)data;
+	__typeof__(dsp_cupti_hooks.forward) fwd = __atomic_load_n(&dsp_cupti_hooks.forward, __ATOMIC_ACQUIRE);
+	if (fwd)
+		fwd(ud, d, id, data);
 }
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
@@ -204,6 +190,12 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 		mine = G.mine[i]->data == buffer;
 	if (mine) {
 		struct buf *b = (struct buf *)(void *)(buffer - offsetof(struct buf, data));
+		__typeof__(dsp_cupti_hooks.seen) seen = __atomic_load_n(&dsp_cupti_hooks.seen, __ATOMIC_ACQUIRE);
+		if (seen) { /* (a client's records in it are copied out first: not under lock) */
+			pthread_mutex_unlock(&lock);
+			seen(buffer, valid);
+			pthread_mutex_lock(&lock);
+		}
 		b->valid = valid;
 		b->next = NULL;
 		*G.done_tail = b;
@@ -330,6 +322,26 @@ static const struct {
 	{CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, DDPSPY_EV_GPU_EXTCORR},
 };
 
+static int launch_index(uint32_t cbid);
+
+/* the runtime calls ddpspy records, by callback id (enable_calls); all of them when api_all */
+static uint8_t keep_rt[CUPTI_RUNTIME_TRACE_CBID_SIZE], api_all;
+
+int dsp_cupti_own_kind(CUpti_ActivityKind kind)
+{
+	for (size_t i = 0; i < sizeof KINDS / sizeof *KINDS; i++)
+		if (KINDS[i].cupti == kind)
+			return (G.info.kinds >> KINDS[i].kind & 1) != 0;
+	return (kind == CUPTI_ACTIVITY_KIND_RUNTIME || kind == CUPTI_ACTIVITY_KIND_DRIVER) && api_all;
+}
+
+int dsp_cupti_own_api(int driver, uint32_t cbid)
+{
+	if (driver)
+		return launch_index(cbid) >= 0;
+	return api_all || (cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE && keep_rt[cbid]);
+}
+
 static int kept(const char *name)
 {
 	for (size_t i = 0; name && i < sizeof KEPT_CALLS / sizeof *KEPT_CALLS; i++)
@@ -352,7 +364,7 @@ static int enable_calls(void)
 		C.EnableAllSyncRecords(0);
 	if (!dsp_cfg.gpu_api_all && C.EnableRuntimeApi && C.EnableDriverApi) {
 		for (uint32_t i = 0; i < CUPTI_RUNTIME_TRACE_CBID_SIZE; i++)
-			n += kept(cbnames[i]) && C.EnableRuntimeApi(i, 1) == CUPTI_SUCCESS;
+			n += (keep_rt[i] = kept(cbnames[i]) && C.EnableRuntimeApi(i, 1) == CUPTI_SUCCESS);
 		for (size_t i = 0; i < sizeof LAUNCHES / sizeof *LAUNCHES; i++) /* (where CUPTI names them so) */
 			if (!launch_names[i] || !strncmp(launch_names[i], "cuLaunch", 8) ||
 			    !strncmp(launch_names[i], "cuGraphLaunch", 13))
@@ -362,7 +374,8 @@ static int enable_calls(void)
 	}
 	int rt = C.Enable(CUPTI_ACTIVITY_KIND_RUNTIME) == CUPTI_SUCCESS;
 	int drv = C.Enable(CUPTI_ACTIVITY_KIND_DRIVER) == CUPTI_SUCCESS;
-	return rt || drv ? -1 : 0;
+	api_all = rt || drv;
+	return api_all ? -1 : 0;
 }
 
 /* Once per process, from cuInit's thread (injection) or the writer's. The guard is held as
@@ -411,7 +424,12 @@ static void start(const char *how)
 	SYM(EnableRuntimeApi, "cuptiActivityEnableRuntimeApi");
 	SYM(EnableDriverApi, "cuptiActivityEnableDriverApi");
 	SYM(EnableAllSyncRecords, "cuptiActivityEnableAllSyncRecords");
+	SYM(Disable, "cuptiActivityDisable");
+	SYM(EnableCallback, "cuptiEnableCallback");
+	SYM(EnableDomain, "cuptiEnableDomain");
+	SYM(EnableAllDomains, "cuptiEnableAllDomains");
 #undef SYM
+	C.handle = h;
 	if (!C.Subscribe || !C.Unsubscribe || !C.RegisterCallbacks || !C.Enable || !C.FlushAll || !C.GetNextRecord ||
 	    !C.GetNumDroppedRecords) {
 		SAY("%s lacks CUPTI's activity API", G.lib);
@@ -487,6 +505,20 @@ out:
 	dsp_log("GPU capture: %s", G.why);
 	pthread_mutex_unlock(&call_lock);
 	dsp_tls.guard -= DSP_GUARD_OWN;
+}
+
+int dsp_cupti_claim(const char *why, CUpti_SubscriberHandle *sub)
+{
+	if (!G.tried && __atomic_load_n(&dsp_on, __ATOMIC_RELAXED)) {
+		char how[160];
+		snprintf(how, sizeof how, "started at another CUPTI client's first call (%s)", why);
+		start(how);
+	}
+	pthread_mutex_lock(&lock);
+	int on = G.info.state == DSP_GPU_ON;
+	pthread_mutex_unlock(&lock);
+	*sub = G.sub;
+	return on;
 }
 
 #pragma GCC visibility push(default)
@@ -645,7 +677,8 @@ static int convert(const CUpti_Activity *r, struct dsp_gpu_ev *e, uint64_t *last
 	}
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
 		const CUpti_ActivitySynchronization2 *y = (const void *)r;
-		if (untimed(y->start, y->end))
+		/* (a query of unfinished work, when a client sharing CUPTI asked for those records) */
+		if ((G.info.version >= 130000 && y->returnValue != CUDA_SUCCESS) || untimed(y->start, y->end))
 			return 0;
 		int64_t a[] = {y->type, opt(y->contextId), opt(y->streamId), opt(y->cudaEventId), y->correlationId,
 			       G.info.version >= 130000 ? (int64_t)y->returnValue : -1}; /* (CUDA 12's has none) */
@@ -656,7 +689,8 @@ static int convert(const CUpti_Activity *r, struct dsp_gpu_ev *e, uint64_t *last
 	case CUPTI_ACTIVITY_KIND_DRIVER: {
 		const CUpti_ActivityAPI *p = (const void *)r;
 		int driver = r->kind == CUPTI_ACTIVITY_KIND_DRIVER, li = driver ? launch_index(p->cbid) : -1;
-		if ((driver && li < 0) || untimed(p->start, p->end))
+		/* (a client sharing CUPTI may have asked for more calls than ddpspy records) */
+		if (!dsp_cupti_own_api(driver, p->cbid) || untimed(p->start, p->end))
 			return 0;
 		int64_t a[] = {p->threadId, p->cbid, 0, p->correlationId, p->returnValue, driver};
 		FILL(e, DDPSPY_EV_CUDA_API, a, p->start, p->end);
@@ -667,6 +701,8 @@ static int convert(const CUpti_Activity *r, struct dsp_gpu_ev *e, uint64_t *last
 	}
 	case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
 		const CUpti_ActivityExternalCorrelation *x = (const void *)r;
+		if (x->externalKind != EXT_KIND) /* (another client's ids: torch.profiler pushes its own) */
+			return 0;
 		int64_t a[] = {x->externalKind, (int64_t)x->externalId, x->correlationId};
 		FILL(e, DDPSPY_EV_GPU_EXTCORR, a, *last, *last); /* no time of its own */
 		break;
@@ -740,6 +776,10 @@ void dsp_gpu_get_info(struct dsp_gpu_info *info)
 	info->lib = G.lib;
 	info->holder = G.holder;
 	pthread_mutex_unlock(&lock);
+	__typeof__(dsp_cupti_hooks.info) more = __atomic_load_n(&dsp_cupti_hooks.info, __ATOMIC_ACQUIRE);
+	info->client = NULL;
+	if (more)
+		info->changes += more(&info->client, &info->client_records, &info->client_dropped, &info->client_refused);
 }
 
 void dsp_gpu_stop(void)

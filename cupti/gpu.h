@@ -38,6 +38,9 @@ struct dsp_gpu_info {
 			       * left out, cumulative */
 	int64_t lead_ns;      /* the most device work started before the host call that launched it */
 	uint64_t checked;     /* device records checked against their launching call */
+	const char *client;   /* another CUPTI client sharing ddpspy's subscription (share.c), NULL none */
+	uint64_t client_records, client_dropped, client_refused; /* records handed to it; those it asked
+			       * for that found no buffer of its or could not be put on its clock; kinds refused */
 	uint64_t changes;     /* counts changes of the above: the writer writes a record when it moves */
 };
 

@@ -9,6 +9,9 @@
 //        gpu_app cupti       a small CUPTI client (libcupti.so.13, dlopened as a profiler would):
 //                            the records of a short workload, summarized as one JSON line;
 //                            GPU_APP_TINY_BUFFERS=1 hands CUPTI buffers too small for any record
+//        gpu_app kineto      a second CUPTI client in Kineto's shape (torch.profiler), profiling 20 kernels
+//                            between 5 before and 6 after; GPU_APP_FINALIZE=1 ends with cuptiFinalize;
+//                            GPU_APP_EARLY=1 subscribes before any CUDA call (a daemon-started profiler)
 //        gpu_app launches    host ns per launch of a tiny kernel, launched back to back (make bench)
 //        gpu_app steps       20 steps: a spin kernel, the host waits for it (cudaStreamSynchronize),
 //                            then 3 ms of host work; GPU_APP_DLSYM=1 calls the synchronize through
@@ -86,6 +89,8 @@ static unsigned spin_corr, launch_corr[64], nlaunch;
 static unsigned long long launch_start[64];
 static pid_t main_tid;
 static size_t buffer_bytes = 1 << 16;
+static int getdevice_records; // (the Kineto-shaped client's)
+static unsigned ext7;
 
 static uint64_t CUPTIAPI mono_ts()
 {
@@ -115,6 +120,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 		case CUPTI_ACTIVITY_KIND_RUNTIME: {
 			CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)r;
 			sum.api++;
+			getdevice_records += a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020;
 			if ((a->cbid == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000 ||
 			     a->cbid == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000) && nlaunch < 64) {
 				launch_corr[nlaunch] = a->correlationId;
@@ -158,6 +164,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 			sum.ext++;
 			if (x->externalId == 42)
 				spin_corr = x->correlationId;
+			ext7 += x->externalId == 7 && x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
 			break;
 		}
 		default:
@@ -202,7 +209,7 @@ static int cupti_client()
 				       CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION };
 	for (CUpti_ActivityKind k : kinds)
 		p_cuptiActivityEnable(k);
-	int ts_late = p_cuptiActivityRegisterTimestampCallback(mono_ts) != CUPTI_SUCCESS;
+	int ts_late = p_cuptiActivityRegisterTimestampCallback(mono_ts) == CUPTI_SUCCESS;
 
 	const int n = 1 << 16;
 	float *d;
@@ -235,7 +242,7 @@ static int cupti_client()
 			}
 	for (int i = 0; i < nkern; i++)
 		sum.ext_corr += spin_corr && kern[i].corr == spin_corr && strstr(kern[i].name, "spin") != NULL;
-	printf("{\"subscribe\": 0, \"timestamp_before\": %d, \"timestamp_after_refused\": %d, \"api\": %d, "
+	printf("{\"subscribe\": 0, \"timestamp_before\": %d, \"timestamp_after\": %d, \"api\": %d, "
 	       "\"kernels\": %d, \"memcpy\": %d, \"memset\": %d, \"sync\": %d, \"ext\": %d, \"other\": %d, "
 	       "\"deliveries\": %d, \"from_main\": %d, \"spin_ms\": %.3f, \"tick_ms\": %.3f, "
 	       "\"launch_corr_ok\": %d, \"kernel_bad_time\": %d, \"ext_corr\": %d, \"popped\": %llu, "
@@ -243,6 +250,154 @@ static int cupti_client()
 	       ts_ok, ts_late, sum.api, sum.kernels, sum.memcpy, sum.memset, sum.sync, sum.ext, sum.other,
 	       sum.deliveries, sum.from_main, sum.spin_ms, sum.tick_ms, sum.launch_corr_ok, sum.kernel_bad_time,
 	       sum.ext_corr, (unsigned long long)popped, sum.bytes_h2d, sum.pinned_src, dropped);
+	return 0;
+}
+
+// ---- a client in Kineto's shape (torch.profiler): it links libcupti (here: loads it into the global
+// scope and takes its functions from there, as the dynamic linker binds libtorch's calls, so a
+// preloaded library's definitions come first), and profiles a window of its choosing, long after
+// cuInit, as CuptiActivityApi does: its timestamp callback, its buffer callbacks, its kinds, the
+// runtime calls it does not want turned off, a forced flush, the kinds off, and maybe cuptiFinalize.
+
+static uint64_t CUPTIAPI realtime_ts()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+// libcupti's functions as a linked client's calls bind to them: from the global scope, where a
+// preloaded library's definitions come first
+static struct {
+#define FN(n) decltype(&::n) n
+	FN(cuptiSubscribe);
+	FN(cuptiUnsubscribe);
+	FN(cuptiFinalize);
+	FN(cuptiActivityRegisterTimestampCallback);
+	FN(cuptiActivityRegisterCallbacks);
+	FN(cuptiActivityEnable);
+	FN(cuptiActivityDisable);
+	FN(cuptiActivityEnableRuntimeApi);
+	FN(cuptiActivityFlushAll);
+	FN(cuptiActivityGetNumDroppedRecords);
+	FN(cuptiActivityPushExternalCorrelationId);
+	FN(cuptiActivityPopExternalCorrelationId);
+#undef FN
+} K;
+
+static int global_cupti()
+{
+	if (!dlopen("libcupti.so.13", RTLD_NOW | RTLD_GLOBAL)) {
+		fprintf(stderr, "gpu_app: %s\n", dlerror());
+		return 1;
+	}
+#define SYM(n) K.n = (decltype(&::n))dlsym(RTLD_DEFAULT, #n)
+	SYM(cuptiSubscribe);
+	SYM(cuptiUnsubscribe);
+	SYM(cuptiFinalize);
+	SYM(cuptiActivityRegisterTimestampCallback);
+	SYM(cuptiActivityRegisterCallbacks);
+	SYM(cuptiActivityEnable);
+	SYM(cuptiActivityDisable);
+	SYM(cuptiActivityEnableRuntimeApi);
+	SYM(cuptiActivityFlushAll);
+	SYM(cuptiActivityGetNumDroppedRecords);
+	SYM(cuptiActivityPushExternalCorrelationId);
+	SYM(cuptiActivityPopExternalCorrelationId);
+#undef SYM
+	get_next = (decltype(get_next))dlsym(RTLD_DEFAULT, "cuptiActivityGetNextRecord");
+	return 0;
+}
+
+// torch.profiler's kinds on, as CuptiActivityApi::enableCuptiActivities turns them on; returns how many
+static CUpti_ActivityKind kineto_kinds[] = { CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+					     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+					     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_RUNTIME };
+
+static int kineto_on()
+{
+	int ts_ok = K.cuptiActivityRegisterTimestampCallback(realtime_ts) == CUPTI_SUCCESS;
+	K.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+	int enabled = 0;
+	for (CUpti_ActivityKind k : kineto_kinds)
+		enabled += K.cuptiActivityEnable(k) == CUPTI_SUCCESS;
+	K.cuptiActivityEnableRuntimeApi(CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, 0);
+	return ts_ok ? enabled : -1;
+}
+
+static int kineto_client()
+{
+	main_tid = (pid_t)syscall(SYS_gettid);
+	const int n = 1 << 16;
+	float *d, *pinned;
+	cudaStream_t s1;
+	int early = getenv("GPU_APP_EARLY") != NULL; // subscribe before any CUDA call (dynolog's daemon mode)
+	if (global_cupti())
+		return 1;
+	CUpti_SubscriberHandle sub;
+	CUptiResult rc = CUPTI_SUCCESS;
+	if (early)
+		rc = K.cuptiSubscribe(&sub, NULL, NULL);
+	check(cudaMalloc(&d, n * sizeof(float)), "cudaMalloc");
+	check(cudaMallocHost(&pinned, n * sizeof(float)), "cudaMallocHost");
+	check(cudaStreamCreate(&s1), "cudaStreamCreate");
+	for (int i = 0; i < 5; i++) // before the window
+		spin<<<n / 256, 256, 0, s1>>>(d, n);
+	check(cudaStreamSynchronize(s1), "cudaStreamSynchronize");
+	if (!early)
+		rc = K.cuptiSubscribe(&sub, NULL, NULL);
+	if (rc != CUPTI_SUCCESS) {
+		printf("{\"subscribe\": %d}\n", (int)rc);
+		return 0;
+	}
+	int enabled = kineto_on(), ts_ok = enabled >= 0;
+
+	uint64_t t_on = realtime_ts();
+	int dev = -1;
+	K.cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 7);
+	for (int i = 0; i < 20; i++) {
+		check(cudaGetDevice(&dev), "cudaGetDevice");
+		tick<<<n / 256, 256, 0, s1>>>(d, n);
+	}
+	uint64_t popped = 0;
+	K.cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &popped);
+	check(cudaMemcpyAsync(pinned, d, n * sizeof(float), cudaMemcpyDeviceToHost, s1), "cudaMemcpyAsync");
+	check(cudaStreamSynchronize(s1), "cudaStreamSynchronize");
+	uint64_t t_off = realtime_ts();
+	K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	for (CUpti_ActivityKind k : kineto_kinds)
+		K.cuptiActivityDisable(k);
+	int finalized = getenv("GPU_APP_FINALIZE") && K.cuptiFinalize() == CUPTI_SUCCESS;
+	if (!finalized)
+		K.cuptiUnsubscribe(sub);
+	size_t dropped = 0;
+	K.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped);
+	int in_window = sum.kernels, api_in_window = sum.api;
+
+	for (int i = 0; i < 6; i++) // after the window: none of it is the client's
+		spin<<<n / 256, 256, 0, s1>>>(d, n);
+	check(cudaStreamSynchronize(s1), "cudaStreamSynchronize");
+	usleep(300000);
+	if (!finalized)
+		K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+
+	int ticks = 0, spins = 0, inside = 0;
+	for (int i = 0; i < nkern; i++) {
+		ticks += strstr(kern[i].name, "tick") != NULL;
+		spins += strstr(kern[i].name, "spin") != NULL;
+		inside += kern[i].start >= t_on && kern[i].end <= t_off;
+	}
+	for (int i = 0; i < nkern; i++)
+		for (unsigned k = 0; k < nlaunch; k++)
+			if (launch_corr[k] == kern[i].corr)
+				sum.launch_corr_ok++;
+	printf("{\"subscribe\": 0, \"timestamp\": %d, \"enabled\": %d, \"kernels\": %d, \"ticks\": %d, "
+	       "\"spins\": %d, \"inside\": %d, \"api\": %d, \"getdevice\": %d, \"memcpy\": %d, \"ext\": %d, "
+	       "\"ext7\": %u, \"launch_corr_ok\": %d, \"dropped\": %zu, \"finalized\": %d, \"after\": %d, "
+	       "\"deliveries\": %d, \"sync\": %d}\n",
+	       ts_ok, enabled, in_window, ticks, spins, inside, api_in_window, getdevice_records, sum.memcpy, sum.ext,
+	       ext7, sum.launch_corr_ok, dropped, finalized, sum.kernels + sum.api - in_window - api_in_window,
+	       sum.deliveries, sum.sync);
 	return 0;
 }
 
@@ -254,6 +409,13 @@ static int launches()
 	float *d;
 	double per[bursts];
 	check(cudaMalloc(&d, n * sizeof(float)), "cudaMalloc");
+	// GPU_APP_CLIENT=1: a torch.profiler-shaped client records the whole loop (make bench)
+	CUpti_SubscriberHandle sub;
+	if (getenv("GPU_APP_CLIENT") && (global_cupti() || K.cuptiSubscribe(&sub, NULL, NULL) != CUPTI_SUCCESS ||
+					 kineto_on() < 0)) {
+		fprintf(stderr, "gpu_app: the CUPTI client did not start\n");
+		return 1;
+	}
 	for (double w0 = now_ms(); now_ms() - w0 < 300;) {
 		for (int i = 0; i < burst; i++)
 			tick<<<1, n>>>(d, n);
@@ -272,7 +434,9 @@ static int launches()
 			per[k] = per[k - 1];
 			per[k - 1] = t;
 		}
-	printf("{\"launch_ns\": %.1f}\n", per[bursts / 2]);
+	if (getenv("GPU_APP_CLIENT"))
+		K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	printf("{\"launch_ns\": %.1f, \"client_kernels\": %d}\n", per[bursts / 2], sum.kernels);
 	return 0;
 }
 
@@ -307,10 +471,12 @@ int main(int argc, char **argv)
 		return steps();
 	if (argc >= 2 && !strcmp(argv[1], "cupti"))
 		return cupti_client();
+	if (argc >= 2 && !strcmp(argv[1], "kineto"))
+		return kineto_client();
 	if (argc >= 2 && !strcmp(argv[1], "launches"))
 		return launches();
 	if (argc < 2 || strcmp(argv[1], "timeline")) {
-		fprintf(stderr, "usage: gpu_app timeline | cupti | launches | steps\n");
+		fprintf(stderr, "usage: gpu_app timeline | cupti | kineto | launches | steps\n");
 		return 2;
 	}
 	const int n = 1 << 20;

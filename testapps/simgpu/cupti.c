@@ -9,7 +9,7 @@
  * SIMGPU_CUPTI_FLUSH_MS, default 100, and when a buffer is full), or from the caller of
  * cuptiActivityFlushAll; a record that finds no buffer is dropped and counted
  * (cuptiActivityGetNumDroppedRecords); times are CLOCK_REALTIME ns unless a timestamp callback was
- * registered, before any kind was enabled, whose timebase they then use; one subscriber per
+ * registered, whose timebase the records made after it use; one subscriber per
  * process, and none at all with SIMGPU_CUPTI_TAKEN=1 (as under nsys or torch.profiler).
  * SIMGPU_CUPTI_MAX_RECORDS=n: the records after the first n find no buffer (dropped and counted,
  * as when a client's buffers run out); n@r: only in the process of rank r (OMPI_COMM_WORLD_RANK,
@@ -419,7 +419,8 @@ static void *cupti_thread(void *arg)
 		if (!fulls && pthread_cond_timedwait(&wake, &lock, &until) == ETIMEDOUT && buf && buf_used &&
 		    !running(buf, buf_used, 0))
 			retire();
-		deliver();
+		if (completed) /* (none after cuptiFinalize) */
+			deliver();
 	}
 	return NULL;
 }
@@ -479,16 +480,19 @@ CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
 	return thread_started ? CUPTI_SUCCESS : CUPTI_ERROR_UNKNOWN;
 }
 
+/* Taken at any time: "should be done before any of the CUPTI activity kinds are enabled ...
+ * Changing the timestamp callback function ... in the middle of the profiling session can cause
+ * records generated prior to the change to report timestamps through previous timestamp method"
+ * (cupti_activity.h, CUDA 13). Not refused: the records made after it are in the new timebase. */
 CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc fn)
 {
+	if (!fn)
+		return CUPTI_ERROR_INVALID_PARAMETER;
 	pthread_mutex_lock(&lock);
-	int late = enabled != 0;
-	if (!late) {
-		timestamp = fn;
-		offset_at = 0;
-	}
+	timestamp = fn;
+	offset_at = 0;
 	pthread_mutex_unlock(&lock);
-	return late ? CUPTI_ERROR_INVALID_OPERATION : CUPTI_SUCCESS;
+	return CUPTI_SUCCESS;
 }
 
 /* the simulated cudart told to tell this stand-in what it does */
@@ -630,6 +634,31 @@ CUptiResult cuptiGetTimestamp(uint64_t *t)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	pthread_mutex_lock(&lock);
 	*t = mono_ns() + (uint64_t)cupti_offset();
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+/* "Detach CUPTI from the running process ... destroys and cleans up all the resources associated
+ * with CUPTI in the current process" (cupti_activity.h): what is complete is delivered first, then
+ * every kind and callback id is off, the subscriber and the callbacks are gone, and the next
+ * client starts from nothing. */
+CUptiResult cuptiFinalize(void)
+{
+	pthread_mutex_lock(&lock);
+	if (buf && buf_used)
+		retire();
+	if (completed)
+		deliver();
+	enabled = 0;
+	memset(rt_sel, 0, sizeof rt_sel);
+	memset(drv_sel, 0, sizeof drv_sel);
+	all_sync = 1;
+	requested = NULL;
+	completed = NULL;
+	timestamp = NULL;
+	offset_at = 0;
+	holder[0] = 0;
+	__atomic_store_n(&subscribed, 0, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&lock);
 	return CUPTI_SUCCESS;
 }

@@ -93,6 +93,9 @@ sim = os.path.join(BUILD, "simgpu")
 if os.path.exists(os.path.join(APPS, "gpu_app")) and os.path.exists(os.path.join(sim, "libcupti.so.13")):
     cases.append(("cupti", [os.path.join(APPS, "gpu_app"), "timeline"],
                   {"LD_LIBRARY_PATH": sim, "SIMGPU_KERNELS": "spin=5000,tick=2000"}))
+    # (CUPTI shared with a client in Kineto's shape: its records copied into its buffers, cupti/share.c)
+    cases.append(("cupti-shared", [os.path.join(APPS, "gpu_app"), "kineto"],
+                  {"LD_LIBRARY_PATH": sim, "SIMGPU_KERNELS": "spin=2000,tick=1000", "GPU_APP_FINALIZE": "1"}))
 if os.path.exists(os.path.join(APPS, "nccl_app")):
     cases.append(("nccl", [os.path.join(APPS, "nccl_app"), "0", "1", os.path.join(d, "nccl.id"), "3"],
                   {"LD_LIBRARY_PATH": sim}))

@@ -102,8 +102,10 @@ def cupti(env):
 
 
 c = cupti({})
-ok(c.get("subscribe") == 0 and c["timestamp_before"] == 1 and c["timestamp_after_refused"] == 1,
-   "CUPTI: subscribed; a timestamp callback is taken before any kind is enabled and refused after: %s" % c)
+# (cupti_activity.h: registering "in the middle of the profiling session" is allowed, the records
+# made before it keeping the timebase they had)
+ok(c.get("subscribe") == 0 and c["timestamp_before"] == 1 and c["timestamp_after"] == 1,
+   "CUPTI: subscribed; a timestamp callback is taken before any kind is enabled and after: %s" % c)
 if c.get("subscribe") == 0:
     # (every runtime call, as a real CUPTI records them: the allocations and the stream's creation too)
     ok((c["api"], c["kernels"], c["memcpy"], c["memset"], c["sync"], c["ext"], c["other"]) == (12, 4, 2, 1, 2, 1, 0),

@@ -171,6 +171,31 @@ def gpu_app_checks(app):
     fact("gpu_app_records", per_kind(recs))
 
 
+def share_checks(app):
+    """CUPTI shared with a second client in Kineto's shape (gpu_app kineto: test_cupti_share's checks):
+    it gets what it gets alone, and ddpspy keeps every kernel of the run"""
+    same = ("subscribe", "enabled", "kernels", "ticks", "spins", "inside", "getdevice", "memcpy", "ext7", "dropped", "after")
+    for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"})):
+        env = dict(env_for(), **extra)
+        a = subprocess.run([app, "kineto"], env=dict(os.environ, **env), capture_output=True, text=True, timeout=120)
+        out = os.path.join(OUT, "kineto-" + case)
+        shutil.rmtree(out, ignore_errors=True)
+        b = traced([app, "kineto"], out, env=env, timeout=120)
+        last = lambda q: json.loads(q.stdout.splitlines()[-1]) if q.returncode == 0 and q.stdout.strip() else {"err": q.stderr[-300:]}
+        alone, shared = last(a), last(b)
+        recs = dump(out)[0]
+        g = info(recs) if not of(recs, "gpu") else of(recs, "gpu")[-1]
+        kern = gpu_events(recs, "gpu_kernel")
+        diff = {k: (alone.get(k), shared.get(k)) for k in same if alone.get(k) != shared.get(k)}
+        ok(alone.get("kernels") == 20 and not diff,
+           "%s: the Kineto-shaped client gets with ddpspy in front what it gets alone: %s" % (case, diff or alone))
+        ok(len(kern) == 31 and g.get("client") and g.get("client_dropped") == 0,
+           "%s: ddpspy keeps all 31 kernels and names the client: %d, %s" % (case, len(kern),
+                                                                            {k: g.get(k) for k in ("client", "client_records", "client_dropped")}))
+        fact("share_" + case, {"alone": alone, "shared": shared, "ddpspy_kernels": len(kern),
+                               "gpu": {k: g.get(k) for k in ("state", "why", "client", "client_records", "client_dropped")}})
+
+
 def static_checks(built):
     """nvcc's default, static cudart: no wrapper sees its calls; CUPTI sees its kernels and calls."""
     if SIM:
@@ -453,9 +478,22 @@ def torch_checks():
     pick = lambda q: [l for l in q.stdout.splitlines() if l.startswith(("launch_us", "kineto_kernels"))]
     fact("torch_launch_us", {"plain": pick(plain), "under_torch_profiler": pick(kineto), "under_ddpspy": pick(p),
                              "under_ddpspy_every_call": pick(every)})
-    kg = info(dump(os.path.join(OUT, "torch-kineto"))[0])
+    krecs = dump(os.path.join(OUT, "torch-kineto"))[0]
+    kg = of(krecs, "gpu")[-1] if of(krecs, "gpu") else {}
     fact("torch_profiler_under_ddpspy", {"exit": both.returncode, "out": pick(both), "err": both.stderr[-600:],
-                                         "ddpspy_gpu": {k: kg.get(k) for k in ("state", "why", "events", "dropped")}})
+                                         "ddpspy_gpu": {k: kg.get(k) for k in ("state", "why", "events", "dropped", "client",
+                                                                               "client_records", "client_dropped", "client_refused")}})
+    # torch.profiler keeps its CUDA kernels under ddpspy (cupti/share.c), and ddpspy its own
+    count = lambda q: int(next((l.split()[1] for l in q.stdout.splitlines() if l.startswith("kineto_kernels")), "-1"))
+    ok(count(kineto) >= 20000 and count(both) == count(kineto),
+       "torch.profiler's trace has its CUDA kernels alone (%d) and under ddpspy (%d)" % (count(kineto), count(both)))
+    nk = len(gpu_events(krecs, "gpu_kernel"))
+    ok(both.returncode == 0 and kg.get("state") == "on" and kg.get("client") and abs(nk - len(kern)) <= len(kern) // 100,
+       "and ddpspy's trace under torch.profiler has the kernels it has without (%d, %d without), sharing CUPTI with "
+       "%s" % (nk, len(kern), kg.get("client")))
+    r1, r2 = report("torch", out), report("torch-kineto", os.path.join(OUT, "torch-kineto"))
+    v = lambda r: (r or {}).get("verdict", {}).get("bound")
+    ok(r1 and v(r1) == v(r2), "ddpspy's verdict is the same with and without torch.profiler: %s, %s" % (v(r1), v(r2)))
 
 
 def verdict_checks():
@@ -610,6 +648,8 @@ def main():
     app = os.path.join(bin_, "gpu_app")
     if built["gpu_app"]:
         part("gpu_app", gpu_app_checks, app)
+    if built["gpu_app"] and fits("sharing CUPTI", 20):
+        part("sharing CUPTI", share_checks, app)
     if built["gpu_probe"] and fits("gpu_probe", 30):
         part("gpu_probe", probe_checks, os.path.join(bin_, "gpu_probe"))
     part("static cudart", static_checks, built.get("gpu_app_static"))

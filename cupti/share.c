@@ -1,0 +1,647 @@
+/* CUPTI shared with another client in the process: torch.profiler's Kineto, or any tool that calls
+ * CUPTI through its exported symbols (docs/gpu.md, "Sharing CUPTI").
+ *
+ * CUPTI has one subscriber, one pair of buffer callbacks and one timestamp callback a process. A
+ * client that links libcupti (Kineto, through libtorch) reaches these definitions first, since
+ * libddpspy.so is preloaded; ddpspy then keeps the real subscription and stands in for CUPTI:
+ * - the client's subscriber is a stand-in handle: its callback ids are enabled on ddpspy's
+ *   subscriber, and each callback that comes is passed on to it;
+ * - its activity kinds and callback ids are enabled on the real CUPTI where ddpspy does not record
+ *   them already, and disabled again only where ddpspy does not want them;
+ * - every record of a buffer CUPTI completes into ddpspy's callback is copied into the client's
+ *   own buffers (its buffer-requested callback) when the client had that kind on when the work was
+ *   launched (an API call's start; device work: its launching call's start when that record was
+ *   seen, else its own start), with its times put on the client's clock (its timestamp callback,
+ *   else CUPTI's default, CLOCK_REALTIME: cupti_activity.h), and completed to it when full or when
+ *   it flushes;
+ * - the client's cuptiFinalize ends the client's part only (its kinds, callbacks and subscriber),
+ *   never ddpspy's capture.
+ * Kinds whose times ddpspy cannot put on the client's clock are refused to it
+ * (CUPTI_ERROR_NOT_SUPPORTED) and counted. Where ddpspy does not hold CUPTI (it is off, CUPTI was
+ * taken first, no usable library) every call goes to the real CUPTI as it came. ddpspy's own calls
+ * go to the real library through its handle, never through these. */
+#include "../preload/internal.h"
+#include "gpu.h"
+#include "cupti_int.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define C dsp_cupti
+#define HIST 256     /* the client's changes of kinds remembered, for records delivered late */
+#define LAUNCHES 4096 /* recent API calls' starts by correlation id: when device work was launched */
+
+/* CUDA 12's records put these times where CUDA 13's do (gpu.c checks the other fields) */
+_Static_assert(offsetof(CUpti_ActivityKernel9, completed) == offsetof(CUpti_ActivityKernel10, completed) &&
+		       offsetof(CUpti_ActivityKernel9, queued) == offsetof(CUpti_ActivityKernel10, queued) &&
+		       offsetof(CUpti_ActivityKernel9, submitted) == offsetof(CUpti_ActivityKernel10, submitted) &&
+		       offsetof(CUpti_ActivityOverhead2, start) == offsetof(CUpti_ActivityOverhead3, start) &&
+		       offsetof(CUpti_ActivityOverhead2, end) == offsetof(CUpti_ActivityOverhead3, end),
+	       "a time field moved between CUDA 12's and 13's records");
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;     /* S's state */
+static pthread_mutex_t fan_lock = PTHREAD_MUTEX_INITIALIZER; /* the copying into the client's buffers */
+static struct {
+	int on;                  /* the client has called while ddpspy holds CUPTI */
+	CUpti_SubscriberHandle real; /* ddpspy's subscriber */
+	char name[64];           /* the client's name (cuptiSubscribe_v2), "" unnamed */
+	int subscribed;
+	CUpti_CallbackFunc cb;
+	void *ud;
+	CUpti_BuffersCallbackRequestFunc req;
+	CUpti_BuffersCallbackCompleteFunc comp;
+	CUpti_TimestampCallbackFunc ts; /* the client's clock; NULL: CLOCK_REALTIME */
+	uint64_t kinds;          /* CUpti_ActivityKind bits the client has on */
+	int8_t rt[CUPTI_RUNTIME_TRACE_CBID_SIZE], drv[CUPTI_DRIVER_TRACE_CBID_SIZE]; /* 1 on, -1 off, 0 the kind's */
+	uint8_t real_rt[CUPTI_RUNTIME_TRACE_CBID_SIZE], real_drv[CUPTI_DRIVER_TRACE_CBID_SIZE]; /* set for it */
+	int all_sync;            /* cuptiActivityEnableAllSyncRecords, as the client set it (CUPTI's default: 1) */
+	int real_sync;           /* as the real CUPTI has it: ddpspy's 0 unless the client's records need 1 */
+	struct { uint64_t t, kinds; } hist[HIST]; /* its kinds from t on (ddpspy's clock) */
+	int nhist;
+	uint8_t *buf;            /* the client's buffer being filled */
+	size_t size, used;
+	uint64_t records, dropped, unread, refused, changes;
+} S;
+static struct { uint32_t corr; uint64_t start; } launched[LAUNCHES];
+
+static const CUpti_ActivityKind SHAREABLE[] = {
+	CUPTI_ACTIVITY_KIND_MEMCPY,	     CUPTI_ACTIVITY_KIND_MEMSET,   CUPTI_ACTIVITY_KIND_KERNEL,
+	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_RUNTIME,  CUPTI_ACTIVITY_KIND_DRIVER,
+	CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+};
+
+static int shareable(CUpti_ActivityKind k)
+{
+	for (size_t i = 0; i < sizeof SHAREABLE / sizeof *SHAREABLE; i++)
+		if (SHAREABLE[i] == k)
+			return 1;
+	return 0;
+}
+
+/* the real function name, when ddpspy has not opened CUPTI: where the client's calls would go */
+static void *real(void *have, const char *name)
+{
+	return have ? have : dsp_resolve(name, "libcupti");
+}
+
+#define REAL(fn, name) ((__typeof__(&fn))real(C.handle ? dlsym(C.handle, name) : NULL, name))
+
+static uint64_t mono(void)
+{
+	return (uint64_t)dsp_mono_ns();
+}
+
+/* the client's clock now: its timestamp callback, else CUPTI's default (CLOCK_REALTIME) */
+static uint64_t client_now(void)
+{
+	if (S.ts)
+		return S.ts();
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* what to add to a time of ddpspy's (CLOCK_MONOTONIC) for the client's clock: both in ns
+ * (cupti_activity.h: "The returned timestamp must be in nanoseconds"), the tightest of three */
+static int64_t client_offset(void)
+{
+	uint64_t best = UINT64_MAX;
+	int64_t off = 0;
+	for (int i = 0; i < 3; i++) {
+		uint64_t a = mono(), c = client_now(), b = mono();
+		if (b - a < best) {
+			best = b - a;
+			off = (int64_t)(c - (a + (b - a) / 2));
+		}
+	}
+	return off;
+}
+
+/* ---- the client's kinds and calls, and what the real CUPTI is asked for: both sides' ---- */
+
+static void hist_add(void)
+{
+	if (S.nhist == HIST) { /* (the older half: their records were delivered long since) */
+		memmove(S.hist, S.hist + HIST / 2, HIST / 2 * sizeof *S.hist);
+		S.nhist = HIST / 2;
+	}
+	S.hist[S.nhist].t = mono();
+	S.hist[S.nhist++].kinds = S.kinds;
+}
+
+static uint64_t kinds_at(uint64_t t)
+{
+	for (int i = S.nhist; i-- > 0;)
+		if (S.hist[i].t <= t)
+			return S.hist[i].kinds;
+	return 0;
+}
+
+static int client_api(int driver, uint32_t cbid, uint64_t kinds)
+{
+	int sel = driver ? (cbid < CUPTI_DRIVER_TRACE_CBID_SIZE ? S.drv[cbid] : 0)
+			 : (cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE ? S.rt[cbid] : 0);
+	CUpti_ActivityKind k = driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
+	return sel ? sel > 0 : (kinds >> k & 1) != 0;
+}
+
+/* API records on the real CUPTI: by callback id, each one ddpspy or the client wants (never by
+ * kind, which would override ddpspy's choice: cupti_activity.h); under lock */
+static void apply_api(void)
+{
+	if (!C.EnableRuntimeApi || !C.EnableDriverApi)
+		return;
+	for (uint32_t i = 0; i < CUPTI_RUNTIME_TRACE_CBID_SIZE; i++) {
+		uint8_t want = client_api(0, i, S.kinds) && !dsp_cupti_own_api(0, i);
+		if (want != S.real_rt[i] && C.EnableRuntimeApi(i, want) == CUPTI_SUCCESS)
+			S.real_rt[i] = want;
+	}
+	for (uint32_t i = 0; i < CUPTI_DRIVER_TRACE_CBID_SIZE; i++) {
+		uint8_t want = client_api(1, i, S.kinds) && !dsp_cupti_own_api(1, i);
+		if (want != S.real_drv[i] && C.EnableDriverApi(i, want) == CUPTI_SUCCESS)
+			S.real_drv[i] = want;
+	}
+}
+
+/* the records of queries of unfinished work: on in the real CUPTI while the client records
+ * synchronizations and has not turned them off itself (ddpspy's reading leaves them out); under lock */
+static void apply_sync(void)
+{
+	int want = (S.kinds >> CUPTI_ACTIVITY_KIND_SYNCHRONIZATION & 1) && S.all_sync;
+	if (want != S.real_sync && C.EnableAllSyncRecords && C.EnableAllSyncRecords((uint8_t)want) == CUPTI_SUCCESS)
+		S.real_sync = want;
+}
+
+/* the client's kind k on or off; under lock */
+static CUptiResult set_kind(CUpti_ActivityKind k, int on)
+{
+	if ((unsigned)k >= 64 || (on && !shareable(k))) {
+		S.refused += on;
+		S.changes++;
+		return CUPTI_ERROR_NOT_SUPPORTED;
+	}
+	CUptiResult r = CUPTI_SUCCESS;
+	int api = k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
+	if (api) /* (the kind's on or off overrides the callback ids' own choices: cupti_activity.h) */
+		memset(k == CUPTI_ACTIVITY_KIND_RUNTIME ? S.rt : S.drv, 0,
+		       k == CUPTI_ACTIVITY_KIND_RUNTIME ? sizeof S.rt : sizeof S.drv);
+	else if (!dsp_cupti_own_kind(k) && (on ? C.Enable : C.Disable))
+		r = (on ? C.Enable : C.Disable)(k);
+	if (r == CUPTI_SUCCESS) {
+		S.kinds = on ? S.kinds | 1ull << k : S.kinds & ~(1ull << k);
+		hist_add();
+		if (api)
+			apply_api();
+		apply_sync();
+	}
+	return r;
+}
+
+/* ---- the client's records: copied out of ddpspy's buffers ---- */
+
+/* when the work of record r was launched, on ddpspy's clock (last: the record before's) */
+static uint64_t launch_time(const CUpti_Activity *r, uint64_t last)
+{
+	uint32_t corr = 0;
+	uint64_t t = last;
+	switch (r->kind) {
+	case CUPTI_ACTIVITY_KIND_RUNTIME:
+	case CUPTI_ACTIVITY_KIND_DRIVER: {
+		const CUpti_ActivityAPI *p = (const void *)r;
+		launched[p->correlationId % LAUNCHES].corr = p->correlationId;
+		launched[p->correlationId % LAUNCHES].start = p->start;
+		return p->start;
+	}
+	case CUPTI_ACTIVITY_KIND_KERNEL:
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+		corr = ((const CUpti_ActivityKernel10 *)(const void *)r)->correlationId;
+		t = ((const CUpti_ActivityKernel10 *)(const void *)r)->start;
+		break;
+	case CUPTI_ACTIVITY_KIND_MEMCPY:
+		corr = ((const CUpti_ActivityMemcpy6 *)(const void *)r)->correlationId;
+		t = ((const CUpti_ActivityMemcpy6 *)(const void *)r)->start;
+		break;
+	case CUPTI_ACTIVITY_KIND_MEMSET:
+		corr = ((const CUpti_ActivityMemset4 *)(const void *)r)->correlationId;
+		t = ((const CUpti_ActivityMemset4 *)(const void *)r)->start;
+		break;
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+		return ((const CUpti_ActivitySynchronization2 *)(const void *)r)->start;
+	case CUPTI_ACTIVITY_KIND_OVERHEAD:
+		return ((const CUpti_ActivityOverhead3 *)(const void *)r)->start;
+	default:
+		return last;
+	}
+	if (corr && launched[corr % LAUNCHES].corr == corr)
+		return launched[corr % LAUNCHES].start;
+	return t ? t : last;
+}
+
+static void shift(uint64_t *t, int64_t off)
+{
+	if (*t != CUPTI_TIMESTAMP_UNKNOWN)
+		*t += (uint64_t)off;
+}
+
+/* a copied record's times on the client's clock */
+#define SPAN(T) (shift(&((T *)(void *)r)->start, off), shift(&((T *)(void *)r)->end, off))
+static void to_client(CUpti_Activity *r, int64_t off)
+{
+	switch (r->kind) {
+	case CUPTI_ACTIVITY_KIND_KERNEL:
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+		CUpti_ActivityKernel10 *k = (void *)r;
+		shift(&k->start, off), shift(&k->end, off), shift(&k->completed, off);
+		shift(&k->queued, off), shift(&k->submitted, off);
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_MEMCPY:
+		SPAN(CUpti_ActivityMemcpy6);
+		break;
+	case CUPTI_ACTIVITY_KIND_MEMSET:
+		SPAN(CUpti_ActivityMemset4);
+		break;
+	case CUPTI_ACTIVITY_KIND_RUNTIME:
+	case CUPTI_ACTIVITY_KIND_DRIVER:
+		SPAN(CUpti_ActivityAPI);
+		break;
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+		SPAN(CUpti_ActivitySynchronization2);
+		break;
+	case CUPTI_ACTIVITY_KIND_OVERHEAD:
+		SPAN(CUpti_ActivityOverhead3);
+		break;
+	default:
+		break;
+	}
+}
+
+/* the client's buffer, full or flushed, back to it; fan_lock held */
+static void complete(void)
+{
+	if (S.buf && S.comp)
+		S.comp(NULL, 0, S.buf, S.size, S.used);
+	S.buf = NULL;
+	S.size = S.used = 0;
+}
+
+/* room for n bytes in the client's buffer (records 8-byte aligned: ACTIVITY_RECORD_ALIGNMENT), from
+ * its buffer-requested callback; NULL when it gave none that holds them; fan_lock held */
+static uint8_t *room(size_t n)
+{
+	size_t at = (S.used + 7) & ~(size_t)7;
+	if (S.buf && at + n > S.size) {
+		complete();
+		at = 0;
+	}
+	if (!S.buf) {
+		size_t max = 0;
+		if (!S.req)
+			return NULL;
+		S.req(&S.buf, &S.size, &max);
+		at = 0;
+		if (!S.buf || S.size < n) {
+			S.buf = NULL;
+			return NULL;
+		}
+	}
+	S.used = at + n;
+	return S.buf + at;
+}
+
+/* every record of a buffer CUPTI completed into ddpspy's callback that the client asked for, into
+ * the client's buffers (gpu.c, before ddpspy reads it) */
+static void seen(const uint8_t *b, size_t valid)
+{
+	if (!C.GetNextRecord || !__atomic_load_n(&S.on, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&fan_lock);
+	int64_t off = client_offset();
+	uint64_t last = 0, n = 0, lost = 0;
+	CUpti_Activity *r = NULL, *next;
+	if (C.GetNextRecord((uint8_t *)b, valid, &r) != CUPTI_SUCCESS)
+		r = NULL;
+	for (; r; r = next) {
+		next = r;
+		if (C.GetNextRecord((uint8_t *)b, valid, &next) != CUPTI_SUCCESS)
+			next = NULL;
+		size_t size = (size_t)((next ? (const uint8_t *)next : b + valid) - (const uint8_t *)r);
+		uint64_t t = launch_time(r, last);
+		last = t;
+		pthread_mutex_lock(&lock);
+		uint64_t k = kinds_at(t);
+		int want = (unsigned)r->kind < 64 && (k >> r->kind & 1);
+		if (r->kind == CUPTI_ACTIVITY_KIND_RUNTIME || r->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+			const CUpti_ActivityAPI *p = (const void *)r;
+			want = client_api(r->kind == CUPTI_ACTIVITY_KIND_DRIVER, p->cbid, k);
+		}
+		pthread_mutex_unlock(&lock);
+		if (!want)
+			continue;
+		uint8_t *to = room(size);
+		if (!to) {
+			lost++;
+			continue;
+		}
+		memcpy(to, r, size);
+		to_client((CUpti_Activity *)(void *)to, off);
+		n++;
+	}
+	pthread_mutex_lock(&lock);
+	S.records += n;
+	S.dropped += lost;
+	S.changes += n || lost;
+	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&fan_lock);
+}
+
+/* CUPTI's callbacks to ddpspy's subscriber, passed on to the client's */
+static void forward(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
+{
+	(void)ud;
+	CUpti_CallbackFunc cb = S.subscribed ? S.cb : NULL;
+	if (cb)
+		cb(S.ud, d, id, data);
+}
+
+static uint64_t info(const char **client, uint64_t *records, uint64_t *dropped, uint64_t *refused)
+{
+	pthread_mutex_lock(&lock);
+	*client = S.name[0] ? S.name : "unnamed";
+	*records = S.records;
+	*dropped = S.dropped;
+	*refused = S.refused;
+	uint64_t c = S.changes;
+	pthread_mutex_unlock(&lock);
+	return c;
+}
+
+/* Whether the client's call fn is answered here: ddpspy holds CUPTI (started now if it had not
+ * tried). The first such call registers what gpu.c passes on. */
+static int shared(const char *fn)
+{
+	CUpti_SubscriberHandle sub = NULL;
+	if (!dsp_cupti_claim(fn, &sub)) /* (not in a fork child, where ddpspy's CUPTI is off) */
+		return 0;
+	pthread_mutex_lock(&lock);
+	if (!S.on) {
+		S.real = sub;
+		S.all_sync = 1;
+		dsp_cupti_hooks.info = info;
+		__atomic_store_n(&dsp_cupti_hooks.forward, forward, __ATOMIC_RELEASE);
+		__atomic_store_n(&dsp_cupti_hooks.seen, seen, __ATOMIC_RELEASE);
+		S.changes++;
+		__atomic_store_n(&S.on, 1, __ATOMIC_RELEASE);
+		dsp_log("CUPTI shared with another client (its first call: %s)", fn);
+	}
+	pthread_mutex_unlock(&lock);
+	return 1;
+}
+
+/* ---- the client's calls (exported: they interpose on libcupti's) ---- */
+
+#define ENTER() dsp_tls.guard += DSP_GUARD_OWN
+#define LEAVE(r) (dsp_tls.guard -= DSP_GUARD_OWN, (r))
+/* the guard held (what CUPTI does for the call is not recorded); the call passed on unchanged
+ * where ddpspy does not hold CUPTI (failed as CUPTI fails it, never the process, when no libcupti
+ * defines it) */
+#define SHARED_OR_PASS(fn, ...)                                        \
+	do {                                                           \
+		ENTER();                                               \
+		if (!shared(#fn)) {                                    \
+			__typeof__(&fn) real_fn = REAL(fn, #fn);       \
+			return LEAVE(real_fn ? real_fn(__VA_ARGS__)    \
+					     : CUPTI_ERROR_UNKNOWN);   \
+		}                                                      \
+	} while (0)
+
+#pragma GCC visibility push(default)
+
+static CUptiResult subscribe(CUpti_SubscriberHandle *h, CUpti_CallbackFunc cb, void *ud, const char *name,
+			     char *old, size_t oldsz)
+{
+	if (!h)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	int taken = S.subscribed;
+	if (taken && old && oldsz)
+		snprintf(old, oldsz, "CUPTI for %s", S.name[0] ? S.name : "another client");
+	if (!taken) {
+		S.subscribed = 1;
+		S.cb = cb;
+		S.ud = ud;
+		snprintf(S.name, sizeof S.name, "%s", name ? name : "");
+		S.changes++;
+		*h = (CUpti_SubscriberHandle)(void *)&S;
+	}
+	pthread_mutex_unlock(&lock);
+	return taken ? CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED : CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *h, CUpti_CallbackFunc cb, void *ud)
+{
+	SHARED_OR_PASS(cuptiSubscribe, h, cb, ud);
+	return LEAVE(subscribe(h, cb, ud, NULL, NULL, 0));
+}
+
+CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *h, CUpti_CallbackFunc cb, void *ud, CUpti_SubscriberParams *p)
+{
+	SHARED_OR_PASS(cuptiSubscribe_v2, h, cb, ud, p);
+	int have = p && p->structSize >= CUpti_SubscriberParams_STRUCT_SIZE;
+	return LEAVE(subscribe(h, cb, ud, have ? p->subscriberName : NULL, have ? p->oldSubscriberName : NULL,
+			       have ? p->oldSubscriberSize : 0));
+}
+
+/* the client's subscriber and its callbacks gone; under lock */
+static void unsubscribe(void)
+{
+	if (S.subscribed && C.EnableAllDomains) /* (ddpspy enables none of its own) */
+		C.EnableAllDomains(0, S.real);
+	S.subscribed = 0;
+	S.cb = NULL;
+	S.changes++;
+}
+
+CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle h)
+{
+	SHARED_OR_PASS(cuptiUnsubscribe, h);
+	pthread_mutex_lock(&lock);
+	int mine = S.subscribed && h == (CUpti_SubscriberHandle)(void *)&S;
+	if (mine)
+		unsubscribe();
+	pthread_mutex_unlock(&lock);
+	return LEAVE(mine ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER);
+}
+
+CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle h, CUpti_CallbackDomain d, CUpti_CallbackId id)
+{
+	SHARED_OR_PASS(cuptiEnableCallback, enable, h, d, id);
+	if (h != (CUpti_SubscriberHandle)(void *)&S || !S.subscribed || !C.EnableCallback)
+		return LEAVE(CUPTI_ERROR_INVALID_PARAMETER);
+	return LEAVE(C.EnableCallback(enable, S.real, d, id));
+}
+
+CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle h, CUpti_CallbackDomain d)
+{
+	SHARED_OR_PASS(cuptiEnableDomain, enable, h, d);
+	if (h != (CUpti_SubscriberHandle)(void *)&S || !S.subscribed || !C.EnableDomain)
+		return LEAVE(CUPTI_ERROR_INVALID_PARAMETER);
+	return LEAVE(C.EnableDomain(enable, S.real, d));
+}
+
+CUptiResult cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHandle h)
+{
+	SHARED_OR_PASS(cuptiEnableAllDomains, enable, h);
+	if (h != (CUpti_SubscriberHandle)(void *)&S || !S.subscribed || !C.EnableAllDomains)
+		return LEAVE(CUPTI_ERROR_INVALID_PARAMETER);
+	return LEAVE(C.EnableAllDomains(enable, S.real));
+}
+
+CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req, CUpti_BuffersCallbackCompleteFunc comp)
+{
+	SHARED_OR_PASS(cuptiActivityRegisterCallbacks, req, comp);
+	if (!req || !comp)
+		return LEAVE(CUPTI_ERROR_INVALID_PARAMETER);
+	pthread_mutex_lock(&fan_lock);
+	S.req = req;
+	S.comp = comp;
+	pthread_mutex_unlock(&fan_lock);
+	return LEAVE(CUPTI_SUCCESS);
+}
+
+CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc fn)
+{
+	SHARED_OR_PASS(cuptiActivityRegisterTimestampCallback, fn);
+	if (!fn)
+		return LEAVE(CUPTI_ERROR_INVALID_PARAMETER);
+	pthread_mutex_lock(&fan_lock);
+	S.ts = fn;
+	pthread_mutex_unlock(&fan_lock);
+	return LEAVE(CUPTI_SUCCESS);
+}
+
+CUptiResult cuptiGetTimestamp(uint64_t *t)
+{
+	SHARED_OR_PASS(cuptiGetTimestamp, t);
+	if (!t)
+		return LEAVE(CUPTI_ERROR_INVALID_PARAMETER);
+	*t = client_now();
+	return LEAVE(CUPTI_SUCCESS);
+}
+
+CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
+{
+	SHARED_OR_PASS(cuptiActivityEnable, k);
+	pthread_mutex_lock(&lock);
+	CUptiResult r = set_kind(k, 1);
+	pthread_mutex_unlock(&lock);
+	return LEAVE(r);
+}
+
+CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
+{
+	SHARED_OR_PASS(cuptiActivityDisable, k);
+	pthread_mutex_lock(&lock);
+	CUptiResult r = (unsigned)k < 64 && (S.kinds >> k & 1) ? set_kind(k, 0) : CUPTI_SUCCESS;
+	pthread_mutex_unlock(&lock);
+	return LEAVE(r);
+}
+
+static CUptiResult select_api(int driver, CUpti_CallbackId id, uint8_t enable)
+{
+	uint32_t size = driver ? CUPTI_DRIVER_TRACE_CBID_SIZE : CUPTI_RUNTIME_TRACE_CBID_SIZE;
+	if (id >= size)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	(driver ? S.drv : S.rt)[id] = enable ? 1 : -1;
+	hist_add();
+	apply_api();
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId id, uint8_t enable)
+{
+	SHARED_OR_PASS(cuptiActivityEnableRuntimeApi, id, enable);
+	return LEAVE(select_api(0, id, enable));
+}
+
+CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId id, uint8_t enable)
+{
+	SHARED_OR_PASS(cuptiActivityEnableDriverApi, id, enable);
+	return LEAVE(select_api(1, id, enable));
+}
+
+/* The client may want the records of queries of unfinished work, which ddpspy leaves out (gpu.c
+ * drops them from its own reading). */
+CUptiResult cuptiActivityEnableAllSyncRecords(uint8_t enable)
+{
+	SHARED_OR_PASS(cuptiActivityEnableAllSyncRecords, enable);
+	pthread_mutex_lock(&lock);
+	S.all_sync = enable != 0;
+	apply_sync();
+	pthread_mutex_unlock(&lock);
+	return LEAVE(C.EnableAllSyncRecords ? CUPTI_SUCCESS : CUPTI_ERROR_NOT_SUPPORTED);
+}
+
+/* The client's flush: the real one (ddpspy's buffers come back through gpu.c, and the client's
+ * records in them are copied out), then the client's buffer to it. */
+static void flush_for_client(uint32_t flag)
+{
+	if (C.FlushAll)
+		C.FlushAll(flag);
+	pthread_mutex_lock(&fan_lock);
+	if (S.used)
+		complete();
+	pthread_mutex_unlock(&fan_lock);
+}
+
+CUptiResult cuptiActivityFlushAll(uint32_t flag)
+{
+	SHARED_OR_PASS(cuptiActivityFlushAll, flag);
+	flush_for_client(flag);
+	return LEAVE(CUPTI_SUCCESS);
+}
+
+CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream, size_t *n)
+{
+	SHARED_OR_PASS(cuptiActivityGetNumDroppedRecords, ctx, stream, n);
+	if (!n)
+		return LEAVE(CUPTI_ERROR_INVALID_PARAMETER);
+	pthread_mutex_lock(&lock);
+	*n = (size_t)(S.dropped - S.unread);
+	S.unread = S.dropped;
+	pthread_mutex_unlock(&lock);
+	return LEAVE(CUPTI_SUCCESS);
+}
+
+/* The client detaches: what is complete is delivered to it, then its kinds, callback ids,
+ * callbacks and subscriber are gone, as a real cuptiFinalize would leave it; ddpspy's capture
+ * goes on. */
+CUptiResult cuptiFinalize(void)
+{
+	SHARED_OR_PASS(cuptiFinalize);
+	flush_for_client(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	pthread_mutex_lock(&lock);
+	for (unsigned k = 0; k < 64; k++)
+		if (S.kinds >> k & 1)
+			set_kind((CUpti_ActivityKind)k, 0);
+	memset(S.rt, 0, sizeof S.rt);
+	memset(S.drv, 0, sizeof S.drv);
+	apply_api();
+	S.all_sync = 1;
+	apply_sync();
+	unsubscribe();
+	pthread_mutex_unlock(&lock);
+	pthread_mutex_lock(&fan_lock);
+	S.req = NULL;
+	S.comp = NULL;
+	S.ts = NULL;
+	pthread_mutex_unlock(&fan_lock);
+	return LEAVE(CUPTI_SUCCESS);
+}
+
+#pragma GCC visibility pop

@@ -1,0 +1,100 @@
+"""CUPTI shared with another client (cupti/share.c), on the simulated device: gpu_app kineto is a
+second CUPTI client in the shape of torch.profiler's Kineto (it links libcupti, so a preloaded
+library's definitions come first; it profiles 20 kernels between 5 before and 6 after, on its own
+clock, with cudaGetDevice's records turned off). Its ground truth is the same program run without
+ddpspy: with ddpspy in front it must get exactly those records, in its own buffers and clock, while
+ddpspy's file holds every kernel of the run and nothing the client asked for beyond ddpspy's own
+choice; its cuptiFinalize must not end ddpspy's capture; a client that subscribes before cuInit
+starts ddpspy first; and a holder that calls libcupti through its own handle (as nsys's injection
+does) keeps CUPTI, ddpspy saying who holds it."""
+import json
+import os
+import shutil
+import subprocess
+from lib import *
+
+need_sim("CUPTI shared with another client", "cupti.h", "cupti/share.c")
+
+ENV = {"LD_LIBRARY_PATH": SIMDIR, "SIMGPU_KERNELS": "spin=2000,tick=1000"}
+APP = os.path.join(APPS, "gpu_app")
+d = tmpdir("cupti-share")
+# what the client's summary must say the same with ddpspy as without (docs/gpu.md, "Sharing CUPTI")
+SAME = ("subscribe", "timestamp", "enabled", "kernels", "ticks", "spins", "inside", "api", "getdevice", "memcpy", "ext",
+        "ext7", "sync", "launch_corr_ok", "dropped", "after", "finalized")
+
+
+def summary(p):
+    try:
+        return json.loads(p.stdout.splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"rc": p.returncode, "err": p.stderr[-300:]}
+
+
+def alone(extra=None):
+    p = subprocess.run([APP, "kineto"], env=dict(os.environ, **ENV, **(extra or {})), capture_output=True, text=True,
+                       timeout=60)
+    return summary(p)
+
+
+def under(name, extra=None, mode="kineto"):
+    out = os.path.join(d, name)
+    shutil.rmtree(out, ignore_errors=True)
+    p = traced([APP, mode], out, env=dict(ENV, **(extra or {})))
+    recs, rc, err = dump(out)
+    return summary(p), recs
+
+
+def gpu_events(recs, kind):
+    return [r for r in of(recs, "gpu_event") if r["kind"] == kind]
+
+
+def info(recs):
+    g = of(recs, "gpu")
+    return g[-1] if g else {}
+
+
+truth = alone()
+ok(truth.get("subscribe") == 0 and truth["kernels"] == 20 and truth["ticks"] == 20 and truth["spins"] == 0
+   and truth["inside"] == 20 and truth["getdevice"] == 0 and truth["ext7"] == 20 and truth["after"] == 0,
+   "alone, the client gets the 20 kernels of its window, each inside it on its clock, no cudaGetDevice record, "
+   "its external ids, nothing after it: %s" % truth)
+
+for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}), ("early", {"GPU_APP_EARLY": "1"})):
+    want = alone(extra) if extra else truth
+    got, recs = under(case, extra)
+    diff = {k: (want.get(k), got.get(k)) for k in SAME if want.get(k) != got.get(k)}
+    ok(got.get("subscribe") == 0 and not diff,
+       "%s: with ddpspy in front the client gets what it gets alone (%d kernels, %d runtime calls, %d external ids "
+       "on its own clock): %s" % (case, got.get("kernels", -1), got.get("api", -1), got.get("ext7", -1),
+                                  diff or "the same"))
+    kern = gpu_events(recs, "gpu_kernel")
+    names = sorted(set(k["kname"] for k in kern))
+    g = info(recs)
+    ok(len(kern) == 31 and sum("tick" in k["kname"] for k in kern) == 20 and g.get("state") == "on",
+       "%s: ddpspy's own file holds every kernel of the run, the client's window and the 11 outside it: %d %s"
+       % (case, len(kern), names))
+    api = [e.get("fn", "") for e in gpu_events(recs, "cuda_api")]
+    ext = gpu_events(recs, "gpu_extcorr")
+    ok(not [f for f in api if f.startswith("cudaGetDevice") or f.startswith("cudaStreamCreate")] and not ext,
+       "%s: and nothing the client asked for beyond ddpspy's choice (no cudaGetDevice records, none of its "
+       "external ids): %d calls, %d external correlations" % (case, len(api), len(ext)))
+    total = sum(got.get(k, 0) for k in ("kernels", "api", "ext", "memcpy", "sync"))
+    ok(g.get("client") == "unnamed" and g.get("client_records") == total and g.get("client_dropped") == 0
+       and g.get("foreign") == 0,
+       "%s: the file names the client it shared CUPTI with and the %d records handed to it: %s"
+       % (case, total, {k: g.get(k) for k in ("client", "client_records", "client_dropped", "foreign")}))
+    if case == "early":
+        ok(g.get("why", "").startswith("started at another CUPTI client's first call (cuptiSubscribe)"),
+           "early: a client that subscribes before cuInit starts ddpspy's capture first: %s" % g.get("why"))
+
+# a holder that reached CUPTI through its own handle before cuInit (nsys's injection does): it keeps
+# CUPTI and all its records; ddpspy records host events and says who holds it
+p = subprocess.run([APP, "cupti"], env=dict(os.environ, **ENV), capture_output=True, text=True, timeout=60)
+alone_holder = summary(p)
+holder, recs = under("holder", mode="cupti")
+g = info(recs)
+ok(holder.get("kernels") == alone_holder.get("kernels") == 4 and holder.get("api") == alone_holder.get("api")
+   and g.get("state") == "taken" and not gpu_events(recs, "gpu_kernel"),
+   "a holder through its own handle keeps CUPTI (%s kernels, as alone: %s); ddpspy's file: %s, %s"
+   % (holder.get("kernels"), alone_holder.get("kernels"), g.get("state"), g.get("why", "")[:90]))
+done()
