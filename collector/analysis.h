@@ -367,6 +367,19 @@ struct gpujob {
 };
 void an_gpu_job(const struct analysis *a, struct gpujob *j);
 
+/* Where one rank's GPU figures came from (the report's coverage), and what is missing because of it */
+struct gpucover {
+	const char *source;   /* "cupti", "cupti-shared" (with another CUPTI client), "host-only" */
+	const char *client;   /* cupti-shared: the other client, as the rank's file names it; else NULL */
+	const char *why;      /* how capture started, or why it did not */
+	int kernels, copies, nccl_timing; /* 1: missing (no device timeline: only host calls) */
+	uint64_t dropped;     /* CUPTI's records lost on this rank: holes in what it has */
+};
+/* rank index r's coverage; -1 when the job is not a GPU job (no rank recorded GPU capture) */
+int an_gpu_cover(const struct analysis *a, int r, struct gpucover *c);
+/* every rank's coverage in a line, ranks alike grouped (malloc'ed; NULL when not a GPU job) */
+char *an_gpu_cover_line(const struct analysis *a);
+
 /* report.c: a rank list like 0,2-3 into *out (malloc'ed), *n of them; -1 when malformed */
 int report_parse_ranks(const char *s, int **out, int *n);
 /* report.c: shares as a JSON member {"compute", "data", "comms", "host"}, rounded to 1e-4 */

@@ -139,6 +139,7 @@ struct gpuproc {
 	/* the file's "gpu" record: capture's state and losses */
 	char state[16], why[160];
 	int64_t dropped, lead_ns;
+	char client[64];      /* another CUPTI client that shared ddpspy's subscription ("" none) */
 };
 
 static void identify(struct gpuproc *g);
@@ -582,6 +583,7 @@ void an_gpu_loaded(struct proc *p, const struct trace_file *f, const char *path)
 		snprintf(p->gpu->why, sizeof p->gpu->why, "%.159s", f->gpu.why);
 		p->gpu->dropped = f->gpu.dropped + f->gpu.refused;
 		p->gpu->lead_ns = f->gpu.lead_ns;
+		snprintf(p->gpu->client, sizeof p->gpu->client, "%s", f->gpu.client);
 	}
 	struct gpuproc *g = p->gpu;
 	if (g && !g->over) {
@@ -1750,6 +1752,69 @@ void an_gpu_job(const struct analysis *a, struct gpujob *j)
 		j->untimed += a->ranks[r].p->gpu_untimed;
 		j->lead_us = fmax(j->lead_us, (double)g->lead_ns / 1e3);
 	}
+}
+
+int an_gpu_cover(const struct analysis *a, int r, struct gpucover *c)
+{
+	struct gpujob j;
+	an_gpu_job(a, &j);
+	if (!j.any)
+		return -1;
+	const struct gpuproc *g = a->ranks[r].p->gpu;
+	int on = g && (!strcmp(g->state, "on") || (!g->state[0] && g->nall > 0)); /* (files before 2.2: no state) */
+	*c = (struct gpucover){ .source = !on ? "host-only" : g->client[0] ? "cupti-shared" : "cupti",
+				.client = on && g->client[0] ? g->client : NULL,
+				.why = g && g->why[0] ? g->why : "no GPU capture recorded in this rank's file",
+				.kernels = !on, .copies = !on, .nccl_timing = !on,
+				.dropped = g && g->dropped > 0 ? (uint64_t)g->dropped : 0 };
+	return 0;
+}
+
+/* one group of alike ranks [r0, r1] into the line */
+static void cover_group(FILE *f, const struct analysis *a, int r0, int r1, const struct gpucover *c, int first)
+{
+	fprintf(f, "%s", first ? "" : "; ");
+	if (r0 == r1)
+		fprintf(f, "rank %d ", a->ranks[r0].rank);
+	else
+		fprintf(f, "ranks %d-%d ", a->ranks[r0].rank, a->ranks[r1].rank);
+	if (c->client)
+		fprintf(f, "CUPTI, shared with another client (%s)", c->client);
+	else if (c->kernels)
+		fprintf(f, "host calls only (%s): no kernels, copies or NCCL kernel times", c->why);
+	else
+		fprintf(f, "CUPTI");
+}
+
+char *an_gpu_cover_line(const struct analysis *a)
+{
+	struct gpucover c, d;
+	if (!a->nranks || an_gpu_cover(a, 0, &c) < 0)
+		return NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		return NULL;
+	uint64_t dropped = c.dropped;
+	int r0 = 0;
+	for (int r = 1; r <= a->nranks; r++) {
+		int same = r < a->nranks && an_gpu_cover(a, r, &d) == 0 && !strcmp(d.source, c.source) &&
+			   (!c.kernels || !strcmp(d.why, c.why)) && (!c.client || !strcmp(d.client, c.client));
+		if (same) {
+			dropped += d.dropped;
+			continue;
+		}
+		cover_group(f, a, r0, r - 1, &c, r0 == 0);
+		if (r < a->nranks) {
+			c = d;
+			dropped += d.dropped;
+			r0 = r;
+		}
+	}
+	if (dropped)
+		fprintf(f, "; %" PRIu64 " CUPTI records lost (holes in the device timeline)", dropped);
+	return fclose(f) == 0 ? buf : (free(buf), NULL);
 }
 
 size_t an_gpu_nwork(const struct proc *p)

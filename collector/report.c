@@ -166,6 +166,29 @@ static void print_json(const struct analysis *a)
 		json_close(&j);
 	}
 	json_close(&j);
+	struct gpucover gc;
+	if (a->nranks && an_gpu_cover(a, 0, &gc) == 0) { /* where each rank's GPU figures came from */
+		json_arr(&j, "coverage");
+		for (int r = 0; r < a->nranks && an_gpu_cover(a, r, &gc) == 0; r++) {
+			json_obj(&j, NULL);
+			json_int(&j, "rank", a->ranks[r].rank);
+			json_str(&j, "gpu", gc.source);
+			if (gc.client)
+				json_str(&j, "client", gc.client);
+			json_str(&j, "why", gc.why);
+			json_arr(&j, "missing");
+			if (gc.kernels)
+				json_str(&j, NULL, "kernels");
+			if (gc.copies)
+				json_str(&j, NULL, "copies");
+			if (gc.nccl_timing)
+				json_str(&j, NULL, "nccl_timing");
+			json_close(&j);
+			json_int(&j, "dropped_records", (int64_t)gc.dropped);
+			json_close(&j);
+		}
+		json_close(&j);
+	}
 
 	json_obj(&j, "verdict");
 	json_str(&j, "bound", a->bound);
@@ -315,6 +338,10 @@ static void print_text(const struct analysis *a)
 		fprintf(out, "residual unknown\n");
 	else
 		fprintf(out, "residual %.1f us\n", a->clock_residual_us);
+	char *cover = an_gpu_cover_line(a);
+	if (cover)
+		fprintf(out, "coverage: %s\n", text_safe(cover, SIZE_MAX));
+	free(cover);
 	for (int i = 0; i < a->nwarnings; i++)
 		fprintf(out, "warning: %s\n", text_safe(a->warnings[i], SIZE_MAX));
 	fputs("\n", out);

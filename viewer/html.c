@@ -535,6 +535,12 @@ int html_report(const struct analysis *a, const char *path, char *err, size_t er
 		fprintf(out, "%srank %d: ", r ? ", " : "", a->ranks[r].rank);
 		H(th ? th->name : "none");
 	}
+	char *cover = an_gpu_cover_line(a);
+	if (cover) { /* where the GPU figures came from */
+		fprintf(out, "</dd><dt>GPU coverage</dt><dd>");
+		H(cover);
+	}
+	free(cover);
 	fprintf(out, "</dd></dl>\n");
 	if (a->nwarnings) {
 		fprintf(out, "<h3>Warnings</h3>\n<ul class=\"warn\">");

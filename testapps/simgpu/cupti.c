@@ -10,7 +10,8 @@
  * cuptiActivityFlushAll; a record that finds no buffer is dropped and counted
  * (cuptiActivityGetNumDroppedRecords); times are CLOCK_REALTIME ns unless a timestamp callback was
  * registered, whose timebase the records made after it use; one subscriber per
- * process, and none at all with SIMGPU_CUPTI_TAKEN=1 (as under nsys or torch.profiler).
+ * process, and none at all with SIMGPU_CUPTI_TAKEN=1 (as under nsys), or =NAME (a holder so
+ * named), or =NAME@r (only in the process of rank r).
  * SIMGPU_CUPTI_MAX_RECORDS=n: the records after the first n find no buffer (dropped and counted,
  * as when a client's buffers run out); n@r: only in the process of rank r (OMPI_COMM_WORLD_RANK,
  * else RANK).
@@ -427,10 +428,23 @@ static void *cupti_thread(void *arg)
 
 /* ---- the API ---- */
 
+/* SIMGPU_CUPTI_TAKEN's holder in this process: its value, or before "@r" when this is rank r's
+ * (OMPI_COMM_WORLD_RANK, else RANK), NULL when none */
+static const char *taken_here(char *into, size_t n)
+{
+	const char *v = getenv("SIMGPU_CUPTI_TAKEN"), *at = v ? strchr(v, '@') : NULL;
+	const char *me = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK") : getenv("RANK");
+	if (!v || !*v || (at && (!me || atoi(me) != atoi(at + 1))))
+		return NULL;
+	snprintf(into, n, "%.*s", at ? (int)(at - v) : (int)strlen(v), v);
+	return into;
+}
+
 /* one subscriber a process: the refused get the holder's name ("" when unnamed) */
 static CUptiResult subscribe(CUpti_SubscriberHandle *subscriber, const char *name, char *old, size_t oldsz)
 {
-	const char *taken = getenv("SIMGPU_CUPTI_TAKEN");
+	char tbuf[64];
+	const char *taken = taken_here(tbuf, sizeof tbuf);
 	if (!subscriber)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	if ((taken && *taken) || __atomic_exchange_n(&subscribed, 1, __ATOMIC_ACQ_REL)) {

@@ -327,6 +327,19 @@ ok(j is not None and len(lost) == 2 and all(f["evidence"]["gpu_dropped"] > 0 for
    "host split with a warning instead of timelines with holes: %s" % (
        want, [(f["rank"], f["evidence"].get("gpu_dropped"), round(f["severity"], 3)) for f in lost]))
 
+# ---- coverage: where each rank's GPU figures came from, and what is missing because of it ----
+# (rank 1's CUPTI held by another profiler, as nsys holds it; rank 0's ddpspy's)
+truth, out = traced("coverage", [], 2, {"SIMGPU_CUPTI_TAKEN": "Nsight Systems@1"})
+j = report(out) if truth else None
+cov = (j or {}).get("coverage") or []
+txt = subprocess.run([DDPSPY, "report", out], capture_output=True, text=True, timeout=300).stdout
+line = next((x for x in txt.splitlines() if x.startswith("coverage: ")), "")
+ok([c["gpu"] for c in cov] == ["cupti", "host-only"] and cov[0]["missing"] == [] and
+   cov[1]["missing"] == ["kernels", "copies", "nccl_timing"] and "Nsight Systems" in cov[1]["why"] and
+   line.startswith("coverage: rank 0 CUPTI; rank 1 host calls only (Nsight Systems"),
+   "coverage: rank 0's GPU figures from CUPTI, rank 1's from its host calls only, its kernels, copies and NCCL "
+   "kernel times missing because Nsight Systems holds CUPTI: %s; %s" % ([(c["gpu"], c["missing"]) for c in cov], line))
+
 # ---- bad input: --gpu without its library says so ----
 p = subprocess.run(MPIRUN + ["-np", "1", BENCH, "train", "--data", data, "--gpu", "--steps", "1"], capture_output=True,
                    text=True, env=dict(os.environ, DDPBENCH_GPU_LIB=os.path.join(d, "nope.so"), **SIM))
