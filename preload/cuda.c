@@ -245,25 +245,36 @@ COPY(cudaMemcpyPeerAsync, (void *d, int dd, const void *s, int sd, size_t n, cud
 /* A query: nothing recorded but a run of them that found the work unfinished, each within 20 us
  * (twice the poll threshold) of the last: a wait from the first's start to the end of the one that
  * found it done, or of the run's last when it stops before (the thread went on to other work). */
-/* the run ends at t1: one wait from its first query's start */
-static void poll_end(struct dsp_tls *t, uint64_t t1, cudaError_t rc, cudaStream_t s, cudaEvent_t e)
+/* the run ends at t1: one wait from its first query's start, of the stream and event queried */
+static void poll_end(struct dsp_tls *t, uint64_t t1, cudaError_t rc, uintptr_t s, uintptr_t e)
 {
 	uint64_t a = t->poll_t0;
 	t->poll_t0 = 0;
-	int64_t args[4] = {DDPSPY_SYNC_POLL, (int64_t)(uintptr_t)s, (int64_t)(uintptr_t)e, rc};
+	t->at_exit = NULL;
+	int64_t args[4] = {DDPSPY_SYNC_POLL, (int64_t)s, (int64_t)e, rc};
 	dsp_emit_wait(t, DDPSPY_EV_CUDA_SYNC, a, t1, 4, args);
+}
+
+/* a run still going when its thread exits or the process ends: a wait to its last query */
+static void poll_given_up(struct dsp_tls *t)
+{
+	poll_end(t, t->poll_t1, cudaErrorNotReady, t->poll_s, t->poll_e);
 }
 
 static void polled(struct dsp_tls *t, uint64_t t0, uint64_t t1, cudaError_t rc, cudaStream_t s, cudaEvent_t e)
 {
 	if (t->poll_t0 && t0 - t->poll_t1 > 2 * dsp_poll_ticks) /* a run given up: a wait to its last */
-		poll_end(t, t->poll_t1, cudaErrorNotReady, s, e);
+		poll_given_up(t);
 	if (rc == cudaErrorNotReady) {
-		if (!t->poll_t0)
+		if (!t->poll_t0) {
 			t->poll_t0 = t0;
+			t->at_exit = poll_given_up;
+		}
 		t->poll_t1 = t1;
+		t->poll_s = (uintptr_t)s;
+		t->poll_e = (uintptr_t)e;
 	} else if (t->poll_t0) {
-		poll_end(t, t1, rc, s, e);
+		poll_end(t, t1, rc, (uintptr_t)s, (uintptr_t)e);
 	}
 }
 

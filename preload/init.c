@@ -212,6 +212,8 @@ static void finish(const char *reason)
 		return;
 	initialised = 0;
 	t->guard++;
+	if (t->at_exit && t->ring) /* (what the ending thread began: its exit destructor will not run) */
+		t->at_exit(t);
 	dsp_gpu_stop(); /* (at exit, already done by its atexit handler, before libcupti's destructors) */
 	dsp_writer_stop_and_drain(reason);
 	t->guard--;

@@ -31,6 +31,10 @@ struct dsp_tls {
 	int unwinding;       /* inside libunwind (record.c): its pipe2 and close are its own */
 	uint64_t poll_t0, poll_t1; /* a run of CUDA queries of unfinished work: its first's start, its
 				    * last's end (cuda.c); poll_t0 0 when none */
+	uintptr_t poll_s, poll_e;  /* and the stream and event its last query asked about */
+	/* a record the thread has begun but not ended (a run of queries): made when the thread exits,
+	 * or on the thread that ends the process (guard held); NULL when none */
+	void (*at_exit)(struct dsp_tls *t);
 };
 
 extern __thread struct dsp_tls dsp_tls __attribute__((tls_model("initial-exec")));

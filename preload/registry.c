@@ -58,6 +58,8 @@ static void on_thread_exit(void *p)
 	if (t->thread == th && t->ring) {
 		int g = t->guard;
 		t->guard = 1;
+		if (t->at_exit) /* (a record the thread began: cuda.c's run of queries) */
+			t->at_exit(t);
 		uint64_t now = dsp_now();
 		dsp_emit(t, DDPSPY_EV_THREAD_EXIT, now, now, 0, NULL);
 		t->guard = g;

@@ -3,6 +3,7 @@
 // the driver make of them, and the simulated device can be held to the same program.
 //
 // usage: gpu_probe [--cupti] | gpu_probe flood   (the flood section alone, for make bench)
+//        gpu_probe queries   (runs of queries that end without finding the work done: queries())
 //   sections, in this order, each printing one JSON line with its host times (CLOCK_MONOTONIC ns):
 //   flood    a PyTorch-shaped loop: per kernel cudaGetDevice, cudaGetLastError,
 //            cudaStreamIsCapturing, cudaPointerGetAttributes, the launch and an event record; every
@@ -33,6 +34,7 @@
 #include <cupti.h>
 #include <dlfcn.h>
 #include <sys/syscall.h>
+#include <pthread.h>
 #include <unistd.h>
 
 __global__ void flood_k(float *a)
@@ -428,8 +430,50 @@ static void driver(float *d)
 	cudaStreamDestroy(s);
 }
 
+// gpu_probe queries: runs of queries of unfinished work that end without finding it done. Two
+// streams each hold the device for 50 ms; the main thread polls stream A's event 5 times, leaves
+// the loop (a millisecond of other work: the run given up) and queries stream B's once; then a
+// thread of its own polls B's event 5 times and exits while B still runs. Prints the pointers.
+static cudaEvent_t q_event_b;
+
+static void *query_then_exit(void *)
+{
+	for (int i = 0; i < 5; i++)
+		cudaEventQuery(q_event_b);
+	return NULL;
+}
+
+static int queries()
+{
+	cudaStream_t a, b;
+	cudaEvent_t ea;
+	check(cudaStreamCreate(&a), "cudaStreamCreate");
+	check(cudaStreamCreate(&b), "cudaStreamCreate");
+	check(cudaEventCreate(&ea), "cudaEventCreate");
+	check(cudaEventCreate(&q_event_b), "cudaEventCreate");
+	hold<<<1, 32, 0, a>>>(50000000ull);
+	hold<<<1, 32, 0, b>>>(50000000ull);
+	check(cudaEventRecord(ea, a), "cudaEventRecord");
+	check(cudaEventRecord(q_event_b, b), "cudaEventRecord");
+	for (int i = 0; i < 5; i++)
+		cudaEventQuery(ea);
+	usleep(1000);
+	cudaError_t qb = cudaStreamQuery(b); // (a run of one, of stream B: still going at exit)
+	pthread_t th;
+	pthread_create(&th, NULL, query_then_exit, NULL);
+	pthread_join(th, NULL);
+	printf("{\"section\": \"queries\", \"event_a\": %llu, \"event_b\": %llu, \"stream_b\": %llu, \"qb\": %d}\n",
+	       (unsigned long long)(uintptr_t)ea, (unsigned long long)(uintptr_t)q_event_b,
+	       (unsigned long long)(uintptr_t)b, (int)qb);
+	fflush(stdout);
+	check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "queries"))
+		return queries();
 	int own = argc > 1 && !strcmp(argv[1], "--cupti");
 	if (own && cupti_on() < 0)
 		return 1;

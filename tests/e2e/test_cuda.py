@@ -89,6 +89,21 @@ ok(p.returncode == 0 and 0 < len(polls) <= 250 and all(e["event"] for e in polls
    "allocation and the three frees as waits: %s" % (len(polls), truth.get("flood", {}).get("polls", 0),
                                                      [e["what"] for e in sy if e["what"] in ("pin", "free")]))
 
+# runs of queries that end without finding the work done: one given up (the thread went on to other
+# work) names what it queried, not what the next query asks; one still going when its thread exits,
+# or when the process ends, is recorded there, as waits to their last query
+out = os.path.join(d, "queries")
+p = traced([os.path.join(APPS, "gpu_probe"), "queries"], out, env={"LD_LIBRARY_PATH": SIMDIR,
+                                                                    "SIMGPU_KERNELS": "hold=arg"})
+q = next((json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")), {})
+recs = dump(out)[0]
+main = of(recs, "process")[0]["pid"] if of(recs, "process") else -1
+polls = [(e["tid"] == main, e["stream"], e["event"], e["ret"]) for e in events(recs, "cuda_sync") if e["what"] == "poll"]
+want = [(True, 0, q.get("event_a"), 600), (True, q.get("stream_b"), 0, 600), (False, 0, q.get("event_b"), 600)]
+ok(p.returncode == 0 and q.get("qb") == 600 and sorted(polls, key=str) == sorted(want, key=str),
+   "runs of queries given up, at a thread's exit and at the process's end: each a wait of what it queried "
+   "(main thread: event A, stream B; the other thread: event B): %s" % polls)
+
 p = traced(["cat", "/proc/self/maps"], os.path.join(d, "nocuda"))
 ok(p.returncode == 0 and "cuda" not in p.stdout.lower() and "cupti" not in p.stdout.lower(),
    "a process that never uses CUDA loads no CUDA library")
