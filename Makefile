@@ -54,7 +54,7 @@ SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13 
 	$(B)/simgpu/libnccl.so.2) \
 	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app $(B)/testapps/gpu_app_pt $(B)/testapps/gpu_app_static \
 		$(B)/testapps/gpu_probe) \
-	$(if $(and $(HAVE_NCCL),$(NVCC)),$(B)/testapps/nccl_app $(B)/libddpbench_gpu.so) \
+	$(if $(and $(HAVE_NCCL),$(NVCC)),$(B)/testapps/nccl_app $(B)/libddpbench_gpu.so $(B)/testapps/libnccl-profiler-test.so) \
 	$(if $(HAVE_CUDA),$(B)/testapps/cuda_c $(B)/testapps/cuda_c_ctor) \
 	$(if $(HAVE_CUDA),$(B)/simgpu12/libcudart.so.12 $(B)/simgpu12/libcupti.so.12 $(B)/simgpu12/libcuda.so.1 \
 		$(B)/testapps/cuda_c12) \
@@ -202,12 +202,18 @@ $(B)/testapps/cuda_c_ctor: testapps/cuda_c.c $(B)/testapps/libcuda_ctor.so $(B)/
 $(B)/testapps/nvtx_app: testapps/nvtx_app.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -isystem $(CUDA_HOME)/include -o $@ $< -ldl -lpthread
-$(B)/simgpu/libnccl.so.2: testapps/simgpu/nccl.c testapps/simgpu/simgpu.h
+$(B)/simgpu/libnccl.so.2: testapps/simgpu/nccl.c testapps/simgpu/nccl_prof.c testapps/simgpu/nccl_prof.h \
+	testapps/simgpu/simgpu.h common/nccl_profiler.h
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) -isystem $(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libnccl.so.2 -ldl
+	$(CC) $(BASE) -isystem $(CUDA_HOME)/include -fPIC -shared -o $@ testapps/simgpu/nccl.c testapps/simgpu/nccl_prof.c \
+		-Wl,-soname,libnccl.so.2 -ldl -lpthread
 $(B)/simgpu/libcuda.so.1: testapps/simgpu/driver.c testapps/simgpu/simgpu.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -I$(CUDA_HOME)/include -fPIC -shared -o $@ $< -Wl,-soname,libcuda.so.1 -ldl
+# a profiler plugin for NCCL that writes what it is told (test_nccl)
+$(B)/testapps/libnccl-profiler-test.so: testapps/ncclprof_test.c common/nccl_profiler.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -fPIC -shared -o $@ $< -lpthread
 $(B)/testapps/gpu_app: testapps/gpu_app.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $<

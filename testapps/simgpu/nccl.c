@@ -29,7 +29,8 @@
  *    until it has;
  *  - at world size 1 an in-place collective launches nothing and makes no CUDA call; an
  *    out-of-place one is one device-to-device cudaMemcpyAsync of its bytes on its stream; a send to
- *    itself is a SendRecv kernel. */
+ *    itself is a SendRecv kernel.
+ * A profiler plugin (NCCL_PROFILER_PLUGIN) is loaded and called as NCCL 2.28.9 does: nccl_prof.c. */
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
@@ -46,6 +47,7 @@
 #include <unistd.h>
 
 #include "simgpu.h"
+#include "nccl_prof.h"
 
 #define MAXR 16     /* ranks of a communicator */
 #define NSLOT 256   /* collectives in flight per communicator */
@@ -73,6 +75,7 @@ struct ncclComm {
 	struct shm *shm;
 	uint64_t seq;                       /* collectives enqueued */
 	uint64_t sent[MAXR], received[MAXR]; /* messages to and from each peer */
+	struct prof_comm prof;              /* the profiler plugin's part (nccl_prof.c) */
 };
 
 enum { OP_COLL, OP_SEND, OP_RECV };
@@ -87,9 +90,14 @@ struct op {
 	const void *src;       /* OP_COLL at world size 1: the copy an out-of-place one is */
 	void *dst;
 	size_t bytes;
+	int func, root;        /* OP_COLL: PF_*, and what the profiler plugin is told of it */
+	size_t count;
+	ncclDataType_t type;
+	void *prof;            /* its Coll event of the profiler plugin, NULL none */
 };
 struct sim {
 	struct simgpu_coll c;  /* first: the device thread hands it back */
+	uint64_t t0;           /* when it started */
 	int nops;
 	struct op ops[];
 };
@@ -187,12 +195,26 @@ static uint64_t sim_start(struct simgpu_coll *c, uint64_t local)
 		dur = o->dur > dur ? o->dur : dur;
 	}
 	c->dur = dur;
+	s->t0 = start;
 	return start;
 }
 
 static void sim_done(struct simgpu_coll *c)
 {
+	struct sim *s = (struct sim *)c;
+	for (int i = 0; i < s->nops; i++)
+		prof_coll_ran(&s->ops[i].comm->prof, s->ops[i].prof, s->t0, s->t0 + c->dur);
 	free(c);
+}
+
+/* the name NCCL gives a datatype (ncclDatatypeToString), for the profiler plugin */
+static const char *type_name(ncclDataType_t t)
+{
+	static const char *const names[ncclNumTypes] = { "ncclInt8", "ncclUint8", "ncclInt32", "ncclUint32",
+							 "ncclInt64", "ncclUint64", "ncclFloat16", "ncclFloat32",
+							 "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3",
+							 "ncclFloat8e5m2" };
+	return (unsigned)t < ncclNumTypes ? names[t] : "ncclUnknown";
 }
 
 /* ---- enqueueing ---- */
@@ -265,19 +287,22 @@ static ncclResult_t launch_now(const struct op *ops, int n)
 		return ncclSystemError;
 	int p2p = 1, k = 0, calls = 0;
 	for (int i = 0; i < n; i++) {
-		const struct op *o = &ops[i];
-		if (o->kind == OP_COLL && o->comm->nranks == 1) { /* (one rank: nothing to wait for) */
-			if (o->src != o->dst && o->bytes) {
-				runtime_calls(o->stream);
+		struct op o = ops[i];
+		if (o.kind == OP_COLL) /* (its profiler event on the launching thread) */
+			o.prof = prof_coll(&o.comm->prof, o.func, o.src, o.dst, o.count, o.root, type_name(o.type));
+		if (o.kind == OP_COLL && o.comm->nranks == 1) { /* (one rank: nothing to wait for) */
+			if (o.src != o.dst && o.bytes) {
+				runtime_calls(o.stream);
 				if (RT.memcpy_async)
-					RT.memcpy_async(o->dst, o->src, o->bytes, cudaMemcpyDeviceToDevice, o->stream);
+					RT.memcpy_async(o.dst, o.src, o.bytes, cudaMemcpyDeviceToDevice, o.stream);
 			}
+			prof_coll_launched(&o.comm->prof, o.prof, 0);
 			continue;
 		}
 		if (!calls++)
-			runtime_calls(o->stream);
-		p2p &= o->kind != OP_COLL;
-		s->ops[k++] = *o;
+			runtime_calls(o.stream);
+		p2p &= o.kind != OP_COLL;
+		s->ops[k++] = o;
 	}
 	if (!k) {
 		free(s);
@@ -286,6 +311,8 @@ static ncclResult_t launch_now(const struct op *ops, int n)
 	s->nops = k;
 	s->c = (struct simgpu_coll){ .start = sim_start, .done = sim_done, .dur = s->ops[0].dur,
 				     .name = p2p ? kernel_name("SendRecv", -1, -1) : s->ops[0].name, .grid = 2, .block = 640 };
+	for (int i = 0; i < k; i++) /* (before the device's thread may have run it) */
+		prof_coll_launched(&s->ops[i].comm->prof, s->ops[i].prof, 1);
 	collective(s->ops[0].stream, 0, &s->c);
 	return ncclSuccess;
 }
@@ -387,8 +414,8 @@ static uint64_t model(double factor, size_t bytes)
 
 /* a collective over count elements of t per part, per parts in all (its receive buffer's);
  * recv_parts: how many of those parts the receive buffer holds (a reduce-scatter's 1) */
-static ncclResult_t coll(const char *op, int redop, double factor, const void *src, void *dst, size_t count,
-			 ncclDataType_t t, size_t per, size_t recv_parts, ncclComm_t comm, cudaStream_t stream)
+static ncclResult_t coll(int func, const char *op, int redop, double factor, const void *src, void *dst, size_t count,
+			 ncclDataType_t t, size_t per, size_t recv_parts, int root, ncclComm_t comm, cudaStream_t stream)
 {
 	if (!comm || !type_size(t))
 		return ncclInvalidArgument;
@@ -396,7 +423,8 @@ static ncclResult_t coll(const char *op, int redop, double factor, const void *s
 	struct op o = { .kind = OP_COLL, .comm = comm, .seq = comm->seq++, .stream = stream,
 			.name = kernel_name(op, redop, redop >= 0 ? (int)t : -1),
 			.dur = model(factor < 0 ? (n - 1) / n * -factor : factor, count * type_size(t) * per),
-			.src = src, .dst = dst, .bytes = count * type_size(t) * recv_parts };
+			.src = src, .dst = dst, .bytes = count * type_size(t) * recv_parts, .func = func, .root = root,
+			.count = count, .type = t };
 	return submit(o);
 }
 
@@ -419,54 +447,54 @@ static ncclResult_t p2p(int kind, size_t count, ncclDataType_t t, int peer, nccl
 API(ncclResult_t, ncclAllReduce, (const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
 				  cudaStream_t stream))
 {
-	return coll("AllReduce", (int)op, -2, s, r, count, t, 1, 1, comm, stream);
+	return coll(PF_ALLREDUCE, "AllReduce", (int)op, -2, s, r, count, t, 1, 1, -1, comm, stream);
 }
 
 API(ncclResult_t, ncclBroadcast, (const void *s, void *r, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
 				  cudaStream_t stream))
 {
-	return coll("Broadcast", -1, 1, s, r, count, t, 1, 1, comm, stream);
+	return coll(PF_BROADCAST, "Broadcast", -1, 1, s, r, count, t, 1, 1, root, comm, stream);
 }
 
 API(ncclResult_t, ncclBcast, (void *b, size_t count, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t stream))
 {
-	return coll("Broadcast", -1, 1, b, b, count, t, 1, 1, comm, stream);
+	return coll(PF_BROADCAST, "Broadcast", -1, 1, b, b, count, t, 1, 1, root, comm, stream);
 }
 
 API(ncclResult_t, ncclReduce, (const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op, int root,
 			       ncclComm_t comm, cudaStream_t stream))
 {
-	return coll("Reduce", (int)op, 1, s, r, count, t, 1, 1, comm, stream);
+	return coll(PF_REDUCE, "Reduce", (int)op, 1, s, r, count, t, 1, 1, root, comm, stream);
 }
 
 API(ncclResult_t, ncclAllGather, (const void *s, void *r, size_t count, ncclDataType_t t, ncclComm_t comm,
 				  cudaStream_t stream))
 {
-	return coll("AllGather", -1, -1, s, r, count, t, NR(comm), NR(comm), comm, stream);
+	return coll(PF_ALLGATHER, "AllGather", -1, -1, s, r, count, t, NR(comm), NR(comm), -1, comm, stream);
 }
 
 API(ncclResult_t, ncclReduceScatter, (const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op,
 				      ncclComm_t comm, cudaStream_t stream))
 {
-	return coll("ReduceScatter", (int)op, -1, s, r, count, t, NR(comm), 1, comm, stream);
+	return coll(PF_REDUCESCATTER, "ReduceScatter", (int)op, -1, s, r, count, t, NR(comm), 1, -1, comm, stream);
 }
 
 API(ncclResult_t, ncclAlltoAll, (const void *s, void *r, size_t count, ncclDataType_t t, ncclComm_t comm,
 				 cudaStream_t stream))
 {
-	return coll("SendRecv", -1, -1, s, r, count, t, NR(comm), NR(comm), comm, stream);
+	return coll(PF_ALLTOALL, "SendRecv", -1, -1, s, r, count, t, NR(comm), NR(comm), -1, comm, stream);
 }
 
 API(ncclResult_t, ncclGather, (const void *s, void *r, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
 			       cudaStream_t stream))
 {
-	return coll("SendRecv", -1, -1, s, r, count, t, NR(comm), NR(comm), comm, stream);
+	return coll(PF_GATHER, "SendRecv", -1, -1, s, r, count, t, NR(comm), NR(comm), root, comm, stream);
 }
 
 API(ncclResult_t, ncclScatter, (const void *s, void *r, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
 				cudaStream_t stream))
 {
-	return coll("SendRecv", -1, -1, s, r, count, t, NR(comm), 1, comm, stream);
+	return coll(PF_SCATTER, "SendRecv", -1, -1, s, r, count, t, NR(comm), 1, root, comm, stream);
 }
 
 API(ncclResult_t, ncclSend, (const void *s, size_t count, ncclDataType_t t, int peer, ncclComm_t comm,
@@ -571,6 +599,10 @@ static ncclResult_t join(ncclComm_t *out, int nranks, const char *name, int rank
 	}
 	if (rank == 0)
 		shm_unlink(name); /* (every rank has it mapped) */
+	uint64_t hash = 1469598103934665603ull; /* (NCCL's commHash: of its unique id, the same on every rank) */
+	for (const char *q = name; *q; q++)
+		hash = (hash ^ (unsigned char)*q) * 1099511628211ull;
+	prof_init(&c->prof, hash, nranks, rank);
 	*out = c;
 	return ncclSuccess;
 }
@@ -677,6 +709,7 @@ API(ncclResult_t, ncclCommDestroy, (ncclComm_t comm))
 {
 	if (!comm)
 		return ncclInvalidArgument;
+	prof_finalize(&comm->prof);
 	munmap(comm->shm, sizeof *comm->shm);
 	free(comm);
 	return ncclSuccess;
@@ -689,6 +722,8 @@ API(ncclResult_t, ncclCommAbort, (ncclComm_t comm))
 
 API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm))
 {
+	if (comm)
+		prof_finalize(&comm->prof);
 	return comm ? ncclSuccess : ncclInvalidArgument;
 }
 

@@ -253,8 +253,60 @@ def check_made():
     ok(len(ar) == 2 and all(e["seq"] == 0 for e in ar), "the shrunk communicator's allreduce, numbered 0 on it: %d" % len(ar))
 
 
+def check_profiler_plugin():
+    """The stand-in libnccl.so.2 loads a profiler plugin as NCCL 2.28.9 does (testapps/simgpu/nccl_prof.c),
+    told here to the test plugin (libnccl-profiler-test.so): without ddpspy, the simulated device's own
+    behaviour. NCCL_PROFILER_PLUGIN=test (libnccl-profiler-test.so on the library path) and a path
+    give one init per rank, each allreduce's Coll event numbered per function and the same on both
+    ranks, its kernel's start and end on the GPU's clock (the model's duration, the same end on both
+    ranks), stopped after its kernel's event, and a finalize; "none" loads nothing."""
+    plug = os.path.join(APPS, "libnccl-profiler-test.so")
+    got = {}
+    for how, value in (("name", "test"), ("path", plug), ("none", "none")):
+        out = os.path.join(d, "prof-" + how)
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        env = dict(os.environ, LD_LIBRARY_PATH=SIMDIR + ":" + APPS, SIMGPU_KERNELS="forward=2000,backward=3000",
+                   NCCL_PROFILER_PLUGIN=value, NCCLPROF_OUT=os.path.join(out, "events"))
+        idfile = os.path.join(out, "id")
+        ps = [subprocess.Popen([APP, str(r), "2", idfile, str(STEPS)], env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True) for r in range(2)]
+        res = [p.communicate(timeout=120) for p in ps]
+        files = sorted(f for f in os.listdir(out) if f.startswith("events."))
+        lines = [[l.split() for l in open(os.path.join(out, f))] for f in files]
+        got[how] = (all(p.returncode == 0 for p in ps), lines, [e[-200:] for o, e in res])
+    ran, lines, errs = got["name"]
+    by = [{k: [l[1:] for l in f if l[0] == k] for k in ("init", "coll", "kernel", "stop", "finalize")} for f in lines]
+    dur = model(2, 1.0, GRAD)  # allreduce over 2 ranks: 2(n-1)/n = 1 of its bytes
+    ok(ran and len(by) == 2 and all(len(b["init"]) == 1 and len(b["finalize"]) == 1 for b in by) and
+       len({b["init"][0][0] for b in by}) == 1 and sorted(b["init"][0][2] for b in by) == ["0", "1"],
+       "profiler plugin by name: loaded in both ranks, one init each for one communicator (its hash the same), "
+       "a finalize: %s %s" % ([b["init"] for b in by], errs))
+    colls = [[(c[1], c[2], c[3], c[4]) for c in b["coll"] if c[2] == "AllReduce"] for b in by]
+    want = [(str(i), "AllReduce", str(GRAD // 4), "ncclFloat32") for i in range(STEPS)]
+    ok(len(colls) == 2 and colls[0] == colls[1] == want,
+       "each allreduce's Coll event: sequence numbers 0..%d of its function, count and datatype as NCCL names them: %s"
+       % (STEPS - 1, colls[:1]))
+    ks = [{k[1]: (int(k[2]), int(k[3])) for k in b["kernel"]} for b in by]
+    lens = [e - s for k in ks for (s, e) in k.values()]
+    ends = [ks[0][q][1] - ks[1][q][1] for q in ks[0] if q in ks[1]] if len(ks) == 2 else []
+    ok(len(ks) == 2 and all(len(k) == STEPS for k in ks) and all(abs(x - dur) <= 1000 for x in lens) and
+       ends and all(abs(x) <= 1000 for x in ends),
+       "each allreduce's KernelCh event: its kernel's start and end on the GPU's clock, lasting the model's %.1f us "
+       "(%s), ending together on both ranks (%s ns apart)" % (dur / 1e3, sorted({round(x / 1e3, 1) for x in lens}), ends))
+    order = [[l[0] for l in f if l[0] in ("kernel", "stop")] for f in lines]
+    ok(all(o == ["kernel", "stop"] * STEPS for o in order) and all(len(b["stop"]) == STEPS for b in by),
+       "each Coll event stopped after its kernel's event: %s" % [o[:4] for o in order])
+    ran, lines, errs = got["path"]
+    ok(ran and len(lines) == 2 and all(sum(1 for l in f if l[0] == "kernel") == STEPS for f in lines),
+       "profiler plugin by path: the same events (%s)" % [len(f) for f in lines])
+    ran, lines, errs = got["none"]
+    ok(ran and not lines, "NCCL_PROFILER_PLUGIN=none: no plugin loaded (%d files)" % len(lines))
+
+
 check(2)
 check(4)
+check_profiler_plugin()
 check_split(4)
 check_nonblocking()
 check_world1()

@@ -1,0 +1,211 @@
+/* The stand-in libnccl.so.2's profiler plugin (NVIDIA/nccl ext-profiler; common/nccl_profiler.h),
+ * loaded and called as NCCL 2.28.9 does (src/plugin/plugin_open.cc and profiler.cc):
+ *  - once a process, at its first communicator: NCCL_PROFILER_PLUGIN "none" loads nothing; a value
+ *    is dlopened (RTLD_NOW | RTLD_LOCAL) as given, then, unless it is a path or a lib*.so name, as
+ *    libnccl-profiler-VALUE.so; unset: libnccl-profiler.so. The library's ncclProfiler_v5 is used
+ *    (the real one also takes v4 to v1: not modelled);
+ *  - init for every communicator, with its hash (the same on every rank), the ranks and this one's;
+ *    the activation mask it sets is the process's; an error from init leaves that communicator
+ *    without the plugin; finalize when the communicator is destroyed or finalized;
+ *  - for each collective, on the thread that launches it: a Group event (NCCLP_GROUP, or any of
+ *    Coll and KernelCh asked for), the collective's Coll event under it (its function's sequence
+ *    number in the communicator, function, count, datatype as NCCL names them: "AllReduce",
+ *    "ncclFloat32"), both stopped once launched;
+ *  - NCCLP_KERNEL_CH: once the kernel has run, from a thread of NCCL's own (its profiler's progress
+ *    thread), a KernelCh event under the Coll event with the kernel's start on the GPU's
+ *    %globaltimer, then recordEventState(KernelChStop) with its end, then stopEvent. One channel.
+ * The GPU's %globaltimer is modelled as the host's CLOCK_REALTIME, in ns, plus
+ * SIMGPU_GLOBALTIMER_SKEW_NS (default 0): the PTX ISA says only "a predefined, 64-bit global
+ * nanosecond timer"; its relation to a host clock is assumed, not documented.
+ * Not modelled: point-to-point (P2p) events, the API events (GroupApi, CollApi, P2pApi,
+ * KernelLaunch), proxy events (no network here). */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../common/nccl_profiler.h"
+#include "nccl_prof.h"
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static const ncclp_v5_t *plugin;
+static int mask; /* the activation mask the plugin set */
+
+static void load(void)
+{
+	const char *v = getenv("NCCL_PROFILER_PLUGIN");
+	if (v && !strcasecmp(v, "none"))
+		return;
+	char name[512];
+	snprintf(name, sizeof name, "%s", v && *v ? v : "libnccl-profiler.so");
+	void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+	size_t n = v ? strlen(v) : 0;
+	if (!h && v && *v && !strchr(v, '/') && (strncmp(v, "lib", 3) || n < 3 || strcmp(v + n - 3, ".so"))) {
+		snprintf(name, sizeof name, "libnccl-profiler-%s.so", v);
+		h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+	}
+	plugin = h ? dlsym(h, "ncclProfiler_v5") : NULL;
+}
+
+static void logfn(int level, unsigned long flags, const char *file, int line, const char *fmt, ...)
+{
+	(void)level, (void)flags, (void)file, (void)line, (void)fmt;
+}
+
+void prof_init(struct prof_comm *p, uint64_t hash, int nranks, int rank)
+{
+	pthread_once(&once, load);
+	p->ctx = NULL;
+	p->rank = rank;
+	p->pending = 0;
+	p->on = plugin && plugin->init(&p->ctx, hash, &mask, NULL, 1, nranks, rank, logfn) == 0;
+	for (int i = 0; i < PROF_FUNCS; i++)
+		p->seq[i] = 0;
+}
+
+/* (after its kernels' events: NCCL's destroy waits for its profiler thread likewise) */
+void prof_finalize(struct prof_comm *p)
+{
+	for (int i = 0; p->on && __atomic_load_n(&p->pending, __ATOMIC_ACQUIRE) && i < 10000; i++)
+		usleep(1000);
+	if (p->on)
+		plugin->finalize(p->ctx);
+	p->on = 0;
+}
+
+static const char *const FUNCS[PROF_FUNCS] = { "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce",
+					       "AlltoAll", "Gather", "Scatter" };
+
+void *prof_coll(struct prof_comm *p, int func, const void *src, void *dst, size_t count, int root, const char *dtype)
+{
+	if (!p->on || func < 0 || func >= PROF_FUNCS)
+		return NULL;
+	uint64_t seq = p->seq[func]++;
+	if (!(mask & (NCCLP_GROUP | NCCLP_COLL | NCCLP_KERNEL_CH)))
+		return NULL;
+	void *group = NULL, *coll = NULL;
+	ncclp_descr_v5_t g = { .type = NCCLP_GROUP };
+	plugin->startEvent(p->ctx, &group, &g);
+	if (mask & (NCCLP_COLL | NCCLP_KERNEL_CH)) {
+		ncclp_descr_v5_t c = { .type = NCCLP_COLL, .rank = p->rank };
+		c.coll.seqNumber = seq;
+		c.coll.func = FUNCS[func];
+		c.coll.sendBuff = src;
+		c.coll.recvBuff = dst;
+		c.coll.count = count;
+		c.coll.root = root;
+		c.coll.datatype = dtype;
+		c.coll.nChannels = 1;
+		c.coll.nWarps = 16;
+		c.coll.algo = "RING";
+		c.coll.proto = "LL";
+		c.coll.parentGroup = group;
+		plugin->startEvent(p->ctx, &coll, &c);
+	}
+	if (group)
+		plugin->stopEvent(group);
+	return coll;
+}
+
+void prof_coll_launched(struct prof_comm *p, void *coll, int kernel)
+{
+	if (!coll)
+		return;
+	if (kernel && (mask & NCCLP_KERNEL_CH)) /* (the kernel's event ends it, once it ran) */
+		__atomic_add_fetch(&p->pending, 1, __ATOMIC_ACQ_REL);
+	else
+		plugin->stopEvent(coll);
+}
+
+/* ---- the kernels' events, from a thread of the library's own, once each has run ---- */
+
+struct ran {
+	struct prof_comm *p;
+	void *coll;
+	uint64_t start, end; /* CLOCK_MONOTONIC ns */
+	struct ran *next;
+};
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static struct ran *queue, **tail = &queue;
+static int started;
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec t;
+	clock_gettime(id, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* a CLOCK_MONOTONIC time on the GPU's %globaltimer (assumed: the host's wall clock when the
+ * progress thread first looked, skewed; it does not follow the host's later clock steps) */
+static uint64_t globaltimer(uint64_t mono)
+{
+	static uint64_t off;
+	if (!off) {
+		const char *v = getenv("SIMGPU_GLOBALTIMER_SKEW_NS");
+		off = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC) + (uint64_t)(v ? atoll(v) : 0);
+	}
+	return mono + off;
+}
+
+static void *progress(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&mu);
+	for (;;) {
+		while (!queue)
+			pthread_cond_wait(&cv, &mu);
+		struct ran *r = queue;
+		if (!(queue = r->next))
+			tail = &queue;
+		pthread_mutex_unlock(&mu);
+		uint64_t now = clock_ns(CLOCK_MONOTONIC);
+		if (now < r->end) /* (seen once it has run, as NCCL's progress thread polls for it) */
+			usleep((useconds_t)((r->end - now) / 1000 + 1));
+		void *k = NULL;
+		ncclp_descr_v5_t d = { .type = NCCLP_KERNEL_CH, .parentObj = r->coll, .rank = r->p->rank };
+		d.kernelCh.channelId = 0;
+		d.kernelCh.pTimer = globaltimer(r->start);
+		plugin->startEvent(r->p->ctx, &k, &d);
+		if (k) {
+			ncclp_state_args_v5_t a = { .kernelCh = { globaltimer(r->end) } };
+			plugin->recordEventState(k, NCCLP_KERNEL_CH_STOP, &a);
+			plugin->stopEvent(k);
+		}
+		plugin->stopEvent(r->coll);
+		__atomic_sub_fetch(&r->p->pending, 1, __ATOMIC_ACQ_REL);
+		free(r);
+		pthread_mutex_lock(&mu);
+	}
+	return NULL;
+}
+
+void prof_coll_ran(struct prof_comm *p, void *coll, uint64_t start, uint64_t end)
+{
+	if (!coll || !(mask & NCCLP_KERNEL_CH))
+		return;
+	struct ran *r = malloc(sizeof *r);
+	pthread_mutex_lock(&mu);
+	if (!started) {
+		pthread_t t;
+		started = pthread_create(&t, NULL, progress, NULL) == 0;
+		if (started)
+			pthread_detach(t);
+	}
+	if (!r || !started) { /* (no memory, no thread: the event ends without its kernel's) */
+		pthread_mutex_unlock(&mu);
+		free(r);
+		plugin->stopEvent(coll);
+		__atomic_sub_fetch(&p->pending, 1, __ATOMIC_ACQ_REL);
+		return;
+	}
+	*r = (struct ran){ p, coll, start, end, NULL };
+	*tail = r;
+	tail = &r->next;
+	pthread_cond_signal(&cv);
+	pthread_mutex_unlock(&mu);
+}
