@@ -41,6 +41,7 @@ endif
 ifneq ($(HAVE_NVTX),)
 PRELOAD_SRC += preload/nvtx.c
 endif
+PRELOAD_SRC += preload/ncclprof.c
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(B)/obj/%.o)
 
 COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/trace.c \

@@ -316,7 +316,12 @@ enum ddpspy_category {
 	/* 2.5: the source and tag of a message that a receive posted with MPI_ANY_SOURCE or      \
 	 * MPI_ANY_TAG took, from the status of the wait or test that completed it (before that   \
 	 * call's own event; its request as the mpi_p2p event's) */                                \
-	X(EV_MPI_STATUS, "mpi_status", "request,source,tag", DDPSPY_CAT_NONE)
+	X(EV_MPI_STATUS, "mpi_status", "request,source,tag", DDPSPY_CAT_NONE)                  \
+	/* 2.7: a collective's kernel on one channel, as NCCL's profiler plugin told it (once it ran):  \
+	 * comm (nccl_init's, -1 unknown), hash (NCCL's of the communicator, 62 bits), op, seq (of   \
+	 * that operation in the communicator, from 0), count, channel, and its start and end on the \
+	 * GPU's %globaltimer (ns); the event's own time is when NCCL told it */                      \
+	X(EV_NCCL_KERNEL, "nccl_kernel", "comm,hash,op,seq,count,channel,gpu_start,gpu_end,comm_rank", DDPSPY_CAT_NONE)
 
 enum ddpspy_event_kind {
 #define X(e, s, a, m) DDPSPY_##e,

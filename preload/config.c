@@ -32,6 +32,7 @@ static const struct option {
 	{"DDPSPY_CUPTI", OPT_STR, 0, 0, 0, "", offsetof(struct dsp_config, cupti)},
 	{"DDPSPY_GPU_API_ALL", OPT_BOOL, 0, 0, 1, NULL, offsetof(struct dsp_config, gpu_api_all)},
 	{"DDPSPY_NVTX", OPT_BOOL, 1, 0, 1, NULL, offsetof(struct dsp_config, nvtx)},
+	{"DDPSPY_NCCL_PLUGIN", OPT_BOOL, 1, 0, 1, NULL, offsetof(struct dsp_config, nccl_plugin)},
 };
 
 static void vsay(const char *fmt, va_list ap)

@@ -191,6 +191,7 @@ __attribute__((constructor)) static void ddpspy_init(void)
 	dsp_poll_ticks = (uint64_t)DSP_POLL_US * (dsp_use_tsc ? 3000 : 1000);
 	if (dsp_writer_start() == 0) {
 		dsp_gpu_init();
+		dsp_ncclprof_init();
 #ifdef DDPSPY_NVTX
 		dsp_nvtx_init();
 #endif

@@ -35,6 +35,8 @@ struct dsp_tls {
 	/* a record the thread has begun but not ended (a run of queries): made when the thread exits,
 	 * or on the thread that ends the process (guard held); NULL when none */
 	void (*at_exit)(struct dsp_tls *t);
+	void *nccl_pctx; /* NCCL's profiler plugin context made on this thread by the call in progress
+			  * (ncclprof.c), for nccl.c to name; NULL none */
 };
 
 extern __thread struct dsp_tls dsp_tls __attribute__((tls_model("initial-exec")));
@@ -62,6 +64,7 @@ struct dsp_config {
 	const char *cupti;    /* DDPSPY_CUPTI: the libcupti to load, "" to search */
 	int gpu_api_all;      /* DDPSPY_GPU_API_ALL: every CUDA runtime and driver call recorded, not the few read */
 	int nvtx;             /* DDPSPY_NVTX: the program's NVTX ranges (nvtx.c) */
+	int nccl_plugin;      /* DDPSPY_NCCL_PLUGIN: NCCL's profiler plugin is ddpspy (ncclprof.c) */
 };
 extern struct dsp_config dsp_cfg;
 void dsp_config_load(void);
@@ -260,6 +263,9 @@ void dsp_identity_detect(struct dsp_identity *id, const char *(*get)(const char 
 /* An injection variable (CUDA_INJECTION64_PATH, NVTX_INJECTION64_PATH) names this library: set
  * now when the program had not set it (1), or already (1); 0 when it names another library. */
 int dsp_inject(const char *var);
+/* ncclprof.c: NCCL_PROFILER_PLUGIN named at start; a plugin context (nccl_pctx) named comm */
+void dsp_ncclprof_init(void);
+void dsp_ncclprof_named(void *pctx, int64_t comm);
 void dsp_nvtx_init(void); /* nvtx.c, when built: NVTX_INJECTION64_PATH */
 extern int dsp_own_fd; /* the trace file's descriptor, -1 when none */
 /* The program is about to put another file at descriptor fd, the trace file's: move the trace

@@ -97,7 +97,7 @@ struct op {
 };
 struct sim {
 	struct simgpu_coll c;  /* first: the device thread hands it back */
-	uint64_t t0;           /* when it started */
+	uint64_t t0, local;    /* when it started on every rank (the last rank's start), and here */
 	int nops;
 	struct op ops[];
 };
@@ -196,6 +196,7 @@ static uint64_t sim_start(struct simgpu_coll *c, uint64_t local)
 	}
 	c->dur = dur;
 	s->t0 = start;
+	s->local = local;
 	return start;
 }
 
@@ -203,7 +204,7 @@ static void sim_done(struct simgpu_coll *c)
 {
 	struct sim *s = (struct sim *)c;
 	for (int i = 0; i < s->nops; i++)
-		prof_coll_ran(&s->ops[i].comm->prof, s->ops[i].prof, s->t0, s->t0 + c->dur);
+		prof_coll_ran(&s->ops[i].comm->prof, s->ops[i].prof, s->local, s->t0 + c->dur);
 	free(c);
 }
 

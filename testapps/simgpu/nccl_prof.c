@@ -13,7 +13,9 @@
  *    "ncclFloat32"), both stopped once launched;
  *  - NCCLP_KERNEL_CH: once the kernel has run, from a thread of NCCL's own (its profiler's progress
  *    thread), a KernelCh event under the Coll event with the kernel's start on the GPU's
- *    %globaltimer, then recordEventState(KernelChStop) with its end, then stopEvent. One channel.
+ *    %globaltimer (when it began on this rank: it then waits in the kernel for its peers, as
+ *    CUPTI's record of it says too), then recordEventState(KernelChStop) with its end (the same on
+ *    every rank), then stopEvent. One channel.
  * The GPU's %globaltimer is modelled as the host's CLOCK_REALTIME, in ns, plus
  * SIMGPU_GLOBALTIMER_SKEW_NS (default 0): the PTX ISA says only "a predefined, 64-bit global
  * nanosecond timer"; its relation to a host clock is assumed, not documented.

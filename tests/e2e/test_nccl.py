@@ -290,10 +290,15 @@ def check_profiler_plugin():
     ks = [{k[1]: (int(k[2]), int(k[3])) for k in b["kernel"]} for b in by]
     lens = [e - s for k in ks for (s, e) in k.values()]
     ends = [ks[0][q][1] - ks[1][q][1] for q in ks[0] if q in ks[1]] if len(ks) == 2 else []
-    ok(len(ks) == 2 and all(len(k) == STEPS for k in ks) and all(abs(x - dur) <= 1000 for x in lens) and
-       ends and all(abs(x) <= 1000 for x in ends),
-       "each allreduce's KernelCh event: its kernel's start and end on the GPU's clock, lasting the model's %.1f us "
-       "(%s), ending together on both ranks (%s ns apart)" % (dur / 1e3, sorted({round(x / 1e3, 1) for x in lens}), ends))
+    # (a kernel starts when its stream reaches it and waits in it for the other rank: the model's
+    # time is from the later rank's start to the common end)
+    last = [max(ks[0][q][0], ks[1][q][0]) for q in ks[0] if q in ks[1]] if len(ks) == 2 else []
+    ok(len(ks) == 2 and all(len(k) == STEPS for k in ks) and all(x >= dur - 1000 for x in lens) and
+       ends and all(abs(x) <= 1000 for x in ends) and
+       all(abs(ks[0][q][1] - t - dur) <= 1000 for q, t in zip(sorted(ks[0]), last)),
+       "each allreduce's KernelCh event: its kernel's start and end on the GPU's clock, ending together on both ranks "
+       "(%s ns apart) the model's %.1f us after the later rank's start (kernels %s us)"
+       % (ends, dur / 1e3, sorted({round(x / 1e3, 1) for x in lens})))
     order = [[l[0] for l in f if l[0] in ("kernel", "stop")] for f in lines]
     ok(all(o == ["kernel", "stop"] * STEPS for o in order) and all(len(b["stop"]) == STEPS for b in by),
        "each Coll event stopped after its kernel's event: %s" % [o[:4] for o in order])
@@ -304,9 +309,49 @@ def check_profiler_plugin():
     ok(ran and not lines, "NCCL_PROFILER_PLUGIN=none: no plugin loaded (%d files)" % len(lines))
 
 
+def check_plugin_capture():
+    """ddpspy as NCCL's profiler plugin (preload/ncclprof.c): each allreduce's kernel as NCCL tells it,
+    joined to its call by communicator, operation and sequence number; checked against CUPTI's record
+    of the same kernel (the same duration, one offset between the two clocks); still there when
+    another tool holds CUPTI; none with DDPSPY_NCCL_PLUGIN=0 or the program's own choice of plugin."""
+    def kernels(recs):
+        procs = {p["pid"]: int(p["cmdline"][1]) for p in of(recs, "process")}
+        ks = {r: sorted((e for e in events(recs, "nccl_kernel") if procs.get(e["pid"]) == r), key=lambda e: e["seq"])
+              for r in set(procs.values())}
+        cu = {r: [e for e in of(recs, "gpu_event") if e["kind"] == "gpu_kernel" and procs.get(e["pid"]) == r
+                  and "AllReduce" in e.get("kname", "")] for r in set(procs.values())}
+        inits = {procs.get(e["pid"]): e["comm"] for e in events(recs, "nccl_init")}
+        return ks, cu, inits
+    ps, res, truth, recs, out = run(2, name="plugin")
+    ks, cu, inits = kernels(recs)
+    ok(all(p.returncode == 0 for p in ps) and len(ks) == 2 and
+       all([(k["op"], k["seq"], k["comm"], k["comm_rank"]) for k in ks[r]] ==
+           [("allreduce", i, inits[r], r) for i in range(STEPS)] for r in ks),
+       "NCCL's plugin events in ddpspy's files: each allreduce's kernel, with nccl_init's communicator id and its "
+       "sequence number: %s" % {r: [(k["op"], k["seq"]) for k in ks[r]] for r in ks})
+    offs = [k["gpu_start"] - c["t_ns"] for r in ks for k, c in zip(ks[r], cu.get(r, []))]
+    durs = [(k["gpu_end"] - k["gpu_start"]) - c["dur_ns"] for r in ks for k, c in zip(ks[r], cu.get(r, []))]
+    ok(len(offs) == 2 * STEPS and max(offs) - min(offs) <= 2000 and all(abs(x) <= 1000 for x in durs),
+       "checked against CUPTI's records of the same kernels: the same durations (within %s ns), one offset between "
+       "the GPU's %%globaltimer and the trace's clock (spread %s ns)" % (max(map(abs, durs or [0])),
+                                                                      max(offs or [0]) - min(offs or [0])))
+    ps, res, truth, recs, out = run(2, name="plugin-taken", extra={"SIMGPU_CUPTI_TAKEN": "Nsight Systems"})
+    ks, cu, inits = kernels(recs)
+    dur = model(2, 1.0, GRAD)
+    ok(all(p.returncode == 0 for p in ps) and not any(cu.values()) and
+       all(len(ks[r]) == STEPS and all(k["gpu_end"] - k["gpu_start"] >= dur - 1000 for k in ks[r]) for r in ks),
+       "CUPTI held by another tool: no CUPTI kernels, NCCL's kernels still timed on the GPU through its plugin "
+       "(%s per rank, each at least the model's %.1f us)" % ([len(v) for v in ks.values()], dur / 1e3))
+    for name, extra in (("plugin-off", {"DDPSPY_NCCL_PLUGIN": "0"}), ("plugin-program", {"NCCL_PROFILER_PLUGIN": "none"})):
+        ps, res, truth, recs, out = run(2, name=name, extra=extra)
+        ok(all(p.returncode == 0 for p in ps) and not events(recs, "nccl_kernel") and events(recs, "nccl_coll"),
+           "%s: no plugin events, the NCCL calls recorded as before" % name)
+
+
 check(2)
 check(4)
 check_profiler_plugin()
+check_plugin_capture()
 check_split(4)
 check_nonblocking()
 check_world1()
