@@ -304,6 +304,26 @@ def nccl_checks(app):
                   for a in ar]
         ok(all(nccl_kernel(k) for k in joined), "%d ranks: each allreduce joins an NCCL kernel through its external id "
            "(%d of %d; names by substring: %s)" % (n, sum(map(nccl_kernel, joined)), len(ar), sorted(set(joined))[:2]))
+        # NCCL's profiler plugin (ddpspy, preload/ncclprof.c): each allreduce's kernel channels, against
+        # CUPTI's record of the same kernel (joined by the call: communicator and sequence number)
+        pk = events(recs, "nccl_kernel")
+        cu = {(a["pid"], a["seq"]): kern[(a["pid"], c)] for a in ar for c in ext.get((a["pid"], a["ext"]), ())
+              if (a["pid"], c) in kern and nccl_kernel(kern[(a["pid"], c)]["kname"])}
+        span = {}
+        for k in pk:
+            if k["op"] == "allreduce":
+                s0, e0 = span.get((k["pid"], k["seq"]), (k["gpu_start"], k["gpu_end"]))
+                span[(k["pid"], k["seq"])] = (min(s0, k["gpu_start"]), max(e0, k["gpu_end"]))
+        pairs = [(span[x], cu[x]) for x in span if x in cu]
+        offs = [s0 - c["t_ns"] for (s0, e0), c in pairs]
+        durs = [(e0 - s0) - c["dur_ns"] for (s0, e0), c in pairs]
+        fact("nccl_plugin", {"events": len(pk), "channels": sorted({k["channel"] for k in pk}), "pairs": len(pairs),
+                             "offset_spread_us": (max(offs) - min(offs)) / 1e3 if offs else None,
+                             "duration_diff_us": [round(x / 1e3, 1) for x in durs[:8]]})
+        ok(len(span) == len(ar) and len(pairs) == len(ar) and max(map(abs, durs)) <= 20000,
+           "%d ranks: NCCL's profiler plugin times each allreduce's kernel as CUPTI does (%d of %d; duration differences "
+           "%s us; clock offset spread %s us)" % (n, len(pairs), len(ar), [round(x / 1e3, 1) for x in durs[:4]],
+                                                  (max(offs) - min(offs)) / 1e3 if offs else None))
         nccl_facts("blocking", recs)
     for name in ("blocking",):
         j = report("nccl-" + name, os.path.join(OUT, "nccl-" + name))
