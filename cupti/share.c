@@ -618,13 +618,18 @@ CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream, si
 	return LEAVE(CUPTI_SUCCESS);
 }
 
-/* The client detaches: what is complete is delivered to it, then its kinds, callback ids,
+/* The client detaches: what was copied for it is delivered, then its kinds, callback ids,
  * callbacks and subscriber are gone, as a real cuptiFinalize would leave it; ddpspy's capture
- * goes on. */
+ * goes on. No flush of CUPTI's own: the client flushes before ("CUPTI client needs to make sure
+ * that required CUDA synchronization and CUPTI activity buffer flush is done before calling the
+ * API", cupti_activity.h), and Kineto calls this from inside an API callback. */
 CUptiResult cuptiFinalize(void)
 {
 	SHARED_OR_PASS(cuptiFinalize);
-	flush_for_client(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	pthread_mutex_lock(&fan_lock);
+	if (S.used)
+		complete();
+	pthread_mutex_unlock(&fan_lock);
 	pthread_mutex_lock(&lock);
 	for (unsigned k = 0; k < 64; k++)
 		if (S.kinds >> k & 1)

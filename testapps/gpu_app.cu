@@ -11,7 +11,9 @@
 //                            GPU_APP_TINY_BUFFERS=1 hands CUPTI buffers too small for any record
 //        gpu_app kineto      a second CUPTI client in Kineto's shape (torch.profiler), profiling 20 kernels
 //                            between 5 before and 6 after; GPU_APP_FINALIZE=1 ends with cuptiFinalize;
-//                            GPU_APP_EARLY=1 subscribes before any CUDA call (a daemon-started profiler)
+//                            GPU_APP_EARLY=1 subscribes before any CUDA call (a daemon-started profiler);
+//                            GPU_APP_CALLBACK=1 has its subscriber count the window's launches through
+//                            the callback API, and tear down (GPU_APP_FINALIZE) from a call's exit
 //        gpu_app launches    host ns per launch of a tiny kernel, launched back to back (make bench)
 //        gpu_app steps       20 steps: a spin kernel, the host waits for it (cudaStreamSynchronize),
 //                            then 3 ms of host work; GPU_APP_DLSYM=1 calls the synchronize through
@@ -282,6 +284,8 @@ static struct {
 	FN(cuptiActivityGetNumDroppedRecords);
 	FN(cuptiActivityPushExternalCorrelationId);
 	FN(cuptiActivityPopExternalCorrelationId);
+	FN(cuptiEnableCallback);
+	FN(cuptiEnableDomain);
 #undef FN
 } K;
 
@@ -304,9 +308,25 @@ static int global_cupti()
 	SYM(cuptiActivityGetNumDroppedRecords);
 	SYM(cuptiActivityPushExternalCorrelationId);
 	SYM(cuptiActivityPopExternalCorrelationId);
+	SYM(cuptiEnableCallback);
+	SYM(cuptiEnableDomain);
 #undef SYM
 	get_next = (decltype(get_next))dlsym(RTLD_DEFAULT, "cuptiActivityGetNextRecord");
 	return 0;
+}
+
+// the client's subscriber callback (Kineto's CuptiCallbackApi): counts the launches' exits, and when
+// asked to tear down calls cuptiFinalize from a runtime call's exit, as Kineto's teardown does
+static int launch_callbacks, teardown, torn_down;
+
+static void CUPTIAPI kineto_callback(void *, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
+{
+	const CUpti_CallbackData *cb = (const CUpti_CallbackData *)data;
+	if (d != CUPTI_CB_DOMAIN_RUNTIME_API || !cb || cb->callbackSite != CUPTI_API_EXIT)
+		return;
+	launch_callbacks += id == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000;
+	if (teardown && !torn_down)
+		torn_down = K.cuptiFinalize() == CUPTI_SUCCESS;
 }
 
 // torch.profiler's kinds on, as CuptiActivityApi::enableCuptiActivities turns them on; returns how many
@@ -336,8 +356,10 @@ static int kineto_client()
 		return 1;
 	CUpti_SubscriberHandle sub;
 	CUptiResult rc = CUPTI_SUCCESS;
+	int callbacks = getenv("GPU_APP_CALLBACK") != NULL; // its callback API too, as Kineto's teardown uses it
+	CUpti_CallbackFunc cbf = callbacks ? kineto_callback : NULL;
 	if (early)
-		rc = K.cuptiSubscribe(&sub, NULL, NULL);
+		rc = K.cuptiSubscribe(&sub, cbf, NULL);
 	check(cudaMalloc(&d, n * sizeof(float)), "cudaMalloc");
 	check(cudaMallocHost(&pinned, n * sizeof(float)), "cudaMallocHost");
 	check(cudaStreamCreate(&s1), "cudaStreamCreate");
@@ -345,12 +367,14 @@ static int kineto_client()
 		spin<<<n / 256, 256, 0, s1>>>(d, n);
 	check(cudaStreamSynchronize(s1), "cudaStreamSynchronize");
 	if (!early)
-		rc = K.cuptiSubscribe(&sub, NULL, NULL);
+		rc = K.cuptiSubscribe(&sub, cbf, NULL);
 	if (rc != CUPTI_SUCCESS) {
 		printf("{\"subscribe\": %d}\n", (int)rc);
 		return 0;
 	}
 	int enabled = kineto_on(), ts_ok = enabled >= 0;
+	if (callbacks)
+		K.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
 
 	uint64_t t_on = realtime_ts();
 	int dev = -1;
@@ -367,7 +391,18 @@ static int kineto_client()
 	K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	for (CUpti_ActivityKind k : kineto_kinds)
 		K.cuptiActivityDisable(k);
-	int finalized = getenv("GPU_APP_FINALIZE") && K.cuptiFinalize() == CUPTI_SUCCESS;
+	int finalized = 0;
+	if (callbacks) {
+		K.cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
+		if (getenv("GPU_APP_FINALIZE")) { // Kineto's teardown: cuptiFinalize at a runtime call's exit
+			teardown = 1;
+			K.cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+			check(cudaGetDevice(&dev), "cudaGetDevice");
+			finalized = torn_down;
+		}
+	} else {
+		finalized = getenv("GPU_APP_FINALIZE") && K.cuptiFinalize() == CUPTI_SUCCESS;
+	}
 	if (!finalized)
 		K.cuptiUnsubscribe(sub);
 	size_t dropped = 0;
@@ -394,10 +429,10 @@ static int kineto_client()
 	printf("{\"subscribe\": 0, \"timestamp\": %d, \"enabled\": %d, \"kernels\": %d, \"ticks\": %d, "
 	       "\"spins\": %d, \"inside\": %d, \"api\": %d, \"getdevice\": %d, \"memcpy\": %d, \"ext\": %d, "
 	       "\"ext7\": %u, \"launch_corr_ok\": %d, \"dropped\": %zu, \"finalized\": %d, \"after\": %d, "
-	       "\"deliveries\": %d, \"sync\": %d}\n",
+	       "\"deliveries\": %d, \"sync\": %d, \"callbacks\": %d}\n",
 	       ts_ok, enabled, in_window, ticks, spins, inside, api_in_window, getdevice_records, sum.memcpy, sum.ext,
 	       ext7, sum.launch_corr_ok, dropped, finalized, sum.kernels + sum.api - in_window - api_in_window,
-	       sum.deliveries, sum.sync);
+	       sum.deliveries, sum.sync, launch_callbacks);
 	return 0;
 }
 

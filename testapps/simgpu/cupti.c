@@ -69,6 +69,9 @@ static char holder[64];                  /* the subscriber's name, as cuptiSubsc
 static CUpti_BuffersCallbackRequestFunc requested;
 static CUpti_BuffersCallbackCompleteFunc completed;
 static CUpti_TimestampCallbackFunc timestamp;
+static CUpti_CallbackFunc sub_cb;        /* the subscriber's callback, and what it gets with it */
+static void *sub_ud;
+static uint8_t cb_rt[CUPTI_RUNTIME_TRACE_CBID_SIZE], cb_drv[CUPTI_DRIVER_TRACE_CBID_SIZE]; /* enabled ids */
 static size_t dropped;
 
 static uint8_t *buf;                     /* the buffer being filled */
@@ -254,11 +257,28 @@ static __thread struct { CUpti_ExternalCorrelationKind kind; uint64_t id; } ext[
 static __thread int next_ext;
 static int64_t grids;
 
+static const char *callback_name(int driver, int cbid);
+
 static void observe(const struct simgpu_item *it)
 {
 	static uint32_t pid; /* (a fork child has no CUPTI: the stand-in's pid never changes) */
 	if (!pid)
 		pid = (uint32_t)getpid();
+	if (it->what == SIMGPU_API && sub_cb) { /* (the callback API: at the call's exit) */
+		pthread_mutex_lock(&lock);
+		int on = it->driver ? (it->cbid >= 0 && it->cbid < CUPTI_DRIVER_TRACE_CBID_SIZE && cb_drv[it->cbid])
+				    : (it->cbid >= 0 && it->cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE && cb_rt[it->cbid]);
+		CUpti_CallbackFunc cb = on ? sub_cb : NULL;
+		void *ud = sub_ud;
+		pthread_mutex_unlock(&lock);
+		if (cb) {
+			CUpti_CallbackData data = { .callbackSite = CUPTI_API_EXIT,
+						    .functionName = callback_name(it->driver, it->cbid),
+						    .correlationId = it->correlation };
+			cb(ud, it->driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API,
+			   (CUpti_CallbackId)it->cbid, &data);
+		}
+	}
 	pthread_mutex_lock(&lock);
 	uint64_t off = (uint64_t)cupti_offset();
 	switch (it->what) {
@@ -460,23 +480,83 @@ static CUptiResult subscribe(CUpti_SubscriberHandle *subscriber, const char *nam
 	return CUPTI_SUCCESS;
 }
 
+/* the subscriber's callback, once it holds CUPTI */
+static CUptiResult subscribed_with(CUptiResult r, CUpti_CallbackFunc callback, void *userdata)
+{
+	if (r == CUPTI_SUCCESS) {
+		pthread_mutex_lock(&lock);
+		sub_cb = callback;
+		sub_ud = userdata;
+		memset(cb_rt, 0, sizeof cb_rt);
+		memset(cb_drv, 0, sizeof cb_drv);
+		pthread_mutex_unlock(&lock);
+	}
+	return r;
+}
+
 CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback, void *userdata)
 {
-	return subscribe(subscriber, NULL, NULL, 0);
+	return subscribed_with(subscribe(subscriber, NULL, NULL, 0), callback, userdata);
 }
 
 CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback, void *userdata,
 			      CUpti_SubscriberParams *params)
 {
 	int have = params && params->structSize >= CUpti_SubscriberParams_STRUCT_SIZE;
-	return subscribe(subscriber, have ? params->subscriberName : NULL, have ? params->oldSubscriberName : NULL,
-			 have ? params->oldSubscriberSize : 0);
+	return subscribed_with(subscribe(subscriber, have ? params->subscriberName : NULL,
+					 have ? params->oldSubscriberName : NULL, have ? params->oldSubscriberSize : 0),
+			       callback, userdata);
+}
+
+static void hook(void);
+
+/* The callback API, for the runtime and driver domains, at each call's exit (its entry is not
+ * modelled): the subscriber's callback with CUpti_CallbackData (cupti_callbacks.h), called
+ * without any lock held, as a real CUPTI calls it from the calling thread */
+static CUptiResult enable_ids(uint32_t enable, CUpti_SubscriberHandle sub, CUpti_CallbackDomain d, int one,
+			      CUpti_CallbackId id)
+{
+	if (sub != (CUpti_SubscriberHandle)&subscribed || !__atomic_load_n(&subscribed, __ATOMIC_ACQUIRE))
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	uint8_t *ids = d == CUPTI_CB_DOMAIN_RUNTIME_API ? cb_rt : d == CUPTI_CB_DOMAIN_DRIVER_API ? cb_drv : NULL;
+	size_t n = d == CUPTI_CB_DOMAIN_RUNTIME_API ? CUPTI_RUNTIME_TRACE_CBID_SIZE : CUPTI_DRIVER_TRACE_CBID_SIZE;
+	if (!ids) /* (other domains: accepted, never called) */
+		return CUPTI_SUCCESS;
+	if (one && id >= n)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	if (one)
+		ids[id] = enable != 0;
+	else
+		memset(ids, enable != 0, n);
+	pthread_mutex_unlock(&lock);
+	hook();
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle sub, CUpti_CallbackDomain d, CUpti_CallbackId id)
+{
+	return enable_ids(enable, sub, d, 1, id);
+}
+
+CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle sub, CUpti_CallbackDomain d)
+{
+	return enable_ids(enable, sub, d, 0, 0);
+}
+
+CUptiResult cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHandle sub)
+{
+	CUptiResult r = enable_ids(enable, sub, CUPTI_CB_DOMAIN_RUNTIME_API, 0, 0);
+	return r == CUPTI_SUCCESS ? enable_ids(enable, sub, CUPTI_CB_DOMAIN_DRIVER_API, 0, 0) : r;
 }
 
 CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber)
 {
 	if (subscriber != (CUpti_SubscriberHandle)&subscribed)
 		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	sub_cb = NULL;
+	pthread_mutex_unlock(&lock);
 	__atomic_store_n(&subscribed, 0, __ATOMIC_RELEASE);
 	return CUPTI_SUCCESS;
 }
@@ -672,6 +752,9 @@ CUptiResult cuptiFinalize(void)
 	timestamp = NULL;
 	offset_at = 0;
 	holder[0] = 0;
+	sub_cb = NULL;
+	memset(cb_rt, 0, sizeof cb_rt);
+	memset(cb_drv, 0, sizeof cb_drv);
 	__atomic_store_n(&subscribed, 0, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&lock);
 	return CUPTI_SUCCESS;
@@ -711,6 +794,12 @@ static const char *const drv_names[CUPTI_DRIVER_TRACE_CBID_SIZE] = {
 #undef RT
 #undef DRV
 };
+
+static const char *callback_name(int driver, int cbid)
+{
+	return driver ? (cbid >= 0 && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE ? drv_names[cbid] : NULL)
+		      : (cbid >= 0 && cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE ? rt_names[cbid] : NULL);
+}
 
 CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char **name)
 {

@@ -4,7 +4,8 @@ library's definitions come first; it profiles 20 kernels between 5 before and 6 
 clock, with cudaGetDevice's records turned off). Its ground truth is the same program run without
 ddpspy: with ddpspy in front it must get exactly those records, in its own buffers and clock, while
 ddpspy's file holds every kernel of the run and nothing the client asked for beyond ddpspy's own
-choice; its cuptiFinalize must not end ddpspy's capture; a client that subscribes before cuInit
+choice; its callbacks must reach it, and its cuptiFinalize (from a callback, as Kineto's teardown)
+must not end ddpspy's capture; a client that subscribes before cuInit
 starts ddpspy first; and a holder that calls libcupti through its own handle (as nsys's injection
 does) keeps CUPTI, ddpspy saying who holds it."""
 import json
@@ -20,7 +21,7 @@ APP = os.path.join(APPS, "gpu_app")
 d = tmpdir("cupti-share")
 # what the client's summary must say the same with ddpspy as without (docs/gpu.md, "Sharing CUPTI")
 SAME = ("subscribe", "timestamp", "enabled", "kernels", "ticks", "spins", "inside", "api", "getdevice", "memcpy", "ext",
-        "ext7", "sync", "launch_corr_ok", "dropped", "after", "finalized")
+        "ext7", "sync", "launch_corr_ok", "dropped", "after", "finalized", "callbacks")
 
 
 def summary(p):
@@ -59,7 +60,10 @@ ok(truth.get("subscribe") == 0 and truth["kernels"] == 20 and truth["ticks"] == 
    "alone, the client gets the 20 kernels of its window, each inside it on its clock, no cudaGetDevice record, "
    "its external ids, nothing after it: %s" % truth)
 
-for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}), ("early", {"GPU_APP_EARLY": "1"})):
+# ("callbacks": its subscriber gets the window's launches through the callback API, ddpspy's
+# subscriber passing them on, and it tears down as Kineto does, cuptiFinalize from a call's exit)
+for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}), ("early", {"GPU_APP_EARLY": "1"}),
+                    ("callbacks", {"GPU_APP_CALLBACK": "1", "GPU_APP_FINALIZE": "1"})):
     want = alone(extra) if extra else truth
     got, recs = under(case, extra)
     diff = {k: (want.get(k), got.get(k)) for k in SAME if want.get(k) != got.get(k)}

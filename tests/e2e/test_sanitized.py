@@ -95,7 +95,8 @@ if os.path.exists(os.path.join(APPS, "gpu_app")) and os.path.exists(os.path.join
                   {"LD_LIBRARY_PATH": sim, "SIMGPU_KERNELS": "spin=5000,tick=2000"}))
     # (CUPTI shared with a client in Kineto's shape: its records copied into its buffers, cupti/share.c)
     cases.append(("cupti-shared", [os.path.join(APPS, "gpu_app"), "kineto"],
-                  {"LD_LIBRARY_PATH": sim, "SIMGPU_KERNELS": "spin=2000,tick=1000", "GPU_APP_FINALIZE": "1"}))
+                  {"LD_LIBRARY_PATH": sim, "SIMGPU_KERNELS": "spin=2000,tick=1000", "GPU_APP_FINALIZE": "1",
+                   "GPU_APP_CALLBACK": "1"}))
 if os.path.exists(os.path.join(APPS, "nccl_app")):
     cases.append(("nccl", [os.path.join(APPS, "nccl_app"), "0", "1", os.path.join(d, "nccl.id"), "3"],
                   {"LD_LIBRARY_PATH": sim}))
