@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 from lib import *
+from schema import report_errors
 
 need_sim("CUPTI shared with another client", "cupti.h", "cupti/share.c")
 
@@ -90,6 +91,18 @@ for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}), ("e
     if case == "early":
         ok(g.get("why", "").startswith("started at another CUPTI client's first call (cuptiSubscribe)"),
            "early: a client that subscribes before cuInit starts ddpspy's capture first: %s" % g.get("why"))
+
+# the report's coverage says it: the rank's GPU figures from CUPTI, shared with the client
+out = os.path.join(d, "report")
+shutil.rmtree(out, ignore_errors=True)
+traced([APP, "kineto"], out, env=dict(ENV, RANK="0", WORLD_SIZE="1"))
+r = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=120)
+j = json.loads(r.stdout) if r.stdout.startswith("{") else {}
+t = subprocess.run([DDPSPY, "report", out], capture_output=True, text=True, timeout=120).stdout
+line = next((x for x in t.splitlines() if x.startswith("coverage: ")), "")
+ok([(c["gpu"], c.get("client")) for c in j.get("coverage", [])] == [("cupti-shared", "unnamed")] and
+   not report_errors(j) and line == "coverage: rank 0 CUPTI, shared with another client (unnamed)",
+   "the report's coverage: rank 0's GPU figures from CUPTI shared with the client: %s; %s" % (j.get("coverage"), line))
 
 # a holder that reached CUPTI through its own handle before cuInit (nsys's injection does): it keeps
 # CUPTI and all its records; ddpspy records host events and says who holds it
