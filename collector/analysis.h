@@ -375,8 +375,8 @@ struct gpucover {
 	int kernels, copies, nccl_timing; /* 1: missing (no device timeline: only host calls) */
 	uint64_t dropped;     /* CUPTI's records lost on this rank: holes in what it has */
 };
-/* rank index r's coverage; -1 when the job is not a GPU job (no rank recorded GPU capture) */
-int an_gpu_cover(const struct analysis *a, int r, struct gpucover *c);
+/* rank index r's coverage (of a GPU job: an_gpu_job's any) */
+void an_gpu_cover(const struct analysis *a, int r, struct gpucover *c);
 /* every rank's coverage in a line, ranks alike grouped (malloc'ed; NULL when not a GPU job) */
 char *an_gpu_cover_line(const struct analysis *a);
 

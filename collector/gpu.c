@@ -1754,12 +1754,8 @@ void an_gpu_job(const struct analysis *a, struct gpujob *j)
 	}
 }
 
-int an_gpu_cover(const struct analysis *a, int r, struct gpucover *c)
+void an_gpu_cover(const struct analysis *a, int r, struct gpucover *c)
 {
-	struct gpujob j;
-	an_gpu_job(a, &j);
-	if (!j.any)
-		return -1;
 	const struct gpuproc *g = a->ranks[r].p->gpu;
 	int on = g && (!strcmp(g->state, "on") || (!g->state[0] && g->nall > 0)); /* (files before 2.2: no state) */
 	*c = (struct gpucover){ .source = !on ? "host-only" : g->client[0] ? "cupti-shared" : "cupti",
@@ -1767,7 +1763,6 @@ int an_gpu_cover(const struct analysis *a, int r, struct gpucover *c)
 				.why = g && g->why[0] ? g->why : "no GPU capture recorded in this rank's file",
 				.kernels = !on, .copies = !on, .nccl_timing = !on,
 				.dropped = g && g->dropped > 0 ? (uint64_t)g->dropped : 0 };
-	return 0;
 }
 
 /* one group of alike ranks [r0, r1] into the line */
@@ -1788,9 +1783,12 @@ static void cover_group(FILE *f, const struct analysis *a, int r0, int r1, const
 
 char *an_gpu_cover_line(const struct analysis *a)
 {
+	struct gpujob j;
 	struct gpucover c, d;
-	if (!a->nranks || an_gpu_cover(a, 0, &c) < 0)
+	an_gpu_job(a, &j);
+	if (!a->nranks || !j.any)
 		return NULL;
+	an_gpu_cover(a, 0, &c);
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
@@ -1799,7 +1797,9 @@ char *an_gpu_cover_line(const struct analysis *a)
 	uint64_t dropped = c.dropped;
 	int r0 = 0;
 	for (int r = 1; r <= a->nranks; r++) {
-		int same = r < a->nranks && an_gpu_cover(a, r, &d) == 0 && !strcmp(d.source, c.source) &&
+		if (r < a->nranks)
+			an_gpu_cover(a, r, &d);
+		int same = r < a->nranks && !strcmp(d.source, c.source) &&
 			   (!c.kernels || !strcmp(d.why, c.why)) && (!c.client || !strcmp(d.client, c.client));
 		if (same) {
 			dropped += d.dropped;

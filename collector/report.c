@@ -166,10 +166,11 @@ static void print_json(const struct analysis *a)
 		json_close(&j);
 	}
 	json_close(&j);
-	struct gpucover gc;
-	if (a->nranks && an_gpu_cover(a, 0, &gc) == 0) { /* where each rank's GPU figures came from */
+	if (gj.any) { /* where each rank's GPU figures came from */
 		json_arr(&j, "coverage");
-		for (int r = 0; r < a->nranks && an_gpu_cover(a, r, &gc) == 0; r++) {
+		for (int r = 0; r < a->nranks; r++) {
+			struct gpucover gc;
+			an_gpu_cover(a, r, &gc);
 			json_obj(&j, NULL);
 			json_int(&j, "rank", a->ranks[r].rank);
 			json_str(&j, "gpu", gc.source);

@@ -265,7 +265,7 @@ void dsp_identity_detect(struct dsp_identity *id, const char *(*get)(const char 
 int dsp_inject(const char *var);
 /* ncclprof.c: NCCL_PROFILER_PLUGIN named at start; a plugin context (nccl_pctx) named comm */
 void dsp_ncclprof_init(void);
-void dsp_ncclprof_named(void *pctx, int64_t comm);
+void dsp_ncclprof_named(void *pctx, int64_t comm, uint64_t since);
 void dsp_nvtx_init(void); /* nvtx.c, when built: NVTX_INJECTION64_PATH */
 extern int dsp_own_fd; /* the trace file's descriptor, -1 when none */
 /* The program is about to put another file at descriptor fd, the trace file's: move the trace

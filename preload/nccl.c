@@ -134,7 +134,7 @@ static void rec_init(struct dsp_tls *t, uint64_t t0, ncclComm_t c, int64_t id, i
 	if (made)
 		comm_add(c, id, rank, nranks, blocking);
 	if (t->nccl_pctx) /* (NCCL told ddpspy's profiler plugin of it during the call) */
-		dsp_ncclprof_named(t->nccl_pctx, made ? id : -1);
+		dsp_ncclprof_named(t->nccl_pctx, made ? id : -1, t0);
 	t->nccl_pctx = NULL;
 	int64_t a[5] = {made ? id : -1, rank, nranks, rc, blocking};
 	dsp_emit_wait(t, DDPSPY_EV_NCCL_INIT, t0, t1, 5, a);

@@ -28,6 +28,7 @@ struct pctx {
 	uint64_t hash;
 	int64_t comm;  /* ddpspy's id (nccl_init's comm), -1 unknown */
 	int rank, nranks;
+	uint64_t made; /* when NCCL told it (raw clock) */
 };
 struct pcoll {
 	uint64_t type; /* (NCCLP_COLL; first, as every handle's) */
@@ -71,17 +72,20 @@ static int p_init(void **context, uint64_t hash, int *mask, const char *name, in
 	unsigned i = __atomic_fetch_add(&nctx, 1, __ATOMIC_RELAXED);
 	if (!__atomic_load_n(&dsp_on, __ATOMIC_RELAXED) || i >= CTXS)
 		return 1; /* (NCCL goes on without the plugin) */
-	ctxs[i] = (struct pctx){ hash, -1, rank, nranks };
+	ctxs[i] = (struct pctx){ hash, -1, rank, nranks, dsp_now() };
 	*context = &ctxs[i];
 	*mask = NCCLP_COLL | NCCLP_KERNEL_CH;
 	dsp_tls.nccl_pctx = &ctxs[i]; /* (nccl.c names it once the creating call returns) */
 	return 0;
 }
 
-void dsp_ncclprof_named(void *pctx, int64_t comm)
+/* (only a context made during the call that began at since: one left by a call ddpspy did not
+ * record, made on this thread, is not this communicator) */
+void dsp_ncclprof_named(void *pctx, int64_t comm, uint64_t since)
 {
-	if (pctx)
-		__atomic_store_n(&((struct pctx *)pctx)->comm, comm, __ATOMIC_RELEASE);
+	struct pctx *c = pctx;
+	if (c && c->made >= since)
+		__atomic_store_n(&c->comm, comm, __ATOMIC_RELEASE);
 }
 
 static int p_start(void *context, void **handle, ncclp_descr_v5_t *d)
