@@ -259,6 +259,10 @@ struct gpustat {
 	int reread_failed;         /* its device's work (over its share) could not be read again */
 	uint32_t nccl_join[3];     /* its NCCL kernels joined to their calls: by external id, by their
 				    * communicator's order (nonblocking), by order alone (gpu.c) */
+	int nccl_src;              /* where its NCCL kernels' times came from: 0 none, 1 CUPTI, 2 NCCL's
+				    * profiler plugin (then, without CUPTI, have is 0 and of the above only
+				    * the nccl_ figures are set, over its host's steps) */
+	double nccl_late_p50;      /* its NCCL kernels' start after the first rank's, median (ms) */
 };
 
 /* A rank's CPU time over its analysed steps (cpu.c): its training thread's time on a CPU and
@@ -374,6 +378,17 @@ struct gpucover {
 	const char *why;      /* how capture started, or why it did not */
 	int kernels, copies, nccl_timing; /* 1: missing (no device timeline: only host calls) */
 	uint64_t dropped;     /* CUPTI's records lost on this rank: holes in what it has */
+	const char *nccl;     /* where its NCCL kernels' times came from: "cupti", "nccl-plugin", "none" */
+	/* NCCL's profiler plugin: its collectives, those not joined to a call, the clock mapping's
+	 * median width (how late its times may be) and crossings (ncclplug.c) */
+	unsigned colls, unjoined, conflicts;
+	double bound_us, shift_us; /* (shift: how late the plugin's clock ran where CUPTI checked it,
+				    * taken off this rank's plugin kernels; 0 none) */
+	/* checked (CUPTI timed the same kernels): collectives in both, in one only; the medians of
+	 * |plugin - CUPTI| of starts and durations, the durations' largest */
+	int checked;
+	unsigned matched, cupti_only, plugin_only;
+	double start_us, dur_us, dur_us_max;
 };
 /* rank index r's coverage (of a GPU job: an_gpu_job's any) */
 void an_gpu_cover(const struct analysis *a, int r, struct gpucover *c);

@@ -447,7 +447,8 @@ struct stepdata {
 	size_t *nlate;
 	struct trainfold *fold; /* per rank */
 	struct hostlanes **lanes; /* per rank with device work: its training thread's waits (gpu.c) */
-	struct waitadds {         /* per rank: what its device split adds to host instances' waits */
+	struct waitadds {         /* per rank: what its device split (or NCCL's profiler plugin's kernels)
+				   * adds to host instances' waits */
 		struct waitadd {
 			size_t in;        /* the instance (tab.v's index) */
 			double ms;
@@ -558,6 +559,7 @@ struct gpuitem {
 	uint32_t stream, corr;
 	int32_t comm, seq;     /* NCCL kernels' collective (comm INT32_MIN: numbered by order) */
 	int op, pageable, nccl;
+	int plugin;            /* an NCCL kernel NCCL's profiler plugin timed (no stream, no name) */
 	const char *cls;       /* "kernel", "copy", "copy_in" (host to device), "nccl" */
 	const char *name;      /* kernels: their name (NULL unknown) */
 };

@@ -26,6 +26,7 @@
 
 #include "../common/format.h"
 #include "analysis_int.h"
+#include "gpu_int.h"
 #include "trace.h"
 
 #define LAUNCH_RUN_NS 50000   /* launch calls closer than this are one run of launching */
@@ -40,110 +41,9 @@ const char *const an_gpart_names[GP_COUNT] = {
 #undef X
 };
 
-enum { GW_COMPUTE, GW_COPY, GW_COPY_IN, GW_NCCL, GW_COUNT };
-
-struct gwork {            /* a kernel, copy or set */
-	int64_t t, d, launch; /* launch: its launching call's host time (t when unknown) */
-	int64_t bytes;
-	uint32_t corr, stream;
-	uint32_t ctx;         /* its context: CUPTI's stream ids are its context's (every legacy stream is 7) */
-	int32_t comm, seq;    /* NCCL kernels: their collective (seq -1 unknown) */
-	uint32_t name;        /* kernels: the name's id in the file's string table (gpuproc.names) */
-	int8_t cls, pageable;
-	int8_t pinned;        /* copies between the device and pinned host memory */
-	int8_t device;        /* its device (-1 beyond MAX_GDEV) */
-	int8_t op;            /* NCCL kernels: their call's operation (-1 unknown) */
-};
-
-struct gapi {             /* a CUDA runtime or driver call, as CUPTI saw it */
-	int64_t t, d;
-	uint32_t corr;
-	uint32_t thread;      /* CUPTI's id of its thread (the low half of its pthread_t) */
-	int8_t launch;
-	int8_t wait;          /* W_*: a call that may wait for the device */
-};
-
-/* runtime calls that hold the host for the device, by their names (api_wait) */
-enum { W_NONE, W_ALWAYS, W_POLL, W_LONG };
-
-struct gxc {              /* CUPTI's external correlation: the call corr ran inside ddpspy's ext */
-	uint32_t corr;
-	uint64_t ext;
-};
-
-struct gcall {            /* an NCCL call, or the end of a group, by the external id around it */
-	uint64_t ext;
-	int32_t comm, seq;
-	int64_t bytes;
-	int8_t op;
-	int8_t unit;          /* what launches: a call outside a group, or a group's end */
-	int8_t used;          /* a kernel joined it by its external id */
-};
-
-#define MAX_GCOMMS 16
-#define MAX_GDEV 16 /* devices told apart in one process */
-enum { JOIN_EXT, JOIN_COMM_ORDER, JOIN_ORDER, JOIN_KINDS };
-
-struct gsite {            /* a call site that waited for the device: thread, stack, kind */
-	int tid;
-	uint32_t stack;
-	int kind, what;
-	double ms, calls;
-	char frames[8][112];
-	int nframes;
-};
-
-#define MAX_SITES 16
-
-struct gpuproc {
-	struct gwork *w;
-	size_t nw, cw;
-	struct gapi *api;
-	size_t na, ca;
-	struct gxc *xc;
-	size_t nx, cx;
-	struct gcall *call;
-	size_t nc, cc;
-	int depth;            /* NCCL group nesting, and the group's first call */
-	size_t group_first;
-	struct gsite site[MAX_SITES];
-	int nsites;
-	uint64_t records;
-	struct namememo {     /* memo's answers for the file's names, the last one each slot saw */
-		int64_t id[64];
-		int8_t has[64];
-	} nccl_name, launch_name, wait_name;
-	int host_cuda;        /* the preload's wrappers saw CUDA calls: its host waits come from them */
-	struct trace_name *names; /* the file's string table, copied: the kernels' names */
-	size_t nnames;
-	int placed;           /* times on the job's clock (place) */
-	size_t nall;          /* its device work when read (w may hold only its NCCL kernels: below) */
-	int nccl_only;        /* report --mpi: another process read the file, and splits its rank; of its
-			       * work, only the NCCL kernels came here (the clocks and the instances) */
-	int over;             /* its work was more than its share (an_gpu_record's keep): w holds only
-			       * its NCCL kernels and large pageable copies, api none, and xc and call
-			       * are kept for an_gpu_open, which reads the file again for the rest */
-	struct gwork *pw;     /* while open (an_gpu_open): that list, set aside */
-	size_t npw;
-	int pplaced, opened;
-	int device;           /* the device its split follows: where most of its NCCL kernels ran, else most of its
-			       * work (devices_chosen); -1 none */
-	uint32_t on_dev[MAX_GDEV], nccl_on_dev[MAX_GDEV]; /* its work, and its NCCL kernels, by device */
-	uint64_t other_dev;   /* records of its work on other devices, left out */
-	struct gcomm {        /* its communicators (nccl_init): the first MAX_GCOMMS */
-		int32_t comm, nranks;
-		int8_t blocking;
-	} comms[MAX_GCOMMS];
-	int ncomms, allcomms;
-	uint32_t join[JOIN_KINDS]; /* its NCCL kernels, by how they were joined to their calls */
-	/* the file's "gpu" record: capture's state and losses */
-	char state[16], why[160];
-	int64_t dropped, lead_ns;
-	char client[64];      /* another CUPTI client that shared ddpspy's subscription ("" none) */
-};
-
 static void identify(struct gpuproc *g);
 static int cmp_name(const void *x, const void *y);
+static int cmp_launch(const void *x, const void *y);
 
 #define PUSH(arr, n, cap, val)                                                              \
 	do {                                                                                    \
@@ -162,7 +62,7 @@ static int cmp_name(const void *x, const void *y);
 static struct {
 	int8_t k_device, k_ctx, m_device, m_ctx, s_device, s_ctx, k_stream, k_corr, k_kname, m_stream, m_corr, m_bytes,
 		m_copy, m_src, m_dst, s_stream, s_corr, a_corr, a_fn, a_thread, x_kind, x_ext, x_corr, n_ext, g_begin, g_ext,
-		c_dir, c_async, y_what, i_nranks, i_blocking;
+		c_dir, c_async, y_what, i_nranks, i_blocking, i_rank;
 } P;
 
 __attribute__((constructor)) static void positions(void)
@@ -195,6 +95,7 @@ __attribute__((constructor)) static void positions(void)
 	P.g_ext = an_argpos(DDPSPY_EV_NCCL_GROUP, "ext");
 	P.i_nranks = an_argpos(DDPSPY_EV_NCCL_INIT, "nranks");
 	P.i_blocking = an_argpos(DDPSPY_EV_NCCL_INIT, "blocking");
+	P.i_rank = an_argpos(DDPSPY_EV_NCCL_INIT, "comm_rank");
 	P.c_dir = an_argpos(DDPSPY_EV_CUDA_MEMCPY, "dir");
 	P.c_async = an_argpos(DDPSPY_EV_CUDA_MEMCPY, "async");
 	P.y_what = an_argpos(DDPSPY_EV_CUDA_SYNC, "what");
@@ -420,29 +321,36 @@ static void add_site(struct gpuproc *g, const struct trace_event *e, int what)
 int an_gpu_host(struct proc *p, const struct trace_event *e, const struct ev *v)
 {
 	if (e->kind != DDPSPY_EV_NCCL_COLL && e->kind != DDPSPY_EV_NCCL_GROUP && e->kind != DDPSPY_EV_CUDA_SYNC &&
-	    e->kind != DDPSPY_EV_CUDA_MEMCPY && e->kind != DDPSPY_EV_NCCL_INIT)
+	    e->kind != DDPSPY_EV_CUDA_MEMCPY && e->kind != DDPSPY_EV_NCCL_INIT && e->kind != DDPSPY_EV_NCCL_KERNEL)
 		return 0;
 	struct gpuproc *g = gpu_of(p);
 	if (!g)
 		return 1;
-	if (e->kind == DDPSPY_EV_NCCL_INIT) { /* (files before 2.6 say nothing of blocking: blocking) */
+	if (e->kind == DDPSPY_EV_NCCL_KERNEL) {
+		return an_plug_event(g, e);
+	} else if (e->kind == DDPSPY_EV_NCCL_INIT) { /* (files before 2.6 say nothing of blocking: blocking) */
 		g->allcomms++;
 		if (g->ncomms < MAX_GCOMMS)
 			g->comms[g->ncomms++] = (struct gcomm){ v->comm, (int32_t)an_arg(e, P.i_nranks, -1),
+								(int32_t)an_arg(e, P.i_rank, -1),
 								(int8_t)(an_arg(e, P.i_blocking, 1) != 0) };
 	} else if (e->kind == DDPSPY_EV_NCCL_COLL) {
-		struct gcall c = { (uint64_t)an_arg(e, P.n_ext, 0), v->comm, v->seq, v->bytes, v->op, g->depth == 0, 0 };
+		struct gcall c = { (uint64_t)an_arg(e, P.n_ext, 0), v->comm, v->seq, v->bytes, v->op, g->depth == 0, 0,
+				   e->t_ns, g->depth > 0 ? g->groups : 0 };
 		PUSH(g->call, g->nc, g->cc, c);
 	} else if (e->kind == DDPSPY_EV_NCCL_GROUP) {
 		/* a group's calls launch at its end, under the end's external id: that id names the
 		 * group's first collective (its kernel's place in the sequence) and all its bytes */
 		if (an_arg(e, P.g_begin, 0)) {
-			if (g->depth++ == 0)
+			if (g->depth++ == 0) {
 				g->group_first = g->nc;
+				g->groups++;
+			}
 		} else if (g->depth > 0 && --g->depth == 0 && g->nc > g->group_first) {
 			struct gcall c = g->call[g->group_first];
 			c.ext = (uint64_t)an_arg(e, P.g_ext, 0);
 			c.unit = 1;
+			c.t = e->t_ns;
 			c.bytes = 0;
 			for (size_t i = g->group_first; i < g->nc; i++)
 				c.bytes += g->call[i].bytes > 0 ? g->call[i].bytes : 0;
@@ -459,6 +367,35 @@ int an_gpu_host(struct proc *p, const struct trace_event *e, const struct ev *v)
 	return 0;
 }
 
+/* NCCL's kernels from its profiler plugin (ncclplug.c): where CUPTI timed none, the plugin's are
+ * them; where it did, checked against them */
+static void plugin_kernels(struct gpuproc *g)
+{
+	size_t nc = 0, n = 0;
+	for (size_t i = 0; i < g->nw; i++) /* (read again: none of the plugin's yet) */
+		if (!g->w[i].plugin)
+			nc += (g->w[n++] = g->w[i]).cls == GW_NCCL;
+	g->nw = n;
+	struct gwork *k;
+	size_t nk = an_plug_kernels(g, &k);
+	g->nccl_src = nc ? NSRC_CUPTI : nk ? NSRC_PLUGIN : NSRC_NONE;
+	if (nc && nk) {
+		an_plug_check(g, k, nk);
+	} else if (nk) {
+		struct gwork *w = realloc(g->w, (g->nw + nk) * sizeof *w);
+		if (w) {
+			memcpy(w + g->nw, k, nk * sizeof *k);
+			g->w = w;
+			g->nw += nk;
+			g->cw = g->nw;
+			sort_n(g->w, g->nw, sizeof *g->w, cmp_launch);
+		} else {
+			g->nccl_src = NSRC_NONE;
+		}
+	}
+	free(k);
+}
+
 /* identify, then what it joined let go (of the runtime calls, only the launches are needed), the
  * rest held at its size */
 static void joined(struct gpuproc *g)
@@ -468,6 +405,7 @@ static void joined(struct gpuproc *g)
 	memset(&g->wait_name, 0, sizeof g->wait_name);
 	devices_chosen(g);
 	identify(g);
+	plugin_kernels(g);
 	size_t na = 0;
 	for (size_t i = 0; i < g->na; i++)
 		if (g->api[i].launch || g->api[i].wait)
@@ -592,6 +530,7 @@ void an_gpu_loaded(struct proc *p, const struct trace_file *f, const char *path)
 		free(g->call);
 		g->xc = NULL, g->call = NULL;
 		g->nx = g->cx = g->nc = g->cc = 0;
+		an_plug_free(g);
 	} else if (g) { /* (what the clocks, the collectives and the host's split need: partial) */
 		if (reread(p, path) == 0)
 			partial(g);
@@ -638,6 +577,7 @@ void an_gpu_free(struct proc *p)
 	free(g->api);
 	free(g->xc);
 	free(g->call);
+	an_plug_free(g);
 	for (size_t i = 0; i < g->nnames; i++)
 		free(g->names[i].s);
 	free(g->names);
@@ -710,6 +650,7 @@ int an_gpu_unpack(struct an_rd *r, struct proc *p)
 	size_t nn = g->nnames;
 	g->api = NULL, g->xc = NULL, g->call = NULL, g->names = NULL, g->nnames = 0;
 	g->pw = NULL, g->npw = 0, g->opened = 0, g->placed = 0;
+	g->plug = NULL, g->np = g->cp = 0; /* (its kernels are in w) */
 	p->gpu = g; /* (freed by an_gpu_free on failure) */
 	g->w = an_get_arr(r, g->nw, sizeof *g->w, 0);
 	g->cw = g->nw;
@@ -754,10 +695,6 @@ static const struct gapi *api_of(const struct gpuproc *g, uint32_t corr, int seq
 	}
 	return i < g->na && g->api[i].corr == corr ? &g->api[i] : NULL;
 }
-
-#define CMP_BY(f) \
-	if (a->f != b->f) \
-		return (a->f > b->f) - (a->f < b->f)
 
 /* (the orders an_sort_near sorts by order any two records that differ: the report never depends on
  * how a sort leaves equal ones) */
@@ -978,13 +915,19 @@ static void identify(struct gpuproc *g)
 	join_by_order(g);
 }
 
+/* w's start on the job's clock */
+static int64_t job_start(const struct proc *p, const struct gwork *w)
+{
+	return an_job_time(p, w->plugin ? w->t - p->gpu->shift : w->t);
+}
+
 /* times onto the job's clock (after clocks.c), once */
 static void place(struct proc *p)
 {
 	struct gpuproc *g = p->gpu;
 	g->placed = 1;
 	for (size_t i = 0; i < g->nw; i++) {
-		g->w[i].t = an_job_time(p, g->w[i].t);
+		g->w[i].t = job_start(p, &g->w[i]);
 		g->w[i].launch = an_job_time(p, g->w[i].launch);
 	}
 	for (size_t i = 0; i < g->na; i++)
@@ -996,13 +939,14 @@ size_t an_gpu_nccl_ends(const struct proc *p, struct gend **out)
 	const struct gpuproc *g = p->gpu;
 	size_t n = 0;
 	*out = NULL;
+	/* (not the plugin's: their times are the host's clock, within their bounds, not the device's) */
 	for (size_t i = 0; g && i < g->nw; i++)
-		n += g->w[i].cls == GW_NCCL && g->w[i].seq >= 0;
+		n += g->w[i].cls == GW_NCCL && g->w[i].seq >= 0 && !g->w[i].plugin;
 	if (!n || !(*out = malloc(n * sizeof **out)))
 		return 0;
 	n = 0;
 	for (size_t i = 0; i < g->nw; i++)
-		if (g->w[i].cls == GW_NCCL && g->w[i].seq >= 0)
+		if (g->w[i].cls == GW_NCCL && g->w[i].seq >= 0 && !g->w[i].plugin)
 			(*out)[n++] = (struct gend){ g->w[i].comm == INT32_MIN ? -7 : g->w[i].comm, g->w[i].seq,
 						     an_job_time(p, g->w[i].t), an_job_time(p, g->w[i].t + g->w[i].d) };
 	return n;
@@ -1155,6 +1099,12 @@ static struct inst *ginst(struct itab *t, const struct gwork *w, int create)
 	return w->seq >= 0 ? an_inst_get(t, w->comm == INT32_MIN ? -7 : w->comm, w->seq, create) : NULL;
 }
 
+/* the median of the n values v (reordered), 0 none */
+static double p50(double *v, size_t n)
+{
+	return n ? an_quantile_select(v, n, 0.5) : 0;
+}
+
 /* the step of bounds b (2 per step, in order) that holds t, -1 none */
 static long step_of(const int64_t *b, size_t N, int64_t t)
 {
@@ -1279,6 +1229,33 @@ static double overlap_left(const struct gpuproc *g, struct itab *tab, const int6
 	return steps ? total / steps : 0;
 }
 
+/* An NCCL kernel w that started in step st into its rank's figures (gs), and its wait wt (before the
+ * last rank's kernel of its collective started, in) into that collective's as the host saw it (its
+ * calls, by communicator and sequence number: add). 1 when it has a lateness (*late: after the
+ * first rank's kernel started), also st's latest. */
+static int nccl_adds(struct stepdata *sd, struct waitadds *add, struct gpustat *gs, struct rankstep *st,
+		     const struct gwork *w, const struct inst *in, int64_t wt, double *late)
+{
+	struct inst *hin = w->comm != INT32_MIN ? an_inst_get(&sd->tab, w->comm, w->seq, 0) : NULL;
+	struct waitadd *wa = hin ? room_for(add->v, add->n, &add->cap, sizeof *add->v, 64) : NULL;
+	if (wa)
+		(add->v = wa)[add->n++] = (struct waitadd){ (size_t)(hin - sd->tab.v), MS(wt < w->d ? wt : w->d) };
+	gs->nccl_ms += MS(w->d);
+	gs->nccl_xfer_ms += MS(w->d - (wt < w->d ? wt : w->d));
+	gs->nccl_bytes += (double)(w->bytes > 0 ? w->bytes : 0);
+	gs->nccl_calls++;
+	gs->nccl_ops |= w->op >= 0 && w->op < 32 ? 1u << w->op : 1u << 31;
+	if (w->bytes > gs->nccl_max_bytes) {
+		gs->nccl_max_bytes = w->bytes;
+		gs->nccl_max_op = w->op;
+	}
+	if (!in || in->n <= 1)
+		return 0;
+	*late = MS(w->t - in->min_arr);
+	st->late_max = fmax(st->late_max, *late);
+	return 1;
+}
+
 /* Rank r's steps split from its device's timeline within the job's device step bounds b (the file
  * comment): ri->steps' bounds become b, their categories, waits and lateness the device's. */
 static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab, int r, const int64_t *b,
@@ -1346,28 +1323,10 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 		long k = step_of(b, N, w->t);
 		if (k < 0)
 			continue;
+		double late;
 		if (w->cls == GW_NCCL) {
-			/* the same collective as the host saw it (its calls, by communicator and sequence
-			 * number): its waits are these */
-			struct inst *hin = w->comm != INT32_MIN ? an_inst_get(&sd->tab, w->comm, w->seq, 0) : NULL;
-			struct waitadd *wa = hin ? room_for(add->v, add->n, &add->cap, sizeof *add->v, 64) : NULL;
-			if (wa)
-				(add->v = wa)[add->n++] = (struct waitadd){ (size_t)(hin - sd->tab.v), MS(wt < w->d ? wt : w->d) };
-			gs->nccl_ms += MS(w->d);
-			gs->nccl_xfer_ms += MS(w->d - (wt < w->d ? wt : w->d));
-			gs->nccl_bytes += (double)(w->bytes > 0 ? w->bytes : 0);
-			gs->nccl_calls++;
-			gs->nccl_ops |= w->op >= 0 && w->op < 32 ? 1u << w->op : 1u << 31;
-			if (w->bytes > gs->nccl_max_bytes) {
-				gs->nccl_max_bytes = w->bytes;
-				gs->nccl_max_op = w->op;
-			}
-			if (in && in->n > 1) {
-				double late = MS(w->t - in->min_arr);
-				ri->steps[k].late_max = fmax(ri->steps[k].late_max, late);
-				if (sd->late[r])
-					sd->late[r][sd->nlate[r]++] = late;
-			}
+			if (nccl_adds(sd, add, gs, &ri->steps[k], w, in, wt, &late) && sd->late[r])
+				sd->late[r][sd->nlate[r]++] = late;
 		} else if (w->cls == GW_COMPUTE) {
 			if (kus)
 				kus[(size_t)gs->kernels] = (double)w->d / 1e3;
@@ -1473,6 +1432,11 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 	for (int c = 0; c < GP_COUNT; c++)
 		gs->part[c] /= (double)N;
 	gs->kernel_us_p50 = kus && gs->kernels > 0 ? an_quantile_select(kus, (size_t)gs->kernels, 0.5) : 0;
+	gs->nccl_src = g->nccl_src;
+	if (sd->late[r] && sd->nlate[r] && kus) { /* (kus's room is enough: one a work) */
+		memcpy(kus, sd->late[r], sd->nlate[r] * sizeof *kus);
+		gs->nccl_late_p50 = p50(kus, sd->nlate[r]);
+	}
 	gs->kernels /= (double)N;
 	gs->nccl_ms /= (double)N;
 	gs->nccl_bytes /= (double)N;
@@ -1513,13 +1477,61 @@ int an_gpu_busy(const struct proc *p)
 	return p->gpu && p->gpu->nall > 0;
 }
 
-/* ranks with device work */
+/* ranks with device work, or NCCL kernels from the plugin */
 static int with_work(const struct analysis *a)
 {
 	int n = 0;
 	for (int r = 0; r < a->nranks; r++)
-		n += a->ranks[r].p->gpu && a->ranks[r].p->gpu->nall > 0;
+		n += a->ranks[r].p->gpu && (a->ranks[r].p->gpu->nall > 0 || a->ranks[r].p->gpu->nccl_src == NSRC_PLUGIN);
 	return n;
+}
+
+/* A rank whose only device times are its NCCL kernels' from the plugin (no CUPTI): its steps stay
+ * its host's (no device timeline to split), and its NCCL figures are its kernels' that started in
+ * them: time, the part before the last rank's kernel started, bytes, count, lateness. Its
+ * lateness is its kernels' (as a rank split from its device has), not its calls': on a GPU the
+ * calls only enqueue. */
+static void nccl_figures(struct analysis *a, struct stepdata *sd, struct itab *tab, int r)
+{
+	struct rankinfo *ri = &a->ranks[r];
+	const struct gpuproc *g = ri->p->gpu;
+	struct gpustat *gs = &ri->gpu;
+	size_t N = sd->K;
+	int64_t *b = malloc(2 * N * sizeof *b);
+	double *late = malloc((g->nw + 1) * sizeof *late);
+	size_t nl = 0;
+	if (!b || !late || !ri->steps)
+		goto out;
+	for (size_t k = 0; k < N; k++) {
+		b[2 * k] = ri->steps[k].t0;
+		b[2 * k + 1] = ri->steps[k].t1 > ri->steps[k].t0 ? ri->steps[k].t1 : ri->steps[k].t0;
+	}
+	for (size_t k = 1; k < 2 * N; k++) /* (in order, as step_of needs) */
+		b[k] = b[k] < b[k - 1] ? b[k - 1] : b[k];
+	gs->nccl_max_op = -1;
+	for (size_t i = 0; i < g->nw; i++) {
+		const struct gwork *w = &g->w[i];
+		long k = w->cls == GW_NCCL ? step_of(b, N, w->t) : -1;
+		if (k < 0)
+			continue;
+		struct inst *in = ginst(tab, w, 0);
+		int64_t wt = in && in->n > 1 && in->max_arr > w->t ? in->max_arr - w->t : 0;
+		nl += (size_t)nccl_adds(sd, &sd->gadd[r], gs, &ri->steps[k], w, in, wt, &late[nl]);
+	}
+	free(sd->late[r]);
+	sd->late[r] = nl ? malloc(nl * sizeof *late) : NULL;
+	sd->nlate[r] = sd->late[r] ? nl : 0;
+	if (sd->late[r])
+		memcpy(sd->late[r], late, nl * sizeof *late);
+	gs->nccl_ms /= (double)N;
+	gs->nccl_xfer_ms /= (double)N;
+	gs->nccl_bytes /= (double)N;
+	gs->nccl_calls /= (double)N;
+	gs->nccl_late_p50 = p50(late, nl);
+	gs->nccl_src = NSRC_PLUGIN;
+out:
+	free(b);
+	free(late);
 }
 
 int an_gpu_ranks(const struct analysis *a)
@@ -1564,8 +1576,13 @@ void an_gpu_warn(struct analysis *a)
 	for (int r = 0; r < a->nranks; r++) {
 		const struct gpuproc *g = a->ranks[r].p->gpu;
 		if (g && g->state[0] && strcmp(g->state, "on"))
-			an_warn(a, "rank %d: GPU capture %s (%s): its device's timeline is not recorded, only its host calls",
-				a->ranks[r].rank, g->state, g->why);
+			an_warn(a, "rank %d: GPU capture %s (%s): its device's timeline is not recorded, only its host calls%s",
+				a->ranks[r].rank, g->state, g->why,
+				g->nccl_src == NSRC_PLUGIN ? " and, from NCCL's profiler plugin, its NCCL kernels' times" : "");
+		if (g && g->pstat.conflicts)
+			an_warn(a, "rank %d: %u of the %u NCCL kernels NCCL's profiler plugin told of have no GPU clock "
+				"offset that fits their calls and their ends (the GPU's clock moved against the host's?): "
+				"their times are the bounds' middle", a->ranks[r].rank, g->pstat.conflicts, g->pstat.colls);
 		untimed += a->ranks[r].p->gpu_untimed;
 		if (a->sd && a->sd->K && a->ranks[r].p->gpu_dropped && g && g->nall)
 			an_warn(a, "rank %d: CUPTI lost %" PRIu64 " of its records: its device's timeline has holes, so its "
@@ -1582,6 +1599,27 @@ void an_gpu_warn(struct analysis *a)
 	if (untimed)
 		an_warn(a, "CUPTI gave %" PRIu64 " device record%s no times (work still running when it was last flushed, "
 			"at exit): left out", untimed, untimed == 1 ? "" : "s");
+}
+
+/* The plugin's clock on a rank without CUPTI is late by how soon NCCL told it of a kernel's end
+ * (ncclplug.c): where other ranks had both, the median of how late it ran there is taken off
+ * (before any rank is placed; every process of report --mpi has every rank's check alike). */
+static void shifts(const struct analysis *a)
+{
+	double *v = malloc(((size_t)a->nranks + 1) * sizeof *v);
+	size_t n = 0;
+	for (int r = 0; v && r < a->nranks; r++) {
+		const struct gpuproc *g = a->ranks[r].p->gpu;
+		if (g && g->nccl_src == NSRC_CUPTI && g->pstat.matched)
+			v[n++] = g->pstat.late_us;
+	}
+	int64_t shift = n ? (int64_t)llround(p50(v, n) * 1e3) : 0;
+	for (int r = 0; r < a->nranks; r++) {
+		struct gpuproc *g = a->ranks[r].p->gpu;
+		if (g && g->nccl_src == NSRC_PLUGIN && !g->placed)
+			g->shift = shift;
+	}
+	free(v);
 }
 
 /* The job's device steps: each bound the latest of the ranks' own (j->b from j->mine). The ranks
@@ -1651,6 +1689,7 @@ void an_gpu_split(struct analysis *a, struct stepdata *sd, const size_t *rs, siz
 	struct itab tab = { 0 };
 	if (!sd->K || !with_work(a))
 		return;
+	shifts(a);
 	/* the ranks split here with device work: their times onto the job's clock and their own step
 	 * bounds, on a->jobs threads */
 	size_t N = sd->K, *order = malloc(((size_t)R + 1) * sizeof *order), n = 0;
@@ -1697,6 +1736,12 @@ void an_gpu_split(struct analysis *a, struct stepdata *sd, const size_t *rs, siz
 				in->late = r;
 			}
 		}
+	}
+	/* the ranks split here whose only device times are the plugin's NCCL kernels */
+	for (size_t i = 0; i < nrs; i++) {
+		const struct gpuproc *g = a->ranks[rs[i]].p->gpu;
+		if (g && !g->nall && g->nccl_src == NSRC_PLUGIN && !g->nccl_only && a->ranks[rs[i]].steps)
+			nccl_figures(a, sd, &tab, (int)rs[i]);
 	}
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
@@ -1745,7 +1790,7 @@ void an_gpu_job(const struct analysis *a, struct gpujob *j)
 		if (!g)
 			continue;
 		j->ranks += g->nall > 0;
-		j->any |= g->nall > 0 || g->state[0];
+		j->any |= g->nall > 0 || g->state[0] || g->nccl_src == NSRC_PLUGIN;
 		if (!strcmp(g->state, "on"))
 			j->capture = "cupti";
 		j->dropped += g->dropped > 0 ? (uint64_t)g->dropped : 0;
@@ -1758,11 +1803,23 @@ void an_gpu_cover(const struct analysis *a, int r, struct gpucover *c)
 {
 	const struct gpuproc *g = a->ranks[r].p->gpu;
 	int on = g && (!strcmp(g->state, "on") || (!g->state[0] && g->nall > 0)); /* (files before 2.2: no state) */
-	*c = (struct gpucover){ .source = !on ? "host-only" : g->client[0] ? "cupti-shared" : "cupti",
+	int plug = g && g->nccl_src == NSRC_PLUGIN;
+	*c = (struct gpucover){ .source = on ? (g->client[0] ? "cupti-shared" : "cupti") : plug ? "nccl-plugin" : "host-only",
 				.client = on && g->client[0] ? g->client : NULL,
 				.why = g && g->why[0] ? g->why : "no GPU capture recorded in this rank's file",
-				.kernels = !on, .copies = !on, .nccl_timing = !on,
-				.dropped = g && g->dropped > 0 ? (uint64_t)g->dropped : 0 };
+				.kernels = !on, .copies = !on, .nccl_timing = !on && !plug,
+				.dropped = g && g->dropped > 0 ? (uint64_t)g->dropped : 0,
+				.nccl = plug ? "nccl-plugin" : g && g->nccl_src == NSRC_CUPTI ? "cupti" : "none" };
+	if (!g || !g->pstat.colls)
+		return;
+	const struct plugstat *s = &g->pstat;
+	c->colls = s->colls, c->unjoined = s->unjoined, c->conflicts = s->conflicts, c->bound_us = s->bound_us;
+	c->shift_us = (double)g->shift / 1e3;
+	if (g->nccl_src == NSRC_CUPTI) {
+		c->checked = 1;
+		c->matched = s->matched, c->cupti_only = s->cupti_only, c->plugin_only = s->plugin_only;
+		c->start_us = s->start_us, c->dur_us = s->dur_us, c->dur_us_max = s->dur_us_max;
+	}
 }
 
 /* one group of alike ranks [r0, r1] into the line */
@@ -1775,8 +1832,12 @@ static void cover_group(FILE *f, const struct analysis *a, int r0, int r1, const
 		fprintf(f, "ranks %d-%d ", a->ranks[r0].rank, a->ranks[r1].rank);
 	if (c->client)
 		fprintf(f, "CUPTI, shared with another client (%s)", c->client);
+	else if (c->kernels && !c->nccl_timing)
+		fprintf(f, "NCCL kernel times from NCCL's profiler plugin, no CUPTI (%s): no kernels or copies", c->why);
 	else if (c->kernels)
 		fprintf(f, "host calls only (%s): no kernels, copies or NCCL kernel times", c->why);
+	else if (!strcmp(c->nccl, "nccl-plugin"))
+		fprintf(f, "CUPTI, NCCL kernel times from NCCL's profiler plugin");
 	else
 		fprintf(f, "CUPTI");
 }
@@ -1800,7 +1861,8 @@ char *an_gpu_cover_line(const struct analysis *a)
 		if (r < a->nranks)
 			an_gpu_cover(a, r, &d);
 		int same = r < a->nranks && !strcmp(d.source, c.source) &&
-			   (!c.kernels || !strcmp(d.why, c.why)) && (!c.client || !strcmp(d.client, c.client));
+			   (!c.kernels || !strcmp(d.why, c.why)) && (!c.client || !strcmp(d.client, c.client)) &&
+			   !strcmp(d.nccl, c.nccl);
 		if (same) {
 			dropped += d.dropped;
 			continue;
@@ -1829,10 +1891,11 @@ int an_gpu_work(const struct proc *p, size_t i, struct gpuitem *it)
 	if (!g || i >= g->nw)
 		return -1;
 	const struct gwork *w = &g->w[i];
-	*it = (struct gpuitem){ .t = g->placed ? w->t : an_job_time(p, w->t), .d = w->d,
+	*it = (struct gpuitem){ .t = g->placed ? w->t : job_start(p, w), .d = w->d,
 				.launch = g->placed ? w->launch : an_job_time(p, w->launch), .bytes = w->bytes,
-				.stream = w->stream, .corr = w->corr, .comm = w->comm, .seq = w->seq, .op = w->op,
-				.pageable = w->pageable, .cls = cls[w->cls], .nccl = w->cls == GW_NCCL };
+				.stream = w->plugin ? UINT32_MAX : w->stream, .corr = w->corr, .comm = w->comm, .seq = w->seq, .op = w->op,
+				.pageable = w->pageable, .cls = cls[w->cls], .nccl = w->cls == GW_NCCL,
+				.plugin = w->plugin };
 	if (w->cls == GW_COMPUTE || w->cls == GW_NCCL) {
 		struct trace_name k = { .id = w->name };
 		const struct trace_name *n = w->name && g->nnames ? bsearch(&k, g->names, g->nnames, sizeof k, cmp_name) : NULL;

@@ -501,6 +501,8 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		struct thr *t = thread_of(c->p, e->tid);
 		return t ? (resolve(t, e), 0) : 1;
 	}
+	if (e->kind == DDPSPY_EV_NCCL_KERNEL) /* (NCCL's profiler plugin's: no call, a kernel for the GPU part) */
+		return an_gpu_host(c->p, e, NULL);
 	struct ev ev, *v = &ev;
 	if (!an_convert(e, v))
 		return 0;

@@ -186,6 +186,26 @@ static void print_json(const struct analysis *a)
 				json_str(&j, NULL, "nccl_timing");
 			json_close(&j);
 			json_int(&j, "dropped_records", (int64_t)gc.dropped);
+			json_str(&j, "nccl_timing", gc.nccl);
+			if (gc.colls) { /* what NCCL's profiler plugin told, and how its clock was found */
+				json_obj(&j, "nccl_plugin");
+				json_int(&j, "collectives", gc.colls);
+				json_int(&j, "unjoined", gc.unjoined);
+				json_num(&j, "clock_bound_us", round(gc.bound_us * 10) / 10);
+				json_num(&j, "clock_shift_us", round(gc.shift_us * 10) / 10);
+				json_int(&j, "clock_conflicts", gc.conflicts);
+				json_close(&j);
+			}
+			if (gc.checked) { /* the same kernels from the plugin and from CUPTI */
+				json_obj(&j, "nccl_check");
+				json_int(&j, "matched", gc.matched);
+				json_int(&j, "cupti_only", gc.cupti_only);
+				json_int(&j, "plugin_only", gc.plugin_only);
+				json_num(&j, "start_us_p50", round(gc.start_us * 10) / 10);
+				json_num(&j, "duration_us_p50", round(gc.dur_us * 10) / 10);
+				json_num(&j, "duration_us_max", round(gc.dur_us_max * 10) / 10);
+				json_close(&j);
+			}
 			json_close(&j);
 		}
 		json_close(&j);
@@ -283,6 +303,18 @@ static void print_json(const struct analysis *a)
 			for (int c = 0; c < GP_COUNT; c++)
 				json_num(&j, an_gpart_names[c], round(g->part[c] * 1000) / 1000);
 			json_close(&j);
+			json_close(&j);
+		}
+		if (ri->gpu.nccl_src && (ri->gpu.have || ri->gpu.nccl_src == 2)) {
+			/* its NCCL kernels, and where their times came from */
+			const struct gpustat *g = &ri->gpu;
+			json_obj(&j, "nccl");
+			json_str(&j, "source", g->nccl_src == 2 ? "nccl-plugin" : "cupti");
+			json_num(&j, "kernels_per_step", round(g->nccl_calls * 10) / 10);
+			json_num(&j, "ms_per_step", round(g->nccl_ms * 1000) / 1000);
+			json_num(&j, "wait_ms_per_step", round((g->nccl_ms - g->nccl_xfer_ms) * 1000) / 1000);
+			json_num(&j, "bytes_per_step", round(g->nccl_bytes));
+			json_num(&j, "late_ms_p50", round(g->nccl_late_p50 * 1000) / 1000);
 			json_close(&j);
 		}
 		json_close(&j);
@@ -386,6 +418,29 @@ static void print_text(const struct analysis *a)
 					n[2] ? " (not matched across ranks where the process has several communicators)" : "");
 		}
 	}
+	/* NCCL's profiler plugin: where it timed NCCL, and its check against CUPTI (the ranks' in one line) */
+	unsigned ck = 0, both = 0, conly = 0, ponly = 0;
+	double ds = 0, dd = 0, dmax = 0;
+	for (int r = 0; r < a->nranks; r++) {
+		const struct gpustat *g = &a->ranks[r].gpu;
+		struct gpucover c;
+		if (g->nccl_src == 2 && !g->have)
+			fprintf(out, "rank %d: NCCL kernels (NCCL's profiler plugin; no device timeline): %.1f per step, "
+				"%.2f ms per step, %.2f ms of it before the last rank's kernel started; started %.2f ms "
+				"after the first rank's (median)\n", a->ranks[r].rank, g->nccl_calls, g->nccl_ms,
+				g->nccl_ms - g->nccl_xfer_ms, g->nccl_late_p50);
+		if (!a->ranks[r].p->gpu)
+			continue;
+		an_gpu_cover(a, r, &c);
+		if (!c.checked)
+			continue;
+		ck++, both += c.matched, conly += c.cupti_only, ponly += c.plugin_only;
+		ds = fmax(ds, c.start_us), dd = fmax(dd, c.dur_us), dmax = fmax(dmax, c.dur_us_max);
+	}
+	if (ck)
+		fprintf(out, "NCCL's profiler plugin against CUPTI on %u rank%s: %u collectives in both, %u CUPTI's only, %u "
+			"the plugin's only; starts %.1f us apart, durations %.1f us (the ranks' largest medians; "
+			"durations at most %.1f us)\n", ck, ck == 1 ? "" : "s", both, conly, ponly, ds, dd, dmax);
 	for (int r = 0; r < a->nranks; r++) {
 		const struct rankinfo *ri = &a->ranks[r];
 		if (ri->p->bg)

@@ -14,12 +14,18 @@
 //   NCCL_APP_SCALABLE=1: the communicator is made by ncclCommInitRankScalable (one id).
 //   NCCL_APP_SHRINK=1: after the steps, every rank but the last makes a communicator without it
 //   (ncclCommShrink) and allreduces 1 MiB on it once.
+//   NCCL_APP_GROUPED=1: the ring exchange's group also allreduces two halves of a 1 MiB buffer,
+//   before its send and receive (as coalesced allreduces are: one kernel for the group).
+//   NCCL_APP_DLOPEN=1: ncclCommInitRank and the step's ncclAllReduce are reached through
+//   dlopen("libnccl.so.2", RTLD_LOCAL) and dlsym on its handle, as a program that loads NCCL itself
+//   does: the symbols of its handle's scope, never a preloaded library's wrappers.
 // Prints one JSON line: the host's time around each call it makes (CLOCK_MONOTONIC ns).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <nccl.h>
 #include <unistd.h>
 
@@ -105,6 +111,18 @@ int main(int argc, char **argv)
 		fclose(f);
 	}
 	cuda(cudaSetDevice(0), "cudaSetDevice");
+	ncclResult_t (*init_rank)(ncclComm_t *, int, ncclUniqueId, int) = ncclCommInitRank;
+	ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+				   cudaStream_t) = ncclAllReduce;
+	if (getenv("NCCL_APP_DLOPEN")) {
+		void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+		*(void **)&init_rank = h ? dlsym(h, "ncclCommInitRank") : NULL;
+		*(void **)&all_reduce = h ? dlsym(h, "ncclAllReduce") : NULL;
+		if (!init_rank || !all_reduce) {
+			fprintf(stderr, "nccl_app: libnccl.so.2 through dlopen: %s\n", dlerror());
+			return 1;
+		}
+	}
 	ncclComm_t comm;
 	long long i0 = now_ns();
 	if (getenv("NCCL_APP_NONBLOCKING")) {
@@ -116,7 +134,7 @@ int main(int argc, char **argv)
 	} else if (getenv("NCCL_APP_SCALABLE")) {
 		nccl(ncclCommInitRankScalable(&comm, nranks, rank, 1, &id, NULL), "ncclCommInitRankScalable");
 	} else {
-		nccl(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank");
+		nccl(init_rank(&comm, nranks, id, rank), "ncclCommInitRank");
 	}
 	long long i1 = now_ns();
 	// NCCL_APP_SPLIT=1: the even and the odd ranks also make a communicator each (ncclCommSplit)
@@ -138,6 +156,9 @@ int main(int argc, char **argv)
 		cuda(cudaMalloc(&sum, n * sizeof(float)), "cudaMalloc");
 	cuda(cudaMalloc(&out, m * sizeof(float)), "cudaMalloc");
 	cuda(cudaMalloc(&in, m * sizeof(float)), "cudaMalloc");
+	float *grp = NULL;
+	if (getenv("NCCL_APP_GROUPED"))
+		cuda(cudaMalloc(&grp, m * sizeof(float)), "cudaMalloc");
 	cudaStream_t compute, comms, subs;
 	cudaEvent_t done;
 	cuda(cudaStreamCreate(&compute), "cudaStreamCreate");
@@ -155,11 +176,16 @@ int main(int argc, char **argv)
 		cuda(cudaStreamWaitEvent(comms, done, 0), "cudaStreamWaitEvent");
 		usleep((useconds_t)(rank * skew_ms * 1000));
 		long long a0 = now_ns();
-		nccl(ncclAllReduce(grad, sum, n, ncclFloat, ncclSum, comm, comms), "ncclAllReduce");
+		nccl(all_reduce(grad, sum, n, ncclFloat, ncclSum, comm, comms), "ncclAllReduce");
 		long long a1 = now_ns();
 		if (sub)
 			nccl(ncclAllReduce(in, in, m, ncclFloat, ncclSum, sub, subs), "ncclAllReduce (split)");
 		nccl(ncclGroupStart(), "ncclGroupStart");
+		if (grp) {
+			nccl(ncclAllReduce(grp, grp, m / 2, ncclFloat, ncclSum, comm, comms), "ncclAllReduce (grouped)");
+			nccl(ncclAllReduce(grp + m / 2, grp + m / 2, m / 2, ncclFloat, ncclSum, comm, comms),
+			     "ncclAllReduce (grouped)");
+		}
 		nccl(ncclSend(out, m, ncclFloat, (rank + 1) % nranks, comm, comms), "ncclSend");
 		nccl(ncclRecv(in, m, ncclFloat, (rank + nranks - 1) % nranks, comm, comms), "ncclRecv");
 		nccl(ncclGroupEnd(), "ncclGroupEnd");

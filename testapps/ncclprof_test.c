@@ -5,7 +5,7 @@
  * NCCLPROF_MASK: the activation mask it asks for (default Coll and KernelCh).
  *   init COMM NRANKS RANK            a communicator
  *   coll COMM SEQ FUNC COUNT TYPE    a collective's Coll event
- *   kernel COMM SEQ START END        its KernelCh event: GPU start and end (%globaltimer ns)
+ *   kernel COMM SEQ START END CH     a KernelCh event: GPU start and end (%globaltimer ns), channel
  *   stop COMM SEQ                    the Coll event stopped
  *   finalize COMM */
 #include <stdint.h>
@@ -21,7 +21,7 @@ static FILE *out;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 struct ctx { uint64_t comm; };
-struct ev { uint64_t type; struct ctx *c; uint64_t seq, start, end; struct ev *parent; };
+struct ev { uint64_t type; struct ctx *c; uint64_t seq, start, end; struct ev *parent; int channel; };
 
 static void line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #include <stdarg.h>
@@ -75,6 +75,7 @@ static int start(void *context, void **handle, ncclp_descr_v5_t *d)
 	} else if (d->type == NCCLP_KERNEL_CH) {
 		e->parent = d->parentObj;
 		e->start = d->kernelCh.pTimer;
+		e->channel = d->kernelCh.channelId;
 	}
 	return 0;
 }
@@ -93,9 +94,9 @@ static int stop(void *handle)
 	if (!e)
 		return 0;
 	if (e->type == NCCLP_KERNEL_CH)
-		line("kernel %llu %llu %llu %llu\n", (unsigned long long)e->c->comm,
+		line("kernel %llu %llu %llu %llu %d\n", (unsigned long long)e->c->comm,
 		     (unsigned long long)(e->parent ? e->parent->seq : ~0ull), (unsigned long long)e->start,
-		     (unsigned long long)e->end);
+		     (unsigned long long)e->end, e->channel);
 	else if (e->type == NCCLP_COLL)
 		line("stop %llu %llu\n", (unsigned long long)e->c->comm, (unsigned long long)e->seq);
 	free(e);

@@ -447,6 +447,24 @@ int html_report(const struct analysis *a, const char *path, char *err, size_t er
 		fprintf(out, "</table></div>\n<p>The device's step in ms per step: busy in the first that applies, else idle by what "
 			     "the host did then.</p>\n");
 	}
+	int anynccl = 0; /* each rank's NCCL kernels, and where their times came from */
+	for (int r = 0; r < a->nranks; r++)
+		anynccl |= a->ranks[r].gpu.nccl_src && (a->ranks[r].gpu.have || a->ranks[r].gpu.nccl_src == 2);
+	if (anynccl) {
+		fprintf(out, "<div class=\"wide\"><table id=\"nccl\"><tr><th>rank</th><th>NCCL times from</th>"
+			     "<th>kernels per step</th><th>ms per step</th><th>waiting (ms)</th><th>MiB per step</th>"
+			     "<th>late p50 (ms)</th></tr>\n");
+		for (int r = 0; r < a->nranks; r++) {
+			const struct gpustat *g = &a->ranks[r].gpu;
+			if (!g->nccl_src || (!g->have && g->nccl_src != 2))
+				continue;
+			fprintf(out, "<tr><td>%d</td><td>%s</td><td>%.1f</td><td>%.2f</td><td>%.2f</td><td>%.1f</td>"
+				     "<td>%.2f</td></tr>\n", a->ranks[r].rank, g->nccl_src == 2 ? "NCCL's profiler plugin" : "CUPTI",
+				g->nccl_calls, g->nccl_ms, g->nccl_ms - g->nccl_xfer_ms, g->nccl_bytes / 1048576, g->nccl_late_p50);
+		}
+		fprintf(out, "</table></div>\n<p>NCCL's kernels on the GPU: waiting is their time before the last rank's "
+			     "kernel of the same collective started; late, how long after the first rank's they started.</p>\n");
+	}
 	fprintf(out, "</section>\n");
 
 	/* the slowest step and a typical one, across the ranks */

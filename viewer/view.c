@@ -346,9 +346,13 @@ static void gpu_tracks(struct view *v)
 		ev_begin(v, "X", v->pid[v->r], GPU_TID(v->r, s), g.t);
 		o_us(v->o, "dur", g.d);
 		fputs(",\"name\":", v->o);
-		if (g.name)
+		if (g.name) {
 			json_put_string(v->o, g.name, SIZE_MAX);
-		else
+		} else if (g.plugin) { /* (NCCL's profiler plugin names no kernel: its operation) */
+			char nm[48];
+			snprintf(nm, sizeof nm, "NCCL %s", g.op >= 0 && g.op < DDPSPY_OP_COUNT ? ddpspy_op_names[g.op] : "collective");
+			json_put_string(v->o, nm, SIZE_MAX);
+		} else
 			json_put_string(v->o, !strcmp(g.cls, "copy_in") ? "copy HtoD" : !strcmp(g.cls, "copy") ? "copy" : "kernel", SIZE_MAX);
 		fprintf(v->o, ",\"cat\":\"gpu\",\"args\":{\"work\":\"%s\",\"stream\":%u,\"corr\":%u", g.nccl ? "nccl" : g.cls,
 		      g.stream, g.corr);
@@ -365,11 +369,16 @@ static void gpu_tracks(struct view *v)
 		}
 		if (g.launch != g.t)
 			o_us(v->o, "launched_at", g.launch - v->base);
+		if (g.plugin)
+			fputs(",\"source\":\"nccl-plugin\"", v->o);
 		fputs("}}", v->o);
 	}
 	for (int s = 0; s < ns && v->show[v->r]; s++) {
 		char b[64];
-		snprintf(b, sizeof b, "GPU %d stream %u", p->gpu ? v->a->ranks[v->r].gpu.device : 0, streams[s]);
+		if (streams[s] == UINT32_MAX) /* (an_gpu_work's stream for the plugin's kernels) */
+			snprintf(b, sizeof b, "NCCL kernels (NCCL's profiler plugin)");
+		else
+			snprintf(b, sizeof b, "GPU %d stream %u", p->gpu ? v->a->ranks[v->r].gpu.device : 0, streams[s]);
 		meta(v, "thread_name", v->pid[v->r], GPU_TID(v->r, s), b, 2000 + s);
 	}
 	an_gpu_close(p);

@@ -557,8 +557,25 @@ API(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * id))
 	return ncclSuccess;
 }
 
-/* joins the communicator of segment name (a unique id's, or a split's) as rank of nranks */
-static ncclResult_t join(ncclComm_t *out, int nranks, const char *name, int rank)
+struct prof_args {
+	struct prof_comm *p;
+	uint64_t hash;
+	int nranks, rank;
+};
+
+static void *prof_init_job(void *arg)
+{
+	struct prof_args *a = arg;
+	prof_init(a->p, a->hash, a->nranks, a->rank);
+	return NULL;
+}
+
+/* joins the communicator of segment name (a unique id's, or a split's) as rank of nranks; config
+ * (NULL none) blocking 0 makes it nonblocking: NCCL then initializes it on a thread of its own
+ * (src/group.cc: a nonblocking communicator's init job runs in ncclAsyncJobMain on a new thread,
+ * and the profiler plugin's init with it, src/init.cc), modelled by calling the plugin's init
+ * from a thread made for it */
+static ncclResult_t join(ncclComm_t *out, int nranks, const char *name, int rank, const ncclConfig_t *config)
 {
 	if (!out || nranks < 1 || nranks > MAXR || rank < 0 || rank >= nranks ||
 	    strncmp(name, "/" MAGIC, strlen(MAGIC) + 1) || !memchr(name, 0, NCCL_UNIQUE_ID_BYTES))
@@ -603,7 +620,12 @@ static ncclResult_t join(ncclComm_t *out, int nranks, const char *name, int rank
 	uint64_t hash = 1469598103934665603ull; /* (NCCL's commHash: of its unique id, the same on every rank) */
 	for (const char *q = name; *q; q++)
 		hash = (hash ^ (unsigned char)*q) * 1099511628211ull;
-	prof_init(&c->prof, hash, nranks, rank);
+	struct prof_args pa = { &c->prof, hash, nranks, rank };
+	pthread_t pt;
+	if (config && config->blocking == 0 && pthread_create(&pt, NULL, prof_init_job, &pa) == 0)
+		pthread_join(pt, NULL);
+	else
+		prof_init(&c->prof, hash, nranks, rank);
 	*out = c;
 	return ncclSuccess;
 }
@@ -620,7 +642,7 @@ static ncclResult_t configure(ncclComm_t comm, const ncclConfig_t *config)
 
 API(ncclResult_t, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId id, int rank))
 {
-	return join(comm, nranks, id.internal, rank);
+	return join(comm, nranks, id.internal, rank, NULL);
 }
 
 /* config->blocking 0: a nonblocking communicator (its creation says ncclInProgress, as NCCL's does;
@@ -628,7 +650,7 @@ API(ncclResult_t, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId
 API(ncclResult_t, ncclCommInitRankConfig, (ncclComm_t * comm, int nranks, ncclUniqueId id, int rank,
 					   ncclConfig_t *config))
 {
-	ncclResult_t rc = join(comm, nranks, id.internal, rank);
+	ncclResult_t rc = join(comm, nranks, id.internal, rank, config);
 	return rc == ncclSuccess ? configure(*comm, config) : rc;
 }
 
@@ -637,7 +659,7 @@ API(ncclResult_t, ncclCommInitRankScalable, (ncclComm_t * comm, int nranks, int 
 {
 	if (!ids || nId < 1)
 		return ncclInvalidArgument;
-	ncclResult_t rc = join(comm, nranks, ids[0].internal, rank);
+	ncclResult_t rc = join(comm, nranks, ids[0].internal, rank, config);
 	return rc == ncclSuccess ? configure(*comm, config) : rc;
 }
 
@@ -660,7 +682,7 @@ API(ncclResult_t, ncclCommShrink, (ncclComm_t comm, int *exclude, int nexclude, 
 	}
 	char name[NCCL_UNIQUE_ID_BYTES];
 	snprintf(name, sizeof name, "%.80s-s%llu", comm->name, (unsigned long long)comm->splits++);
-	ncclResult_t rc = join(newcomm, size, name, rank);
+	ncclResult_t rc = join(newcomm, size, name, rank, config);
 	return rc == ncclSuccess ? configure(*newcomm, config) : rc;
 }
 
@@ -699,10 +721,10 @@ API(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_
 	}
 	char name[NCCL_UNIQUE_ID_BYTES];
 	snprintf(name, sizeof name, "%.80s-%llu-%d", comm->name, (unsigned long long)k, color);
-	ncclResult_t rc = join(newcomm, size, name, rank);
 	/* with no config of its own it takes its parent's (nccl.h: ncclCommSplit), nonblocking too */
 	ncclConfig_t inherit = NCCL_CONFIG_INITIALIZER;
 	inherit.blocking = comm->nb ? 0 : 1;
+	ncclResult_t rc = join(newcomm, size, name, rank, config ? config : &inherit);
 	return rc == ncclSuccess ? configure(*newcomm, config ? config : &inherit) : rc;
 }
 

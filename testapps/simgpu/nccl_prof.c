@@ -12,10 +12,13 @@
  *    number in the communicator, function, count, datatype as NCCL names them: "AllReduce",
  *    "ncclFloat32"), both stopped once launched;
  *  - NCCLP_KERNEL_CH: once the kernel has run, from a thread of NCCL's own (its profiler's progress
- *    thread), a KernelCh event under the Coll event with the kernel's start on the GPU's
- *    %globaltimer (when it began on this rank: it then waits in the kernel for its peers, as
- *    CUPTI's record of it says too), then recordEventState(KernelChStop) with its end (the same on
- *    every rank), then stopEvent. One channel.
+ *    thread), one KernelCh event per channel under the Coll event (ext-profiler/README.md: the
+ *    kernel's channels are its events; the Coll event says nChannels), each with its channel's start
+ *    on the GPU's %globaltimer, then recordEventState(KernelChStop) with its end, then stopEvent.
+ *    SIMGPU_NCCL_CHANNELS channels (default 2, 1 to 32): channel c begins 300 ns * c after the
+ *    kernel did (when it began on this rank: it then waits in the kernel for its peers, as CUPTI's
+ *    record of it says too) and ends 200 ns * c before it (the end the same on every rank), so the
+ *    first to begin and the last to end are the kernel's own.
  * The GPU's %globaltimer is modelled as the host's CLOCK_REALTIME, in ns, plus
  * SIMGPU_GLOBALTIMER_SKEW_NS (default 0): the PTX ISA says only "a predefined, 64-bit global
  * nanosecond timer"; its relation to a host clock is assumed, not documented.
@@ -35,6 +38,14 @@
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static const ncclp_v5_t *plugin;
 static int mask; /* the activation mask the plugin set */
+
+/* the channels a collective's kernel runs on (SIMGPU_NCCL_CHANNELS) */
+static int channels(void)
+{
+	const char *v = getenv("SIMGPU_NCCL_CHANNELS");
+	int n = v && *v ? atoi(v) : 2;
+	return n < 1 ? 1 : n > 32 ? 32 : n;
+}
 
 static void load(void)
 {
@@ -100,7 +111,7 @@ void *prof_coll(struct prof_comm *p, int func, const void *src, void *dst, size_
 		c.coll.count = count;
 		c.coll.root = root;
 		c.coll.datatype = dtype;
-		c.coll.nChannels = 1;
+		c.coll.nChannels = (uint8_t)channels();
 		c.coll.nWarps = 16;
 		c.coll.algo = "RING";
 		c.coll.proto = "LL";
@@ -168,15 +179,18 @@ static void *progress(void *arg)
 		uint64_t now = clock_ns(CLOCK_MONOTONIC);
 		if (now < r->end) /* (seen once it has run, as NCCL's progress thread polls for it) */
 			usleep((useconds_t)((r->end - now) / 1000 + 1));
-		void *k = NULL;
-		ncclp_descr_v5_t d = { .type = NCCLP_KERNEL_CH, .parentObj = r->coll, .rank = r->p->rank };
-		d.kernelCh.channelId = 0;
-		d.kernelCh.pTimer = globaltimer(r->start);
-		plugin->startEvent(r->p->ctx, &k, &d);
-		if (k) {
-			ncclp_state_args_v5_t a = { .kernelCh = { globaltimer(r->end) } };
-			plugin->recordEventState(k, NCCLP_KERNEL_CH_STOP, &a);
-			plugin->stopEvent(k);
+		for (int c = 0, n = channels(); c < n; c++) {
+			uint64_t start = r->start + 300u * (unsigned)c, end = r->end - 200u * (unsigned)c;
+			void *k = NULL;
+			ncclp_descr_v5_t d = { .type = NCCLP_KERNEL_CH, .parentObj = r->coll, .rank = r->p->rank };
+			d.kernelCh.channelId = (uint8_t)c;
+			d.kernelCh.pTimer = globaltimer(start);
+			plugin->startEvent(r->p->ctx, &k, &d);
+			if (k) {
+				ncclp_state_args_v5_t a = { .kernelCh = { globaltimer(end > start ? end : start) } };
+				plugin->recordEventState(k, NCCLP_KERNEL_CH_STOP, &a);
+				plugin->stopEvent(k);
+			}
 		}
 		plugin->stopEvent(r->coll);
 		__atomic_sub_fetch(&r->p->pending, 1, __ATOMIC_ACQ_REL);

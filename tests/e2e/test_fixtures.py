@@ -308,6 +308,34 @@ if case("gpu-straggler"):
        and near(f[0]["severity"], want, 0.15) and j["ranks"][0]["gpu"]["nccl_wait_share"] > 0.25,
        "GPU straggler: rank 1, cause compute, severity within 15%% of its extra kernel time over the step %.3f; rank "
        "0's NCCL kernels wait for it: %s" % (want, summary("gpu-straggler")))
+if case("gpu-plugin-straggler"):
+    # gpu-straggler with rank 1's CUPTI held by Nsight Systems: its NCCL kernels from NCCL's profiler
+    # plugin only, and still what shows rank 0 waiting for it on the device
+    j, t, f = rep["gpu-plugin-straggler"], truth["gpu-plugin-straggler"], find("gpu-plugin-straggler", "straggler")
+    want = (t["ranks"][1]["compute_ms"] - t["ranks"][0]["compute_ms"]) / t["step_ms_p50"]
+    cov, nc = j["coverage"], [r.get("nccl") or {} for r in j["ranks"]]
+    ok(j["verdict"]["bound"] == "compute" and len(f) == 1 and f[0]["rank"] == 1 and f[0]["evidence"]["cause"] == "compute"
+       and near(f[0]["severity"], want, 0.15) and j["ranks"][0]["gpu"]["nccl_wait_share"] > 0.25,
+       "GPU straggler, rank 1 timed by NCCL's plugin: rank 1, cause compute, severity within 15%% of its extra kernel "
+       "time over the step %.3f; rank 0's NCCL kernels wait for it: %s" % (want, summary("gpu-plugin-straggler")))
+    ok([c["gpu"] for c in cov] == ["cupti", "nccl-plugin"] and [x.get("source") for x in nc] == ["cupti", "nccl-plugin"]
+       and nc[1]["kernels_per_step"] == t["buckets"] and nc[1]["bytes_per_step"] == nc[0]["bytes_per_step"] and
+       near(j["ranks"][1]["late_ms_p50"], rep["gpu-straggler"]["ranks"][1]["late_ms_p50"], 0.1) and
+       cov[0]["nccl_check"]["matched"] == t["buckets"] * (t["steps"] + t["warmup"]),
+       "GPU straggler, rank 1 timed by NCCL's plugin: the coverage says so; its %d buckets per step, rank 0's bytes; "
+       "its kernels late as gpu-straggler's CUPTI found them (%.2f ms) within 10%%: %s; rank 0's check %s"
+       % (t["buckets"], rep["gpu-straggler"]["ranks"][1]["late_ms_p50"], nc, cov[0].get("nccl_check")))
+    # the HTML page: its coverage line and each rank's NCCL times with their source
+    hp = os.path.join(d, "plugin.html")
+    subprocess.run([DDPSPY, "report", os.path.join(FX, "gpu-plugin-straggler"), "--html", hp], capture_output=True,
+                   timeout=120)
+    page = open(hp).read() if os.path.exists(hp) else ""
+    tab = page[page.find('<table id="nccl">'):][:1200]
+    ok("rank 1 NCCL kernel times from NCCL&#39;s profiler plugin, no CUPTI" in page.replace("'", "&#39;") and
+       "<td>0</td><td>CUPTI</td><td>3.0</td>" in tab and "<td>1</td><td>NCCL&#39;s profiler plugin</td><td>3.0</td>"
+       in tab.replace("'", "&#39;"),
+       "GPU straggler, rank 1 timed by NCCL's plugin: the HTML page's coverage and its NCCL table name each rank's "
+       "source: %s" % tab[:300])
 if case("gpu-launch-bound"):
     j, t = rep["gpu-launch-bound"], truth["gpu-launch-bound"]
     want = 1 - statistics.mean(r["compute_ms"] for r in t["ranks"]) / t["step_ms_p50"]  # all but the kernels' time
@@ -320,7 +348,7 @@ if case("gpu-launch-bound"):
 
 # ---- memory errors: the report under valgrind ----
 if shutil.which("valgrind"):
-    for n in ("healthy", "trap", "damaged", "dropped", "gpu-launch-bound"):
+    for n in ("healthy", "trap", "damaged", "dropped", "gpu-launch-bound", "gpu-plugin-straggler"):
         p, why = under_valgrind(["report", "--json", os.path.join(FX, n)])
         ok(p.returncode == 0, "valgrind: no memory error or leak in the report of %s (rc=%d)%s" % (n, p.returncode, why))
 else:

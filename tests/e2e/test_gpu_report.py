@@ -332,17 +332,32 @@ ok(j is not None and len(lost) == 2 and all(f["evidence"]["gpu_dropped"] > 0 for
        want, [(f["rank"], f["evidence"].get("gpu_dropped"), round(f["severity"], 3)) for f in lost]))
 
 # ---- coverage: where each rank's GPU figures came from, and what is missing because of it ----
-# (rank 1's CUPTI held by another profiler, as nsys holds it; rank 0's ddpspy's)
+# (rank 1's CUPTI held by another profiler, as nsys holds it; rank 0's ddpspy's: rank 1's NCCL
+# kernels timed by NCCL's profiler plugin, which is ddpspy, and checked on rank 0 against CUPTI)
 truth, out = traced("coverage", [], 2, {"SIMGPU_CUPTI_TAKEN": "Nsight Systems@1"})
 j = report(out) if truth else None
 cov = (j or {}).get("coverage") or []
 txt = subprocess.run([DDPSPY, "report", out], capture_output=True, text=True, timeout=300).stdout
 line = next((x for x in txt.splitlines() if x.startswith("coverage: ")), "")
-ok([c["gpu"] for c in cov] == ["cupti", "host-only"] and cov[0]["missing"] == [] and
-   cov[1]["missing"] == ["kernels", "copies", "nccl_timing"] and "Nsight Systems" in cov[1]["why"] and
-   line.startswith("coverage: rank 0 CUPTI; rank 1 host calls only (Nsight Systems"),
-   "coverage: rank 0's GPU figures from CUPTI, rank 1's from its host calls only, its kernels, copies and NCCL "
-   "kernel times missing because Nsight Systems holds CUPTI: %s; %s" % ([(c["gpu"], c["missing"]) for c in cov], line))
+ok([c["gpu"] for c in cov] == ["cupti", "nccl-plugin"] and cov[0]["missing"] == [] and
+   cov[1]["missing"] == ["kernels", "copies"] and "Nsight Systems" in cov[1]["why"] and
+   [c["nccl_timing"] for c in cov] == ["cupti", "nccl-plugin"] and
+   line.startswith("coverage: rank 0 CUPTI; rank 1 NCCL kernel times from NCCL's profiler plugin, no CUPTI "
+                   "(Nsight Systems"),
+   "coverage: rank 0's GPU figures from CUPTI, rank 1's NCCL kernel times from NCCL's profiler plugin, its kernels "
+   "and copies missing because Nsight Systems holds CUPTI: %s; %s" % ([(c["gpu"], c["missing"]) for c in cov], line))
+# the same collectives on both ranks (their kernels end together, so their durations differ by
+# their starts' difference, which is a wait on one of them); rank 0's plugin against its CUPTI
+nc = [r.get("nccl") or {} for r in (j or {}).get("ranks", [])]
+chk = cov[0].get("nccl_check", {}) if cov else {}
+ok(len(nc) == 2 and [x.get("source") for x in nc] == ["cupti", "nccl-plugin"] and
+   nc[0]["kernels_per_step"] == nc[1]["kernels_per_step"] == 3 and nc[0]["bytes_per_step"] == nc[1]["bytes_per_step"] and
+   abs(nc[0]["ms_per_step"] - nc[1]["ms_per_step"]) <= nc[0]["wait_ms_per_step"] + nc[1]["wait_ms_per_step"] + 0.01 and
+   chk.get("matched") == 3 * 12 and chk["cupti_only"] == chk["plugin_only"] == 0 and chk["duration_us_max"] <= 1 and
+   abs(cov[1]["nccl_plugin"]["clock_shift_us"] - chk["start_us_p50"]) <= 1 and "gpu" not in j["ranks"][1],
+   "rank 1's NCCL kernels from the plugin: the testbed's 3 buckets per step, rank 0's bytes, kernel time per step "
+   "rank 0's within their waits, its clock shifted by how late the plugin ran against CUPTI on rank 0; no device "
+   "split for it: %s; check %s; plugin %s" % (nc, chk, cov[1].get("nccl_plugin") if len(cov) > 1 else None))
 
 # ---- bad input: --gpu without its library says so ----
 p = subprocess.run(MPIRUN + ["-np", "1", BENCH, "train", "--data", data, "--gpu", "--steps", "1"], capture_output=True,

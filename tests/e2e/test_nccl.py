@@ -258,8 +258,9 @@ def check_profiler_plugin():
     told here to the test plugin (libnccl-profiler-test.so): without ddpspy, the simulated device's own
     behaviour. NCCL_PROFILER_PLUGIN=test (libnccl-profiler-test.so on the library path) and a path
     give one init per rank, each allreduce's Coll event numbered per function and the same on both
-    ranks, its kernel's start and end on the GPU's clock (the model's duration, the same end on both
-    ranks), stopped after its kernel's event, and a finalize; "none" loads nothing."""
+    ranks, a KernelCh event per channel (SIMGPU_NCCL_CHANNELS, 2 by default) whose first start and
+    last end are its kernel's on the GPU's clock (the model's duration, the same end on both ranks),
+    stopped after its channels' events, and a finalize; "none" loads nothing."""
     plug = os.path.join(APPS, "libnccl-profiler-test.so")
     got = {}
     for how, value in (("name", "test"), ("path", plug), ("none", "none")):
@@ -287,7 +288,15 @@ def check_profiler_plugin():
     ok(len(colls) == 2 and colls[0] == colls[1] == want,
        "each allreduce's Coll event: sequence numbers 0..%d of its function, count and datatype as NCCL names them: %s"
        % (STEPS - 1, colls[:1]))
-    ks = [{k[1]: (int(k[2]), int(k[3])) for k in b["kernel"]} for b in by]
+    ks = [{} for b in by]  # each collective's channels merged: the first start, the last end
+    for k, b in zip(ks, by):
+        for e in b["kernel"]:
+            s0, e0 = k.get(e[1], (1 << 63, 0))
+            k[e[1]] = (min(s0, int(e[2])), max(e0, int(e[3])))
+    chans = [sorted({(e[1], e[4]) for e in b["kernel"]}) for b in by]
+    ok(len(by) == 2 and all(c == [(str(q), str(ch)) for q in range(STEPS) for ch in range(2)] for c in chans) and
+       all(len(b["kernel"]) == 2 * STEPS for b in by),
+       "each allreduce's kernel as one KernelCh event per channel, channels 0 and 1: %s" % [c[:4] for c in chans])
     lens = [e - s for k in ks for (s, e) in k.values()]
     ends = [ks[0][q][1] - ks[1][q][1] for q in ks[0] if q in ks[1]] if len(ks) == 2 else []
     # (a kernel starts when its stream reaches it and waits in it for the other rank: the model's
@@ -300,24 +309,35 @@ def check_profiler_plugin():
        "(%s ns apart) the model's %.1f us after the later rank's start (kernels %s us)"
        % (ends, dur / 1e3, sorted({round(x / 1e3, 1) for x in lens})))
     order = [[l[0] for l in f if l[0] in ("kernel", "stop")] for f in lines]
-    ok(all(o == ["kernel", "stop"] * STEPS for o in order) and all(len(b["stop"]) == STEPS for b in by),
-       "each Coll event stopped after its kernel's event: %s" % [o[:4] for o in order])
+    ok(all(o == ["kernel", "kernel", "stop"] * STEPS for o in order) and all(len(b["stop"]) == STEPS for b in by),
+       "each Coll event stopped after its channels' events: %s" % [o[:6] for o in order])
     ran, lines, errs = got["path"]
-    ok(ran and len(lines) == 2 and all(sum(1 for l in f if l[0] == "kernel") == STEPS for f in lines),
+    ok(ran and len(lines) == 2 and all(sum(1 for l in f if l[0] == "kernel") == 2 * STEPS for f in lines),
        "profiler plugin by path: the same events (%s)" % [len(f) for f in lines])
     ran, lines, errs = got["none"]
     ok(ran and not lines, "NCCL_PROFILER_PLUGIN=none: no plugin loaded (%d files)" % len(lines))
 
 
 def check_plugin_capture():
-    """ddpspy as NCCL's profiler plugin (preload/ncclprof.c): each allreduce's kernel as NCCL tells it,
-    joined to its call by communicator, operation and sequence number; checked against CUPTI's record
-    of the same kernel (the same duration, one offset between the two clocks); still there when
-    another tool holds CUPTI; none with DDPSPY_NCCL_PLUGIN=0 or the program's own choice of plugin."""
+    """ddpspy as NCCL's profiler plugin (preload/ncclprof.c): each allreduce's kernel as NCCL tells it
+    (one event per channel), joined to its call by communicator, operation and sequence number;
+    checked against CUPTI's record of the same kernel (the same duration, one offset between the two
+    clocks), and the report's check of one against the other; where another tool holds CUPTI, the
+    report's NCCL kernel times are the plugin's, on the host's clock within the bounds it reports; a
+    nonblocking communicator (made on a thread of NCCL's own: the plugin cannot name it) and NCCL
+    reached through a dlopen handle (no call recorded) still joined across ranks; a group's
+    collectives the group's one kernel, as CUPTI sees it; none with
+    DDPSPY_NCCL_PLUGIN=0 or the program's own choice of plugin."""
     def kernels(recs):
+        """each rank's collectives from the plugin's events, channels merged: (first start, last end)"""
         procs = {p["pid"]: int(p["cmdline"][1]) for p in of(recs, "process")}
-        ks = {r: sorted((e for e in events(recs, "nccl_kernel") if procs.get(e["pid"]) == r), key=lambda e: e["seq"])
-              for r in set(procs.values())}
+        ks = {}
+        for e in events(recs, "nccl_kernel"):
+            r = procs.get(e["pid"])
+            k = ks.setdefault(r, {}).setdefault(e["seq"], dict(e, channels=0))
+            k["gpu_start"], k["gpu_end"] = min(k["gpu_start"], e["gpu_start"]), max(k["gpu_end"], e["gpu_end"])
+            k["channels"] += 1
+        ks = {r: [v[q] for q in sorted(v)] for r, v in ks.items()}
         cu = {r: [e for e in of(recs, "gpu_event") if e["kind"] == "gpu_kernel" and procs.get(e["pid"]) == r
                   and "AllReduce" in e.get("kname", "")] for r in set(procs.values())}
         inits = {procs.get(e["pid"]): e["comm"] for e in events(recs, "nccl_init")}
@@ -325,16 +345,30 @@ def check_plugin_capture():
     ps, res, truth, recs, out = run(2, name="plugin")
     ks, cu, inits = kernels(recs)
     ok(all(p.returncode == 0 for p in ps) and len(ks) == 2 and
-       all([(k["op"], k["seq"], k["comm"], k["comm_rank"]) for k in ks[r]] ==
-           [("allreduce", i, inits[r], r) for i in range(STEPS)] for r in ks),
-       "NCCL's plugin events in ddpspy's files: each allreduce's kernel, with nccl_init's communicator id and its "
-       "sequence number: %s" % {r: [(k["op"], k["seq"]) for k in ks[r]] for r in ks})
+       all([(k["op"], k["seq"], k["comm"], k["comm_rank"], k["channels"]) for k in ks[r]] ==
+           [("allreduce", i, inits[r], r, 2) for i in range(STEPS)] for r in ks),
+       "NCCL's plugin events in ddpspy's files: each allreduce's kernel on its 2 channels, with nccl_init's "
+       "communicator id and its sequence number: %s" % {r: [(k["op"], k["seq"], k["channels"]) for k in ks[r]] for r in ks})
     offs = [k["gpu_start"] - c["t_ns"] for r in ks for k, c in zip(ks[r], cu.get(r, []))]
     durs = [(k["gpu_end"] - k["gpu_start"]) - c["dur_ns"] for r in ks for k, c in zip(ks[r], cu.get(r, []))]
     ok(len(offs) == 2 * STEPS and max(offs) - min(offs) <= 2000 and all(abs(x) <= 1000 for x in durs),
        "checked against CUPTI's records of the same kernels: the same durations (within %s ns), one offset between "
        "the GPU's %%globaltimer and the trace's clock (spread %s ns)" % (max(map(abs, durs or [0])),
                                                                       max(offs or [0]) - min(offs or [0])))
+    # the report's own check: the plugin's kernels, put on the host's clock by their bounds alone,
+    # against CUPTI's (which time the report's figures): every allreduce in both, the same
+    # durations, starts apart by no more than the bounds' width
+    j = report(out)
+    cov = j.get("coverage", [])
+    chk = [c.get("nccl_check", {}) for c in cov]
+    plug = [c.get("nccl_plugin", {}) for c in cov]
+    ok(len(cov) == 2 and all(c["gpu"] == "cupti" and c["nccl_timing"] == "cupti" for c in cov) and
+       all(x.get("matched") == STEPS and x["cupti_only"] == 0 and x["plugin_only"] == 0 and
+           x["duration_us_max"] <= 1.0 and x["start_us_p50"] <= p["clock_bound_us"] + 1 for x, p in zip(chk, plug)) and
+       all(p.get("collectives") == STEPS and p["unjoined"] == 0 and p["clock_conflicts"] == 0 for p in plug) and
+       [r.get("nccl", {}).get("source") for r in j["ranks"]] == ["cupti"] * 2,
+       "the report checks the plugin's kernels against CUPTI's: every allreduce in both, durations within 1 us, "
+       "starts within the clock's bounds; NCCL's figures from CUPTI: %s %s" % (chk, plug))
     ps, res, truth, recs, out = run(2, name="plugin-taken", extra={"SIMGPU_CUPTI_TAKEN": "Nsight Systems"})
     ks, cu, inits = kernels(recs)
     dur = model(2, 1.0, GRAD)
@@ -342,10 +376,116 @@ def check_plugin_capture():
        all(len(ks[r]) == STEPS and all(k["gpu_end"] - k["gpu_start"] >= dur - 1000 for k in ks[r]) for r in ks),
        "CUPTI held by another tool: no CUPTI kernels, NCCL's kernels still timed on the GPU through its plugin "
        "(%s per rank, each at least the model's %.1f us)" % ([len(v) for v in ks.values()], dur / 1e3))
+    taken(out, ks, "CUPTI held by another tool")
+    # the view: the plugin's kernels on a track of their own per rank, named by their operation
+    view = os.path.join(out, "view.json")
+    subprocess.run([DDPSPY, "view", out, "-o", view], capture_output=True, timeout=120)
+    vj = json.load(open(view)) if os.path.exists(view) else {}
+    ev = vj.get("traceEvents", []) if isinstance(vj, dict) else vj
+    tracks = [e["args"]["name"] for e in ev if e.get("name") == "thread_name" and "profiler plugin" in e["args"]["name"]]
+    ks_v = [e for e in ev if e.get("cat") == "gpu" and e.get("args", {}).get("source") == "nccl-plugin"]
+    ok(len(tracks) == 2 and ks_v and all(e["name"] == "NCCL allreduce" for e in ks_v),
+       "the view: the plugin's NCCL kernels on a track of their own on each rank (%s), %d kernels named by their "
+       "operation" % (tracks, len(ks_v)))
+    txt = subprocess.run([DDPSPY, "report", out], capture_output=True, text=True, timeout=120).stdout
+    ok("coverage: ranks 0-1 NCCL kernel times from NCCL's profiler plugin, no CUPTI (Nsight Systems" in txt and
+       "rank 1: NCCL kernels (NCCL's profiler plugin; no device timeline): 1.0 per step" in txt,
+       "the text report says where NCCL's times came from: %s" % [l for l in txt.splitlines() if "plugin" in l][:3])
+    # a nonblocking communicator: the plugin's context made on NCCL's own thread, unnamed (comm -1);
+    # its kernels joined to the calls by the communicator the others leave, with CUPTI and without
+    ps, res, truth, recs, out = run(2, name="plugin-nonblocking", extra={"NCCL_APP_NONBLOCKING": "1"})
+    ks, cu, inits = kernels(recs)
+    j = report(out)
+    chk = [c.get("nccl_check", {}) for c in j.get("coverage", [])]
+    ok(all(p.returncode == 0 for p in ps) and len(ks) == 2 and all(k["comm"] == -1 for r in ks for k in ks[r]) and
+       len(chk) == 2 and all(x.get("matched") == STEPS and x["plugin_only"] == 0 and x["duration_us_max"] <= 1.0
+                             for x in chk),
+       "nonblocking: the plugin's events name no communicator (%s); the report joins them to the calls, the same "
+       "collectives as CUPTI's kernels joined by the communicator's order: %s"
+       % (sorted({k["comm"] for r in ks for k in ks[r]}), chk))
+    ps, res, truth, recs, out = run(2, name="plugin-nonblocking-taken",
+                                    extra={"NCCL_APP_NONBLOCKING": "1", "SIMGPU_CUPTI_TAKEN": "Nsight Systems"})
+    ks, cu, inits = kernels(recs)
+    taken(out, ks, "nonblocking, CUPTI held by another tool", joined=True)
+    # NCCL through a dlopen handle: no call recorded, the plugin its only account (and the hash of
+    # its communicator what names each collective on both ranks)
+    ps, res, truth, recs, out = run(2, name="plugin-dlopen", extra={"NCCL_APP_DLOPEN": "1",
+                                                                    "SIMGPU_CUPTI_TAKEN": "Nsight Systems"})
+    ks, cu, inits = kernels(recs)
+    ok(all(p.returncode == 0 for p in ps) and not events(recs, "nccl_init") and
+       not [e for e in events(recs, "nccl_coll") if e["op"] == "allreduce"] and all(len(ks[r]) == STEPS for r in ks),
+       "NCCL through a dlopen handle: no communicator or allreduce call recorded, every allreduce's kernel from "
+       "the plugin (%s)" % [len(v) for v in ks.values()])
+    taken(out, ks, "NCCL through a dlopen handle", joined=False)
+    # two allreduces in the ring exchange's group: NCCL tells of each, the group launches one kernel,
+    # as CUPTI records it: the two are that kernel (joined to the group's end), with CUPTI and without
+    ps, res, truth, recs, out = run(2, name="plugin-grouped", extra={"NCCL_APP_GROUPED": "1"})
+    j = report(out)
+    cov = j.get("coverage", [])
+    ok(all(p.returncode == 0 for p in ps) and len(cov) == 2 and
+       all(c["nccl_plugin"]["collectives"] == 3 * STEPS and c["nccl_plugin"]["unjoined"] == 0 and
+           c["nccl_check"]["matched"] == 2 * STEPS and c["nccl_check"]["plugin_only"] == 0 and
+           c["nccl_check"]["cupti_only"] == 0 and c["nccl_check"]["duration_us_max"] <= 1 for c in cov),
+       "grouped allreduces: the plugin's 3 collectives a step are CUPTI's 2 kernels (the group's one): %s"
+       % [(c.get("nccl_plugin"), c.get("nccl_check")) for c in cov])
+    ps, res, truth, recs, out = run(2, name="plugin-grouped-taken", extra={"NCCL_APP_GROUPED": "1",
+                                                                           "SIMGPU_CUPTI_TAKEN": "Nsight Systems"})
+    j, jc = report(out), j
+    nc = [r.get("nccl") or {} for r in j.get("ranks", [])]
+    want = [r.get("nccl") or {} for r in jc.get("ranks", [])]
+    ok(len(nc) == 2 and all(x.get("source") == "nccl-plugin" and x["kernels_per_step"] == 2 for x in nc) and
+       [x["bytes_per_step"] for x in nc] == [x.get("bytes_per_step") for x in want],
+       "grouped allreduces, CUPTI held by another tool: 2 NCCL kernels a step from the plugin, with the bytes CUPTI's "
+       "run joined to them: %s against %s" % (nc, want))
+    # no CUPTI at all (DDPSPY_GPU=0): the plugin still times NCCL
+    ps, res, truth, recs, out = run(2, name="plugin-gpu-off", extra={"DDPSPY_GPU": "0"})
+    ks, cu, inits = kernels(recs)
+    taken(out, ks, "DDPSPY_GPU=0", why="no GPU capture recorded")
     for name, extra in (("plugin-off", {"DDPSPY_NCCL_PLUGIN": "0"}), ("plugin-program", {"NCCL_PROFILER_PLUGIN": "none"})):
         ps, res, truth, recs, out = run(2, name=name, extra=extra)
         ok(all(p.returncode == 0 for p in ps) and not events(recs, "nccl_kernel") and events(recs, "nccl_coll"),
            "%s: no plugin events, the NCCL calls recorded as before" % name)
+
+
+def taken(out, ks, what, joined=True, why="Nsight Systems"):
+    """The report of a run whose CUPTI another tool held: coverage nccl-plugin on both ranks, the
+    collectives (joined to calls or not) matched across the ranks, and the NCCL figures the
+    plugin's: kernel time per step the events' durations, the wait before the later rank's kernel
+    started the difference of the two ranks' starts (the clock put on each rank apart)."""
+    j = report(out)
+    cov = j.get("coverage", [])
+    nc = {r["rank"]: r.get("nccl") for r in j.get("ranks", [])}
+    plug = [c.get("nccl_plugin", {}) for c in cov]
+    ok(len(cov) == 2 and all(c["gpu"] == "nccl-plugin" and c["nccl_timing"] == "nccl-plugin" and
+                             c["missing"] == ["kernels", "copies"] and why in c["why"] for c in cov) and
+       all(p.get("collectives") == STEPS and p["unjoined"] == (0 if joined else STEPS) for p in plug),
+       "%s: each rank's coverage says its NCCL kernel times came from NCCL's profiler plugin, its kernels and "
+       "copies missing: %s" % (what, [(c["gpu"], c["missing"], c.get("nccl_plugin")) for c in cov]))
+    if not (len(ks) == 2 and all(nc.get(r) for r in (0, 1))):
+        ok(False, "%s: NCCL figures on both ranks: %s" % (what, nc))
+        return
+    # ground truth from the events: each collective's duration, and the later rank's start
+    durs = {r: [(k["gpu_end"] - k["gpu_start"]) / 1e6 for k in ks[r]] for r in ks}
+    waits = {r: [max(0, (b["gpu_start"] - a["gpu_start"]) / 1e6) for a, b in
+                 zip(ks[r], ks[1 - r])] for r in ks}
+    # (with its calls the steps are the allreduces', one each; without them time windows, whose
+    # rounded counts divide badly: the sum over the job's steps instead)
+    steps = j["job"]["steps_analyzed"]
+    ok(all(nc[r]["source"] == "nccl-plugin" for r in (0, 1)) and
+       (all(nc[r]["kernels_per_step"] == 1 and min(durs[r]) - 0.001 <= nc[r]["ms_per_step"] <= max(durs[r]) + 0.001
+            for r in (0, 1)) if joined else
+        all(nc[r]["ms_per_step"] * steps <= sum(durs[r]) + 0.001 * steps and
+            nc[r]["ms_per_step"] * steps >= (len(durs[r]) - 2) * min(durs[r]) - 0.001 * steps for r in (0, 1))),
+       "%s: NCCL kernel time per step from the plugin's kernels' durations (%s ms): %s"
+       % (what, {r: (round(min(v), 3), round(max(v), 3)) for r, v in durs.items()}, nc))
+    # (both ranks' %globaltimer is the host's wall clock here, so the events' starts compare
+    # directly; the report's clock for each rank comes from its own bounds, within their width)
+    # (each rank's offset is late by its quickest notice of a kernel's end: alike on both, below 0.3 ms)
+    ok(all(abs(nc[r]["wait_ms_per_step"] / nc[r]["kernels_per_step"] - sorted(waits[r])[len(waits[r]) // 2]) <= 0.3
+           for r in (0, 1)),
+       "%s: the wait before the later rank's kernel started, per kernel, as the events' starts say (%s ms, within "
+       "0.3 ms): %s" % (what, {r: [round(x, 3) for x in v] for r, v in waits.items()},
+                        {r: nc[r]["wait_ms_per_step"] for r in nc}))
 
 
 check(2)

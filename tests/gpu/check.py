@@ -330,6 +330,24 @@ def nccl_checks(app):
     for name in ("blocking",):
         j = report("nccl-" + name, os.path.join(OUT, "nccl-" + name))
         fact("nccl_%s_report" % name, j and {"clock": j["job"]["clock"], "join": [r.get("gpu", {}).get("nccl_join") for r in j["ranks"]]})
+        # the report's own check of the plugin's kernels against CUPTI's (collector/ncclplug.c)
+        chk = [(c.get("nccl_check"), c.get("nccl_plugin")) for c in (j or {}).get("coverage", [])]
+        fact("nccl_plugin_check", chk)
+        ok(j is not None and len(chk) == n and all(c and c["matched"] == 4 and c["plugin_only"] == 0 and
+                                                   c["duration_us_max"] <= 20 for c, p in chk),
+           "%d ranks: the report's check of NCCL's profiler plugin against CUPTI: every allreduce in both, durations "
+           "within 20 us: %s" % (n, chk))
+    # no CUPTI (DDPSPY_GPU=0): NCCL's kernels from the plugin alone, the coverage saying so
+    recs = nccl_run(app, "plugin-only", n, {"DDPSPY_GPU": "0"})
+    if recs is not None:
+        j = report("nccl-plugin-only", os.path.join(OUT, "nccl-plugin-only"))
+        cov = [(c["gpu"], c.get("nccl_plugin")) for c in (j or {}).get("coverage", [])]
+        nc = [r.get("nccl") for r in (j or {}).get("ranks", [])]
+        fact("nccl_plugin_only", {"coverage": cov, "nccl": nc})
+        ok(j is not None and [c for c, p in cov] == ["nccl-plugin"] * n and
+           all(x and x["source"] == "nccl-plugin" and x["kernels_per_step"] >= 1 for x in nc),
+           "%d ranks without CUPTI: NCCL's kernels timed by NCCL's profiler plugin, the coverage says so: %s %s"
+           % (n, cov, nc))
     recs = nccl_run(app, "nonblocking", n, {"NCCL_APP_NONBLOCKING": "1"})
     if recs is not None:
         j = report("nccl-nonblocking", os.path.join(OUT, "nccl-nonblocking"))

@@ -1,0 +1,163 @@
+/* The GPU part's own records (gpu.c), shared with the file that turns NCCL's profiler plugin's
+ * events into NCCL kernels (ncclplug.c): what one process's file held of its device. */
+#ifndef DDPSPY_GPU_INT_H
+#define DDPSPY_GPU_INT_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "trace.h"
+
+/* in a comparison of records a and b: their order by field f, where they differ in it */
+#define CMP_BY(f) \
+	if (a->f != b->f) \
+		return (a->f > b->f) - (a->f < b->f)
+
+enum { GW_COMPUTE, GW_COPY, GW_COPY_IN, GW_NCCL, GW_COUNT };
+
+struct gwork {            /* a kernel, copy or set */
+	int64_t t, d, launch; /* launch: its launching call's host time (t when unknown) */
+	int64_t bytes;
+	uint32_t corr, stream;
+	uint32_t ctx;         /* its context: CUPTI's stream ids are its context's (every legacy stream is 7) */
+	int32_t comm, seq;    /* NCCL kernels: their collective (seq -1 unknown) */
+	uint32_t name;        /* kernels: the name's id in the file's string table (gpuproc.names) */
+	int8_t cls, pageable;
+	int8_t pinned;        /* copies between the device and pinned host memory */
+	int8_t device;        /* its device (-1 beyond MAX_GDEV) */
+	int8_t op;            /* NCCL kernels: their call's operation (-1 unknown) */
+	int8_t plugin;        /* an NCCL kernel as NCCL's profiler plugin told it (ncclplug.c), not CUPTI */
+};
+
+struct gapi {             /* a CUDA runtime or driver call, as CUPTI saw it */
+	int64_t t, d;
+	uint32_t corr;
+	uint32_t thread;      /* CUPTI's id of its thread (the low half of its pthread_t) */
+	int8_t launch;
+	int8_t wait;          /* W_*: a call that may wait for the device */
+};
+
+/* runtime calls that hold the host for the device, by their names (api_wait) */
+enum { W_NONE, W_ALWAYS, W_POLL, W_LONG };
+
+struct gxc {              /* CUPTI's external correlation: the call corr ran inside ddpspy's ext */
+	uint32_t corr;
+	uint64_t ext;
+};
+
+struct gcall {            /* an NCCL call, or the end of a group, by the external id around it */
+	uint64_t ext;
+	int32_t comm, seq;
+	int64_t bytes;
+	int8_t op;
+	int8_t unit;          /* what launches: a call outside a group, or a group's end */
+	int8_t used;          /* a kernel joined it by its external id */
+	int64_t t;            /* its call's start (a group's end: the group end call's) */
+	uint32_t grp;         /* the group it is in or ends (1, 2, ... in the process), 0 none */
+};
+
+/* one nccl_kernel event: a collective's kernel on one channel, as NCCL's profiler plugin told it */
+struct gplug {
+	int64_t told;         /* when the plugin was told (the host's clock) */
+	int64_t gs, ge;       /* its start and end on the GPU's %globaltimer */
+	int64_t seq, count;   /* the plugin's sequence number: per operation in its communicator */
+	uint64_t hash;        /* NCCL's hash of its communicator (equal on every rank) */
+	int32_t comm, rank;   /* ddpspy's id of the communicator (-1 unknown), the rank's in it */
+	int8_t op;
+};
+
+/* what became of the plugin's events: their collectives, joined to calls or not, their clock, and
+ * where CUPTI timed the same kernels, how the two agree */
+struct plugstat {
+	uint32_t colls;       /* collectives (channels' events merged) */
+	uint32_t unjoined;    /* of them, not joined to a call (no communicator or no such call) */
+	uint32_t conflicts;   /* of them, whose clock bounds crossed (the mapping's assumption broke) */
+	double bound_us;      /* the median width of the clock mapping's bounds: how late a time may be */
+	uint32_t matched, cupti_only, plugin_only; /* against CUPTI's NCCL kernels, by collective */
+	double start_us, dur_us, dur_us_max;  /* |plugin - CUPTI|: starts' and durations' median, and the
+					        * durations' largest */
+	double late_us;       /* plugin - CUPTI, starts' median: how late the plugin's clock runs */
+};
+
+enum { NSRC_NONE, NSRC_CUPTI, NSRC_PLUGIN };
+
+#define MAX_GCOMMS 16
+#define MAX_GDEV 16 /* devices told apart in one process */
+enum { JOIN_EXT, JOIN_COMM_ORDER, JOIN_ORDER, JOIN_KINDS };
+
+struct gsite {            /* a call site that waited for the device: thread, stack, kind */
+	int tid;
+	uint32_t stack;
+	int kind, what;
+	double ms, calls;
+	char frames[8][112];
+	int nframes;
+};
+
+#define MAX_SITES 16
+
+struct gpuproc {
+	struct gwork *w;
+	size_t nw, cw;
+	struct gapi *api;
+	size_t na, ca;
+	struct gxc *xc;
+	size_t nx, cx;
+	struct gcall *call;
+	size_t nc, cc;
+	int depth;            /* NCCL group nesting, and the group's first call */
+	size_t group_first;
+	struct gsite site[MAX_SITES];
+	int nsites;
+	uint64_t records;
+	struct namememo {     /* memo's answers for the file's names, the last one each slot saw */
+		int64_t id[64];
+		int8_t has[64];
+	} nccl_name, launch_name, wait_name;
+	int host_cuda;        /* the preload's wrappers saw CUDA calls: its host waits come from them */
+	struct trace_name *names; /* the file's string table, copied: the kernels' names */
+	size_t nnames;
+	int placed;           /* times on the job's clock (place) */
+	size_t nall;          /* its device work when read (w may hold only its NCCL kernels: below) */
+	int nccl_only;        /* report --mpi: another process read the file, and splits its rank; of its
+			       * work, only the NCCL kernels came here (the clocks and the instances) */
+	int over;             /* its work was more than its share (an_gpu_record's keep): w holds only
+			       * its NCCL kernels and large pageable copies, api none, and xc and call
+			       * are kept for an_gpu_open, which reads the file again for the rest */
+	struct gwork *pw;     /* while open (an_gpu_open): that list, set aside */
+	size_t npw;
+	int pplaced, opened;
+	int device;           /* the device its split follows: where most of its NCCL kernels ran, else most of its
+			       * work (devices_chosen); -1 none */
+	uint32_t on_dev[MAX_GDEV], nccl_on_dev[MAX_GDEV]; /* its work, and its NCCL kernels, by device */
+	uint64_t other_dev;   /* records of its work on other devices, left out */
+	struct gcomm {        /* its communicators (nccl_init): the first MAX_GCOMMS */
+		int32_t comm, nranks, rank;
+		int8_t blocking;
+	} comms[MAX_GCOMMS];
+	int ncomms, allcomms;
+	uint32_t join[JOIN_KINDS]; /* its NCCL kernels, by how they were joined to their calls */
+	/* the file's "gpu" record: capture's state and losses */
+	char state[16], why[160];
+	int64_t dropped, lead_ns;
+	char client[64];      /* another CUPTI client that shared ddpspy's subscription ("" none) */
+	/* NCCL's profiler plugin (ncclplug.c): its events as read, and what became of them */
+	struct gplug *plug;
+	size_t np, cp;
+	uint32_t groups;      /* NCCL groups ended so far (gcall.grp) */
+	int nccl_src;         /* NSRC_*: where its NCCL kernels' times came from */
+	struct plugstat pstat;
+	int64_t shift;        /* taken off its plugin kernels' times when placed: how late the plugin's
+			       * clock ran where CUPTI checked it (an_gpu_split), 0 none */
+};
+
+/* ncclplug.c: an nccl_kernel event into g (1: out of memory) */
+int an_plug_event(struct gpuproc *g, const struct trace_event *e);
+/* g's plugin events as NCCL kernels on the process's clock, joined to g's calls (its call list
+ * and communicators whole): *out (malloc'ed), how many returned; g->pstat's first part filled */
+size_t an_plug_kernels(struct gpuproc *g, struct gwork **out);
+/* the plugin's kernels k (n) against the CUPTI kernels in g->w: g->pstat's second part */
+void an_plug_check(struct gpuproc *g, const struct gwork *k, size_t n);
+void an_plug_free(struct gpuproc *g);
+
+#endif
