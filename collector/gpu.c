@@ -1229,7 +1229,17 @@ static double overlap_left(const struct gpuproc *g, struct itab *tab, const int6
 	return steps ? total / steps : 0;
 }
 
-/* An NCCL kernel w that started in step st into its rank's figures (gs), and its wait wt (before the
+/* The host step of ri's N (before they become the device's) in which w was launched, -1 none: by
+ * its launching call (its start where none was seen). Not the device step it started in: a
+ * collective that runs after its step's computation starts in the next device step, and at the
+ * end of a block of a sample's steps in none, so a sample's counts would move by a block's edges. */
+static long launch_step(const struct rankinfo *ri, size_t N, const struct gwork *w)
+{
+	size_t k = first_at(ri->steps, N, sizeof *ri->steps, offsetof(struct rankstep, t1), w->launch + 1);
+	return k < N && ri->steps[k].t0 <= w->launch ? (long)k : -1;
+}
+
+/* An NCCL kernel w launched in step st into its rank's figures (gs), and its wait wt (before the
  * last rank's kernel of its collective started, in) into that collective's as the host saw it (its
  * calls, by communicator and sequence number: add). 1 when it has a lateness (*late: after the
  * first rank's kernel started), also st's latest. */
@@ -1304,23 +1314,26 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 	kus = malloc((nw + 1) * sizeof *kus);
 	for (size_t i = 0; i < nw; i++) {
 		const struct gwork *w = &g->w[i];
-		if (w->d <= 0 || w->t + w->d <= b[0] || w->t >= b[2 * N - 1])
+		if (w->d <= 0)
 			continue;
-		if (add_edge(h, w->t, w->d, w->cls))
-			goto out;
 		struct inst *in = w->cls == GW_NCCL ? ginst(tab, w, 0) : NULL;
 		int64_t wt = in && in->n > 1 && in->max_arr > w->t ? in->max_arr - w->t : 0;
-		if (wt > 0 && nwaits < INT32_MAX) {
-			struct nwait *nv = room_for(waits, nwaits, &cwaits, sizeof *waits, 256);
-			if (!nv)
+		if (w->t + w->d > b[0] && w->t < b[2 * N - 1]) { /* (the sweep's) */
+			if (add_edge(h, w->t, w->d, w->cls))
 				goto out;
-			waits = nv;
-			waits[nwaits] = (struct nwait){ wt < w->d ? wt : w->d, in->late };
-			h->e[h->n - 2].wait = (int32_t)nwaits++;
+			if (wt > 0 && nwaits < INT32_MAX) {
+				struct nwait *nv = room_for(waits, nwaits, &cwaits, sizeof *waits, 256);
+				if (!nv)
+					goto out;
+				waits = nv;
+				waits[nwaits] = (struct nwait){ wt < w->d ? wt : w->d, in->late };
+				h->e[h->n - 2].wait = (int32_t)nwaits++;
+			}
 		}
-		/* the per-step figures: work that started in a step (the work between a sample's steps
-		 * is in the sweep, which must know when the device was busy, but not in them) */
-		long k = step_of(b, N, w->t);
+		/* the per-step figures: work launched in a step (launch_step; the work between a
+		 * sample's steps is in the sweep, which must know when the device was busy, but not in
+		 * them) */
+		long k = launch_step(ri, N, w);
 		if (k < 0)
 			continue;
 		double late;
@@ -1487,7 +1500,7 @@ static int with_work(const struct analysis *a)
 }
 
 /* A rank whose only device times are its NCCL kernels' from the plugin (no CUPTI): its steps stay
- * its host's (no device timeline to split), and its NCCL figures are its kernels' that started in
+ * its host's (no device timeline to split), and its NCCL figures are its kernels' launched in
  * them: time, the part before the last rank's kernel started, bytes, count, lateness. Its
  * lateness is its kernels' (as a rank split from its device has), not its calls': on a GPU the
  * calls only enqueue. */
@@ -1497,21 +1510,14 @@ static void nccl_figures(struct analysis *a, struct stepdata *sd, struct itab *t
 	const struct gpuproc *g = ri->p->gpu;
 	struct gpustat *gs = &ri->gpu;
 	size_t N = sd->K;
-	int64_t *b = malloc(2 * N * sizeof *b);
 	double *late = malloc((g->nw + 1) * sizeof *late);
 	size_t nl = 0;
-	if (!b || !late || !ri->steps)
+	if (!late || !ri->steps)
 		goto out;
-	for (size_t k = 0; k < N; k++) {
-		b[2 * k] = ri->steps[k].t0;
-		b[2 * k + 1] = ri->steps[k].t1 > ri->steps[k].t0 ? ri->steps[k].t1 : ri->steps[k].t0;
-	}
-	for (size_t k = 1; k < 2 * N; k++) /* (in order, as step_of needs) */
-		b[k] = b[k] < b[k - 1] ? b[k - 1] : b[k];
 	gs->nccl_max_op = -1;
 	for (size_t i = 0; i < g->nw; i++) {
 		const struct gwork *w = &g->w[i];
-		long k = w->cls == GW_NCCL ? step_of(b, N, w->t) : -1;
+		long k = w->cls == GW_NCCL ? launch_step(ri, N, w) : -1;
 		if (k < 0)
 			continue;
 		struct inst *in = ginst(tab, w, 0);
@@ -1530,7 +1536,6 @@ static void nccl_figures(struct analysis *a, struct stepdata *sd, struct itab *t
 	gs->nccl_late_p50 = p50(late, nl);
 	gs->nccl_src = NSRC_PLUGIN;
 out:
-	free(b);
 	free(late);
 }
 
