@@ -2,7 +2,9 @@
  * carry the an_ prefix. The sections follow the phases in order, and each file calls only the
  * sections above its own:
  *   kinds.c, stats.c   what each event kind means; quantiles and collective instances
- *   load.c             the trace files into per-thread timelines; the ranks; warnings
+ *   model.c            what every phase uses of the job's model: warnings, the training thread,
+ *                      the waits for late ranks, the sample's size
+ *   load.c             the trace files into per-thread timelines; the ranks
  *   clocks.c           every process's times on the job's clock
  *   steps.c            each rank's step boundaries
  *   split.c            each step split into compute / data / comms / host, waits, critical path
@@ -208,13 +210,29 @@ struct itab {
 /* the instance of (comm, seq), created when asked; NULL when absent or out of memory */
 struct inst *an_inst_get(struct itab *t, int comm, int seq, int create);
 
-/* ---- load.c ---- */
+/* ---- model.c: what every phase uses of the job's model (it calls no phase) ---- */
 
 void an_warn(struct analysis *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+struct thr *an_train_thread(const struct proc *p);
+/* a test-only limit (docs/testing.md): a positive integer from the environment, or def */
+size_t an_env_size(const char *name, size_t def);
+/* the steps sampled per rank of a job of nranks */
+size_t an_sample_max(size_t nranks);
+/* rank r waited ms in step k for late rank L (struct wfrom; entries of one step together, in time
+ * order, then an_wf_sort); rank r's waits for late ranks in step k: *n entries from the one
+ * returned; its wait for L in step k */
+struct stepdata;
+struct wfrom;
+void an_wf_add(struct stepdata *sd, int r, size_t k, int L, double ms);
+void an_wf_sort(struct stepdata *sd, int r);
+const struct wfrom *an_wfrom_step(const struct stepdata *sd, int r, size_t k, size_t *n);
+double an_wfrom(const struct stepdata *sd, int r, size_t k, int L);
+
+/* ---- load.c ---- */
+
 /* every file under a->dirs into a->procs, and a->ranks; -1 when no rank is readable (err says why) */
 int an_load(struct analysis *a, const struct report_options *o, char *err, size_t errlen);
 void an_load_free(struct analysis *a);
-struct thr *an_train_thread(const struct proc *p);
 /* t's runs given up (analysis.h's struct callrun): its calls are read again for the split */
 void an_runs_drop(struct thr *t);
 /* v, a call of t that is not kept, into t's current run; the run closed (a kept call comes: t->n is
@@ -239,15 +257,25 @@ struct trace_clock;
 int an_stream_file(const char *path, const struct trace_clock *clock, size_t verified, const struct thr *t,
 		   const uint8_t *want, int (*fn)(void *ctx, const struct ev *e), void *ctx);
 /* ---- steps.c, while a file is read: its steps' sweep begun once thread h's calls overflow
- * its prefix (NULL: not begun), the thread's later events given to it, its end ---- */
+ * its prefix (NULL: not begun), the thread's later events given to it, its end; and a thread's
+ * sampled runs (struct sruns) freed. Registered (an_sweep_part, model.c; steps.c fills it when the
+ * program starts), so that loading never calls a later phase by name ---- */
 struct trace_file;
+struct sruns;
+struct an_sweep_part {
+	struct sweep *(*start)(const struct analysis *a, struct proc *p, int h, struct trace_file *f,
+			       const char *path, size_t prefix);
+	void (*event)(struct sweep *w, const struct ev *v);
+	int (*end)(struct sweep *w, int complete);
+	void (*free)(struct sweep *w);
+	void (*sruns_free)(struct sruns *sr);
+};
+extern struct an_sweep_part an_sweep_part;
 struct sweep *an_lsweep_start(const struct analysis *a, struct proc *p, int h, struct trace_file *f,
 			      const char *path, size_t prefix);
 void an_lsweep_event(struct sweep *w, const struct ev *v);
 int an_lsweep_end(struct sweep *w, int complete);
 void an_lsweep_free(struct sweep *w);
-/* the steps sampled per rank of a job of nranks (analyze.c) */
-size_t an_sample_max(size_t nranks);
 
 /* every synchronizing call of p again, from all its threads, in time order, times on p's own clock */
 int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const struct ev *e), void *ctx);
@@ -518,14 +546,8 @@ void an_steps_free(struct analysis *a);
 /* split.c: the steps' splits, waits, critical path, per-rank and job figures */
 void an_split_steps(struct analysis *a);
 void an_split_free(struct analysis *a);
-/* rank r's waits for late ranks in step k: *n entries from the one returned */
-const struct wfrom *an_wfrom_step(const struct stepdata *sd, int r, size_t k, size_t *n);
-double an_wfrom(const struct stepdata *sd, int r, size_t k, int L);
 
-void an_wf_add(struct stepdata *sd, int r, size_t k, int L, double ms);
-void an_wf_sort(struct stepdata *sd, int r);
-
-/* ---- gpu.c: GPU jobs ----
+/* ---- gpu.c (gpujoin.c, ncclplug.c): a GPU job's device records; gpustep.c: its device's steps ----
  * while loading: a CUPTI record of p's file (f: its string table), and its host events of the
  * kinds gpu.c reads (NCCL calls and groups, CUDA copies and synchronizations); non-zero when out
  * of memory. an_gpu_loaded resolves the stacks it keeps before f is closed. */
@@ -566,7 +588,7 @@ struct gpuitem {
 size_t an_gpu_nwork(const struct proc *p);
 int an_gpu_work(const struct proc *p, size_t i, struct gpuitem *it);
 
-/* after the host split (split.c), before the critical path: the steps of ranks rs[0, n) (those
+/* gpustep.c: after the host split (split.c), before the critical path: the steps of ranks rs[0, n) (those
  * split here) with device work split from the device's timeline instead (report --mpi: every
  * process its own, the job's step bounds through process 0); what they add to the host instances'
  * waits in sd->gadd, for an_gpu_adds, which adds them in rank order (on process 0, once every

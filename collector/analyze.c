@@ -1,30 +1,13 @@
-/* The analysis behind `ddpspy report` (analysis.h), phase after phase, each in its own file and
- * calling only the phases before it:
- *   load.c -> clocks.c -> steps.c -> p2p.c, split.c -> cpu.c -> findings.c -> verdict.c
- * with kinds.c (what each event kind means) and stats.c (quantiles, collective instances) under
- * them all. docs/design.md follows one event through them. */
+/* The analysis behind `ddpspy report` (analysis.h), phase after phase, each in its own file:
+ *   load.c -> clocks.c -> steps.c -> p2p.c, split.c (gpustep.c) -> cpu.c -> findings.c -> verdict.c
+ * with kinds.c (what each event kind means), stats.c (quantiles, collective instances), model.c
+ * and waits.c (what every phase uses of the job's model) under them all. No file calls back into
+ * one that calls it (tests/e2e/test_layers.py); docs/design.md follows one event through them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analysis_int.h"
-
-/* Test-only limits (docs/report.md): a positive integer from the environment, or def */
-static size_t env_size(const char *name, size_t def)
-{
-	const char *v = getenv(name);
-	char *end;
-	long long n = v ? strtoll(v, &end, 10) : 0;
-	return v && *v && !*end && n > 0 ? (size_t)n : def;
-}
-
-size_t an_sample_max(size_t nranks)
-{
-	/* about a million rank-steps in all (some 400 MiB at most), between 512 and 8192 per rank */
-	size_t per = ((size_t)1 << 20) / (nranks ? nranks : 1);
-	size_t n = env_size("DDPSPY_REPORT_SAMPLE", per < 512 ? 512 : per > 8192 ? 8192 : per);
-	return n < 64 ? 64 : n;
-}
 
 int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report_options *o,
 	char *err, size_t errlen)
@@ -39,11 +22,11 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	a->jobs = o->jobs > 0 ? o->jobs : an_jobs_default();
 	a->mpi = o->mpi;
 	a->gpu_whole = o->gpu_whole;
-	a->prefix = env_size("DDPSPY_REPORT_PREFIX", 0); /* 0: by the job's size (load.c) */
-	a->reread = env_size("DDPSPY_REPORT_REREAD", 0) != 0; /* (split.c) */
-	a->sweep_after = env_size("DDPSPY_REPORT_SWEEP_AFTER", 0) != 0; /* (steps.c) */
-	a->spread = env_size("DDPSPY_REPORT_SPREAD", 2048); /* (load.c: the clocks' spread) */
-	a->gpu_keep = env_size("DDPSPY_REPORT_GPU_KEEP", 0); /* (gpu.c: 0, by the job's size) */
+	a->prefix = an_env_size("DDPSPY_REPORT_PREFIX", 0); /* 0: by the job's size (load.c) */
+	a->reread = an_env_size("DDPSPY_REPORT_REREAD", 0) != 0; /* (split.c) */
+	a->sweep_after = an_env_size("DDPSPY_REPORT_SWEEP_AFTER", 0) != 0; /* (steps.c) */
+	a->spread = an_env_size("DDPSPY_REPORT_SPREAD", 2048); /* (load.c: the clocks' spread) */
+	a->gpu_keep = an_env_size("DDPSPY_REPORT_GPU_KEEP", 0); /* (gpu.c: 0, by the job's size) */
 	if (an_load(a, o, err, errlen) != 0)
 		return -1;
 	a->sample_max = an_sample_max((size_t)a->nranks);

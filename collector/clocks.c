@@ -233,10 +233,10 @@ static int cmp_edge(const void *a, const void *b)
 {
 	const struct edge *x = a, *y = b;
 	if (x->r != y->r)
-		return (x->r > y->r) - (x->r < y->r);
+		return AN_ORDER(x->r, y->r);
 	if (x->s != y->s)
-		return (x->s > y->s) - (x->s < y->s);
-	return (x->w > y->w) - (x->w < y->w);
+		return AN_ORDER(x->s, y->s);
+	return AN_ORDER(x->w, y->w);
 }
 
 /* rank r's time x with the drift b about tc taken out, as a time from tc (a double holds
@@ -427,7 +427,7 @@ static void estimate_ranks(const struct analysis *a, const struct estjob *j, dou
 static int cmp_tmsg(const void *a, const void *b)
 {
 	int64_t x = ((const struct tmsg *)a)->t, y = ((const struct tmsg *)b)->t;
-	return (x > y) - (x < y);
+	return AN_ORDER(x, y);
 }
 
 /* the first of n sorted times at or after x */
@@ -477,7 +477,7 @@ static int64_t mid_time(const struct sig *g, size_t w)
 static int cmp_cpt_t(const void *a, const void *b)
 {
 	int64_t x = ((const struct cpt *)a)->join, y = ((const struct cpt *)b)->join;
-	return (x > y) - (x < y);
+	return AN_ORDER(x, y);
 }
 
 /* by instance, then by time: a rank that saw one twice keeps the first */
@@ -485,7 +485,7 @@ static int cmp_cpt_key(const void *a, const void *b)
 {
 	const struct cpt *p = a, *q = b;
 	int64_t x = an_inst_key(p->comm, p->seq), y = an_inst_key(q->comm, q->seq);
-	return x != y ? (x > y) - (x < y) : cmp_cpt_t(a, b);
+	return x != y ? AN_ORDER(x, y) : cmp_cpt_t(a, b);
 }
 
 /* an instance's key and its row, sorted by key to be found by bsearch (16 bytes an instance:
@@ -498,7 +498,7 @@ struct krow {
 static int cmp_krow(const void *a, const void *b)
 {
 	int64_t x = ((const struct krow *)a)->key, y = ((const struct krow *)b)->key;
-	return (x > y) - (x < y);
+	return AN_ORDER(x, y);
 }
 
 struct gatherjob {

@@ -29,7 +29,7 @@ static void usage(FILE *to)
 static int cmp_run(const void *x, const void *y)
 {
 	const struct run *a = x, *b = y;
-	return (a->ranks > b->ranks) - (a->ranks < b->ranks);
+	return AN_ORDER(a->ranks, b->ranks);
 }
 
 int cmd_compare(int argc, char **argv)

@@ -1399,7 +1399,7 @@ static void find_lost(struct analysis *a)
 static int cmp_finding(const void *x, const void *y)
 {
 	const struct finding *a = x, *b = y;
-	return (a->severity < b->severity) - (a->severity > b->severity);
+	return AN_ORDER(b->severity, a->severity);
 }
 
 void an_find_all(struct analysis *a)

@@ -8,11 +8,6 @@
 
 #include "trace.h"
 
-/* in a comparison of records a and b: their order by field f, where they differ in it */
-#define CMP_BY(f) \
-	if (a->f != b->f) \
-		return (a->f > b->f) - (a->f < b->f)
-
 enum { GW_COMPUTE, GW_COPY, GW_COPY_IN, GW_NCCL, GW_COUNT };
 
 struct gwork {            /* a kernel, copy or set */
@@ -28,6 +23,15 @@ struct gwork {            /* a kernel, copy or set */
 	int8_t op;            /* NCCL kernels: their call's operation (-1 unknown) */
 	int8_t plugin;        /* an NCCL kernel as NCCL's profiler plugin told it (ncclplug.c), not CUPTI */
 };
+
+/* work's place: its context's stream */
+static inline uint64_t lane(const struct gwork *w)
+{
+	return (uint64_t)w->ctx << 32 | w->stream;
+}
+
+#define SYNC_MIN_NS 20000   /* a copy call that held the host this long waited for the device */
+#define PAGEABLE_MIN 65536  /* a pageable copy this large costs bandwidth, not only a sync */
 
 struct gapi {             /* a CUDA runtime or driver call, as CUPTI saw it */
 	int64_t t, d;
@@ -159,5 +163,12 @@ size_t an_plug_kernels(struct gpuproc *g, struct gwork **out);
 /* the plugin's kernels k (n) against the CUPTI kernels in g->w: g->pstat's second part */
 void an_plug_check(struct gpuproc *g, const struct gwork *k, size_t n);
 void an_plug_free(struct gpuproc *g);
+
+/* gpu.c: p's device work onto the job's clock (after clocks.c), once */
+void an_gpu_place(struct proc *p);
+/* gpujoin.c: g's work joined to its calls and collectives, in launch order (an_gpu_cmp_launch:
+ * the order of any two works that differ) */
+void an_gpu_identify(struct gpuproc *g);
+int an_gpu_cmp_launch(const void *x, const void *y);
 
 #endif

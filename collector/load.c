@@ -2,8 +2,7 @@
  * into its process's per-thread timelines of synchronizing calls (collectives, their waits, step
  * markers), with the input evidence (file reads, directories) counted as the events go by; the
  * ranks and their training threads, with the runs of calls between the training thread's kept
- * ones (struct callrun); and the second reading of a rank's file that later phases stream. It
- * also keeps the analysis's warnings, which every phase adds to. */
+ * ones (struct callrun); and the second reading of a rank's file that later phases stream. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -21,25 +20,6 @@
 
 struct loadctx;
 static void account(struct loadctx *c, const struct ev *e);
-
-void an_warn(struct analysis *a, const char *fmt, ...)
-{
-	if (a->nwarnings == MAX_WARNINGS)
-		return;
-	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	a->warnings[a->nwarnings] = strdup(buf);
-	if (a->warnings[a->nwarnings])
-		a->nwarnings++;
-}
-
-struct thr *an_train_thread(const struct proc *p)
-{
-	return p->train >= 0 ? &p->thr[p->train] : NULL;
-}
 
 int an_rank_sync(const struct proc *p, const struct thr *u, const struct ev *e)
 {
@@ -539,7 +519,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		if (t->runs_ok)
 			an_run_add(t, v);
 		if (c->p->lsw && c->lsw_h == c->last)
-			an_lsweep_event(c->p->lsw, v);
+			an_sweep_part.event(c->p->lsw, v);
 		return 0;
 	}
 	if (t->nsync++ >= c->prefix) {
@@ -550,13 +530,13 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 			c->lsw_h = c->last;
 			if (t->runs_ok) /* (the runs up to here: the prefix's) */
 				an_run_close(t);
-			c->p->lsw = an_lsweep_start(c->a, c->p, c->last, f, c->path, c->prefix);
+			c->p->lsw = an_sweep_part.start ? an_sweep_part.start(c->a, c->p, c->last, f, c->path, c->prefix) : NULL;
 		}
 		if (t->runs_ok)
 			an_runs_drop(t);
 		spread_add(c->p, t, v, c->a->spread);
 		if (c->p->lsw && c->lsw_h == c->last)
-			an_lsweep_event(c->p->lsw, v);
+			an_sweep_part.event(c->p->lsw, v);
 		return 0;
 	}
 	if (t->runs_ok)
@@ -780,7 +760,8 @@ static void proc_free(struct proc *p)
 {
 	free(p->file);
 	free(p->open);
-	an_lsweep_free(p->lsw);
+	if (p->lsw) /* (made by the sweep: an_sweep_part is filled) */
+		an_sweep_part.free(p->lsw);
 	an_gpu_free(p);
 	if (p->clock)
 		free(p->clock->calib);
@@ -792,7 +773,8 @@ static void proc_free(struct proc *p)
 		free(p->thr[k].rpat);
 		free(p->thr[k].own);
 		free(p->thr[k].rfirst);
-		an_sruns_free(p->thr[k].sr);
+		if (p->thr[k].sr) /* (the sweep's) */
+			an_sweep_part.sruns_free(p->thr[k].sr);
 		free(p->thr[k].wres);
 		spread_drop(&p->thr[k]);
 	}
@@ -961,8 +943,8 @@ static void load_file(const struct analysis *a, struct slot *s)
 	int rc = trace_open(&f, s->open ? s->open : path);
 	if (rc == 0)
 		rc = trace_read(&f, &v);
-	if (p->lsw && an_lsweep_end(p->lsw, rc == 0) < 0) {
-		an_lsweep_free(p->lsw);
+	if (p->lsw && an_sweep_part.end(p->lsw, rc == 0) < 0) {
+		an_sweep_part.free(p->lsw);
 		p->lsw = NULL;
 	}
 	an_gpu_loaded(p, &f, s->open ? s->open : path);
@@ -1053,8 +1035,8 @@ static int cmp_bysize(const void *x, const void *y)
 {
 	const struct bysize *a = x, *b = y;
 	if (a->bytes != b->bytes)
-		return (a->bytes < b->bytes) - (a->bytes > b->bytes);
-	return (a->i > b->i) - (a->i < b->i);
+		return AN_ORDER(b->bytes, a->bytes);
+	return AN_ORDER(a->i, b->i);
 }
 
 /* the slots idx[0..n) read on a->jobs threads, the largest first */
@@ -1188,8 +1170,8 @@ static void runs_give(struct proc *p, struct heldruns *h, int keep)
 		an_gpu_give(keep ? p : NULL, h->gpu);
 	if (keep && p && !p->lsw)
 		p->lsw = h->lsw;
-	else
-		an_lsweep_free(h->lsw);
+	else if (h->lsw)
+		an_sweep_part.free(h->lsw);
 	if (t && h->held && !t->runs_ok) {
 		t->run = h->run, t->rpat = h->rpat, t->own = h->own;
 		t->nrun = t->crun = h->nrun, t->nrpat = t->crpat = h->nrpat, t->nmemb = h->nmemb;
@@ -1481,7 +1463,7 @@ int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const str
 static int cmp_rank(const void *x, const void *y)
 {
 	const struct rankinfo *a = x, *b = y;
-	return (a->rank > b->rank) - (a->rank < b->rank);
+	return AN_ORDER(a->rank, b->rank);
 }
 
 static int wanted(const struct report_options *o, int rank)

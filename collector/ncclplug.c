@@ -60,15 +60,10 @@ int an_plug_event(struct gpuproc *g, const struct trace_event *e)
 	if (p.gs <= 0 || p.ge < p.gs || p.ge >= (INT64_C(1) << 62) || p.ge - p.gs >= (INT64_C(1) << 46) ||
 	    p.told < 0 || p.told >= (INT64_C(1) << 62) || p.seq < 0 || p.seq > INT32_MAX)
 		return 0;
-	if (g->np == g->cp) {
-		size_t c = g->cp ? 2 * g->cp : 256;
-		struct gplug *q = realloc(g->plug, c * sizeof *q);
-		if (!q)
-			return 1;
-		g->plug = q;
-		g->cp = c;
-	}
-	g->plug[g->np++] = p;
+	struct gplug *grown = room_for(g->plug, g->np, &g->cp, sizeof *grown, 256);
+	if (!grown)
+		return 1;
+	(g->plug = grown)[g->np++] = p;
 	return 0;
 }
 
@@ -100,23 +95,23 @@ struct pcoll {            /* one collective: its channels' events merged */
 static int cmp_plug(const void *x, const void *y)
 {
 	const struct gplug *a = x, *b = y;
-	CMP_BY(hash);
-	CMP_BY(op);
-	CMP_BY(seq);
-	CMP_BY(gs);
-	CMP_BY(ge);
-	CMP_BY(told);
-	CMP_BY(comm);
-	return (a->rank > b->rank) - (a->rank < b->rank);
+	return AN_ORDER(a->hash, b->hash) ?:
+	       AN_ORDER(a->op, b->op) ?:
+	       AN_ORDER(a->seq, b->seq) ?:
+	       AN_ORDER(a->gs, b->gs) ?:
+	       AN_ORDER(a->ge, b->ge) ?:
+	       AN_ORDER(a->told, b->told) ?:
+	       AN_ORDER(a->comm, b->comm) ?:
+	       AN_ORDER(a->rank, b->rank);
 }
 
 static int cmp_gs(const void *x, const void *y)
 {
 	const struct pcoll *a = x, *b = y;
-	CMP_BY(gs);
-	CMP_BY(hash);
-	CMP_BY(op);
-	return (a->seq > b->seq) - (a->seq < b->seq);
+	return AN_ORDER(a->gs, b->gs) ?:
+	       AN_ORDER(a->hash, b->hash) ?:
+	       AN_ORDER(a->op, b->op) ?:
+	       AN_ORDER(a->seq, b->seq);
 }
 
 /* the channels' events of each collective as one (g->plug sorted); returns how many */
@@ -152,9 +147,9 @@ struct ord {
 static int cmp_ord(const void *x, const void *y)
 {
 	const struct ord *a = x, *b = y;
-	CMP_BY(comm);
-	CMP_BY(op);
-	return (a->n > b->n) - (a->n < b->n);
+	return AN_ORDER(a->comm, b->comm) ?:
+	       AN_ORDER(a->op, b->op) ?:
+	       AN_ORDER(a->n, b->n);
 }
 
 /* whether call c is one ddpspy's wrapper recorded (not a group's end, which repeats the first) */
@@ -224,7 +219,7 @@ static void named(const struct gpuproc *g, struct pcoll *c, size_t n, const stru
 static int cmp_grp(const void *x, const void *y)
 {
 	const struct gcall *const *a = x, *const *b = y;
-	return ((*a)->grp > (*b)->grp) - ((*a)->grp < (*b)->grp);
+	return AN_ORDER((*a)->grp, (*b)->grp);
 }
 
 /* each collective's call and launching group end, and its bounds of the clock offset */
@@ -261,7 +256,7 @@ static void joined_calls(const struct gpuproc *g, struct pcoll *c, size_t n, con
 static int cmp_dbl(const void *x, const void *y)
 {
 	double a = *(const double *)x, b = *(const double *)y;
-	return (a > b) - (a < b);
+	return AN_ORDER(a, b);
 }
 
 static double median(double *v, size_t n)
@@ -308,9 +303,9 @@ static void hkey(uint64_t hash, int64_t seq, int op, int32_t *comm, int32_t *s)
 static int cmp_kernel(const void *x, const void *y)
 {
 	const struct gwork *a = x, *b = y;
-	CMP_BY(comm);
-	CMP_BY(seq);
-	return (a->t > b->t) - (a->t < b->t);
+	return AN_ORDER(a->comm, b->comm) ?:
+	       AN_ORDER(a->seq, b->seq) ?:
+	       AN_ORDER(a->t, b->t);
 }
 
 size_t an_plug_kernels(struct gpuproc *g, struct gwork **out)
@@ -374,8 +369,8 @@ static int cmp_coll(const void *x, const void *y)
 {
 	const struct gwork *const *a = x, *const *b = y;
 	if ((*a)->comm != (*b)->comm)
-		return ((*a)->comm > (*b)->comm) - ((*a)->comm < (*b)->comm);
-	return ((*a)->seq > (*b)->seq) - ((*a)->seq < (*b)->seq);
+		return AN_ORDER((*a)->comm, (*b)->comm);
+	return AN_ORDER((*a)->seq, (*b)->seq);
 }
 
 void an_plug_check(struct gpuproc *g, const struct gwork *k, size_t n)

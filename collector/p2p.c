@@ -380,21 +380,15 @@ static void gather_rank(struct analysis *a, struct match *m, int r, int clocks)
 
 static int cmp_key(const struct p2op *x, const struct p2op *y)
 {
-#define C(f) if (x->f != y->f) return (x->f > y->f) - (x->f < y->f)
-	C(comm);
-	C(src);
-	C(dst);
-	C(tag);
-	C(seq);
-#undef C
-	return 0;
+	return AN_ORDER(x->comm, y->comm) ?: AN_ORDER(x->src, y->src) ?: AN_ORDER(x->dst, y->dst) ?:
+	       AN_ORDER(x->tag, y->tag) ?: AN_ORDER(x->seq, y->seq);
 }
 
 static int cmp_op(const void *a, const void *b)
 {
 	const struct p2op *x = a, *y = b;
 	int c = cmp_key(x, y);
-	return c ? c : (x->send < y->send) - (x->send > y->send); /* the send first */
+	return c ? c : AN_ORDER(y->send, x->send); /* the send first */
 }
 
 /* the wait of blocking call b for operation o's peer (posted at peer_post, by rank L) */
@@ -423,7 +417,7 @@ struct byend {
 static int cmp_end(const void *x, const void *y)
 {
 	const struct byend *a = x, *b = y;
-	return (a->end > b->end) - (a->end < b->end);
+	return AN_ORDER(a->end, b->end);
 }
 
 /* Waits propagate: a rank that waited for a late peer posts its own sends late, and its

@@ -89,7 +89,7 @@ void an_merge(void *base, size_t n1, size_t n, size_t size, int (*cmp)(const voi
 static int cmp_dbl(const void *x, const void *y)
 {
 	double a = *(const double *)x, b = *(const double *)y;
-	return (a > b) - (a < b);
+	return AN_ORDER(a, b);
 }
 
 double an_quantile(double *v, size_t n, double q)
@@ -151,13 +151,13 @@ double an_quantile_select(double *v, size_t n, double q)
 int an_cmp_evp(const void *x, const void *y)
 {
 	const struct ev *a = *(const struct ev *const *)x, *b = *(const struct ev *const *)y;
-	return (a->t > b->t) - (a->t < b->t);
+	return AN_ORDER(a->t, b->t);
 }
 
 int an_cmp_i64(const void *x, const void *y)
 {
 	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-	return (a > b) - (a < b);
+	return AN_ORDER(a, b);
 }
 
 /* ---- collective instances ---- */

@@ -116,7 +116,7 @@ struct ranked { double v; size_t i; };
 static int cmp_ranked(const void *x, const void *y)
 {
 	const struct ranked *a = x, *b = y;
-	return (a->v > b->v) - (a->v < b->v);
+	return AN_ORDER(a->v, b->v);
 }
 
 /* The period that best explains the gaps between look-alike calls: the largest F statistic of a
@@ -368,6 +368,13 @@ static int sampled(const struct sweep *w, size_t i)
 }
 
 /* ---- a long trace's sampled blocks kept for the split (analysis_int.h's struct sruns) ---- */
+
+/* what the sweep does while a file is read, for load.c (analysis_int.h) */
+__attribute__((constructor)) static void registered(void)
+{
+	an_sweep_part = (struct an_sweep_part){ an_lsweep_start, an_lsweep_event, an_lsweep_end, an_lsweep_free,
+						an_sruns_free };
+}
 
 void an_sruns_free(struct sruns *sr)
 {
@@ -1513,29 +1520,18 @@ struct mref {
 	long j;
 };
 
-#define CMP_FIELD(f) if (a->f != b->f) return (a->f > b->f) - (a->f < b->f)
 /* the message: equal for its send and its receive */
 static int cmp_message(const struct mref *a, const struct mref *b)
 {
-	CMP_FIELD(comm);
-	CMP_FIELD(src);
-	CMP_FIELD(dst);
-	CMP_FIELD(tag);
-	CMP_FIELD(seq);
-	return 0;
+	return AN_ORDER(a->comm, b->comm) ?: AN_ORDER(a->src, b->src) ?: AN_ORDER(a->dst, b->dst) ?:
+	       AN_ORDER(a->tag, b->tag) ?: AN_ORDER(a->seq, b->seq);
 }
 
 static int cmp_mref(const void *x, const void *y)
 {
 	const struct mref *a = x, *b = y;
-	int c = cmp_message(a, b);
-	if (c)
-		return c;
-	CMP_FIELD(r);
-	CMP_FIELD(j);
-	return 0;
+	return cmp_message(a, b) ?: AN_ORDER(a->r, b->r) ?: AN_ORDER(a->j, b->j);
 }
-#undef CMP_FIELD
 
 struct pedge { int a, b; long d; };
 
@@ -1543,10 +1539,10 @@ static int cmp_pedge(const void *x, const void *y)
 {
 	const struct pedge *a = x, *b = y;
 	if (a->a != b->a)
-		return (a->a > b->a) - (a->a < b->a);
+		return AN_ORDER(a->a, b->a);
 	if (a->b != b->b)
-		return (a->b > b->b) - (a->b < b->b);
-	return (a->d > b->d) - (a->d < b->d);
+		return AN_ORDER(a->b, b->b);
+	return AN_ORDER(a->d, b->d);
 }
 
 static int p2p_align(struct analysis *a, struct sync *syn, struct pattern *pts, size_t *first)

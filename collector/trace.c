@@ -431,7 +431,7 @@ static void rd_identity(struct trace_file *f, const msgpack_object *m)
 static int cmp_u64(const void *x, const void *y)
 {
 	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-	return (a > b) - (a < b);
+	return AN_ORDER(a, b);
 }
 
 /* 1.x: each record lists every loaded object. 2.x: the objects loaded since the record before

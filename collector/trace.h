@@ -22,6 +22,10 @@ static inline void sort_n(void *base, size_t n, size_t size, int (*cmp)(const vo
 		qsort(base, n, size, cmp);
 }
 
+/* the order of a and b, two numbers of one type: -1, 0 or 1, the one compare helper; comparators
+ * chain their fields with GNU C's ?: (the first field that differs decides) */
+#define AN_ORDER(a, b) (((a) > (b)) - ((a) < (b)))
+
 /* an array v of n items of size bytes, with room for one more: v itself, or v grown (doubling
  * *cap from first); NULL when out of memory (v is left as it was) */
 static inline void *room_for(void *v, size_t n, size_t *cap, size_t size, size_t first)

@@ -20,13 +20,13 @@ struct kdur {
 static int cmp_kdur(const void *x, const void *y)
 {
 	const struct kdur *a = x, *b = y;
-	return (a->d < b->d) - (a->d > b->d); /* longest first */
+	return AN_ORDER(b->d, a->d); /* longest first */
 }
 
 static int cmp_size(const void *x, const void *y)
 {
 	size_t a = *(const size_t *)x, b = *(const size_t *)y;
-	return (a > b) - (a < b);
+	return AN_ORDER(a, b);
 }
 
 /* kept step k's bounds over the ranks */
@@ -309,10 +309,10 @@ static int cmp_arr(const void *x, const void *y)
 	if (a->gpu != b->gpu)
 		return a->gpu - b->gpu;
 	if (a->comm != b->comm)
-		return (a->comm > b->comm) - (a->comm < b->comm);
+		return AN_ORDER(a->comm, b->comm);
 	if (a->seq != b->seq)
-		return (a->seq > b->seq) - (a->seq < b->seq);
-	return (a->t > b->t) - (a->t < b->t);
+		return AN_ORDER(a->seq, b->seq);
+	return AN_ORDER(a->t, b->t);
 }
 
 void vw_arr_sort(struct varrs *s)
