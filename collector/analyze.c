@@ -24,7 +24,7 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	a->gpu_whole = o->gpu_whole;
 	a->prefix = an_env_size("DDPSPY_REPORT_PREFIX", 0); /* 0: by the job's size (load.c) */
 	a->reread = an_env_size("DDPSPY_REPORT_REREAD", 0) != 0; /* (split.c) */
-	a->sweep_after = an_env_size("DDPSPY_REPORT_SWEEP_AFTER", 0) != 0; /* (steps.c) */
+	a->sweep_after = an_env_size("DDPSPY_REPORT_SWEEP_AFTER", 0) != 0; /* (sweep.c) */
 	a->spread = an_env_size("DDPSPY_REPORT_SPREAD", 2048); /* (load.c: the clocks' spread) */
 	a->gpu_keep = an_env_size("DDPSPY_REPORT_GPU_KEEP", 0); /* (gpu.c: 0, by the job's size) */
 	if (an_load(a, o, err, errlen) != 0)

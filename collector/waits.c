@@ -1,5 +1,5 @@
 /* A training thread's waits for late peers, as the split follows its calls (split.c) and a long
- * trace's sweep follows them too (steps.c, without the instances): how long a blocking collective,
+ * trace's sweep follows them too (sweep.c, without the instances): how long a blocking collective,
  * or the completing wait of nonblocking ones, waited for the last rank to arrive, and the state of
  * its nonblocking posts between calls, which a sampled block of steps starts from (saved and
  * loaded). Under both; calls only the model's instances. */

@@ -220,7 +220,7 @@ def same_as_long(dirs, what):
     """One check: reported as long traces (test-only limits: 8 synchronizing calls kept per thread
     while loading, a sample of 16 steps), the report is the same, byte for byte, whether the steps
     are found while the files are read or once they all are (DDPSPY_REPORT_SWEEP_AFTER), and whether
-    the split takes each training thread from the sampled blocks of steps its sweep kept (steps.c)
+    the split takes each training thread from the sampled blocks of steps its sweep kept (sweep.c)
     or reads it again (DDPSPY_REPORT_REREAD)."""
     diff = []
     env = {"DDPSPY_REPORT_PREFIX": "8", "DDPSPY_REPORT_SAMPLE": "16"}

@@ -1,0 +1,280 @@
+/* Step patterns: a training thread's synchronizing calls (the calls steps are found by: the
+ * rank's collectives and their waits, or in a program that mostly sends and receives, its
+ * point-to-point calls), the period with which they repeat (best_period's scores), where each
+ * rank's steps begin by that pattern, and the time windows used where nothing repeats. Under
+ * steps.c and sweep.c (steps_int.h). */
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/format.h"
+#include "analysis_int.h"
+#include "steps_int.h"
+#include "trace.h"
+
+/* whether e, a call of p's thread u, is one that steps are found by: the rank's synchronizing
+ * calls (an_rank_sync), or in a program that communicates point to point more than it makes
+ * collectives, its training thread's point-to-point calls and the waits that complete them */
+int an_step_call(int p2p, const struct proc *p, const struct thr *u, const struct ev *e)
+{
+	if (!p2p)
+		return an_rank_sync(p, u, e);
+	return u == an_train_thread(p) && (an_is_p2p(e) || an_completes(e));
+}
+
+void an_sync_list(struct proc *p, struct sync *s, int p2p)
+{
+	struct thr *t = an_train_thread(p);
+	size_t n = 0;
+	for (int h = 0; h < p->nthr; h++)
+		n += p->thr[h].n;
+	s->e = malloc((n + 1) * sizeof *s->e);
+	s->n = 0;
+	if (!s->e || !t)
+		return;
+	for (int h = 0; h < p->nthr; h++) {
+		struct thr *u = &p->thr[h];
+		if (u != t && (!p->bg || p2p))
+			continue;
+		for (size_t k = 0; k < u->n && s->n < n; k++)
+			if (an_step_call(p2p, p, u, &u->ev[k]))
+				s->e[s->n++] = &u->ev[k];
+	}
+	if (p->bg && !p2p)
+		sort_n(s->e, s->n, sizeof *s->e, an_cmp_evp);
+	/* of threads with more calls than the prefix, only calls up to the earliest one's last kept
+	 * call are all there */
+	int64_t cut = INT64_MAX;
+	for (int h = 0; h < p->nthr; h++) {
+		const struct thr *u = &p->thr[h];
+		if ((u == t || (p->bg && !p2p)) && u->n < u->nsync && u->n && u->ev[u->n - 1].t < cut)
+			cut = u->ev[u->n - 1].t;
+	}
+	while (s->n && s->e[s->n - 1]->t > cut)
+		s->n--;
+}
+
+int an_same_sig(const struct ev *x, const struct ev *y)
+{
+	return x->kind == y->kind && x->op == y->op && x->bytes == y->bytes;
+}
+
+/* ns between the end of sync call i - 1 and the start of call i (negative when they overlap) */
+static double gap_before(const struct sync *s, size_t i)
+{
+	return (double)(s->e[i]->t - (s->e[i - 1]->t + s->e[i - 1]->d));
+}
+
+/* the window of calls the period is judged on: up to 2048 from the second quarter on (start-up is
+ * irregular) */
+static void judge_window(const struct sync *s, size_t *lo, size_t *hi)
+{
+	*lo = s->n / 4 ? s->n / 4 : 1;
+	*hi = *lo + 2048 < s->n ? *lo + 2048 : s->n;
+}
+
+/* How clearly period p puts one long pause among the gaps before calls: the longest per-phase
+ * median gap over the mean gap. A multiple of the true period scores the same or, by chance,
+ * better; a wrong one, about 1. */
+static double period_score(const struct sync *s, size_t p)
+{
+	size_t lo, hi;
+	judge_window(s, &lo, &hi);
+	double mx = 0, sum = 0, *g = malloc(((hi - lo) / p + 2) * sizeof *g);
+	if (!g || hi <= lo)
+		return free(g), 0;
+	for (size_t i = lo; i < hi; i++)
+		sum += fmax(0, gap_before(s, i));
+	for (size_t b = 0; b < p; b++) {
+		size_t m = 0;
+		for (size_t i = lo + b; i < hi; i += p)
+			g[m++] = fmax(0, gap_before(s, i));
+		if (m)
+			mx = fmax(mx, an_quantile(g, m, 0.5));
+	}
+	free(g);
+	return sum > 0 ? mx / (sum / (double)(hi - lo)) : 0;
+}
+
+struct ranked { double v; size_t i; };
+
+static int cmp_ranked(const void *x, const void *y)
+{
+	const struct ranked *a = x, *b = y;
+	return AN_ORDER(a->v, b->v);
+}
+
+/* The period that best explains the gaps between look-alike calls: the largest F statistic of a
+ * one-way analysis of variance of the gaps' ranks grouped by phase (ranks, so that one long
+ * hiccup does not decide). A multiple k*P of the true period explains no more than P does but
+ * spends k times the degrees of freedom, so unlike the pause score it is not favoured by chance.
+ * 0 when there is too little to judge. */
+static size_t best_period(const struct sync *s, size_t maxp)
+{
+	size_t lo, hi;
+	judge_window(s, &lo, &hi);
+	size_t N = hi > lo ? hi - lo : 0, P = 0;
+	struct ranked *r = N > maxp ? malloc(N * sizeof *r) : NULL;
+	double *rank = r ? malloc(N * sizeof *rank) : NULL, *sum = rank ? malloc(maxp * sizeof *sum) : NULL;
+	size_t *cnt = sum ? malloc(maxp * sizeof *cnt) : NULL;
+	if (!cnt)
+		goto out;
+	for (size_t i = 0; i < N; i++)
+		r[i] = (struct ranked){ fmax(0, gap_before(s, lo + i)), i };
+	sort_n(r, N, sizeof *r, cmp_ranked);
+	for (size_t i = 0, j; i < N; i = j) { /* ties share their mean rank (overlapping calls: many 0s) */
+		for (j = i + 1; j < N && r[j].v == r[i].v; j++)
+			;
+		for (size_t k = i; k < j; k++)
+			rank[r[k].i] = (double)(i + j - 1) / 2;
+	}
+	double mean = (double)(N - 1) / 2, sst = 0, bestF = -1;
+	for (size_t i = 0; i < N; i++)
+		sst += (rank[i] - mean) * (rank[i] - mean);
+	for (size_t p = 2; p <= maxp; p++) {
+		memset(sum, 0, p * sizeof *sum);
+		memset(cnt, 0, p * sizeof *cnt);
+		for (size_t i = 0; i < N; i++) {
+			sum[i % p] += rank[i];
+			cnt[i % p]++;
+		}
+		double ssb = 0;
+		for (size_t b = 0; b < p; b++)
+			ssb += cnt[b] ? (sum[b] / (double)cnt[b] - mean) * (sum[b] / (double)cnt[b] - mean) * (double)cnt[b] : 0;
+		double ssw = sst - ssb, F = ssw > 1e-9 * sst ? (ssb / (double)(p - 1)) / (ssw / (double)(N - p)) : INFINITY;
+		if (F > bestF) {
+			bestF = F;
+			P = p;
+		}
+	}
+out:
+	free(r), free(rank), free(sum), free(cnt);
+	return P;
+}
+
+int an_find_pattern(struct sync *s, struct pattern *pt)
+{
+	size_t n = s->n, P = 0;
+	for (size_t p = 1; p <= n / 3 && !P; p++) {
+		size_t same = 0;
+		for (size_t i = 0; i + p < n; i++)
+			same += an_same_sig(s->e[i], s->e[i + p]);
+		/* start-up and tear-down calls (a first check, a final gather) break a few matches: up
+		 * to two periods' worth, but never a third of the comparisons, or a run of only three
+		 * periods would pass whatever its calls (irregular collectives, no pattern at all) */
+		double extra = fmin(2.0 * (double)p, (double)(n - p) / 3);
+		if ((double)(n - p - same) <= 0.2 * (double)(n - p) + extra && n / p >= 3)
+			P = p;
+	}
+	if (!P)
+		return -1;
+	if (P == 1) {
+		/* Calls that all look alike (gloo's carry no byte count: every all-reduce matches every
+		 * other) match at every period. A step is where a long pause recurs among short gaps: the
+		 * period that best explains the gaps (with 8 calls per phase to judge by), if it shows
+		 * the pause clearly (1.4 times the mean gap); else one call per step. */
+		size_t maxp = (n - n / 4) / 8 < 128 ? (n - n / 4) / 8 : 128, p = maxp >= 2 ? best_period(s, maxp) : 0;
+		if (p >= 2 && period_score(s, p) >= 1.4)
+			P = p;
+	}
+	/* phase: where the gap before a call is longest (data loading and forward come first) */
+	size_t best = 0;
+	double best_gap = -1;
+	for (size_t b = 0; b < P; b++) {
+		size_t m = 0;
+		double *g = malloc((n / P + 1) * sizeof *g);
+		if (!g)
+			return -1;
+		for (size_t i = b; i < n; i += P)
+			if (i > 0)
+				g[m++] = gap_before(s, i);
+		double med = an_quantile(g, m, 0.5);
+		free(g);
+		if (m && med > best_gap) {
+			best_gap = med;
+			best = b;
+		}
+	}
+	/* the longest run of whole periods matching the middle period's signature */
+	size_t mid = best + (n / P / 2) * P;
+	if (mid + P > n)
+		mid = best;
+	size_t first = SIZE_MAX, count = 0, run_first = 0, run = 0;
+	for (size_t i = best ? best : P; i + P <= n; i += P) {
+		int match = 1;
+		for (size_t j = 0; j < P && match; j++)
+			match = an_same_sig(s->e[i + j], s->e[mid + j]);
+		if (match) {
+			if (!run)
+				run_first = i;
+			run++;
+			if (run > count) {
+				count = run;
+				first = run_first;
+			}
+		} else {
+			run = 0;
+		}
+	}
+	if (first == SIZE_MAX || count < 1) /* (runs start at index 1 or later: e[first-1] exists) */
+		return -1;
+	pt->period = P;
+	pt->first = first;
+	pt->nsteps = count;
+	for (size_t j = 0; j < P; j++)
+		if (s->e[first + j]->seq >= 0) {
+			pt->key_comm = s->e[first + j]->comm;
+			pt->key_seq = s->e[first + j]->seq;
+			pt->key_delta = j;
+			return 0;
+		}
+	return -1; /* no sequence number to map steps across ranks with */
+}
+
+/* boundaries of rank's steps; returns the number of boundaries (steps + 1), 0 when not found */
+/* the index of the rank's first call of the first step, SIZE_MAX when its sync list does not
+ * show it */
+size_t an_rank_first(const struct sync *s, const struct pattern *pt)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->e[i]->seq == pt->key_seq && s->e[i]->comm == pt->key_comm)
+			return i < pt->key_delta + 1 ? SIZE_MAX : i - pt->key_delta;
+	return SIZE_MAX;
+}
+
+size_t an_rank_bounds(struct sync *s, const struct pattern *pt, size_t first, int64_t *b)
+{
+	size_t nb = 0;
+	if (first == SIZE_MAX)
+		return 0;
+	for (size_t k = 0; k <= pt->nsteps; k++) {
+		size_t i = first + k * pt->period;
+		if (i > s->n)
+			break;
+		b[nb++] = s->e[i - 1]->t + s->e[i - 1]->d;
+	}
+	return nb;
+}
+
+/* the time span every rank's training thread covers (lo > hi: none) */
+void an_common_span(struct analysis *a, int64_t *lo, int64_t *hi)
+{
+	*lo = INT64_MIN;
+	*hi = INT64_MAX;
+	for (int r = 0; r < a->nranks; r++) {
+		struct thr *t = an_train_thread(a->ranks[r].p);
+		if (!t || t->first > t->last)
+			continue;
+		*lo = t->first > *lo ? t->first : *lo;
+		*hi = t->last < *hi ? t->last : *hi;
+	}
+}
+
+/* boundary k of K equal time windows over [lo, hi] */
+int64_t an_window_at(int64_t lo, int64_t hi, size_t k, size_t K)
+{
+	return lo + (int64_t)((double)(hi - lo) * (double)k / (double)K);
+}
