@@ -46,7 +46,7 @@ PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(B)/obj/%.o)
 
 COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/trace.c \
 	collector/json.c collector/analyze.c collector/kinds.c collector/stats.c collector/load.c \
-	collector/clocks.c collector/pattern.c collector/steps.c collector/sweep.c collector/p2p.c collector/split.c collector/cpu.c collector/findings.c collector/verdict.c \
+	collector/clocks.c collector/pattern.c collector/steps.c collector/sweep.c collector/p2p.c collector/split.c collector/cpu.c collector/evidence.c collector/findings.c collector/finddata.c collector/findgpu.c collector/verdict.c \
 	collector/report.c collector/compare.c collector/gpu.c collector/gpujoin.c collector/gpustep.c collector/ncclplug.c collector/par.c collector/mpijob.c collector/model.c collector/waits.c common/format.c \
 	viewer/timeline.c viewer/view.c viewer/html.c
 COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
@@ -95,7 +95,7 @@ $(B)/libddpspy.so: $(PRELOAD_OBJ) preload/exports.map
 		-Wl,-z,now -Wl,-z,nodelete -lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
 
 $(B)/cobj/%.o: %.c common/format.h common/evcodec.h common/hash.h collector/trace.h collector/json.h collector/analysis.h \
-	collector/analysis_int.h collector/gpu_int.h collector/steps_int.h viewer/vw.h
+	collector/analysis_int.h collector/gpu_int.h collector/steps_int.h collector/findings_int.h viewer/vw.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -c $< -o $@
 
@@ -106,7 +106,7 @@ $(B)/ddpspy: $(COLLECTOR_OBJ)
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 COLLECTOR_LIB_SRC := $(filter-out collector/main.c,$(COLLECTOR_SRC))
 $(B)/asan/cobj/%.o: %.c common/format.h common/evcodec.h common/hash.h collector/trace.h collector/json.h collector/analysis.h \
-	collector/analysis_int.h collector/gpu_int.h collector/steps_int.h viewer/vw.h
+	collector/analysis_int.h collector/gpu_int.h collector/steps_int.h collector/findings_int.h viewer/vw.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SAN) -c $< -o $@
 $(B)/asan/ddpspy: $(COLLECTOR_SRC:%.c=$(B)/asan/cobj/%.o)

@@ -1,6 +1,7 @@
 /* Findings from the analysed steps, in the contract's vocabulary (straggler, rank0_serialization,
- * collective_volume or small_work, data_stall, work_skew, no_overlap, lost_events): each with a
- * title, typed evidence (analysis.h) and a sentence for the text report, sorted by severity. */
+ * collective_volume or small_work, data_stall, cpu_contention, work_skew, no_overlap, lost_events;
+ * the GPU's in findgpu.c): each with a title, typed evidence (analysis.h) and a sentence for the
+ * text report, sorted by severity. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,103 +10,8 @@
 
 #include "../common/format.h"
 #include "analysis_int.h"
+#include "findings_int.h"
 #include "trace.h"
-
-/* ---- findings ---- */
-
-static struct finding *add_finding(struct analysis *a, const char *kind, int rank, double sev)
-{
-	if (a->nfindings == MAX_FINDINGS)
-		return NULL;
-	struct finding *f = &a->findings[a->nfindings++];
-	memset(f, 0, sizeof *f);
-	snprintf(f->kind, sizeof f->kind, "%s", kind);
-	f->rank = rank;
-	f->severity = sev < 0 ? 0 : sev > 1 ? 1 : sev;
-	return f;
-}
-
-/* ---- evidence: typed values appended in order (analysis.h); one that does not fit is left out,
- * and a view closes what is left open ---- */
-
-static struct fv *ev_add(struct finding *f, const char *key, int type)
-{
-	if (f->nev == MAX_EVIDENCE)
-		return NULL;
-	struct fv *v = &f->ev[f->nev++];
-	memset(v, 0, sizeof *v);
-	v->key = key;
-	v->type = (uint8_t)type;
-	return v;
-}
-
-static void ev_int(struct finding *f, const char *key, int64_t i)
-{
-	struct fv *v = ev_add(f, key, FV_INT);
-	if (v)
-		v->v.i = i;
-}
-
-static void ev_num(struct finding *f, const char *key, double d, int decimals)
-{
-	struct fv *v = ev_add(f, key, FV_NUM);
-	if (v) {
-		v->v.d = d;
-		v->decimals = (uint8_t)decimals;
-	}
-}
-
-static void ev_bool(struct finding *f, const char *key, int b)
-{
-	struct fv *v = ev_add(f, key, FV_BOOL);
-	if (v)
-		v->v.i = !!b;
-}
-
-/* a string (NULL: null), cut to what room is left in strs */
-static void ev_str(struct finding *f, const char *key, const char *s)
-{
-	size_t room = sizeof f->strs - f->nstrs;
-	if (!s || room < 2) {
-		ev_add(f, key, FV_NULL);
-		return;
-	}
-	struct fv *v = ev_add(f, key, FV_STR);
-	if (!v)
-		return;
-	size_t n = strnlen(s, room - 1);
-	memcpy(f->strs + f->nstrs, s, n);
-	f->strs[f->nstrs + n] = 0;
-	v->v.s = f->nstrs;
-	f->nstrs += (uint32_t)n + 1;
-}
-
-/* a list or an object (type FV_LIST, FV_OBJ), up to the next ev_end */
-static void ev_open(struct finding *f, const char *key, int type)
-{
-	ev_add(f, key, type);
-}
-
-static void ev_end(struct finding *f)
-{
-	ev_add(f, NULL, FV_END);
-}
-
-static void human_bytes(double b, char *buf, size_t n)
-{
-	if (b >= 1048576)
-		snprintf(buf, n, "%.1f MiB", b / 1048576);
-	else if (b >= 1024)
-		snprintf(buf, n, "%.1f KiB", b / 1024);
-	else
-		snprintf(buf, n, "%.0f B", b);
-}
-
-static const char *op_name(int op)
-{
-	const char *s = ddpspy_name(ddpspy_op_names, DDPSPY_OP_COUNT, op);
-	return s ? s : "collective";
-}
 
 static double median_step(const struct analysis *a)
 {
@@ -167,20 +73,20 @@ static int find_serialized(struct analysis *a)
 		goto out;
 	}
 	int rank = a->ranks[best_L].rank, op = sig[best].op;
-	struct finding *f = add_finding(a, "rank0_serialization", rank, sev);
+	struct finding *f = an_add_finding(a, "rank0_serialization", rank, sev);
 	if (!f)
 		goto out;
 	snprintf(f->title, sizeof f->title, "rank %d does %.1f ms of host work per step right before a%s %s "
-		 "that every other rank waits at", rank, host, strchr("aeiou", op_name(op)[0]) ? "n" : "", op_name(op));
-	ev_str(f, "op", op_name(op));
-	ev_num(f, "bytes", (double)sig[best].bytes, 0);
-	ev_num(f, "host_ms_per_step", host, 3);
-	ev_num(f, "wait_ms_per_step", wait, 3);
-	ev_num(f, "last_at", cnt[best * R + best_L], 0);
-	ev_num(f, "instances", sig[best].total, 0);
+		 "that every other rank waits at", rank, host, strchr("aeiou", an_op_name(op)[0]) ? "n" : "", an_op_name(op));
+	an_ev_str(f, "op", an_op_name(op));
+	an_ev_num(f, "bytes", (double)sig[best].bytes, 0);
+	an_ev_num(f, "host_ms_per_step", host, 3);
+	an_ev_num(f, "wait_ms_per_step", wait, 3);
+	an_ev_num(f, "last_at", cnt[best * R + best_L], 0);
+	an_ev_num(f, "instances", sig[best].total, 0);
 	snprintf(f->text, sizeof f->text, "last at %.0f of %.0f %s calls, straight from host work (%.1f ms more "
 		 "than its peers per step); the others wait %.1f ms per step there", cnt[best * R + best_L],
-		 sig[best].total, op_name(op), host, wait);
+		 sig[best].total, an_op_name(op), host, wait);
 	f->advice[0] = "Move rank-only work (logging, metrics, checkpoint bookkeeping, evaluation setup) off "
 		       "the step's critical path: run it asynchronously, every N steps, or on all ranks in parallel.";
 	f->advice[1] = "Do not put a barrier or collective right after work only one rank does.";
@@ -281,7 +187,7 @@ static void find_late_ranks(struct analysis *a, int serialized)
 		int rank = a->ranks[L].rank;
 		const char *cname = ddpspy_category_names[cause];
 		const char *state = !p2p ? "collective" : ls >= lr ? "late_sender" : "late_receiver";
-		struct finding *f = add_finding(a, "straggler", rank, sev);
+		struct finding *f = an_add_finding(a, "straggler", rank, sev);
 		if (!f)
 			break;
 		if (p2p)
@@ -310,23 +216,23 @@ static void find_late_ranks(struct analysis *a, int serialized)
 				     "their own peers: the job runs at the pace of this rank." :
 				     "Every other rank waits at the next collective for the slowest one: the job runs "
 				     "at the pace of this rank.";
-		ev_str(f, "cause", cname);
-		ev_str(f, "wait_state", state);
-		ev_int(f, "steps_late", (int64_t)cnt);
-		ev_int(f, "steps", (int64_t)N);
-		ev_num(f, "late_ms_p50", a->ranks[L].late_p50, 3);
-		ev_num(f, "wait_ms_per_step", wait, 3);
-		ev_str(f, "op", op_name(op));
-		ev_num(f, "late_sender_ms_per_step", ls / (double)N / (R - 1), 3);
-		ev_num(f, "late_receiver_ms_per_step", lr / (double)N / (R - 1), 3);
-		ev_open(f, "excess_ms_per_step", FV_OBJ);
-		ev_num(f, "compute", exc[CAT_COMPUTE], 3);
-		ev_num(f, "data", exc[CAT_DATA], 3);
-		ev_num(f, "host", exc[CAT_HOST], 3);
-		ev_end(f);
+		an_ev_str(f, "cause", cname);
+		an_ev_str(f, "wait_state", state);
+		an_ev_int(f, "steps_late", (int64_t)cnt);
+		an_ev_int(f, "steps", (int64_t)N);
+		an_ev_num(f, "late_ms_p50", a->ranks[L].late_p50, 3);
+		an_ev_num(f, "wait_ms_per_step", wait, 3);
+		an_ev_str(f, "op", an_op_name(op));
+		an_ev_num(f, "late_sender_ms_per_step", ls / (double)N / (R - 1), 3);
+		an_ev_num(f, "late_receiver_ms_per_step", lr / (double)N / (R - 1), 3);
+		an_ev_open(f, "excess_ms_per_step", FV_OBJ);
+		an_ev_num(f, "compute", exc[CAT_COMPUTE], 3);
+		an_ev_num(f, "data", exc[CAT_DATA], 3);
+		an_ev_num(f, "host", exc[CAT_HOST], 3);
+		an_ev_end(f);
 		snprintf(f->text, sizeof f->text, "late in %zu/%zu steps by %.1f ms (p50); others wait %.1f ms/step at "
 			 "%s; its excess per step: compute %.1f ms, data %.1f ms, host %.1f ms", cnt, N,
-			 a->ranks[L].late_p50, wait, op_name(op), exc[CAT_COMPUTE], exc[CAT_DATA], exc[CAT_HOST]);
+			 a->ranks[L].late_p50, wait, an_op_name(op), exc[CAT_COMPUTE], exc[CAT_DATA], exc[CAT_HOST]);
 	}
 out:
 	free(dom);
@@ -462,7 +368,7 @@ static void find_volume(struct analysis *a)
 	 * bytes would not win it back. */
 	if (!small && !unknown && all / (double)N < MIN_VOLUME_BPS * sev * median_step(a) / 1e3)
 		return;
-	struct finding *f = add_finding(a, small ? "small_work" : "collective_volume", -1,
+	struct finding *f = an_add_finding(a, small ? "small_work" : "collective_volume", -1,
 					small ? sync_ms / (sync_ms + work_ms) : sev);
 	if (!f)
 		return;
@@ -471,34 +377,34 @@ static void find_volume(struct analysis *a)
 	snprintf(hb, sizeof hb, "unknown size");
 	snprintf(ha, sizeof ha, "sizes unknown");
 	if (known)
-		human_bytes((double)g[top].bytes, hb, sizeof hb);
+		an_human_bytes((double)g[top].bytes, hb, sizeof hb);
 	if (!unknown)
-		human_bytes(all / (double)N, ha, sizeof ha);
-	const char *op = op_name(g[top].op);
+		an_human_bytes(all / (double)N, ha, sizeof ha);
+	const char *op = an_op_name(g[top].op);
 	double coll_ms = sev * median_step(a);
 	/* a nonblocking call's own duration is only its start: time per op only for blocking ones */
 	double op_ms = g[top].ms / (double)N, gbps = g[top].ms > 0 && known ? top_bytes / g[top].ms / 1e6 : 0;
-	ev_str(f, "op", op);
+	an_ev_str(f, "op", op);
 	if (known)
-		ev_int(f, "bytes", g[top].bytes);
+		an_ev_int(f, "bytes", g[top].bytes);
 	else
-		ev_str(f, "bytes", NULL);
-	ev_num(f, "calls_per_step", per, 2);
+		an_ev_str(f, "bytes", NULL);
+	an_ev_num(f, "calls_per_step", per, 2);
 	if (known)
-		ev_num(f, "bytes_per_step", (double)g[top].bytes * per, 0);
+		an_ev_num(f, "bytes_per_step", (double)g[top].bytes * per, 0);
 	else
-		ev_str(f, "bytes_per_step", NULL);
+		an_ev_str(f, "bytes_per_step", NULL);
 	if (!unknown)
-		ev_num(f, "all_bytes_per_step", all / (double)N, 0);
+		an_ev_num(f, "all_bytes_per_step", all / (double)N, 0);
 	else
-		ev_str(f, "all_bytes_per_step", NULL);
-	ev_num(f, "collectives_per_step", calls / (double)N, 2);
-	ev_num(f, "ms_per_step", small ? sync_ms : coll_ms, 3);
-	ev_num(f, "work_ms_per_step", work_ms, 3);
+		an_ev_str(f, "all_bytes_per_step", NULL);
+	an_ev_num(f, "collectives_per_step", calls / (double)N, 2);
+	an_ev_num(f, "ms_per_step", small ? sync_ms : coll_ms, 3);
+	an_ev_num(f, "work_ms_per_step", work_ms, 3);
 	if (g[top].blocking)
-		ev_num(f, "op_ms_per_step", op_ms, 3);
+		an_ev_num(f, "op_ms_per_step", op_ms, 3);
 	if (g[top].blocking && known)
-		ev_num(f, "gbytes_per_s", gbps, 3);
+		an_ev_num(f, "gbytes_per_s", gbps, 3);
 	if (small) {
 		snprintf(f->title, sizeof f->title, "the busiest rank works %.1f ms per step, then every rank "
 			 "synchronizes for %.1f ms: too little work per rank for what each step's synchronization costs",
@@ -532,212 +438,6 @@ static void find_volume(struct analysis *a)
 		       "steps), accumulate gradients over micro-batches before reducing, or reduce in bf16/fp16.";
 	f->advice[1] = "Overlap what must be reduced with backward: DDP's bucket_cap_mb, or nonblocking collectives "
 		       "started as gradients become ready.";
-}
-
-static void describe_pattern(const struct pat *p, double N, char *buf, size_t n)
-{
-	const char *k = ddpspy_name(ddpspy_event_names, DDPSPY_EV_COUNT, p->kind);
-	const char *fc = ddpspy_name(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, p->fdclass);
-	char hb[32];
-	human_bytes((double)p->bytes, hb, sizeof hb);
-	unsigned m = an_kind(p->kind)->m;
-	if ((m & DDPSPY_KM_READS) &&
-	    (p->fdclass == DDPSPY_FD_PIPE || p->fdclass == DDPSPY_FD_UNIX || p->fdclass == DDPSPY_FD_TCP))
-		snprintf(buf, n, "waiting on a %s for input (%.0f read%s per step, %.1f ms): an input pipeline that "
-			 "does not keep up", p->fdclass == DDPSPY_FD_PIPE ? "pipe" : "socket", p->calls / N,
-			 p->calls / N >= 1.5 ? "s" : "", p->ms / N);
-	else if (m & DDPSPY_KM_READS)
-		snprintf(buf, n, "%.0f %s calls of %s per step on %s descriptors (%.1f ms)", p->calls / N, k, hb,
-			 fc ? fc : "?", p->ms / N);
-	else if (m & DDPSPY_KM_POLLS)
-		snprintf(buf, n, "waiting in %s for the input pipeline (%.0f call%s per step, %.1f ms): its workers do "
-			 "not keep up", k, p->calls / N, p->calls / N >= 1.5 ? "s" : "", p->ms / N);
-	else
-		snprintf(buf, n, "%.0f %s calls per step (%.1f ms)", p->calls / N, k, p->ms / N);
-}
-
-#define MAX_DIRS 512 /* directories of a rank and its workers, for the top three */
-
-/* input: the training thread waits for files or for its input pipeline */
-static void find_data(struct analysis *a)
-{
-	struct stepdata *sd = a->sd;
-	size_t N = sd->K;
-	if (!N)
-		return;
-	int worst = 0;
-	double lo = 1, hi = 0, *x = malloc((size_t)a->nranks * sizeof *x);
-	if (!x)
-		return;
-	for (int r = 0; r < a->nranks; r++) {
-		x[r] = a->ranks[r].shares[CAT_DATA];
-		/* on a device, input copies count as data too; what the host waited on is the idle part */
-		const struct gpustat *g = &a->ranks[r].gpu;
-		if (g->have) {
-			double all = 0;
-			for (int c = 0; c < GP_COUNT; c++)
-				all += g->part[c];
-			x[r] = all > 0 ? g->part[GP_IDLE_DATA] / all : 0;
-		}
-		lo = fmin(lo, x[r]);
-		if (x[r] > hi) {
-			hi = x[r];
-			worst = r;
-		}
-	}
-	int all = a->nranks > 1 && lo >= 0.5 * hi;
-	double sev = all ? an_quantile(x, (size_t)a->nranks, 0.5) : hi;
-	free(x);
-	if (sev < 0.05)
-		return;
-	struct rankinfo *ri = &a->ranks[worst];
-	if (!ri->steps)
-		return;
-	struct pat pats[MAX_PATS];
-	int np = sd->fold[worst].np;
-	memcpy(pats, sd->fold[worst].pats, sizeof pats);
-	/* the files are counted over the whole run: per step of all the analysed ones, kept or not */
-	int64_t t0 = sd->span[worst].t0, t1 = sd->span[worst].t1;
-	double Nall = sd->span[worst].n;
-	/* top three by time */
-	for (int i = 0; i < np; i++)
-		for (int j = i + 1; j < np; j++)
-			if (pats[j].ms > pats[i].ms) {
-				struct pat tmp = pats[i];
-				pats[i] = pats[j];
-				pats[j] = tmp;
-			}
-	/* the files behind it, from every thread of the rank and its input workers: by directory,
-	 * whole-run totals scaled to the analysed span, the longest time in calls first, then the most
-	 * bytes: what the step waits for is time (a worker importing modules reads more bytes of
-	 * .pyc than of samples, fast, from the page cache) */
-	struct dirsum { char dir[256]; double ms, calls, bytes; } *dirs = calloc(MAX_DIRS, sizeof *dirs);
-	int nd = 0;
-	if (!dirs)
-		return;
-	for (int i = 0; i < a->nprocs; i++) {
-		struct proc *p = &a->procs[i];
-		if (p != ri->p && !(p->role == DDPSPY_ROLE_WORKER && p->parent_pid == ri->p->pid))
-			continue;
-		double frac = p->span > 0 ? fmin(1, (double)(t1 - t0) / (double)p->span) : 1;
-		for (int k = 0; k < p->ndstat; k++) {
-			const struct dirstat *ds = &p->dstat[k];
-			int j = 0;
-			while (j < nd && strcmp(dirs[j].dir, ds->dir))
-				j++;
-			if (j == nd) {
-				if (nd == MAX_DIRS)
-					continue;
-				snprintf(dirs[nd].dir, sizeof dirs[nd].dir, "%s", ds->dir);
-				dirs[nd].ms = dirs[nd].calls = dirs[nd].bytes = 0;
-				nd++;
-			}
-			dirs[j].ms += ds->ms * frac;
-			dirs[j].calls += ds->calls * frac;
-			dirs[j].bytes += ds->bytes * frac;
-		}
-	}
-	for (int i = 0; i < nd; i++)
-		for (int j = i + 1; j < nd; j++)
-			if (dirs[j].ms > dirs[i].ms || (dirs[j].ms == dirs[i].ms && dirs[j].bytes > dirs[i].bytes)) {
-				struct dirsum tmp = dirs[i];
-				dirs[i] = dirs[j];
-				dirs[j] = tmp;
-			}
-	struct finding *f = add_finding(a, "data_stall", all ? -1 : ri->rank, sev);
-	if (!f) {
-		free(dirs);
-		return;
-	}
-	char top[300] = "no intercepted input call";
-	if (np)
-		describe_pattern(&pats[0], (double)N, top, sizeof top);
-	double opens = 0, stats = 0, reads = 0;
-	for (int i = 0; i < np; i++) {
-		unsigned m = an_kind(pats[i].kind)->m;
-		if (m & DDPSPY_KM_OPENS)
-			opens += pats[i].calls;
-		else if (m & DDPSPY_KM_STATS)
-			stats += pats[i].calls;
-		else if (pats[i].fdclass == DDPSPY_FD_FILE && (m & DDPSPY_KM_READS))
-			reads += pats[i].calls;
-	}
-	if (opens >= 2 * (double)N && opens >= 0.8 * reads && opens <= 1.25 * reads)
-		snprintf(top, sizeof top, "a file per sample: %.0f files opened%s and read per step", opens / (double)N,
-			 stats >= 0.8 * opens ? ", stat'ed" : "");
-	if (all)
-		snprintf(f->title, sizeof f->title, "every rank waits for input %.0f%% of its step: %s", 100 * sev, top);
-	else
-		snprintf(f->title, sizeof f->title, "rank %d waits for input %.0f%% of its step: %s", ri->rank, 100 * sev, top);
-	double dms = 0;
-	for (size_t k = 0; k < N; k++)
-		dms += ri->steps[k].cat[CAT_DATA] / (double)N;
-	ev_int(f, "rank_shown", ri->rank);
-	ev_num(f, "data_ms_per_step", dms, 3);
-	ev_open(f, "ops", FV_LIST);
-	size_t toff = (size_t)snprintf(f->text, sizeof f->text, "rank %d: %.1f ms of input wait per step", ri->rank, dms);
-	for (int i = 0; i < np && i < 3; i++) {
-		char d[300];
-		describe_pattern(&pats[i], (double)N, d, sizeof d);
-		ev_open(f, NULL, FV_OBJ);
-		ev_str(f, "op", ddpspy_name(ddpspy_event_names, DDPSPY_EV_COUNT, pats[i].kind));
-		ev_str(f, "fdclass", ddpspy_name(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, pats[i].fdclass));
-		ev_int(f, "bytes_per_call", pats[i].bytes);
-		ev_num(f, "calls_per_step", pats[i].calls / (double)N, 1);
-		ev_num(f, "ms_per_step", pats[i].ms / (double)N, 3);
-		ev_end(f);
-		if (toff < sizeof f->text)
-			toff += (size_t)snprintf(f->text + toff, sizeof f->text - toff, "; %s", d);
-	}
-	ev_end(f);
-	ev_open(f, "files", FV_LIST);
-	for (int i = 0; i < nd && i < 3; i++) {
-		ev_open(f, NULL, FV_OBJ);
-		ev_str(f, "dir", dirs[i].dir);
-		ev_num(f, "calls_per_step", dirs[i].calls / Nall, 1);
-		ev_num(f, "ms_per_step", dirs[i].ms / Nall, 3);
-		ev_num(f, "bytes_per_step", dirs[i].bytes / Nall, 0);
-		ev_end(f);
-	}
-	ev_end(f);
-	if (nd && toff < sizeof f->text)
-		toff += (size_t)snprintf(f->text + toff, sizeof f->text - toff, "; files under %s (%.0f calls/step)",
-					 dirs[0].dir, dirs[0].calls / Nall);
-	free(dirs);
-	/* which kind of data-bound: the input workers (threads that read files, worker processes)
-	 * mostly on a CPU or waiting for one (the transform), or mostly blocked (behind the step, they
-	 * are not idle: they wait for storage, in read calls or in the library under them); without
-	 * workers, the training thread's own input calls: I/O */
-	const struct cpustat *cs = &ri->cpu;
-	double life = cs->in_life, cpu = cs->in_run + cs->in_wait;
-	int transform = cs->in_threads && life > 0 && cpu > 0.5 * life;
-	ev_str(f, "kind", transform ? "cpu_transform" : "io");
-	if (cs->in_threads && life > 0) {
-		ev_open(f, "input_workers", FV_OBJ);
-		ev_int(f, "threads", cs->in_threads);
-		ev_num(f, "on_cpu_share", cs->in_run / life, 3);
-		ev_num(f, "runqueue_share", cs->in_wait / life, 3);
-		ev_num(f, "blocked_share", fmax(0, 1 - cpu / life), 3);
-		ev_num(f, "io_call_share", cs->in_io / life, 3);
-		ev_end(f);
-		if (toff < sizeof f->text)
-			snprintf(f->text + toff, sizeof f->text - toff, "; its %d input worker thread%s: %.0f%% on a CPU, %.0f%% "
-				 "waiting for one, %.0f%% blocked (%.0f%% in intercepted I/O calls)", cs->in_threads,
-				 cs->in_threads == 1 ? "" : "s", 100 * cs->in_run / life, 100 * cs->in_wait / life,
-				 100 * fmax(0, 1 - cpu / life), 100 * cs->in_io / life);
-	}
-	if (transform) {
-		f->advice[0] = "The input workers are busy transforming (decode, augmentation), not reading: more "
-			       "workers help only up to the CPUs the ranks leave free; past that, move the transform off "
-			       "the host (GPU decode, DALI) or offline (store samples decoded and preprocessed).";
-		f->advice[1] = "Profile the transform itself (py-spy on a worker): a cheaper decoder or smaller "
-			       "images cost less CPU per sample.";
-		return;
-	}
-	f->advice[0] = "Load input ahead of the step: more DataLoader workers (num_workers), a larger "
-		       "prefetch_factor, persistent_workers, pin_memory.";
-	f->advice[1] = "Read in large pieces: many small reads or a file (and a stat) per sample cost a syscall "
-		       "each; pack samples into shards and read them whole; stage the data on local disk.";
 }
 
 /* CPU contention: the training thread runnable but waiting for a CPU, as far as the job's own
@@ -802,7 +502,7 @@ static void find_cpu(struct analysis *a)
 			top = g;
 	}
 	int avail = c->process ? c->cpus : c->host_cpus;
-	struct finding *f = add_finding(a, "cpu_contention", all ? -1 : ri->rank, top_sev);
+	struct finding *f = an_add_finding(a, "cpu_contention", all ? -1 : ri->rank, top_sev);
 	if (!f)
 		return;
 	char whose[64], cpus[64] = "";
@@ -814,23 +514,23 @@ static void find_cpu(struct analysis *a)
 		snprintf(cpus, sizeof cpus, " of the %d %s", avail, c->process ? "it is bound to" : "of its host");
 	snprintf(f->title, sizeof f->title, "%s training thread waits for a CPU %.0f%% of its step: %s hold %.1f CPUs%s "
 		 "(%.1f wanted)", whose, 100 * c->runq, who[top], c->cores[top], cpus, demand);
-	ev_int(f, "rank_shown", ri->rank);
-	ev_str(f, "host", ri->p->host);
-	ev_str(f, "scope", c->process ? "process" : "host");
-	ev_int(f, "cpus", avail);
-	ev_num(f, "runqueue_share", c->runq, 3);
-	ev_num(f, "on_cpu_share", c->on_cpu, 3);
-	ev_str(f, "top", an_cpu_group_names[top]);
-	ev_num(f, "cpus_wanted", demand, 2);
-	ev_open(f, "cpus_held", FV_OBJ);
+	an_ev_int(f, "rank_shown", ri->rank);
+	an_ev_str(f, "host", ri->p->host);
+	an_ev_str(f, "scope", c->process ? "process" : "host");
+	an_ev_int(f, "cpus", avail);
+	an_ev_num(f, "runqueue_share", c->runq, 3);
+	an_ev_num(f, "on_cpu_share", c->on_cpu, 3);
+	an_ev_str(f, "top", an_cpu_group_names[top]);
+	an_ev_num(f, "cpus_wanted", demand, 2);
+	an_ev_open(f, "cpus_held", FV_OBJ);
 	for (int g = 0; g < CPU_GROUPS; g++)
-		ev_num(f, an_cpu_group_names[g], c->cores[g], 2);
-	ev_num(f, "outside_job", c->outside, 2);
-	ev_end(f);
-	ev_open(f, "threads", FV_OBJ);
+		an_ev_num(f, an_cpu_group_names[g], c->cores[g], 2);
+	an_ev_num(f, "outside_job", c->outside, 2);
+	an_ev_end(f);
+	an_ev_open(f, "threads", FV_OBJ);
 	for (int g = 0; g < CPU_GROUPS; g++)
-		ev_int(f, an_cpu_group_names[g], c->threads[g]);
-	ev_end(f);
+		an_ev_int(f, an_cpu_group_names[g], c->threads[g]);
+	an_ev_end(f);
 	size_t toff = (size_t)snprintf(f->text, sizeof f->text, "rank %d's training thread is on a CPU %.0f%% and runnable but "
 				       "waiting %.0f%% of its steps; CPUs held: other ranks %.2f, input workers %.2f, "
 				       "collective threads %.2f, other threads %.2f", ri->rank, 100 * c->on_cpu,
@@ -934,15 +634,15 @@ static void find_skew(struct analysis *a)
 	double p = 1.0 / R, most_max = fmax(0.6, p + 3 * sqrt(p * (1 - p) / (double)N));
 	if (sev < 0.03 || share >= most_max || changes < 0.3 * (double)pairs)
 		return;
-	struct finding *f = add_finding(a, "work_skew", -1, sev);
+	struct finding *f = an_add_finding(a, "work_skew", -1, sev);
 	if (!f)
 		return;
 	snprintf(f->title, sizeof f->title, "compute per step differs between ranks by %.1f ms on average and the "
 		 "slowest rank changes from step to step", spread);
-	ev_num(f, "compute_spread_ms_per_step", spread, 3);
-	ev_num(f, "slowest_rank_share", share, 3);
-	ev_int(f, "slowest_rank_changes", changes);
-	ev_int(f, "steps", (int64_t)N);
+	an_ev_num(f, "compute_spread_ms_per_step", spread, 3);
+	an_ev_num(f, "slowest_rank_share", share, 3);
+	an_ev_int(f, "slowest_rank_changes", changes);
+	an_ev_int(f, "steps", (int64_t)N);
 	snprintf(f->text, sizeof f->text, "the slowest rank computes %.1f ms more than the mean per step; no rank is "
 		 "slowest in more than %.0f%% of steps; it changes %d times in %zu steps", spread, 100 * share, changes, N);
 	f->advice[0] = "Balance work, not samples: bucket sequences by length or batch by token budget, so every "
@@ -966,382 +666,20 @@ static void find_overlap(struct analysis *a)
 	double sev = (ms - wait) / (double)N / median_step(a);
 	if (nic > 0 || nb < 2 * (double)N || sev < 0.02)
 		return;
-	struct finding *f = add_finding(a, "no_overlap", -1, sev);
+	struct finding *f = an_add_finding(a, "no_overlap", -1, sev);
 	if (!f)
 		return;
 	char hb[32];
-	human_bytes(bytes / (double)N, hb, sizeof hb);
+	an_human_bytes(bytes / (double)N, hb, sizeof hb);
 	snprintf(f->title, sizeof f->title, "%.0f gradient all-reduces per step (%s) run back to back after "
 		 "backward, none overlapping it", nb / (double)N, hb);
-	ev_num(f, "allreduces_per_step", nb / (double)N, 1);
-	ev_num(f, "bytes_per_step", bytes / (double)N, 0);
-	ev_num(f, "ms_per_step", ms / (double)N, 3);
+	an_ev_num(f, "allreduces_per_step", nb / (double)N, 1);
+	an_ev_num(f, "bytes_per_step", bytes / (double)N, 0);
+	an_ev_num(f, "ms_per_step", ms / (double)N, 3);
 	snprintf(f->text, sizeof f->text, "%.1f blocking all-reduces per step, %s, %.1f ms per step, no nonblocking "
 		 "collective in the step", nb / (double)N, hb, ms / (double)N);
 	f->advice[0] = "Start each gradient bucket's all-reduce as soon as backward has produced it (DDP does this "
 		       "with bucket_cap_mb; hand-written loops can use nonblocking all-reduces).";
-}
-
-/* ---- GPU jobs: from each rank's device timeline (gpu.c) ---- */
-
-/* The share of the step in the parts of mask (1 << GP_*), over the ranks with a device: the
- * largest, which a rank's own cost sets for everyone (its peers wait for it), with *rank its
- * rank; or, where every rank has at least half of that, the mean, job-wide (*rank -1). The
- * findings' rank comes from here, their severity from the critical path (gpu_crit). */
-static double gpu_share(const struct analysis *a, unsigned mask, int *rank)
-{
-	double mx = 0, mn = INFINITY, sum = 0;
-	int n = 0, arg = -1;
-	for (int r = 0; r < a->nranks; r++) {
-		const struct gpustat *g = &a->ranks[r].gpu;
-		if (!g->have)
-			continue;
-		double part = 0, all = 0;
-		for (int c = 0; c < GP_COUNT; c++) {
-			all += g->part[c];
-			part += mask & (1u << c) ? g->part[c] : 0;
-		}
-		double x = all > 0 ? part / all : 0;
-		if (x > mx || arg < 0) {
-			mx = x;
-			arg = a->ranks[r].rank;
-		}
-		mn = fmin(mn, x);
-		sum += x;
-		n++;
-	}
-	*rank = n > 1 && mn < 0.5 * mx ? arg : -1;
-	return *rank >= 0 ? mx : n ? sum / n : 0;
-}
-
-/* a GPU part's ms per step, averaged over the ranks with a device (rank: that rank's only) */
-static double gpu_ms(const struct analysis *a, int part, int rank)
-{
-	double s = 0;
-	int n = 0;
-	for (int r = 0; r < a->nranks; r++)
-		if (a->ranks[r].gpu.have && (rank < 0 || a->ranks[r].rank == rank)) {
-			s += part < 0 ? 0 : a->ranks[r].gpu.part[part];
-			n++;
-		}
-	return n ? s / n : 0;
-}
-
-/* The critical path's share (the verdict's: a rank's wait for a late peer charged to what made it
- * late) of the GPU parts of mask: each part's share of its category over every rank's device
- * timeline, times that category's critical share, plus its part of the waits the critical path
- * could not charge to anyone. What fixing those parts would win. */
-static double gpu_crit(const struct analysis *a, unsigned mask)
-{
-	static const int cat_of[GP_COUNT] = { CAT_COMPUTE, CAT_COMPUTE, CAT_DATA, CAT_COMMS, CAT_COMMS, CAT_DATA,
-					      CAT_HOST, CAT_HOST, CAT_COMMS, CAT_HOST, CAT_HOST };
-	double in[CAT_COUNT] = { 0 }, of[CAT_COUNT] = { 0 }, sev = 0;
-	for (int r = 0; r < a->nranks; r++)
-		for (int c = 0; a->ranks[r].gpu.have && c < GP_COUNT; c++) {
-			of[cat_of[c]] += a->ranks[r].gpu.part[c];
-			in[cat_of[c]] += mask & (1u << c) ? a->ranks[r].gpu.part[c] : 0;
-		}
-	for (int c = 0; c < CAT_COUNT; c++)
-		sev += of[c] > 0 ? a->shares[c] * in[c] / of[c] : 0;
-	/* Waits for late peers that no rank's extra work explains stay comms on the critical path:
-	 * every rank slow the same way, late by turns. Such waits are the same cost seen from the
-	 * peers: shared among the causes off the comms path, in proportion. */
-	if (mask & ((1u << GP_NCCL_WAIT) | (1u << GP_NCCL)))
-		return sev;
-	double left = 0, len = 0;
-	for (int r = 0; r < a->nranks; r++)
-		for (size_t k = 0; a->ranks[r].steps && k < a->sd->K; k++) {
-			const struct rankstep *st = &a->ranks[r].steps[k];
-			left += fmax(0, st->wait - (st->cat[CAT_COMMS] - st->crit[CAT_COMMS]));
-			len += MS(st->t1 - st->t0);
-		}
-	double off = 1 - a->shares[CAT_COMMS];
-	return len > 0 && off > 0 ? sev + left / len * sev / off : sev;
-}
-
-static const struct rankinfo *gpu_rank(const struct analysis *a, int rank)
-{
-	for (int r = 0; r < a->nranks; r++)
-		if (a->ranks[r].gpu.have && (rank < 0 || a->ranks[r].rank == rank))
-			return &a->ranks[r];
-	return NULL;
-}
-
-#define IDLE_MASK ((1u << GP_IDLE_DATA) | (1u << GP_IDLE_SYNC) | (1u << GP_IDLE_LAUNCH) | (1u << GP_IDLE_COMMS) | \
-		   (1u << GP_IDLE_OTHER) | (1u << GP_IDLE_PAGEABLE))
-
-static void find_gpu_idle(struct analysis *a)
-{
-	int rank;
-	gpu_share(a, IDLE_MASK, &rank);
-	double sev = gpu_crit(a, IDLE_MASK);
-	if (sev < 0.05)
-		return;
-	/* the contract's idle causes (ranks[].gpu.idle_by_cause) */
-	static const char *const cause[] = { "data", "sync", "launch", "comms", "other" };
-	static const char *const why[] = { "waiting for input", "after the host waited for the device",
-					   "while the host launched kernels", "while the host was in a collective of its own",
-					   "while the host did other work" };
-	double ms[5], idle = 0;
-	int top = 0;
-	for (int c = 0; c < 5; c++) /* (a pageable copy's hold is a wait for the device: sync) */
-		ms[c] = gpu_ms(a, GP_IDLE_DATA + c, rank) + (c == 1 ? gpu_ms(a, GP_IDLE_PAGEABLE, rank) : 0);
-	for (int c = 0; c < 5; c++) {
-		idle += ms[c];
-		top = ms[c] > ms[top] ? c : top;
-	}
-	/* one rank's idle device that its peers wait for, while its host did other work, is that
-	 * rank's finding (straggler, rank-0 work): the same time, named by what the job loses. (Idle
-	 * for input, a sync or launching says more than a late rank's "host" does: it stays.) */
-	for (int i = 0; rank >= 0 && top == 4 && i < a->nfindings; i++)
-		if (a->findings[i].rank == rank && (!strcmp(a->findings[i].kind, "straggler") ||
-						    !strcmp(a->findings[i].kind, "rank0_serialization")))
-			return;
-	struct finding *f = add_finding(a, "gpu_idle", rank, sev);
-	if (!f)
-		return;
-	if (rank >= 0)
-		snprintf(f->title, sizeof f->title, "rank %d's GPU idles %.0f%% of the step, mostly %s", rank, 100 * sev,
-			 why[top]);
-	else
-		snprintf(f->title, sizeof f->title, "the GPUs idle %.0f%% of the step, mostly %s", 100 * sev, why[top]);
-	ev_str(f, "cause", cause[top]);
-	ev_num(f, "idle_ms_per_step", idle, 3);
-	ev_open(f, "by_cause_ms", FV_OBJ);
-	for (int c = 0; c < 5; c++)
-		ev_num(f, cause[c], ms[c], 3);
-	ev_end(f);
-	snprintf(f->text, sizeof f->text, "%.2f ms idle per step: waiting for input %.2f, after waiting for the device "
-		 "%.2f, launching %.2f, in the host's collectives %.2f, other host work %.2f", idle, ms[0], ms[1], ms[2],
-		 ms[3], ms[4]);
-	static const char *const advice[] = {
-		"The input pipeline does not keep the GPU fed: more DataLoader workers, prefetch_factor, pin_memory; "
-		"the data_stall finding names what the input waits on.",
-		"A call that waits for the GPU every step (a .item(), a blocking copy, a synchronize) empties its queue: "
-		"the host_sync finding names it; remove it or defer it to every N steps.",
-		"The host cannot launch kernels as fast as the GPU runs them: the launch_bound finding says how many; "
-		"fuse them (torch.compile) or capture the step in a CUDA graph.",
-		"The host waits in collectives of its own (MPI, gloo: metrics, barriers) while the GPU has nothing "
-		"queued: enqueue the GPU's next work first, or reduce on the GPU with NCCL.",
-		"The host is busy between the GPU's work (Python overhead, logging, checkpoint bookkeeping): move it off "
-		"the training thread or overlap it with the GPU's work."
-	};
-	f->advice[0] = advice[top];
-}
-
-static void find_host_sync(struct analysis *a)
-{
-	int rank;
-	gpu_share(a, 1u << GP_IDLE_SYNC, &rank);
-	double sev = gpu_crit(a, 1u << GP_IDLE_SYNC);
-	const struct rankinfo *ri = gpu_rank(a, rank);
-	if (sev < 0.03 || !ri)
-		return;
-	const char *frames[8];
-	int nf = 0, kind = 0, what = -1;
-	double ms = 0, calls = 0;
-	const char *call = an_gpu_site(ri->p, ri->gpu.site, &frames, &nf, &ms, &calls, &kind, &what);
-	struct finding *f = add_finding(a, "host_sync", rank, sev);
-	if (!f)
-		return;
-	const char *w = !call ? NULL : kind == DDPSPY_EV_CUDA_SYNC ? ddpspy_name(ddpspy_cuda_sync_names, DDPSPY_SYNC_COUNT, what) :
-			ddpspy_name(ddpspy_cuda_dir_names, DDPSPY_DIR_COUNT, what);
-	double steps = a->steps_detected > 0 ? a->steps_detected : 1;
-	const char *how = kind != DDPSPY_EV_CUDA_SYNC ? "a blocking copy" :
-			  what == DDPSPY_SYNC_FREE ? "a free of device or pinned memory, which synchronizes" :
-			  what == DDPSPY_SYNC_PIN ? "a pinned host allocation" :
-			  what == DDPSPY_SYNC_POLL ? "polling an event or a stream" : "a synchronize";
-	snprintf(f->title, sizeof f->title, "the host waits for the GPU every step%s%s%s, and the GPU then idles %.1f ms "
-		 "per step until the host catches up", call ? " (" : "", call ? how : "", call ? ")" : "",
-		 gpu_ms(a, GP_IDLE_SYNC, rank));
-	ev_num(f, "idle_ms_per_step", gpu_ms(a, GP_IDLE_SYNC, rank), 3);
-	ev_str(f, "call", call);
-	ev_str(f, "what", w);
-	ev_num(f, "calls_per_step", calls / steps, 2);
-	ev_num(f, "wait_ms_per_step", ms / steps, 3);
-	ev_open(f, "stack", FV_LIST);
-	for (int i = 0; i < nf; i++)
-		ev_str(f, NULL, frames[i]);
-	ev_end(f);
-	snprintf(f->text, sizeof f->text, "%.2f ms idle per step after the host's waits for the device%s%s%s%s%s",
-		 gpu_ms(a, GP_IDLE_SYNC, rank), call ? "; the longest: " : "", call ? call : "", w ? " " : "", w ? w : "",
-		 nf ? " at " : "");
-	if (nf) {
-		size_t l = strlen(f->text);
-		snprintf(f->text + l, sizeof f->text - l, "%s", frames[0]);
-	}
-	f->advice[0] = "Do not read device values on the host every step (loss.item(), tensor.cpu(), printing a "
-		       "tensor): accumulate them on the device and read them every N steps.";
-	f->advice[1] = "Copies to pageable host memory and explicit synchronizes wait for all queued work; use "
-		       "non_blocking copies into pinned memory and events where a wait is needed.";
-}
-
-static void find_launch_bound(struct analysis *a)
-{
-	int rank;
-	gpu_share(a, 1u << GP_IDLE_LAUNCH, &rank);
-	double sev = gpu_crit(a, 1u << GP_IDLE_LAUNCH);
-	const struct rankinfo *ri = gpu_rank(a, rank);
-	if (sev < 0.05 || !ri)
-		return;
-	const struct gpustat *g = &ri->gpu;
-	struct finding *f = add_finding(a, "launch_bound", rank, sev);
-	if (!f)
-		return;
-	double us = g->kernels > 0 ? 1000 * g->part[GP_COMPUTE] / g->kernels : 0;
-	snprintf(f->title, sizeof f->title, "%.0f kernels per step of %.1f us each on average: the GPU idles %.0f%% "
-		 "of the step between them while the host launches", g->kernels, us, 100 * sev);
-	ev_num(f, "kernels_per_step", g->kernels, 1);
-	ev_num(f, "launches_per_step", g->launches, 1);
-	ev_num(f, "kernel_us_mean", us, 2);
-	ev_num(f, "idle_ms_per_step", gpu_ms(a, GP_IDLE_LAUNCH, rank), 3);
-	snprintf(f->text, sizeof f->text, "%.0f kernels and %.0f launch calls per step, %.1f us of GPU work each; "
-		 "%.2f ms per step idle while launching", g->kernels, g->launches, us, gpu_ms(a, GP_IDLE_LAUNCH, rank));
-	f->advice[0] = "Launch fewer, larger kernels: fuse element-wise work (torch.compile), use fused optimizers "
-		       "(foreach/fused Adam), and larger batches per kernel.";
-	f->advice[1] = "Capture the step in a CUDA graph (torch.cuda.graphs, CUDA graph trees) so the host "
-		       "launches it once.";
-}
-
-static void find_pageable(struct analysis *a)
-{
-	double best = 0, worst = 0;
-	const struct rankinfo *ri = NULL;
-	for (int r = 0; r < a->nranks; r++) {
-		const struct gpustat *g = &a->ranks[r].gpu;
-		best = fmax(best, g->pinned_gbs);
-		if (g->have && g->pageable_calls > 0 && g->pageable_ms > worst) {
-			worst = g->pageable_ms;
-			ri = &a->ranks[r];
-		}
-	}
-	if (!ri)
-		return;
-	const struct gpustat *g = &ri->gpu;
-	double all = 0;
-	for (int c = 0; c < GP_COUNT; c++)
-		all += g->part[c];
-	double gbs = g->pageable_ms > 0 ? g->pageable_bytes / g->pageable_ms / 1e6 : 0;
-	/* what pinning wins: the copies at the job's own pinned rate where it has one, else at three
-	 * times their rate (pinned host memory is copied at about 3x pageable's rate over PCIe: NVIDIA's
-	 * bandwidthTest on Gen4 and Gen5 hosts), said so in the evidence */
-	int assumed = !(best > gbs);
-	if (assumed)
-		best = 3 * gbs;
-	double won = best > gbs ? g->pageable_ms * (1 - gbs / best) : 0;
-	/* and the device's idle while the copies held the host, and after, as the critical path has it */
-	double sev = (all > 0 ? won / all : 0) + gpu_crit(a, 1u << GP_IDLE_PAGEABLE);
-	if (sev < 0.02)
-		return;
-	struct finding *f = add_finding(a, "pageable_memcpy", -1, sev);
-	if (!f)
-		return;
-	char hb[32];
-	human_bytes(g->pageable_bytes, hb, sizeof hb);
-	snprintf(f->title, sizeof f->title, "%.1f copies per step (%s) from or to pageable host memory at %.1f GB/s; "
-		 "each also holds the host until it ends", g->pageable_calls, hb, gbs);
-	ev_num(f, "copies_per_step", g->pageable_calls, 1);
-	ev_num(f, "bytes_per_step", g->pageable_bytes, 0);
-	ev_num(f, "ms_per_step", g->pageable_ms, 3);
-	ev_num(f, "gbs", gbs, 2);
-	ev_num(f, "pinned_gbs", best, 2);
-	ev_bool(f, "pinned_gbs_assumed", assumed);
-	snprintf(f->text, sizeof f->text, "%.1f pageable copies per step, %s, %.2f ms on the GPU at %.1f GB/s against "
-		 "%.1f GB/s pinned (%s), and %.2f ms of idle GPU while they held the host", g->pageable_calls, hb,
-		 g->pageable_ms, gbs, best, assumed ? "assumed: 3x, no pinned copy of 1 MiB in the job" : "the job's fastest",
-		 gpu_ms(a, GP_IDLE_PAGEABLE, -1));
-	f->advice[0] = "Copy from pinned memory: DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True), "
-		       "or cudaMallocHost/cudaHostRegister for your own buffers.";
-}
-
-/* NCCL kernels that do not overlap the computation: on the compute stream (no_overlap), or on
- * their own stream but still exposed for their bytes (collective_volume) */
-static void find_nccl(struct analysis *a)
-{
-	int rank, on = 0, n = 0, maxop = -1;
-	unsigned ops = 0;
-	int64_t maxb = 0;
-	double sev = gpu_share(a, 1u << GP_NCCL, &rank), calls = 0, bytes = 0, xfer = 0, left = 0;
-	for (int r = 0; r < a->nranks; r++) {
-		const struct gpustat *g = &a->ranks[r].gpu;
-		if (!g->have)
-			continue;
-		on |= g->nccl_on_compute;
-		calls += g->nccl_calls;
-		bytes += g->nccl_bytes;
-		xfer += g->nccl_xfer_ms;
-		left += g->nccl_overlap_left_ms;
-		ops |= g->nccl_ops;
-		if (g->nccl_max_bytes > maxb) {
-			maxb = g->nccl_max_bytes;
-			maxop = g->nccl_max_op;
-		}
-		n++;
-	}
-	if (!n)
-		return;
-	calls /= n;
-	bytes /= n;
-	xfer /= n;
-	left /= n;
-	double exposed = gpu_ms(a, GP_NCCL, rank);
-	sev = gpu_crit(a, 1u << GP_NCCL);
-	/* on the compute stream: what overlapping them with backward would win (gpu.c's overlap_left) */
-	if (on && exposed > 0)
-		sev *= fmax(0, exposed - left) / exposed;
-	if (sev < (on ? 0.02 : 0.05))
-		return;
-	double algbw = xfer > 0 ? bytes / xfer / 1e6 : 0;
-	/* bus bandwidth as nccl-tests reports it, where every collective is an all-reduce */
-	int world = a->ranks[0].p->world > 1 ? a->ranks[0].p->world : a->nranks;
-	double busbw = ops == 1u << DDPSPY_OP_ALLREDUCE && world > 1 ? algbw * 2 * (world - 1) / world : -1;
-	char hmax[32];
-	human_bytes((double)maxb, hmax, sizeof hmax);
-	struct finding *f = add_finding(a, on ? "no_overlap" : "collective_volume", -1, sev);
-	if (!f)
-		return;
-	char hb[32];
-	human_bytes(bytes, hb, sizeof hb);
-	if (on)
-		snprintf(f->title, sizeof f->title, "%.0f NCCL collectives per step (%s) run on the compute stream, after "
-			 "the computation: overlapping them with it would win %.0f%% of the step", calls, hb, 100 * sev);
-	else if (bytes <= 0) /* (kernels joined to no call: their bytes are not known) */
-		snprintf(f->title, sizeof f->title, "%.0f NCCL collectives per step, of sizes not known (their kernels "
-			 "are joined to no call); %.0f%% of the step the GPU only communicates", calls, 100 * sev);
-	else
-		snprintf(f->title, sizeof f->title, "%.0f NCCL collectives per step move %s (the largest: a%s %s of %s); "
-			 "%.0f%% of the step the GPU only communicates", calls, hb, strchr("aeiou", op_name(maxop)[0]) ? "n" : "",
-			 op_name(maxop), hmax, 100 * sev);
-	ev_num(f, "calls_per_step", calls, 1);
-	ev_num(f, "bytes", bytes, 0);
-	ev_num(f, "transfer_ms_per_step", xfer, 3);
-	ev_num(f, "exposed_ms_per_step", exposed, 3);
-	ev_num(f, "algbw_gbs", algbw, 2);
-	if (busbw >= 0)
-		ev_num(f, "busbw_gbs", busbw, 2);
-	else
-		ev_str(f, "busbw_gbs", NULL);
-	ev_str(f, "largest_op", op_name(maxop));
-	ev_num(f, "largest_bytes", (double)maxb, 0);
-	ev_bool(f, "on_compute_stream", on);
-	char bus[48] = "";
-	if (busbw >= 0)
-		snprintf(bus, sizeof bus, ", bus %.1f GB/s", busbw);
-	if (bytes > 0)
-		snprintf(f->text, sizeof f->text, "%.1f NCCL kernels per step, %s, %.2f ms transferring at %.1f GB/s "
-			 "(bytes over transfer time%s), %.2f ms of it not overlapped", calls, hb, xfer, algbw, bus, exposed);
-	else
-		snprintf(f->text, sizeof f->text, "%.1f NCCL kernels per step of sizes not known, %.2f ms transferring, "
-			 "%.2f ms of it not overlapped", calls, xfer, exposed);
-	if (on) {
-		f->advice[0] = "All-reduce each gradient bucket on a communication stream as soon as backward has made "
-			       "it (DDP does: bucket_cap_mb); the compute stream waits for it only before the optimizer.";
-	} else {
-		f->advice[0] = "Move fewer bytes per step: accumulate gradients over micro-batches, reduce in bf16/fp16, "
-			       "drop all-reduces that are not gradients.";
-		f->advice[1] = "Check the links: NCCL_DEBUG=INFO shows the transport; compare the bandwidth with "
-			       "nccl-tests' busbw on this machine.";
-	}
 }
 
 static void find_lost(struct analysis *a)
@@ -1355,7 +693,7 @@ static void find_lost(struct analysis *a)
 		uint64_t lost = p->dropped + p->unwritten + p->gpu_dropped, all = p->events + p->gpu_records + lost;
 		double frac = all ? (double)lost / (double)all : 0;
 		int rank = p->role == DDPSPY_ROLE_RANK ? p->rank : p->parent_rank;
-		struct finding *f = add_finding(a, "lost_events", rank >= 0 ? rank : -1,
+		struct finding *f = an_add_finding(a, "lost_events", rank >= 0 ? rank : -1,
 						p->damaged || !p->ended ? fmax(frac, 0.01) : frac);
 		if (!f)
 			return;
@@ -1375,12 +713,12 @@ static void find_lost(struct analysis *a)
 			snprintf(f->title, sizeof f->title, "%" PRIu64 " events of pid %d were lost (%.2f%%): %" PRIu64
 				 " of CUPTI's records (dropped by CUPTI or without a buffer), %" PRIu64 " from full rings",
 				 lost, p->pid, 100 * frac, p->gpu_dropped, p->dropped);
-		ev_str(f, "file", p->file);
-		ev_int(f, "recorded", (int64_t)p->events);
-		ev_int(f, "dropped", (int64_t)p->dropped);
-		ev_int(f, "unwritten", (int64_t)p->unwritten);
-		ev_int(f, "gpu_dropped", (int64_t)p->gpu_dropped);
-		ev_bool(f, "complete", p->ended && !p->damaged);
+		an_ev_str(f, "file", p->file);
+		an_ev_int(f, "recorded", (int64_t)p->events);
+		an_ev_int(f, "dropped", (int64_t)p->dropped);
+		an_ev_int(f, "unwritten", (int64_t)p->unwritten);
+		an_ev_int(f, "gpu_dropped", (int64_t)p->gpu_dropped);
+		an_ev_bool(f, "complete", p->ended && !p->damaged);
 		snprintf(f->text, sizeof f->text, "%" PRIu64 " recorded, %" PRIu64 " dropped%s%s", p->events,
 			 lost, p->unwritten ? " or not written" : "",
 			 p->damaged ? ", file damaged" : !p->ended ? ", file not completed: more lost after its last flush" : "");
@@ -1407,16 +745,11 @@ void an_find_all(struct analysis *a)
 	find_lost(a);
 	if (a->nsteps > 0) {
 		find_late_ranks(a, find_serialized(a));
-		find_data(a);
+		an_find_data(a);
 		find_cpu(a);
 		find_skew(a);
 		if (an_gpu_ranks(a)) {
-			/* the device's timeline says what the host's enqueueing calls cannot */
-			find_gpu_idle(a);
-			find_host_sync(a);
-			find_launch_bound(a);
-			find_pageable(a);
-			find_nccl(a);
+			an_find_gpu(a); /* the device's timeline says what the host's enqueueing calls cannot */
 		} else {
 			find_volume(a);
 			find_overlap(a);

@@ -25,8 +25,8 @@ ok(all("collector/ncclplug.c" not in c for c in circles) and g and "collector/gp
    "ncclplug.c (NCCL's profiler plugin's kernels) calls down only: never back into gpu.c")
 # the size rule (about 900 lines a file, 120 a function, or a comment saying why it is one piece):
 # those over it today may only leave the list (issue 39), none may join it
-BIG_FILES = {"collector/sweep.c", "collector/load.c", "collector/findings.c", "collector/trace.c", "collector/split.c"}
-BIG_FUNCS = {"cmd_view", "print_json", "split_rank", "html_report", "find_volume", "find_data", "trace_read",
+BIG_FILES = {"collector/sweep.c", "collector/load.c", "collector/trace.c", "collector/split.c"}
+BIG_FUNCS = {"cmd_view", "print_json", "split_rank", "html_report", "find_volume", "an_find_data", "trace_read",
              "find_late_ranks", "timeline", "cmd_report", "an_load", "align_from", "vw_windows"}
 p = subprocess.run(["python3", os.path.join(ROOT, "tools", "sizes.py"), "--json"], capture_output=True, text=True,
                    timeout=60, cwd=ROOT)

@@ -1,0 +1,218 @@
+/* data_stall: the training thread waiting for input, and what the input was (its calls' pattern
+ * per step: kind, descriptor class, size, directory), from the split's fold. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/format.h"
+#include "analysis_int.h"
+#include "findings_int.h"
+#include "trace.h"
+
+static void describe_pattern(const struct pat *p, double N, char *buf, size_t n)
+{
+	const char *k = ddpspy_name(ddpspy_event_names, DDPSPY_EV_COUNT, p->kind);
+	const char *fc = ddpspy_name(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, p->fdclass);
+	char hb[32];
+	an_human_bytes((double)p->bytes, hb, sizeof hb);
+	unsigned m = an_kind(p->kind)->m;
+	if ((m & DDPSPY_KM_READS) &&
+	    (p->fdclass == DDPSPY_FD_PIPE || p->fdclass == DDPSPY_FD_UNIX || p->fdclass == DDPSPY_FD_TCP))
+		snprintf(buf, n, "waiting on a %s for input (%.0f read%s per step, %.1f ms): an input pipeline that "
+			 "does not keep up", p->fdclass == DDPSPY_FD_PIPE ? "pipe" : "socket", p->calls / N,
+			 p->calls / N >= 1.5 ? "s" : "", p->ms / N);
+	else if (m & DDPSPY_KM_READS)
+		snprintf(buf, n, "%.0f %s calls of %s per step on %s descriptors (%.1f ms)", p->calls / N, k, hb,
+			 fc ? fc : "?", p->ms / N);
+	else if (m & DDPSPY_KM_POLLS)
+		snprintf(buf, n, "waiting in %s for the input pipeline (%.0f call%s per step, %.1f ms): its workers do "
+			 "not keep up", k, p->calls / N, p->calls / N >= 1.5 ? "s" : "", p->ms / N);
+	else
+		snprintf(buf, n, "%.0f %s calls per step (%.1f ms)", p->calls / N, k, p->ms / N);
+}
+
+#define MAX_DIRS 512 /* directories of a rank and its workers, for the top three */
+
+/* input: the training thread waits for files or for its input pipeline */
+void an_find_data(struct analysis *a)
+{
+	struct stepdata *sd = a->sd;
+	size_t N = sd->K;
+	if (!N)
+		return;
+	int worst = 0;
+	double lo = 1, hi = 0, *x = malloc((size_t)a->nranks * sizeof *x);
+	if (!x)
+		return;
+	for (int r = 0; r < a->nranks; r++) {
+		x[r] = a->ranks[r].shares[CAT_DATA];
+		/* on a device, input copies count as data too; what the host waited on is the idle part */
+		const struct gpustat *g = &a->ranks[r].gpu;
+		if (g->have) {
+			double all = 0;
+			for (int c = 0; c < GP_COUNT; c++)
+				all += g->part[c];
+			x[r] = all > 0 ? g->part[GP_IDLE_DATA] / all : 0;
+		}
+		lo = fmin(lo, x[r]);
+		if (x[r] > hi) {
+			hi = x[r];
+			worst = r;
+		}
+	}
+	int all = a->nranks > 1 && lo >= 0.5 * hi;
+	double sev = all ? an_quantile(x, (size_t)a->nranks, 0.5) : hi;
+	free(x);
+	if (sev < 0.05)
+		return;
+	struct rankinfo *ri = &a->ranks[worst];
+	if (!ri->steps)
+		return;
+	struct pat pats[MAX_PATS];
+	int np = sd->fold[worst].np;
+	memcpy(pats, sd->fold[worst].pats, sizeof pats);
+	/* the files are counted over the whole run: per step of all the analysed ones, kept or not */
+	int64_t t0 = sd->span[worst].t0, t1 = sd->span[worst].t1;
+	double Nall = sd->span[worst].n;
+	/* top three by time */
+	for (int i = 0; i < np; i++)
+		for (int j = i + 1; j < np; j++)
+			if (pats[j].ms > pats[i].ms) {
+				struct pat tmp = pats[i];
+				pats[i] = pats[j];
+				pats[j] = tmp;
+			}
+	/* the files behind it, from every thread of the rank and its input workers: by directory,
+	 * whole-run totals scaled to the analysed span, the longest time in calls first, then the most
+	 * bytes: what the step waits for is time (a worker importing modules reads more bytes of
+	 * .pyc than of samples, fast, from the page cache) */
+	struct dirsum { char dir[256]; double ms, calls, bytes; } *dirs = calloc(MAX_DIRS, sizeof *dirs);
+	int nd = 0;
+	if (!dirs)
+		return;
+	for (int i = 0; i < a->nprocs; i++) {
+		struct proc *p = &a->procs[i];
+		if (p != ri->p && !(p->role == DDPSPY_ROLE_WORKER && p->parent_pid == ri->p->pid))
+			continue;
+		double frac = p->span > 0 ? fmin(1, (double)(t1 - t0) / (double)p->span) : 1;
+		for (int k = 0; k < p->ndstat; k++) {
+			const struct dirstat *ds = &p->dstat[k];
+			int j = 0;
+			while (j < nd && strcmp(dirs[j].dir, ds->dir))
+				j++;
+			if (j == nd) {
+				if (nd == MAX_DIRS)
+					continue;
+				snprintf(dirs[nd].dir, sizeof dirs[nd].dir, "%s", ds->dir);
+				dirs[nd].ms = dirs[nd].calls = dirs[nd].bytes = 0;
+				nd++;
+			}
+			dirs[j].ms += ds->ms * frac;
+			dirs[j].calls += ds->calls * frac;
+			dirs[j].bytes += ds->bytes * frac;
+		}
+	}
+	for (int i = 0; i < nd; i++)
+		for (int j = i + 1; j < nd; j++)
+			if (dirs[j].ms > dirs[i].ms || (dirs[j].ms == dirs[i].ms && dirs[j].bytes > dirs[i].bytes)) {
+				struct dirsum tmp = dirs[i];
+				dirs[i] = dirs[j];
+				dirs[j] = tmp;
+			}
+	struct finding *f = an_add_finding(a, "data_stall", all ? -1 : ri->rank, sev);
+	if (!f) {
+		free(dirs);
+		return;
+	}
+	char top[300] = "no intercepted input call";
+	if (np)
+		describe_pattern(&pats[0], (double)N, top, sizeof top);
+	double opens = 0, stats = 0, reads = 0;
+	for (int i = 0; i < np; i++) {
+		unsigned m = an_kind(pats[i].kind)->m;
+		if (m & DDPSPY_KM_OPENS)
+			opens += pats[i].calls;
+		else if (m & DDPSPY_KM_STATS)
+			stats += pats[i].calls;
+		else if (pats[i].fdclass == DDPSPY_FD_FILE && (m & DDPSPY_KM_READS))
+			reads += pats[i].calls;
+	}
+	if (opens >= 2 * (double)N && opens >= 0.8 * reads && opens <= 1.25 * reads)
+		snprintf(top, sizeof top, "a file per sample: %.0f files opened%s and read per step", opens / (double)N,
+			 stats >= 0.8 * opens ? ", stat'ed" : "");
+	if (all)
+		snprintf(f->title, sizeof f->title, "every rank waits for input %.0f%% of its step: %s", 100 * sev, top);
+	else
+		snprintf(f->title, sizeof f->title, "rank %d waits for input %.0f%% of its step: %s", ri->rank, 100 * sev, top);
+	double dms = 0;
+	for (size_t k = 0; k < N; k++)
+		dms += ri->steps[k].cat[CAT_DATA] / (double)N;
+	an_ev_int(f, "rank_shown", ri->rank);
+	an_ev_num(f, "data_ms_per_step", dms, 3);
+	an_ev_open(f, "ops", FV_LIST);
+	size_t toff = (size_t)snprintf(f->text, sizeof f->text, "rank %d: %.1f ms of input wait per step", ri->rank, dms);
+	for (int i = 0; i < np && i < 3; i++) {
+		char d[300];
+		describe_pattern(&pats[i], (double)N, d, sizeof d);
+		an_ev_open(f, NULL, FV_OBJ);
+		an_ev_str(f, "op", ddpspy_name(ddpspy_event_names, DDPSPY_EV_COUNT, pats[i].kind));
+		an_ev_str(f, "fdclass", ddpspy_name(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, pats[i].fdclass));
+		an_ev_int(f, "bytes_per_call", pats[i].bytes);
+		an_ev_num(f, "calls_per_step", pats[i].calls / (double)N, 1);
+		an_ev_num(f, "ms_per_step", pats[i].ms / (double)N, 3);
+		an_ev_end(f);
+		if (toff < sizeof f->text)
+			toff += (size_t)snprintf(f->text + toff, sizeof f->text - toff, "; %s", d);
+	}
+	an_ev_end(f);
+	an_ev_open(f, "files", FV_LIST);
+	for (int i = 0; i < nd && i < 3; i++) {
+		an_ev_open(f, NULL, FV_OBJ);
+		an_ev_str(f, "dir", dirs[i].dir);
+		an_ev_num(f, "calls_per_step", dirs[i].calls / Nall, 1);
+		an_ev_num(f, "ms_per_step", dirs[i].ms / Nall, 3);
+		an_ev_num(f, "bytes_per_step", dirs[i].bytes / Nall, 0);
+		an_ev_end(f);
+	}
+	an_ev_end(f);
+	if (nd && toff < sizeof f->text)
+		toff += (size_t)snprintf(f->text + toff, sizeof f->text - toff, "; files under %s (%.0f calls/step)",
+					 dirs[0].dir, dirs[0].calls / Nall);
+	free(dirs);
+	/* which kind of data-bound: the input workers (threads that read files, worker processes)
+	 * mostly on a CPU or waiting for one (the transform), or mostly blocked (behind the step, they
+	 * are not idle: they wait for storage, in read calls or in the library under them); without
+	 * workers, the training thread's own input calls: I/O */
+	const struct cpustat *cs = &ri->cpu;
+	double life = cs->in_life, cpu = cs->in_run + cs->in_wait;
+	int transform = cs->in_threads && life > 0 && cpu > 0.5 * life;
+	an_ev_str(f, "kind", transform ? "cpu_transform" : "io");
+	if (cs->in_threads && life > 0) {
+		an_ev_open(f, "input_workers", FV_OBJ);
+		an_ev_int(f, "threads", cs->in_threads);
+		an_ev_num(f, "on_cpu_share", cs->in_run / life, 3);
+		an_ev_num(f, "runqueue_share", cs->in_wait / life, 3);
+		an_ev_num(f, "blocked_share", fmax(0, 1 - cpu / life), 3);
+		an_ev_num(f, "io_call_share", cs->in_io / life, 3);
+		an_ev_end(f);
+		if (toff < sizeof f->text)
+			snprintf(f->text + toff, sizeof f->text - toff, "; its %d input worker thread%s: %.0f%% on a CPU, %.0f%% "
+				 "waiting for one, %.0f%% blocked (%.0f%% in intercepted I/O calls)", cs->in_threads,
+				 cs->in_threads == 1 ? "" : "s", 100 * cs->in_run / life, 100 * cs->in_wait / life,
+				 100 * fmax(0, 1 - cpu / life), 100 * cs->in_io / life);
+	}
+	if (transform) {
+		f->advice[0] = "The input workers are busy transforming (decode, augmentation), not reading: more "
+			       "workers help only up to the CPUs the ranks leave free; past that, move the transform off "
+			       "the host (GPU decode, DALI) or offline (store samples decoded and preprocessed).";
+		f->advice[1] = "Profile the transform itself (py-spy on a worker): a cheaper decoder or smaller "
+			       "images cost less CPU per sample.";
+		return;
+	}
+	f->advice[0] = "Load input ahead of the step: more DataLoader workers (num_workers), a larger "
+		       "prefetch_factor, persistent_workers, pin_memory.";
+	f->advice[1] = "Read in large pieces: many small reads or a file (and a stat) per sample cost a syscall "
+		       "each; pack samples into shards and read them whole; stage the data on local disk.";
+}

@@ -1,0 +1,31 @@
+/* What the finding families share (findings.c: the driver, the host's families; finddata.c: the
+ * input's; findgpu.c: the GPU's): a new finding, and its evidence as typed values appended in order (evidence.c; analysis.h's
+ * struct fv; one that does not fit is left out, and a view closes what is left open). */
+#ifndef DDPSPY_FINDINGS_INT_H
+#define DDPSPY_FINDINGS_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analysis_int.h"
+
+/* a finding of kind on rank (-1: none) with severity sev (clamped to [0, 1]); NULL when full */
+struct finding *an_add_finding(struct analysis *a, const char *kind, int rank, double sev);
+void an_ev_int(struct finding *f, const char *key, int64_t i);
+void an_ev_num(struct finding *f, const char *key, double d, int decimals);
+void an_ev_bool(struct finding *f, const char *key, int b);
+/* a string (NULL: null), cut to what room is left in the finding's strings */
+void an_ev_str(struct finding *f, const char *key, const char *s);
+/* a list or an object (type FV_LIST, FV_OBJ), up to the next an_ev_end */
+void an_ev_open(struct finding *f, const char *key, int type);
+void an_ev_end(struct finding *f);
+/* b bytes for a sentence ("1.5 MiB"); an operation's name ("collective" when unknown) */
+void an_human_bytes(double b, char *buf, size_t n);
+const char *an_op_name(int op);
+
+/* findgpu.c: the GPU families, for a job with ranks split from their device; finddata.c:
+ * data_stall */
+void an_find_gpu(struct analysis *a);
+void an_find_data(struct analysis *a);
+
+#endif
