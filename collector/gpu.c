@@ -807,6 +807,11 @@ char *an_gpu_cover_line(const struct analysis *a)
 	return fclose(f) == 0 ? buf : (free(buf), NULL);
 }
 
+int an_gpu_busy(const struct proc *p)
+{
+	return p->gpu && p->gpu->nall > 0;
+}
+
 size_t an_gpu_nwork(const struct proc *p)
 {
 	return p->gpu ? p->gpu->nw : 0;

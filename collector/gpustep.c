@@ -567,11 +567,6 @@ out:
 		sd->late[r] = late;
 }
 
-int an_gpu_busy(const struct proc *p)
-{
-	return p->gpu && p->gpu->nall > 0;
-}
-
 /* ranks with device work, or NCCL kernels from the plugin */
 static int with_work(const struct analysis *a)
 {

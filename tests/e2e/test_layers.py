@@ -2,7 +2,8 @@
 from the object files' symbols (tools/cycles.py). What every phase uses of the job's model is in
 model.c and waits.c, under them all; what a later phase does while a file is read (the long
 trace's sweep) it registers for (an_sweep_part), so that loading never calls it by name. And the
-size rule's list of long files and functions (tools/sizes.py) may only shrink."""
+size rule's list of long files and functions (tools/sizes.py) may only shrink, and no file calls
+one of a layer above its own in docs/design.md's picture."""
 import json
 import os
 import subprocess
@@ -23,6 +24,24 @@ ok(g is not None and not circles, "no circle of files that call each other among
 ok(all("collector/ncclplug.c" not in c for c in circles) and g and "collector/gpu.c" not in
    g["calls"].get("collector/ncclplug.c", []),
    "ncclplug.c (NCCL's profiler plugin's kernels) calls down only: never back into gpu.c")
+# the layers as docs/design.md draws them: no file calls one of a layer above its own
+LAYERS = [["common/format.c", "collector/json.c"], ["collector/trace.c"],
+          ["collector/model.c", "collector/waits.c", "collector/stats.c", "collector/kinds.c", "collector/par.c",
+           "collector/mpijob.c"],
+          ["collector/load.c", "collector/gpu.c", "collector/gpujoin.c", "collector/ncclplug.c", "collector/p2p.c",
+           "collector/cpu.c"],
+          ["collector/clocks.c"], ["collector/steps.c", "collector/sweep.c", "collector/pattern.c"],
+          ["collector/split.c", "collector/gpustep.c"],
+          ["collector/findings.c", "collector/finddata.c", "collector/findgpu.c", "collector/evidence.c"],
+          ["collector/verdict.c"], ["collector/analyze.c"],
+          ["collector/report.c", "collector/compare.c", "viewer/html.c", "viewer/view.c", "viewer/timeline.c"],
+          ["collector/main.c", "collector/run.c", "collector/dump.c"]]
+level = {f: i for i, fs in enumerate(LAYERS) for f in fs}
+calls = g["calls"] if g else {}
+up = [(f, t) for f, ts in calls.items() for t in ts if f in level and t in level and level[t] > level[f]]
+ok(g is not None and not up and not [f for f in calls if f not in level],
+   "every file in a layer of docs/design.md's picture (none left out: %s), none calling a layer above its own: %s"
+   % ([f for f in calls if f not in level], up))
 # the size rule (about 900 lines a file, 120 a function, or a comment saying why it is one piece):
 # those over it today may only leave the list (issue 39), none may join it
 BIG_FILES = {"collector/sweep.c", "collector/load.c", "collector/trace.c", "collector/split.c"}
