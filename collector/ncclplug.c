@@ -253,20 +253,6 @@ static void joined_calls(const struct gpuproc *g, struct pcoll *c, size_t n, con
 	free(ends);
 }
 
-static int cmp_dbl(const void *x, const void *y)
-{
-	double a = *(const double *)x, b = *(const double *)y;
-	return AN_ORDER(a, b);
-}
-
-static double median(double *v, size_t n)
-{
-	if (!n)
-		return 0;
-	sort_n(v, n, sizeof *v, cmp_dbl);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* each collective's offset from its neighbours' bounds (c sorted by GPU start): off[i] */
 static void offsets(struct gpuproc *g, const struct pcoll *c, size_t n, int64_t *off)
 {
@@ -288,7 +274,7 @@ static void offsets(struct gpuproc *g, const struct pcoll *c, size_t n, int64_t 
 		else if (half)
 			half[nh++] = (double)(hi - lo) / 1e3;
 	}
-	g->pstat.bound_us = half ? median(half, nh) : 0;
+	g->pstat.bound_us = half ? an_quantile(half, nh, 0.5) : 0;
 	free(half);
 }
 
@@ -407,9 +393,9 @@ void an_plug_check(struct gpuproc *g, const struct gwork *k, size_t n)
 	}
 	g->pstat.matched = (uint32_t)m;
 	g->pstat.cupti_only = (uint32_t)(nc > m ? nc - m : 0);
-	g->pstat.start_us = median(ds, m);
-	g->pstat.dur_us = median(dd, m);
-	g->pstat.late_us = median(dl, m);
+	g->pstat.start_us = an_quantile(ds, m, 0.5);
+	g->pstat.dur_us = an_quantile(dd, m, 0.5);
+	g->pstat.late_us = an_quantile(dl, m, 0.5);
 out:
 	free(dl);
 	free(cu);
