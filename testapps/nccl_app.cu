@@ -19,6 +19,10 @@
 //   NCCL_APP_DLOPEN=1: ncclCommInitRank and the step's ncclAllReduce are reached through
 //   dlopen("libnccl.so.2", RTLD_LOCAL) and dlsym on its handle, as a program that loads NCCL itself
 //   does: the symbols of its handle's scope, never a preloaded library's wrappers.
+//   NCCL_APP_TAIL=1: after each allreduce, a helper copies 4 bytes of the sum back into pinned
+//   memory (cudaMemcpyAsync) and records an event it destroys at once, returning before either is
+//   done (as a loss read-back and PyTorch's caching allocator's events do): both are queued behind
+//   a collective that waits for a later rank.
 // Prints one JSON line: the host's time around each call it makes (CLOCK_MONOTONIC ns).
 #include <cstdio>
 #include <cstdlib>
@@ -56,6 +60,16 @@ static void cuda(cudaError_t e, const char *what)
 		fprintf(stderr, "nccl_app: %s: %s\n", what, cudaGetErrorString(e));
 		exit(1);
 	}
+}
+
+// (its own frame, gone by the time the device reaches the copy and the event)
+static void __attribute__((noinline)) tail(const float *sum, float *host, cudaStream_t s)
+{
+	cudaEvent_t e;
+	cuda(cudaMemcpyAsync(host, sum, sizeof *host, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+	cuda(cudaEventCreate(&e), "cudaEventCreate");
+	cuda(cudaEventRecord(e, s), "cudaEventRecord");
+	cuda(cudaEventDestroy(e), "cudaEventDestroy");
 }
 
 static ncclComm_t polled[2]; // nonblocking communicators: ncclInProgress means "poll them"
@@ -156,7 +170,9 @@ int main(int argc, char **argv)
 		cuda(cudaMalloc(&sum, n * sizeof(float)), "cudaMalloc");
 	cuda(cudaMalloc(&out, m * sizeof(float)), "cudaMalloc");
 	cuda(cudaMalloc(&in, m * sizeof(float)), "cudaMalloc");
-	float *grp = NULL;
+	float *grp = NULL, *host = NULL;
+	if (getenv("NCCL_APP_TAIL"))
+		cuda(cudaMallocHost(&host, sizeof *host), "cudaMallocHost");
 	if (getenv("NCCL_APP_GROUPED"))
 		cuda(cudaMalloc(&grp, m * sizeof(float)), "cudaMalloc");
 	cudaStream_t compute, comms, subs;
@@ -178,6 +194,8 @@ int main(int argc, char **argv)
 		long long a0 = now_ns();
 		nccl(all_reduce(grad, sum, n, ncclFloat, ncclSum, comm, comms), "ncclAllReduce");
 		long long a1 = now_ns();
+		if (host)
+			tail(sum, host, comms);
 		if (sub)
 			nccl(ncclAllReduce(in, in, m, ncclFloat, ncclSum, sub, subs), "ncclAllReduce (split)");
 		nccl(ncclGroupStart(), "ncclGroupStart");
@@ -215,5 +233,7 @@ int main(int argc, char **argv)
 	if (sub)
 		nccl(ncclCommDestroy(sub), "ncclCommDestroy");
 	nccl(ncclCommDestroy(comm), "ncclCommDestroy");
+	if (host)
+		cuda(cudaFreeHost(host), "cudaFreeHost");
 	return 0;
 }

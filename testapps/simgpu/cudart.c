@@ -454,6 +454,8 @@ static void moves_done(void)
 struct CUevent_st {
 	uint64_t t;   /* when the work before its record ends; 0: never recorded */
 	int pending;  /* recorded behind a collective: t is not known yet */
+	int refs;     /* queued records and waits that name it (under sim_lock) */
+	int dead;     /* destroyed while refs: freed by the device thread once none is left */
 };
 
 #define MAXDEV 8
@@ -651,7 +653,11 @@ static void *device_main(void *arg)
 			dq_tail = &dq;
 		placed_n = d->no;
 		pthread_cond_broadcast(&placed_cv);
+		struct CUevent_st *gone = NULL;
+		if ((d->what == D_EVENT || d->what == D_WAIT) && !--d->ev->refs && d->ev->dead)
+			gone = d->ev;
 		pthread_mutex_unlock(&sim_lock);
+		free(gone);
 		if (d->what == D_COLL)
 			d->coll->done(d->coll);
 		free(d);
@@ -818,10 +824,21 @@ cudaError_t cudaEventCreate(cudaEvent_t *e)
 	TOLD(cudaEventCreate_v3020, event_create(e));
 }
 
+/* "An event may be destroyed before it is complete ... the call does not block on completion of
+ * the event, and any associated resources will automatically be released asynchronously at
+ * completion" (cuda_runtime_api.h, cudaEventDestroy): one still named by queued work is freed by
+ * the device thread once placed */
 cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
 	uint64_t t0 = api_begin();
-	free(e);
+	if (e) {
+		pthread_mutex_lock(&sim_lock);
+		int later = e->refs > 0;
+		e->dead = later;
+		pthread_mutex_unlock(&sim_lock);
+		if (!later)
+			free(e);
+	}
 	return api_end(CUPTI_RUNTIME_TRACE_CBID_cudaEventDestroy_v3020, t0, cudaSuccess);
 }
 
@@ -834,6 +851,7 @@ static cudaError_t event_record(cudaEvent_t e, struct CUstream_st *st)
 	if (d) {
 		*d = (struct deferred){ .what = D_EVENT, .st = st, .enq = now_ns(), .ev = e };
 		e->pending = 1;
+		e->refs++;
 		defer(d);
 	} else {
 		e->t = place(st, 0, now_ns());
@@ -905,6 +923,7 @@ static cudaError_t stream_wait(struct CUstream_st *st, cudaEvent_t e)
 	struct deferred *d = dq ? calloc(1, sizeof *d) : NULL;
 	if (d) {
 		*d = (struct deferred){ .what = D_WAIT, .st = st, .ev = e };
+		e->refs++;
 		defer(d);
 	} else if (e->t > st->busy_until) {
 		st->busy_until = e->t;
@@ -975,7 +994,9 @@ static cudaError_t copy2d(void *dst, size_t dpitch, const void *src, size_t spit
 	if (async && host == MEM_PINNED && sim_captured(st, dur, &it))
 		return api_end(cbid, t0, cudaSuccess);
 	pthread_mutex_lock(&sim_lock);
-	uint64_t e = work(st, dur, &it, &end, &no, &told);
+	/* (the end's address only where this call waits for it: a call that returns first would have
+	 * the device thread write into its dead frame, corrupting the program's stack) */
+	uint64_t e = work(st, dur, &it, hold ? &end : NULL, &no, &told);
 	for (size_t r = 0; n && dst != src && r < height; r++)
 		move_later((char *)dst + r * dpitch, (const char *)src + r * spitch, width, 0, 0);
 	if (e)
