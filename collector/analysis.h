@@ -44,7 +44,7 @@ struct ev {                /* one recorded call, times aligned to the job's cloc
 };
 
 /* The calls of a thread between two of its kept synchronizing calls (or before the first, after
- * the last), summed while loading (load.c): what the split needs of them, so that a training
+ * the last), summed while loading (runs.c): what the split needs of them, so that a training
  * thread whose synchronizing calls were all kept is not read a second time (split.c). Only runs
  * of one call or more are kept; times are on the thread's own clock. */
 struct callrun {
@@ -60,7 +60,7 @@ struct callrun {
 	                        * the split reads the thread again if a step holds them) */
 };
 
-/* a run while it is summed (load.c) */
+/* a run while it is summed (runs.c) */
 struct runacc {
 	int64_t tmin, tmax, tl, dl, end, ns[CAT_COUNT];
 	uint32_t pat, npat, n;

@@ -4,7 +4,8 @@
  *   kinds.c, stats.c   what each event kind means; quantiles and collective instances
  *   model.c            what every phase uses of the job's model: warnings, the training thread,
  *                      the waits for late ranks, the sample's size
- *   load.c             the trace files into per-thread timelines; the ranks
+ *   load.c             the trace files into per-thread timelines; the ranks (beside it: runs.c,
+ *                      spread.c, proc.c, loadmpi.c, stream.c)
  *   clocks.c           every process's times on the job's clock
  *   steps.c            each rank's step boundaries
  *   split.c            each step split into compute / data / comms / host, waits, critical path
@@ -228,12 +229,12 @@ void an_wf_sort(struct stepdata *sd, int r);
 const struct wfrom *an_wfrom_step(const struct stepdata *sd, int r, size_t k, size_t *n);
 double an_wfrom(const struct stepdata *sd, int r, size_t k, int L);
 
-/* ---- load.c ---- */
+/* ---- load.c, and beside it runs.c, stream.c ---- */
 
 /* every file under a->dirs into a->procs, and a->ranks; -1 when no rank is readable (err says why) */
 int an_load(struct analysis *a, const struct report_options *o, char *err, size_t errlen);
 void an_load_free(struct analysis *a);
-/* t's runs given up (analysis.h's struct callrun): its calls are read again for the split */
+/* (runs.c) t's runs given up (analysis.h's struct callrun): its calls are read again for the split */
 void an_runs_drop(struct thr *t);
 /* v, a call of t that is not kept, into t's current run; the run closed (a kept call comes: t->n is
  * its index) */
@@ -243,7 +244,7 @@ void an_run_close(struct thr *t);
  * thread's collectives and completing waits, or, when they run on helper threads (p->bg), those
  * threads' blocking collectives */
 int an_rank_sync(const struct proc *p, const struct thr *u, const struct ev *e);
-/* The second pass over a rank's file: every event of its training thread again, in order, times
+/* (stream.c) The second pass over a rank's file: every event of its training thread again, in order, times
  * aligned like the kept ones (an_stream_thread's, moved), handed to fn (non-zero stops). -1 when
  * the file cannot be read. */
 int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *e), void *ctx);
@@ -368,7 +369,7 @@ static inline int an_p2p_completed(size_t n, uint32_t (*req)(const void *ctx, si
 	return 1;
 }
 
-/* The clocks' spread (load.c): beyond the prefix, a thread's collectives that every rank leaves
+/* The clocks' spread (spread.c, kept while loading): beyond the prefix, a thread's collectives that every rank leaves
  * together, and its completed posts with their wait, are kept where the hash of their instance's
  * block of SPREAD_BLOCK has at least spk trailing zeros (its level): the same instances on every
  * rank, fewer as the trace grows (at most a->spread calls a thread), so that the clocks see the
@@ -391,6 +392,10 @@ static inline struct ev an_spread_ev(const struct proc *p, const struct ev *e)
 
 /* every thread's spread let go (once the clocks are aligned) */
 void an_spread_free(struct analysis *a);
+/* v, a synchronizing call of p's thread t beyond its prefix, kept in its spread when its level
+ * says so (at most max a thread); one thread's spread let go */
+void an_spread_add(const struct proc *p, struct thr *t, const struct ev *v, size_t max);
+void an_spread_drop(struct thr *t);
 
 /* ---- clocks.c ---- */
 
@@ -715,7 +720,9 @@ int an_mpi_np(const struct an_mpi *m);
 int an_mpi_bcast(struct an_mpi *m, struct an_buf *b);
 int an_mpi_send(struct an_mpi *m, const struct an_buf *b);
 int an_mpi_recv(struct an_mpi *m, int src, struct an_buf *b);
-/* load.c: a process record as bytes, and back (-1: damaged; free what was read with the rest) */
+/* proc.c: a process record as bytes, and back (-1: damaged; free what was read with the rest);
+ * everything it holds freed */
+void an_proc_free(struct proc *p);
 void an_pack_proc(struct an_buf *b, const struct proc *p, int whole); /* !whole: an_gpu_pack's */
 int an_unpack_proc(struct an_rd *r, struct proc *p);
 

@@ -404,7 +404,7 @@ static int split_event(void *ctx, const struct ev *e)
 	return 0;
 }
 
-/* ---- the split from the training thread's runs (load.c), without reading it a second time ---- */
+/* ---- the split from the training thread's runs (runs.c), without reading it a second time ---- */
 
 /* where on the job's clock run u's calls lie: every start and end in [*a, *b] (b is a bound:
  * a negative drift may move an end that was not the latest past it by its rate over the run) */
