@@ -44,7 +44,7 @@ endif
 PRELOAD_SRC += preload/ncclprof.c
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(B)/obj/%.o)
 
-COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/trace.c \
+COLLECTOR_SRC := collector/main.c collector/run.c collector/dump.c collector/trace.c collector/tracemeta.c collector/tracedir.c \
 	collector/json.c collector/analyze.c collector/kinds.c collector/stats.c collector/load.c \
 	collector/clocks.c collector/pattern.c collector/steps.c collector/sweep.c collector/p2p.c collector/split.c collector/cpu.c collector/evidence.c collector/findings.c collector/finddata.c collector/findgpu.c collector/verdict.c \
 	collector/report.c collector/compare.c collector/gpu.c collector/gpujoin.c collector/gpustep.c collector/ncclplug.c collector/par.c collector/runs.c collector/spread.c collector/proc.c collector/stream.c collector/loadmpi.c collector/mpijob.c collector/model.c collector/waits.c common/format.c \
@@ -124,12 +124,12 @@ $(B)/asan/libddpspy.so: $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) preload/exports.map
 	$(CC) $(SAN) -shared -o $@ $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) \
 		-Wl,--version-script=preload/exports.map -Wl,-z,now -Wl,-z,nodelete \
 		-lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
-$(B)/asan/tests/%: tests/unit/%.c tests/unit/tap.h collector/trace.c collector/trace.h common/format.c \
+$(B)/asan/tests/%: tests/unit/%.c tests/unit/tap.h collector/trace.c collector/tracemeta.c collector/trace.h collector/trace_int.h common/format.c \
 	common/format.h common/evcodec.h common/hash.h collector/kinds.c collector/analysis_int.h preload/ring.c preload/ring.h preload/fdclass.c preload/identity.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SAN) -o $@ $< $(UNIT_SRC_$*) -lmsgpackc -lz -lm -lpthread -ldl
 UNIT_SRC_test_ring := preload/ring.c
-UNIT_SRC_test_format := collector/trace.c common/format.c
+UNIT_SRC_test_format := collector/trace.c collector/tracemeta.c common/format.c
 UNIT_SRC_test_fdclass := preload/fdclass.c common/format.c
 UNIT_SRC_test_identity := preload/identity.c common/format.c
 UNIT_SRC_test_kinds := collector/kinds.c common/format.c
@@ -238,9 +238,9 @@ $(B)/testapps/gpu_app_pt: testapps/gpu_app.cu
 $(B)/tests/test_ring: tests/unit/test_ring.c preload/ring.c tests/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_ring.c preload/ring.c -lpthread
-$(B)/tests/test_format: tests/unit/test_format.c collector/trace.c collector/trace.h common/evcodec.h common/format.c tests/unit/tap.h $(B)/libddpspy.so
+$(B)/tests/test_format: tests/unit/test_format.c collector/trace.c collector/tracemeta.c collector/trace.h collector/trace_int.h common/evcodec.h common/format.c tests/unit/tap.h $(B)/libddpspy.so
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) -o $@ tests/unit/test_format.c collector/trace.c common/format.c -lmsgpackc -lz
+	$(CC) $(BASE) -o $@ tests/unit/test_format.c collector/trace.c collector/tracemeta.c common/format.c -lmsgpackc -lz
 $(B)/tests/test_fdclass: tests/unit/test_fdclass.c preload/fdclass.c common/format.c tests/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_fdclass.c preload/fdclass.c common/format.c

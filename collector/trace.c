@@ -1,10 +1,10 @@
 /* Reader for ddpspy trace files (common/format.h, docs/format.md). Two passes over a mapped
  * file: the first gathers the calibration points (small records, found by peeking at each
  * frame's kind without decoding the rest), the second decodes everything in order and converts
- * raw timestamps with the full calibration table in hand. */
+ * raw timestamps with the full calibration table in hand. The events are decoded here (with
+ * mpread.h's primitives); the other records in tracemeta.c; a directory's files in tracedir.c. */
 #include "trace.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <msgpack.h>
@@ -17,65 +17,8 @@
 #include <unistd.h>
 
 #include "../common/format.h"
-
-/* ---- small msgpack helpers ---- */
-static const msgpack_object *get(const msgpack_object *map, const char *key)
-{
-	if (map->type != MSGPACK_OBJECT_MAP)
-		return NULL;
-	size_t kl = strlen(key);
-	for (uint32_t i = 0; i < map->via.map.size; i++) {
-		const msgpack_object *k = &map->via.map.ptr[i].key;
-		if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == kl &&
-		    !memcmp(k->via.str.ptr, key, kl))
-			return &map->via.map.ptr[i].val;
-	}
-	return NULL;
-}
-
-static int as_int(const msgpack_object *o, int64_t *v)
-{
-	if (!o)
-		return 0;
-	if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
-		*v = (int64_t)o->via.u64;
-		return 1;
-	}
-	if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
-		*v = o->via.i64;
-		return 1;
-	}
-	return 0;
-}
-
-static int64_t int_or(const msgpack_object *map, const char *key, int64_t def)
-{
-	int64_t v;
-	return as_int(get(map, key), &v) ? v : def;
-}
-
-static void str_into(const msgpack_object *map, const char *key, char *buf, size_t n)
-{
-	const msgpack_object *o = get(map, key);
-	buf[0] = 0;
-	if (o && o->type == MSGPACK_OBJECT_STR) {
-		size_t l = o->via.str.size < n - 1 ? o->via.str.size : n - 1;
-		memcpy(buf, o->via.str.ptr, l);
-		buf[l] = 0;
-	}
-}
-
-static char *dup_str(const msgpack_object *o)
-{
-	if (!o || o->type != MSGPACK_OBJECT_STR)
-		return strdup("");
-	char *s = malloc(o->via.str.size + 1);
-	if (s) {
-		memcpy(s, o->via.str.ptr, o->via.str.size);
-		s[o->via.str.size] = 0;
-	}
-	return s;
-}
+#include "mpread.h"
+#include "trace_int.h"
 
 /* ---- frames ---- */
 
@@ -304,54 +247,7 @@ int64_t trace_raw_to_ns(const struct trace_file *f, uint64_t raw)
 	return raw_to_ns(f, raw, &seg);
 }
 
-/* ---- metadata ---- */
-struct trace_thread *trace_thread(struct trace_file *f, int tid)
-{
-	for (size_t i = 0; i < f->nthreads; i++)
-		if (f->threads[i].tid == tid)
-			return &f->threads[i];
-	if ((f->nthreads & (f->nthreads - 1)) == 0) {
-		size_t cap = f->nthreads ? f->nthreads * 2 : 8;
-		struct trace_thread *n = realloc(f->threads, cap * sizeof *n);
-		if (!n)
-			return NULL;
-		f->threads = n;
-	}
-	struct trace_thread *t = &f->threads[f->nthreads++];
-	memset(t, 0, sizeof *t);
-	t->tid = tid;
-	return t;
-}
-
-/* The entry of a table (stacks, names) whose elements of size bytes begin with their uint32_t id.
- * Ids are assigned 1, 2, 3... in the order entries appear: entry id - 1, unless the file says
- * otherwise. */
-static const void *by_id(const void *v, size_t n, size_t size, uint32_t id)
-{
-	const char *p = v;
-	if (id >= 1 && id <= n && *(const uint32_t *)(p + (id - 1) * size) == id)
-		return p + (id - 1) * size;
-	for (size_t i = 0; i < n; i++)
-		if (*(const uint32_t *)(p + i * size) == id)
-			return p + i * size;
-	return NULL;
-}
-
-_Static_assert(offsetof(struct trace_stack, id) == 0 && offsetof(struct trace_name, id) == 0,
-	       "by_id reads the id first");
-
-const struct trace_stack *trace_stack(const struct trace_file *f, uint32_t id)
-{
-	return by_id(f->stacks, f->nstacks, sizeof *f->stacks, id);
-}
-
-const struct trace_name *trace_name(const struct trace_file *f, uint32_t id)
-{
-	return by_id(f->names, f->nnames, sizeof *f->names, id);
-}
-
-/* A CUPTI time in CLOCK_MONOTONIC ns: as it is, or from CLOCK_REALTIME through the calibration
- * point nearest in real time */
+/* ---- clock of the device's records ---- */
 static int64_t gpu_to_ns(const struct trace_file *f, uint64_t t)
 {
 	if (!f->gpu.realtime)
@@ -372,369 +268,7 @@ static int64_t gpu_to_ns(const struct trace_file *f, uint64_t t)
 	return real - off;
 }
 
-const struct trace_module *trace_module_of(const struct trace_file *f, uint64_t ip)
-{
-	for (size_t i = 0; i < f->nmodules; i++)
-		if (ip >= f->modules[i].lo && ip < f->modules[i].hi)
-			return &f->modules[i];
-	return NULL;
-}
-
-static int rd_header(struct trace_file *f, const msgpack_object *m)
-{
-	const msgpack_object *fmt = get(m, "format"), *cmd = get(m, "cmdline");
-	str_into(m, "host", f->host, sizeof f->host);
-	str_into(m, "exe", f->exe, sizeof f->exe);
-	str_into(m, "clock", f->clock, sizeof f->clock);
-	str_into(m, "role", f->role, sizeof f->role);
-	str_into(m, "rank_source", f->rank_source, sizeof f->rank_source);
-	str_into(m, "tool", f->tool, sizeof f->tool);
-	f->pid = (int)int_or(m, "pid", -1);
-	f->ppid = (int)int_or(m, "ppid", -1);
-	f->rank = (int)int_or(m, "rank", -1);
-	f->local_rank = (int)int_or(m, "local_rank", -1);
-	f->world_size = (int)int_or(m, "world_size", -1);
-	f->parent_rank = (int)int_or(m, "parent_rank", -1);
-	f->parent_pid = (int)int_or(m, "parent_pid", -1);
-	f->start_mono_ns = int_or(m, "mono_ns", 0);
-	f->start_real_ns = int_or(m, "real_ns", 0);
-	const msgpack_object *cfg = get(m, "config");
-	if (cfg) {
-		f->ring_kb = (long)int_or(cfg, "ring_kb", -1);
-		f->flush_ms = (long)int_or(cfg, "flush_ms", -1);
-		f->stack_us = (long)int_or(cfg, "stack_us", -1);
-	}
-	int64_t major;
-	if (fmt && fmt->type == MSGPACK_OBJECT_ARRAY && fmt->via.array.size >= 1 &&
-	    as_int(&fmt->via.array.ptr[0], &major) && major != f->major)
-		return -1; /* the record disagrees with the file header */
-	if (cmd && cmd->type == MSGPACK_OBJECT_ARRAY) {
-		f->cmdline = calloc(cmd->via.array.size + 1, sizeof(char *));
-		for (uint32_t i = 0; f->cmdline && i < cmd->via.array.size; i++)
-			f->cmdline[f->cmdline_n++] = dup_str(&cmd->via.array.ptr[i]);
-	}
-	f->have_header = 1;
-	return 0;
-}
-
-static void rd_identity(struct trace_file *f, const msgpack_object *m)
-{
-	str_into(m, "role", f->role, sizeof f->role);
-	str_into(m, "rank_source", f->rank_source, sizeof f->rank_source);
-	f->rank = (int)int_or(m, "rank", f->rank);
-	f->local_rank = (int)int_or(m, "local_rank", f->local_rank);
-	f->world_size = (int)int_or(m, "world_size", f->world_size);
-	f->parent_rank = (int)int_or(m, "parent_rank", f->parent_rank);
-	f->parent_pid = (int)int_or(m, "parent_pid", f->parent_pid);
-}
-
-static int cmp_u64(const void *x, const void *y)
-{
-	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-	return AN_ORDER(a, b);
-}
-
-/* 1.x: each record lists every loaded object. 2.x: the objects loaded since the record before
- * ("list") and the start addresses of those unloaded ("gone"). */
-static int rd_modules(struct trace_file *f, const msgpack_object *m)
-{
-	const msgpack_object *l = get(m, "list"), *g = get(m, "gone");
-	if (!l || l->type != MSGPACK_OBJECT_ARRAY)
-		return -1;
-	size_t keep = 0, ng = 0;
-	uint64_t *gl = NULL;
-	if (f->major >= 2 && g && g->type == MSGPACK_OBJECT_ARRAY && g->via.array.size) {
-		if (!(gl = malloc(g->via.array.size * sizeof *gl)))
-			return -1;
-		for (uint32_t j = 0; j < g->via.array.size; j++) {
-			int64_t lo;
-			if (as_int(&g->via.array.ptr[j], &lo))
-				gl[ng++] = (uint64_t)lo;
-		}
-		sort_n(gl, ng, sizeof *gl, cmp_u64);
-	}
-	for (size_t i = 0; i < f->nmodules; i++) {
-		int gone = f->major < 2 || (ng && bsearch(&f->modules[i].lo, gl, ng, sizeof *gl, cmp_u64));
-		if (gone)
-			free(f->modules[i].path);
-		else
-			f->modules[keep++] = f->modules[i];
-	}
-	free(gl);
-	f->nmodules = keep;
-	struct trace_module *n = realloc(f->modules, (keep + l->via.array.size + 1) * sizeof *n);
-	if (!n)
-		return -1;
-	f->modules = n;
-	const char *prev = "";
-	for (uint32_t i = 0; i < l->via.array.size; i++) {
-		const msgpack_object *e = &l->via.array.ptr[i];
-		const msgpack_object *a = e->via.array.ptr;
-		int64_t b, lo, hi, same;
-		if (f->major < 2) {
-			if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 4 || !as_int(&a[1], &b) ||
-			    !as_int(&a[2], &lo) || !as_int(&a[3], &hi))
-				continue;
-			f->modules[f->nmodules++] = (struct trace_module){dup_str(&a[0]), (uint64_t)b, (uint64_t)lo,
-									  (uint64_t)hi};
-			continue;
-		}
-		/* 2.x: [bytes shared with the name before, the rest, bias, lo - bias, hi - lo] */
-		if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 5 || !as_int(&a[0], &same) ||
-		    a[1].type != MSGPACK_OBJECT_STR || !as_int(&a[2], &b) || !as_int(&a[3], &lo) || !as_int(&a[4], &hi) ||
-		    same < 0 || (size_t)same > strlen(prev))
-			continue;
-		char *name = malloc((size_t)same + a[1].via.str.size + 1);
-		if (!name)
-			return -1;
-		memcpy(name, prev, (size_t)same);
-		memcpy(name + same, a[1].via.str.ptr, a[1].via.str.size);
-		name[same + a[1].via.str.size] = 0;
-		uint64_t mlo = (uint64_t)b + (uint64_t)lo;
-		f->modules[f->nmodules++] = (struct trace_module){name, (uint64_t)b, mlo, mlo + (uint64_t)hi};
-		prev = name;
-	}
-	return 0;
-}
-
-/* A table record ("stacks", "names"): its "list" of [id, ...] entries, each handed to add with at
- * least min elements and an integer id (others are skipped). -1 when malformed or add fails. */
-static int rd_table(struct trace_file *f, const msgpack_object *m, uint32_t min,
-		    int (*add)(struct trace_file *f, uint32_t id, const msgpack_object *e))
-{
-	const msgpack_object *l = get(m, "list");
-	if (!l || l->type != MSGPACK_OBJECT_ARRAY)
-		return -1;
-	for (uint32_t i = 0; i < l->via.array.size; i++) {
-		const msgpack_object *e = &l->via.array.ptr[i];
-		int64_t id;
-		if (e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size >= min && as_int(&e->via.array.ptr[0], &id) &&
-		    add(f, (uint32_t)id, e) < 0)
-			return -1;
-	}
-	return 0;
-}
-
-/* [id, ip0, ip1, ...] */
-static int add_stack(struct trace_file *f, uint32_t id, const msgpack_object *e)
-{
-	struct trace_stack *n = realloc(f->stacks, (f->nstacks + 1) * sizeof *n);
-	if (!n)
-		return -1;
-	f->stacks = n;
-	struct trace_stack *s = &f->stacks[f->nstacks++];
-	s->id = id;
-	s->n = e->via.array.size - 1;
-	s->ips = malloc((s->n + 1) * sizeof *s->ips);
-	for (uint32_t k = 0; s->ips && k < s->n; k++) {
-		int64_t ip = 0;
-		as_int(&e->via.array.ptr[k + 1], &ip);
-		s->ips[k] = (uint64_t)ip;
-	}
-	if (!s->ips)
-		s->n = 0;
-	return 0;
-}
-
-/* [id, string] */
-static int add_name(struct trace_file *f, uint32_t id, const msgpack_object *e)
-{
-	const msgpack_object *str = &e->via.array.ptr[1];
-	if (str->type != MSGPACK_OBJECT_STR)
-		return 0;
-	struct trace_name *n = realloc(f->names, (f->nnames + 1) * sizeof *n);
-	if (!n)
-		return -1;
-	f->names = n;
-	struct trace_name *t = &f->names[f->nnames];
-	t->id = id;
-	t->len = str->via.str.size;
-	if (!(t->s = malloc(t->len + 1)))
-		return -1;
-	memcpy(t->s, str->via.str.ptr, t->len);
-	t->s[t->len] = 0;
-	f->nnames++;
-	return 0;
-}
-
-static void rd_gpu(struct trace_file *f, const msgpack_object *m)
-{
-	struct trace_gpu *g = &f->gpu;
-	g->have = 1;
-	str_into(m, "state", g->state, sizeof g->state);
-	str_into(m, "why", g->why, sizeof g->why);
-	str_into(m, "lib", g->lib, sizeof g->lib);
-	str_into(m, "clock", g->clock, sizeof g->clock);
-	str_into(m, "api", g->api, sizeof g->api);
-	str_into(m, "holder", g->holder, sizeof g->holder);
-	g->foreign = int_or(m, "foreign", 0);
-	str_into(m, "client", g->client, sizeof g->client);
-	g->client_records = int_or(m, "client_records", 0);
-	g->client_dropped = int_or(m, "client_dropped", 0);
-	g->client_refused = int_or(m, "client_refused", 0);
-	g->realtime = !strcmp(g->clock, "realtime");
-	g->version = int_or(m, "version", -1);
-	g->events = int_or(m, "events", -1);
-	g->dropped = int_or(m, "dropped", 0);
-	g->refused = int_or(m, "refused", 0);
-	g->unwritten = int_or(m, "unwritten", 0);
-	g->untimed = int_or(m, "untimed", 0);
-	g->lead_ns = int_or(m, "lead_ns", 0);
-	g->checked = int_or(m, "checked", 0);
-}
-
-/* ---- events records, decoded without building msgpack objects ----
- * Events are nearly all of a file; msgpack-c's object API allocates a tree per record, which
- * costs more than the analysis itself. These read the few msgpack forms the format uses. */
-struct mp {
-	const unsigned char *p, *end;
-};
-
-static inline uint64_t be(const unsigned char *p, int n)
-{
-	switch (n) {
-	case 1: return p[0];
-	case 2: return (uint64_t)p[0] << 8 | p[1];
-	case 4: {
-		uint32_t v; /* memcpy: an unaligned load, one instruction */
-		memcpy(&v, p, 4);
-		return __builtin_bswap32(v);
-	}
-	default: {
-		uint64_t v;
-		memcpy(&v, p, 8);
-		return __builtin_bswap64(v);
-	}
-	}
-}
-
-static inline __attribute__((always_inline)) int mp_int(struct mp *m, int64_t *v)
-{
-	if (__builtin_expect(m->p >= m->end, 0))
-		return 0;
-	unsigned c = *m->p;
-	if (c <= 0x7f || c >= 0xe0) { /* fixints: most of every event */
-		*v = (int8_t)c;
-		m->p++;
-		return 1;
-	}
-	if (c >= 0xcc && c <= 0xd3) {
-		int n = 1 << ((c - 0xcc) & 3);
-		if (m->end - m->p < 1 + n)
-			return 0;
-		uint64_t u = be(m->p + 1, n);
-		if (c >= 0xd0) /* signed: sign-extend */
-			*v = n == 8 ? (int64_t)u : (int64_t)(u << (64 - 8 * n)) >> (64 - 8 * n);
-		else
-			*v = (int64_t)u;
-		m->p += 1 + n;
-		return 1;
-	}
-	return 0;
-}
-
-/* array or map header: returns the element (pair) count, -1 when it is not one */
-static inline __attribute__((always_inline)) int64_t mp_container(struct mp *m, int map)
-{
-	if (m->p >= m->end)
-		return -1;
-	unsigned c = *m->p, fix = map ? 0x80 : 0x90, w16 = map ? 0xde : 0xdc;
-	if (c >= fix && c <= fix + 15) {
-		m->p++;
-		return c - fix;
-	}
-	int n = c == w16 ? 2 : c == w16 + 1 ? 4 : 0;
-	if (!n || m->end - m->p < 1 + n)
-		return -1;
-	int64_t v = (int64_t)be(m->p + 1, n);
-	m->p += 1 + n;
-	return v;
-}
-
-static int mp_str(struct mp *m, const char **s, uint32_t *len)
-{
-	if (m->p >= m->end)
-		return 0;
-	unsigned c = *m->p;
-	int n = c >= 0xa0 && c <= 0xbf ? 0 : c == 0xd9 ? 1 : c == 0xda ? 2 : c == 0xdb ? 4 : -1;
-	if (n < 0 || m->end - m->p < 1 + n)
-		return 0;
-	uint64_t l = n ? be(m->p + 1, n) : (c & 0x1f);
-	if ((uint64_t)(m->end - m->p - 1 - n) < l)
-		return 0;
-	*s = (const char *)m->p + 1 + n;
-	*len = (uint32_t)l;
-	m->p += 1 + n + l;
-	return 1;
-}
-
-/* A msgpack bin at m: its bytes and length; 0 when it is not one or does not fit. */
-static int mp_bin(struct mp *m, const unsigned char **b, uint32_t *len)
-{
-	if (m->p >= m->end || *m->p < 0xc4 || *m->p > 0xc6)
-		return 0;
-	int n = 1 << (*m->p - 0xc4);
-	if (m->end - m->p < 1 + n)
-		return 0;
-	uint64_t l = be(m->p + 1, n);
-	if ((uint64_t)(m->end - m->p - 1 - n) < l)
-		return 0;
-	*b = m->p + 1 + n;
-	*len = (uint32_t)l;
-	m->p += 1 + n + l;
-	return 1;
-}
-
-static int mp_skip(struct mp *m, int depth)
-{
-	if (m->p >= m->end || depth > 16)
-		return 0;
-	unsigned c = *m->p;
-	int64_t v;
-	const char *s;
-	uint32_t l;
-	if (mp_int(m, &v) || mp_str(m, &s, &l))
-		return 1;
-	if (c == 0xc0 || c == 0xc2 || c == 0xc3) {
-		m->p++;
-		return 1;
-	}
-	if (c == 0xca || c == 0xcb) {
-		int n = c == 0xca ? 4 : 8;
-		if (m->end - m->p < 1 + n)
-			return 0;
-		m->p += 1 + n;
-		return 1;
-	}
-	if (c >= 0xc4 && c <= 0xc6) { /* bin */
-		const unsigned char *b;
-		uint32_t bl;
-		return mp_bin(m, &b, &bl);
-	}
-	int map = (c >= 0x80 && c <= 0x8f) || c == 0xde || c == 0xdf;
-	int64_t n = mp_container(m, map);
-	if (n < 0)
-		return 0; /* ext types are not used by the format */
-	for (int64_t i = 0; i < n * (map ? 2 : 1); i++)
-		if (!mp_skip(m, depth + 1))
-			return 0;
-	return 1;
-}
-
-/* The payload is one msgpack value that fits its frame, walked without allocating: msgpack-c's
- * unpacker allocates a container's elements from its header's count before it reads them, so a
- * hostile count in a small frame would ask for gigabytes. Every element takes at least a byte, so
- * a value that fits has every allocation bounded by the frame's size. */
-static int mp_bounded(const unsigned char *body, size_t len)
-{
-	struct mp m = {body, body + len};
-	return mp_skip(&m, 0) && m.p == m.end;
-}
-
-static int mp_key_is(const char *s, uint32_t l, const char *want)
-{
-	return strlen(want) == l && !memcmp(s, want, l);
-}
+/* ---- events records, decoded without building msgpack objects (mpread.h) ---- */
 
 /* One event of an "ev" array at m: 0, or -1 when malformed. prev is the previous event's raw
  * start (the record's t0 for the first), seg the calibration segment of the last conversion.
@@ -1077,25 +611,15 @@ static void scan_calib(struct trace_file *f)
 		    msgpack_unpack_next(&u, (const char *)fr.body, fr.len, &p) != MSGPACK_UNPACK_SUCCESS)
 			break;
 		int64_t raw, mono, real;
-		if (as_int(get(&u.data, "raw"), &raw) && as_int(get(&u.data, "mono_ns"), &mono) &&
-		    as_int(get(&u.data, "real_ns"), &real))
+		if (trace_mp_int(trace_mp_get(&u.data, "raw"), &raw) && trace_mp_int(trace_mp_get(&u.data, "mono_ns"), &mono) &&
+		    trace_mp_int(trace_mp_get(&u.data, "real_ns"), &real))
 			add_calib(f, (uint64_t)raw, mono, real);
 		if (is_hdr)
-			str_into(&u.data, "clock", f->clock, sizeof f->clock);
+			trace_mp_str_into(&u.data, "clock", f->clock, sizeof f->clock);
 	}
 	msgpack_unpacked_destroy(&u);
 	f->raw_is_ns = !strcmp(f->clock, "monotonic");
 	memcpy(f->error, saved, sizeof saved); /* pass 2 reports damage itself */
-}
-
-/* A write error's count of events the file did not take: cumulative, in loss and end records. */
-static void rd_unwritten(struct trace_file *f, const msgpack_object *m)
-{
-	int64_t n = int_or(m, "unwritten", -1);
-	if (n >= 0 && (uint64_t)n > f->unwritten)
-		f->unwritten = (uint64_t)n;
-	if (get(m, "write_error"))
-		str_into(m, "write_error", f->write_error, sizeof f->write_error);
 }
 
 int trace_read(struct trace_file *f, const struct trace_visitor *v)
@@ -1142,7 +666,7 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 			rc = 2;
 			break;
 		}
-		const msgpack_object *m = &u.data, *k = get(m, "k");
+		const msgpack_object *m = &u.data, *k = trace_mp_get(m, "k");
 		char kind[16] = "";
 		if (k && k->type == MSGPACK_OBJECT_STR && k->via.str.size < sizeof kind)
 			memcpy(kind, k->via.str.ptr, k->via.str.size);
@@ -1150,7 +674,7 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 		f->frames++;
 		f->ended = 0;
 		if (!strcmp(kind, DDPSPY_REC_HEADER)) {
-			bad = rd_header(f, m) < 0;
+			bad = trace_rd_header(f, m) < 0;
 			stop = !bad && v->on_header && v->on_header(v->ctx, f);
 		} else if (!f->have_header) {
 			snprintf(f->error, sizeof f->error, "first record is \"%s\", not a header", kind);
@@ -1158,31 +682,31 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 			rc = 2;
 			break;
 		} else if (!strcmp(kind, DDPSPY_REC_IDENTITY)) {
-			rd_identity(f, m);
+			trace_rd_identity(f, m);
 			stop = v->on_identity && v->on_identity(v->ctx, f);
 		} else if (!strcmp(kind, DDPSPY_REC_THREAD)) {
-			struct trace_thread *th = trace_thread(f, (int)int_or(m, "tid", -1));
+			struct trace_thread *th = trace_thread(f, (int)trace_mp_int_or(m, "tid", -1));
 			if (th) {
-				str_into(m, "name", th->name, sizeof th->name);
-				const msgpack_object *pt = get(m, "pthread");
+				trace_mp_str_into(m, "name", th->name, sizeof th->name);
+				const msgpack_object *pt = trace_mp_get(m, "pthread");
 				th->pthread = pt && pt->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? pt->via.u64 : 0;
 				stop = v->on_thread && v->on_thread(v->ctx, f, th);
 			}
 		} else if (!strcmp(kind, DDPSPY_REC_STACKS)) {
-			bad = rd_table(f, m, 1, add_stack) < 0;
+			bad = trace_rd_stacks(f, m) < 0;
 		} else if (!strcmp(kind, DDPSPY_REC_MODULES)) {
-			bad = rd_modules(f, m) < 0;
+			bad = trace_rd_modules(f, m) < 0;
 		} else if (!strcmp(kind, DDPSPY_REC_NAMES)) {
-			bad = rd_table(f, m, 2, add_name) < 0;
+			bad = trace_rd_names(f, m) < 0;
 		} else if (!strcmp(kind, DDPSPY_REC_GPU)) {
-			rd_gpu(f, m);
+			trace_rd_gpu(f, m);
 		} else if (!strcmp(kind, DDPSPY_REC_LOSS)) {
-			const msgpack_object *l = get(m, "threads");
+			const msgpack_object *l = trace_mp_get(m, "threads");
 			for (uint32_t i = 0; l && l->type == MSGPACK_OBJECT_ARRAY && i < l->via.array.size; i++) {
 				const msgpack_object *e = &l->via.array.ptr[i];
 				int64_t tid, d;
 				if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 2 ||
-				    !as_int(&e->via.array.ptr[0], &tid) || !as_int(&e->via.array.ptr[1], &d))
+				    !trace_mp_int(&e->via.array.ptr[0], &tid) || !trace_mp_int(&e->via.array.ptr[1], &d))
 					continue;
 				struct trace_thread *th = trace_thread(f, (int)tid);
 				if (th) {
@@ -1194,13 +718,13 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 					break;
 				}
 			}
-			rd_unwritten(f, m);
-		} else if (!strcmp(kind, DDPSPY_REC_SCHED) && get(m, "error")) {
-			str_into(m, "error", f->sched_error, sizeof f->sched_error);
+			trace_rd_unwritten(f, m);
+		} else if (!strcmp(kind, DDPSPY_REC_SCHED) && trace_mp_get(m, "error")) {
+			trace_mp_str_into(m, "error", f->sched_error, sizeof f->sched_error);
 		} else if (!strcmp(kind, DDPSPY_REC_SCHED) && v->on_sched) {
-			const msgpack_object *t = get(m, "t"), *l = get(m, "threads");
-			struct trace_sched sc = { .cpus = (int)int_or(m, "cpus", -1), .host_cpus = (int)int_or(m, "host_cpus", -1),
-						  .host_busy_ns = int_or(m, "host_busy_ns", -1) };
+			const msgpack_object *t = trace_mp_get(m, "t"), *l = trace_mp_get(m, "threads");
+			struct trace_sched sc = { .cpus = (int)trace_mp_int_or(m, "cpus", -1), .host_cpus = (int)trace_mp_int_or(m, "host_cpus", -1),
+						  .host_busy_ns = trace_mp_int_or(m, "host_busy_ns", -1) };
 			if (t && t->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
 				sc.t_ns = trace_raw_to_ns(f, t->via.u64);
 			for (uint32_t i = 0; t && l && l->type == MSGPACK_OBJECT_ARRAY && i < l->via.array.size && !stop; i++) {
@@ -1208,7 +732,7 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 				int64_t x[4];
 				int okv = e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size >= 4;
 				for (int q = 0; okv && q < 4; q++)
-					okv = as_int(&e->via.array.ptr[q], &x[q]) && x[q] >= 0;
+					okv = trace_mp_int(&e->via.array.ptr[q], &x[q]) && x[q] >= 0;
 				if (!okv)
 					continue;
 				sc.tid = (int)x[0];
@@ -1218,8 +742,8 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 				stop = v->on_sched(v->ctx, f, &sc);
 			}
 		} else if (!strcmp(kind, DDPSPY_REC_END)) {
-			rd_unwritten(f, m);
-			str_into(m, "reason", f->end_reason, sizeof f->end_reason);
+			trace_rd_unwritten(f, m);
+			trace_mp_str_into(m, "reason", f->end_reason, sizeof f->end_reason);
 			f->ended = 1;
 			stop = v->on_end && v->on_end(v->ctx, f);
 		}
@@ -1241,61 +765,6 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 	f->stop_offset = off;
 	msgpack_unpacked_destroy(&u);
 	return rc;
-}
-
-/* ---- directories ---- */
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-int trace_list(const char *path, char ***out)
-{
-	struct stat st;
-	*out = NULL;
-	if (stat(path, &st) < 0)
-		return -1;
-	if (!S_ISDIR(st.st_mode)) {
-		*out = malloc(sizeof(char *));
-		if (!*out)
-			return -1;
-		(*out)[0] = strdup(path);
-		return 1;
-	}
-	DIR *d = opendir(path);
-	if (!d)
-		return -1;
-	int n = 0, cap = 0;
-	char **list = NULL;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		size_t l = strlen(de->d_name);
-		if (l < 8 || strcmp(de->d_name + l - 7, ".ddpspy"))
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			char **nl = realloc(list, (size_t)cap * sizeof *nl);
-			if (!nl)
-				break;
-			list = nl;
-		}
-		size_t pl = strlen(path) + l + 2;
-		list[n] = malloc(pl);
-		if (!list[n])
-			break;
-		snprintf(list[n++], pl, "%s/%s", path, de->d_name);
-	}
-	closedir(d);
-	sort_n(list, (size_t)n, sizeof *list, cmp_str);
-	*out = list;
-	return n;
-}
-
-void trace_free_list(char **list, int n)
-{
-	for (int i = 0; i < n; i++)
-		free(list[i]);
-	free(list);
 }
 
 static int copy_clock(struct trace_calib **dst, size_t *dn, const struct trace_calib *src, size_t n)

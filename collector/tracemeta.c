@@ -1,0 +1,349 @@
+/* A trace file's records other than events (docs/format.md), read with msgpack-c's objects: the
+ * header, the identity, the modules, the stacks' and names' tables, the device's record, the
+ * losses; the threads', stacks', names' and modules' lookups. trace.c's reading calls these. */
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/format.h"
+#include "trace.h"
+#include "trace_int.h"
+
+/* ---- msgpack helpers (trace_int.h) ---- */
+const msgpack_object *trace_mp_get(const msgpack_object *map, const char *key)
+{
+	if (map->type != MSGPACK_OBJECT_MAP)
+		return NULL;
+	size_t kl = strlen(key);
+	for (uint32_t i = 0; i < map->via.map.size; i++) {
+		const msgpack_object *k = &map->via.map.ptr[i].key;
+		if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == kl &&
+		    !memcmp(k->via.str.ptr, key, kl))
+			return &map->via.map.ptr[i].val;
+	}
+	return NULL;
+}
+
+int trace_mp_int(const msgpack_object *o, int64_t *v)
+{
+	if (!o)
+		return 0;
+	if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+		*v = (int64_t)o->via.u64;
+		return 1;
+	}
+	if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+		*v = o->via.i64;
+		return 1;
+	}
+	return 0;
+}
+
+int64_t trace_mp_int_or(const msgpack_object *map, const char *key, int64_t def)
+{
+	int64_t v;
+	return trace_mp_int(trace_mp_get(map, key), &v) ? v : def;
+}
+
+void trace_mp_str_into(const msgpack_object *map, const char *key, char *buf, size_t n)
+{
+	const msgpack_object *o = trace_mp_get(map, key);
+	buf[0] = 0;
+	if (o && o->type == MSGPACK_OBJECT_STR) {
+		size_t l = o->via.str.size < n - 1 ? o->via.str.size : n - 1;
+		memcpy(buf, o->via.str.ptr, l);
+		buf[l] = 0;
+	}
+}
+
+char *trace_mp_dup_str(const msgpack_object *o)
+{
+	if (!o || o->type != MSGPACK_OBJECT_STR)
+		return strdup("");
+	char *s = malloc(o->via.str.size + 1);
+	if (s) {
+		memcpy(s, o->via.str.ptr, o->via.str.size);
+		s[o->via.str.size] = 0;
+	}
+	return s;
+}
+
+/* ---- metadata ---- */
+struct trace_thread *trace_thread(struct trace_file *f, int tid)
+{
+	for (size_t i = 0; i < f->nthreads; i++)
+		if (f->threads[i].tid == tid)
+			return &f->threads[i];
+	if ((f->nthreads & (f->nthreads - 1)) == 0) {
+		size_t cap = f->nthreads ? f->nthreads * 2 : 8;
+		struct trace_thread *n = realloc(f->threads, cap * sizeof *n);
+		if (!n)
+			return NULL;
+		f->threads = n;
+	}
+	struct trace_thread *t = &f->threads[f->nthreads++];
+	memset(t, 0, sizeof *t);
+	t->tid = tid;
+	return t;
+}
+
+/* The entry of a table (stacks, names) whose elements of size bytes begin with their uint32_t id.
+ * Ids are assigned 1, 2, 3... in the order entries appear: entry id - 1, unless the file says
+ * otherwise. */
+static const void *by_id(const void *v, size_t n, size_t size, uint32_t id)
+{
+	const char *p = v;
+	if (id >= 1 && id <= n && *(const uint32_t *)(p + (id - 1) * size) == id)
+		return p + (id - 1) * size;
+	for (size_t i = 0; i < n; i++)
+		if (*(const uint32_t *)(p + i * size) == id)
+			return p + i * size;
+	return NULL;
+}
+
+_Static_assert(offsetof(struct trace_stack, id) == 0 && offsetof(struct trace_name, id) == 0,
+	       "by_id reads the id first");
+
+const struct trace_stack *trace_stack(const struct trace_file *f, uint32_t id)
+{
+	return by_id(f->stacks, f->nstacks, sizeof *f->stacks, id);
+}
+
+const struct trace_name *trace_name(const struct trace_file *f, uint32_t id)
+{
+	return by_id(f->names, f->nnames, sizeof *f->names, id);
+}
+
+/* A CUPTI time in CLOCK_MONOTONIC ns: as it is, or from CLOCK_REALTIME through the calibration
+ * point nearest in real time */
+const struct trace_module *trace_module_of(const struct trace_file *f, uint64_t ip)
+{
+	for (size_t i = 0; i < f->nmodules; i++)
+		if (ip >= f->modules[i].lo && ip < f->modules[i].hi)
+			return &f->modules[i];
+	return NULL;
+}
+
+int trace_rd_header(struct trace_file *f, const msgpack_object *m)
+{
+	const msgpack_object *fmt = trace_mp_get(m, "format"), *cmd = trace_mp_get(m, "cmdline");
+	trace_mp_str_into(m, "host", f->host, sizeof f->host);
+	trace_mp_str_into(m, "exe", f->exe, sizeof f->exe);
+	trace_mp_str_into(m, "clock", f->clock, sizeof f->clock);
+	trace_mp_str_into(m, "role", f->role, sizeof f->role);
+	trace_mp_str_into(m, "rank_source", f->rank_source, sizeof f->rank_source);
+	trace_mp_str_into(m, "tool", f->tool, sizeof f->tool);
+	f->pid = (int)trace_mp_int_or(m, "pid", -1);
+	f->ppid = (int)trace_mp_int_or(m, "ppid", -1);
+	f->rank = (int)trace_mp_int_or(m, "rank", -1);
+	f->local_rank = (int)trace_mp_int_or(m, "local_rank", -1);
+	f->world_size = (int)trace_mp_int_or(m, "world_size", -1);
+	f->parent_rank = (int)trace_mp_int_or(m, "parent_rank", -1);
+	f->parent_pid = (int)trace_mp_int_or(m, "parent_pid", -1);
+	f->start_mono_ns = trace_mp_int_or(m, "mono_ns", 0);
+	f->start_real_ns = trace_mp_int_or(m, "real_ns", 0);
+	const msgpack_object *cfg = trace_mp_get(m, "config");
+	if (cfg) {
+		f->ring_kb = (long)trace_mp_int_or(cfg, "ring_kb", -1);
+		f->flush_ms = (long)trace_mp_int_or(cfg, "flush_ms", -1);
+		f->stack_us = (long)trace_mp_int_or(cfg, "stack_us", -1);
+	}
+	int64_t major;
+	if (fmt && fmt->type == MSGPACK_OBJECT_ARRAY && fmt->via.array.size >= 1 &&
+	    trace_mp_int(&fmt->via.array.ptr[0], &major) && major != f->major)
+		return -1; /* the record disagrees with the file header */
+	if (cmd && cmd->type == MSGPACK_OBJECT_ARRAY) {
+		f->cmdline = calloc(cmd->via.array.size + 1, sizeof(char *));
+		for (uint32_t i = 0; f->cmdline && i < cmd->via.array.size; i++)
+			f->cmdline[f->cmdline_n++] = trace_mp_dup_str(&cmd->via.array.ptr[i]);
+	}
+	f->have_header = 1;
+	return 0;
+}
+
+void trace_rd_identity(struct trace_file *f, const msgpack_object *m)
+{
+	trace_mp_str_into(m, "role", f->role, sizeof f->role);
+	trace_mp_str_into(m, "rank_source", f->rank_source, sizeof f->rank_source);
+	f->rank = (int)trace_mp_int_or(m, "rank", f->rank);
+	f->local_rank = (int)trace_mp_int_or(m, "local_rank", f->local_rank);
+	f->world_size = (int)trace_mp_int_or(m, "world_size", f->world_size);
+	f->parent_rank = (int)trace_mp_int_or(m, "parent_rank", f->parent_rank);
+	f->parent_pid = (int)trace_mp_int_or(m, "parent_pid", f->parent_pid);
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return AN_ORDER(a, b);
+}
+
+/* 1.x: each record lists every loaded object. 2.x: the objects loaded since the record before
+ * ("list") and the start addresses of those unloaded ("gone"). */
+int trace_rd_modules(struct trace_file *f, const msgpack_object *m)
+{
+	const msgpack_object *l = trace_mp_get(m, "list"), *g = trace_mp_get(m, "gone");
+	if (!l || l->type != MSGPACK_OBJECT_ARRAY)
+		return -1;
+	size_t keep = 0, ng = 0;
+	uint64_t *gl = NULL;
+	if (f->major >= 2 && g && g->type == MSGPACK_OBJECT_ARRAY && g->via.array.size) {
+		if (!(gl = malloc(g->via.array.size * sizeof *gl)))
+			return -1;
+		for (uint32_t j = 0; j < g->via.array.size; j++) {
+			int64_t lo;
+			if (trace_mp_int(&g->via.array.ptr[j], &lo))
+				gl[ng++] = (uint64_t)lo;
+		}
+		sort_n(gl, ng, sizeof *gl, cmp_u64);
+	}
+	for (size_t i = 0; i < f->nmodules; i++) {
+		int gone = f->major < 2 || (ng && bsearch(&f->modules[i].lo, gl, ng, sizeof *gl, cmp_u64));
+		if (gone)
+			free(f->modules[i].path);
+		else
+			f->modules[keep++] = f->modules[i];
+	}
+	free(gl);
+	f->nmodules = keep;
+	struct trace_module *n = realloc(f->modules, (keep + l->via.array.size + 1) * sizeof *n);
+	if (!n)
+		return -1;
+	f->modules = n;
+	const char *prev = "";
+	for (uint32_t i = 0; i < l->via.array.size; i++) {
+		const msgpack_object *e = &l->via.array.ptr[i];
+		const msgpack_object *a = e->via.array.ptr;
+		int64_t b, lo, hi, same;
+		if (f->major < 2) {
+			if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 4 || !trace_mp_int(&a[1], &b) ||
+			    !trace_mp_int(&a[2], &lo) || !trace_mp_int(&a[3], &hi))
+				continue;
+			f->modules[f->nmodules++] = (struct trace_module){trace_mp_dup_str(&a[0]), (uint64_t)b, (uint64_t)lo,
+									  (uint64_t)hi};
+			continue;
+		}
+		/* 2.x: [bytes shared with the name before, the rest, bias, lo - bias, hi - lo] */
+		if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 5 || !trace_mp_int(&a[0], &same) ||
+		    a[1].type != MSGPACK_OBJECT_STR || !trace_mp_int(&a[2], &b) || !trace_mp_int(&a[3], &lo) || !trace_mp_int(&a[4], &hi) ||
+		    same < 0 || (size_t)same > strlen(prev))
+			continue;
+		char *name = malloc((size_t)same + a[1].via.str.size + 1);
+		if (!name)
+			return -1;
+		memcpy(name, prev, (size_t)same);
+		memcpy(name + same, a[1].via.str.ptr, a[1].via.str.size);
+		name[same + a[1].via.str.size] = 0;
+		uint64_t mlo = (uint64_t)b + (uint64_t)lo;
+		f->modules[f->nmodules++] = (struct trace_module){name, (uint64_t)b, mlo, mlo + (uint64_t)hi};
+		prev = name;
+	}
+	return 0;
+}
+
+/* A table record ("stacks", "names"): its "list" of [id, ...] entries, each handed to add with at
+ * least min elements and an integer id (others are skipped). -1 when malformed or add fails. */
+static int rd_table(struct trace_file *f, const msgpack_object *m, uint32_t min,
+		    int (*add)(struct trace_file *f, uint32_t id, const msgpack_object *e))
+{
+	const msgpack_object *l = trace_mp_get(m, "list");
+	if (!l || l->type != MSGPACK_OBJECT_ARRAY)
+		return -1;
+	for (uint32_t i = 0; i < l->via.array.size; i++) {
+		const msgpack_object *e = &l->via.array.ptr[i];
+		int64_t id;
+		if (e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size >= min && trace_mp_int(&e->via.array.ptr[0], &id) &&
+		    add(f, (uint32_t)id, e) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* [id, ip0, ip1, ...] */
+static int add_stack(struct trace_file *f, uint32_t id, const msgpack_object *e)
+{
+	struct trace_stack *n = realloc(f->stacks, (f->nstacks + 1) * sizeof *n);
+	if (!n)
+		return -1;
+	f->stacks = n;
+	struct trace_stack *s = &f->stacks[f->nstacks++];
+	s->id = id;
+	s->n = e->via.array.size - 1;
+	s->ips = malloc((s->n + 1) * sizeof *s->ips);
+	for (uint32_t k = 0; s->ips && k < s->n; k++) {
+		int64_t ip = 0;
+		trace_mp_int(&e->via.array.ptr[k + 1], &ip);
+		s->ips[k] = (uint64_t)ip;
+	}
+	if (!s->ips)
+		s->n = 0;
+	return 0;
+}
+
+/* [id, string] */
+static int add_name(struct trace_file *f, uint32_t id, const msgpack_object *e)
+{
+	const msgpack_object *str = &e->via.array.ptr[1];
+	if (str->type != MSGPACK_OBJECT_STR)
+		return 0;
+	struct trace_name *n = realloc(f->names, (f->nnames + 1) * sizeof *n);
+	if (!n)
+		return -1;
+	f->names = n;
+	struct trace_name *t = &f->names[f->nnames];
+	t->id = id;
+	t->len = str->via.str.size;
+	if (!(t->s = malloc(t->len + 1)))
+		return -1;
+	memcpy(t->s, str->via.str.ptr, t->len);
+	t->s[t->len] = 0;
+	f->nnames++;
+	return 0;
+}
+
+void trace_rd_gpu(struct trace_file *f, const msgpack_object *m)
+{
+	struct trace_gpu *g = &f->gpu;
+	g->have = 1;
+	trace_mp_str_into(m, "state", g->state, sizeof g->state);
+	trace_mp_str_into(m, "why", g->why, sizeof g->why);
+	trace_mp_str_into(m, "lib", g->lib, sizeof g->lib);
+	trace_mp_str_into(m, "clock", g->clock, sizeof g->clock);
+	trace_mp_str_into(m, "api", g->api, sizeof g->api);
+	trace_mp_str_into(m, "holder", g->holder, sizeof g->holder);
+	g->foreign = trace_mp_int_or(m, "foreign", 0);
+	trace_mp_str_into(m, "client", g->client, sizeof g->client);
+	g->client_records = trace_mp_int_or(m, "client_records", 0);
+	g->client_dropped = trace_mp_int_or(m, "client_dropped", 0);
+	g->client_refused = trace_mp_int_or(m, "client_refused", 0);
+	g->realtime = !strcmp(g->clock, "realtime");
+	g->version = trace_mp_int_or(m, "version", -1);
+	g->events = trace_mp_int_or(m, "events", -1);
+	g->dropped = trace_mp_int_or(m, "dropped", 0);
+	g->refused = trace_mp_int_or(m, "refused", 0);
+	g->unwritten = trace_mp_int_or(m, "unwritten", 0);
+	g->untimed = trace_mp_int_or(m, "untimed", 0);
+	g->lead_ns = trace_mp_int_or(m, "lead_ns", 0);
+	g->checked = trace_mp_int_or(m, "checked", 0);
+}
+
+/* A write error's count of events the file did not take: cumulative, in loss and end records. */
+void trace_rd_unwritten(struct trace_file *f, const msgpack_object *m)
+{
+	int64_t n = trace_mp_int_or(m, "unwritten", -1);
+	if (n >= 0 && (uint64_t)n > f->unwritten)
+		f->unwritten = (uint64_t)n;
+	if (trace_mp_get(m, "write_error"))
+		trace_mp_str_into(m, "write_error", f->write_error, sizeof f->write_error);
+}
+
+int trace_rd_stacks(struct trace_file *f, const msgpack_object *m)
+{
+	return rd_table(f, m, 1, add_stack);
+}
+
+int trace_rd_names(struct trace_file *f, const msgpack_object *m)
+{
+	return rd_table(f, m, 2, add_name);
+}
