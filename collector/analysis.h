@@ -98,7 +98,7 @@ struct thr {
 	                        * may need it, steps.c), crfirst of room */
 	size_t crfirst;
 	int first_on;
-	struct sruns *sr;      /* a long trace's sampled blocks, for the split (sweep.c, analysis_int.h) */
+	struct sruns *sr;      /* a long trace's sampled blocks, for the split (sweepcore.c, analysis_int.h) */
 	/* the clocks' spread (analysis_int.h): beyond the prefix, calls kept by their instance's level,
 	 * times on the thread's own clock; spk the level kept, posts those not yet completed */
 	struct ev *spr;
@@ -157,7 +157,7 @@ struct proc {
 	int64_t binw;
 	struct dirstat { char *dir; double calls, ms, bytes; } *dstat;
 	int ndstat;
-	struct sweep *lsw;     /* the steps' sweep begun while the file was read (sweep.c), till taken */
+	struct sweep *lsw;     /* the steps' sweep begun while the file was read (lsweep.c), till taken */
 };
 
 /* A time of p's file (ns, its own clock) on the job's clock, and back: the constant shift

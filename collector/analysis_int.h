@@ -257,9 +257,9 @@ int an_stream_thread(const struct proc *p, int h, const uint8_t *want, int (*fn)
 struct trace_clock;
 int an_stream_file(const char *path, const struct trace_clock *clock, size_t verified, const struct thr *t,
 		   const uint8_t *want, int (*fn)(void *ctx, const struct ev *e), void *ctx);
-/* ---- sweep.c, while a file is read: its steps' sweep begun once thread h's calls overflow
+/* ---- lsweep.c, while a file is read: its steps' sweep begun once thread h's calls overflow
  * its prefix (NULL: not begun), the thread's later events given to it, its end; and a thread's
- * sampled runs (struct sruns) freed. Registered (an_sweep_part, model.c; sweep.c fills it when the
+ * sampled runs (struct sruns) freed. Registered (an_sweep_part, model.c; lsweep.c fills it when the
  * program starts), so that loading never calls a later phase by name ---- */
 struct trace_file;
 struct sruns;
@@ -520,14 +520,14 @@ double an_wait_of(struct wait_ctx *w, const struct ev *e, struct inst **rel);
 struct wsnap *an_wait_save(const struct wait_ctx *w);
 void an_wait_load(struct wait_ctx *w, const struct wsnap *s);
 
-/* A long trace's training thread, as its sweep (sweep.c) keeps it for the split: the calls of each
+/* A long trace's training thread, as its sweep (sweepcore.c) keeps it for the split: the calls of each
  * sampled block of steps with the runs between them (acc: ev, run, rpat as load.c keeps a
  * thread's prefix; times on the thread's own clock), so that the split need not read the thread
  * again. A block's calls begin with the call that ended the step before it and end with the
  * event after its last step's last call (what the split takes for the steps' edges), and it
  * carries the split's wait state from just before its first call. */
 struct sblock {
-	size_t blk;            /* its steps are blk * SAMPLE_BLOCK on (sweep.c) */
+	size_t blk;            /* its steps are blk * SAMPLE_BLOCK on (sweepcore.c) */
 	size_t c0, c1, r0, r1; /* its calls acc.ev[c0, c1), runs acc.run[r0, r1) */
 	int has_next;          /* its last call is the event after its last step */
 	struct wsnap *w;       /* the split's wait state before its first call (split.c) */

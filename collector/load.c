@@ -46,7 +46,7 @@ struct loadctx {
 	int *dir_of;        /* path index -> 1 + its directory's index in p->dstat; 0 not yet, -1 none */
 	size_t ndir_of;
 	const char *path;   /* the file, as opened */
-	int lsw_tried;      /* a sweep of its steps was begun (p->lsw, sweep.c), or could not be */
+	int lsw_tried;      /* a sweep of its steps was begun (p->lsw, lsweep.c), or could not be */
 	int lsw_h;          /* on this thread */
 };
 

@@ -473,7 +473,7 @@ static void split_run(struct split *s, const struct proc *p, const struct thr *t
 	step_past(s, &last, u->cat, tmax, 0);
 }
 
-/* A long trace's training thread from its sampled blocks (sweep.c): each block's calls and runs as
+/* A long trace's training thread from its sampled blocks (sweepcore.c): each block's calls and runs as
  * the runs above, from the wait state before its first call, unless it goes on from the block
  * before (then its first call, that block's last, and that block's event after are taken once) */
 static void split_blocks(struct split *s, const struct proc *p, const struct sruns *sr)

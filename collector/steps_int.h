@@ -1,7 +1,7 @@
 /* What the steps' files share (pattern.c: step patterns and windows; steps.c: markers, the
- * point-to-point alignment, the driver; sweep.c: long traces' steps found again from every call,
- * streamed, a sample kept): a training thread's synchronizing calls, a step pattern, the sweep.
- * Private to the three. */
+ * point-to-point alignment, the driver; sweep.c, lsweep.c, sweepcore.c: long traces' steps found
+ * again from every call, streamed, a sample kept): a training thread's synchronizing calls, a step
+ * pattern, the sweep. Private to them. */
 #ifndef DDPSPY_STEPS_INT_H
 #define DDPSPY_STEPS_INT_H
 
@@ -62,7 +62,7 @@ struct sweep {
 	/* windows: boundary k at lo + (hi - lo) * k / K */
 	int64_t lo, hi;
 	size_t K;
-	/* times: on the file's own clock, the job's once the sweep ends (sweep_on_job), but for
+	/* times: on the file's own clock, the job's once the sweep ends (an_sweep_on_job), but for
 	 * windows, on the job's clock throughout */
 	int64_t lastend;              /* markers: the latest end marker */
 	size_t nb;                    /* boundaries so far: step nb - 1 is open */
@@ -104,6 +104,22 @@ int an_same_sig(const struct ev *x, const struct ev *y);
 int an_find_pattern(struct sync *s, struct pattern *pt);
 void an_common_span(struct analysis *a, int64_t *lo, int64_t *hi);
 int64_t an_window_at(int64_t lo, int64_t hi, size_t k, size_t K);
+
+/* sweepcore.c, the sweep's engine, for lsweep.c and sweep.c: every event of the training thread
+ * the stream converts (ctx: the sweep; v on its own clock), and the next one while a block is
+ * being kept (1: the sweep ends with it); the kinds the stream converts; the latest block's run
+ * ended; the steps below below let go; the stream ended (the number of whole steps); the times put
+ * on the job's clock; a rank streamed again whole (w set up by the caller: its whole steps); what
+ * a sweep holds let go */
+int an_sweep_local(void *ctx, const struct ev *v);
+int an_sr_next(struct sweep *w, const struct ev *v);
+void an_sr_want(struct sweep *w);
+void an_sr_close(struct sruns *sr);
+void an_sweep_prune(struct sweep *w, size_t below);
+size_t an_sweep_finish(struct sweep *w);
+void an_sweep_on_job(struct sweep *w);
+size_t an_sweep_rank(struct sweep *w);
+void an_sweep_drop(struct sweep *v);
 
 /* sweep.c: every rank's steps again, streamed (*out: the sweeps; the steps every rank has, 0 when
  * that cannot be done); the sample's steps from skip on kept as the ranks' calls (their number);
