@@ -33,7 +33,7 @@ LAYERS = [["common/format.c", "collector/json.c"], ["collector/trace.c", "collec
            "collector/cpu.c"],
           ["collector/clocks.c"], ["collector/steps.c", "collector/sweep.c", "collector/sweepcore.c", "collector/lsweep.c",
            "collector/pattern.c"],
-          ["collector/split.c", "collector/gpustep.c"],
+          ["collector/split.c", "collector/splitmpi.c", "collector/gpustep.c"],
           ["collector/findings.c", "collector/finddata.c", "collector/findgpu.c", "collector/evidence.c"],
           ["collector/verdict.c"], ["collector/analyze.c"],
           ["collector/report.c", "collector/compare.c", "viewer/html.c", "viewer/view.c", "viewer/timeline.c"],
@@ -46,7 +46,7 @@ ok(g is not None and not up and not [f for f in calls if f not in level],
    % ([f for f in calls if f not in level], up))
 # the size rule (about 900 lines a file, 120 a function, or a comment saying why it is one piece):
 # those over it today may only leave the list (issue 39), none may join it
-BIG_FILES = {"collector/split.c"}
+BIG_FILES = set()
 BIG_FUNCS = {"cmd_view", "print_json", "split_rank", "html_report", "find_volume", "an_find_data", "trace_read",
              "find_late_ranks", "timeline", "cmd_report", "an_load", "align_from", "vw_windows"}
 p = subprocess.run(["python3", os.path.join(ROOT, "tools", "sizes.py"), "--json"], capture_output=True, text=True,
