@@ -395,8 +395,6 @@ void an_gpu_cover(const struct analysis *a, int r, struct gpucover *c);
 /* every rank's coverage in a line, ranks alike grouped (malloc'ed; NULL when not a GPU job) */
 char *an_gpu_cover_line(const struct analysis *a);
 
-/* report.c: a rank list like 0,2-3 into *out (malloc'ed), *n of them; -1 when malformed */
-int report_parse_ranks(const char *s, int **out, int *n);
 /* report.c: shares as a JSON member {"compute", "data", "comms", "host"}, rounded to 1e-4 */
 struct json;
 void report_json_shares(struct json *j, const char *key, const double *s);

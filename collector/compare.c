@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "analysis.h"
+#include "cli.h"
 #include "trace.h"
 #include "json.h"
 
@@ -37,32 +38,27 @@ int cmd_compare(int argc, char **argv)
 	int mode = 0, json = 0, n = 0, rc = 2;
 	long skip = 2;
 	struct run *runs = calloc((size_t)argc + 1, sizeof *runs);
-	if (!runs)
+	char **dirs = calloc((size_t)argc + 1, sizeof *dirs);
+	if (!runs || !dirs) {
+		free(runs);
+		free(dirs);
 		return 2;
-	for (int i = 0; i < argc; i++) {
-		char *end;
-		if (!strcmp(argv[i], "--weak"))
-			mode = 'w';
-		else if (!strcmp(argv[i], "--strong"))
-			mode = 's';
-		else if (!strcmp(argv[i], "--json"))
-			json = 1;
-		else if (!strcmp(argv[i], "--skip") && i + 1 < argc) {
-			skip = strtol(argv[++i], &end, 10);
-			if (*end || end == argv[i] || skip < 0 || skip > 1000000) {
-				fprintf(stderr, "ddpspy compare: --skip needs a whole number >= 0, not '%s'\n", argv[i]);
-				goto out;
-			}
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			usage(stdout);
-			rc = 0;
-			goto out;
-		} else if (argv[i][0] == '-') {
-			fprintf(stderr, "ddpspy compare: unknown option or bad value: %s\n", argv[i]);
-			usage(stderr);
-			goto out;
-		} else
-			runs[n++].dir = argv[i];
+	}
+	const struct cli_opt opts[] = {
+		{ "--weak", NULL, CLI_FLAG, &mode, 0, 0, NULL, 'w' },
+		{ "--strong", NULL, CLI_FLAG, &mode, 0, 0, NULL, 's' },
+		{ "--json", NULL, CLI_FLAG, &json, 0, 0, NULL, 1 },
+		{ "--skip", NULL, CLI_LONG, &skip, 0, 1000000, "a whole number >= 0", 0 },
+		{ NULL, NULL, CLI_FLAG, NULL, 0, 0, NULL, 0 },
+	};
+	const struct cli cl = { "compare", opts, usage, 0 };
+	int got = cli_parse(&cl, argc, argv, dirs, &n);
+	for (int i = 0; i < n; i++)
+		runs[i].dir = dirs[i];
+	free(dirs);
+	if (got) {
+		rc = got > 0 ? 0 : 2;
+		goto out;
 	}
 	if (!mode || n < 2) {
 		fprintf(stderr, "ddpspy compare: needs --weak or --strong and at least two directories\n");

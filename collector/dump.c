@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../common/format.h"
+#include "cli.h"
 #include "json.h"
 #include "trace.h"
 
@@ -419,37 +420,38 @@ static void print_error(struct dumpctx *d, const char *path, size_t off, const c
 	fprintf(stderr, "ddpspy: %s: stopped at byte %zu: %s\n", T(path), off, T(msg));
 }
 
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: ddpspy dump DIR|FILE... [--json] [--summary]\n");
+}
+
 int cmd_dump(int argc, char **argv)
 {
 	struct dumpctx d = {0, 0, 0};
 	int readable = 0, inputs = 0;
-
-	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			d.json = 1;
-		else if (!strcmp(argv[i], "--summary"))
-			d.summary = 1;
-		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: ddpspy dump DIR|FILE... [--json] [--summary]\n");
-			return 0;
-		} else if (argv[i][0] == '-') {
-			fprintf(stderr, "ddpspy dump: unknown option %s\nusage: ddpspy dump DIR|FILE... [--json] [--summary]\n",
-				argv[i]);
-			return 2;
-		}
+	char **in = calloc((size_t)argc + 1, sizeof *in);
+	if (!in)
+		return 2;
+	const struct cli_opt opts[] = {
+		{ "--json", NULL, CLI_FLAG, &d.json, 0, 0, NULL, 1 },
+		{ "--summary", NULL, CLI_FLAG, &d.summary, 0, 0, NULL, 1 },
+		{ NULL, NULL, CLI_FLAG, NULL, 0, 0, NULL, 0 },
+	};
+	const struct cli c = { "dump", opts, usage, 0 };
+	int got = cli_parse(&c, argc, argv, in, &inputs);
+	if (got) {
+		free(in);
+		return got > 0 ? 0 : 2;
 	}
-	for (int i = 0; i < argc; i++) {
-		if (argv[i][0] == '-')
-			continue;
-		inputs++;
+	for (int i = 0; i < inputs; i++) {
 		char **files;
-		int n = trace_list(argv[i], &files);
+		int n = trace_list(in[i], &files);
 		if (n < 0) {
-			fprintf(stderr, "ddpspy: cannot read %s\n", argv[i]);
+			fprintf(stderr, "ddpspy: cannot read %s\n", in[i]);
 			continue;
 		}
 		if (n == 0)
-			fprintf(stderr, "ddpspy: no trace files (*.ddpspy) in %s\n", argv[i]);
+			fprintf(stderr, "ddpspy: no trace files (*.ddpspy) in %s\n", in[i]);
 		for (int k = 0; k < n; k++) {
 			struct trace_file f;
 			struct trace_visitor v = {&d, on_header, on_identity, on_thread,
@@ -471,8 +473,9 @@ int cmd_dump(int argc, char **argv)
 		}
 		trace_free_list(files, n);
 	}
+	free(in);
 	if (!inputs) {
-		fprintf(stderr, "usage: ddpspy dump DIR|FILE... [--json] [--summary]\n");
+		usage(stderr);
 		return 2;
 	}
 	if (!readable) {

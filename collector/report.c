@@ -2,13 +2,13 @@
  * the verdict, per-rank table and findings of one analysis (analyze.c), as text for a terminal
  * or as JSON per the contract (schema ddpspy.report.v1). Exit 0, 2 (usage, nothing readable)
  * or 3 (a --fail-on finding at or above --fail-severity). */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analysis.h"
+#include "cli.h"
 #include "analysis_int.h"
 #include "json.h"
 
@@ -29,46 +29,6 @@ static void usage(FILE *to)
 		    "                    process may use); the report is the same whatever N is\n"
 		    "  --mpi             under mpirun (Open MPI): the files read by all its processes, on\n"
 		    "                    every host that sees the directory; process 0 writes the report\n");
-}
-
-int report_parse_ranks(const char *s, int **out, int *n)
-{
-	int cap = 16, *v = malloc((size_t)cap * sizeof *v);
-	*n = 0;
-	if (!v)
-		return -1;
-	while (*s) {
-		char *end;
-		long a = strtol(s, &end, 10), b;
-		if (end == s || a < 0 || a > 1 << 24)
-			goto bad;
-		b = a;
-		if (*end == '-') {
-			s = end + 1;
-			b = strtol(s, &end, 10);
-			if (end == s || b < a || b > 1 << 24)
-				goto bad;
-		}
-		for (long r = a; r <= b; r++) {
-			if (*n == cap) {
-				int *nv = realloc(v, (size_t)(cap *= 2) * sizeof *nv);
-				if (!nv)
-					goto bad;
-				v = nv;
-			}
-			v[(*n)++] = (int)r;
-		}
-		if (*end == ',')
-			end++;
-		else if (*end)
-			goto bad;
-		s = end;
-	}
-	*out = v;
-	return *n ? 0 : -1;
-bad:
-	free(v);
-	return -1;
 }
 
 void report_json_shares(struct json *j, const char *key, const double *s)
@@ -475,7 +435,8 @@ static void print_text(const struct analysis *a)
 
 int cmd_report(int argc, char **argv)
 {
-	int json = 0, *ranks = NULL, nranks = 0, rc = 2, mpi = 0;
+	int json = 0, rc = 2, mpi = 0;
+	struct cli_ranks rk = { NULL, 0 };
 	struct an_mpi *m = NULL;
 	long skip = 2, jobs = 0;
 	double fail_sev = 0.1;
@@ -484,54 +445,23 @@ int cmd_report(int argc, char **argv)
 	int ndirs = 0;
 	if (!dirs)
 		return 2;
-	for (int i = 0; i < argc; i++) {
-		const char *s = argv[i];
-		char *end;
-		if (!strcmp(s, "--json")) {
-			json = 1;
-		} else if (!strcmp(s, "--skip") && i + 1 < argc) {
-			errno = 0;
-			skip = strtol(argv[++i], &end, 10);
-			if (errno || *end || skip < 0 || skip > 1000000) {
-				fprintf(stderr, "ddpspy report: --skip needs a whole number >= 0, not '%s'\n", argv[i]);
-				goto out;
-			}
-		} else if ((!strcmp(s, "-j") || !strcmp(s, "--jobs")) && i + 1 < argc) {
-			errno = 0;
-			jobs = strtol(argv[++i], &end, 10);
-			if (errno || *end || jobs < 1 || jobs > 4096) {
-				fprintf(stderr, "ddpspy report: -j needs a whole number of threads from 1 to 4096, not '%s'\n",
-					argv[i]);
-				goto out;
-			}
-		} else if (!strcmp(s, "--mpi")) {
-			mpi = 1;
-		} else if (!strcmp(s, "--html") && i + 1 < argc) {
-			html = argv[++i];
-		} else if (!strcmp(s, "--fail-on") && i + 1 < argc) {
-			fail_on = argv[++i];
-		} else if (!strcmp(s, "--fail-severity") && i + 1 < argc) {
-			fail_sev = strtod(argv[++i], &end);
-			if (*end || !(fail_sev >= 0 && fail_sev <= 1)) {
-				fprintf(stderr, "ddpspy report: --fail-severity needs a number in 0..1, not '%s'\n", argv[i]);
-				goto out;
-			}
-		} else if (!strcmp(s, "--ranks") && i + 1 < argc) {
-			if (report_parse_ranks(argv[++i], &ranks, &nranks) != 0) {
-				fprintf(stderr, "ddpspy report: --ranks needs a list like 0,2-3, not '%s'\n", argv[i]);
-				goto out;
-			}
-		} else if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
-			usage(stdout);
-			rc = 0;
-			goto out;
-		} else if (s[0] == '-') {
-			fprintf(stderr, "ddpspy report: unknown option or missing value: %s\n", s);
-			usage(stderr);
-			goto out;
-		} else {
-			dirs[ndirs++] = argv[i];
-		}
+	const struct cli_opt opts[] = {
+		{ "--json", NULL, CLI_FLAG, &json, 0, 0, NULL, 1 },
+		{ "--mpi", NULL, CLI_FLAG, &mpi, 0, 0, NULL, 1 },
+		{ "--skip", NULL, CLI_LONG, &skip, 0, 1000000, "a whole number >= 0", 0 },
+		{ "-j", "--jobs", CLI_LONG, &jobs, 1, 4096, "a whole number of threads from 1 to 4096", 0 },
+		{ "--html", NULL, CLI_STR, &html, 0, 0, NULL, 0 },
+		{ "--fail-on", NULL, CLI_STR, &fail_on, 0, 0, NULL, 0 },
+		{ "--fail-severity", NULL, CLI_DOUBLE, &fail_sev, 0, 1, "a number in 0..1", 0 },
+		{ "--ranks", NULL, CLI_RANKS, &rk, 0, 0, "a list like 0,2-3", 0 },
+		{ NULL, NULL, CLI_FLAG, NULL, 0, 0, NULL, 0 },
+	};
+	const struct cli c = { "report", opts, usage, 0 };
+	int got = cli_parse(&c, argc, argv, dirs, &ndirs);
+	int *ranks = rk.v, nranks = rk.n;
+	if (got) {
+		rc = got > 0 ? 0 : 2;
+		goto out;
 	}
 	if (!ndirs) {
 		usage(stderr);

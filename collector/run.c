@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli.h"
+
 static pid_t child;
 
 static void forward(int sig)
@@ -36,28 +38,31 @@ static int find_lib(char *buf, size_t n)
 	return access(buf, R_OK);
 }
 
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: ddpspy run [-o DIR] -- CMD [ARGS...]\n");
+}
+
 int cmd_run(int argc, char **argv)
 {
 	const char *out = "ddpspy-out";
-	int i = 0;
 	char lib[PATH_MAX], abs_out[PATH_MAX];
-
-	for (; i < argc; i++) {
-		if (!strcmp(argv[i], "--")) {
-			i++;
-			break;
-		}
-		if (!strcmp(argv[i], "-o") && i + 1 < argc) {
-			out = argv[++i];
-		} else if (argv[i][0] == '-') {
-			fprintf(stderr, "ddpspy run: unknown option %s\n", argv[i]);
-			goto usage;
-		} else {
-			break; /* the command, without -- */
-		}
+	char **cmd = calloc((size_t)argc + 1, sizeof *cmd); /* (NULL-terminated, for execvp) */
+	int ncmd = 0;
+	if (!cmd)
+		return 2;
+	const struct cli_opt opts[] = {
+		{ "-o", NULL, CLI_STR, &out, 0, 0, NULL, 0 },
+		{ NULL, NULL, CLI_FLAG, NULL, 0, 0, NULL, 0 },
+	};
+	const struct cli c = { "run", opts, usage, 1 };
+	int got = cli_parse(&c, argc, argv, cmd, &ncmd);
+	if (got || !ncmd) {
+		if (!got)
+			usage(stderr);
+		free(cmd);
+		return got > 0 ? 0 : 2;
 	}
-	if (i >= argc)
-		goto usage;
 	if (find_lib(lib, sizeof lib) < 0) {
 		fprintf(stderr, "ddpspy run: cannot find libddpspy.so beside this program (set DDPSPY_LIB)\n");
 		return 2;
@@ -92,10 +97,11 @@ int cmd_run(int argc, char **argv)
 		return 2;
 	}
 	if (child == 0) {
-		execvp(argv[i], argv + i);
-		fprintf(stderr, "ddpspy run: cannot run %s: %s\n", argv[i], strerror(errno));
+		execvp(cmd[0], cmd);
+		fprintf(stderr, "ddpspy run: cannot run %s: %s\n", cmd[0], strerror(errno));
 		_exit(127);
 	}
+	free(cmd);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = forward;
@@ -109,7 +115,4 @@ int cmd_run(int argc, char **argv)
 	if (WIFSIGNALED(st))
 		return 128 + WTERMSIG(st);
 	return WEXITSTATUS(st);
-usage:
-	fprintf(stderr, "usage: ddpspy run [-o DIR] -- CMD [ARGS...]\n");
-	return 2;
 }

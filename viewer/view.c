@@ -12,6 +12,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "../collector/cli.h"
 #include "../collector/json.h"
 #include "vw.h"
 
@@ -609,43 +610,26 @@ int cmd_view(int argc, char **argv)
 {
 	const char *outp = NULL, *steps = NULL;
 	long skip = 2, maxev = 300000;
-	int *ranks = NULL, nranks = 0, rc = 2;
+	int rc = 2;
+	struct cli_ranks rk = { NULL, 0 };
 	char **dirs = calloc((size_t)argc + 1, sizeof *dirs);
 	int ndirs = 0;
 	if (!dirs)
 		return 2;
-	for (int i = 0; i < argc; i++) {
-		const char *s = argv[i];
-		char *end;
-		if (!strcmp(s, "-o") && i + 1 < argc) {
-			outp = argv[++i];
-		} else if (!strcmp(s, "--steps") && i + 1 < argc) {
-			steps = argv[++i];
-		} else if (!strcmp(s, "--ranks") && i + 1 < argc) {
-			if (report_parse_ranks(argv[++i], &ranks, &nranks) != 0) {
-				fprintf(stderr, "ddpspy view: --ranks needs a list like 0,2-3, not '%s'\n", argv[i]);
-				goto out;
-			}
-		} else if ((!strcmp(s, "--skip") || !strcmp(s, "--max-events")) && i + 1 < argc) {
-			errno = 0;
-			long x = strtol(argv[++i], &end, 10);
-			if (errno || *end || x < (s[2] == 's' ? 0 : 1) || x > 1000000000) {
-				fprintf(stderr, "ddpspy view: %s needs a whole number%s, not '%s'\n", s,
-					s[2] == 's' ? " >= 0" : " >= 1", argv[i]);
-				goto out;
-			}
-			*(s[2] == 's' ? &skip : &maxev) = x;
-		} else if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
-			usage(stdout);
-			rc = 0;
-			goto out;
-		} else if (s[0] == '-') {
-			fprintf(stderr, "ddpspy view: unknown option or missing value: %s\n", s);
-			usage(stderr);
-			goto out;
-		} else {
-			dirs[ndirs++] = argv[i];
-		}
+	const struct cli_opt opts[] = {
+		{ "-o", NULL, CLI_STR, &outp, 0, 0, NULL, 0 },
+		{ "--steps", NULL, CLI_STR, &steps, 0, 0, NULL, 0 },
+		{ "--ranks", NULL, CLI_RANKS, &rk, 0, 0, "a list like 0,2-3", 0 },
+		{ "--skip", NULL, CLI_LONG, &skip, 0, 1000000000, "a whole number >= 0", 0 },
+		{ "--max-events", NULL, CLI_LONG, &maxev, 1, 1000000000, "a whole number >= 1", 0 },
+		{ NULL, NULL, CLI_FLAG, NULL, 0, 0, NULL, 0 },
+	};
+	const struct cli c = { "view", opts, usage, 0 };
+	int got = cli_parse(&c, argc, argv, dirs, &ndirs);
+	int *ranks = rk.v, nranks = rk.n;
+	if (got) {
+		rc = got > 0 ? 0 : 2;
+		goto out;
 	}
 	if (!ndirs || !outp) {
 		usage(stderr);

@@ -79,6 +79,25 @@ p = subprocess.run([DDPSPY, "run", "-o", out, "--", "sh", "-c", "kill -9 $$"], c
 ok(p.returncode == 137, "a command killed by SIGKILL gives 128+9")
 p = subprocess.run([DDPSPY, "run"], capture_output=True, text=True)
 ok(p.returncode == 2 and "usage" in p.stderr, "ddpspy run without a command: usage, exit 2")
+# every command's options through one parser (collector/cli.c): an unknown option and a bad value
+# said the same way by each, exit 2; -h on stdout, exit 0; a value's alias (-j, --jobs) alike
+fx = os.path.join(ROOT, "tests", "fixtures", "healthy")
+for cmd, bad, value in (("report", ["--skip", "x"], "--skip needs a whole number >= 0, not 'x'"),
+                        ("view", ["--max-events", "0"], "--max-events needs a whole number >= 1, not '0'"),
+                        ("compare", ["--skip", "-1"], "--skip needs a whole number >= 0, not '-1'"),
+                        ("dump", None, None), ("run", None, None)):
+    u = subprocess.run([DDPSPY, cmd, "--bogus", fx], capture_output=True, text=True)
+    h = subprocess.run([DDPSPY, cmd, "-h"], capture_output=True, text=True)
+    v = subprocess.run([DDPSPY, cmd] + bad + [fx, fx], capture_output=True, text=True) if bad else None
+    ok(u.returncode == 2 and ("ddpspy %s: unknown option or missing value: --bogus" % cmd) in u.stderr and "usage" in u.stderr
+       and h.returncode == 0 and h.stdout.startswith("usage") and
+       (v is None or (v.returncode == 2 and ("ddpspy %s: %s" % (cmd, value)) in v.stderr)),
+       "ddpspy %s: an unknown option, -h%s, each said as every command says it (%s | %s)"
+       % (cmd, " and a bad value" if bad else "", u.stderr.strip().splitlines()[0][:80] if u.stderr else "",
+          v.stderr.strip()[:80] if v else ""))
+j = [subprocess.run([DDPSPY, "report", o, "5000", fx], capture_output=True, text=True) for o in ("-j", "--jobs")]
+ok(all(x.returncode == 2 and "-j needs a whole number of threads from 1 to 4096, not '5000'" in x.stderr for x in j),
+   "report -j and --jobs are one option: %s" % [x.stderr.strip()[:80] for x in j])
 p = subprocess.run([DDPSPY, "frobnicate"], capture_output=True, text=True)
 ok(p.returncode == 2 and "unknown command" in p.stderr, "an unknown command: exit 2")
 
