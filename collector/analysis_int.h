@@ -215,8 +215,13 @@ struct inst *an_inst_get(struct itab *t, int comm, int seq, int create);
 
 void an_warn(struct analysis *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 struct thr *an_train_thread(const struct proc *p);
-/* a test-only limit (docs/testing.md): a positive integer from the environment, or def */
-size_t an_env_size(const char *name, size_t def);
+/* the report's test-only knobs (docs/testing.md): a knob's value from the environment (a positive
+ * number; PROGRESS_S also 0), or def when it is not set or not such a number */
+enum an_knob {
+	AN_KNOB_PREFIX, AN_KNOB_SAMPLE, AN_KNOB_SPREAD, AN_KNOB_GPU_KEEP, AN_KNOB_REREAD, AN_KNOB_SWEEP_AFTER,
+	AN_KNOB_SWEEPS, AN_KNOB_PROGRESS_S, AN_KNOB_COUNT
+};
+double an_knob(enum an_knob k, double def);
 /* the steps sampled per rank of a job of nranks */
 size_t an_sample_max(size_t nranks);
 /* rank r waited ms in step k for late rank L (struct wfrom; entries of one step together, in time

@@ -22,11 +22,11 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	a->jobs = o->jobs > 0 ? o->jobs : an_jobs_default();
 	a->mpi = o->mpi;
 	a->gpu_whole = o->gpu_whole;
-	a->prefix = an_env_size("DDPSPY_REPORT_PREFIX", 0); /* 0: by the job's size (load.c) */
-	a->reread = an_env_size("DDPSPY_REPORT_REREAD", 0) != 0; /* (split.c) */
-	a->sweep_after = an_env_size("DDPSPY_REPORT_SWEEP_AFTER", 0) != 0; /* (sweep.c) */
-	a->spread = an_env_size("DDPSPY_REPORT_SPREAD", 2048); /* (load.c: the clocks' spread) */
-	a->gpu_keep = an_env_size("DDPSPY_REPORT_GPU_KEEP", 0); /* (gpu.c: 0, by the job's size) */
+	a->prefix = (size_t)an_knob(AN_KNOB_PREFIX, 0); /* 0: by the job's size (load.c) */
+	a->reread = an_knob(AN_KNOB_REREAD, 0) != 0; /* (split.c) */
+	a->sweep_after = an_knob(AN_KNOB_SWEEP_AFTER, 0) != 0; /* (sweep.c) */
+	a->spread = (size_t)an_knob(AN_KNOB_SPREAD, 2048); /* (spread.c) */
+	a->gpu_keep = (size_t)an_knob(AN_KNOB_GPU_KEEP, 0); /* (gpu.c: 0, by the job's size) */
 	if (an_load(a, o, err, errlen) != 0)
 		return -1;
 	a->sample_max = an_sample_max((size_t)a->nranks);

@@ -32,20 +32,31 @@ struct thr *an_train_thread(const struct proc *p)
 
 struct an_sweep_part an_sweep_part;
 
-/* Test-only limits (docs/report.md): a positive integer from the environment, or def */
-size_t an_env_size(const char *name, size_t def)
+/* The report's test-only knobs (docs/testing.md, "The report's test-only knobs"): each read from
+ * the environment here, and nowhere else; zero: whether 0 is a value (else it must be positive) */
+static const struct knob {
+	const char *name;
+	int zero;
+} KNOBS[AN_KNOB_COUNT] = {
+	[AN_KNOB_PREFIX] = { "DDPSPY_REPORT_PREFIX", 0 },       [AN_KNOB_SAMPLE] = { "DDPSPY_REPORT_SAMPLE", 0 },
+	[AN_KNOB_SPREAD] = { "DDPSPY_REPORT_SPREAD", 0 },       [AN_KNOB_GPU_KEEP] = { "DDPSPY_REPORT_GPU_KEEP", 0 },
+	[AN_KNOB_REREAD] = { "DDPSPY_REPORT_REREAD", 0 },       [AN_KNOB_SWEEP_AFTER] = { "DDPSPY_REPORT_SWEEP_AFTER", 0 },
+	[AN_KNOB_SWEEPS] = { "DDPSPY_REPORT_SWEEPS", 0 },       [AN_KNOB_PROGRESS_S] = { "DDPSPY_REPORT_PROGRESS_S", 1 },
+};
+
+double an_knob(enum an_knob k, double def)
 {
-	const char *v = getenv(name);
+	const char *v = getenv(KNOBS[k].name);
 	char *end;
-	long long n = v ? strtoll(v, &end, 10) : 0;
-	return v && *v && !*end && n > 0 ? (size_t)n : def;
+	double n = v && *v ? strtod(v, &end) : 0;
+	return v && *v && !*end && (n > 0 || (KNOBS[k].zero && n == 0)) ? n : def;
 }
 
 size_t an_sample_max(size_t nranks)
 {
 	/* about a million rank-steps in all (some 400 MiB at most), between 512 and 8192 per rank */
 	size_t per = ((size_t)1 << 20) / (nranks ? nranks : 1);
-	size_t n = an_env_size("DDPSPY_REPORT_SAMPLE", per < 512 ? 512 : per > 8192 ? 8192 : per);
+	size_t n = (size_t)an_knob(AN_KNOB_SAMPLE, (double)(per < 512 ? 512 : per > 8192 ? 8192 : per));
 	return n < 64 ? 64 : n;
 }
 

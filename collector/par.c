@@ -70,12 +70,9 @@ static double now_s(void)
 
 void an_progress_start(struct an_progress *g, const char *what, size_t items, uint64_t bytes)
 {
-	/* (test-only DDPSPY_REPORT_PROGRESS_S: seconds before the line shows, 1 unless set) */
-	const char *v = getenv("DDPSPY_REPORT_PROGRESS_S");
-	char *end;
-	double after = v && *v ? strtod(v, &end) : 1;
+	/* (seconds before the line shows: 1 unless the test-only knob says otherwise) */
 	*g = (struct an_progress){ .what = what, .items = items, .bytes = bytes, .tty = isatty(2),
-				   .after = v && *v && !*end && after >= 0 ? after : 1 };
+				   .after = an_knob(AN_KNOB_PROGRESS_S, 1) };
 	g->t0 = now_s();
 	g->last = g->t0 - 1;
 	pthread_mutex_init(&g->mu, NULL);

@@ -337,7 +337,7 @@ size_t an_sweep_steps(struct analysis *a, struct sync *syn, int mode, struct pat
 			mine[nmine++] = (size_t)r;
 	}
 	an_parallel(nmine, a->jobs, mine, sweep_one, &j);
-	if (getenv("DDPSPY_REPORT_SWEEPS")) /* (test-only: how each rank's steps were found) */
+	if (an_knob(AN_KNOB_SWEEPS, 0) != 0) /* (test-only: how each rank's steps were found) */
 		fprintf(stderr, "ddpspy: steps swept while read: %d of %zu ranks\n", a->swept_while_read, nmine);
 	free(mine);
 	for (int r = 0; a->mpi && r < R; r++)
