@@ -262,21 +262,50 @@ int an_stream_thread(const struct proc *p, int h, const uint8_t *want, int (*fn)
 struct trace_clock;
 int an_stream_file(const char *path, const struct trace_clock *clock, size_t verified, const struct thr *t,
 		   const uint8_t *want, int (*fn)(void *ctx, const struct ev *e), void *ctx);
-/* ---- lsweep.c, while a file is read: its steps' sweep begun once thread h's calls overflow
- * its prefix (NULL: not begun), the thread's later events given to it, its end; and a thread's
- * sampled runs (struct sruns) freed. Registered (an_sweep_part, model.c; lsweep.c fills it when the
- * program starts), so that loading never calls a later phase by name ---- */
+/* ---- The parts that read along while a file is read, and travel with a process's record under
+ * report --mpi: one table, an_parts (model.c), each part's entries filled by its own file when the
+ * program starts (model.c's do-nothing ones stand till then), so that loading, the process record
+ * and the --mpi exchange never call a part by name.
+ * sweep (lsweep.c): a long trace's steps' sweep begun once thread h's calls overflow its prefix
+ * (NULL: not begun), the thread's later events given to it, its end; a thread's sampled runs
+ * (struct sruns) freed.
+ * gpu (gpu.c): a CUPTI record of p's file (f: its string table; keep: the records p may hold) and
+ * its host events of the kinds the device part reads (v: converted; NULL for NCCL's plugin's
+ * kernels, which are no call), non-zero when out of memory; p's file read (its stacks resolved
+ * before f is closed); p's device records as bytes and back (!whole: its NCCL kernels only; -1:
+ * damaged); set aside while the record travels and given back (p NULL: freed); freed.
+ * cpu (cpu.c): a thread's CPU sample. ---- */
 struct trace_file;
+struct trace_event;
+struct trace_sched;
 struct sruns;
-struct an_sweep_part {
-	struct sweep *(*start)(const struct analysis *a, struct proc *p, int h, struct trace_file *f,
-			       const char *path, size_t prefix);
-	void (*event)(struct sweep *w, const struct ev *v);
-	int (*end)(struct sweep *w, int complete);
-	void (*free)(struct sweep *w);
-	void (*sruns_free)(struct sruns *sr);
+struct gpuproc;
+struct an_buf;
+struct an_rd;
+struct an_parts {
+	struct {
+		struct sweep *(*start)(const struct analysis *a, struct proc *p, int h, struct trace_file *f,
+				       const char *path, size_t prefix);
+		void (*event)(struct sweep *w, const struct ev *v);
+		int (*end)(struct sweep *w, int complete);
+		void (*free)(struct sweep *w);
+		void (*sruns_free)(struct sruns *sr);
+	} sweep;
+	struct {
+		int (*record)(struct proc *p, const struct trace_file *f, const struct trace_event *e, size_t keep);
+		int (*host)(struct proc *p, const struct trace_event *e, const struct ev *v);
+		void (*loaded)(struct proc *p, const struct trace_file *f, const char *path);
+		void (*pack)(struct an_buf *b, const struct proc *p, int whole);
+		int (*unpack)(struct an_rd *r, struct proc *p);
+		struct gpuproc *(*take)(struct proc *p);
+		void (*give)(struct proc *p, struct gpuproc *g);
+		void (*free)(struct proc *p);
+	} gpu;
+	struct {
+		void (*sample)(struct thr *t, const struct trace_sched *s);
+	} cpu;
 };
-extern struct an_sweep_part an_sweep_part;
+extern struct an_parts an_parts;
 struct sweep *an_lsweep_start(const struct analysis *a, struct proc *p, int h, struct trace_file *f,
 			      const char *path, size_t prefix);
 void an_lsweep_event(struct sweep *w, const struct ev *v);
@@ -558,13 +587,7 @@ void an_split_steps(struct analysis *a);
 void an_split_free(struct analysis *a);
 
 /* ---- gpu.c (gpujoin.c, ncclplug.c): a GPU job's device records; gpustep.c: its device's steps ----
- * while loading: a CUPTI record of p's file (f: its string table), and its host events of the
- * kinds gpu.c reads (NCCL calls and groups, CUDA copies and synchronizations); non-zero when out
- * of memory. an_gpu_loaded resolves the stacks it keeps before f is closed. */
-struct trace_event;
-int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace_event *e, size_t keep);
-int an_gpu_host(struct proc *p, const struct trace_event *e, const struct ev *v);
-void an_gpu_loaded(struct proc *p, const struct trace_file *f, const char *path);
+ * (while loading and under report --mpi: an_parts.gpu) */
 /* A rank whose device work was more than its share of memory (keep records: a->gpu_keep, or by
  * the job's size) holds only what the clocks, the collectives and the host's split need of it (its
  * NCCL kernels and large pageable copies) and reads its file again for the rest, one rank at a
@@ -574,7 +597,6 @@ int an_gpu_open(struct proc *p);
 /* whether p has device work (its training thread's split follows it: an_gpu_lanes_new) */
 int an_gpu_busy(const struct proc *p);
 void an_gpu_close(struct proc *p);
-void an_gpu_free(struct proc *p);
 int an_gpu_ranks(const struct analysis *a); /* ranks whose steps an_gpu_split split from their device */
 /* p's NCCL kernels' ends on the job's clock so far, by collective (comm, seq): every rank's kernels
  * of one collective end together (clocks.c); *out malloc'ed */
@@ -612,14 +634,6 @@ struct hostlanes;
 struct hostlanes *an_gpu_lanes_new(const struct proc *p);
 void an_gpu_lanes_event(struct hostlanes *h, const struct ev *e);
 void an_gpu_lanes_free(struct hostlanes *h);
-struct an_buf;
-struct an_rd;
-void an_gpu_pack(struct an_buf *b, const struct proc *p, int whole); /* !whole: its NCCL kernels only */
-/* p's device records aside (report --mpi: they stay with the process that read its file while
- * the records travel), and back (an_gpu_give: p's present ones freed; p NULL: g freed) */
-struct gpuproc *an_gpu_take(struct proc *p);
-void an_gpu_give(struct proc *p, struct gpuproc *g);
-int an_gpu_unpack(struct an_rd *r, struct proc *p); /* -1: damaged (what was read is p's, an_gpu_free) */
 /* p's call site i that waited for the device: its event kind's name (NULL: none), frames
  * (innermost first, "module+0xoffset"), time, calls, kind, and what (cuda_sync "what", cuda_memcpy "dir") */
 const char *an_gpu_site(const struct proc *p, int i, const char *(*frames)[8], int *nframes, double *ms,
@@ -728,13 +742,11 @@ int an_mpi_recv(struct an_mpi *m, int src, struct an_buf *b);
 /* proc.c: a process record as bytes, and back (-1: damaged; free what was read with the rest);
  * everything it holds freed */
 void an_proc_free(struct proc *p);
-void an_pack_proc(struct an_buf *b, const struct proc *p, int whole); /* !whole: an_gpu_pack's */
+void an_pack_proc(struct an_buf *b, const struct proc *p, int whole); /* !whole: an_parts.gpu.pack's */
 int an_unpack_proc(struct an_rd *r, struct proc *p);
 
 /* ---- cpu.c: CPU time and contention, from the threads' schedstat ---- */
 #define MAX_SCHED 2048 /* samples kept per thread: past that, every other one, and half as often */
-struct trace_sched;
-void an_cpu_sample(struct thr *t, const struct trace_sched *s); /* while loading */
 void an_cpu(struct analysis *a);                                /* after the split: a->ranks[].cpu */
 
 /* ---- findings.c: the findings, sorted by severity ---- */

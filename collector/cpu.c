@@ -16,7 +16,7 @@
 const char *const an_cpu_group_names[CPU_GROUPS] = { "other_ranks", "input_workers", "collective_threads",
 						     "other_threads" };
 
-void an_cpu_sample(struct thr *t, const struct trace_sched *s)
+static void cpu_sample(struct thr *t, const struct trace_sched *s)
 {
 	struct schedpt x = { s->t_ns, s->run_ns, s->wait_ns };
 	t->sched_last = x;
@@ -36,6 +36,12 @@ void an_cpu_sample(struct thr *t, const struct trace_sched *s)
 			return;
 	}
 	t->sched[t->nsched++] = x;
+}
+
+/* a thread's CPU sample as its file is read, for load.c (analysis_int.h's an_parts) */
+__attribute__((constructor)) static void registered(void)
+{
+	an_parts.cpu.sample = cpu_sample;
 }
 
 /* t's cumulative (run, wait) at time at (the process's own clock), interpolated between samples;

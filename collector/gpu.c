@@ -251,7 +251,7 @@ static int take(struct gpuproc *g, const struct trace_file *f, const struct trac
 	return 0;
 }
 
-int an_gpu_record(struct proc *p, const struct trace_file *f, const struct trace_event *e, size_t keep)
+static int part_record(struct proc *p, const struct trace_file *f, const struct trace_event *e, size_t keep)
 {
 	struct gpuproc *g = gpu_of(p);
 	if (!g)
@@ -296,7 +296,7 @@ static void add_site(struct gpuproc *g, const struct trace_event *e, int what)
 	s->calls++;
 }
 
-int an_gpu_host(struct proc *p, const struct trace_event *e, const struct ev *v)
+static int part_host(struct proc *p, const struct trace_event *e, const struct ev *v)
 {
 	if (e->kind != DDPSPY_EV_NCCL_COLL && e->kind != DDPSPY_EV_NCCL_GROUP && e->kind != DDPSPY_EV_CUDA_SYNC &&
 	    e->kind != DDPSPY_EV_CUDA_MEMCPY && e->kind != DDPSPY_EV_NCCL_INIT && e->kind != DDPSPY_EV_NCCL_KERNEL)
@@ -498,7 +498,7 @@ void an_gpu_close(struct proc *p)
 		restore(g);
 }
 
-void an_gpu_loaded(struct proc *p, const struct trace_file *f, const char *path)
+static void part_loaded(struct proc *p, const struct trace_file *f, const char *path)
 {
 	if (f->gpu.have && gpu_of(p)) {
 		snprintf(p->gpu->state, sizeof p->gpu->state, "%s", f->gpu.state);
@@ -551,7 +551,7 @@ static int cmp_name(const void *x, const void *y)
 	return AN_ORDER(a->id, b->id);
 }
 
-void an_gpu_free(struct proc *p)
+static void part_free(struct proc *p)
 {
 	struct gpuproc *g = p->gpu;
 	if (!g)
@@ -569,27 +569,27 @@ void an_gpu_free(struct proc *p)
 	p->gpu = NULL;
 }
 
-struct gpuproc *an_gpu_take(struct proc *p)
+static struct gpuproc *part_take(struct proc *p)
 {
 	struct gpuproc *g = p->gpu;
 	p->gpu = NULL;
 	return g;
 }
 
-void an_gpu_give(struct proc *p, struct gpuproc *g)
+static void part_give(struct proc *p, struct gpuproc *g)
 {
 	struct proc q = { .gpu = g };
 	if (p) {
-		an_gpu_free(p);
+		part_free(p);
 		p->gpu = g;
 	} else {
-		an_gpu_free(&q);
+		part_free(&q);
 	}
 }
 
 /* p's device records as bytes, and back (report --mpi): whole, or (!whole) only what every
  * process needs of a rank split elsewhere: its NCCL kernels, in their order */
-void an_gpu_pack(struct an_buf *b, const struct proc *p, int whole)
+static void part_pack(struct an_buf *b, const struct proc *p, int whole)
 {
 	const struct gpuproc *g = p->gpu;
 	uint8_t have = g != NULL;
@@ -620,7 +620,7 @@ void an_gpu_pack(struct an_buf *b, const struct proc *p, int whole)
 	}
 }
 
-int an_gpu_unpack(struct an_rd *r, struct proc *p)
+static int part_unpack(struct an_rd *r, struct proc *p)
 {
 	uint8_t have;
 	p->gpu = NULL;
@@ -635,7 +635,7 @@ int an_gpu_unpack(struct an_rd *r, struct proc *p)
 	g->api = NULL, g->xc = NULL, g->call = NULL, g->names = NULL, g->nnames = 0;
 	g->pw = NULL, g->npw = 0, g->opened = 0, g->placed = 0;
 	g->plug = NULL, g->np = g->cp = 0; /* (its kernels are in w) */
-	p->gpu = g; /* (freed by an_gpu_free on failure) */
+	p->gpu = g; /* (freed by part_free on failure) */
 	g->w = an_get_arr(r, g->nw, sizeof *g->w, 0);
 	g->cw = g->nw;
 	g->api = an_get_arr(r, g->na, sizeof *g->api, 0);
@@ -653,6 +653,20 @@ int an_gpu_unpack(struct an_rd *r, struct proc *p)
 			return -1;
 	}
 	return r->err ? -1 : 0;
+}
+
+/* what the device part does while a file is read and while records travel, for load.c, proc.c
+ * and loadmpi.c (analysis_int.h's an_parts) */
+__attribute__((constructor)) static void registered(void)
+{
+	an_parts.gpu.record = part_record;
+	an_parts.gpu.host = part_host;
+	an_parts.gpu.loaded = part_loaded;
+	an_parts.gpu.pack = part_pack;
+	an_parts.gpu.unpack = part_unpack;
+	an_parts.gpu.take = part_take;
+	an_parts.gpu.give = part_give;
+	an_parts.gpu.free = part_free;
 }
 
 /* w's start on the job's clock */

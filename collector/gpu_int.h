@@ -125,7 +125,7 @@ struct gpuproc {
 	size_t nall;          /* its device work when read (w may hold only its NCCL kernels: below) */
 	int nccl_only;        /* report --mpi: another process read the file, and splits its rank; of its
 			       * work, only the NCCL kernels came here (the clocks and the instances) */
-	int over;             /* its work was more than its share (an_gpu_record's keep): w holds only
+	int over;             /* its work was more than its share (part_record's keep, gpu.c): w holds only
 			       * its NCCL kernels and large pageable copies, api none, and xc and call
 			       * are kept for an_gpu_open, which reads the file again for the rest */
 	struct gwork *pw;     /* while open (an_gpu_open): that list, set aside */

@@ -248,7 +248,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		return t ? (resolve(t, e), 0) : 1;
 	}
 	if (e->kind == DDPSPY_EV_NCCL_KERNEL) /* (NCCL's profiler plugin's: no call, a kernel for the GPU part) */
-		return an_gpu_host(c->p, e, NULL);
+		return an_parts.gpu.host(c->p, e, NULL);
 	struct ev ev, *v = &ev;
 	if (!an_convert(e, v))
 		return 0;
@@ -257,7 +257,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	if (!t)
 		return 1;
 	c->last = (int)(t - c->p->thr);
-	if (an_gpu_host(c->p, e, v))
+	if (an_parts.gpu.host(c->p, e, v))
 		return 1;
 	/* paths: named by the call, or the latest one opened on its descriptor */
 	if (k->path >= 0) {
@@ -285,7 +285,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		if (t->runs_ok)
 			an_run_add(t, v);
 		if (c->p->lsw && c->lsw_h == c->last)
-			an_sweep_part.event(c->p->lsw, v);
+			an_parts.sweep.event(c->p->lsw, v);
 		return 0;
 	}
 	if (t->nsync++ >= c->prefix) {
@@ -296,13 +296,13 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 			c->lsw_h = c->last;
 			if (t->runs_ok) /* (the runs up to here: the prefix's) */
 				an_run_close(t);
-			c->p->lsw = an_sweep_part.start ? an_sweep_part.start(c->a, c->p, c->last, f, c->path, c->prefix) : NULL;
+			c->p->lsw = an_parts.sweep.start(c->a, c->p, c->last, f, c->path, c->prefix);
 		}
 		if (t->runs_ok)
 			an_runs_drop(t);
 		an_spread_add(c->p, t, v, c->a->spread);
 		if (c->p->lsw && c->lsw_h == c->last)
-			an_sweep_part.event(c->p->lsw, v);
+			an_parts.sweep.event(c->p->lsw, v);
 		return 0;
 	}
 	if (t->runs_ok)
@@ -329,7 +329,7 @@ static int on_sched(void *ctx, struct trace_file *f, const struct trace_sched *s
 	struct thr *t = thread_of(c->p, s->tid);
 	if (!t)
 		return 1;
-	an_cpu_sample(t, s);
+	an_parts.cpu.sample(t, s);
 	struct proc *p = c->p;
 	if (s->cpus > 0)
 		p->cpus = s->cpus;
@@ -340,7 +340,7 @@ static int on_sched(void *ctx, struct trace_file *f, const struct trace_sched *s
 		struct trace_sched h = *s;
 		h.run_ns = (uint64_t)s->host_busy_ns;
 		h.wait_ns = 0;
-		an_cpu_sample(&p->hostcpu, &h);
+		an_parts.cpu.sample(&p->hostcpu, &h);
 	}
 	return 0;
 }
@@ -349,7 +349,7 @@ static int on_sched(void *ctx, struct trace_file *f, const struct trace_sched *s
 static int on_gpu(void *ctx, struct trace_file *f, const struct trace_event *e)
 {
 	struct loadctx *c = ctx;
-	return c->keep && c->p->role == DDPSPY_ROLE_RANK ? an_gpu_record(c->p, f, e, c->gpu_keep) : 0;
+	return c->keep && c->p->role == DDPSPY_ROLE_RANK ? an_parts.gpu.record(c->p, f, e, c->gpu_keep) : 0;
 }
 
 /* the index in p->dstat of path's directory, created when new; -1 when there is no room */
@@ -555,11 +555,11 @@ static void load_file(const struct analysis *a, struct slot *s)
 	int rc = trace_open(&f, s->open ? s->open : path);
 	if (rc == 0)
 		rc = trace_read(&f, &v);
-	if (p->lsw && an_sweep_part.end(p->lsw, rc == 0) < 0) {
-		an_sweep_part.free(p->lsw);
+	if (p->lsw && an_parts.sweep.end(p->lsw, rc == 0) < 0) {
+		an_parts.sweep.free(p->lsw);
 		p->lsw = NULL;
 	}
-	an_gpu_loaded(p, &f, s->open ? s->open : path);
+	an_parts.gpu.loaded(p, &f, s->open ? s->open : path);
 	uint64_t wilds = 0, after = 0;
 	for (int k = 0; k < p->nthr; k++) {
 		an_p2p_num_wild(p->thr[k].num, &wilds, &after);

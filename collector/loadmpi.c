@@ -101,7 +101,7 @@ struct heldruns {
 static void runs_hold(struct proc *p, struct heldruns *h)
 {
 	struct thr *t = p->train >= 0 ? &p->thr[p->train] : NULL;
-	struct gpuproc *g = an_gpu_take(p);
+	struct gpuproc *g = an_parts.gpu.take(p);
 	*h = (struct heldruns){ .gpu = g, .lsw = p->lsw };
 	p->lsw = NULL;
 	if (!t || !t->runs_ok)
@@ -115,11 +115,11 @@ static void runs_give(struct proc *p, struct heldruns *h, int keep)
 {
 	struct thr *t = keep && p->train >= 0 && p->train < p->nthr ? &p->thr[p->train] : NULL;
 	if (h->gpu)
-		an_gpu_give(keep ? p : NULL, h->gpu);
+		an_parts.gpu.give(keep ? p : NULL, h->gpu);
 	if (keep && p && !p->lsw)
 		p->lsw = h->lsw;
 	else if (h->lsw)
-		an_sweep_part.free(h->lsw);
+		an_parts.sweep.free(h->lsw);
 	if (t && h->held && !t->runs_ok) {
 		t->run = h->run, t->rpat = h->rpat, t->own = h->own;
 		t->nrun = t->crun = h->nrun, t->nrpat = t->crpat = h->nrpat, t->nmemb = h->nmemb;

@@ -1,4 +1,4 @@
-/* One reading: the sweep begun while a rank's file is read (an_sweep_part), so that a long
+/* One reading: the sweep begun while a rank's file is read (an_parts.sweep), so that a long
  * trace's steps need not be found from a second reading. */
 #include <inttypes.h>
 #include <limits.h>
@@ -15,8 +15,11 @@
 /* what the sweep does while a file is read, for load.c (analysis_int.h) */
 __attribute__((constructor)) static void registered(void)
 {
-	an_sweep_part = (struct an_sweep_part){ an_lsweep_start, an_lsweep_event, an_lsweep_end, an_lsweep_free,
-						an_sruns_free };
+	an_parts.sweep.start = an_lsweep_start;
+	an_parts.sweep.event = an_lsweep_event;
+	an_parts.sweep.end = an_lsweep_end;
+	an_parts.sweep.free = an_lsweep_free;
+	an_parts.sweep.sruns_free = an_sruns_free;
 }
 
 /* ---- one reading: the sweep begun while a rank's file is read ----

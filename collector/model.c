@@ -1,8 +1,9 @@
 /* The model of a job (analysis_int.h's structures) and what every phase uses of it: the warnings
  * the report prints, a rank's training thread, the waits a rank had on each late rank per step
- * (struct wfrom, filled by the host and device splits, read by the findings), the test-only limits
- * and the size of a long trace's sample; and the table a later phase registers in for what it does
- * while a file is read (an_sweep_part). The base layer: it calls no phase. */
+ * (struct wfrom, filled by the host and device splits, read by the findings), the test-only knobs
+ * and the size of a long trace's sample; and the table the parts that read along while a file is
+ * read register in (an_parts: the sweep, the device's records, the CPU samples). The base layer:
+ * it calls no phase. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,60 @@ struct thr *an_train_thread(const struct proc *p)
 	return p->train >= 0 ? &p->thr[p->train] : NULL;
 }
 
-struct an_sweep_part an_sweep_part;
+/* The parts that read along while a file is read (analysis_int.h): each fills its own entries when
+ * the program starts; till then, or in a program without it, these do nothing (no sweep begun, no
+ * device work, no CPU samples) */
+static struct sweep *no_sweep(const struct analysis *a, struct proc *p, int h, struct trace_file *f, const char *path,
+			      size_t prefix)
+{
+	(void)a, (void)p, (void)h, (void)f, (void)path, (void)prefix;
+	return NULL;
+}
+static int no_record(struct proc *p, const struct trace_file *f, const struct trace_event *e, size_t keep)
+{
+	(void)p, (void)f, (void)e, (void)keep;
+	return 0;
+}
+static int no_host(struct proc *p, const struct trace_event *e, const struct ev *v)
+{
+	(void)p, (void)e, (void)v;
+	return 0;
+}
+static void no_loaded(struct proc *p, const struct trace_file *f, const char *path)
+{
+	(void)p, (void)f, (void)path;
+}
+static void no_pack(struct an_buf *b, const struct proc *p, int whole)
+{
+	(void)b, (void)p, (void)whole;
+}
+static int no_unpack(struct an_rd *r, struct proc *p)
+{
+	(void)r, (void)p;
+	return 0;
+}
+static struct gpuproc *no_take(struct proc *p)
+{
+	(void)p;
+	return NULL;
+}
+static void no_give(struct proc *p, struct gpuproc *g)
+{
+	(void)p, (void)g;
+}
+static void no_free(struct proc *p)
+{
+	(void)p;
+}
+static void no_sample(struct thr *t, const struct trace_sched *s)
+{
+	(void)t, (void)s;
+}
+struct an_parts an_parts = {
+	.sweep = { .start = no_sweep }, /* (the rest is called only for a sweep start made) */
+	.gpu = { no_record, no_host, no_loaded, no_pack, no_unpack, no_take, no_give, no_free },
+	.cpu = { no_sample },
+};
 
 /* The report's test-only knobs (docs/testing.md, "The report's test-only knobs"): each read from
  * the environment here, and nowhere else; zero: whether 0 is a value (else it must be positive) */

@@ -10,9 +10,9 @@ void an_proc_free(struct proc *p)
 {
 	free(p->file);
 	free(p->open);
-	if (p->lsw) /* (made by the sweep: an_sweep_part is filled) */
-		an_sweep_part.free(p->lsw);
-	an_gpu_free(p);
+	if (p->lsw) /* (made by the sweep: an_parts.sweep is filled) */
+		an_parts.sweep.free(p->lsw);
+	an_parts.gpu.free(p);
 	if (p->clock)
 		free(p->clock->calib);
 	free(p->clock);
@@ -24,7 +24,7 @@ void an_proc_free(struct proc *p)
 		free(p->thr[k].own);
 		free(p->thr[k].rfirst);
 		if (p->thr[k].sr) /* (the sweep's) */
-			an_sweep_part.sruns_free(p->thr[k].sr);
+			an_parts.sweep.sruns_free(p->thr[k].sr);
 		free(p->thr[k].wres);
 		an_spread_drop(&p->thr[k]);
 	}
@@ -84,7 +84,7 @@ void an_pack_proc(struct an_buf *b, const struct proc *p, int whole)
 		an_put(b, p->clock, sizeof *p->clock);
 		an_put(b, p->clock->calib, p->clock->n * sizeof *p->clock->calib);
 	}
-	an_gpu_pack(b, p, whole);
+	an_parts.gpu.pack(b, p, whole);
 	an_put(b, p->comms, (size_t)p->ncomms * sizeof *p->comms);
 	pack_thr(b, &p->hostcpu);
 	for (int k = 0; k < p->nthr; k++)
@@ -115,7 +115,7 @@ int an_unpack_proc(struct an_rd *r, struct proc *p)
 		p->clock->calib = NULL;
 		p->clock->calib = an_get_arr(r, p->clock->n, sizeof *p->clock->calib, 0);
 	}
-	if (!p->file || (clock && !p->clock) || an_gpu_unpack(r, p) < 0)
+	if (!p->file || (clock && !p->clock) || an_parts.gpu.unpack(r, p) < 0)
 		return -1;
 	p->comms = an_get_arr(r, (size_t)p->ncomms, sizeof *p->comms, 0);
 	if (unpack_thr(r, &p->hostcpu) < 0)
