@@ -561,6 +561,27 @@ static int gather(struct analysis *a, void (*points)(const struct proc *, struct
 	return rc;
 }
 
+/* rank r's drift: the slope of its windows' offsets wm against their times wt by weighted least
+ * squares, each window by how closely its exits agree (ww; hw < 0: no estimate); def when none */
+static double drift_fit(size_t W, int R, int r, const double *wt, const double *wm, const double *ww, const int *hw,
+			double def)
+{
+	double s = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+	for (size_t w = 0; w < W; w++) {
+		size_t x = w * (size_t)R + (size_t)r;
+		double width = hw[x] < 0 ? INFINITY : ww[x], y = wm[x];
+		if (!isfinite(width))
+			continue;
+		double q = 1 / (width * width + 1e6); /* (1 us squared: a spread of 0 weighs much, not all) */
+		s += q;
+		sx += q * wt[w];
+		sy += q * y;
+		sxx += q * wt[w] * wt[w];
+		sxy += q * wt[w] * y;
+	}
+	double den = s * sxx - sx * sx;
+	return s > 0 && den > 0 ? (s * sxy - sx * sy) / den : def;
+}
 
 /* Every rank's clock against the lowest rank's from the instances points() finds and, with msgs,
  * the messages: a rank is corrected from 3 or more instances it shares with the lowest rank, or
@@ -614,25 +635,8 @@ static int align_from(struct analysis *a, void (*points)(const struct proc *, st
 			wt[w] = (double)(mid_time(&g, w) - g.tc);
 		}
 		estimate_ranks(a, &(struct estjob){ &g, 0, g.W, NULL, wlo, whi, wm, ww, hw }, v);
-		for (int r = 1; r < R; r++) {
-			/* weighted least squares over the windows, each by how closely its exits agree */
-			double s = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-			for (size_t w = 0; w < g.W; w++) {
-				size_t x = w * (size_t)R + (size_t)r;
-				double width = hw[x] < 0 ? INFINITY : ww[x], y = wm[x];
-				if (!isfinite(width))
-					continue;
-				double q = 1 / (width * width + 1e6); /* (1 us squared: a spread of 0 weighs much, not all) */
-				s += q;
-				sx += q * wt[w];
-				sy += q * y;
-				sxx += q * wt[w] * wt[w];
-				sxy += q * wt[w] * y;
-			}
-			double den = s * sxx - sx * sx;
-			if (s > 0 && den > 0)
-				B[r] = (s * sxy - sx * sy) / den;
-		}
+		for (int r = 1; r < R; r++)
+			B[r] = drift_fit(g.W, R, r, wt, wm, ww, hw, B[r]);
 	}
 	/* the bounds of CLOCK_REALTIME as it is (no drift; B0 all 0), and with the drift */
 	bounds(&g, g.W, B0, U, &E, lo0, hi0);

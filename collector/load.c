@@ -684,6 +684,41 @@ static int wanted(const struct report_options *o, int rank)
 /* Every trace file under a->dirs loaded (a progress line on a terminal once that takes more than a
  * second), and the ranks: one process each, in rank order. Returns 0, or -1 when no rank is
  * readable (a one-line reason in err). */
+/* the ranks, one process each (the first file of a rank wins; duplicates are warned), in rank
+ * order; the job's events, losses and hosts; -1 out of memory */
+static int find_ranks(struct analysis *a, const struct report_options *o)
+{
+	a->ranks = calloc((size_t)a->nprocs + 1, sizeof *a->ranks);
+	if (!a->ranks)
+		return -1;
+	char hosts[64][256];
+	int nh = 0;
+	for (int i = 0; i < a->nprocs; i++) {
+		struct proc *p = &a->procs[i];
+		a->events += p->events + p->gpu_records; /* (job.events and dropped_events: CUPTI's too) */
+		a->dropped += p->dropped + p->unwritten + p->gpu_dropped;
+		int seen = 0;
+		for (int h = 0; h < nh; h++)
+			seen |= !strcmp(hosts[h], p->host);
+		if (!seen && nh < 64)
+			snprintf(hosts[nh++], sizeof hosts[0], "%s", p->host);
+		if (p->role != DDPSPY_ROLE_RANK || p->rank < 0 || !wanted(o, p->rank))
+			continue;
+		int dup = 0;
+		for (int r = 0; r < a->nranks; r++)
+			dup |= a->ranks[r].rank == p->rank;
+		if (dup) {
+			an_warn(a, "%s: a second file for rank %d; left out", p->file, p->rank);
+			continue;
+		}
+		a->ranks[a->nranks].rank = p->rank;
+		a->ranks[a->nranks++].p = p;
+	}
+	a->nhosts = nh;
+	sort_n(a->ranks, (size_t)a->nranks, sizeof *a->ranks, cmp_rank);
+	return 0;
+}
+
 int an_load(struct analysis *a, const struct report_options *o, char *err, size_t errlen)
 {
 	char **dirs = a->dirs;
@@ -763,40 +798,13 @@ int an_load(struct analysis *a, const struct report_options *o, char *err, size_
 	free(counts);
 	free(slots);
 	free(order);
-	/* the ranks, one process each (the first file of a rank wins; duplicates are warned) */
-	a->ranks = calloc((size_t)a->nprocs + 1, sizeof *a->ranks);
-	if (!a->ranks)
+	if (find_ranks(a, o) < 0)
 		goto nothing;
-	char hosts[64][256];
-	int nh = 0;
-	for (int i = 0; i < a->nprocs; i++) {
-		struct proc *p = &a->procs[i];
-		a->events += p->events + p->gpu_records; /* (job.events and dropped_events: CUPTI's too) */
-		a->dropped += p->dropped + p->unwritten + p->gpu_dropped;
-		int seen = 0;
-		for (int h = 0; h < nh; h++)
-			seen |= !strcmp(hosts[h], p->host);
-		if (!seen && nh < 64)
-			snprintf(hosts[nh++], sizeof hosts[0], "%s", p->host);
-		if (p->role != DDPSPY_ROLE_RANK || p->rank < 0 || !wanted(o, p->rank))
-			continue;
-		int dup = 0;
-		for (int r = 0; r < a->nranks; r++)
-			dup |= a->ranks[r].rank == p->rank;
-		if (dup) {
-			an_warn(a, "%s: a second file for rank %d; left out", p->file, p->rank);
-			continue;
-		}
-		a->ranks[a->nranks].rank = p->rank;
-		a->ranks[a->nranks++].p = p;
-	}
-	a->nhosts = nh;
 	if (!a->nranks) {
 		snprintf(err, errlen, "no readable rank in %s%s (%d trace file%s)", dirs[0], ndirs > 1 ? " ..." : "",
 			 files, files == 1 ? "" : "s");
 		return -1;
 	}
-	sort_n(a->ranks, (size_t)a->nranks, sizeof *a->ranks, cmp_rank);
 	int world = a->ranks[0].p->world;
 	if (world > a->nranks && !o->ranks)
 		an_warn(a, "%d of %d ranks have a readable file; the missing ranks are not analysed", a->nranks, world);

@@ -61,6 +61,29 @@ static int parse_spec(const char *spec, long *lo, long *hi)
 	return *end ? -1 : 0;
 }
 
+/* one window of the whole run: from the first event of any rank's thread to the last (NULL: out
+ * of memory) */
+static struct vwin *whole_run(const struct analysis *a)
+{
+	struct vwin *w = calloc(1, sizeof *w);
+	if (!w)
+		return NULL;
+	w->t0 = INT64_MAX;
+	w->t1 = INT64_MIN;
+	w->first = w->last = -1;
+	for (int r = 0; r < a->nranks; r++)
+		for (int h = 0; h < a->ranks[r].p->nthr; h++) {
+			const struct thr *t = &a->ranks[r].p->thr[h];
+			if (t->first <= t->last) {
+				w->t0 = t->first < w->t0 ? t->first : w->t0;
+				w->t1 = t->last > w->t1 ? t->last : w->t1;
+			}
+		}
+	if (w->t0 > w->t1)
+		w->t0 = w->t1 = 0;
+	return w;
+}
+
 int vw_windows(const struct analysis *a, const char *spec, int nslow, int ntyp, struct vwin **out, char *err,
 	       size_t errlen)
 {
@@ -74,24 +97,8 @@ int vw_windows(const struct analysis *a, const char *spec, int nslow, int ntyp, 
 			snprintf(err, errlen, "no steps were found in this trace, so --steps cannot choose any");
 			return -1;
 		}
-		/* the whole run */
-		struct vwin *w = calloc(1, sizeof *w);
-		if (!w)
+		if (!(*out = whole_run(a)))
 			goto oom;
-		w->t0 = INT64_MAX;
-		w->t1 = INT64_MIN;
-		w->first = w->last = -1;
-		for (int r = 0; r < a->nranks; r++)
-			for (int h = 0; h < a->ranks[r].p->nthr; h++) {
-				const struct thr *t = &a->ranks[r].p->thr[h];
-				if (t->first <= t->last) {
-					w->t0 = t->first < w->t0 ? t->first : w->t0;
-					w->t1 = t->last > w->t1 ? t->last : w->t1;
-				}
-			}
-		if (w->t0 > w->t1)
-			w->t0 = w->t1 = 0;
-		*out = w;
 		return 1;
 	}
 	size_t *pick = malloc(K * sizeof *pick), np = 0;
