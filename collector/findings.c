@@ -96,20 +96,10 @@ out:
 	return best >= 0 ? best_L : -1;
 }
 
-/* stragglers: one rank that the others wait for, step after step (not the one find_serialized
- * already named) */
-static void find_late_ranks(struct analysis *a, int serialized)
+/* the rank waited for the most in each step (dom[k], -1: none), from every rank's waits; sum:
+ * room for R sums, left 0 */
+static void late_each_step(const struct stepdata *sd, int R, size_t N, int *dom, double *sum)
 {
-	struct stepdata *sd = a->sd;
-	int R = a->nranks;
-	size_t N = sd->K;
-	if (R < 2 || !N)
-		return;
-	int *dom = calloc(N, sizeof *dom);
-	double *g = malloc(N * sizeof *g), *w = malloc(N * sizeof *w), *sum = calloc((size_t)R, sizeof *sum);
-	if (!dom || !g || !w || !sum)
-		goto out;
-	/* the rank waited for the most in each step: sums over the waiting ranks in sum[L] */
 	for (size_t k = 0; k < N; k++) {
 		double best = 0;
 		dom[k] = -1;
@@ -127,6 +117,47 @@ static void find_late_ranks(struct analysis *a, int serialized)
 			sum[L] = 0;
 		}
 	}
+}
+
+/* a straggler's advice: by the cause of its excess, and whether its peers wait for it point to
+ * point (p2p) or at collectives */
+static void straggler_advice(struct finding *f, int p2p, int cause)
+{
+	if (p2p && cause == CAT_COMPUTE) {
+		f->advice[0] = "This rank computes longer than its peers: balance the work per rank (cells or "
+			       "particles of the domain decomposition, layers per pipeline stage), or check for a "
+			       "throttled or shared core.";
+	} else if (cause == CAT_DATA) {
+		f->advice[0] = "Rank's input path is slower than its peers': check its storage and give its "
+			       "DataLoader more workers (num_workers), prefetch_factor and pin_memory.";
+	} else if (cause == CAT_HOST) {
+		f->advice[0] = "Find what this rank does on the host that its peers do not (sleeps, logging, "
+			       "garbage collection, preprocessing in the training loop) and move it off the step.";
+	} else {
+		f->advice[0] = "This rank computes longer than its peers: check for a throttled or shared "
+			       "device, and for uneven work per rank (batch sizes, sequence lengths: balance "
+			       "tokens, not samples).";
+	}
+	f->advice[1] = p2p ? "Its peers wait for its messages every step, and their delay passes on to "
+			     "their own peers: the job runs at the pace of this rank." :
+			     "Every other rank waits at the next collective for the slowest one: the job runs "
+			     "at the pace of this rank.";
+}
+
+/* stragglers: one rank that the others wait for, step after step (not the one find_serialized
+ * already named) */
+static void find_late_ranks(struct analysis *a, int serialized)
+{
+	struct stepdata *sd = a->sd;
+	int R = a->nranks;
+	size_t N = sd->K;
+	if (R < 2 || !N)
+		return;
+	int *dom = calloc(N, sizeof *dom);
+	double *g = malloc(N * sizeof *g), *w = malloc(N * sizeof *w), *sum = calloc((size_t)R, sizeof *sum);
+	if (!dom || !g || !w || !sum)
+		goto out;
+	late_each_step(sd, R, N, dom, sum);
 	for (int L = 0; L < R; L++) {
 		size_t cnt = 0;
 		for (size_t k = 0; k < N; k++)
@@ -197,25 +228,7 @@ static void find_late_ranks(struct analysis *a, int serialized)
 		else
 			snprintf(f->title, sizeof f->title, "rank %d is late to collectives in %zu of %zu steps: the others "
 				 "wait %.1f ms per step for its %s", rank, cnt, N, wait, cname);
-		if (p2p && cause == CAT_COMPUTE) {
-			f->advice[0] = "This rank computes longer than its peers: balance the work per rank (cells or "
-				       "particles of the domain decomposition, layers per pipeline stage), or check for a "
-				       "throttled or shared core.";
-		} else if (cause == CAT_DATA) {
-			f->advice[0] = "Rank's input path is slower than its peers': check its storage and give its "
-				       "DataLoader more workers (num_workers), prefetch_factor and pin_memory.";
-		} else if (cause == CAT_HOST) {
-			f->advice[0] = "Find what this rank does on the host that its peers do not (sleeps, logging, "
-				       "garbage collection, preprocessing in the training loop) and move it off the step.";
-		} else {
-			f->advice[0] = "This rank computes longer than its peers: check for a throttled or shared "
-				       "device, and for uneven work per rank (batch sizes, sequence lengths: balance "
-				       "tokens, not samples).";
-		}
-		f->advice[1] = p2p ? "Its peers wait for its messages every step, and their delay passes on to "
-				     "their own peers: the job runs at the pace of this rank." :
-				     "Every other rank waits at the next collective for the slowest one: the job runs "
-				     "at the pace of this rank.";
+		straggler_advice(f, p2p, cause);
 		an_ev_str(f, "cause", cname);
 		an_ev_str(f, "wait_state", state);
 		an_ev_int(f, "steps_late", (int64_t)cnt);

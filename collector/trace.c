@@ -622,6 +622,59 @@ static void scan_calib(struct trace_file *f)
 	memcpy(f->error, saved, sizeof saved); /* pass 2 reports damage itself */
 }
 
+/* a loss record: each thread's count of events its ring dropped (cumulative), and the file's
+ * events it could not take; 1 when the visitor stops */
+static int rd_loss(struct trace_file *f, const msgpack_object *m, const struct trace_visitor *v)
+{
+	int stop = 0;
+	const msgpack_object *l = trace_mp_get(m, "threads");
+	for (uint32_t i = 0; l && l->type == MSGPACK_OBJECT_ARRAY && i < l->via.array.size; i++) {
+		const msgpack_object *e = &l->via.array.ptr[i];
+		int64_t tid, d;
+		if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 2 ||
+		    !trace_mp_int(&e->via.array.ptr[0], &tid) || !trace_mp_int(&e->via.array.ptr[1], &d))
+			continue;
+		struct trace_thread *th = trace_thread(f, (int)tid);
+		if (th) {
+			f->dropped += (uint64_t)d - th->dropped;
+			th->dropped = (uint64_t)d;
+		}
+		if (v->on_loss && v->on_loss(v->ctx, f, (int)tid, (uint64_t)d)) {
+			stop = 1;
+			break;
+		}
+	}
+	trace_rd_unwritten(f, m);
+	return stop;
+}
+
+/* a sched record: each thread's CPU time, wait and slices at its time, to the visitor; 1 when
+ * it stops */
+static int rd_sched(struct trace_file *f, const msgpack_object *m, const struct trace_visitor *v)
+{
+	int stop = 0;
+	const msgpack_object *t = trace_mp_get(m, "t"), *l = trace_mp_get(m, "threads");
+	struct trace_sched sc = { .cpus = (int)trace_mp_int_or(m, "cpus", -1), .host_cpus = (int)trace_mp_int_or(m, "host_cpus", -1),
+				  .host_busy_ns = trace_mp_int_or(m, "host_busy_ns", -1) };
+	if (t && t->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+		sc.t_ns = trace_raw_to_ns(f, t->via.u64);
+	for (uint32_t i = 0; t && l && l->type == MSGPACK_OBJECT_ARRAY && i < l->via.array.size && !stop; i++) {
+		const msgpack_object *e = &l->via.array.ptr[i];
+		int64_t x[4];
+		int okv = e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size >= 4;
+		for (int q = 0; okv && q < 4; q++)
+			okv = trace_mp_int(&e->via.array.ptr[q], &x[q]) && x[q] >= 0;
+		if (!okv)
+			continue;
+		sc.tid = (int)x[0];
+		sc.run_ns = (uint64_t)x[1];
+		sc.wait_ns = (uint64_t)x[2];
+		sc.slices = (uint64_t)x[3];
+		stop = v->on_sched(v->ctx, f, &sc);
+	}
+	return stop;
+}
+
 int trace_read(struct trace_file *f, const struct trace_visitor *v)
 {
 	size_t off = DDPSPY_FILE_HEADER_LEN;
@@ -701,46 +754,11 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 		} else if (!strcmp(kind, DDPSPY_REC_GPU)) {
 			trace_rd_gpu(f, m);
 		} else if (!strcmp(kind, DDPSPY_REC_LOSS)) {
-			const msgpack_object *l = trace_mp_get(m, "threads");
-			for (uint32_t i = 0; l && l->type == MSGPACK_OBJECT_ARRAY && i < l->via.array.size; i++) {
-				const msgpack_object *e = &l->via.array.ptr[i];
-				int64_t tid, d;
-				if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 2 ||
-				    !trace_mp_int(&e->via.array.ptr[0], &tid) || !trace_mp_int(&e->via.array.ptr[1], &d))
-					continue;
-				struct trace_thread *th = trace_thread(f, (int)tid);
-				if (th) {
-					f->dropped += (uint64_t)d - th->dropped;
-					th->dropped = (uint64_t)d;
-				}
-				if (v->on_loss && v->on_loss(v->ctx, f, (int)tid, (uint64_t)d)) {
-					stop = 1;
-					break;
-				}
-			}
-			trace_rd_unwritten(f, m);
+			stop = rd_loss(f, m, v);
 		} else if (!strcmp(kind, DDPSPY_REC_SCHED) && trace_mp_get(m, "error")) {
 			trace_mp_str_into(m, "error", f->sched_error, sizeof f->sched_error);
 		} else if (!strcmp(kind, DDPSPY_REC_SCHED) && v->on_sched) {
-			const msgpack_object *t = trace_mp_get(m, "t"), *l = trace_mp_get(m, "threads");
-			struct trace_sched sc = { .cpus = (int)trace_mp_int_or(m, "cpus", -1), .host_cpus = (int)trace_mp_int_or(m, "host_cpus", -1),
-						  .host_busy_ns = trace_mp_int_or(m, "host_busy_ns", -1) };
-			if (t && t->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-				sc.t_ns = trace_raw_to_ns(f, t->via.u64);
-			for (uint32_t i = 0; t && l && l->type == MSGPACK_OBJECT_ARRAY && i < l->via.array.size && !stop; i++) {
-				const msgpack_object *e = &l->via.array.ptr[i];
-				int64_t x[4];
-				int okv = e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size >= 4;
-				for (int q = 0; okv && q < 4; q++)
-					okv = trace_mp_int(&e->via.array.ptr[q], &x[q]) && x[q] >= 0;
-				if (!okv)
-					continue;
-				sc.tid = (int)x[0];
-				sc.run_ns = (uint64_t)x[1];
-				sc.wait_ns = (uint64_t)x[2];
-				sc.slices = (uint64_t)x[3];
-				stop = v->on_sched(v->ctx, f, &sc);
-			}
+			stop = rd_sched(f, m, v);
 		} else if (!strcmp(kind, DDPSPY_REC_END)) {
 			trace_rd_unwritten(f, m);
 			trace_mp_str_into(m, "reason", f->end_reason, sizeof f->end_reason);

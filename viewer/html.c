@@ -127,6 +127,48 @@ static double X(const struct vwin *w, int64_t t)
 	return x < LABEL ? LABEL : x > W - 10 ? W - 10 : x;
 }
 
+/* rank index r's lane of window wi at y: its label (marked: the late rank or the straggler), its
+ * steps, its calls and its device's work */
+static void draw_lane(FILE *out, const struct tl *t, int wi, int r, int y, int marked)
+{
+	const struct analysis *a = t->a;
+	const struct vwin *w = &t->w[wi];
+	const struct rankinfo *ri = &a->ranks[r];
+	const struct lane *l = &t->lanes[r * t->nw + wi];
+	const struct thr *th = an_train_thread(ri->p);
+	fprintf(out, "<g class=\"lane%s\" data-rank=\"%d\">", marked ? " late" : "", ri->rank);
+	fprintf(out, "<text x=\"4\" y=\"%d\" class=\"lbl\">rank %d", y + 12, ri->rank);
+	if (marked)
+		fprintf(out, " &#9650; late");
+	fprintf(out, "<title>rank %d on ", ri->rank);
+	H(ri->p->host);
+	fprintf(out, ", pid %d, thread ", ri->p->pid);
+	H(th ? th->name : "?");
+	fprintf(out, "</title></text>\n");
+	/* the step (compute where nothing else is recorded), then the calls over it */
+	if (ri->steps && w->first >= 0) {
+		int64_t s0 = ri->steps[w->k0].t0, s1 = ri->steps[w->k1].t1;
+		fprintf(out, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"14\" fill=\"%s\"><title>rank %d: steps "
+			     "%d-%d, %.1f ms; compute where no call is drawn</title></rect>\n",
+			X(w, s0), y, X(w, s1) - X(w, s0), cat_color[CAT_COMPUTE], ri->rank, w->first, w->last, MS(s1 - s0));
+	}
+	for (int i = 0; i < l->n; i++) {
+		const struct seg *s = &l->s[i];
+		double x0 = X(w, s->t0), x1 = X(w, s->t1);
+		fprintf(out, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"14\" fill=\"%s\"><title>%s %.3f ms</title></rect>\n",
+			x0, y, x1 - x0 < 0.5 ? 0.5 : x1 - x0, cat_color[s->cat], ddpspy_category_names[s->cat], MS(s->t1 - s->t0));
+	}
+	for (int i = 0; i < l->ng; i++) {
+		const struct seg *s = &l->g[i];
+		static const char *const gc[4] = { "", "#2e7d32", "#00acc1", "#8e24aa" };
+		static const char *const gn[4] = { "", "GPU compute", "GPU copy", "NCCL kernel" };
+		double x0 = X(w, s->t0), x1 = X(w, s->t1);
+		fprintf(out, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"10\" fill=\"%s\"><title>%s %.3f ms</title></rect>\n",
+			x0, y + 16, x1 - x0 < 0.5 ? 0.5 : x1 - x0, gc[s->gpu], gn[s->gpu], MS(s->t1 - s->t0));
+	}
+	fprintf(out, "</g>\n");
+}
+
 static void timeline(FILE *out, struct tl *t, int wi, int straggler)
 {
 	const struct analysis *a = t->a;
@@ -177,46 +219,9 @@ static void timeline(FILE *out, struct tl *t, int wi, int straggler)
 	/* a time axis: 0 and the window's length */
 	fprintf(out, "<text x=\"%d\" y=\"14\" class=\"axis\">0 ms</text><text x=\"%d\" y=\"14\" class=\"axis\" "
 		     "text-anchor=\"end\">%.1f ms</text>\n", LABEL, W - 10, MS(w->t1 - w->t0));
-	for (int r = 0; r < a->nranks; r++) {
-		const struct rankinfo *ri = &a->ranks[r];
-		const struct lane *l = &t->lanes[r * t->nw + wi];
-		const struct thr *th = an_train_thread(ri->p);
-		if (lane[r] < 0)
-			continue;
-		int y = 24 + lane[r] * row;
-		int marked = r == late || ri->rank == straggler;
-		fprintf(out, "<g class=\"lane%s\" data-rank=\"%d\">", marked ? " late" : "", ri->rank);
-		fprintf(out, "<text x=\"4\" y=\"%d\" class=\"lbl\">rank %d", y + 12, ri->rank);
-		if (marked)
-			fprintf(out, " &#9650; late");
-		fprintf(out, "<title>rank %d on ", ri->rank);
-		H(ri->p->host);
-		fprintf(out, ", pid %d, thread ", ri->p->pid);
-		H(th ? th->name : "?");
-		fprintf(out, "</title></text>\n");
-		/* the step (compute where nothing else is recorded), then the calls over it */
-		if (ri->steps && w->first >= 0) {
-			int64_t s0 = ri->steps[w->k0].t0, s1 = ri->steps[w->k1].t1;
-			fprintf(out, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"14\" fill=\"%s\"><title>rank %d: steps "
-				     "%d-%d, %.1f ms; compute where no call is drawn</title></rect>\n",
-				X(w, s0), y, X(w, s1) - X(w, s0), cat_color[CAT_COMPUTE], ri->rank, w->first, w->last, MS(s1 - s0));
-		}
-		for (int i = 0; i < l->n; i++) {
-			const struct seg *s = &l->s[i];
-			double x0 = X(w, s->t0), x1 = X(w, s->t1);
-			fprintf(out, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"14\" fill=\"%s\"><title>%s %.3f ms</title></rect>\n",
-				x0, y, x1 - x0 < 0.5 ? 0.5 : x1 - x0, cat_color[s->cat], ddpspy_category_names[s->cat], MS(s->t1 - s->t0));
-		}
-		for (int i = 0; i < l->ng; i++) {
-			const struct seg *s = &l->g[i];
-			static const char *const gc[4] = { "", "#2e7d32", "#00acc1", "#8e24aa" };
-			static const char *const gn[4] = { "", "GPU compute", "GPU copy", "NCCL kernel" };
-			double x0 = X(w, s->t0), x1 = X(w, s->t1);
-			fprintf(out, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"10\" fill=\"%s\"><title>%s %.3f ms</title></rect>\n",
-				x0, y + 16, x1 - x0 < 0.5 ? 0.5 : x1 - x0, gc[s->gpu], gn[s->gpu], MS(s->t1 - s->t0));
-		}
-		fprintf(out, "</g>\n");
-	}
+	for (int r = 0; r < a->nranks; r++)
+		if (lane[r] >= 0)
+			draw_lane(out, t, wi, r, 24 + lane[r] * row, r == late || a->ranks[r].rank == straggler);
 	/* the waits: a rank's comms time between its arrival and the last rank's, over its lane; and
 	 * the last arrival marked on the late rank's lane */
 	for (size_t i = 0; i < t->arr.n;) {
