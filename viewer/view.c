@@ -606,6 +606,146 @@ static void usage(FILE *to)
 		NSLOW, NTYP);
 }
 
+/* what every rank's tracks need: the processes' ids in the view, the events' argument names, the
+ * job's start, and each file's share of the events (maxev over the files shown) */
+static void view_setup(struct view *v, long maxev)
+{
+	const struct analysis *a = v->a;
+	/* the processes' own pids where they are unique in the job, else rank + 1 */
+	int unique = 1;
+	for (int r = 0; r < a->nranks; r++)
+		for (int q = 0; q < r; q++)
+			unique &= a->ranks[r].p->pid != a->ranks[q].p->pid;
+	for (int r = 0; r < a->nranks; r++)
+		v->pid[r] = unique && a->ranks[r].p->pid > 0 ? a->ranks[r].p->pid : a->ranks[r].rank + 1;
+	for (int k = 0; k < DDPSPY_EV_COUNT; k++) {
+		const char *s = ddpspy_event_args[k];
+		for (int i = 0; i < TRACE_MAX_ARGS && *s; i++) {
+			size_t l = strcspn(s, ",");
+			v->argnames[k][i] = strndup(s, l);
+			s += l + (s[l] == ',');
+		}
+	}
+	/* the job's start: its earliest event */
+	v->base = INT64_MAX;
+	for (int i = 0; i < a->nprocs; i++)
+		for (int h = 0; h < a->procs[i].nthr; h++)
+			if (a->procs[i].thr[h].first <= a->procs[i].thr[h].last && a->procs[i].thr[h].first < v->base)
+				v->base = a->procs[i].thr[h].first;
+	if (v->base == INT64_MAX)
+		v->base = 0;
+	/* the files shown share the budget */
+	int nfiles = 0;
+	for (int i = 0; i < a->nprocs; i++) {
+		const struct proc *p = &a->procs[i];
+		for (int r = 0; r < a->nranks; r++)
+			nfiles += v->show[r] && (p == a->ranks[r].p || (p->role == DDPSPY_ROLE_WORKER && p->parent_pid == a->ranks[r].p->pid &&
+								 !strcmp(p->host, a->ranks[r].p->host)));
+	}
+	v->quota = maxev / (nfiles ? nfiles : 1);
+}
+
+/* every rank's tracks: its own file's calls, its GPU streams, its input workers' calls (read for
+ * the flows whether the rank is shown or not), then, where shown, its names, steps and rates */
+static void view_ranks(struct view *v)
+{
+	const struct analysis *a = v->a;
+	struct vw_reader rd = { .ctx = v, .call = on_call, .thread = on_thread, .nvtx = on_nvtx };
+	for (int r = 0; r < a->nranks; r++) {
+		const struct proc *p = a->ranks[r].p;
+		v->r = r;
+		memset(v->bins, 0, (size_t)v->nw * RATE_BINS * sizeof *v->bins);
+		/* the rank's own file, its GPU streams, its workers */
+		v->worker = 0;
+		v->used = 0;
+		v->ntids = v->nnvt = v->nnvs = 0;
+		if (vw_read(p, v->w, v->nw, &rd) < 0)
+			fprintf(stderr, "ddpspy view: %s: cannot be read again; its calls are left out\n", p->file);
+		gpu_tracks(v);
+		for (int i = 0; i < a->nprocs; i++) {
+			const struct proc *w = &a->procs[i];
+			if (w->role != DDPSPY_ROLE_WORKER || w->parent_pid != p->pid || strcmp(w->host, p->host))
+				continue;
+			v->worker = 1;
+			v->used = 0;
+			v->ntids = v->nnvt = v->nnvs = 0;
+			if (vw_read(w, v->w, v->nw, &rd) < 0)
+				fprintf(stderr, "ddpspy view: %s: cannot be read again; its calls are left out\n", w->file);
+		}
+		v->worker = 0;
+		if (!v->show[r])
+			continue;
+		char nm[320];
+		snprintf(nm, sizeof nm, "rank %d", a->ranks[r].rank);
+		meta(v, "process_name", v->pid[r], 0, nm, a->ranks[r].rank);
+		snprintf(nm, sizeof nm, "%s, pid %d", p->host, p->pid);
+		fprintf(v->o, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_labels\",\"args\":{\"labels\":", v->pid[r]);
+		json_put_string(v->o, nm, SIZE_MAX);
+		fputs("}}", v->o);
+		steps_track(v);
+		rate_track(v);
+	}
+}
+
+/* the view's last member: the job, the steps shown, what was left out */
+static void view_about(struct view *v, int nshow, long maxev)
+{
+	const struct analysis *a = v->a;
+	fprintf(v->o, "\n],\"otherData\":{\"tool\":\"ddpspy %s\",\"verdict\":", DDPSPY_VERSION);
+	json_put_string(v->o, a->summary, SIZE_MAX);
+	fprintf(v->o, ",\"clock\":\"%s\",\"ranks\":%d,\"ranks_shown\":%d,\"steps_shown\":\"", a->clock_method, a->nranks, nshow);
+	for (int w = 0; w < v->nw; w++) {
+		if (v->w[w].first < 0)
+			fprintf(v->o, "the whole run (no steps found)");
+		else if (v->w[w].first == v->w[w].last)
+			fprintf(v->o, "%s%d", w ? "," : "", v->w[w].first);
+		else
+			fprintf(v->o, "%s%d-%d", w ? "," : "", v->w[w].first, v->w[w].last);
+	}
+	fprintf(v->o, "\",\"events\":%llu,\"flows\":%llu,\"max_events\":%ld,\"left_out\":%llu}}\n",
+	      (unsigned long long)v->events, (unsigned long long)v->flows, maxev, (unsigned long long)v->left_out);
+}
+
+/* what the view holds, said on stderr: the ranks and steps, its size, what was left out, and the
+ * analysis's warnings */
+static void view_said(const struct view *v, const char *outp, int nshow, long maxev)
+{
+	fprintf(stderr, "ddpspy view: wrote %s: %d rank%s, steps ", outp, nshow, nshow == 1 ? "" : "s");
+	for (int w = 0; w < v->nw; w++)
+		if (v->w[w].first < 0)
+			fprintf(stderr, "(none found: the whole run)");
+		else
+			fprintf(stderr, w ? ", %d-%d" : "%d-%d", v->w[w].first, v->w[w].last);
+	fprintf(stderr, "; %llu events, %llu flows, %.1f MB (%.0f bytes per event)%s\n", (unsigned long long)v->events,
+		(unsigned long long)v->flows, (double)v->sink.bytes / 1e6,
+		v->events ? (double)v->sink.bytes / (double)v->events : 0.0, v->sink.gz ? " before gzip" : "");
+	if (v->left_out)
+		fprintf(stderr, "ddpspy view: %llu events left out to stay within --max-events %ld (pick fewer steps or "
+			"ranks to see them)\n", (unsigned long long)v->left_out, maxev);
+	for (int i = 0; i < v->a->nwarnings; i++)
+		fprintf(stderr, "ddpspy view: warning: %s\n", text_safe(v->a->warnings[i], SIZE_MAX));
+}
+
+/* the view's file at outp (gzip'ed when it ends in .gz) as v->o, counting the bytes written; -1
+ * (said) when it cannot be written */
+static int view_open(struct view *v, const char *outp)
+{
+	size_t ol = strlen(outp);
+	if (ol > 3 && !strcmp(outp + ol - 3, ".gz"))
+		v->sink.gz = gzopen(outp, "wb6");
+	else
+		v->sink.f = fopen(outp, "w");
+	cookie_io_functions_t io = { .write = sink_write, .close = sink_close };
+	if ((!v->sink.gz && !v->sink.f) || !(v->o = fopencookie(&v->sink, "w", io))) {
+		fprintf(stderr, "ddpspy view: cannot write %s: %s\n", outp, strerror(errno));
+		if (v->sink.gz || v->sink.f)
+			sink_close(&v->sink);
+		return -1;
+	}
+	setvbuf(v->o, NULL, _IOFBF, 1 << 16);
+	return 0;
+}
+
 int cmd_view(int argc, char **argv)
 {
 	const char *outp = NULL, *steps = NULL;
@@ -679,107 +819,18 @@ int cmd_view(int argc, char **argv)
 		fprintf(stderr, "ddpspy view: out of memory\n");
 		goto done;
 	}
-	/* the processes' own pids where they are unique in the job, else rank + 1 */
-	int unique = 1;
-	for (int r = 0; r < a.nranks; r++)
-		for (int q = 0; q < r; q++)
-			unique &= a.ranks[r].p->pid != a.ranks[q].p->pid;
-	for (int r = 0; r < a.nranks; r++)
-		v->pid[r] = unique && a.ranks[r].p->pid > 0 ? a.ranks[r].p->pid : a.ranks[r].rank + 1;
-	for (int k = 0; k < DDPSPY_EV_COUNT; k++) {
-		const char *s = ddpspy_event_args[k];
-		for (int i = 0; i < TRACE_MAX_ARGS && *s; i++) {
-			size_t l = strcspn(s, ",");
-			v->argnames[k][i] = strndup(s, l);
-			s += l + (s[l] == ',');
-		}
-	}
-	/* the job's start: its earliest event */
-	v->base = INT64_MAX;
-	for (int i = 0; i < a.nprocs; i++)
-		for (int h = 0; h < a.procs[i].nthr; h++)
-			if (a.procs[i].thr[h].first <= a.procs[i].thr[h].last && a.procs[i].thr[h].first < v->base)
-				v->base = a.procs[i].thr[h].first;
-	if (v->base == INT64_MAX)
-		v->base = 0;
-	/* the files shown share the budget */
-	int nfiles = 0;
-	for (int i = 0; i < a.nprocs; i++) {
-		const struct proc *p = &a.procs[i];
-		for (int r = 0; r < a.nranks; r++)
-			nfiles += show[r] && (p == a.ranks[r].p || (p->role == DDPSPY_ROLE_WORKER && p->parent_pid == a.ranks[r].p->pid &&
-								 !strcmp(p->host, a.ranks[r].p->host)));
-	}
-	v->quota = maxev / (nfiles ? nfiles : 1);
-	size_t ol = strlen(outp);
-	if (ol > 3 && !strcmp(outp + ol - 3, ".gz"))
-		v->sink.gz = gzopen(outp, "wb6");
-	else
-		v->sink.f = fopen(outp, "w");
-	cookie_io_functions_t io = { .write = sink_write, .close = sink_close };
-	if ((!v->sink.gz && !v->sink.f) || !(v->o = fopencookie(&v->sink, "w", io))) {
-		fprintf(stderr, "ddpspy view: cannot write %s: %s\n", outp, strerror(errno));
-		if (v->sink.gz || v->sink.f)
-			sink_close(&v->sink);
+	view_setup(v, maxev);
+	if (view_open(v, outp) < 0)
 		goto done;
-	}
-	setvbuf(v->o, NULL, _IOFBF, 1 << 16);
 	fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", v->o);
 	/* the first member: the job, described */
 	fprintf(v->o, "\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_labels\",\"args\":{\"labels\":", CRIT_PID);
 	json_put_string(v->o, a.summary, SIZE_MAX);
 	fputs("}}", v->o);
-	struct vw_reader rd = { .ctx = v, .call = on_call, .thread = on_thread, .nvtx = on_nvtx };
-	for (int r = 0; r < a.nranks; r++) {
-		const struct proc *p = a.ranks[r].p;
-		v->r = r;
-		memset(v->bins, 0, (size_t)v->nw * RATE_BINS * sizeof *v->bins);
-		/* the rank's own file, its GPU streams, its workers */
-		v->worker = 0;
-		v->used = 0;
-		v->ntids = v->nnvt = v->nnvs = 0;
-		if (vw_read(p, v->w, v->nw, &rd) < 0)
-			fprintf(stderr, "ddpspy view: %s: cannot be read again; its calls are left out\n", p->file);
-		gpu_tracks(v);
-		for (int i = 0; i < a.nprocs; i++) {
-			const struct proc *w = &a.procs[i];
-			if (w->role != DDPSPY_ROLE_WORKER || w->parent_pid != p->pid || strcmp(w->host, p->host))
-				continue;
-			v->worker = 1;
-			v->used = 0;
-			v->ntids = v->nnvt = v->nnvs = 0;
-			if (vw_read(w, v->w, v->nw, &rd) < 0)
-				fprintf(stderr, "ddpspy view: %s: cannot be read again; its calls are left out\n", w->file);
-		}
-		v->worker = 0;
-		if (!show[r])
-			continue;
-		char nm[320];
-		snprintf(nm, sizeof nm, "rank %d", a.ranks[r].rank);
-		meta(v, "process_name", v->pid[r], 0, nm, a.ranks[r].rank);
-		snprintf(nm, sizeof nm, "%s, pid %d", p->host, p->pid);
-		fprintf(v->o, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_labels\",\"args\":{\"labels\":", v->pid[r]);
-		json_put_string(v->o, nm, SIZE_MAX);
-		fputs("}}", v->o);
-		steps_track(v);
-		rate_track(v);
-	}
+	view_ranks(v);
 	crit_and_flows(v);
 	p2p_flows(v);
-	/* what this view is: the job, the steps shown, what was left out */
-	fprintf(v->o, "\n],\"otherData\":{\"tool\":\"ddpspy %s\",\"verdict\":", DDPSPY_VERSION);
-	json_put_string(v->o, a.summary, SIZE_MAX);
-	fprintf(v->o, ",\"clock\":\"%s\",\"ranks\":%d,\"ranks_shown\":%d,\"steps_shown\":\"", a.clock_method, a.nranks, nshow);
-	for (int w = 0; w < v->nw; w++) {
-		if (v->w[w].first < 0)
-			fprintf(v->o, "the whole run (no steps found)");
-		else if (v->w[w].first == v->w[w].last)
-			fprintf(v->o, "%s%d", w ? "," : "", v->w[w].first);
-		else
-			fprintf(v->o, "%s%d-%d", w ? "," : "", v->w[w].first, v->w[w].last);
-	}
-	fprintf(v->o, "\",\"events\":%llu,\"flows\":%llu,\"max_events\":%ld,\"left_out\":%llu}}\n",
-	      (unsigned long long)v->events, (unsigned long long)v->flows, maxev, (unsigned long long)v->left_out);
+	view_about(v, nshow, maxev);
 	int werr = fflush(v->o) != 0 || ferror(v->o) ? errno ? errno : EIO : 0;
 	if (fclose(v->o) != 0 && !werr)
 		werr = errno ? errno : EIO;
@@ -789,20 +840,7 @@ int cmd_view(int argc, char **argv)
 	}
 	if (v->oom)
 		fprintf(stderr, "ddpspy view: out of memory joining collectives; some flows are missing\n");
-	fprintf(stderr, "ddpspy view: wrote %s: %d rank%s, steps ", outp, nshow, nshow == 1 ? "" : "s");
-	for (int w = 0; w < v->nw; w++)
-		if (v->w[w].first < 0)
-			fprintf(stderr, "(none found: the whole run)");
-		else
-			fprintf(stderr, w ? ", %d-%d" : "%d-%d", v->w[w].first, v->w[w].last);
-	fprintf(stderr, "; %llu events, %llu flows, %.1f MB (%.0f bytes per event)%s\n", (unsigned long long)v->events,
-		(unsigned long long)v->flows, (double)v->sink.bytes / 1e6,
-		v->events ? (double)v->sink.bytes / (double)v->events : 0.0, v->sink.gz ? " before gzip" : "");
-	if (v->left_out)
-		fprintf(stderr, "ddpspy view: %llu events left out to stay within --max-events %ld (pick fewer steps or "
-			"ranks to see them)\n", (unsigned long long)v->left_out, maxev);
-	for (int i = 0; i < a.nwarnings; i++)
-		fprintf(stderr, "ddpspy view: warning: %s\n", text_safe(a.warnings[i], SIZE_MAX));
+	view_said(v, outp, nshow, maxev);
 	rc = 0;
 done:
 	if (v) {
