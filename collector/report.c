@@ -77,6 +77,136 @@ static void evidence_json(struct json *j, const struct finding *f)
 		json_close(j);
 }
 
+/* every rank's GPU coverage: where its figures came from, what is missing, NCCL's plugin and its
+ * check against CUPTI */
+static void json_coverage(struct json *j, const struct analysis *a)
+{
+	json_arr(j, "coverage");
+	for (int r = 0; r < a->nranks; r++) {
+		struct gpucover gc;
+		an_gpu_cover(a, r, &gc);
+		json_obj(j, NULL);
+		json_int(j, "rank", a->ranks[r].rank);
+		json_str(j, "gpu", gc.source);
+		if (gc.client)
+			json_str(j, "client", gc.client);
+		json_str(j, "why", gc.why);
+		json_arr(j, "missing");
+		if (gc.kernels)
+			json_str(j, NULL, "kernels");
+		if (gc.copies)
+			json_str(j, NULL, "copies");
+		if (gc.nccl_timing)
+			json_str(j, NULL, "nccl_timing");
+		json_close(j);
+		json_int(j, "dropped_records", (int64_t)gc.dropped);
+		json_str(j, "nccl_timing", gc.nccl);
+		if (gc.colls) { /* what NCCL's profiler plugin told, and how its clock was found */
+			json_obj(j, "nccl_plugin");
+			json_int(j, "collectives", gc.colls);
+			json_int(j, "unjoined", gc.unjoined);
+			json_num(j, "clock_bound_us", round(gc.bound_us * 10) / 10);
+			json_num(j, "clock_shift_us", round(gc.shift_us * 10) / 10);
+			json_int(j, "clock_conflicts", gc.conflicts);
+			json_close(j);
+		}
+		if (gc.checked) { /* the same kernels from the plugin and from CUPTI */
+			json_obj(j, "nccl_check");
+			json_int(j, "matched", gc.matched);
+			json_int(j, "cupti_only", gc.cupti_only);
+			json_int(j, "plugin_only", gc.plugin_only);
+			json_num(j, "start_us_p50", round(gc.start_us * 10) / 10);
+			json_num(j, "duration_us_p50", round(gc.dur_us * 10) / 10);
+			json_num(j, "duration_us_max", round(gc.dur_us_max * 10) / 10);
+			json_close(j);
+		}
+		json_close(j);
+	}
+	json_close(j);
+}
+
+/* a rank's device: the contract's shares of the device's step, then the same in ms per step */
+static void json_rank_gpu(struct json *j, const struct gpustat *g)
+{
+	double all = 0;
+	for (int c = 0; c < GP_COUNT; c++)
+		all += g->part[c];
+#define SH(x) (all > 0 ? round((x) / all * 10000) / 10000 : 0)
+	double idle = g->part[GP_IDLE_DATA] + g->part[GP_IDLE_SYNC] + g->part[GP_IDLE_LAUNCH] +
+		      g->part[GP_IDLE_COMMS] + g->part[GP_IDLE_OTHER] + g->part[GP_IDLE_PAGEABLE];
+	json_obj(j, "gpu");
+	json_int(j, "device", g->device);
+	json_num(j, "busy_share", SH(all - idle));
+	json_num(j, "compute_share", SH(g->part[GP_COMPUTE]));
+	json_num(j, "copy_share", SH(g->part[GP_COPY] + g->part[GP_COPY_IN]));
+	json_num(j, "nccl_share", SH(g->part[GP_NCCL_WAIT] + g->part[GP_NCCL]));
+	json_num(j, "nccl_wait_share", SH(g->part[GP_NCCL_WAIT]));
+	json_num(j, "idle_share", SH(idle));
+	json_obj(j, "idle_by_cause");
+	json_num(j, "data", SH(g->part[GP_IDLE_DATA]));
+	json_num(j, "sync", SH(g->part[GP_IDLE_SYNC] + g->part[GP_IDLE_PAGEABLE]));
+	json_num(j, "launch", SH(g->part[GP_IDLE_LAUNCH]));
+	json_num(j, "comms", SH(g->part[GP_IDLE_COMMS]));
+	json_num(j, "other", SH(g->part[GP_IDLE_OTHER]));
+	json_close(j);
+#undef SH
+	json_num(j, "kernels_per_step", round(g->kernels * 10) / 10);
+	json_num(j, "kernel_us_p50", round(g->kernel_us_p50 * 100) / 100);
+	json_num(j, "launches_per_step", round(g->launches * 10) / 10);
+	json_num(j, "nccl_kernels_per_step", round(g->nccl_calls * 10) / 10);
+	json_num(j, "nccl_bytes_per_step", round(g->nccl_bytes));
+	json_num(j, "pageable_copy_bytes_per_step", round(g->pageable_bytes));
+	json_obj(j, "nccl_join");
+	json_int(j, "external_id", g->nccl_join[0]);
+	json_int(j, "communicator_order", g->nccl_join[1]);
+	json_int(j, "order_only", g->nccl_join[2]);
+	json_close(j);
+	json_obj(j, "ms_per_step");
+	for (int c = 0; c < GP_COUNT; c++)
+		json_num(j, an_gpart_names[c], round(g->part[c] * 1000) / 1000);
+	json_close(j);
+	json_close(j);
+}
+
+/* the findings, by severity: kind, rank, severity, title, typed evidence, advice */
+static void json_findings(struct json *j, const struct analysis *a)
+{
+	json_arr(j, "findings");
+	for (int i = 0; i < a->nfindings; i++) {
+		const struct finding *f = &a->findings[i];
+		json_obj(j, NULL);
+		json_str(j, "kind", f->kind);
+		if (f->rank >= 0)
+			json_int(j, "rank", f->rank);
+		else
+			json_null(j, "rank");
+		json_num(j, "severity", round(f->severity * 1000) / 1000);
+		json_str(j, "title", f->title);
+		json_obj_spaced(j, "evidence");
+		evidence_json(j, f);
+		json_close(j);
+		json_arr(j, "advice");
+		for (int k = 0; k < 4 && f->advice[k]; k++)
+			json_str(j, NULL, f->advice[k]);
+		json_close(j);
+		json_close(j);
+	}
+	json_close(j);
+}
+
+/* a rank's NCCL kernels, and where their times came from (CUPTI or NCCL's profiler plugin) */
+static void json_rank_nccl(struct json *j, const struct gpustat *g)
+{
+	json_obj(j, "nccl");
+	json_str(j, "source", g->nccl_src == 2 ? "nccl-plugin" : "cupti");
+	json_num(j, "kernels_per_step", round(g->nccl_calls * 10) / 10);
+	json_num(j, "ms_per_step", round(g->nccl_ms * 1000) / 1000);
+	json_num(j, "wait_ms_per_step", round((g->nccl_ms - g->nccl_xfer_ms) * 1000) / 1000);
+	json_num(j, "bytes_per_step", round(g->nccl_bytes));
+	json_num(j, "late_ms_p50", round(g->nccl_late_p50 * 1000) / 1000);
+	json_close(j);
+}
+
 static void print_json(const struct analysis *a)
 {
 	struct json j;
@@ -126,50 +256,8 @@ static void print_json(const struct analysis *a)
 		json_close(&j);
 	}
 	json_close(&j);
-	if (gj.any) { /* where each rank's GPU figures came from */
-		json_arr(&j, "coverage");
-		for (int r = 0; r < a->nranks; r++) {
-			struct gpucover gc;
-			an_gpu_cover(a, r, &gc);
-			json_obj(&j, NULL);
-			json_int(&j, "rank", a->ranks[r].rank);
-			json_str(&j, "gpu", gc.source);
-			if (gc.client)
-				json_str(&j, "client", gc.client);
-			json_str(&j, "why", gc.why);
-			json_arr(&j, "missing");
-			if (gc.kernels)
-				json_str(&j, NULL, "kernels");
-			if (gc.copies)
-				json_str(&j, NULL, "copies");
-			if (gc.nccl_timing)
-				json_str(&j, NULL, "nccl_timing");
-			json_close(&j);
-			json_int(&j, "dropped_records", (int64_t)gc.dropped);
-			json_str(&j, "nccl_timing", gc.nccl);
-			if (gc.colls) { /* what NCCL's profiler plugin told, and how its clock was found */
-				json_obj(&j, "nccl_plugin");
-				json_int(&j, "collectives", gc.colls);
-				json_int(&j, "unjoined", gc.unjoined);
-				json_num(&j, "clock_bound_us", round(gc.bound_us * 10) / 10);
-				json_num(&j, "clock_shift_us", round(gc.shift_us * 10) / 10);
-				json_int(&j, "clock_conflicts", gc.conflicts);
-				json_close(&j);
-			}
-			if (gc.checked) { /* the same kernels from the plugin and from CUPTI */
-				json_obj(&j, "nccl_check");
-				json_int(&j, "matched", gc.matched);
-				json_int(&j, "cupti_only", gc.cupti_only);
-				json_int(&j, "plugin_only", gc.plugin_only);
-				json_num(&j, "start_us_p50", round(gc.start_us * 10) / 10);
-				json_num(&j, "duration_us_p50", round(gc.dur_us * 10) / 10);
-				json_num(&j, "duration_us_max", round(gc.dur_us_max * 10) / 10);
-				json_close(&j);
-			}
-			json_close(&j);
-		}
-		json_close(&j);
-	}
+	if (gj.any) /* where each rank's GPU figures came from */
+		json_coverage(&j, a);
 
 	json_obj(&j, "verdict");
 	json_str(&j, "bound", a->bound);
@@ -223,85 +311,15 @@ static void print_json(const struct analysis *a)
 			json_num(&j, "overlapped_share", round(ri->bg_overlap * 10000) / 10000);
 			json_close(&j);
 		}
-		if (ri->gpu.have) {
-			/* the contract's shares of the device's step, then the same in ms per step */
-			const struct gpustat *g = &ri->gpu;
-			double all = 0;
-			for (int c = 0; c < GP_COUNT; c++)
-				all += g->part[c];
-#define SH(x) (all > 0 ? round((x) / all * 10000) / 10000 : 0)
-			double idle = g->part[GP_IDLE_DATA] + g->part[GP_IDLE_SYNC] + g->part[GP_IDLE_LAUNCH] +
-				      g->part[GP_IDLE_COMMS] + g->part[GP_IDLE_OTHER] + g->part[GP_IDLE_PAGEABLE];
-			json_obj(&j, "gpu");
-			json_int(&j, "device", g->device);
-			json_num(&j, "busy_share", SH(all - idle));
-			json_num(&j, "compute_share", SH(g->part[GP_COMPUTE]));
-			json_num(&j, "copy_share", SH(g->part[GP_COPY] + g->part[GP_COPY_IN]));
-			json_num(&j, "nccl_share", SH(g->part[GP_NCCL_WAIT] + g->part[GP_NCCL]));
-			json_num(&j, "nccl_wait_share", SH(g->part[GP_NCCL_WAIT]));
-			json_num(&j, "idle_share", SH(idle));
-			json_obj(&j, "idle_by_cause");
-			json_num(&j, "data", SH(g->part[GP_IDLE_DATA]));
-			json_num(&j, "sync", SH(g->part[GP_IDLE_SYNC] + g->part[GP_IDLE_PAGEABLE]));
-			json_num(&j, "launch", SH(g->part[GP_IDLE_LAUNCH]));
-			json_num(&j, "comms", SH(g->part[GP_IDLE_COMMS]));
-			json_num(&j, "other", SH(g->part[GP_IDLE_OTHER]));
-			json_close(&j);
-#undef SH
-			json_num(&j, "kernels_per_step", round(g->kernels * 10) / 10);
-			json_num(&j, "kernel_us_p50", round(g->kernel_us_p50 * 100) / 100);
-			json_num(&j, "launches_per_step", round(g->launches * 10) / 10);
-			json_num(&j, "nccl_kernels_per_step", round(g->nccl_calls * 10) / 10);
-			json_num(&j, "nccl_bytes_per_step", round(g->nccl_bytes));
-			json_num(&j, "pageable_copy_bytes_per_step", round(g->pageable_bytes));
-			json_obj(&j, "nccl_join");
-			json_int(&j, "external_id", g->nccl_join[0]);
-			json_int(&j, "communicator_order", g->nccl_join[1]);
-			json_int(&j, "order_only", g->nccl_join[2]);
-			json_close(&j);
-			json_obj(&j, "ms_per_step");
-			for (int c = 0; c < GP_COUNT; c++)
-				json_num(&j, an_gpart_names[c], round(g->part[c] * 1000) / 1000);
-			json_close(&j);
-			json_close(&j);
-		}
-		if (ri->gpu.nccl_src && (ri->gpu.have || ri->gpu.nccl_src == 2)) {
-			/* its NCCL kernels, and where their times came from */
-			const struct gpustat *g = &ri->gpu;
-			json_obj(&j, "nccl");
-			json_str(&j, "source", g->nccl_src == 2 ? "nccl-plugin" : "cupti");
-			json_num(&j, "kernels_per_step", round(g->nccl_calls * 10) / 10);
-			json_num(&j, "ms_per_step", round(g->nccl_ms * 1000) / 1000);
-			json_num(&j, "wait_ms_per_step", round((g->nccl_ms - g->nccl_xfer_ms) * 1000) / 1000);
-			json_num(&j, "bytes_per_step", round(g->nccl_bytes));
-			json_num(&j, "late_ms_p50", round(g->nccl_late_p50 * 1000) / 1000);
-			json_close(&j);
-		}
+		if (ri->gpu.have)
+			json_rank_gpu(&j, &ri->gpu);
+		if (ri->gpu.nccl_src && (ri->gpu.have || ri->gpu.nccl_src == 2))
+			json_rank_nccl(&j, &ri->gpu);
 		json_close(&j);
 	}
 	json_close(&j);
 
-	json_arr(&j, "findings");
-	for (int i = 0; i < a->nfindings; i++) {
-		const struct finding *f = &a->findings[i];
-		json_obj(&j, NULL);
-		json_str(&j, "kind", f->kind);
-		if (f->rank >= 0)
-			json_int(&j, "rank", f->rank);
-		else
-			json_null(&j, "rank");
-		json_num(&j, "severity", round(f->severity * 1000) / 1000);
-		json_str(&j, "title", f->title);
-		json_obj_spaced(&j, "evidence");
-		evidence_json(&j, f);
-		json_close(&j);
-		json_arr(&j, "advice");
-		for (int k = 0; k < 4 && f->advice[k]; k++)
-			json_str(&j, NULL, f->advice[k]);
-		json_close(&j);
-		json_close(&j);
-	}
-	json_close(&j);
+	json_findings(&j, a);
 	json_end(&j);
 }
 
