@@ -374,6 +374,162 @@ static const char CSS[] =
 	"th:first-child,td:first-child{text-align:left}dl.facts{display:grid;grid-template-columns:max-content auto;"
 	"gap:2px 14px}dl.facts dd{margin:0}.warn li{color:#8d6e00}figure{margin:12px 0}.wide{overflow-x:auto}figcaption{color:#444;margin:4px 0}";
 
+/* the tables of the ranks' devices (ms per step by part) and of their NCCL kernels (and where
+ * their times came from), where there are any */
+static void gpu_tables(FILE *out, const struct analysis *a)
+{
+	int anygpu = 0;
+	for (int r = 0; r < a->nranks; r++)
+		anygpu |= a->ranks[r].gpu.have;
+	if (anygpu) {
+		fprintf(out, "<div class=\"wide\"><table id=\"gpu\"><tr><th>rank</th>");
+		for (int c = 0; c < GP_COUNT; c++)
+			fprintf(out, "<th>%s</th>", an_gpart_names[c]);
+		fprintf(out, "<th>kernels per step</th></tr>\n");
+		for (int r = 0; r < a->nranks; r++) {
+			const struct gpustat *g = &a->ranks[r].gpu;
+			if (!g->have)
+				continue;
+			fprintf(out, "<tr><td>%d</td>", a->ranks[r].rank);
+			for (int c = 0; c < GP_COUNT; c++)
+				fprintf(out, "<td>%.2f</td>", g->part[c]);
+			fprintf(out, "<td>%.0f</td></tr>\n", g->kernels);
+		}
+		fprintf(out, "</table></div>\n<p>The device's step in ms per step: busy in the first that applies, else idle by what "
+			     "the host did then.</p>\n");
+	}
+	int anynccl = 0; /* each rank's NCCL kernels, and where their times came from */
+	for (int r = 0; r < a->nranks; r++)
+		anynccl |= a->ranks[r].gpu.nccl_src && (a->ranks[r].gpu.have || a->ranks[r].gpu.nccl_src == 2);
+	if (anynccl) {
+		fprintf(out, "<div class=\"wide\"><table id=\"nccl\"><tr><th>rank</th><th>NCCL times from</th>"
+			     "<th>kernels per step</th><th>ms per step</th><th>waiting (ms)</th><th>MiB per step</th>"
+			     "<th>late p50 (ms)</th></tr>\n");
+		for (int r = 0; r < a->nranks; r++) {
+			const struct gpustat *g = &a->ranks[r].gpu;
+			if (!g->nccl_src || (!g->have && g->nccl_src != 2))
+				continue;
+			fprintf(out, "<tr><td>%d</td><td>%s</td><td>%.1f</td><td>%.2f</td><td>%.2f</td><td>%.1f</td>"
+				     "<td>%.2f</td></tr>\n", a->ranks[r].rank, g->nccl_src == 2 ? "NCCL's profiler plugin" : "CUPTI",
+				g->nccl_calls, g->nccl_ms, g->nccl_ms - g->nccl_xfer_ms, g->nccl_bytes / 1048576, g->nccl_late_p50);
+		}
+		fprintf(out, "</table></div>\n<p>NCCL's kernels on the GPU: waiting is their time before the last rank's "
+			     "kernel of the same collective started; late, how long after the first rank's they started.</p>\n");
+	}
+}
+
+/* the slowest step and a typical one, across the ranks */
+static void timelines(FILE *out, const struct analysis *a, int straggler)
+{
+	struct vwin *w = NULL;
+	char e2[256];
+	int nw = vw_windows(a, NULL, 1, 1, &w, e2, sizeof e2);
+	fprintf(out, "<section id=\"timeline\"><h2>Steps across the ranks</h2>\n<p>Each rank's training thread on the "
+		     "job's aligned clock: input (data), collectives (comms), other waits (host), compute between them; red where "
+		     "it waited for a late peer; &#9660; where the last rank arrived at a collective.</p>\n");
+	if (nw > 0) {
+		struct tl t = { .a = a, .w = w, .nw = nw };
+		t.lanes = calloc((size_t)a->nranks * (size_t)nw, sizeof *t.lanes);
+		if (t.lanes) {
+			gather(&t);
+			for (int i = 0; i < nw; i++)
+				timeline(out, &t, i, straggler);
+			for (int i = 0; i < a->nranks * nw; i++) {
+				free(t.lanes[i].s);
+				free(t.lanes[i].g);
+			}
+		}
+		free(t.lanes);
+		free(t.arr.v);
+		legend(out);
+	}
+	free(w);
+	fprintf(out, "</section>\n");
+}
+
+/* the findings, by severity, each with its evidence and advice */
+static void findings(FILE *out, const struct analysis *a)
+{
+	fprintf(out, "<section id=\"findings\"><h2>Findings</h2>\n");
+	if (!a->nfindings)
+		fprintf(out, "<p>No findings.</p>\n");
+	else
+		fprintf(out, "<p>Severity: the fraction of the step that fixing it would win back.</p>\n<ol class=\"findings\">\n");
+	for (int i = 0; i < a->nfindings; i++) {
+		const struct finding *f = &a->findings[i];
+		fprintf(out, "<li class=\"finding\" data-kind=\"");
+		H(f->kind);
+		fprintf(out, "\" data-rank=\"%d\"><h3><span class=\"sev\">[%.2f]</span> ", f->rank, f->severity);
+		H(f->kind);
+		if (f->rank >= 0)
+			fprintf(out, ", rank %d", f->rank);
+		fprintf(out, ": ");
+		H(f->title);
+		fprintf(out, "</h3>\n<p>");
+		H(f->text);
+		fprintf(out, "</p>\n");
+		evidence(out, f);
+		fprintf(out, "<ul class=\"advice\">");
+		for (int k = 0; k < 4 && f->advice[k]; k++) {
+			fprintf(out, "<li>");
+			H(f->advice[k]);
+			fprintf(out, "</li>");
+		}
+		fprintf(out, "</ul></li>\n");
+	}
+	if (a->nfindings)
+		fprintf(out, "</ol>\n");
+	fprintf(out, "</section>\n");
+}
+
+/* the job: ranks, hosts, steps, run, clock, training threads, GPU coverage, warnings */
+static void job(FILE *out, const struct analysis *a)
+{
+	fprintf(out, "<section id=\"job\"><h2>The job</h2>\n<dl class=\"facts\">"
+		     "<dt>ranks</dt><dd>%d on %d host%s (%d process%s)</dd>"
+		     "<dt>steps</dt><dd>%d analysed of %d found (from %s; %d warm-up skipped)</dd>"
+		     "<dt>run</dt><dd>%.1f s, %llu events, %llu dropped</dd><dt>clock</dt><dd>",
+		a->nranks, a->nhosts, a->nhosts == 1 ? "" : "s", a->nprocs, a->nprocs == 1 ? "" : "es", a->nsteps,
+		a->steps_detected, a->step_source, a->skip, a->wall_s, (unsigned long long)a->events,
+		(unsigned long long)a->dropped);
+	H(a->clock_method);
+	if (isnan(a->clock_residual_us))
+		fprintf(out, ", residual unknown</dd><dt>hosts</dt><dd>");
+	else
+		fprintf(out, ", residual %.1f us</dd><dt>hosts</dt><dd>", a->clock_residual_us);
+	for (int r = 0; r < a->nranks; r++) {
+		int dup = 0;
+		for (int q = 0; q < r; q++)
+			dup |= !strcmp(a->ranks[q].p->host, a->ranks[r].p->host);
+		if (dup)
+			continue;
+		fprintf(out, r ? ", " : "");
+		H(a->ranks[r].p->host);
+	}
+	fprintf(out, "</dd><dt>training threads</dt><dd>");
+	for (int r = 0; r < a->nranks; r++) {
+		const struct thr *th = an_train_thread(a->ranks[r].p);
+		fprintf(out, "%srank %d: ", r ? ", " : "", a->ranks[r].rank);
+		H(th ? th->name : "none");
+	}
+	char *cover = an_gpu_cover_line(a);
+	if (cover) { /* where the GPU figures came from */
+		fprintf(out, "</dd><dt>GPU coverage</dt><dd>");
+		H(cover);
+	}
+	free(cover);
+	fprintf(out, "</dd></dl>\n");
+	if (a->nwarnings) {
+		fprintf(out, "<h3>Warnings</h3>\n<ul class=\"warn\">");
+		for (int i = 0; i < a->nwarnings; i++) {
+			fprintf(out, "<li>");
+			H(a->warnings[i]);
+			fprintf(out, "</li>");
+		}
+		fprintf(out, "</ul>\n");
+	}
+}
+
 int html_report(const struct analysis *a, const char *path, char *err, size_t errlen)
 {
 	FILE *out = fopen(path, "w");
@@ -432,148 +588,12 @@ int html_report(const struct analysis *a, const char *path, char *err, size_t er
 	}
 	fprintf(out, "</svg>\n");
 	legend(out);
-	int anygpu = 0;
-	for (int r = 0; r < a->nranks; r++)
-		anygpu |= a->ranks[r].gpu.have;
-	if (anygpu) {
-		fprintf(out, "<div class=\"wide\"><table id=\"gpu\"><tr><th>rank</th>");
-		for (int c = 0; c < GP_COUNT; c++)
-			fprintf(out, "<th>%s</th>", an_gpart_names[c]);
-		fprintf(out, "<th>kernels per step</th></tr>\n");
-		for (int r = 0; r < a->nranks; r++) {
-			const struct gpustat *g = &a->ranks[r].gpu;
-			if (!g->have)
-				continue;
-			fprintf(out, "<tr><td>%d</td>", a->ranks[r].rank);
-			for (int c = 0; c < GP_COUNT; c++)
-				fprintf(out, "<td>%.2f</td>", g->part[c]);
-			fprintf(out, "<td>%.0f</td></tr>\n", g->kernels);
-		}
-		fprintf(out, "</table></div>\n<p>The device's step in ms per step: busy in the first that applies, else idle by what "
-			     "the host did then.</p>\n");
-	}
-	int anynccl = 0; /* each rank's NCCL kernels, and where their times came from */
-	for (int r = 0; r < a->nranks; r++)
-		anynccl |= a->ranks[r].gpu.nccl_src && (a->ranks[r].gpu.have || a->ranks[r].gpu.nccl_src == 2);
-	if (anynccl) {
-		fprintf(out, "<div class=\"wide\"><table id=\"nccl\"><tr><th>rank</th><th>NCCL times from</th>"
-			     "<th>kernels per step</th><th>ms per step</th><th>waiting (ms)</th><th>MiB per step</th>"
-			     "<th>late p50 (ms)</th></tr>\n");
-		for (int r = 0; r < a->nranks; r++) {
-			const struct gpustat *g = &a->ranks[r].gpu;
-			if (!g->nccl_src || (!g->have && g->nccl_src != 2))
-				continue;
-			fprintf(out, "<tr><td>%d</td><td>%s</td><td>%.1f</td><td>%.2f</td><td>%.2f</td><td>%.1f</td>"
-				     "<td>%.2f</td></tr>\n", a->ranks[r].rank, g->nccl_src == 2 ? "NCCL's profiler plugin" : "CUPTI",
-				g->nccl_calls, g->nccl_ms, g->nccl_ms - g->nccl_xfer_ms, g->nccl_bytes / 1048576, g->nccl_late_p50);
-		}
-		fprintf(out, "</table></div>\n<p>NCCL's kernels on the GPU: waiting is their time before the last rank's "
-			     "kernel of the same collective started; late, how long after the first rank's they started.</p>\n");
-	}
+	gpu_tables(out, a);
 	fprintf(out, "</section>\n");
 
-	/* the slowest step and a typical one, across the ranks */
-	struct vwin *w = NULL;
-	char e2[256];
-	int nw = vw_windows(a, NULL, 1, 1, &w, e2, sizeof e2);
-	fprintf(out, "<section id=\"timeline\"><h2>Steps across the ranks</h2>\n<p>Each rank's training thread on the "
-		     "job's aligned clock: input (data), collectives (comms), other waits (host), compute between them; red where "
-		     "it waited for a late peer; &#9660; where the last rank arrived at a collective.</p>\n");
-	if (nw > 0) {
-		struct tl t = { .a = a, .w = w, .nw = nw };
-		t.lanes = calloc((size_t)a->nranks * (size_t)nw, sizeof *t.lanes);
-		if (t.lanes) {
-			gather(&t);
-			for (int i = 0; i < nw; i++)
-				timeline(out, &t, i, straggler);
-			for (int i = 0; i < a->nranks * nw; i++) {
-				free(t.lanes[i].s);
-				free(t.lanes[i].g);
-			}
-		}
-		free(t.lanes);
-		free(t.arr.v);
-		legend(out);
-	}
-	free(w);
-	fprintf(out, "</section>\n");
-
-	/* the findings */
-	fprintf(out, "<section id=\"findings\"><h2>Findings</h2>\n");
-	if (!a->nfindings)
-		fprintf(out, "<p>No findings.</p>\n");
-	else
-		fprintf(out, "<p>Severity: the fraction of the step that fixing it would win back.</p>\n<ol class=\"findings\">\n");
-	for (int i = 0; i < a->nfindings; i++) {
-		const struct finding *f = &a->findings[i];
-		fprintf(out, "<li class=\"finding\" data-kind=\"");
-		H(f->kind);
-		fprintf(out, "\" data-rank=\"%d\"><h3><span class=\"sev\">[%.2f]</span> ", f->rank, f->severity);
-		H(f->kind);
-		if (f->rank >= 0)
-			fprintf(out, ", rank %d", f->rank);
-		fprintf(out, ": ");
-		H(f->title);
-		fprintf(out, "</h3>\n<p>");
-		H(f->text);
-		fprintf(out, "</p>\n");
-		evidence(out, f);
-		fprintf(out, "<ul class=\"advice\">");
-		for (int k = 0; k < 4 && f->advice[k]; k++) {
-			fprintf(out, "<li>");
-			H(f->advice[k]);
-			fprintf(out, "</li>");
-		}
-		fprintf(out, "</ul></li>\n");
-	}
-	if (a->nfindings)
-		fprintf(out, "</ol>\n");
-	fprintf(out, "</section>\n");
-
-	/* the job */
-	fprintf(out, "<section id=\"job\"><h2>The job</h2>\n<dl class=\"facts\">"
-		     "<dt>ranks</dt><dd>%d on %d host%s (%d process%s)</dd>"
-		     "<dt>steps</dt><dd>%d analysed of %d found (from %s; %d warm-up skipped)</dd>"
-		     "<dt>run</dt><dd>%.1f s, %llu events, %llu dropped</dd><dt>clock</dt><dd>",
-		a->nranks, a->nhosts, a->nhosts == 1 ? "" : "s", a->nprocs, a->nprocs == 1 ? "" : "es", a->nsteps,
-		a->steps_detected, a->step_source, a->skip, a->wall_s, (unsigned long long)a->events,
-		(unsigned long long)a->dropped);
-	H(a->clock_method);
-	if (isnan(a->clock_residual_us))
-		fprintf(out, ", residual unknown</dd><dt>hosts</dt><dd>");
-	else
-		fprintf(out, ", residual %.1f us</dd><dt>hosts</dt><dd>", a->clock_residual_us);
-	for (int r = 0; r < a->nranks; r++) {
-		int dup = 0;
-		for (int q = 0; q < r; q++)
-			dup |= !strcmp(a->ranks[q].p->host, a->ranks[r].p->host);
-		if (dup)
-			continue;
-		fprintf(out, r ? ", " : "");
-		H(a->ranks[r].p->host);
-	}
-	fprintf(out, "</dd><dt>training threads</dt><dd>");
-	for (int r = 0; r < a->nranks; r++) {
-		const struct thr *th = an_train_thread(a->ranks[r].p);
-		fprintf(out, "%srank %d: ", r ? ", " : "", a->ranks[r].rank);
-		H(th ? th->name : "none");
-	}
-	char *cover = an_gpu_cover_line(a);
-	if (cover) { /* where the GPU figures came from */
-		fprintf(out, "</dd><dt>GPU coverage</dt><dd>");
-		H(cover);
-	}
-	free(cover);
-	fprintf(out, "</dd></dl>\n");
-	if (a->nwarnings) {
-		fprintf(out, "<h3>Warnings</h3>\n<ul class=\"warn\">");
-		for (int i = 0; i < a->nwarnings; i++) {
-			fprintf(out, "<li>");
-			H(a->warnings[i]);
-			fprintf(out, "</li>");
-		}
-		fprintf(out, "</ul>\n");
-	}
+	timelines(out, a, straggler);
+	findings(out, a);
+	job(out, a); /* (its section closed below, before the footer) */
 	fprintf(out, "</section>\n<footer><p>ddpspy %s</p></footer>\n</body></html>\n", DDPSPY_VERSION);
 	if (ferror(out) | (fclose(out) != 0)) {
 		snprintf(err, errlen, "writing %s failed: %s", path, strerror(errno));
