@@ -348,178 +348,67 @@ static int nccl_adds(struct stepdata *sd, struct waitadds *add, struct gpustat *
 	return 1;
 }
 
-/* Rank r's steps split from its device's timeline within the job's device step bounds b (the file
- * comment): ri->steps' bounds become b, their categories, waits and lateness the device's. */
-static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab, int r, const int64_t *b,
-		       struct waitadds *add)
+/* a piece of the sweep, [lo, hi) within one step, and what the sweep knows then: the NCCL wait
+ * running to wait_until (for late_rank), the idle cause a wait began (after, 0: none) */
+struct piece {
+	int64_t lo, hi, wait_until;
+	int late_rank, after;
+};
+
+/* the piece charged to step q of rank index r (st) and to the device's parts, by the lanes busy
+ * in it (cnt): the first that applies of the device's work, then the host's waits; an NCCL wait
+ * also to the late rank it waited for */
+static void charge(struct stepdata *sd, int r, size_t q, struct rankstep *st, double *part, const int *cnt,
+		   const struct piece *pc)
 {
-	struct rankinfo *ri = &a->ranks[r];
-	struct proc *p = ri->p;
-	struct gpuproc *g = p->gpu;
-	size_t N = sd->K, nw = g->nw;
-	double *kus = NULL;
-	struct nwait *waits = NULL; /* (edges' NCCL waits) */
-	size_t nwaits = 0, cwaits = 0;
-	struct hostlanes *h = sd->lanes[r], none = { 0 };
-	if (!h) /* (no memory for them while the host split streamed the thread) */
-		h = &none;
-	free(sd->late[r]);
-	sd->late[r] = malloc((nw + 1) * sizeof **sd->late);
-	sd->nlate[r] = 0;
-	/* launch calls in the host's steps (a sample's steps are not contiguous) */
-	size_t launches = 0;
-	for (size_t k = 0; k < N; k++)
-		for (size_t i = first_at(g->api, g->na, sizeof *g->api, offsetof(struct gapi, t), ri->steps[k].t0);
-		     i < g->na && g->api[i].t < ri->steps[k].t1; i++)
-			launches += g->api[i].launch;
-	/* the edges: the training thread's waits (gathered as split.c streamed it), runs of launch
-	 * calls, device work */
-	for (size_t i = 0; i < g->na;) {
-		if (!g->api[i].launch) {
-			i++;
-			continue;
-		}
-		int64_t t0 = g->api[i].t, t1 = g->api[i].t + g->api[i].d;
-		size_t j = i + 1;
-		for (; j < g->na && g->api[j].t - t1 <= LAUNCH_RUN_NS; j++)
-			if (g->api[j].launch)
-				t1 = g->api[j].t + g->api[j].d > t1 ? g->api[j].t + g->api[j].d : t1;
-		/* (a run of one call is its own time) */
-		if (add_edge(h, t0, t1 - t0, H_LAUNCH))
-			goto out;
-		i = j;
+	int64_t lo = pc->lo, hi = pc->hi, wait_until = pc->wait_until;
+	int late_rank = pc->late_rank, after = pc->after;
+	double ms = MS(hi - lo);
+	if (cnt[GW_COMPUTE] || cnt[GW_COPY]) {
+		st->cat[CAT_COMPUTE] += ms;
+		part[cnt[GW_COMPUTE] ? GP_COMPUTE : GP_COPY] += ms;
+	} else if (cnt[GW_COPY_IN]) {
+		st->cat[CAT_DATA] += ms;
+		part[GP_COPY_IN] += ms;
+	} else if (cnt[GW_NCCL]) {
+		st->cat[CAT_COMMS] += ms;
+		double wt = wait_until > lo ? MS((wait_until < hi ? wait_until : hi) - lo) : 0;
+		st->wait += wt;
+		part[GP_NCCL_WAIT] += wt;
+		part[GP_NCCL] += ms - wt;
+		if (wt > 0 && late_rank >= 0 && late_rank != r)
+			an_wf_add(sd, r, q, late_rank, wt);
+	} else if (cnt[H_DATA]) {
+		st->cat[CAT_DATA] += ms;
+		part[GP_IDLE_DATA] += ms;
+	} else if (cnt[H_PAGEABLE]) {
+		st->cat[CAT_HOST] += ms;
+		part[GP_IDLE_PAGEABLE] += ms;
+	} else if (cnt[H_SYNC]) {
+		st->cat[CAT_HOST] += ms;
+		part[GP_IDLE_SYNC] += ms;
+	} else if (cnt[H_LAUNCH]) {
+		st->cat[CAT_HOST] += ms;
+		part[GP_IDLE_LAUNCH] += ms;
+	} else if (cnt[H_COMMS]) {
+		st->cat[CAT_COMMS] += ms;
+		part[GP_IDLE_COMMS] += ms;
+	} else {
+		st->cat[CAT_HOST] += ms;
+		part[after ? after : GP_IDLE_OTHER] += ms;
 	}
-	size_t nhost = h->n; /* (the host's edges, then the device's: each nearly in order) */
+}
+
+/* rank index r's device figures once its steps are swept: waits within the comms time, the parts
+ * and counts per step, the kernels' and NCCL's lateness medians (kus: the kernels' times, then
+ * room for the lateness), NCCL sharing a stream with compute, and the training thread's call site
+ * that waited longest for the device */
+static void rank_figures(struct stepdata *sd, struct itab *tab, int r, struct rankinfo *ri, const int64_t *b,
+			 double *kus, size_t launches)
+{
+	struct gpuproc *g = ri->p->gpu;
 	struct gpustat *gs = &ri->gpu;
-	gs->device = g->device;
-	memcpy(gs->nccl_join, g->join, sizeof gs->nccl_join);
-	kus = malloc((nw + 1) * sizeof *kus);
-	for (size_t i = 0; i < nw; i++) {
-		const struct gwork *w = &g->w[i];
-		if (w->d <= 0)
-			continue;
-		struct inst *in = w->cls == GW_NCCL ? ginst(tab, w, 0) : NULL;
-		int64_t wt = in && in->n > 1 && in->max_arr > w->t ? in->max_arr - w->t : 0;
-		if (w->t + w->d > b[0] && w->t < b[2 * N - 1]) { /* (the sweep's) */
-			if (add_edge(h, w->t, w->d, w->cls))
-				goto out;
-			if (wt > 0 && nwaits < INT32_MAX) {
-				struct nwait *nv = room_for(waits, nwaits, &cwaits, sizeof *waits, 256);
-				if (!nv)
-					goto out;
-				waits = nv;
-				waits[nwaits] = (struct nwait){ wt < w->d ? wt : w->d, in->late };
-				h->e[h->n - 2].wait = (int32_t)nwaits++;
-			}
-		}
-		/* the per-step figures: work launched in a step (launch_step; the work between a
-		 * sample's steps is in the sweep, which must know when the device was busy, but not in
-		 * them) */
-		long k = launch_step(ri, N, w);
-		if (k < 0)
-			continue;
-		double late;
-		if (w->cls == GW_NCCL) {
-			if (nccl_adds(sd, add, gs, &ri->steps[k], w, in, wt, &late) && sd->late[r])
-				sd->late[r][sd->nlate[r]++] = late;
-		} else if (w->cls == GW_COMPUTE) {
-			if (kus)
-				kus[(size_t)gs->kernels] = (double)w->d / 1e3;
-			gs->kernels++;
-		}
-		if (w->pageable) {
-			gs->pageable_bytes += (double)w->bytes;
-			gs->pageable_calls++;
-			gs->pageable_ms += MS(w->d);
-		} else if (w->pinned && w->bytes >= (1 << 20) && w->d > 0) {
-			/* (host-pinned only: a copy on the device runs at HBM speed, 2 TB/s on an H200,
-			 * which no host copy can reach) */
-			gs->pinned_gbs = fmax(gs->pinned_gbs, (double)w->bytes / (double)w->d);
-		}
-	}
-	an_sort_near(h->e, nhost, sizeof *h->e, cmp_edge);
-	an_sort_near(h->e + nhost, h->n - nhost, sizeof *h->e, cmp_edge); /* (in launch order, start then end) */
-	an_merge(h->e, nhost, h->n, sizeof *h->e, cmp_edge);
-	for (size_t k = 0; k < N; k++) {
-		memset(ri->steps[k].cat, 0, sizeof ri->steps[k].cat);
-		ri->steps[k].wait = 0;
-		ri->steps[k].t0 = b[2 * k];
-		ri->steps[k].t1 = b[2 * k + 1];
-	}
-	sd->nwf[r] = 0;
-	/* the sweep: each piece between two edges is one part of the step it falls in */
-	int cnt[NLANE] = { 0 };
-	int64_t wait_until = INT64_MIN, last_sync_end = INT64_MIN, gap_start = INT64_MIN;
-	int after = 0, last_wait = 0, late_rank = -1; /* after: the part of an idle gap a wait began */
-	size_t k = 0;
-	for (size_t i = 0; i < h->n; i++) {
-		const struct edge *e = &h->e[i];
-		int64_t t0 = i ? h->e[i - 1].t : e->t, t1 = e->t;
-		while (k < N && b[2 * k + 1] <= t0)
-			k++;
-		for (size_t q = k; t1 > t0 && q < N && b[2 * q] < t1; q++) {
-			int64_t lo = t0 > b[2 * q] ? t0 : b[2 * q], hi = t1 < b[2 * q + 1] ? t1 : b[2 * q + 1];
-			if (hi <= lo)
-				continue;
-			double ms = MS(hi - lo);
-			struct rankstep *st = &ri->steps[q];
-			double *part = gs->part;
-			if (cnt[GW_COMPUTE] || cnt[GW_COPY]) {
-				st->cat[CAT_COMPUTE] += ms;
-				part[cnt[GW_COMPUTE] ? GP_COMPUTE : GP_COPY] += ms;
-			} else if (cnt[GW_COPY_IN]) {
-				st->cat[CAT_DATA] += ms;
-				part[GP_COPY_IN] += ms;
-			} else if (cnt[GW_NCCL]) {
-				st->cat[CAT_COMMS] += ms;
-				double wt = wait_until > lo ? MS((wait_until < hi ? wait_until : hi) - lo) : 0;
-				st->wait += wt;
-				part[GP_NCCL_WAIT] += wt;
-				part[GP_NCCL] += ms - wt;
-				if (wt > 0 && late_rank >= 0 && late_rank != r)
-					an_wf_add(sd, r, q, late_rank, wt);
-			} else if (cnt[H_DATA]) {
-				st->cat[CAT_DATA] += ms;
-				part[GP_IDLE_DATA] += ms;
-			} else if (cnt[H_PAGEABLE]) {
-				st->cat[CAT_HOST] += ms;
-				part[GP_IDLE_PAGEABLE] += ms;
-			} else if (cnt[H_SYNC]) {
-				st->cat[CAT_HOST] += ms;
-				part[GP_IDLE_SYNC] += ms;
-			} else if (cnt[H_LAUNCH]) {
-				st->cat[CAT_HOST] += ms;
-				part[GP_IDLE_LAUNCH] += ms;
-			} else if (cnt[H_COMMS]) {
-				st->cat[CAT_COMMS] += ms;
-				part[GP_IDLE_COMMS] += ms;
-			} else {
-				st->cat[CAT_HOST] += ms;
-				part[after ? after : GP_IDLE_OTHER] += ms;
-			}
-		}
-		int busy0 = cnt[GW_COMPUTE] || cnt[GW_COPY] || cnt[GW_COPY_IN] || cnt[GW_NCCL];
-		cnt[e->lane] += e->delta;
-		int waited = (e->lane == H_SYNC || e->lane == H_PAGEABLE) && e->delta < 0;
-		if (waited) {
-			last_sync_end = e->t;
-			last_wait = e->lane == H_SYNC ? GP_IDLE_SYNC : GP_IDLE_PAGEABLE;
-		}
-		if (e->wait >= 0) {
-			wait_until = e->t + waits[e->wait].ns;
-			late_rank = waits[e->wait].late;
-		}
-		int busy1 = cnt[GW_COMPUTE] || cnt[GW_COPY] || cnt[GW_COPY_IN] || cnt[GW_NCCL];
-		if (busy0 && !busy1) { /* an idle gap begins: did a wait for the device just empty the queue? */
-			gap_start = e->t;
-			after = cnt[H_PAGEABLE] ? GP_IDLE_PAGEABLE : cnt[H_SYNC] ? GP_IDLE_SYNC :
-				last_sync_end != INT64_MIN && gap_start - last_sync_end <= AFTER_SYNC_NS ? last_wait : 0;
-		}
-		if (!busy0 && busy1)
-			after = 0;
-		if (waited && !busy1 && gap_start != INT64_MIN)
-			after = last_wait; /* the wait ended in the gap: what follows is the host catching up */
-	}
+	size_t N = sd->K, nw = g->nw;
 	for (size_t q = 0; q < N; q++)
 		if (ri->steps[q].wait > ri->steps[q].cat[CAT_COMMS])
 			ri->steps[q].wait = ri->steps[q].cat[CAT_COMMS];
@@ -550,11 +439,169 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 	gs->launches = (double)launches / (double)N;
 	an_wf_sort(sd, r);
 	/* the longest-waiting call site on the training thread (host_sync's evidence) */
-	struct thr *t = an_train_thread(p);
+	struct thr *t = an_train_thread(ri->p);
 	gs->site = -1;
 	for (int i = 0; t && i < g->nsites; i++)
 		if (g->site[i].tid == t->tid && (gs->site < 0 || g->site[i].ms > g->site[gs->site].ms))
 			gs->site = i;
+}
+
+/* g's runs of launch calls (calls within LAUNCH_RUN_NS of each other) as edges of h; -1 out of
+ * memory */
+static int launch_edges(struct hostlanes *h, const struct gpuproc *g)
+{
+	for (size_t i = 0; i < g->na;) {
+		if (!g->api[i].launch) {
+			i++;
+			continue;
+		}
+		int64_t t0 = g->api[i].t, t1 = g->api[i].t + g->api[i].d;
+		size_t j = i + 1;
+		for (; j < g->na && g->api[j].t - t1 <= LAUNCH_RUN_NS; j++)
+			if (g->api[j].launch)
+				t1 = g->api[j].t + g->api[j].d > t1 ? g->api[j].t + g->api[j].d : t1;
+		/* (a run of one call is its own time) */
+		if (add_edge(h, t0, t1 - t0, H_LAUNCH))
+			return -1;
+		i = j;
+	}
+	return 0;
+}
+
+/* the per-step figures of work w of rank index r (in: its NCCL instance, wt: its wait there):
+ * work launched in a step (launch_step; the work between a sample's steps is in the sweep, which
+ * must know when the device was busy, but not in them); kus: room for the kernels' times */
+static void work_figures(struct stepdata *sd, struct waitadds *add, int r, struct rankinfo *ri, const struct gwork *w,
+			 struct inst *in, int64_t wt, double *kus)
+{
+	struct gpustat *gs = &ri->gpu;
+	size_t N = sd->K;
+	long k = launch_step(ri, N, w);
+	if (k < 0)
+		return;
+	double late;
+	if (w->cls == GW_NCCL) {
+		if (nccl_adds(sd, add, gs, &ri->steps[k], w, in, wt, &late) && sd->late[r])
+			sd->late[r][sd->nlate[r]++] = late;
+	} else if (w->cls == GW_COMPUTE) {
+		if (kus)
+			kus[(size_t)gs->kernels] = (double)w->d / 1e3;
+		gs->kernels++;
+	}
+	if (w->pageable) {
+		gs->pageable_bytes += (double)w->bytes;
+		gs->pageable_calls++;
+		gs->pageable_ms += MS(w->d);
+	} else if (w->pinned && w->bytes >= (1 << 20) && w->d > 0) {
+		/* (host-pinned only: a copy on the device runs at HBM speed, 2 TB/s on an H200,
+		 * which no host copy can reach) */
+		gs->pinned_gbs = fmax(gs->pinned_gbs, (double)w->bytes / (double)w->d);
+	}
+}
+
+/* Rank r's steps split from its device's timeline within the job's device step bounds b (the file
+ * comment): ri->steps' bounds become b, their categories, waits and lateness the device's. */
+static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab, int r, const int64_t *b,
+		       struct waitadds *add)
+{
+	struct rankinfo *ri = &a->ranks[r];
+	struct proc *p = ri->p;
+	struct gpuproc *g = p->gpu;
+	size_t N = sd->K, nw = g->nw;
+	double *kus = NULL;
+	struct nwait *waits = NULL; /* (edges' NCCL waits) */
+	size_t nwaits = 0, cwaits = 0;
+	struct hostlanes *h = sd->lanes[r], none = { 0 };
+	if (!h) /* (no memory for them while the host split streamed the thread) */
+		h = &none;
+	free(sd->late[r]);
+	sd->late[r] = malloc((nw + 1) * sizeof **sd->late);
+	sd->nlate[r] = 0;
+	/* launch calls in the host's steps (a sample's steps are not contiguous) */
+	size_t launches = 0;
+	for (size_t k = 0; k < N; k++)
+		for (size_t i = first_at(g->api, g->na, sizeof *g->api, offsetof(struct gapi, t), ri->steps[k].t0);
+		     i < g->na && g->api[i].t < ri->steps[k].t1; i++)
+			launches += g->api[i].launch;
+	/* the edges: the training thread's waits (gathered as split.c streamed it), runs of launch
+	 * calls, device work */
+	if (launch_edges(h, g))
+		goto out;
+	size_t nhost = h->n; /* (the host's edges, then the device's: each nearly in order) */
+	struct gpustat *gs = &ri->gpu;
+	gs->device = g->device;
+	memcpy(gs->nccl_join, g->join, sizeof gs->nccl_join);
+	kus = malloc((nw + 1) * sizeof *kus);
+	for (size_t i = 0; i < nw; i++) {
+		const struct gwork *w = &g->w[i];
+		if (w->d <= 0)
+			continue;
+		struct inst *in = w->cls == GW_NCCL ? ginst(tab, w, 0) : NULL;
+		int64_t wt = in && in->n > 1 && in->max_arr > w->t ? in->max_arr - w->t : 0;
+		if (w->t + w->d > b[0] && w->t < b[2 * N - 1]) { /* (the sweep's) */
+			if (add_edge(h, w->t, w->d, w->cls))
+				goto out;
+			if (wt > 0 && nwaits < INT32_MAX) {
+				struct nwait *nv = room_for(waits, nwaits, &cwaits, sizeof *waits, 256);
+				if (!nv)
+					goto out;
+				waits = nv;
+				waits[nwaits] = (struct nwait){ wt < w->d ? wt : w->d, in->late };
+				h->e[h->n - 2].wait = (int32_t)nwaits++;
+			}
+		}
+		work_figures(sd, add, r, ri, w, in, wt, kus);
+	}
+	an_sort_near(h->e, nhost, sizeof *h->e, cmp_edge);
+	an_sort_near(h->e + nhost, h->n - nhost, sizeof *h->e, cmp_edge); /* (in launch order, start then end) */
+	an_merge(h->e, nhost, h->n, sizeof *h->e, cmp_edge);
+	for (size_t k = 0; k < N; k++) {
+		memset(ri->steps[k].cat, 0, sizeof ri->steps[k].cat);
+		ri->steps[k].wait = 0;
+		ri->steps[k].t0 = b[2 * k];
+		ri->steps[k].t1 = b[2 * k + 1];
+	}
+	sd->nwf[r] = 0;
+	/* the sweep: each piece between two edges is one part of the step it falls in */
+	int cnt[NLANE] = { 0 };
+	int64_t wait_until = INT64_MIN, last_sync_end = INT64_MIN, gap_start = INT64_MIN;
+	int after = 0, last_wait = 0, late_rank = -1; /* after: the part of an idle gap a wait began */
+	size_t k = 0;
+	for (size_t i = 0; i < h->n; i++) {
+		const struct edge *e = &h->e[i];
+		int64_t t0 = i ? h->e[i - 1].t : e->t, t1 = e->t;
+		while (k < N && b[2 * k + 1] <= t0)
+			k++;
+		for (size_t q = k; t1 > t0 && q < N && b[2 * q] < t1; q++) {
+			int64_t lo = t0 > b[2 * q] ? t0 : b[2 * q], hi = t1 < b[2 * q + 1] ? t1 : b[2 * q + 1];
+			if (hi <= lo)
+				continue;
+			struct piece pc = { lo, hi, wait_until, late_rank, after };
+			charge(sd, r, q, &ri->steps[q], gs->part, cnt, &pc);
+		}
+		int busy0 = cnt[GW_COMPUTE] || cnt[GW_COPY] || cnt[GW_COPY_IN] || cnt[GW_NCCL];
+		cnt[e->lane] += e->delta;
+		int waited = (e->lane == H_SYNC || e->lane == H_PAGEABLE) && e->delta < 0;
+		if (waited) {
+			last_sync_end = e->t;
+			last_wait = e->lane == H_SYNC ? GP_IDLE_SYNC : GP_IDLE_PAGEABLE;
+		}
+		if (e->wait >= 0) {
+			wait_until = e->t + waits[e->wait].ns;
+			late_rank = waits[e->wait].late;
+		}
+		int busy1 = cnt[GW_COMPUTE] || cnt[GW_COPY] || cnt[GW_COPY_IN] || cnt[GW_NCCL];
+		if (busy0 && !busy1) { /* an idle gap begins: did a wait for the device just empty the queue? */
+			gap_start = e->t;
+			after = cnt[H_PAGEABLE] ? GP_IDLE_PAGEABLE : cnt[H_SYNC] ? GP_IDLE_SYNC :
+				last_sync_end != INT64_MIN && gap_start - last_sync_end <= AFTER_SYNC_NS ? last_wait : 0;
+		}
+		if (!busy0 && busy1)
+			after = 0;
+		if (waited && !busy1 && gap_start != INT64_MIN)
+			after = last_wait; /* the wait ended in the gap: what follows is the host catching up */
+	}
+	rank_figures(sd, tab, r, ri, b, kus, launches);
 out:
 	free(kus);
 	free(waits);
