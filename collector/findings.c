@@ -264,15 +264,14 @@ out:
  *   other collectives of the step together (an extra all-reduce): the bytes are what to cut. */
 #define MIN_VOLUME_BPS 1e7 /* bytes per second: slower than a 100 Mbit link at a tenth of its rate */
 
-static void find_volume(struct analysis *a)
+/* the ranks' median share of their steps in collectives beyond waiting for peers (0: out of
+ * memory) */
+static double comms_share(const struct analysis *a)
 {
-	struct stepdata *sd = a->sd;
-	size_t N = sd->K;
+	size_t N = a->sd->K;
 	double *x = malloc((size_t)a->nranks * sizeof *x);
-	if (!x || !N) {
-		free(x);
-		return;
-	}
+	if (!x)
+		return 0;
 	for (int r = 0; r < a->nranks; r++) {
 		double s = 0, len = 0;
 		for (size_t k = 0; a->ranks[r].steps && k < N; k++) {
@@ -284,14 +283,18 @@ static void find_volume(struct analysis *a)
 	}
 	double sev = an_quantile(x, (size_t)a->nranks, 0.5);
 	free(x);
-	if (sev < 0.05)
-		return;
-	/* The fixed cost per step, as more work per rank would amortize it: the part of the step in
-	 * which not even the busiest rank works (compute, input, host), against that rank's work;
-	 * medians over steps. */
+	return sev;
+}
+
+/* The fixed cost per step, as more work per rank would amortize it: the part of the step in
+ * which not even the busiest rank works (compute, input, host), against that rank's work;
+ * medians over steps (a step the scheduler stalled does not decide). -1: out of memory */
+static int fixed_cost(const struct analysis *a, double *sync_ms, double *work_ms)
+{
+	size_t N = a->sd->K;
 	double *sk = malloc(2 * N * sizeof *sk), *wk;
 	if (!sk)
-		return;
+		return -1;
 	wk = sk + N;
 	for (size_t k = 0; k < N; k++) {
 		double len = 0, w = 0;
@@ -305,23 +308,23 @@ static void find_volume(struct analysis *a)
 		sk[k] = fmax(0, len - w);
 		wk[k] = w;
 	}
-	/* medians over steps: a step the scheduler stalled does not decide */
-	double sync_ms = an_quantile(sk, N, 0.5), work_ms = an_quantile(wk, N, 0.5);
+	*sync_ms = an_quantile(sk, N, 0.5);
+	*work_ms = an_quantile(wk, N, 0.5);
 	free(sk);
-	/* the biggest collectives of the lowest rank: its training thread's, or its helper threads'
-	 * when they run them (gloo's, whose calls carry no byte count) */
-	struct rankinfo *ri = &a->ranks[0];
-	struct thr *t = an_train_thread(ri->p);
-	if (!t || !ri->steps)
-		return;
-	/* the calls in the analysed steps, in time order */
+	return 0;
+}
+
+/* the collectives of rank ri's training thread t (and of its helper threads when they run them)
+ * in its analysed steps, in time order: *n of them (NULL: out of memory) */
+static const struct ev **coll_calls(const struct rankinfo *ri, const struct thr *t, size_t N, size_t *n)
+{
 	int64_t t0 = ri->steps[0].t0, t1 = ri->steps[N - 1].t1;
-	size_t ncall = 0, cap = 0;
+	size_t ncall = 0, cap = 0; /* (ncall: *n) */
 	for (int h = 0; h < ri->p->nthr; h++)
 		cap += ri->p->thr[h].n;
 	const struct ev **cl = malloc((cap + 1) * sizeof *cl);
 	if (!cl)
-		return;
+		return NULL;
 	for (int h = 0; h < ri->p->nthr; h++) {
 		struct thr *u = &ri->p->thr[h];
 		for (size_t i = 0; (u == t || ri->p->bg) && i < u->n && ncall < cap; i++) {
@@ -331,6 +334,80 @@ static void find_volume(struct analysis *a)
 		}
 	}
 	sort_n(cl, ncall, sizeof *cl, an_cmp_evp);
+	*n = ncall;
+	return cl;
+}
+
+/* small_work's words: the busiest rank's work and the time no rank works per step, the
+ * collectives per step (colls) and their bytes (ha), the largest op (per per step, of hb each) */
+static void small_work_words(struct finding *f, double work_ms, double sync_ms, double colls, const char *ha, double per,
+			     const char *op, const char *hb)
+{
+	snprintf(f->title, sizeof f->title, "the busiest rank works %.1f ms per step, then every rank "
+		 "synchronizes for %.1f ms: too little work per rank for what each step's synchronization costs",
+		 work_ms, sync_ms);
+	snprintf(f->text, sizeof f->text, "%.1f ms of work (compute, input, host) on the busiest rank per "
+		 "step against %.1f ms in which no rank works; %.1f collectives per step, %s; the largest, %.1f %s "
+		 "of %s per step", work_ms, sync_ms, colls, ha, per, op, hb);
+	f->advice[0] = "Give each rank more work per synchronization: a larger per-rank batch, or gradient "
+		       "accumulation (DDP's no_sync() for all but the last micro-batch) until compute per "
+		       "all-reduce outweighs its cost.";
+	f->advice[1] = "For a fixed global batch, fewer ranks may be faster: strong scaling stops paying once "
+		       "per-rank compute is this small (check with ddpspy compare --strong).";
+	f->advice[2] = "Drop synchronization that is not gradients from the step: metrics and loss "
+		       "all-reduces every N steps, not every step.";
+}
+
+/* collective_volume's figures and words: the largest op (per calls per step of hb each, op_ms
+ * per step in them at gbps where blocking and its size known), all collectives' bytes per step
+ * (ha) and time beyond waiting (coll_ms, sev of the step) */
+struct vol_top {
+	const char *op, *hb, *ha;
+	double per, op_ms, gbps, coll_ms, sev;
+	int blocking, known;
+};
+
+static void volume_words(struct finding *f, const struct vol_top *v)
+{
+	if (v->per > 0.9 && v->per < 1.1)
+		snprintf(f->title, sizeof f->title, "an %s of %s every step; collectives take %.0f%% of every rank's "
+			 "step beyond waiting for peers", v->op, v->hb, 100 * v->sev);
+	else
+		snprintf(f->title, sizeof f->title, "%.1f %s calls of %s per step; collectives take %.0f%% of every "
+			 "rank's step beyond waiting for peers", v->per, v->op, v->hb, 100 * v->sev);
+	char rate[96] = "";
+	if (v->blocking && v->known)
+		snprintf(rate, sizeof rate, ", %.1f ms per step in them, %.2f GB/s", v->op_ms, v->gbps);
+	else if (v->blocking)
+		snprintf(rate, sizeof rate, ", %.1f ms per step in them", v->op_ms);
+	snprintf(f->text, sizeof f->text, "%.1f %s of %s per step%s (%s per step in all collectives, %.1f ms per "
+		 "step beyond waiting)", v->per, v->op, v->hb, rate, v->ha, v->coll_ms);
+	f->advice[0] = "Move fewer bytes per step: drop all-reduces that are not gradients (reduce metrics every N "
+		       "steps), accumulate gradients over micro-batches before reducing, or reduce in bf16/fp16.";
+	f->advice[1] = "Overlap what must be reduced with backward: DDP's bucket_cap_mb, or nonblocking collectives "
+		       "started as gradients become ready.";
+}
+
+static void find_volume(struct analysis *a)
+{
+	struct stepdata *sd = a->sd;
+	size_t N = sd->K;
+	double sev = N ? comms_share(a) : 0;
+	if (sev < 0.05)
+		return;
+	double sync_ms, work_ms;
+	if (fixed_cost(a, &sync_ms, &work_ms) < 0)
+		return;
+	/* the biggest collectives of the lowest rank: its training thread's, or its helper threads'
+	 * when they run them (gloo's, whose calls carry no byte count) */
+	struct rankinfo *ri = &a->ranks[0];
+	struct thr *t = an_train_thread(ri->p);
+	if (!t || !ri->steps)
+		return;
+	size_t ncall;
+	const struct ev **cl = coll_calls(ri, t, N, &ncall);
+	if (!cl)
+		return;
 	/* Group the calls by op and size: the biggest is what to name. A call of unknown size
 	 * (gloo's) is grouped by its place in the step instead: the third all-reduce of every step
 	 * is one call site, however large. */
@@ -419,38 +496,11 @@ static void find_volume(struct analysis *a)
 	if (g[top].blocking && known)
 		an_ev_num(f, "gbytes_per_s", gbps, 3);
 	if (small) {
-		snprintf(f->title, sizeof f->title, "the busiest rank works %.1f ms per step, then every rank "
-			 "synchronizes for %.1f ms: too little work per rank for what each step's synchronization costs",
-			 work_ms, sync_ms);
-		snprintf(f->text, sizeof f->text, "%.1f ms of work (compute, input, host) on the busiest rank per "
-			 "step against %.1f ms in which no rank works; %.1f collectives per step, %s; the largest, %.1f %s "
-			 "of %s per step", work_ms, sync_ms, calls / (double)N, ha, per, op, hb);
-		f->advice[0] = "Give each rank more work per synchronization: a larger per-rank batch, or gradient "
-			       "accumulation (DDP's no_sync() for all but the last micro-batch) until compute per "
-			       "all-reduce outweighs its cost.";
-		f->advice[1] = "For a fixed global batch, fewer ranks may be faster: strong scaling stops paying once "
-			       "per-rank compute is this small (check with ddpspy compare --strong).";
-		f->advice[2] = "Drop synchronization that is not gradients from the step: metrics and loss "
-			       "all-reduces every N steps, not every step.";
+		small_work_words(f, work_ms, sync_ms, calls / (double)N, ha, per, op, hb);
 		return;
 	}
-	if (per > 0.9 && per < 1.1)
-		snprintf(f->title, sizeof f->title, "an %s of %s every step; collectives take %.0f%% of every rank's "
-			 "step beyond waiting for peers", op, hb, 100 * sev);
-	else
-		snprintf(f->title, sizeof f->title, "%.1f %s calls of %s per step; collectives take %.0f%% of every "
-			 "rank's step beyond waiting for peers", per, op, hb, 100 * sev);
-	char rate[96] = "";
-	if (g[top].blocking && known)
-		snprintf(rate, sizeof rate, ", %.1f ms per step in them, %.2f GB/s", op_ms, gbps);
-	else if (g[top].blocking)
-		snprintf(rate, sizeof rate, ", %.1f ms per step in them", op_ms);
-	snprintf(f->text, sizeof f->text, "%.1f %s of %s per step%s (%s per step in all collectives, %.1f ms per "
-		 "step beyond waiting)", per, op, hb, rate, ha, coll_ms);
-	f->advice[0] = "Move fewer bytes per step: drop all-reduces that are not gradients (reduce metrics every N "
-		       "steps), accumulate gradients over micro-batches before reducing, or reduce in bf16/fp16.";
-	f->advice[1] = "Overlap what must be reduced with backward: DDP's bucket_cap_mb, or nonblocking collectives "
-		       "started as gradients become ready.";
+	const struct vol_top vt = { op, hb, ha, per, op_ms, gbps, coll_ms, sev, g[top].blocking, known };
+	volume_words(f, &vt);
 }
 
 /* CPU contention: the training thread runnable but waiting for a CPU, as far as the job's own
