@@ -35,6 +35,87 @@ static void describe_pattern(const struct pat *p, double N, char *buf, size_t n)
 
 #define MAX_DIRS 512 /* directories of a rank and its workers, for the top three */
 
+struct dirsum {
+	char dir[256];
+	double ms, calls, bytes;
+};
+
+/* the directories rank ri's input came from (every thread of it and of its input workers), whole-
+ * run totals scaled to the analysed span, the longest time in calls first, then the most bytes
+ * (dirs: room for MAX_DIRS); their number */
+static int input_dirs(const struct analysis *a, const struct rankinfo *ri, int64_t span, struct dirsum *dirs)
+{
+	int nd = 0;
+	for (int i = 0; i < a->nprocs; i++) {
+		const struct proc *p = &a->procs[i];
+		if (p != ri->p && !(p->role == DDPSPY_ROLE_WORKER && p->parent_pid == ri->p->pid))
+			continue;
+		double frac = p->span > 0 ? fmin(1, (double)span / (double)p->span) : 1;
+		for (int k = 0; k < p->ndstat; k++) {
+			const struct dirstat *ds = &p->dstat[k];
+			int j = 0;
+			while (j < nd && strcmp(dirs[j].dir, ds->dir))
+				j++;
+			if (j == nd) {
+				if (nd == MAX_DIRS)
+					continue;
+				snprintf(dirs[nd].dir, sizeof dirs[nd].dir, "%s", ds->dir);
+				dirs[nd].ms = dirs[nd].calls = dirs[nd].bytes = 0;
+				nd++;
+			}
+			dirs[j].ms += ds->ms * frac;
+			dirs[j].calls += ds->calls * frac;
+			dirs[j].bytes += ds->bytes * frac;
+		}
+	}
+	for (int i = 0; i < nd; i++)
+		for (int j = i + 1; j < nd; j++)
+			if (dirs[j].ms > dirs[i].ms || (dirs[j].ms == dirs[i].ms && dirs[j].bytes > dirs[i].bytes)) {
+				struct dirsum tmp = dirs[i];
+				dirs[i] = dirs[j];
+				dirs[j] = tmp;
+			}
+	return nd;
+}
+
+/* which kind of data-bound, in evidence, words and advice (toff: the text written so far): the
+ * input workers (threads that read files, worker processes) mostly on a CPU or waiting for one
+ * (the transform), or mostly blocked (behind the step, they are not idle: they wait for storage,
+ * in read calls or in the library under them); without workers, the training thread's own input
+ * calls: I/O */
+static void data_kind(struct finding *f, const struct cpustat *cs, size_t toff)
+{
+	double life = cs->in_life, cpu = cs->in_run + cs->in_wait;
+	int transform = cs->in_threads && life > 0 && cpu > 0.5 * life;
+	an_ev_str(f, "kind", transform ? "cpu_transform" : "io");
+	if (cs->in_threads && life > 0) {
+		an_ev_open(f, "input_workers", FV_OBJ);
+		an_ev_int(f, "threads", cs->in_threads);
+		an_ev_num(f, "on_cpu_share", cs->in_run / life, 3);
+		an_ev_num(f, "runqueue_share", cs->in_wait / life, 3);
+		an_ev_num(f, "blocked_share", fmax(0, 1 - cpu / life), 3);
+		an_ev_num(f, "io_call_share", cs->in_io / life, 3);
+		an_ev_end(f);
+		if (toff < sizeof f->text)
+			snprintf(f->text + toff, sizeof f->text - toff, "; its %d input worker thread%s: %.0f%% on a CPU, %.0f%% "
+				 "waiting for one, %.0f%% blocked (%.0f%% in intercepted I/O calls)", cs->in_threads,
+				 cs->in_threads == 1 ? "" : "s", 100 * cs->in_run / life, 100 * cs->in_wait / life,
+				 100 * fmax(0, 1 - cpu / life), 100 * cs->in_io / life);
+	}
+	if (transform) {
+		f->advice[0] = "The input workers are busy transforming (decode, augmentation), not reading: more "
+			       "workers help only up to the CPUs the ranks leave free; past that, move the transform off "
+			       "the host (GPU decode, DALI) or offline (store samples decoded and preprocessed).";
+		f->advice[1] = "Profile the transform itself (py-spy on a worker): a cheaper decoder or smaller "
+			       "images cost less CPU per sample.";
+		return;
+	}
+	f->advice[0] = "Load input ahead of the step: more DataLoader workers (num_workers), a larger "
+		       "prefetch_factor, persistent_workers, pin_memory.";
+	f->advice[1] = "Read in large pieces: many small reads or a file (and a stat) per sample cost a syscall "
+		       "each; pack samples into shards and read them whole; stage the data on local disk.";
+}
+
 /* input: the training thread waits for files or for its input pipeline */
 void an_find_data(struct analysis *a)
 {
@@ -88,39 +169,10 @@ void an_find_data(struct analysis *a)
 	 * whole-run totals scaled to the analysed span, the longest time in calls first, then the most
 	 * bytes: what the step waits for is time (a worker importing modules reads more bytes of
 	 * .pyc than of samples, fast, from the page cache) */
-	struct dirsum { char dir[256]; double ms, calls, bytes; } *dirs = calloc(MAX_DIRS, sizeof *dirs);
-	int nd = 0;
+	struct dirsum *dirs = calloc(MAX_DIRS, sizeof *dirs);
 	if (!dirs)
 		return;
-	for (int i = 0; i < a->nprocs; i++) {
-		struct proc *p = &a->procs[i];
-		if (p != ri->p && !(p->role == DDPSPY_ROLE_WORKER && p->parent_pid == ri->p->pid))
-			continue;
-		double frac = p->span > 0 ? fmin(1, (double)(t1 - t0) / (double)p->span) : 1;
-		for (int k = 0; k < p->ndstat; k++) {
-			const struct dirstat *ds = &p->dstat[k];
-			int j = 0;
-			while (j < nd && strcmp(dirs[j].dir, ds->dir))
-				j++;
-			if (j == nd) {
-				if (nd == MAX_DIRS)
-					continue;
-				snprintf(dirs[nd].dir, sizeof dirs[nd].dir, "%s", ds->dir);
-				dirs[nd].ms = dirs[nd].calls = dirs[nd].bytes = 0;
-				nd++;
-			}
-			dirs[j].ms += ds->ms * frac;
-			dirs[j].calls += ds->calls * frac;
-			dirs[j].bytes += ds->bytes * frac;
-		}
-	}
-	for (int i = 0; i < nd; i++)
-		for (int j = i + 1; j < nd; j++)
-			if (dirs[j].ms > dirs[i].ms || (dirs[j].ms == dirs[i].ms && dirs[j].bytes > dirs[i].bytes)) {
-				struct dirsum tmp = dirs[i];
-				dirs[i] = dirs[j];
-				dirs[j] = tmp;
-			}
+	int nd = input_dirs(a, ri, t1 - t0, dirs);
 	struct finding *f = an_add_finding(a, "data_stall", all ? -1 : ri->rank, sev);
 	if (!f) {
 		free(dirs);
@@ -181,38 +233,5 @@ void an_find_data(struct analysis *a)
 		toff += (size_t)snprintf(f->text + toff, sizeof f->text - toff, "; files under %s (%.0f calls/step)",
 					 dirs[0].dir, dirs[0].calls / Nall);
 	free(dirs);
-	/* which kind of data-bound: the input workers (threads that read files, worker processes)
-	 * mostly on a CPU or waiting for one (the transform), or mostly blocked (behind the step, they
-	 * are not idle: they wait for storage, in read calls or in the library under them); without
-	 * workers, the training thread's own input calls: I/O */
-	const struct cpustat *cs = &ri->cpu;
-	double life = cs->in_life, cpu = cs->in_run + cs->in_wait;
-	int transform = cs->in_threads && life > 0 && cpu > 0.5 * life;
-	an_ev_str(f, "kind", transform ? "cpu_transform" : "io");
-	if (cs->in_threads && life > 0) {
-		an_ev_open(f, "input_workers", FV_OBJ);
-		an_ev_int(f, "threads", cs->in_threads);
-		an_ev_num(f, "on_cpu_share", cs->in_run / life, 3);
-		an_ev_num(f, "runqueue_share", cs->in_wait / life, 3);
-		an_ev_num(f, "blocked_share", fmax(0, 1 - cpu / life), 3);
-		an_ev_num(f, "io_call_share", cs->in_io / life, 3);
-		an_ev_end(f);
-		if (toff < sizeof f->text)
-			snprintf(f->text + toff, sizeof f->text - toff, "; its %d input worker thread%s: %.0f%% on a CPU, %.0f%% "
-				 "waiting for one, %.0f%% blocked (%.0f%% in intercepted I/O calls)", cs->in_threads,
-				 cs->in_threads == 1 ? "" : "s", 100 * cs->in_run / life, 100 * cs->in_wait / life,
-				 100 * fmax(0, 1 - cpu / life), 100 * cs->in_io / life);
-	}
-	if (transform) {
-		f->advice[0] = "The input workers are busy transforming (decode, augmentation), not reading: more "
-			       "workers help only up to the CPUs the ranks leave free; past that, move the transform off "
-			       "the host (GPU decode, DALI) or offline (store samples decoded and preprocessed).";
-		f->advice[1] = "Profile the transform itself (py-spy on a worker): a cheaper decoder or smaller "
-			       "images cost less CPU per sample.";
-		return;
-	}
-	f->advice[0] = "Load input ahead of the step: more DataLoader workers (num_workers), a larger "
-		       "prefetch_factor, persistent_workers, pin_memory.";
-	f->advice[1] = "Read in large pieces: many small reads or a file (and a stat) per sample cost a syscall "
-		       "each; pack samples into shards and read them whole; stage the data on local disk.";
+	data_kind(f, &ri->cpu, toff);
 }

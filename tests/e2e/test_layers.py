@@ -44,10 +44,10 @@ up = [(f, t) for f, ts in calls.items() for t in ts if f in level and t in level
 ok(g is not None and not up and not [f for f in calls if f not in level],
    "every file in a layer of docs/design.md's picture (none left out: %s), none calling a layer above its own: %s"
    % ([f for f in calls if f not in level], up))
-# the size rule (about 900 lines a file, 120 a function, or a comment saying why it is one piece):
-# those over it today may only leave the list (issue 39), none may join it
+# the size rule (about 900 lines a file, 120 a function): none is over it since issue 39's split,
+# and none may come (a file or function named here would be let through; none is)
 BIG_FILES = set()
-BIG_FUNCS = {"an_find_data"}
+BIG_FUNCS = set()
 p = subprocess.run(["python3", os.path.join(ROOT, "tools", "sizes.py"), "--json"], capture_output=True, text=True,
                    timeout=60, cwd=ROOT)
 sz = json.loads(p.stdout) if p.stdout.startswith("{") else None
