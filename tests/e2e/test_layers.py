@@ -1,9 +1,9 @@
 """The collector's layers (issue 39): no two files call each other, directly or around a loop, read
 from the object files' symbols (tools/cycles.py). What every phase uses of the job's model is in
-model.c and waits.c, under them all; what a later phase does while a file is read (the long
-trace's sweep) it registers for (an_sweep_part), so that loading never calls it by name. And the
-size rule's list of long files and functions (tools/sizes.py) may only shrink, and no file calls
-one of a layer above its own in docs/design.md's picture."""
+model.c and waits.c, under them all; what a part does while a file is read (the long trace's
+sweep, the device's records, the CPU samples) it registers for (an_parts), so that loading never
+calls it by name. No file over about 900 lines or function over 120 (tools/sizes.py), and no file
+calls one of a layer above its own in docs/design.md's picture."""
 import json
 import os
 import subprocess
