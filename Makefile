@@ -49,6 +49,11 @@ COLLECTOR_SRC := collector/main.c collector/cli.c collector/run.c collector/dump
 	collector/clocks.c collector/pattern.c collector/steps.c collector/sweep.c collector/sweepcore.c collector/lsweep.c collector/p2p.c collector/split.c collector/splitmpi.c collector/cpu.c collector/evidence.c collector/findings.c collector/finddata.c collector/findgpu.c collector/verdict.c \
 	collector/report.c collector/compare.c collector/gpu.c collector/gpujoin.c collector/gpustep.c collector/ncclplug.c collector/par.c collector/runs.c collector/spread.c collector/proc.c collector/stream.c collector/loadmpi.c collector/mpijob.c collector/model.c collector/waits.c common/format.c \
 	viewer/timeline.c viewer/view.c viewer/html.c
+# (every header a collector object may include: a change to one rebuilds them all)
+COLLECTOR_HDR := common/format.h common/evcodec.h common/hash.h collector/trace.h collector/trace_int.h \
+	collector/mpread.h collector/json.h collector/cli.h collector/analysis.h collector/analysis_int.h \
+	collector/load_int.h collector/gpu_int.h collector/steps_int.h collector/split_int.h collector/findings_int.h \
+	viewer/vw.h
 COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 
 SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13 $(B)/simgpu/libcuda.so.1 \
@@ -94,8 +99,7 @@ $(B)/libddpspy.so: $(PRELOAD_OBJ) preload/exports.map
 	$(CC) -shared -o $@ $(PRELOAD_OBJ) -Wl,--version-script=preload/exports.map \
 		-Wl,-z,now -Wl,-z,nodelete -lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
 
-$(B)/cobj/%.o: %.c common/format.h common/evcodec.h common/hash.h collector/trace.h collector/json.h collector/analysis.h \
-	collector/analysis_int.h collector/gpu_int.h collector/steps_int.h collector/findings_int.h viewer/vw.h
+$(B)/cobj/%.o: %.c $(COLLECTOR_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -c $< -o $@
 
@@ -105,8 +109,7 @@ $(B)/ddpspy: $(COLLECTOR_OBJ)
 # ---- the same with AddressSanitizer and UBSan (make test runs these too) ----
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 COLLECTOR_LIB_SRC := $(filter-out collector/main.c,$(COLLECTOR_SRC))
-$(B)/asan/cobj/%.o: %.c common/format.h common/evcodec.h common/hash.h collector/trace.h collector/json.h collector/analysis.h \
-	collector/analysis_int.h collector/gpu_int.h collector/steps_int.h collector/findings_int.h viewer/vw.h
+$(B)/asan/cobj/%.o: %.c $(COLLECTOR_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SAN) -c $< -o $@
 $(B)/asan/ddpspy: $(COLLECTOR_SRC:%.c=$(B)/asan/cobj/%.o)
