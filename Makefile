@@ -50,8 +50,8 @@ COLLECTOR_SRC := collector/main.c collector/cli.c collector/run.c collector/dump
 	collector/report.c collector/compare.c collector/gpu.c collector/gpujoin.c collector/gpustep.c collector/ncclplug.c collector/par.c collector/runs.c collector/spread.c collector/proc.c collector/stream.c collector/loadmpi.c collector/mpijob.c collector/model.c collector/waits.c common/format.c \
 	viewer/timeline.c viewer/view.c viewer/html.c
 # (every header a collector object may include: a change to one rebuilds them all)
-COLLECTOR_HDR := common/format.h common/evcodec.h common/hash.h collector/trace.h collector/trace_int.h \
-	collector/mpread.h collector/json.h collector/cli.h collector/analysis.h collector/analysis_int.h \
+COLLECTOR_HDR := common/format.h common/evcodec.h common/hash.h collector/base.h collector/trace.h collector/tracefile.h \
+	collector/tracemeta.h collector/mpread.h collector/json.h collector/cli.h collector/analysis.h collector/analysis_int.h \
 	collector/load_int.h collector/gpu_int.h collector/steps_int.h collector/split_int.h collector/findings_int.h \
 	viewer/vw.h
 COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
@@ -127,7 +127,7 @@ $(B)/asan/libddpspy.so: $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) preload/exports.map
 	$(CC) $(SAN) -shared -o $@ $(PRELOAD_SRC:%.c=$(B)/asan/obj/%.o) \
 		-Wl,--version-script=preload/exports.map -Wl,-z,now -Wl,-z,nodelete \
 		-lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
-$(B)/asan/tests/%: tests/unit/%.c tests/unit/tap.h collector/trace.c collector/tracemeta.c collector/trace.h collector/trace_int.h common/format.c \
+$(B)/asan/tests/%: tests/unit/%.c tests/unit/tap.h collector/trace.c collector/tracemeta.c collector/trace.h collector/tracefile.h collector/tracemeta.h collector/base.h common/format.c \
 	common/format.h common/evcodec.h common/hash.h collector/kinds.c collector/analysis_int.h preload/ring.c preload/ring.h preload/fdclass.c preload/identity.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SAN) -o $@ $< $(UNIT_SRC_$*) -lmsgpackc -lz -lm -lpthread -ldl
@@ -241,7 +241,7 @@ $(B)/testapps/gpu_app_pt: testapps/gpu_app.cu
 $(B)/tests/test_ring: tests/unit/test_ring.c preload/ring.c tests/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_ring.c preload/ring.c -lpthread
-$(B)/tests/test_format: tests/unit/test_format.c collector/trace.c collector/tracemeta.c collector/trace.h collector/trace_int.h common/evcodec.h common/format.c tests/unit/tap.h $(B)/libddpspy.so
+$(B)/tests/test_format: tests/unit/test_format.c collector/trace.c collector/tracemeta.c collector/trace.h collector/tracefile.h collector/tracemeta.h collector/base.h common/evcodec.h common/format.c tests/unit/tap.h $(B)/libddpspy.so
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_format.c collector/trace.c collector/tracemeta.c common/format.c -lmsgpackc -lz
 $(B)/tests/test_fdclass: tests/unit/test_fdclass.c preload/fdclass.c common/format.c tests/unit/tap.h

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace.h"
+#include "base.h"
 
 int cli_parse_ranks(const char *s, int **out, int *n)
 {

@@ -18,7 +18,7 @@
 
 #include "../common/format.h"
 #include "mpread.h"
-#include "trace_int.h"
+#include "tracemeta.h"
 
 /* ---- frames ---- */
 

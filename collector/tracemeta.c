@@ -7,10 +7,11 @@
 #include <string.h>
 
 #include "../common/format.h"
-#include "trace.h"
-#include "trace_int.h"
+#include "base.h"
+#include "tracefile.h"
+#include "tracemeta.h"
 
-/* ---- msgpack helpers (trace_int.h) ---- */
+/* ---- msgpack helpers (tracemeta.h) ---- */
 const msgpack_object *trace_mp_get(const msgpack_object *map, const char *key)
 {
 	if (map->type != MSGPACK_OBJECT_MAP)

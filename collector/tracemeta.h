@@ -1,12 +1,12 @@
-/* What the reading layer's files share (trace.c, tracemeta.c): msgpack-c object helpers and the
- * readers of the records other than events, which trace_read dispatches to. */
-#ifndef DDPSPY_TRACE_INT_H
-#define DDPSPY_TRACE_INT_H
+/* tracemeta.c, for trace.c: msgpack-c object helpers and the readers of the records other than
+ * events, which trace_read dispatches to. */
+#ifndef DDPSPY_TRACEMETA_H
+#define DDPSPY_TRACEMETA_H
 
 #include <msgpack.h>
 #include <stdint.h>
 
-#include "trace.h"
+#include "tracefile.h"
 
 /* a map's value at key (NULL: none); an integer's value (0: not an integer); an integer at key or
  * def; a string at key copied into buf (n bytes, terminated; "" when none); a string's copy */

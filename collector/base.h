@@ -1,0 +1,37 @@
+/* The collector's small helpers, under every layer: one sort, one compare, one growable array. */
+#ifndef DDPSPY_BASE_H
+#define DDPSPY_BASE_H
+
+#include <stddef.h>
+#include <stdlib.h>
+
+/* qsort that takes an empty array at NULL (qsort(NULL, 0, ...) is undefined behaviour), and
+ * leaves an array already in order as it is without sorting it (what a stable sort would leave:
+ * the traces' records mostly come in order) */
+static inline void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+	size_t i = 1;
+	while (i < n && cmp((const char *)base + (i - 1) * size, (const char *)base + i * size) <= 0)
+		i++;
+	if (i < n)
+		qsort(base, n, size, cmp);
+}
+
+/* the order of a and b, two numbers of one type: -1, 0 or 1, the one compare helper; comparators
+ * chain their fields with GNU C's ?: (the first field that differs decides) */
+#define AN_ORDER(a, b) (((a) > (b)) - ((a) < (b)))
+
+/* an array v of n items of size bytes, with room for one more: v itself, or v grown (doubling
+ * *cap from first); NULL when out of memory (v is left as it was) */
+static inline void *room_for(void *v, size_t n, size_t *cap, size_t size, size_t first)
+{
+	if (n < *cap)
+		return v;
+	size_t c = *cap ? 2 * *cap : first;
+	void *p = realloc(v, c * size);
+	if (p)
+		*cap = c;
+	return p;
+}
+
+#endif

@@ -1,0 +1,131 @@
+/* What a read trace file holds (trace.c reads it, tracemeta.c its records other than events), and
+ * the lookups of its threads, stacks, names and modules (tracemeta.c). */
+#ifndef DDPSPY_TRACEFILE_H
+#define DDPSPY_TRACEFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TRACE_MAX_ARGS 16
+
+struct trace_calib {
+	uint64_t raw;
+	int64_t mono_ns, real_ns;
+};
+
+struct trace_evrec;
+
+struct trace_module {
+	char *path;
+	uint64_t bias, lo, hi;
+};
+
+struct trace_stack {
+	uint32_t id, n;
+	uint64_t *ips;
+};
+
+/* an entry of the file's string table (2.2: kernel and CUDA API names) */
+struct trace_name {
+	uint32_t id, len;
+	char *s;
+};
+
+/* what the file says of GPU capture (its latest "gpu" record; 2.2) */
+struct trace_gpu {
+	int have;           /* a "gpu" record was read */
+	char state[16];     /* "on", "taken", "unavailable", "failed" */
+	char why[512], lib[512], clock[16];
+	char api[16];       /* since 2.6: the CUDA calls recorded, "selected" or "all" ("" before) */
+	char holder[64];    /* since 2.6: taken, who holds CUPTI as CUPTI names it ("" unknown) */
+	int realtime;       /* CUPTI's times are CLOCK_REALTIME ns (else CLOCK_MONOTONIC) */
+	int64_t version, events, dropped, refused, unwritten, lead_ns, checked;
+	int64_t untimed;    /* since 2.6: records CUPTI gave no times, left out by the writer */
+	int64_t foreign;    /* since 2.6: buffers CUPTI completed into ddpspy's callback that it had not handed out */
+	char client[64];    /* since 2.7: another CUPTI client that shares ddpspy's subscription ("" none) */
+	int64_t client_records, client_dropped, client_refused; /* since 2.7: records handed to it, those
+			     * it asked for that found no buffer of its, kinds refused to it */
+	uint64_t read;      /* CUPTI records read from the file */
+	uint64_t untimed_read; /* records with a time of 0 met while reading (files before 2.6), skipped */
+};
+
+/* every record of g's file with no times: left out by the writer, or met while reading */
+static inline uint64_t trace_gpu_untimed(const struct trace_gpu *g)
+{
+	return (uint64_t)(g->untimed > 0 ? g->untimed : 0) + g->untimed_read;
+}
+
+struct trace_thread {
+	int tid;
+	char name[32];
+	uint64_t pthread; /* 2.2: its pthread_t, 0 when not written */
+	uint64_t dropped; /* cumulative, from the latest "loss" record */
+	uint64_t events;
+};
+
+struct trace_event {
+	int kind;
+	int tid;
+	uint64_t raw;       /* raw start */
+	int64_t t_ns;       /* start, CLOCK_MONOTONIC ns */
+	int64_t dur_ns;
+	uint32_t stack;     /* 0: none */
+	int nargs;          /* integer and string arguments, in the kind's order */
+	int64_t args[TRACE_MAX_ARGS];
+	const char *str;    /* the string argument, if any (not NUL-terminated) */
+	uint32_t slen;
+	int str_index;      /* its position among the arguments, -1 when none */
+};
+
+struct trace_file {
+	const char *path;
+	/* header */
+	int have_header;
+	int major, minor;
+	char host[256], exe[1024], clock[16], role[16], rank_source[24], tool[64];
+	char **cmdline;
+	int cmdline_n;
+	int pid, ppid, rank, local_rank, world_size, parent_rank, parent_pid;
+	int64_t start_mono_ns, start_real_ns;
+	long ring_kb, flush_ms, stack_us;
+	/* calibration: sorted by raw */
+	struct trace_calib *calib;
+	size_t ncalib;
+	/* metadata */
+	struct trace_thread *threads;
+	size_t nthreads;
+	struct trace_stack *stacks;
+	size_t nstacks;
+	struct trace_module *modules;
+	size_t nmodules;
+	struct trace_name *names;
+	size_t nnames;
+	struct trace_gpu gpu;
+	/* end state */
+	int ended;          /* the last record is "end" */
+	char end_reason[32];
+	uint64_t events, dropped, frames;
+	uint64_t unwritten;      /* since 1.2: events the file did not take (a full disk, a write error) */
+	char write_error[64];    /* that write's error, "" for none */
+	char sched_error[64];    /* since 2.4: why no thread's schedstat was read ("" read, or none written) */
+	/* where reading stopped early, and why (error[0] == 0: the whole file was read) */
+	size_t stop_offset;
+	char error[160];
+	/* options, set between trace_open and trace_read */
+	int only_tid;       /* > 0: "events" records of other threads are skipped without decoding */
+	size_t verified;    /* frames ending at or before this offset passed an earlier read's CRC check */
+	/* private */
+	struct trace_evrec *evrec; /* trace_read's record state (malloc'ed) */
+	const unsigned char *map;
+	size_t size;
+	int raw_is_ns;      /* clock "monotonic": raw values are already ns */
+	size_t seg;         /* calibration segment of the last conversion */
+};
+
+const struct trace_stack *trace_stack(const struct trace_file *f, uint32_t id);
+/* the string table's entry id (not NUL-terminated: len bytes), NULL when absent */
+const struct trace_name *trace_name(const struct trace_file *f, uint32_t id);
+const struct trace_module *trace_module_of(const struct trace_file *f, uint64_t ip);
+struct trace_thread *trace_thread(struct trace_file *f, int tid);
+
+#endif
