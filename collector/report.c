@@ -476,7 +476,6 @@ int cmd_report(int argc, char **argv)
 	};
 	const struct cli c = { "report", opts, usage, 0 };
 	int got = cli_parse(&c, argc, argv, dirs, &ndirs);
-	int *ranks = rk.v, nranks = rk.n;
 	if (got) {
 		rc = got > 0 ? 0 : 2;
 		goto out;
@@ -490,7 +489,7 @@ int cmd_report(int argc, char **argv)
 		fprintf(stderr, "ddpspy report: %s\n", err);
 		goto out;
 	}
-	struct report_options o = { .skip = (int)skip, .jobs = (int)jobs, .ranks = ranks, .nranks = nranks, .mpi = m,
+	struct report_options o = { .skip = (int)skip, .jobs = (int)jobs, .ranks = rk.v, .nranks = rk.n, .mpi = m,
 				    .gpu_whole = html != NULL };
 	struct analysis a;
 	int ran = analysis_run(&a, dirs, ndirs, &o, err, sizeof err);
@@ -546,7 +545,7 @@ int cmd_report(int argc, char **argv)
 	analysis_free(&a);
 out:
 	an_mpi_end(m);
-	free(ranks);
+	free(rk.v);
 	free(dirs);
 	return rc;
 }

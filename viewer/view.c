@@ -766,7 +766,6 @@ int cmd_view(int argc, char **argv)
 	};
 	const struct cli c = { "view", opts, usage, 0 };
 	int got = cli_parse(&c, argc, argv, dirs, &ndirs);
-	int *ranks = rk.v, nranks = rk.n;
 	if (got) {
 		rc = got > 0 ? 0 : 2;
 		goto out;
@@ -798,9 +797,9 @@ int cmd_view(int argc, char **argv)
 	v->show = show;
 	int nshow = 0;
 	for (int r = 0; r < a.nranks; r++) {
-		show[r] = !ranks;
-		for (int i = 0; i < nranks; i++)
-			show[r] |= ranks[i] == a.ranks[r].rank;
+		show[r] = !rk.v;
+		for (int i = 0; i < rk.n; i++)
+			show[r] |= rk.v[i] == a.ranks[r].rank;
 		nshow += show[r];
 	}
 	if (!nshow) {
@@ -858,7 +857,7 @@ done:
 	free(show);
 	analysis_free(&a);
 out:
-	free(ranks);
+	free(rk.v);
 	free(dirs);
 	return rc;
 }
