@@ -21,8 +21,13 @@ if not os.path.exists(os.path.join(SIMDIR, "libcudart.so.13")) or not os.path.ex
     done()
 
 APP_PT = os.path.join(APPS, "gpu_app_pt")  # the same, built with --default-stream per-thread
+# The stand-in moves a pageable copy's bytes for real while it holds the host, so the modelled rate
+# must be slower than this machine's own memory copy: at 6 GB/s, 64 MiB (11.2 ms) took 12.3-13.3 ms
+# on the 2-core VM (its memmove about 5 GB/s), a miss all three attempts of a fresh-clone run; at 2
+# GB/s (33.6 ms) the copy has room on any machine that copies 2 GB/s.
+PAGEABLE_GBS = 2
 ENV = dict(os.environ, LD_LIBRARY_PATH=SIMDIR, SIMGPU_KERNELS="spin=5000,tick=2000",
-           SIMGPU_PINNED_GBS="25", SIMGPU_PAGEABLE_GBS="6")
+           SIMGPU_PINNED_GBS="25", SIMGPU_PAGEABLE_GBS=str(PAGEABLE_GBS))
 MIB64 = 64 << 20
 
 
@@ -42,7 +47,7 @@ ok(SIMDIR in lib, "the program's libcudart.so.13 is the stand-in: %s" % [l.strip
 
 # the model, through events: exact but for the host's enqueue delays (microseconds)
 pin_model = (5000 + MIB64 / 25) / 1e6
-page_model = (5000 + MIB64 / 6) / 1e6
+page_model = (5000 + MIB64 / PAGEABLE_GBS) / 1e6
 
 
 def model(k):
@@ -55,8 +60,8 @@ def model(k):
              % j["legacy_ms"]),
             (pin_model <= j["pinned_copy_ms"] < pin_model + 0.5, "64 MiB from pinned memory at 25 GB/s: %.3f ms (model %.3f)"
              % (j["pinned_copy_ms"], pin_model)),
-            (page_model <= j["pageable_copy_ms"] < page_model + 1, "64 MiB from pageable memory at 6 GB/s: %.3f ms (model %.3f)"
-             % (j["pageable_copy_ms"], page_model)),
+            (page_model <= j["pageable_copy_ms"] < page_model + 1, "64 MiB from pageable memory at %d GB/s: %.3f ms (model %.3f)"
+             % (PAGEABLE_GBS, j["pageable_copy_ms"], page_model)),
             # host times: the launch and the pinned copy do not wait for the device, the rest do
             (j["launch_ms"] < 1, "a launch returns at once: %.3f ms" % j["launch_ms"]),
             (j["sync_ms"] >= 4.9, "cudaStreamSynchronize waits for the 5 ms kernel: %.3f ms" % j["sync_ms"]),
