@@ -116,9 +116,12 @@ live("healthy", healthy)
 # ---- straggler by delay: rank 1 sleeps 60 ms per step ----
 # What the others wait for is rank 1's lateness at the end of backward: the sleep, and whatever else
 # made it slower or faster than rank 0 in that run (see the healthy case), as the trainer measured
-# it. A run in which rank 0 was itself slowed so much that rank 1 was not late by most of its sleep
+# it. A run in which rank 0 was itself slowed so much that rank 1 was not late by half its sleep
 # did not make the straggler it was asked for (seen once in CI: rank 0 computed 60 ms longer than
-# rank 1).
+# rank 1). Half, not more: a step here computes about 200 ms, and with vCPUs 10-40% apart rank 0
+# often computes 15-20 ms longer than rank 1 (one CI run: 41, 48 and 42 ms late in three
+# attempts, each reported within 0.01 of its lateness over the step). The sleep is then still the
+# larger part of what the others wait for, so the cause is still the host's.
 # with rank 1's clock 500 ms ahead (test-only DDPSPY_CLOCK_OFFSET_NS): gloo's all-reduce exits align
 # it again, and the straggler is the same
 def delay(k):
@@ -131,10 +134,10 @@ def delay(k):
     late = t["ranks"][1]["backward_late_ms"]
     f = find(j, "straggler")
     want = late / t["step_ms_p50"]
-    return [(late >= 0.8 * 60 and f and f[0]["rank"] == 1 and f[0]["evidence"]["cause"] == "host"
+    return [(late >= 0.5 * 60 and f and f[0]["rank"] == 1 and f[0]["evidence"]["cause"] == "host"
              and abs(f[0]["severity"] - want) <= 0.25 * want,
              "straggler rank 1, cause host (a Python sleep), severity within 25%% of its lateness over the step "
-             "(%.1f ms, the sleep is 60), %.2f: %s" % (late, want, kinds(j))),
+             "(%.1f ms, at least half the sleep of 60), %.2f: %s" % (late, want, kinds(j))),
             (len(off) == 2 and res is not None and abs(off[1] - off[0] + 500000) <= tol,
              "rank 1's clock, 500 ms ahead, corrected by %.1f us, within %.0f us (residual %s us, %s)"
              % (off[1] - off[0] if len(off) == 2 else 0, tol, res, j["job"]["clock"]["method"]))]
