@@ -4,14 +4,10 @@
 # thread each), next to merely decoding the same files
 # (bench/decode.c), and on the same number of events with the training thread reading its samples
 # itself (gentrace ... sync: every event is on the training thread, which the split needs call by
-# call: the worst shape), and that once more read a second time instead of taken from the runs summed
-# while loading (DDPSPY_REPORT_REREAD=1, as the report did before them). The worst shape once more
-# with what a job of 4,096 ranks keeps (DDPSPY_REPORT_PREFIX=2048, DDPSPY_REPORT_SAMPLE=512: every
-# rank's steps found from all of its calls while its file is read, which keeps the split's input for
-# the sampled steps), and that once more with the steps found in a second reading once every file is
-# read (DDPSPY_REPORT_SWEEP_AFTER=1, as the report did before 2026-11-26's one reading) and with the
-# split reading the training thread a third time as well (DDPSPY_REPORT_REREAD=1, as the report did
-# before the sampled blocks). The same limits on as many
+# call: the worst shape). The worst shape once more with what a job of 4,096 ranks keeps
+# (DDPSPY_REPORT_PREFIX=2048, DDPSPY_REPORT_SAMPLE=512: every rank's steps found from all of its
+# calls while its file is read, which keeps the split's input for the sampled steps). The same
+# limits on as many
 # events in longer files, 32 ranks of 1.6M, whose sample is a smaller part of each (4% of the steps,
 # 34% at 200k; 0.7% for 10M events).
 # Alternating rounds; the median of each is shown, with peak memory. Then the report's peak memory
@@ -39,12 +35,9 @@ for i in $(seq "$ROUNDS"); do
 	secs build/bench/decode "$d"/async/*.ddpspy >>"$d/decode.t"
 	secs build/ddpspy report -j 1 "$d/sync" >>"$d/sync1.t"
 	secs build/ddpspy report -j 2 "$d/sync" >>"$d/sync2.t"
-	DDPSPY_REPORT_REREAD=1 secs build/ddpspy report -j 1 "$d/sync" >>"$d/reread1.t"
 	mpi "$d/sync" >>"$d/syncm.t"
 	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 secs build/ddpspy report -j 1 "$d/sync" >>"$d/cap1.t"
 	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 secs build/ddpspy report -j 2 "$d/sync" >>"$d/cap2.t"
-	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 DDPSPY_REPORT_SWEEP_AFTER=1 secs build/ddpspy report -j 1 "$d/sync" >>"$d/cap4.t"
-	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 DDPSPY_REPORT_REREAD=1 secs build/ddpspy report -j 1 "$d/sync" >>"$d/cap3.t"
 	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 secs build/ddpspy report -j 1 "$d/long" >>"$d/long1.t"
 	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 secs build/ddpspy report -j 2 "$d/long" >>"$d/long2.t"
 done
@@ -80,17 +73,6 @@ for name, label in (("async", "report, input thread"), ("sync", "report, sync lo
     rate[name] = (n / t1, n / t2 / 2, t1 / (2 * t2))
     print(f"  {label:34} {t1:7.2f}s {t2:7.2f}s  {t1 / (2 * t2):7.2f}  {n / t1 / 1e6:13.1f}M {n / t2 / 2e6:13.1f}M"
           f"  {m1 / 1024:6.0f} MiB {m2 / 1024:6.0f} MiB")
-tr, mr = load("reread1.t")
-t1 = load("sync1.t")[0]
-print(f"  {'worst shape, read a second time':34} {tr:7.2f}s {'':8}  {'':7}  {n / tr / 1e6:13.1f}M {'':14}  {mr / 1024:6.0f} MiB"
-      f"   (the runs: {tr / t1:.2f}x faster)")
-t1 = load("cap1.t")[0]
-tr, mr = load("cap4.t")
-print(f"  {'4,096-rank limits, a second reading':34} {tr:7.2f}s {'':8}  {'':7}  {n / tr / 1e6:13.1f}M {'':14}  {mr / 1024:6.0f} MiB"
-      f"   (one reading: {tr / t1:.2f}x faster)")
-tr, mr = load("cap3.t")
-print(f"  {'4,096-rank limits, a third reading':34} {tr:7.2f}s {'':8}  {'':7}  {n / tr / 1e6:13.1f}M {'':14}  {mr / 1024:6.0f} MiB"
-      f"   (the sampled blocks too: {tr / t1:.2f}x faster)")
 dt, dm = load("decode.t")
 print(f"  {'msgpack-c decode only':34} {dt:7.2f}s {'':8}  {'':7}  {n / dt / 1e6:13.1f}M {'':14}  {dm / 1024:6.0f} MiB")
 worst = min(r[0] for r in rate.values())

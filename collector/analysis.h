@@ -311,9 +311,6 @@ struct analysis {
 	int skip;
 	size_t prefix;                 /* synchronizing calls kept per thread while loading (0: by world size) */
 	size_t spread;                 /* and beyond them, at most, for the clocks (analysis_int.h) */
-	int reread;                    /* test-only: the split reads every training thread again (no runs) */
-	int sweep_after;               /* test-only: long traces' steps found once every file is read, not
-	                                * while it is (steps.c) */
 	int swept_while_read;          /* ranks whose steps were (report --mpi: of this process's) */
 	size_t gpu_keep;               /* device records kept per rank while loading (0: by world size; gpu.c) */
 	size_t sample_max;             /* steps whose per-step figures are kept per rank, at most */

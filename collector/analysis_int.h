@@ -218,8 +218,7 @@ struct thr *an_train_thread(const struct proc *p);
 /* the report's test-only knobs (docs/testing.md): a knob's value from the environment (a positive
  * number; PROGRESS_S also 0), or def when it is not set or not such a number */
 enum an_knob {
-	AN_KNOB_PREFIX, AN_KNOB_SAMPLE, AN_KNOB_SPREAD, AN_KNOB_GPU_KEEP, AN_KNOB_REREAD, AN_KNOB_SWEEP_AFTER,
-	AN_KNOB_SWEEPS, AN_KNOB_PROGRESS_S, AN_KNOB_COUNT
+	AN_KNOB_PREFIX, AN_KNOB_SAMPLE, AN_KNOB_SPREAD, AN_KNOB_GPU_KEEP, AN_KNOB_SWEEPS, AN_KNOB_PROGRESS_S, AN_KNOB_COUNT
 };
 double an_knob(enum an_knob k, double def);
 /* the steps sampled per rank of a job of nranks */
@@ -429,6 +428,8 @@ void an_spread_free(struct analysis *a);
 /* v, a synchronizing call of p's thread t beyond its prefix, kept in its spread when its level
  * says so (at most max a thread); one thread's spread let go */
 void an_spread_add(const struct proc *p, struct thr *t, const struct ev *v, size_t max);
+/* the prefix's pending posts, before t's first call beyond it */
+void an_spread_seed(const struct proc *p, struct thr *t);
 void an_spread_drop(struct thr *t);
 
 /* ---- clocks.c ---- */

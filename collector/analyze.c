@@ -23,8 +23,6 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 	a->mpi = o->mpi;
 	a->gpu_whole = o->gpu_whole;
 	a->prefix = (size_t)an_knob(AN_KNOB_PREFIX, 0); /* 0: by the job's size (load.c) */
-	a->reread = an_knob(AN_KNOB_REREAD, 0) != 0; /* (split.c) */
-	a->sweep_after = an_knob(AN_KNOB_SWEEP_AFTER, 0) != 0; /* (sweep.c) */
 	a->spread = (size_t)an_knob(AN_KNOB_SPREAD, 2048); /* (spread.c) */
 	a->gpu_keep = (size_t)an_knob(AN_KNOB_GPU_KEEP, 0); /* (gpu.c: 0, by the job's size) */
 	if (an_load(a, o, err, errlen) != 0)

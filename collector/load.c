@@ -291,7 +291,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	if (t->nsync++ >= c->prefix) {
 		/* (its calls from here on are not all kept: its steps are found from all of them, begun
 		 * now on the first such thread of a rank) */
-		if (!c->lsw_tried && c->p->role == DDPSPY_ROLE_RANK && !c->a->reread && !c->a->sweep_after) {
+		if (!c->lsw_tried && c->p->role == DDPSPY_ROLE_RANK) {
 			c->lsw_tried = 1;
 			c->lsw_h = c->last;
 			if (t->runs_ok) /* (the runs up to here: the prefix's) */
@@ -300,6 +300,8 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		}
 		if (t->runs_ok)
 			an_runs_drop(t);
+		if (t->nsync == c->prefix + 1)
+			an_spread_seed(c->p, t);
 		an_spread_add(c->p, t, v, c->a->spread);
 		if (c->p->lsw && c->lsw_h == c->last)
 			an_parts.sweep.event(c->p->lsw, v);

@@ -533,7 +533,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, int r, struct sh
 	sp.maxlate = t->n + sp.nbg + 1;
 	sp.lanes = sd->lanes[r] = an_gpu_lanes_new(ri->p);
 	sd->late[r] = malloc(sp.maxlate * sizeof **sd->late);
-	if (t->runs_ok && !a->reread && !sp.nbg && !sp.lanes && runs_fit(ri->p, t, ri->steps, N)) {
+	if (t->runs_ok && !sp.nbg && !sp.lanes && runs_fit(ri->p, t, ri->steps, N)) {
 		/* every call it made between its kept ones is summed in a run that one step holds; the
 		 * kept ones with their own times on the job's clock, as a second reading gives them */
 		for (size_t i = 0, j = 0; i <= t->n; i++) {
@@ -546,7 +546,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, int r, struct sh
 			e.d = t->own[i].d;
 			split_event(&sp, &e);
 		}
-	} else if (t->sr && !a->reread && !sp.nbg && !sp.lanes && runs_fit(ri->p, &t->sr->acc, ri->steps, N)) {
+	} else if (t->sr && !sp.nbg && !sp.lanes && runs_fit(ri->p, &t->sr->acc, ri->steps, N)) {
 		split_blocks(&sp, ri->p, t->sr);
 	} else if (an_stream_train(ri->p, split_event, &sp) < 0 &&
 		   asprintf(&log->warn, "%s: could not be read a second time; rank %d's steps are not split",

@@ -61,11 +61,12 @@ static uint32_t ppost_req(const void *ctx, size_t k)
  * together, when it is a blocking send or receive, or when it is a wait that completed posts:
  * then with them, at the highest level among them (a Waitall and what it completed stay together,
  * so that the clocks match them again as they would in the whole trace) */
-void an_spread_add(const struct proc *p, struct thr *t, const struct ev *v, size_t max)
+static void spread_call(const struct proc *p, struct thr *t, const struct ev *v, size_t max, int put)
 {
 	int i = 0, last = 0;
 	if (an_exit_aligns(v)) {
-		spread_put(t, v, an_spread_level(v), max);
+		if (put)
+			spread_put(t, v, an_spread_level(v), max);
 		return;
 	}
 	if (!t->posts && !(t->posts = calloc(1, sizeof *t->posts)))
@@ -76,7 +77,7 @@ void an_spread_add(const struct proc *p, struct thr *t, const struct ev *v, size
 	if (an_is_p2p(v)) {
 		if (v->op != DDPSPY_OP_SENDRECV && v->req) /* nonblocking: kept with its wait, if at all */
 			an_posts_push(t->pposts, v);
-		else if ((lv = msg_level(p, v)) >= 0)
+		else if (put && (lv = msg_level(p, v)) >= 0)
 			spread_put(t, v, (unsigned)lv, max);
 		return;
 	}
@@ -95,7 +96,7 @@ void an_spread_add(const struct proc *p, struct thr *t, const struct ev *v, size
 		int l = msg_level(p, &t->pposts->v[j]);
 		lv = l > lv ? l : lv;
 	}
-	if (lv >= 0) {
+	if (put && lv >= 0) {
 		const struct ev *g = coll ? &t->posts->v[i] : &t->pposts->v[from];
 		size_t n = coll ? (size_t)(last - i) : to - from;
 		for (size_t j = 0; j < n; j++)
@@ -106,6 +107,20 @@ void an_spread_add(const struct proc *p, struct thr *t, const struct ev *v, size
 		an_posts_done(t->posts, i, last);
 	if (p2p)
 		an_posts_done(t->pposts, (int)from, (int)to);
+}
+
+void an_spread_add(const struct proc *p, struct thr *t, const struct ev *v, size_t max)
+{
+	spread_call(p, t, v, max, 1);
+}
+
+/* The posts of t's prefix that no wait in it completed, as the spread's pending ones: a wait
+ * beyond the prefix then keeps them with it, as the whole trace would pair them (else the
+ * instance that straddles the prefix's end was lost to the clocks) */
+void an_spread_seed(const struct proc *p, struct thr *t)
+{
+	for (size_t k = 0; k < t->n; k++)
+		spread_call(p, t, &t->ev[k], 0, 0);
 }
 
 void an_spread_drop(struct thr *t)

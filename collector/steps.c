@@ -327,9 +327,11 @@ void an_find_steps(struct analysis *a)
 			ri->steps[k].t0 = w ? w[r].ks[k].t0 : b[r][skip + k];
 			ri->steps[k].t1 = w ? w[r].ks[k].t1 : b[r][skip + k + 1];
 		}
+		/* (the rank's longest step only where the sample left some out: a job step is the mean of
+		 * its ranks', which the kept ones give when all are, and a rank's own is longer by noise) */
 		if (w)
 			sd->span[r] = (struct span){ skip ? w[r].bskip : w[r].b0, w[r].b, (double)(w[r].nb - 1 - skip),
-						     MS(w[r].len_max) };
+						     N < K - skip ? MS(w[r].len_max) : 0 };
 		else
 			sd->span[r] = (struct span){ ri->steps[0].t0, ri->steps[N - 1].t1, (double)N, 0 };
 	}

@@ -79,7 +79,7 @@ static int lsweep_same(const struct sweepjob *j, int r, const struct sweep *l)
 {
 	const struct analysis *a = j->a;
 	const struct proc *p = a->ranks[r].p;
-	if (j->mode != l->mode || a->reread || !sr_fits(p) || l->th != p->train || l->failed || l->nend == SIZE_MAX ||
+	if (j->mode != l->mode || !sr_fits(p) || l->th != p->train || l->failed || l->nend == SIZE_MAX ||
 	    p->thr[l->th].nwres || l->smax != a->sample_max)
 		return 0;
 	if (l->mode == BY_MARKERS) /* (markers need nothing of the job) */
@@ -140,7 +140,7 @@ static void sweep_one_as(struct sweepjob *j, int r, int blocks)
 	v->kt = calloc((size_t)v->p->nthr + 1, sizeof *v->kt);
 	if (!v->kt)
 		return;
-	if (blocks && (mode == BY_PATTERN || mode == BY_MARKERS) && !a->reread && sr_fits(v->p)) {
+	if (blocks && (mode == BY_PATTERN || mode == BY_MARKERS) && sr_fits(v->p)) {
 		v->sr = calloc(1, sizeof *v->sr);
 		if (v->sr) {
 			v->sr->ok = v->sr->acc.runs_ok = 1;

@@ -192,14 +192,12 @@ def same_reports(dirs, what, **env):
     """One check: `ddpspy report --json` says the same, byte for byte (its output, its messages and
     its exit status), whether it reads and splits the ranks' files on 1 thread, on 2, or spread over
     2 processes under mpirun (--mpi; where Open MPI is installed) (issue 21: neither changes the
-    report), and whether the split takes the training threads' calls from the runs summed while
-    loading or reads them again (test-only DDPSPY_REPORT_REREAD); env: the test-only limits, e.g.
-    DDPSPY_REPORT_PREFIX to have the steps found again from every call streamed."""
+    report); env: the test-only limits, e.g. DDPSPY_REPORT_PREFIX to have the steps found again
+    from every call streamed."""
     diff = []
     mpi = shutil.which("mpirun") is not None
     for t in dirs:
         runs = [([DDPSPY, "report", "--json", "-j", j, t], {}) for j in ("1", "2")]
-        runs.append(([DDPSPY, "report", "--json", "-j", "2", t], {"DDPSPY_REPORT_REREAD": "1"}))
         if mpi:
             runs.append((MPIRUN + ["-np", "2", DDPSPY, "report", "--json", "--mpi", t], {}))
         try:
@@ -210,33 +208,71 @@ def same_reports(dirs, what, **env):
             continue
         if len({(p.returncode, p.stdout, without_mpirun(p.stderr)) for p in out}) > 1:
             diff.append(t)
-    return ok(not diff, "%s: the report is the same with -j 1, -j 2, -j 2 reading the training threads again%s on "
+    return ok(not diff, "%s: the report is the same with -j 1, -j 2%s on "
               "all %d trace directories%s%s" % (what, " and --mpi on 2 processes" if mpi else "", len(dirs),
                                                 " (%s)" % env if env else "",
                  (": not on %s" % diff[:3]) if diff else ""))
 
 
+# A long trace's prefix: the synchronizing calls a thread keeps while loading before its steps are
+# found again from every call, streamed (docs/report.md, Limits; by the job's size, 2048 at least).
+# 32 makes most test traces long and still holds a few steps of each pattern (a prefix that shows
+# no pattern gives other steps: what the real limit's size is for). The sample is made to hold
+# every step, so that the long reading's figures come from the steps the whole one's do.
+# Not compared yet: traces whose steps are found by point-to-point calls. Read long, their clocks
+# differ (test_stencil's nb2: a residual of 768 us against 477), and a prefix can show a pattern
+# over one step where the whole trace has 199 (stencil-one-host at 64 calls; test_stencil's out at
+# 128); docs/report.md, section 1.
+LONG = {"DDPSPY_REPORT_PREFIX": "32", "DDPSPY_REPORT_SAMPLE": "1000000"}
+
+
+def _near(a, b, rel):
+    """whether two parsed reports are the same but for numbers within rel of each other"""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_near(a[k], b[k], rel) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_near(x, y, rel) for x, y in zip(a, b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return abs(a - b) <= rel * max(abs(a), abs(b))
+    return a == b
+
+
 def same_as_long(dirs, what):
-    """One check: reported as long traces (test-only limits: 8 synchronizing calls kept per thread
-    while loading, a sample of 16 steps), the report is the same, byte for byte, whether the steps
-    are found while the files are read or once they all are (DDPSPY_REPORT_SWEEP_AFTER), and whether
-    the split takes each training thread from the sampled blocks of steps its sweep kept (sweep.c)
-    or reads it again (DDPSPY_REPORT_REREAD)."""
-    diff = []
-    env = {"DDPSPY_REPORT_PREFIX": "8", "DDPSPY_REPORT_SAMPLE": "16"}
+    """One check: reported as a long trace (LONG: its steps found from every call streamed, begun
+    while its files are read where the job allows, the split from the sampled blocks the sweep
+    kept, or the training threads read again; the clocks from the prefix and the spread beyond),
+    every trace gives the report it gives read whole, byte for byte (output, messages, exit
+    status), or but for a figure within 0.1% (test_clocks' GPU job whose rank 1's clock drifts:
+    its collective bytes per step, 779789 against 779933, a call at a step's edge). This replaced comparing the long reading made three ways (test-only knobs forcing
+    the sweep after loading and a second reading of the training threads): it checks the long
+    path against the short one, and showed the clocks losing the instance that straddled the
+    prefix's end, and a job's longest step taken from one rank's."""
+    diff, near, left = [], [], 0
     for t in dirs:
+        run = [DDPSPY, "report", "--json", "-j", "1", t]
         try:
-            out = [subprocess.run([DDPSPY, "report", "--json", "-j", "1", t], capture_output=True, timeout=300,
-                                  env=dict(os.environ, **env, **e))
-                   for e in ({}, {"DDPSPY_REPORT_SWEEP_AFTER": "1"}, {"DDPSPY_REPORT_REREAD": "1"})]
+            out = [subprocess.run(run, capture_output=True, timeout=300)]
+            if b'"step_source":"windows"' in out[0].stdout or b'"step_source":"p2p"' in out[0].stdout:
+                left += 1  # (windows: a long trace has one per 64 calls, not 20, by design; p2p: above)
+                continue
+            out.append(subprocess.run(run, capture_output=True, timeout=300, env=dict(os.environ, **LONG)))
         except subprocess.TimeoutExpired:
             diff.append("%s (timed out)" % t)
             continue
-        if len({(p.returncode, p.stdout, p.stderr) for p in out}) > 1:
+        if len({(p.returncode, p.stdout, p.stderr) for p in out}) == 1:
+            continue
+        try:
+            j = [json.loads(p.stdout) for p in out]
+        except ValueError:
+            j = None
+        if j and out[0].returncode == out[1].returncode and out[0].stderr == out[1].stderr and _near(*j, 1e-3):
+            near.append(t)
+        else:
             diff.append(t)
-    return ok(not diff, "%s as long traces %s: steps found while the files are read or after, the split from the "
-              "sampled blocks or reading the training threads again, the same report on all %d trace directories%s"
-              % (what, env, len(dirs), (": not on %s" % diff[:3]) if diff else ""))
+    return ok(not diff, "%s as long traces %s: the same report as read whole, byte for byte on %d of %d trace "
+              "directories, %d with a figure within 0.1%%%s (%d left out: steps by time windows or point-to-point "
+              "calls)" % (what, LONG, len(dirs) - left - len(diff) - len(near), len(dirs), len(near),
+                          (", not on %s" % diff[:3]) if diff else "", left))
 
 
 def cleanup(d):
