@@ -481,7 +481,10 @@ static void split_blocks(struct split *s, const struct proc *p, const struct sru
 	}
 }
 
-/* Every collective instance, from every thread of every rank: who arrived first and last. */
+/* Every collective instance, from every thread of every rank: who arrived first and last. Of the
+ * calls in the rank's analysed steps (its span), as a long trace keeps them: on a GPU rank the host
+ * runs ahead, and the next step's first all-reduce can be called before a slower rank's last step
+ * ends. */
 static void collect_instances(struct analysis *a, struct stepdata *sd)
 {
 	for (int r = 0; r < a->nranks; r++) {
@@ -489,7 +492,8 @@ static void collect_instances(struct analysis *a, struct stepdata *sd)
 		for (int i = 0; i < p->nthr; i++)
 			for (size_t k = 0; k < p->thr[i].n; k++) {
 				struct ev *e = &p->thr[i].ev[k];
-				if (e->seq < 0 || !(an_kind(e->kind)->m & DDPSPY_KM_COLL))
+				if (e->seq < 0 || !(an_kind(e->kind)->m & DDPSPY_KM_COLL) || e->t < sd->span[r].t0 ||
+				    e->t >= sd->span[r].t1)
 					continue;
 				struct inst *in = an_inst_get(&sd->tab, e->comm, e->seq, 1);
 				if (!in)
@@ -690,8 +694,9 @@ static void figures(struct analysis *a, struct stepdata *sd)
 			for (size_t i = 0; i < sd->nlate[r]; i++)
 				dvec_add(pl, sd->late[r][i]);
 		ri->late_p50 = pl->n ? an_quantile(pl->v, pl->n, 0.5) : 0;
-		/* bytes per step over all of the rank's threads and its input workers */
-		int64_t t0 = ri->steps[0].t0, t1 = ri->steps[N - 1].t1;
+		/* bytes per step over all of the rank's threads and its input workers, in its host's steps
+		 * (a GPU rank's bounds are its device's by now) */
+		int64_t t0 = sd->span[r].t0, t1 = sd->span[r].t1;
 		double coll = 0, rd = 0;
 		for (int i = 0; i < a->nprocs; i++) {
 			struct proc *p = &a->procs[i];

@@ -63,6 +63,7 @@ for n in names:
 same_reports([os.path.join(FX, n) for n in names], "the recorded fixtures")
 same_reports([os.path.join(FX, n) for n in names], "the recorded fixtures, steps found again streamed, a sample",
              DDPSPY_REPORT_PREFIX="64", DDPSPY_REPORT_SAMPLE="64")
+same_as_long([os.path.join(FX, n) for n in names], "the recorded fixtures")
 # GPU ranks over their share of memory (the test-only DDPSPY_REPORT_GPU_KEEP: 100 device records),
 # their device work read again when they are split: the golden reports all the same
 gpu_fx = [n for n in names if n.startswith("gpu-")]
