@@ -413,9 +413,9 @@ static inline unsigned an_spread_level(const struct ev *e)
 {
 	return an_level(an_mix64((uint64_t)an_inst_key(e->comm, e->seq / SPREAD_BLOCK) + 0x9e3779b97f4a7c15ull));
 }
-/* a spread call (times on its thread's own clock) on the job's clock, its end moved with it as
- * the clocks move the kept calls */
-static inline struct ev an_spread_ev(const struct proc *p, const struct ev *e)
+/* a call on its thread's own clock (the spread's, a long trace's streamed ones) on the job's
+ * clock, its end moved with it as the clocks move the kept calls */
+static inline struct ev an_job_ev(const struct proc *p, const struct ev *e)
 {
 	struct ev v = *e;
 	v.t = an_job_time(p, e->t);

@@ -115,7 +115,7 @@ static void host_calls(const struct proc *p, const struct ev *ev, size_t n, cons
 		int i, last;
 		if (lv && lv[k] < p->spk)
 			continue; /* (a Waitall and its posts: one level) */
-		struct ev e = lv ? an_spread_ev(p, &ev[k]) : ev[k];
+		struct ev e = lv ? an_job_ev(p, &ev[k]) : ev[k];
 		if (an_exit_aligns(&e)) {
 			if (at_level(p, &e, lv != NULL))
 				cpt_add(c, e.comm, e.seq, e.t, e.t + e.d);

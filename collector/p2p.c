@@ -332,18 +332,33 @@ static void complete(struct match *m, struct pending *q, const struct ev *e, int
 	q->n -= to - from;
 }
 
+/* whether q holds rank r's operation of message msg with request req (a post of the prefix the
+ * spread kept again with the wait beyond it) */
+static int pending_has(const struct match *m, const struct pending *q, int r, const struct an_p2pmsg *msg,
+		       uint32_t req)
+{
+	for (size_t j = q->n; j-- > 0;) {
+		const struct p2op *o = &m->op[q->v[j]];
+		if (o->r == r && o->req == req && o->comm == msg->comm && o->src == msg->src && o->dst == msg->dst &&
+		    o->tag == msg->tag && o->seq == msg->seq && o->send == msg->send)
+			return 1;
+	}
+	return 0;
+}
+
 /* rank r's training thread's point-to-point operations and the calls that blocked for them:
  * its kept calls (their messages below level thin marked so), then, where lv is not NULL, the
  * calls of its spread (at the job's level, times on its own clock; every message of those, each
- * kept with the wait that completed it) */
+ * kept with the wait that completed it). q: the operations pending, carried from the kept calls
+ * to the spread, whose waits beyond the prefix complete the posts in it that the spread kept again
+ * (those up to seed, on the job's clock), as the whole trace read once would. */
 static void gather_calls(struct match *m, const struct proc *p, int r, const struct ev *ev, size_t n,
-			 const uint8_t *lv, unsigned thin)
+			 const uint8_t *lv, unsigned thin, struct pending *q, int64_t seed)
 {
-	struct pending q = { 0 };
 	for (size_t i = 0; i < n; i++) {
 		if (lv && lv[i] < p->spk)
 			continue;
-		struct ev sp = lv ? an_spread_ev(p, &ev[i]) : (struct ev){ 0 };
+		struct ev sp = lv ? an_job_ev(p, &ev[i]) : (struct ev){ 0 };
 		const struct ev *e = lv ? &sp : &ev[i];
 		if (an_is_p2p(e)) {
 			struct an_p2pmsg msg[2];
@@ -352,30 +367,43 @@ static void gather_calls(struct match *m, const struct proc *p, int r, const str
 			for (int k = 0; k < nm; k++) {
 				if (msg[k].seq < 0 && !nb) /* (-1: not matched) */
 					continue;
+				if (nb && lv && e->t <= seed && pending_has(m, q, r, &msg[k], e->req))
+					continue;
 				struct p2op *o = op_add(m);
 				if (!o)
 					break;
 				*o = (struct p2op){ e->t, msg[k].comm, msg[k].src, msg[k].dst, msg[k].tag, msg[k].seq, r,
 						    msg[k].send, b, nb ? e->req : 0, thin && an_msg_level(&msg[k]) < thin };
 				if (nb)
-					pend_add(m, &q, m->n - 1); /* (even unmatched: a wait names it) */
+					pend_add(m, q, m->n - 1); /* (even unmatched: a wait names it) */
 			}
 		} else if (an_completes(e) && e->req) {
-			complete(m, &q, e, r);
+			complete(m, q, e, r);
 		}
 	}
-	free(q.v);
 }
 
+/* rank r's operations: for the clocks, all that it kept and its spread; for the split, those in
+ * its analysed steps (their span), as a long trace keeps them (the first step's receive of a send
+ * made before it is no late sender's: the sender's step before was not analysed) */
 static void gather_rank(struct analysis *a, struct match *m, int r, int clocks)
 {
 	const struct proc *p = a->ranks[r].p;
 	const struct thr *t = an_train_thread(p);
 	if (!t)
 		return;
-	gather_calls(m, p, r, t->ev, t->n, NULL, clocks ? p->spk : 0);
+	struct pending q = { 0 };
+	size_t i0 = 0, i1 = t->n;
+	if (!clocks && a->sd && a->sd->span) {
+		while (i0 < i1 && t->ev[i0].t < a->sd->span[r].t0)
+			i0++;
+		while (i1 > i0 && t->ev[i1 - 1].t >= a->sd->span[r].t1)
+			i1--;
+	}
+	gather_calls(m, p, r, t->ev + i0, i1 - i0, NULL, clocks ? p->spk : 0, &q, INT64_MIN);
 	if (clocks)
-		gather_calls(m, p, r, t->spr, t->nspr, t->slv, 0);
+		gather_calls(m, p, r, t->spr, t->nspr, t->slv, 0, &q, t->n ? t->ev[t->n - 1].t : INT64_MIN);
+	free(q.v);
 }
 
 static int cmp_key(const struct p2op *x, const struct p2op *y)

@@ -20,6 +20,7 @@ struct sync { /* the synchronizing calls of a training thread: collectives and t
 struct pattern {
 	size_t period, first;   /* on the reference's sync list: the first step starts after e[first-1] */
 	size_t nsteps;
+	size_t end;             /* where its run of whole periods ended, as found (not as aligned) */
 	int key_comm, key_seq;  /* a seq-bearing call at or after the boundary ... */
 	size_t key_delta;       /* ... this many sync calls after it */
 };

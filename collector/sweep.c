@@ -47,7 +47,10 @@ static int job_ext(const struct sweepjob *j, int r)
 {
 	int ref = j->p2p ? r : 0;
 	const struct pattern *rp = &j->pts[ref];
-	return j->first[ref] + (rp->nsteps + 1) * rp->period > j->syn[ref].n;
+	/* (by point-to-point calls, the run as found: aligning the ranks cut it to the steps they all
+	 * have, which a rank of fewer calls a step has more of in its prefix) */
+	size_t end = j->p2p ? rp->end : j->first[ref] + rp->nsteps * rp->period;
+	return end + rp->period > j->syn[ref].n;
 }
 
 /* whether rank r's prefix ends before the middle of the reference's run: it goes on without
@@ -199,8 +202,7 @@ static void sr_to_kt(struct sweep *w)
 	k->cap = n;
 	for (size_t c = 0; c < sr->acc.n; c++)
 		if (sr->kept[c] != SIZE_MAX) {
-			k->ev[k->n] = sr->acc.ev[c];
-			k->ev[k->n].t = an_job_time(w->p, sr->acc.ev[c].t);
+			k->ev[k->n] = an_job_ev(w->p, &sr->acc.ev[c]);
 			k->step[k->n++] = sr->kept[c];
 			sr->kept[c] = SIZE_MAX;
 		}

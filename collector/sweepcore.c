@@ -206,9 +206,9 @@ static void sweep_keep(struct sweep *w, int h, const struct ev *e)
 		w->failed = 1;
 		return;
 	}
-	k->ev[k->n] = *e;
-	if (w->mode != BY_WINDOWS) /* (the kept calls are on the job's clock) */
-		k->ev[k->n].t = an_job_time(w->p, e->t);
+	/* (the kept calls are on the job's clock, their ends too, as the clocks move the short
+	 * trace's; a window's are already) */
+	k->ev[k->n] = w->mode != BY_WINDOWS ? an_job_ev(w->p, e) : *e;
 	k->step[k->n++] = i;
 	w->kept++;
 }
@@ -278,8 +278,7 @@ static int sweep_event(void *ctx, int h, const struct ev *e)
 	struct sweep *w = ctx;
 	struct ev ae;
 	if (w->mode == BY_WINDOWS) { /* (windows are on the job's clock) */
-		ae = *e;
-		ae.t = an_job_time(w->p, e->t);
+		ae = an_job_ev(w->p, e);
 		e = &ae;
 		while (w->nb <= w->K && e->t >= an_window_at(w->lo, w->hi, w->nb, w->K))
 			sweep_bound(w, an_window_at(w->lo, w->hi, w->nb, w->K));
