@@ -15,6 +15,7 @@ threads for the CPUs each rank may use.
 import json
 import os
 import shutil
+import statistics
 import subprocess
 from lib import *
 
@@ -39,29 +40,37 @@ def finding(j, kind):
 
 
 def decode_pair(k):
-    """The same job without and with a decode of 100 us per sample, 2 input threads per rank."""
-    base, o0 = testbed(os.path.join(d, "plain"), data, ARGS)
-    heavy, o1 = testbed(os.path.join(d, "decode"), data, ARGS + ["--decode-us", "100"])
-    if not base or not heavy:
-        return [(False, "the testbed ran")]
-    j0, j1 = report(o0), report(o1)
-    won = 1 - base["step_ms_p50"] / heavy["step_ms_p50"]
-    f0, f1 = finding(j0, "cpu_contention"), finding(j1, "cpu_contention")
-    ev = f1["evidence"] if f1 else {}
-    top = j1["findings"][0]["kind"] if j1 and j1["findings"] else None
-    runq = [r.get("cpu", {}).get("runqueue_share") for r in j1["ranks"]] if j1 else None
-    checks = [
-        (f0 is None or f0["severity"] < 0.1,
-         "without the decode, no CPU contention worth a finding (%s)" % (f0 and round(f0["severity"], 3))),
-        (f1 is not None and ev.get("top") == "input_workers" and top == "cpu_contention",
-         "with it, cpu_contention is the top finding and names the input workers (%s; top %s; held %s)"
-         % (f1 and f1["title"], top, ev.get("cpus_held"))),
-        (f1 is not None and abs(f1["severity"] - won) <= 0.15,
-         "its severity %.2f is within 0.15 of the throughput more CPUs would win back: %.2f (step %.1f ms without "
-         "the decode, %.1f ms with it; the training threads wait for a CPU %s of their steps)"
-         % (f1["severity"] if f1 else -1, won, base["step_ms_p50"], heavy["step_ms_p50"], runq)),
-    ]
-    return busy_host(checks, j0, j1)
+    """The same job without and with a decode of 100 us per sample, 2 input threads per rank: three
+    adjacent pairs (a pair alone swung from 0.31 to 0.61 of throughput won back between attempts of
+    one CI run, its step without the decode 13.5 to 18.7 ms), the median severity against the
+    median won back, within 0.15 and the pairs' own spread (lib.margin)."""
+    won, sev, said, js = [], [], [], []
+    for i in range(3):
+        base, o0 = testbed(os.path.join(d, "plain%d" % i), data, ARGS)
+        heavy, o1 = testbed(os.path.join(d, "decode%d" % i), data, ARGS + ["--decode-us", "100"])
+        if not base or not heavy:
+            return [(False, "the testbed ran")]
+        j0, j1 = report(o0), report(o1)
+        js += [j0, j1]
+        won.append(1 - base["step_ms_p50"] / heavy["step_ms_p50"])
+        f0, f1 = finding(j0, "cpu_contention"), finding(j1, "cpu_contention")
+        ev = f1["evidence"] if f1 else {}
+        top = j1["findings"][0]["kind"] if j1 and j1["findings"] else None
+        sev.append(f1["severity"] if f1 else 0)
+        said += [(f0 is None or f0["severity"] < 0.1,
+                  "without the decode, no CPU contention worth a finding (%s)" % (f0 and round(f0["severity"], 3))),
+                 (f1 is not None and ev.get("top") == "input_workers" and top == "cpu_contention",
+                  "with it, cpu_contention is the top finding and names the input workers (%s; top %s; held %s)"
+                  % (f1 and f1["title"], top, ev.get("cpus_held")))]
+    wm, sm = statistics.median(won), statistics.median(sev)
+    tol = 0.15 + margin(0, 0, won, sev)
+    first = lambda part: next((x for x in said[part::2] if not x[0]), said[part])  # (each pair's, the first miss)
+    checks = [first(0), first(1),
+              (abs(sm - wm) <= tol,
+               "its severity %.2f is within %.2f (0.15 and the pairs' spread) of the throughput more CPUs would "
+               "win back: %.2f (medians of three pairs: won back %s, severities %s)"
+               % (sm, tol, wm, ["%.2f" % x for x in won], ["%.2f" % x for x in sev]))]
+    return busy_host(checks, *js)
 
 
 live("decode contention", decode_pair)
