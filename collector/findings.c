@@ -76,20 +76,12 @@ static int find_serialized(struct analysis *a)
 	struct finding *f = an_add_finding(a, "rank0_serialization", rank, sev);
 	if (!f)
 		goto out;
-	snprintf(f->title, sizeof f->title, "rank %d does %.1f ms of host work per step right before a%s %s "
-		 "that every other rank waits at", rank, host, strchr("aeiou", an_op_name(op)[0]) ? "n" : "", an_op_name(op));
 	an_ev_str(f, "op", an_op_name(op));
 	an_ev_num(f, "bytes", (double)sig[best].bytes, 0);
 	an_ev_num(f, "host_ms_per_step", host, 3);
 	an_ev_num(f, "wait_ms_per_step", wait, 3);
 	an_ev_num(f, "last_at", cnt[best * R + best_L], 0);
 	an_ev_num(f, "instances", sig[best].total, 0);
-	snprintf(f->text, sizeof f->text, "last at %.0f of %.0f %s calls, straight from host work (%.1f ms more "
-		 "than its peers per step); the others wait %.1f ms per step there", cnt[best * R + best_L],
-		 sig[best].total, an_op_name(op), host, wait);
-	f->advice[0] = "Move rank-only work (logging, metrics, checkpoint bookkeeping, evaluation setup) off "
-		       "the step's critical path: run it asynchronously, every N steps, or on all ranks in parallel.";
-	f->advice[1] = "Do not put a barrier or collective right after work only one rank does.";
 out:
 	free(cnt);
 	free(wsum);
@@ -117,31 +109,6 @@ static void late_each_step(const struct stepdata *sd, int R, size_t N, int *dom,
 			sum[L] = 0;
 		}
 	}
-}
-
-/* a straggler's advice: by the cause of its excess, and whether its peers wait for it point to
- * point (p2p) or at collectives */
-static void straggler_advice(struct finding *f, int p2p, int cause)
-{
-	if (p2p && cause == CAT_COMPUTE) {
-		f->advice[0] = "This rank computes longer than its peers: balance the work per rank (cells or "
-			       "particles of the domain decomposition, layers per pipeline stage), or check for a "
-			       "throttled or shared core.";
-	} else if (cause == CAT_DATA) {
-		f->advice[0] = "Rank's input path is slower than its peers': check its storage and give its "
-			       "DataLoader more workers (num_workers), prefetch_factor and pin_memory.";
-	} else if (cause == CAT_HOST) {
-		f->advice[0] = "Find what this rank does on the host that its peers do not (sleeps, logging, "
-			       "garbage collection, preprocessing in the training loop) and move it off the step.";
-	} else {
-		f->advice[0] = "This rank computes longer than its peers: check for a throttled or shared "
-			       "device, and for uneven work per rank (batch sizes, sequence lengths: balance "
-			       "tokens, not samples).";
-	}
-	f->advice[1] = p2p ? "Its peers wait for its messages every step, and their delay passes on to "
-			     "their own peers: the job runs at the pace of this rank." :
-			     "Every other rank waits at the next collective for the slowest one: the job runs "
-			     "at the pace of this rank.";
 }
 
 /* stragglers: one rank that the others wait for, step after step (not the one find_serialized
@@ -221,14 +188,6 @@ static void find_late_ranks(struct analysis *a, int serialized)
 		struct finding *f = an_add_finding(a, "straggler", rank, sev);
 		if (!f)
 			break;
-		if (p2p)
-			snprintf(f->title, sizeof f->title, "rank %d %s late in %zu of %zu steps: its peers wait %.1f ms per "
-				 "step in point-to-point calls (%s) for its %s", rank, ls >= lr ? "sends" : "receives", cnt, N,
-				 wait, ls >= lr ? "late sender" : "late receiver", cname);
-		else
-			snprintf(f->title, sizeof f->title, "rank %d is late to collectives in %zu of %zu steps: the others "
-				 "wait %.1f ms per step for its %s", rank, cnt, N, wait, cname);
-		straggler_advice(f, p2p, cause);
 		an_ev_str(f, "cause", cname);
 		an_ev_str(f, "wait_state", state);
 		an_ev_int(f, "steps_late", (int64_t)cnt);
@@ -243,9 +202,6 @@ static void find_late_ranks(struct analysis *a, int serialized)
 		an_ev_num(f, "data", exc[CAT_DATA], 3);
 		an_ev_num(f, "host", exc[CAT_HOST], 3);
 		an_ev_end(f);
-		snprintf(f->text, sizeof f->text, "late in %zu/%zu steps by %.1f ms (p50); others wait %.1f ms/step at "
-			 "%s; its excess per step: compute %.1f ms, data %.1f ms, host %.1f ms", cnt, N,
-			 a->ranks[L].late_p50, wait, an_op_name(op), exc[CAT_COMPUTE], exc[CAT_DATA], exc[CAT_HOST]);
 	}
 out:
 	free(dom);
@@ -510,7 +466,6 @@ static void find_volume(struct analysis *a)
 #define MIN_CONTENTION 0.05
 static void find_cpu(struct analysis *a)
 {
-	static const char *const who[CPU_GROUPS] = { "other ranks", "input workers", "collective threads", "other threads" };
 	int worst = -1, n = 0, shared = -1;
 	double *v = malloc((size_t)a->nranks * sizeof *v), *sev = calloc((size_t)a->nranks, sizeof *sev);
 	if (!v || !sev) {
@@ -568,15 +523,6 @@ static void find_cpu(struct analysis *a)
 	struct finding *f = an_add_finding(a, "cpu_contention", all ? -1 : ri->rank, top_sev);
 	if (!f)
 		return;
-	char whose[64], cpus[64] = "";
-	if (all)
-		snprintf(whose, sizeof whose, "every rank's");
-	else
-		snprintf(whose, sizeof whose, "rank %d's", ri->rank);
-	if (avail > 0)
-		snprintf(cpus, sizeof cpus, " of the %d %s", avail, c->process ? "it is bound to" : "of its host");
-	snprintf(f->title, sizeof f->title, "%s training thread waits for a CPU %.0f%% of its step: %s hold %.1f CPUs%s "
-		 "(%.1f wanted)", whose, 100 * c->runq, who[top], c->cores[top], cpus, demand);
 	an_ev_int(f, "rank_shown", ri->rank);
 	an_ev_str(f, "host", ri->p->host);
 	an_ev_str(f, "scope", c->process ? "process" : "host");
@@ -594,34 +540,6 @@ static void find_cpu(struct analysis *a)
 	for (int g = 0; g < CPU_GROUPS; g++)
 		an_ev_int(f, an_cpu_group_names[g], c->threads[g]);
 	an_ev_end(f);
-	size_t toff = (size_t)snprintf(f->text, sizeof f->text, "rank %d's training thread is on a CPU %.0f%% and runnable but "
-				       "waiting %.0f%% of its steps; CPUs held: other ranks %.2f, input workers %.2f, "
-				       "collective threads %.2f, other threads %.2f", ri->rank, 100 * c->on_cpu,
-				       100 * c->runq, c->cores[CPU_TRAIN], c->cores[CPU_INPUT], c->cores[CPU_COLL],
-				       c->cores[CPU_OTHER]);
-	if (toff < sizeof f->text)
-		snprintf(f->text + toff, sizeof f->text - toff, ", outside the job %.2f; %.1f CPUs wanted%s", c->outside,
-			 demand, cpus);
-	switch (top) {
-	case CPU_INPUT:
-		f->advice[0] = "The input workers take the CPUs the training threads need: fewer workers (num_workers "
-			       "up to the CPUs each rank may use, less one for training), or a cheaper transform: move "
-			       "decode and augmentation off the host (GPU decode, DALI) or offline.";
-		break;
-	case CPU_TRAIN:
-		f->advice[0] = "More ranks (and their threads) than CPUs: run fewer ranks per host, or give each rank its "
-			       "own cores (mpirun --bind-to core, torchrun under taskset or numactl).";
-		break;
-	case CPU_COLL:
-		f->advice[0] = "The collective library's threads take the CPUs the training threads need: fewer of "
-			       "them, or more CPUs per rank.";
-		break;
-	default:
-		f->advice[0] = "Other threads of the job take the CPUs: cap intra-op and library thread pools "
-			       "(OMP_NUM_THREADS, torch.set_num_threads, MKL_NUM_THREADS) to the CPUs each rank may use.";
-	}
-	f->advice[1] = "A thread waiting for a CPU delays every rank that waits for it: the job runs at the pace of "
-		       "its most contended rank.";
 }
 
 /* work that differs between ranks, with the slowest rank changing from step to step */
@@ -700,17 +618,10 @@ static void find_skew(struct analysis *a)
 	struct finding *f = an_add_finding(a, "work_skew", -1, sev);
 	if (!f)
 		return;
-	snprintf(f->title, sizeof f->title, "compute per step differs between ranks by %.1f ms on average and the "
-		 "slowest rank changes from step to step", spread);
 	an_ev_num(f, "compute_spread_ms_per_step", spread, 3);
 	an_ev_num(f, "slowest_rank_share", share, 3);
 	an_ev_int(f, "slowest_rank_changes", changes);
 	an_ev_int(f, "steps", (int64_t)N);
-	snprintf(f->text, sizeof f->text, "the slowest rank computes %.1f ms more than the mean per step; no rank is "
-		 "slowest in more than %.0f%% of steps; it changes %d times in %zu steps", spread, 100 * share, changes, N);
-	f->advice[0] = "Balance work, not samples: bucket sequences by length or batch by token budget, so every "
-		       "rank gets about the same number of (padded) tokens per step.";
-	f->advice[1] = "Log tokens per rank per step (and the padding ratio) to confirm.";
 }
 
 /* gradient all-reduces after backward, back to back, none started during it */
