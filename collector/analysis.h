@@ -194,6 +194,7 @@ struct fv {
 	const char *key;       /* a string literal; NULL in a list and for FV_END */
 	uint8_t type;          /* enum fv_type */
 	uint8_t decimals;      /* FV_NUM: digits after the point */
+	uint8_t hidden;        /* a figure only the finding's words use (words.c): no renderer shows it */
 	union {
 		int64_t i;         /* FV_INT, FV_BOOL */
 		double d;          /* FV_NUM */

@@ -73,6 +73,22 @@ void an_ev_str(struct finding *f, const char *key, const char *s)
 	f->nstrs += (uint32_t)n + 1;
 }
 
+void an_ev_hidden_num(struct finding *f, const char *key, double d)
+{
+	int n = f->nev;
+	an_ev_num(f, key, d, 0);
+	if (f->nev > n)
+		f->ev[n].hidden = 1;
+}
+
+void an_ev_hidden_str(struct finding *f, const char *key, const char *s)
+{
+	int n = f->nev;
+	an_ev_str(f, key, s);
+	if (f->nev > n)
+		f->ev[n].hidden = 1;
+}
+
 /* a list or an object (type FV_LIST, FV_OBJ), up to the next an_ev_end */
 void an_ev_open(struct finding *f, const char *key, int type)
 {

@@ -107,9 +107,6 @@ static void find_gpu_idle(struct analysis *a)
 		return;
 	/* the contract's idle causes (ranks[].gpu.idle_by_cause) */
 	static const char *const cause[] = { "data", "sync", "launch", "comms", "other" };
-	static const char *const why[] = { "waiting for input", "after the host waited for the device",
-					   "while the host launched kernels", "while the host was in a collective of its own",
-					   "while the host did other work" };
 	double ms[5], idle = 0;
 	int top = 0;
 	for (int c = 0; c < 5; c++) /* (a pageable copy's hold is a wait for the device: sync) */
@@ -128,33 +125,12 @@ static void find_gpu_idle(struct analysis *a)
 	struct finding *f = an_add_finding(a, "gpu_idle", rank, sev);
 	if (!f)
 		return;
-	if (rank >= 0)
-		snprintf(f->title, sizeof f->title, "rank %d's GPU idles %.0f%% of the step, mostly %s", rank, 100 * sev,
-			 why[top]);
-	else
-		snprintf(f->title, sizeof f->title, "the GPUs idle %.0f%% of the step, mostly %s", 100 * sev, why[top]);
 	an_ev_str(f, "cause", cause[top]);
 	an_ev_num(f, "idle_ms_per_step", idle, 3);
 	an_ev_open(f, "by_cause_ms", FV_OBJ);
 	for (int c = 0; c < 5; c++)
 		an_ev_num(f, cause[c], ms[c], 3);
 	an_ev_end(f);
-	snprintf(f->text, sizeof f->text, "%.2f ms idle per step: waiting for input %.2f, after waiting for the device "
-		 "%.2f, launching %.2f, in the host's collectives %.2f, other host work %.2f", idle, ms[0], ms[1], ms[2],
-		 ms[3], ms[4]);
-	static const char *const advice[] = {
-		"The input pipeline does not keep the GPU fed: more DataLoader workers, prefetch_factor, pin_memory; "
-		"the data_stall finding names what the input waits on.",
-		"A call that waits for the GPU every step (a .item(), a blocking copy, a synchronize) empties its queue: "
-		"the host_sync finding names it; remove it or defer it to every N steps.",
-		"The host cannot launch kernels as fast as the GPU runs them: the launch_bound finding says how many; "
-		"fuse them (torch.compile) or capture the step in a CUDA graph.",
-		"The host waits in collectives of its own (MPI, gloo: metrics, barriers) while the GPU has nothing "
-		"queued: enqueue the GPU's next work first, or reduce on the GPU with NCCL.",
-		"The host is busy between the GPU's work (Python overhead, logging, checkpoint bookkeeping): move it off "
-		"the training thread or overlap it with the GPU's work."
-	};
-	f->advice[0] = advice[top];
 }
 
 static void find_host_sync(struct analysis *a)
@@ -175,13 +151,6 @@ static void find_host_sync(struct analysis *a)
 	const char *w = !call ? NULL : kind == DDPSPY_EV_CUDA_SYNC ? ddpspy_name(ddpspy_cuda_sync_names, DDPSPY_SYNC_COUNT, what) :
 			ddpspy_name(ddpspy_cuda_dir_names, DDPSPY_DIR_COUNT, what);
 	double steps = a->steps_detected > 0 ? a->steps_detected : 1;
-	const char *how = kind != DDPSPY_EV_CUDA_SYNC ? "a blocking copy" :
-			  what == DDPSPY_SYNC_FREE ? "a free of device or pinned memory, which synchronizes" :
-			  what == DDPSPY_SYNC_PIN ? "a pinned host allocation" :
-			  what == DDPSPY_SYNC_POLL ? "polling an event or a stream" : "a synchronize";
-	snprintf(f->title, sizeof f->title, "the host waits for the GPU every step%s%s%s, and the GPU then idles %.1f ms "
-		 "per step until the host catches up", call ? " (" : "", call ? how : "", call ? ")" : "",
-		 gpu_ms(a, GP_IDLE_SYNC, rank));
 	an_ev_num(f, "idle_ms_per_step", gpu_ms(a, GP_IDLE_SYNC, rank), 3);
 	an_ev_str(f, "call", call);
 	an_ev_str(f, "what", w);
@@ -191,17 +160,6 @@ static void find_host_sync(struct analysis *a)
 	for (int i = 0; i < nf; i++)
 		an_ev_str(f, NULL, frames[i]);
 	an_ev_end(f);
-	snprintf(f->text, sizeof f->text, "%.2f ms idle per step after the host's waits for the device%s%s%s%s%s",
-		 gpu_ms(a, GP_IDLE_SYNC, rank), call ? "; the longest: " : "", call ? call : "", w ? " " : "", w ? w : "",
-		 nf ? " at " : "");
-	if (nf) {
-		size_t l = strlen(f->text);
-		snprintf(f->text + l, sizeof f->text - l, "%s", frames[0]);
-	}
-	f->advice[0] = "Do not read device values on the host every step (loss.item(), tensor.cpu(), printing a "
-		       "tensor): accumulate them on the device and read them every N steps.";
-	f->advice[1] = "Copies to pageable host memory and explicit synchronizes wait for all queued work; use "
-		       "non_blocking copies into pinned memory and events where a wait is needed.";
 }
 
 static void find_launch_bound(struct analysis *a)
@@ -217,18 +175,10 @@ static void find_launch_bound(struct analysis *a)
 	if (!f)
 		return;
 	double us = g->kernels > 0 ? 1000 * g->part[GP_COMPUTE] / g->kernels : 0;
-	snprintf(f->title, sizeof f->title, "%.0f kernels per step of %.1f us each on average: the GPU idles %.0f%% "
-		 "of the step between them while the host launches", g->kernels, us, 100 * sev);
 	an_ev_num(f, "kernels_per_step", g->kernels, 1);
 	an_ev_num(f, "launches_per_step", g->launches, 1);
 	an_ev_num(f, "kernel_us_mean", us, 2);
 	an_ev_num(f, "idle_ms_per_step", gpu_ms(a, GP_IDLE_LAUNCH, rank), 3);
-	snprintf(f->text, sizeof f->text, "%.0f kernels and %.0f launch calls per step, %.1f us of GPU work each; "
-		 "%.2f ms per step idle while launching", g->kernels, g->launches, us, gpu_ms(a, GP_IDLE_LAUNCH, rank));
-	f->advice[0] = "Launch fewer, larger kernels: fuse element-wise work (torch.compile), use fused optimizers "
-		       "(foreach/fused Adam), and larger batches per kernel.";
-	f->advice[1] = "Capture the step in a CUDA graph (torch.cuda.graphs, CUDA graph trees) so the host "
-		       "launches it once.";
 }
 
 static void find_pageable(struct analysis *a)
@@ -264,22 +214,13 @@ static void find_pageable(struct analysis *a)
 	struct finding *f = an_add_finding(a, "pageable_memcpy", -1, sev);
 	if (!f)
 		return;
-	char hb[32];
-	an_human_bytes(g->pageable_bytes, hb, sizeof hb);
-	snprintf(f->title, sizeof f->title, "%.1f copies per step (%s) from or to pageable host memory at %.1f GB/s; "
-		 "each also holds the host until it ends", g->pageable_calls, hb, gbs);
 	an_ev_num(f, "copies_per_step", g->pageable_calls, 1);
 	an_ev_num(f, "bytes_per_step", g->pageable_bytes, 0);
 	an_ev_num(f, "ms_per_step", g->pageable_ms, 3);
 	an_ev_num(f, "gbs", gbs, 2);
 	an_ev_num(f, "pinned_gbs", best, 2);
 	an_ev_bool(f, "pinned_gbs_assumed", assumed);
-	snprintf(f->text, sizeof f->text, "%.1f pageable copies per step, %s, %.2f ms on the GPU at %.1f GB/s against "
-		 "%.1f GB/s pinned (%s), and %.2f ms of idle GPU while they held the host", g->pageable_calls, hb,
-		 g->pageable_ms, gbs, best, assumed ? "assumed: 3x, no pinned copy of 1 MiB in the job" : "the job's fastest",
-		 gpu_ms(a, GP_IDLE_PAGEABLE, -1));
-	f->advice[0] = "Copy from pinned memory: DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True), "
-		       "or cudaMallocHost/cudaHostRegister for your own buffers.";
+	an_ev_hidden_num(f, "held_idle_ms_per_step", gpu_ms(a, GP_IDLE_PAGEABLE, -1));
 }
 
 /* NCCL kernels that do not overlap the computation: on the compute stream (no_overlap), or on
@@ -323,23 +264,9 @@ static void find_nccl(struct analysis *a)
 	/* bus bandwidth as nccl-tests reports it, where every collective is an all-reduce */
 	int world = a->ranks[0].p->world > 1 ? a->ranks[0].p->world : a->nranks;
 	double busbw = ops == 1u << DDPSPY_OP_ALLREDUCE && world > 1 ? algbw * 2 * (world - 1) / world : -1;
-	char hmax[32];
-	an_human_bytes((double)maxb, hmax, sizeof hmax);
 	struct finding *f = an_add_finding(a, on ? "no_overlap" : "collective_volume", -1, sev);
 	if (!f)
 		return;
-	char hb[32];
-	an_human_bytes(bytes, hb, sizeof hb);
-	if (on)
-		snprintf(f->title, sizeof f->title, "%.0f NCCL collectives per step (%s) run on the compute stream, after "
-			 "the computation: overlapping them with it would win %.0f%% of the step", calls, hb, 100 * sev);
-	else if (bytes <= 0) /* (kernels joined to no call: their bytes are not known) */
-		snprintf(f->title, sizeof f->title, "%.0f NCCL collectives per step, of sizes not known (their kernels "
-			 "are joined to no call); %.0f%% of the step the GPU only communicates", calls, 100 * sev);
-	else
-		snprintf(f->title, sizeof f->title, "%.0f NCCL collectives per step move %s (the largest: a%s %s of %s); "
-			 "%.0f%% of the step the GPU only communicates", calls, hb, strchr("aeiou", an_op_name(maxop)[0]) ? "n" : "",
-			 an_op_name(maxop), hmax, 100 * sev);
 	an_ev_num(f, "calls_per_step", calls, 1);
 	an_ev_num(f, "bytes", bytes, 0);
 	an_ev_num(f, "transfer_ms_per_step", xfer, 3);
@@ -352,24 +279,6 @@ static void find_nccl(struct analysis *a)
 	an_ev_str(f, "largest_op", an_op_name(maxop));
 	an_ev_num(f, "largest_bytes", (double)maxb, 0);
 	an_ev_bool(f, "on_compute_stream", on);
-	char bus[48] = "";
-	if (busbw >= 0)
-		snprintf(bus, sizeof bus, ", bus %.1f GB/s", busbw);
-	if (bytes > 0)
-		snprintf(f->text, sizeof f->text, "%.1f NCCL kernels per step, %s, %.2f ms transferring at %.1f GB/s "
-			 "(bytes over transfer time%s), %.2f ms of it not overlapped", calls, hb, xfer, algbw, bus, exposed);
-	else
-		snprintf(f->text, sizeof f->text, "%.1f NCCL kernels per step of sizes not known, %.2f ms transferring, "
-			 "%.2f ms of it not overlapped", calls, xfer, exposed);
-	if (on) {
-		f->advice[0] = "All-reduce each gradient bucket on a communication stream as soon as backward has made "
-			       "it (DDP does: bucket_cap_mb); the compute stream waits for it only before the optimizer.";
-	} else {
-		f->advice[0] = "Move fewer bytes per step: accumulate gradients over micro-batches, reduce in bf16/fp16, "
-			       "drop all-reduces that are not gradients.";
-		f->advice[1] = "Check the links: NCCL_DEBUG=INFO shows the transport; compare the bandwidth with "
-			       "nccl-tests' busbw on this machine.";
-	}
 }
 
 void an_find_gpu(struct analysis *a)

@@ -16,6 +16,9 @@ void an_ev_num(struct finding *f, const char *key, double d, int decimals);
 void an_ev_bool(struct finding *f, const char *key, int b);
 /* a string (NULL: null), cut to what room is left in the finding's strings */
 void an_ev_str(struct finding *f, const char *key, const char *s);
+/* a number or a string for the finding's words alone (words.c), which no renderer shows */
+void an_ev_hidden_num(struct finding *f, const char *key, double d);
+void an_ev_hidden_str(struct finding *f, const char *key, const char *s);
 /* a list or an object (type FV_LIST, FV_OBJ), up to the next an_ev_end */
 void an_ev_open(struct finding *f, const char *key, int type);
 void an_ev_end(struct finding *f);

@@ -45,6 +45,8 @@ static void evidence_json(struct json *j, const struct finding *f)
 	int depth = j->depth;
 	for (int i = 0; i < f->nev; i++) {
 		const struct fv *v = &f->ev[i];
+		if (v->hidden)
+			continue;
 		switch (v->type) {
 		case FV_INT:
 			json_int(j, v->key, v->v.i);

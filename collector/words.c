@@ -53,6 +53,22 @@ static const char *str(const struct finding *f, const char *path)
 	return v && v->type == FV_STR ? f->strs + v->v.s : "";
 }
 
+/* a string that may be null (NULL then) */
+static const char *strn(const struct finding *f, const char *path)
+{
+	const struct fv *v = ev_at(f, path);
+	return v && v->type == FV_STR ? f->strs + v->v.s : NULL;
+}
+
+/* the first string of the list at key, NULL when it is empty */
+static const char *first_of(const struct finding *f, const char *key)
+{
+	const struct fv *v = ev_at(f, key);
+	if (!v || v->type != FV_LIST || v + 1 >= f->ev + f->nev || v[1].type != FV_STR)
+		return NULL;
+	return f->strs + v[1].v.s;
+}
+
 /* ---- rank0_serialization ---- */
 static void rank0_words(struct finding *f)
 {
@@ -166,6 +182,146 @@ static void skew_words(struct finding *f)
 	f->advice[1] = "Log tokens per rank per step (and the padding ratio) to confirm.";
 }
 
+/* ---- gpu_idle: by what the host did while the device idled ---- */
+static void gpu_idle_words(struct finding *f)
+{
+	static const char *const cause[] = { "data", "sync", "launch", "comms", "other" };
+	static const char *const why[] = { "waiting for input", "after the host waited for the device",
+					   "while the host launched kernels", "while the host was in a collective of its own",
+					   "while the host did other work" };
+	static const char *const advice[] = {
+		"The input pipeline does not keep the GPU fed: more DataLoader workers, prefetch_factor, pin_memory; "
+		"the data_stall finding names what the input waits on.",
+		"A call that waits for the GPU every step (a .item(), a blocking copy, a synchronize) empties its queue: "
+		"the host_sync finding names it; remove it or defer it to every N steps.",
+		"The host cannot launch kernels as fast as the GPU runs them: the launch_bound finding says how many; "
+		"fuse them (torch.compile) or capture the step in a CUDA graph.",
+		"The host waits in collectives of its own (MPI, gloo: metrics, barriers) while the GPU has nothing "
+		"queued: enqueue the GPU's next work first, or reduce on the GPU with NCCL.",
+		"The host is busy between the GPU's work (Python overhead, logging, checkpoint bookkeeping): move it off "
+		"the training thread or overlap it with the GPU's work."
+	};
+	int top = 0;
+	for (int c = 0; c < 5; c++)
+		if (!strcmp(str(f, "cause"), cause[c]))
+			top = c;
+	if (f->rank >= 0)
+		snprintf(f->title, sizeof f->title, "rank %d's GPU idles %.0f%% of the step, mostly %s", f->rank,
+			 100 * f->severity, why[top]);
+	else
+		snprintf(f->title, sizeof f->title, "the GPUs idle %.0f%% of the step, mostly %s", 100 * f->severity, why[top]);
+	snprintf(f->text, sizeof f->text, "%.2f ms idle per step: waiting for input %.2f, after waiting for the device "
+		 "%.2f, launching %.2f, in the host's collectives %.2f, other host work %.2f", num(f, "idle_ms_per_step"),
+		 num(f, "by_cause_ms.data"), num(f, "by_cause_ms.sync"), num(f, "by_cause_ms.launch"),
+		 num(f, "by_cause_ms.comms"), num(f, "by_cause_ms.other"));
+	f->advice[0] = advice[top];
+}
+
+/* ---- host_sync: the call that waited for the device, as its kind and what it did say ---- */
+static void host_sync_words(struct finding *f)
+{
+	const char *call = strn(f, "call"), *w = strn(f, "what"), *frame = first_of(f, "stack");
+	const char *how = "a synchronize";
+	if (!call || strcmp(call, ddpspy_event_names[DDPSPY_EV_CUDA_SYNC]))
+		how = "a blocking copy";
+	else if (w && !strcmp(w, ddpspy_name(ddpspy_cuda_sync_names, DDPSPY_SYNC_COUNT, DDPSPY_SYNC_FREE)))
+		how = "a free of device or pinned memory, which synchronizes";
+	else if (w && !strcmp(w, ddpspy_name(ddpspy_cuda_sync_names, DDPSPY_SYNC_COUNT, DDPSPY_SYNC_PIN)))
+		how = "a pinned host allocation";
+	else if (w && !strcmp(w, ddpspy_name(ddpspy_cuda_sync_names, DDPSPY_SYNC_COUNT, DDPSPY_SYNC_POLL)))
+		how = "polling an event or a stream";
+	double idle = num(f, "idle_ms_per_step");
+	snprintf(f->title, sizeof f->title, "the host waits for the GPU every step%s%s%s, and the GPU then idles %.1f ms "
+		 "per step until the host catches up", call ? " (" : "", call ? how : "", call ? ")" : "", idle);
+	snprintf(f->text, sizeof f->text, "%.2f ms idle per step after the host's waits for the device%s%s%s%s%s%s", idle,
+		 call ? "; the longest: " : "", call ? call : "", w ? " " : "", w ? w : "", frame ? " at " : "",
+		 frame ? frame : "");
+	f->advice[0] = "Do not read device values on the host every step (loss.item(), tensor.cpu(), printing a "
+		       "tensor): accumulate them on the device and read them every N steps.";
+	f->advice[1] = "Copies to pageable host memory and explicit synchronizes wait for all queued work; use "
+		       "non_blocking copies into pinned memory and events where a wait is needed.";
+}
+
+/* ---- launch_bound ---- */
+static void launch_words(struct finding *f)
+{
+	double kernels = num(f, "kernels_per_step"), us = num(f, "kernel_us_mean");
+	snprintf(f->title, sizeof f->title, "%.0f kernels per step of %.1f us each on average: the GPU idles %.0f%% "
+		 "of the step between them while the host launches", kernels, us, 100 * f->severity);
+	snprintf(f->text, sizeof f->text, "%.0f kernels and %.0f launch calls per step, %.1f us of GPU work each; "
+		 "%.2f ms per step idle while launching", kernels, num(f, "launches_per_step"), us, num(f, "idle_ms_per_step"));
+	f->advice[0] = "Launch fewer, larger kernels: fuse element-wise work (torch.compile), use fused optimizers "
+		       "(foreach/fused Adam), and larger batches per kernel.";
+	f->advice[1] = "Capture the step in a CUDA graph (torch.cuda.graphs, CUDA graph trees) so the host "
+		       "launches it once.";
+}
+
+/* ---- pageable_memcpy ---- */
+static void pageable_words(struct finding *f)
+{
+	char hb[32];
+	double calls = num(f, "copies_per_step"), gbs = num(f, "gbs");
+	an_human_bytes(num(f, "bytes_per_step"), hb, sizeof hb);
+	snprintf(f->title, sizeof f->title, "%.1f copies per step (%s) from or to pageable host memory at %.1f GB/s; "
+		 "each also holds the host until it ends", calls, hb, gbs);
+	snprintf(f->text, sizeof f->text, "%.1f pageable copies per step, %s, %.2f ms on the GPU at %.1f GB/s against "
+		 "%.1f GB/s pinned (%s), and %.2f ms of idle GPU while they held the host", calls, hb,
+		 num(f, "ms_per_step"), gbs, num(f, "pinned_gbs"),
+		 inum(f, "pinned_gbs_assumed") ? "assumed: 3x, no pinned copy of 1 MiB in the job" : "the job's fastest",
+		 num(f, "held_idle_ms_per_step"));
+	f->advice[0] = "Copy from pinned memory: DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True), "
+		       "or cudaMallocHost/cudaHostRegister for your own buffers.";
+}
+
+/* ---- NCCL's kernels on a GPU job: on the compute stream (no_overlap) or exposed for their bytes
+ * (collective_volume) ---- */
+static void nccl_words(struct finding *f)
+{
+	int on = (int)inum(f, "on_compute_stream");
+	double calls = num(f, "calls_per_step"), bytes = num(f, "bytes"), xfer = num(f, "transfer_ms_per_step");
+	const char *op = str(f, "largest_op");
+	const struct fv *bus = ev_at(f, "busbw_gbs");
+	char hb[32], hmax[32], bw[48] = "";
+	an_human_bytes(bytes, hb, sizeof hb);
+	an_human_bytes(num(f, "largest_bytes"), hmax, sizeof hmax);
+	if (on)
+		snprintf(f->title, sizeof f->title, "%.0f NCCL collectives per step (%s) run on the compute stream, after "
+			 "the computation: overlapping them with it would win %.0f%% of the step", calls, hb, 100 * f->severity);
+	else if (bytes <= 0) /* (kernels joined to no call: their bytes are not known) */
+		snprintf(f->title, sizeof f->title, "%.0f NCCL collectives per step, of sizes not known (their kernels "
+			 "are joined to no call); %.0f%% of the step the GPU only communicates", calls, 100 * f->severity);
+	else
+		snprintf(f->title, sizeof f->title, "%.0f NCCL collectives per step move %s (the largest: a%s %s of %s); "
+			 "%.0f%% of the step the GPU only communicates", calls, hb, strchr("aeiou", op[0]) ? "n" : "", op, hmax,
+			 100 * f->severity);
+	if (bus && bus->type == FV_NUM)
+		snprintf(bw, sizeof bw, ", bus %.1f GB/s", bus->v.d);
+	if (bytes > 0)
+		snprintf(f->text, sizeof f->text, "%.1f NCCL kernels per step, %s, %.2f ms transferring at %.1f GB/s "
+			 "(bytes over transfer time%s), %.2f ms of it not overlapped", calls, hb, xfer, num(f, "algbw_gbs"), bw,
+			 num(f, "exposed_ms_per_step"));
+	else
+		snprintf(f->text, sizeof f->text, "%.1f NCCL kernels per step of sizes not known, %.2f ms transferring, "
+			 "%.2f ms of it not overlapped", calls, xfer, num(f, "exposed_ms_per_step"));
+	if (on) {
+		f->advice[0] = "All-reduce each gradient bucket on a communication stream as soon as backward has made "
+			       "it (DDP does: bucket_cap_mb); the compute stream waits for it only before the optimizer.";
+	} else {
+		f->advice[0] = "Move fewer bytes per step: accumulate gradients over micro-batches, reduce in bf16/fp16, "
+			       "drop all-reduces that are not gradients.";
+		f->advice[1] = "Check the links: NCCL_DEBUG=INFO shows the transport; compare the bandwidth with "
+			       "nccl-tests' busbw on this machine.";
+	}
+}
+
+/* collective_volume and no_overlap: a GPU job's (NCCL's kernels, on_compute_stream in evidence),
+ * else the host's calls' (whose measuring function still writes its words) */
+static void volume_words(struct finding *f)
+{
+	if (ev_at(f, "on_compute_stream"))
+		nccl_words(f);
+}
+
 /* One row per kind: its words from its evidence (NULL: its measuring function still writes them) */
 static const struct row {
 	const char *kind;
@@ -177,13 +333,13 @@ static const struct row {
 	{ "work_skew", skew_words },
 	{ "lost_events", NULL },
 	{ "small_work", NULL },
-	{ "collective_volume", NULL },
-	{ "no_overlap", NULL },
+	{ "collective_volume", volume_words },
+	{ "no_overlap", volume_words },
 	{ "data_stall", NULL },
-	{ "gpu_idle", NULL },
-	{ "host_sync", NULL },
-	{ "launch_bound", NULL },
-	{ "pageable_memcpy", NULL },
+	{ "gpu_idle", gpu_idle_words },
+	{ "host_sync", host_sync_words },
+	{ "launch_bound", launch_words },
+	{ "pageable_memcpy", pageable_words },
 };
 
 void an_words(struct analysis *a)

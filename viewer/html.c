@@ -304,6 +304,8 @@ static void evidence(FILE *out, const struct finding *f)
 	stack[d++] = 'o';
 	for (int i = 0; i < f->nev; i++) {
 		const struct fv *v = &f->ev[i];
+		if (v->hidden)
+			continue;
 		int inlist = stack[d - 1] == 'l';
 		if (v->type == FV_END) {
 			if (d > 1) {
