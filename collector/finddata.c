@@ -11,28 +11,6 @@
 #include "findings_int.h"
 #include "trace.h"
 
-static void describe_pattern(const struct pat *p, double N, char *buf, size_t n)
-{
-	const char *k = ddpspy_name(ddpspy_event_names, DDPSPY_EV_COUNT, p->kind);
-	const char *fc = ddpspy_name(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, p->fdclass);
-	char hb[32];
-	an_human_bytes((double)p->bytes, hb, sizeof hb);
-	unsigned m = an_kind(p->kind)->m;
-	if ((m & DDPSPY_KM_READS) &&
-	    (p->fdclass == DDPSPY_FD_PIPE || p->fdclass == DDPSPY_FD_UNIX || p->fdclass == DDPSPY_FD_TCP))
-		snprintf(buf, n, "waiting on a %s for input (%.0f read%s per step, %.1f ms): an input pipeline that "
-			 "does not keep up", p->fdclass == DDPSPY_FD_PIPE ? "pipe" : "socket", p->calls / N,
-			 p->calls / N >= 1.5 ? "s" : "", p->ms / N);
-	else if (m & DDPSPY_KM_READS)
-		snprintf(buf, n, "%.0f %s calls of %s per step on %s descriptors (%.1f ms)", p->calls / N, k, hb,
-			 fc ? fc : "?", p->ms / N);
-	else if (m & DDPSPY_KM_POLLS)
-		snprintf(buf, n, "waiting in %s for the input pipeline (%.0f call%s per step, %.1f ms): its workers do "
-			 "not keep up", k, p->calls / N, p->calls / N >= 1.5 ? "s" : "", p->ms / N);
-	else
-		snprintf(buf, n, "%.0f %s calls per step (%.1f ms)", p->calls / N, k, p->ms / N);
-}
-
 #define MAX_DIRS 512 /* directories of a rank and its workers, for the top three */
 
 struct dirsum {
@@ -78,12 +56,11 @@ static int input_dirs(const struct analysis *a, const struct rankinfo *ri, int64
 	return nd;
 }
 
-/* which kind of data-bound, in evidence, words and advice (toff: the text written so far): the
- * input workers (threads that read files, worker processes) mostly on a CPU or waiting for one
- * (the transform), or mostly blocked (behind the step, they are not idle: they wait for storage,
- * in read calls or in the library under them); without workers, the training thread's own input
- * calls: I/O */
-static void data_kind(struct finding *f, const struct cpustat *cs, size_t toff)
+/* which kind of data-bound, in evidence: the input workers (threads that read files, worker
+ * processes) mostly on a CPU or waiting for one (the transform), or mostly blocked (behind the
+ * step, they are not idle: they wait for storage, in read calls or in the library under them);
+ * without workers, the training thread's own input calls: I/O */
+static void data_kind(struct finding *f, const struct cpustat *cs)
 {
 	double life = cs->in_life, cpu = cs->in_run + cs->in_wait;
 	int transform = cs->in_threads && life > 0 && cpu > 0.5 * life;
@@ -96,24 +73,7 @@ static void data_kind(struct finding *f, const struct cpustat *cs, size_t toff)
 		an_ev_num(f, "blocked_share", fmax(0, 1 - cpu / life), 3);
 		an_ev_num(f, "io_call_share", cs->in_io / life, 3);
 		an_ev_end(f);
-		if (toff < sizeof f->text)
-			snprintf(f->text + toff, sizeof f->text - toff, "; its %d input worker thread%s: %.0f%% on a CPU, %.0f%% "
-				 "waiting for one, %.0f%% blocked (%.0f%% in intercepted I/O calls)", cs->in_threads,
-				 cs->in_threads == 1 ? "" : "s", 100 * cs->in_run / life, 100 * cs->in_wait / life,
-				 100 * fmax(0, 1 - cpu / life), 100 * cs->in_io / life);
 	}
-	if (transform) {
-		f->advice[0] = "The input workers are busy transforming (decode, augmentation), not reading: more "
-			       "workers help only up to the CPUs the ranks leave free; past that, move the transform off "
-			       "the host (GPU decode, DALI) or offline (store samples decoded and preprocessed).";
-		f->advice[1] = "Profile the transform itself (py-spy on a worker): a cheaper decoder or smaller "
-			       "images cost less CPU per sample.";
-		return;
-	}
-	f->advice[0] = "Load input ahead of the step: more DataLoader workers (num_workers), a larger "
-		       "prefetch_factor, persistent_workers, pin_memory.";
-	f->advice[1] = "Read in large pieces: many small reads or a file (and a stat) per sample cost a syscall "
-		       "each; pack samples into shards and read them whole; stage the data on local disk.";
 }
 
 /* input: the training thread waits for files or for its input pipeline */
@@ -178,9 +138,6 @@ void an_find_data(struct analysis *a)
 		free(dirs);
 		return;
 	}
-	char top[300] = "no intercepted input call";
-	if (np)
-		describe_pattern(&pats[0], (double)N, top, sizeof top);
 	double opens = 0, stats = 0, reads = 0;
 	for (int i = 0; i < np; i++) {
 		unsigned m = an_kind(pats[i].kind)->m;
@@ -191,23 +148,13 @@ void an_find_data(struct analysis *a)
 		else if (pats[i].fdclass == DDPSPY_FD_FILE && (m & DDPSPY_KM_READS))
 			reads += pats[i].calls;
 	}
-	if (opens >= 2 * (double)N && opens >= 0.8 * reads && opens <= 1.25 * reads)
-		snprintf(top, sizeof top, "a file per sample: %.0f files opened%s and read per step", opens / (double)N,
-			 stats >= 0.8 * opens ? ", stat'ed" : "");
-	if (all)
-		snprintf(f->title, sizeof f->title, "every rank waits for input %.0f%% of its step: %s", 100 * sev, top);
-	else
-		snprintf(f->title, sizeof f->title, "rank %d waits for input %.0f%% of its step: %s", ri->rank, 100 * sev, top);
 	double dms = 0;
 	for (size_t k = 0; k < N; k++)
 		dms += ri->steps[k].cat[CAT_DATA] / (double)N;
 	an_ev_int(f, "rank_shown", ri->rank);
 	an_ev_num(f, "data_ms_per_step", dms, 3);
 	an_ev_open(f, "ops", FV_LIST);
-	size_t toff = (size_t)snprintf(f->text, sizeof f->text, "rank %d: %.1f ms of input wait per step", ri->rank, dms);
 	for (int i = 0; i < np && i < 3; i++) {
-		char d[300];
-		describe_pattern(&pats[i], (double)N, d, sizeof d);
 		an_ev_open(f, NULL, FV_OBJ);
 		an_ev_str(f, "op", ddpspy_name(ddpspy_event_names, DDPSPY_EV_COUNT, pats[i].kind));
 		an_ev_str(f, "fdclass", ddpspy_name(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, pats[i].fdclass));
@@ -215,8 +162,6 @@ void an_find_data(struct analysis *a)
 		an_ev_num(f, "calls_per_step", pats[i].calls / (double)N, 1);
 		an_ev_num(f, "ms_per_step", pats[i].ms / (double)N, 3);
 		an_ev_end(f);
-		if (toff < sizeof f->text)
-			toff += (size_t)snprintf(f->text + toff, sizeof f->text - toff, "; %s", d);
 	}
 	an_ev_end(f);
 	an_ev_open(f, "files", FV_LIST);
@@ -229,9 +174,11 @@ void an_find_data(struct analysis *a)
 		an_ev_end(f);
 	}
 	an_ev_end(f);
-	if (nd && toff < sizeof f->text)
-		toff += (size_t)snprintf(f->text + toff, sizeof f->text - toff, "; files under %s (%.0f calls/step)",
-					 dirs[0].dir, dirs[0].calls / Nall);
 	free(dirs);
-	data_kind(f, &ri->cpu, toff);
+	data_kind(f, &ri->cpu);
+	/* a file per sample (opened, perhaps stat'ed, and read per step): what the words name */
+	if (opens >= 2 * (double)N && opens >= 0.8 * reads && opens <= 1.25 * reads) {
+		an_ev_hidden_num(f, "files_per_step", opens / (double)N);
+		an_ev_hidden_num(f, "files_statted", stats >= 0.8 * opens);
+	}
 }

@@ -1,7 +1,7 @@
 /* Findings from the analysed steps, in the contract's vocabulary (straggler, rank0_serialization,
- * collective_volume or small_work, data_stall, cpu_contention, work_skew, no_overlap, lost_events;
- * the GPU's in findgpu.c): each with a title, typed evidence (analysis.h) and a sentence for the
- * text report, sorted by severity. */
+ * collective_volume or small_work, cpu_contention, work_skew, no_overlap, lost_events; data_stall
+ * in finddata.c, the GPU's in findgpu.c): each measured into typed evidence (analysis.h), whose
+ * words words.c composes, and sorted by severity. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -294,56 +294,6 @@ static const struct ev **coll_calls(const struct rankinfo *ri, const struct thr 
 	return cl;
 }
 
-/* small_work's words: the busiest rank's work and the time no rank works per step, the
- * collectives per step (colls) and their bytes (ha), the largest op (per per step, of hb each) */
-static void small_work_words(struct finding *f, double work_ms, double sync_ms, double colls, const char *ha, double per,
-			     const char *op, const char *hb)
-{
-	snprintf(f->title, sizeof f->title, "the busiest rank works %.1f ms per step, then every rank "
-		 "synchronizes for %.1f ms: too little work per rank for what each step's synchronization costs",
-		 work_ms, sync_ms);
-	snprintf(f->text, sizeof f->text, "%.1f ms of work (compute, input, host) on the busiest rank per "
-		 "step against %.1f ms in which no rank works; %.1f collectives per step, %s; the largest, %.1f %s "
-		 "of %s per step", work_ms, sync_ms, colls, ha, per, op, hb);
-	f->advice[0] = "Give each rank more work per synchronization: a larger per-rank batch, or gradient "
-		       "accumulation (DDP's no_sync() for all but the last micro-batch) until compute per "
-		       "all-reduce outweighs its cost.";
-	f->advice[1] = "For a fixed global batch, fewer ranks may be faster: strong scaling stops paying once "
-		       "per-rank compute is this small (check with ddpspy compare --strong).";
-	f->advice[2] = "Drop synchronization that is not gradients from the step: metrics and loss "
-		       "all-reduces every N steps, not every step.";
-}
-
-/* collective_volume's figures and words: the largest op (per calls per step of hb each, op_ms
- * per step in them at gbps where blocking and its size known), all collectives' bytes per step
- * (ha) and time beyond waiting (coll_ms, sev of the step) */
-struct vol_top {
-	const char *op, *hb, *ha;
-	double per, op_ms, gbps, coll_ms, sev;
-	int blocking, known;
-};
-
-static void volume_words(struct finding *f, const struct vol_top *v)
-{
-	if (v->per > 0.9 && v->per < 1.1)
-		snprintf(f->title, sizeof f->title, "an %s of %s every step; collectives take %.0f%% of every rank's "
-			 "step beyond waiting for peers", v->op, v->hb, 100 * v->sev);
-	else
-		snprintf(f->title, sizeof f->title, "%.1f %s calls of %s per step; collectives take %.0f%% of every "
-			 "rank's step beyond waiting for peers", v->per, v->op, v->hb, 100 * v->sev);
-	char rate[96] = "";
-	if (v->blocking && v->known)
-		snprintf(rate, sizeof rate, ", %.1f ms per step in them, %.2f GB/s", v->op_ms, v->gbps);
-	else if (v->blocking)
-		snprintf(rate, sizeof rate, ", %.1f ms per step in them", v->op_ms);
-	snprintf(f->text, sizeof f->text, "%.1f %s of %s per step%s (%s per step in all collectives, %.1f ms per "
-		 "step beyond waiting)", v->per, v->op, v->hb, rate, v->ha, v->coll_ms);
-	f->advice[0] = "Move fewer bytes per step: drop all-reduces that are not gradients (reduce metrics every N "
-		       "steps), accumulate gradients over micro-batches before reducing, or reduce in bf16/fp16.";
-	f->advice[1] = "Overlap what must be reduced with backward: DDP's bucket_cap_mb, or nonblocking collectives "
-		       "started as gradients become ready.";
-}
-
 static void find_volume(struct analysis *a)
 {
 	struct stepdata *sd = a->sd;
@@ -402,7 +352,6 @@ static void find_volume(struct analysis *a)
 	for (int j = 1; j < ng; j++)
 		if (WEIGHT(g[j]) > WEIGHT(g[top]))
 			top = j;
-	char hb[32], ha[32];
 	double per = g[top].calls / (double)N, top_bytes = (double)g[top].bytes * g[top].calls;
 	int single = per < 1.1 && calls - g[top].calls >= 0.5 * (double)N &&
 		     WEIGHT(g[top]) > (unknown ? all_ms : all) - WEIGHT(g[top]);
@@ -420,12 +369,6 @@ static void find_volume(struct analysis *a)
 		return;
 	/* gloo's calls carry no byte count: sizes are then unknown, JSON null */
 	int known = g[top].bytes >= 0;
-	snprintf(hb, sizeof hb, "unknown size");
-	snprintf(ha, sizeof ha, "sizes unknown");
-	if (known)
-		an_human_bytes((double)g[top].bytes, hb, sizeof hb);
-	if (!unknown)
-		an_human_bytes(all / (double)N, ha, sizeof ha);
 	const char *op = an_op_name(g[top].op);
 	double coll_ms = sev * median_step(a);
 	/* a nonblocking call's own duration is only its start: time per op only for blocking ones */
@@ -451,12 +394,6 @@ static void find_volume(struct analysis *a)
 		an_ev_num(f, "op_ms_per_step", op_ms, 3);
 	if (g[top].blocking && known)
 		an_ev_num(f, "gbytes_per_s", gbps, 3);
-	if (small) {
-		small_work_words(f, work_ms, sync_ms, calls / (double)N, ha, per, op, hb);
-		return;
-	}
-	const struct vol_top vt = { op, hb, ha, per, op_ms, gbps, coll_ms, sev, g[top].blocking, known };
-	volume_words(f, &vt);
 }
 
 /* CPU contention: the training thread runnable but waiting for a CPU, as far as the job's own
@@ -643,17 +580,9 @@ static void find_overlap(struct analysis *a)
 	struct finding *f = an_add_finding(a, "no_overlap", -1, sev);
 	if (!f)
 		return;
-	char hb[32];
-	an_human_bytes(bytes / (double)N, hb, sizeof hb);
-	snprintf(f->title, sizeof f->title, "%.0f gradient all-reduces per step (%s) run back to back after "
-		 "backward, none overlapping it", nb / (double)N, hb);
 	an_ev_num(f, "allreduces_per_step", nb / (double)N, 1);
 	an_ev_num(f, "bytes_per_step", bytes / (double)N, 0);
 	an_ev_num(f, "ms_per_step", ms / (double)N, 3);
-	snprintf(f->text, sizeof f->text, "%.1f blocking all-reduces per step, %s, %.1f ms per step, no nonblocking "
-		 "collective in the step", nb / (double)N, hb, ms / (double)N);
-	f->advice[0] = "Start each gradient bucket's all-reduce as soon as backward has produced it (DDP does this "
-		       "with bucket_cap_mb; hand-written loops can use nonblocking all-reduces).";
 }
 
 static void find_lost(struct analysis *a)
@@ -671,40 +600,18 @@ static void find_lost(struct analysis *a)
 						p->damaged || !p->ended ? fmax(frac, 0.01) : frac);
 		if (!f)
 			return;
-		if (p->write_error[0])
-			snprintf(f->title, sizeof f->title, "%" PRIu64 " events of pid %d (%.2f%%) are missing from "
-				 "%s: writing it failed (%s)", lost, p->pid, 100 * frac, p->file, p->write_error);
-		else if (p->damaged)
-			snprintf(f->title, sizeof f->title, "%s is damaged (%s): events after that point are missing",
-				 p->file, p->error);
-		else if (!p->ended)
-			snprintf(f->title, sizeof f->title, "%s was not completed by its process: events after its last "
-				 "flush are missing", p->file);
-		else if (!p->gpu_dropped)
-			snprintf(f->title, sizeof f->title, "%" PRIu64 " events of pid %d were dropped (%.2f%%): its rings "
-				 "were full", p->dropped, p->pid, 100 * frac);
-		else
-			snprintf(f->title, sizeof f->title, "%" PRIu64 " events of pid %d were lost (%.2f%%): %" PRIu64
-				 " of CUPTI's records (dropped by CUPTI or without a buffer), %" PRIu64 " from full rings",
-				 lost, p->pid, 100 * frac, p->gpu_dropped, p->dropped);
 		an_ev_str(f, "file", p->file);
 		an_ev_int(f, "recorded", (int64_t)p->events);
 		an_ev_int(f, "dropped", (int64_t)p->dropped);
 		an_ev_int(f, "unwritten", (int64_t)p->unwritten);
 		an_ev_int(f, "gpu_dropped", (int64_t)p->gpu_dropped);
 		an_ev_bool(f, "complete", p->ended && !p->damaged);
-		snprintf(f->text, sizeof f->text, "%" PRIu64 " recorded, %" PRIu64 " dropped%s%s", p->events,
-			 lost, p->unwritten ? " or not written" : "",
-			 p->damaged ? ", file damaged" : !p->ended ? ", file not completed: more lost after its last flush" : "");
-		f->advice[0] = p->gpu_dropped ? "Lost CUPTI records: at most 64 MiB of CUPTI's buffers are out at a time; lower "
-			       "DDPSPY_FLUSH_MS so the writer hands them back sooner, or launch fewer kernels per second "
-			       "(CUDA graphs, fused kernels)." :
-			       "Dropped events: raise DDPSPY_RING_KB or lower DDPSPY_FLUSH_MS.";
-		f->advice[1] = "A damaged or incomplete file: the process died before ddpspy could finish it (SIGKILL, "
-			       "the OOM killer); the rest of the job is still analysed.";
-		if (p->write_error[0])
-			f->advice[1] = "Events not written: the trace directory's filesystem refused them (full, quota); "
-				       "point DDPSPY_OUT at one with room.";
+		an_ev_hidden_num(f, "pid", p->pid);
+		an_ev_hidden_num(f, "lost_share", frac);
+		an_ev_hidden_num(f, "damaged", p->damaged);
+		an_ev_hidden_num(f, "ended", p->ended);
+		an_ev_hidden_str(f, "write_error", p->write_error);
+		an_ev_hidden_str(f, "error", p->error);
 	}
 }
 

@@ -1,8 +1,8 @@
 /* The words of the findings: each kind's title, evidence line and advice, composed from the typed
- * evidence its measuring function filled, by one row per kind (ROWS), once the findings are
- * found and before the verdict quotes the costliest. Every renderer (text, JSON, HTML, the
- * Perfetto view) shows these same words. A kind whose row has no words yet still writes its own
- * in its measuring function (docs/design.md says which). */
+ * evidence its measuring function filled (and the figures only words use: hidden evidence), by
+ * one row per kind (ROWS), once the findings are found and before the verdict quotes the
+ * costliest. Every renderer (text, JSON, HTML, the Perfetto view) shows these same words; the
+ * measuring functions (findings.c, finddata.c, findgpu.c) write none. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -314,15 +314,236 @@ static void nccl_words(struct finding *f)
 	}
 }
 
+/* ---- the host's collectives: the largest op's bytes (hb: "unknown size" when its calls carry
+ * none, gloo's) and all of them per step (ha) ---- */
+static void host_bytes(const struct finding *f, char *hb, char *ha, size_t n)
+{
+	const struct fv *b = ev_at(f, "bytes"), *all = ev_at(f, "all_bytes_per_step");
+	snprintf(hb, n, "unknown size");
+	snprintf(ha, n, "sizes unknown");
+	if (b && b->type == FV_INT)
+		an_human_bytes((double)b->v.i, hb, n);
+	if (all && all->type == FV_NUM)
+		an_human_bytes(all->v.d, ha, n);
+}
+
+static void small_work_words(struct finding *f)
+{
+	char hb[32], ha[32];
+	double work_ms = num(f, "work_ms_per_step"), sync_ms = num(f, "ms_per_step");
+	host_bytes(f, hb, ha, sizeof hb);
+	snprintf(f->title, sizeof f->title, "the busiest rank works %.1f ms per step, then every rank "
+		 "synchronizes for %.1f ms: too little work per rank for what each step's synchronization costs",
+		 work_ms, sync_ms);
+	snprintf(f->text, sizeof f->text, "%.1f ms of work (compute, input, host) on the busiest rank per "
+		 "step against %.1f ms in which no rank works; %.1f collectives per step, %s; the largest, %.1f %s "
+		 "of %s per step", work_ms, sync_ms, num(f, "collectives_per_step"), ha, num(f, "calls_per_step"),
+		 str(f, "op"), hb);
+	f->advice[0] = "Give each rank more work per synchronization: a larger per-rank batch, or gradient "
+		       "accumulation (DDP's no_sync() for all but the last micro-batch) until compute per "
+		       "all-reduce outweighs its cost.";
+	f->advice[1] = "For a fixed global batch, fewer ranks may be faster: strong scaling stops paying once "
+		       "per-rank compute is this small (check with ddpspy compare --strong).";
+	f->advice[2] = "Drop synchronization that is not gradients from the step: metrics and loss "
+		       "all-reduces every N steps, not every step.";
+}
+
+/* collective_volume of the host's calls: the largest op, its time per step where it blocks */
+static void host_volume_words(struct finding *f)
+{
+	char hb[32], ha[32], rate[96] = "";
+	double per = num(f, "calls_per_step");
+	const char *op = str(f, "op");
+	const struct fv *op_ms = ev_at(f, "op_ms_per_step"), *gbps = ev_at(f, "gbytes_per_s");
+	host_bytes(f, hb, ha, sizeof hb);
+	if (per > 0.9 && per < 1.1)
+		snprintf(f->title, sizeof f->title, "an %s of %s every step; collectives take %.0f%% of every rank's "
+			 "step beyond waiting for peers", op, hb, 100 * f->severity);
+	else
+		snprintf(f->title, sizeof f->title, "%.1f %s calls of %s per step; collectives take %.0f%% of every "
+			 "rank's step beyond waiting for peers", per, op, hb, 100 * f->severity);
+	if (op_ms && gbps) /* (blocking, its size known) */
+		snprintf(rate, sizeof rate, ", %.1f ms per step in them, %.2f GB/s", op_ms->v.d, gbps->v.d);
+	else if (op_ms)
+		snprintf(rate, sizeof rate, ", %.1f ms per step in them", op_ms->v.d);
+	snprintf(f->text, sizeof f->text, "%.1f %s of %s per step%s (%s per step in all collectives, %.1f ms per "
+		 "step beyond waiting)", per, op, hb, rate, ha, num(f, "ms_per_step"));
+	f->advice[0] = "Move fewer bytes per step: drop all-reduces that are not gradients (reduce metrics every N "
+		       "steps), accumulate gradients over micro-batches before reducing, or reduce in bf16/fp16.";
+	f->advice[1] = "Overlap what must be reduced with backward: DDP's bucket_cap_mb, or nonblocking collectives "
+		       "started as gradients become ready.";
+}
+
+/* no_overlap of the host's calls: blocking gradient all-reduces back to back after backward */
+static void host_overlap_words(struct finding *f)
+{
+	char hb[32];
+	double nb = num(f, "allreduces_per_step");
+	an_human_bytes(num(f, "bytes_per_step"), hb, sizeof hb);
+	snprintf(f->title, sizeof f->title, "%.0f gradient all-reduces per step (%s) run back to back after "
+		 "backward, none overlapping it", nb, hb);
+	snprintf(f->text, sizeof f->text, "%.1f blocking all-reduces per step, %s, %.1f ms per step, no nonblocking "
+		 "collective in the step", nb, hb, num(f, "ms_per_step"));
+	f->advice[0] = "Start each gradient bucket's all-reduce as soon as backward has produced it (DDP does this "
+		       "with bucket_cap_mb; hand-written loops can use nonblocking all-reduces).";
+}
+
 /* collective_volume and no_overlap: a GPU job's (NCCL's kernels, on_compute_stream in evidence),
- * else the host's calls' (whose measuring function still writes its words) */
+ * else the host's calls' */
 static void volume_words(struct finding *f)
 {
 	if (ev_at(f, "on_compute_stream"))
 		nccl_words(f);
+	else if (!strcmp(f->kind, "no_overlap"))
+		host_overlap_words(f);
+	else
+		host_volume_words(f);
 }
 
-/* One row per kind: its words from its evidence (NULL: its measuring function still writes them) */
+/* ---- data_stall: the input calls' pattern (the ops of its evidence), the files, the workers ---- */
+static int name_index(const char *const *names, int n, const char *s)
+{
+	for (int i = 0; i < n; i++)
+		if (names[i] && !strcmp(names[i], s))
+			return i;
+	return -1;
+}
+
+/* the i-th op of the evidence's list in words (buf); 0 when there is none */
+static int describe_op(const struct finding *f, int i, char *buf, size_t n)
+{
+	const struct fv *v = ev_at(f, "ops");
+	if (!v || v->type != FV_LIST)
+		return 0;
+	/* the i-th object of the list: its op, fdclass, bytes_per_call, calls_per_step, ms_per_step */
+	const struct fv *end = f->ev + f->nev, *o = v + 1;
+	for (int k = 0; o < end && o->type == FV_OBJ; k++) {
+		const char *op = "", *fcs = NULL;
+		int64_t bytes = 0;
+		double calls = 0, ms = 0;
+		const struct fv *x = o + 1;
+		for (; x < end && x->type != FV_END; x++) {
+			if (!strcmp(x->key, "op") && x->type == FV_STR)
+				op = f->strs + x->v.s;
+			else if (!strcmp(x->key, "fdclass") && x->type == FV_STR)
+				fcs = f->strs + x->v.s;
+			else if (!strcmp(x->key, "bytes_per_call"))
+				bytes = x->v.i;
+			else if (!strcmp(x->key, "calls_per_step"))
+				calls = x->v.d;
+			else if (!strcmp(x->key, "ms_per_step"))
+				ms = x->v.d;
+		}
+		if (k == i) {
+			int kind = name_index(ddpspy_event_names, DDPSPY_EV_COUNT, op);
+			int fc = fcs ? name_index(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, fcs) : -1;
+			unsigned m = kind >= 0 ? an_kind(kind)->m : 0;
+			char hb[32];
+			an_human_bytes((double)bytes, hb, sizeof hb);
+			if ((m & DDPSPY_KM_READS) && (fc == DDPSPY_FD_PIPE || fc == DDPSPY_FD_UNIX || fc == DDPSPY_FD_TCP))
+				snprintf(buf, n, "waiting on a %s for input (%.0f read%s per step, %.1f ms): an input pipeline "
+					 "that does not keep up", fc == DDPSPY_FD_PIPE ? "pipe" : "socket", calls,
+					 calls >= 1.5 ? "s" : "", ms);
+			else if (m & DDPSPY_KM_READS)
+				snprintf(buf, n, "%.0f %s calls of %s per step on %s descriptors (%.1f ms)", calls, op, hb,
+					 fcs ? fcs : "?", ms);
+			else if (m & DDPSPY_KM_POLLS)
+				snprintf(buf, n, "waiting in %s for the input pipeline (%.0f call%s per step, %.1f ms): its "
+					 "workers do not keep up", op, calls, calls >= 1.5 ? "s" : "", ms);
+			else
+				snprintf(buf, n, "%.0f %s calls per step (%.1f ms)", calls, op, ms);
+			return 1;
+		}
+		o = x + 1;
+	}
+	return 0;
+}
+
+static void data_words(struct finding *f)
+{
+	char top[300] = "no intercepted input call", d[300];
+	int shown = (int)inum(f, "rank_shown");
+	describe_op(f, 0, top, sizeof top);
+	const struct fv *per_sample = ev_at(f, "files_per_step");
+	if (per_sample)
+		snprintf(top, sizeof top, "a file per sample: %.0f files opened%s and read per step", per_sample->v.d,
+			 inum(f, "files_statted") ? ", stat'ed" : "");
+	if (f->rank < 0)
+		snprintf(f->title, sizeof f->title, "every rank waits for input %.0f%% of its step: %s", 100 * f->severity, top);
+	else
+		snprintf(f->title, sizeof f->title, "rank %d waits for input %.0f%% of its step: %s", shown, 100 * f->severity,
+			 top);
+	size_t toff = (size_t)snprintf(f->text, sizeof f->text, "rank %d: %.1f ms of input wait per step", shown,
+				       num(f, "data_ms_per_step"));
+	for (int i = 0; i < 3 && describe_op(f, i, d, sizeof d); i++)
+		if (toff < sizeof f->text)
+			toff += (size_t)snprintf(f->text + toff, sizeof f->text - toff, "; %s", d);
+	const struct fv *files = ev_at(f, "files");
+	if (files && files + 3 < f->ev + f->nev && files[1].type == FV_OBJ && files[2].type == FV_STR &&
+	    toff < sizeof f->text)
+		toff += (size_t)snprintf(f->text + toff, sizeof f->text - toff, "; files under %s (%.0f calls/step)",
+					 f->strs + files[2].v.s, files[3].v.d);
+	int transform = !strcmp(str(f, "kind"), "cpu_transform");
+	const struct fv *w = ev_at(f, "input_workers");
+	if (w && toff < sizeof f->text) {
+		int threads = (int)inum(f, "input_workers.threads");
+		snprintf(f->text + toff, sizeof f->text - toff, "; its %d input worker thread%s: %.0f%% on a CPU, %.0f%% "
+			 "waiting for one, %.0f%% blocked (%.0f%% in intercepted I/O calls)", threads, threads == 1 ? "" : "s",
+			 100 * num(f, "input_workers.on_cpu_share"), 100 * num(f, "input_workers.runqueue_share"),
+			 100 * num(f, "input_workers.blocked_share"), 100 * num(f, "input_workers.io_call_share"));
+	}
+	if (transform) {
+		f->advice[0] = "The input workers are busy transforming (decode, augmentation), not reading: more "
+			       "workers help only up to the CPUs the ranks leave free; past that, move the transform off "
+			       "the host (GPU decode, DALI) or offline (store samples decoded and preprocessed).";
+		f->advice[1] = "Profile the transform itself (py-spy on a worker): a cheaper decoder or smaller "
+			       "images cost less CPU per sample.";
+		return;
+	}
+	f->advice[0] = "Load input ahead of the step: more DataLoader workers (num_workers), a larger "
+		       "prefetch_factor, persistent_workers, pin_memory.";
+	f->advice[1] = "Read in large pieces: many small reads or a file (and a stat) per sample cost a syscall "
+		       "each; pack samples into shards and read them whole; stage the data on local disk.";
+}
+
+/* ---- lost_events: what a file lost, and why ---- */
+static void lost_words(struct finding *f)
+{
+	uint64_t dropped = (uint64_t)inum(f, "dropped"), unwritten = (uint64_t)inum(f, "unwritten");
+	uint64_t gpu = (uint64_t)inum(f, "gpu_dropped"), lost = dropped + unwritten + gpu;
+	const char *file = str(f, "file"), *werr = str(f, "write_error");
+	int pid = (int)inum(f, "pid"), damaged = (int)inum(f, "damaged"), ended = (int)inum(f, "ended");
+	double frac = num(f, "lost_share");
+	if (werr[0])
+		snprintf(f->title, sizeof f->title, "%" PRIu64 " events of pid %d (%.2f%%) are missing from "
+			 "%s: writing it failed (%s)", lost, pid, 100 * frac, file, werr);
+	else if (damaged)
+		snprintf(f->title, sizeof f->title, "%s is damaged (%s): events after that point are missing", file,
+			 str(f, "error"));
+	else if (!ended)
+		snprintf(f->title, sizeof f->title, "%s was not completed by its process: events after its last "
+			 "flush are missing", file);
+	else if (!gpu)
+		snprintf(f->title, sizeof f->title, "%" PRIu64 " events of pid %d were dropped (%.2f%%): its rings "
+			 "were full", dropped, pid, 100 * frac);
+	else
+		snprintf(f->title, sizeof f->title, "%" PRIu64 " events of pid %d were lost (%.2f%%): %" PRIu64
+			 " of CUPTI's records (dropped by CUPTI or without a buffer), %" PRIu64 " from full rings",
+			 lost, pid, 100 * frac, gpu, dropped);
+	snprintf(f->text, sizeof f->text, "%" PRIu64 " recorded, %" PRIu64 " dropped%s%s", (uint64_t)inum(f, "recorded"),
+		 lost, unwritten ? " or not written" : "",
+		 damaged ? ", file damaged" : !ended ? ", file not completed: more lost after its last flush" : "");
+	f->advice[0] = gpu ? "Lost CUPTI records: at most 64 MiB of CUPTI's buffers are out at a time; lower "
+		       "DDPSPY_FLUSH_MS so the writer hands them back sooner, or launch fewer kernels per second "
+		       "(CUDA graphs, fused kernels)." :
+		       "Dropped events: raise DDPSPY_RING_KB or lower DDPSPY_FLUSH_MS.";
+	f->advice[1] = werr[0] ? "Events not written: the trace directory's filesystem refused them (full, quota); "
+				 "point DDPSPY_OUT at one with room." :
+				 "A damaged or incomplete file: the process died before ddpspy could finish it (SIGKILL, "
+				 "the OOM killer); the rest of the job is still analysed.";
+}
+
+/* One row per kind: its words from its evidence */
 static const struct row {
 	const char *kind;
 	void (*words)(struct finding *f);
@@ -331,11 +552,11 @@ static const struct row {
 	{ "straggler", straggler_words },
 	{ "cpu_contention", cpu_words },
 	{ "work_skew", skew_words },
-	{ "lost_events", NULL },
-	{ "small_work", NULL },
+	{ "lost_events", lost_words },
+	{ "small_work", small_work_words },
 	{ "collective_volume", volume_words },
 	{ "no_overlap", volume_words },
-	{ "data_stall", NULL },
+	{ "data_stall", data_words },
 	{ "gpu_idle", gpu_idle_words },
 	{ "host_sync", host_sync_words },
 	{ "launch_bound", launch_words },
