@@ -334,7 +334,9 @@ struct analysis {
 	double shares[CAT_COUNT];      /* critical-path verdict shares */
 	const char *bound;
 	double confidence;
-	char summary[1024];
+	char summary[1024];            /* (quoting a finding: composed with its words, words.c) */
+	int verdict_finding;           /* the finding the summary quotes, -1 none */
+	double verdict_share;          /* the bound's share of the critical path */
 	struct finding findings[MAX_FINDINGS];
 	int nfindings;
 	char *warnings[MAX_WARNINGS];
@@ -357,6 +359,9 @@ struct report_options {
 int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report_options *o,
 	char *err, size_t errlen);
 void analysis_free(struct analysis *a);
+/* every finding's title, evidence line and advice, from its kind's row, and the summary that
+ * quotes the costliest (words.c): a renderer's first step, before it shows any */
+void an_words(struct analysis *a);
 
 /* GPU capture over the job (collector/gpu.c) */
 struct gpujob {

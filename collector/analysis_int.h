@@ -753,8 +753,7 @@ void an_cpu(struct analysis *a);                                /* after the spl
 /* ---- findings.c: the findings, sorted by severity ---- */
 
 void an_find_all(struct analysis *a);
-/* every finding's title, evidence line and advice, from its kind's row (words.c) */
-void an_words(struct analysis *a);
+
 
 /* ---- verdict.c: a->bound, confidence and summary ---- */
 

@@ -37,7 +37,6 @@ int analysis_run(struct analysis *a, char **dirs, int ndirs, const struct report
 		return -1; /* (report --mpi: process 0 reports) */
 	an_cpu(a);
 	an_find_all(a);
-	an_words(a);
 	an_verdict(a);
 	an_clock_warning(a);
 	return 0;

@@ -515,6 +515,7 @@ int cmd_report(int argc, char **argv)
 		analysis_free(&a);
 		goto out;
 	}
+	an_words(&a);
 	if (json)
 		print_json(&a);
 	else

@@ -1,5 +1,6 @@
 /* The verdict: what bounds the job (the largest share of the critical path), how sure that is,
- * and the one-line summary that names the costliest finding. */
+ * and the one-line summary (where it names the costliest finding, words.c composes it with the
+ * finding's words). */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,6 +8,7 @@
 
 void an_verdict(struct analysis *a)
 {
+	a->verdict_finding = -1;
 	if (!a->nsteps) {
 		a->bound = "unknown";
 		a->confidence = 0;
@@ -31,10 +33,11 @@ void an_verdict(struct analysis *a)
 	const struct finding *f = a->nfindings ? &a->findings[0] : NULL;
 	if (f && !strcmp(f->kind, "lost_events") && a->nfindings > 1)
 		f = &a->findings[1];
-	if (f && f->severity >= 0.1)
-		snprintf(a->summary, sizeof a->summary, "%s-bound (%.0f%% of the critical path): %s (severity %.2f)",
-			 a->bound, 100 * a->shares[top], f->title, f->severity);
-	else
+	if (f && f->severity >= 0.1) {
+		a->verdict_finding = (int)(f - a->findings);
+		a->verdict_share = a->shares[top];
+	} else {
 		snprintf(a->summary, sizeof a->summary, "%s-bound: %.0f%% of the critical path is %s; no pathology costs "
 			 "more than 10%% of the step", a->bound, 100 * a->shares[top], a->bound);
+	}
 }

@@ -1,8 +1,8 @@
-/* The words of the findings: each kind's title, evidence line and advice, composed from the typed
- * evidence its measuring function filled (and the figures only words use: hidden evidence), by
- * one row per kind (ROWS), once the findings are found and before the verdict quotes the
- * costliest. Every renderer (text, JSON, HTML, the Perfetto view) shows these same words; the
- * measuring functions (findings.c, finddata.c, findgpu.c) write none. */
+/* The words of the findings, the renderers' first step: each kind's title, evidence line and
+ * advice, composed from the typed evidence its measuring function filled (and the figures only
+ * words use: hidden evidence), by one row per kind (ROWS), and the verdict's summary that quotes
+ * the costliest. Every renderer (text, JSON, HTML, the Perfetto view) shows these same words; the
+ * analysis (findings.c, finddata.c, findgpu.c) writes none. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -569,4 +569,9 @@ void an_words(struct analysis *a)
 		for (size_t k = 0; k < sizeof ROWS / sizeof *ROWS; k++)
 			if (!strcmp(ROWS[k].kind, a->findings[i].kind) && ROWS[k].words)
 				ROWS[k].words(&a->findings[i]);
+	if (a->verdict_finding >= 0 && a->verdict_finding < a->nfindings) {
+		const struct finding *f = &a->findings[a->verdict_finding];
+		snprintf(a->summary, sizeof a->summary, "%s-bound (%.0f%% of the critical path): %s (severity %.2f)",
+			 a->bound, 100 * a->verdict_share, f->title, f->severity);
+	}
 }

@@ -782,6 +782,7 @@ int cmd_view(int argc, char **argv)
 		analysis_free(&a);
 		goto out;
 	}
+	an_words(&a);
 	if (a.nranks > 131071) { /* (the tracks' tids: STEP_TID) */
 		fprintf(stderr, "ddpspy view: %d ranks: at most 131071 ranks in one view\n", a.nranks);
 		analysis_free(&a);

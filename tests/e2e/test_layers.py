@@ -35,8 +35,9 @@ LAYERS = [["common/format.c", "collector/json.c", "collector/cli.c"], ["collecto
            "collector/pattern.c"],
           ["collector/split.c", "collector/splitmpi.c", "collector/gpustep.c", "collector/cpu.c"],
           ["collector/findings.c", "collector/finddata.c", "collector/findgpu.c", "collector/evidence.c"],
-          ["collector/words.c"], ["collector/verdict.c"], ["collector/analyze.c"],
-          ["collector/report.c", "collector/compare.c", "viewer/html.c", "viewer/view.c", "viewer/timeline.c"],
+          ["collector/verdict.c"], ["collector/analyze.c"],
+          ["collector/words.c", "collector/report.c", "collector/compare.c", "viewer/html.c", "viewer/view.c",
+           "viewer/timeline.c"],
           ["collector/main.c", "collector/run.c", "collector/dump.c"]]
 level = {f: i for i, fs in enumerate(LAYERS) for f in fs}
 calls = g["calls"] if g else {}
