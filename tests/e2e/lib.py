@@ -221,13 +221,13 @@ def same_reports(dirs, what, **env):
 # every step and the clocks' spread every call, so that the long reading's figures come from the
 # steps, and its clocks from the calls, the whole one's do (thinned, the clocks differ by design:
 # test_clocks' 6,000-iteration halo exchange, a residual of 6.4 us against 9.6). Steps by
-# point-to-point calls take 512 (the real limit is 2048 at least): each rank's own pattern is found
-# in its prefix alone, after a halo exchange's start-up, and where its calls all look alike, from
-# their gaps, which fewer calls do not settle on a busy host (stencil-one-host, 15 calls an
-# iteration: at 32 no pattern; test_clocks' 4-rank exchange at 128: one rank's period taken as 8
-# for its 4 calls, 199 steps against 399).
+# point-to-point calls take 2048, the real limit's least: each rank's own pattern is found in its
+# prefix alone, after a halo exchange's start-up, and where its calls all look alike, from their
+# gaps, which fewer calls do not settle on a busy host (stencil-one-host, 15 calls an iteration:
+# at 32 no pattern; test_clocks' 4-rank exchange of 4 ranks on 2 cores: at 128 one rank's period
+# taken as 8 for its 4 calls, and in one CI run at 512 no pattern, time windows).
 LONG = {"DDPSPY_REPORT_PREFIX": "32", "DDPSPY_REPORT_SAMPLE": "1000000", "DDPSPY_REPORT_SPREAD": "1000000"}
-LONG_P2P = dict(LONG, DDPSPY_REPORT_PREFIX="512")
+LONG_P2P = dict(LONG, DDPSPY_REPORT_PREFIX="2048")
 
 
 def same_as_long(dirs, what):
@@ -258,7 +258,7 @@ def same_as_long(dirs, what):
             continue
         if len({(p.returncode, p.stdout, p.stderr) for p in out}) > 1:
             diff.append(t)
-    return ok(not diff, "%s as long traces %s (512 where the steps are by point-to-point calls): the same "
+    return ok(not diff, "%s as long traces %s (2048 where the steps are by point-to-point calls): the same "
               "report as read whole, byte for byte, on all %d trace directories but %d whose steps are time "
               "windows%s" % (what, LONG, len(dirs), left, (": not on %s" % diff[:3]) if diff else ""))
 
