@@ -77,7 +77,8 @@ TESTAPPS += $(B)/testapps/nvtx_app
 endif
 DDPBENCH_SRC := $(wildcard testapps/ddpbench/*.c)
 UNIT := $(B)/tests/test_ring $(B)/tests/test_format $(B)/tests/test_fdclass \
-	$(B)/tests/test_identity $(B)/tests/test_kinds $(B)/tests/test_sort $(B)/tests/test_p2pnum
+	$(B)/tests/test_identity $(B)/tests/test_kinds $(B)/tests/test_sort $(B)/tests/test_p2pnum \
+	$(B)/tests/test_pattern
 
 .PHONY: all deps test bench gen clean testapps stress lab demo fixtures fuzz sanitized sim
 all: $(B)/libddpspy.so $(B)/ddpspy
@@ -138,6 +139,7 @@ UNIT_SRC_test_identity := preload/identity.c common/format.c
 UNIT_SRC_test_kinds := collector/kinds.c common/format.c
 UNIT_SRC_test_sort := collector/stats.c collector/kinds.c common/format.c
 UNIT_SRC_test_p2pnum := $(COLLECTOR_LIB_SRC)
+UNIT_SRC_test_pattern := $(COLLECTOR_LIB_SRC)
 SANITIZED := $(B)/asan/ddpspy $(B)/asan/fuzz_replay $(B)/asan/libddpspy.so \
 	$(UNIT:$(B)/tests/%=$(B)/asan/tests/%)
 sanitized: $(SANITIZED)
@@ -259,6 +261,10 @@ $(B)/tests/test_p2pnum: tests/unit/test_p2pnum.c $(COLLECTOR_LIB_SRC) collector/
 	collector/trace.h common/format.h tests/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_p2pnum.c $(COLLECTOR_LIB_SRC) -lmsgpackc -lz -lm -lpthread -ldl
+$(B)/tests/test_pattern: tests/unit/test_pattern.c $(COLLECTOR_LIB_SRC) collector/analysis_int.h collector/analysis.h \
+	collector/steps_int.h common/format.h tests/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -o $@ tests/unit/test_pattern.c $(COLLECTOR_LIB_SRC) -lmsgpackc -lz -lm -lpthread -ldl
 $(B)/tests/test_identity: tests/unit/test_identity.c preload/identity.c common/format.c tests/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_identity.c preload/identity.c common/format.c
