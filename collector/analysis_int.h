@@ -754,7 +754,6 @@ void an_cpu(struct analysis *a);                                /* after the spl
 
 void an_find_all(struct analysis *a);
 
-
 /* ---- verdict.c: a->bound, confidence and summary ---- */
 
 void an_verdict(struct analysis *a);

@@ -88,11 +88,11 @@ static void spread_call(const struct proc *p, struct thr *t, const struct ev *v,
 	size_t from = 0, to = 0;
 	int coll = an_posts_of(t->posts, v, &i, &last);
 	int p2p = an_completes(v) && v->req && an_p2p_completed((size_t)t->pposts->n, ppost_req, t->pposts, v, &from, &to);
-	for (int j = i; coll && !p2p && j < last; j++) {
+	for (int j = i; put && coll && !p2p && j < last; j++) {
 		int l = (int)an_spread_level(&t->posts->v[j]);
 		lv = l > lv ? l : lv;
 	}
-	for (size_t j = from; !coll && p2p && j < to; j++) {
+	for (size_t j = from; put && !coll && p2p && j < to; j++) {
 		int l = msg_level(p, &t->pposts->v[j]);
 		lv = l > lv ? l : lv;
 	}

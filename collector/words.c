@@ -69,6 +69,15 @@ static const char *first_of(const struct finding *f, const char *key)
 	return f->strs + v[1].v.s;
 }
 
+/* the index of name s in names (n of them), -1 when it is none */
+static int name_index(const char *const *names, int n, const char *s)
+{
+	for (int i = 0; i < n; i++)
+		if (names[i] && !strcmp(names[i], s))
+			return i;
+	return -1;
+}
+
 /* ---- rank0_serialization ---- */
 static void rank0_words(struct finding *f)
 {
@@ -138,13 +147,13 @@ static void cpu_words(struct finding *f)
 		"torch.set_num_threads, MKL_NUM_THREADS) to the CPUs each rank may use.",
 	};
 	double cores[CPU_GROUPS];
-	int top = CPU_OTHER;
+	int top = name_index(an_cpu_group_names, CPU_GROUPS, str(f, "top"));
 	char key[64], whose[64], cpus[64] = "";
+	if (top < 0)
+		top = CPU_OTHER;
 	for (int g = 0; g < CPU_GROUPS; g++) {
 		snprintf(key, sizeof key, "cpus_held.%s", an_cpu_group_names[g]);
 		cores[g] = num(f, key);
-		if (!strcmp(str(f, "top"), an_cpu_group_names[g]))
-			top = g;
 	}
 	int shown = (int)inum(f, "rank_shown"), avail = (int)inum(f, "cpus"), process = !strcmp(str(f, "scope"), "process");
 	double runq = num(f, "runqueue_share"), demand = num(f, "cpus_wanted");
@@ -201,10 +210,9 @@ static void gpu_idle_words(struct finding *f)
 		"The host is busy between the GPU's work (Python overhead, logging, checkpoint bookkeeping): move it off "
 		"the training thread or overlap it with the GPU's work."
 	};
-	int top = 0;
-	for (int c = 0; c < 5; c++)
-		if (!strcmp(str(f, "cause"), cause[c]))
-			top = c;
+	int top = name_index(cause, 5, str(f, "cause"));
+	if (top < 0)
+		top = 0;
 	if (f->rank >= 0)
 		snprintf(f->title, sizeof f->title, "rank %d's GPU idles %.0f%% of the step, mostly %s", f->rank,
 			 100 * f->severity, why[top]);
@@ -401,14 +409,6 @@ static void volume_words(struct finding *f)
 }
 
 /* ---- data_stall: the input calls' pattern (the ops of its evidence), the files, the workers ---- */
-static int name_index(const char *const *names, int n, const char *s)
-{
-	for (int i = 0; i < n; i++)
-		if (names[i] && !strcmp(names[i], s))
-			return i;
-	return -1;
-}
-
 /* the i-th op of the evidence's list in words (buf); 0 when there is none */
 static int describe_op(const struct finding *f, int i, char *buf, size_t n)
 {
