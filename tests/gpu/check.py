@@ -196,6 +196,21 @@ def share_checks(app):
                                                                             {k: g.get(k) for k in ("client", "client_records", "client_dropped")}))
         fact("share_" + case, {"alone": alone, "shared": shared, "ddpspy_kernels": len(kern),
                                "gpu": {k: g.get(k) for k in ("state", "why", "client", "client_records", "client_dropped")}})
+    # a holder that reached CUPTI through its own handle before cuInit (as nsys's injection does): it
+    # keeps CUPTI and its records, ddpspy records host events and says CUPTI is taken
+    a = subprocess.run([app, "cupti"], env=dict(os.environ, **env_for()), capture_output=True, text=True, timeout=120)
+    out = os.path.join(OUT, "cupti-holder")
+    shutil.rmtree(out, ignore_errors=True)
+    b = traced([app, "cupti"], out, env=env_for(), timeout=120)
+    last = lambda q: json.loads(q.stdout.splitlines()[-1]) if q.returncode == 0 and q.stdout.strip() else {"err": q.stderr[-300:]}
+    alone, held = last(a), last(b)
+    recs = dump(out)[0]
+    g = info(recs)
+    fact("share_holder", {"alone": alone, "under_ddpspy": held, "gpu": {k: g.get(k) for k in ("state", "why", "holder")}})
+    ok(alone.get("kernels") == held.get("kernels") == 4 and alone.get("api") == held.get("api") and g.get("state") == "taken"
+       and not gpu_events(recs, "gpu_kernel"),
+       "a holder through its own handle keeps CUPTI (%s kernels, alone %s); ddpspy's file: %s, %s"
+       % (held.get("kernels"), alone.get("kernels"), g.get("state"), (g.get("why") or "")[:90]))
 
 
 def static_checks(built):
@@ -321,6 +336,9 @@ def nccl_checks(app):
         durs = [(e0 - s0) - c["dur_ns"] for (s0, e0), c in pairs]
         fact("nccl_plugin", {"events": len(pk), "channels": sorted({k["channel"] for k in pk}), "pairs": len(pairs),
                              "offset_spread_us": (max(offs) - min(offs)) / 1e3 if offs else None,
+                             # the plugin's %globaltimer against the trace's clock: Unix-epoch ns or not
+                             "offset_s_first": offs[0] / 1e9 if offs else None,
+                             "gpu_start_first": pk[0]["gpu_start"] if pk else None,
                              "duration_diff_us": [round(x / 1e3, 1) for x in durs[:8]]})
         ok(len(span) == len(ar) and len(pairs) == len(ar) and max(map(abs, durs)) <= 20000,
            "%d ranks: NCCL's profiler plugin times each allreduce's kernel as CUPTI does (%d of %d; duration differences "
@@ -355,10 +373,25 @@ def nccl_checks(app):
         fact("nccl_nonblocking_report", j and {"clock": j["job"]["clock"], "join": joins})
         ok(j is not None and all(x and x["communicator_order"] == 8 and x["order_only"] == 0 for x in joins),
            "nonblocking: the report joins each rank's NCCL kernels to their calls by the communicator's order: %s" % joins)
+        chk = [c.get("nccl_check") for c in (j or {}).get("coverage", [])]
+        fact("nccl_plugin_check_nonblocking", chk)
+        ok(len(chk) == n and all(c and c["matched"] == 4 and c["plugin_only"] == 0 and c["duration_us_max"] <= 20 for c in chk),
+           "nonblocking: the plugin's kernels join their calls and match CUPTI's: %s" % chk)
         f = nccl_facts("nonblocking", recs)
         ok(f["nccl_kernels"] >= 4 * n, "nonblocking communicator: its kernels recorded (%d; joined by external id: %d of %d "
            "calls; launched from the caller's thread: %s)" % (f["nccl_kernels"], f["calls_joined_by_ext_id"], f["calls"],
                                                               f["launch_thread_is_caller"]))
+    # a nonblocking communicator without CUPTI: its kernels through the plugin alone, joined to the calls
+    recs = nccl_run(app, "nonblocking-plugin", n, {"NCCL_APP_NONBLOCKING": "1", "DDPSPY_GPU": "0"})
+    if recs is not None:
+        j = report("nccl-nonblocking-plugin", os.path.join(OUT, "nccl-nonblocking-plugin"))
+        cov = [(c["gpu"], c.get("nccl_plugin")) for c in (j or {}).get("coverage", [])]
+        nc = [r.get("nccl") for r in (j or {}).get("ranks", [])]
+        fact("nccl_nonblocking_plugin_only", {"coverage": cov, "nccl": nc})
+        ok(j is not None and [c for c, p in cov] == ["nccl-plugin"] * n and all(p and p["unjoined"] == 0 and p["collectives"] == 4
+                                                                              for c, p in cov) and
+           all(x and x["source"] == "nccl-plugin" and x["kernels_per_step"] >= 1 for x in nc),
+           "nonblocking without CUPTI: every collective's kernel from the plugin, joined to its call: %s %s" % (cov, nc))
     for name, extra in (("ws1-inplace", {}), ("ws1-outofplace", {"NCCL_APP_OOP": "1"})):
         recs = nccl_run(app, name, 1, extra)
         if recs is not None:
@@ -639,19 +672,24 @@ def part(name, fn, *args):
 
 def launch_cost(app):
     """host ns per launch of a tiny kernel (gpu_app launches), plain and under ddpspy, alternated"""
-    plain, traced_, every = [], [], []
+    plain, traced_, every, client, shared = [], [], [], [], []
     env = dict(env_for(), **({"SIMGPU_KERNELS": "tick=1"} if SIM else {}))  # (a 1 us kernel on the simulated device)
+    cl = dict(env, GPU_APP_CLIENT="1")  # a torch.profiler-shaped client profiling the launches (bench/gpu.py)
     for i in range(3):
         q = subprocess.run([app, "launches"], capture_output=True, text=True, timeout=60, env=dict(os.environ, **env))
         t = traced([app, "launches"], os.path.join(OUT, "launches"), env=env, timeout=60)
         a = traced([app, "launches"], os.path.join(OUT, "launches-all"), env=dict(env, DDPSPY_GPU_API_ALL="1"), timeout=60)
-        for r, into in ((q, plain), (t, traced_), (a, every)):
+        c = subprocess.run([app, "launches"], capture_output=True, text=True, timeout=60, env=dict(os.environ, **cl))
+        b = traced([app, "launches"], os.path.join(OUT, "launches-client"), env=cl, timeout=60)
+        for r, into in ((q, plain), (t, traced_), (a, every), (c, client), (b, shared)):
             line = [l for l in r.stdout.splitlines() if l.startswith("{")]
             if line:
                 into.append(json.loads(line[-1])["launch_ns"])
-    fact("gpu_app_launch_ns", {"plain": plain, "under_ddpspy": traced_, "under_ddpspy_every_call": every})
-    ok(len(plain) == 3 and len(traced_) == 3, "host ns per launch, plain %s, under ddpspy %s (every call recorded: %s)"
-       % (plain, traced_, every))
+    fact("gpu_app_launch_ns", {"plain": plain, "under_ddpspy": traced_, "under_ddpspy_every_call": every,
+                               "client_alone": client, "ddpspy_sharing_with_client": shared})
+    ok(len(plain) == 3 and len(traced_) == 3 and len(client) == 3 and len(shared) == 3,
+       "host ns per launch, plain %s, under ddpspy %s (every call recorded: %s); a profiler client alone %s, "
+       "ddpspy sharing with it %s" % (plain, traced_, every, client, shared))
 
 
 def main():
