@@ -131,8 +131,10 @@ static void rec_init(struct dsp_tls *t, uint64_t t0, ncclComm_t c, int64_t id, i
 {
 	uint64_t t1 = dsp_now();
 	int made = rc == ncclSuccess || rc == ncclInProgress; /* (a non-blocking one is made, not ready) */
-	if (made)
+	if (made) {
 		comm_add(c, id, rank, nranks, blocking);
+		dsp_identity_from_comm(rank, nranks);
+	}
 	if (t->nccl_pctx) /* (NCCL told ddpspy's profiler plugin of it during the call) */
 		dsp_ncclprof_named(t->nccl_pctx, made ? id : -1, t0);
 	t->nccl_pctx = NULL;

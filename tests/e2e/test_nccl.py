@@ -28,7 +28,7 @@ TOGETHER = 5000  # ns: the stand-in CUPTI reads two clocks to put a time on the 
 d = tmpdir("nccl")
 
 
-def run(n, split=False, extra=None, name=None):
+def run(n, split=False, extra=None, name=None, rank_env=True):
     out = os.path.join(d, name or "r%d%s" % (n, "-split" if split else ""))
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
@@ -37,8 +37,9 @@ def run(n, split=False, extra=None, name=None):
     if split:
         env["NCCL_APP_SPLIT"] = "1"
     idfile = os.path.join(out, "id")
-    # (each a rank to the preload, for the report: RANK, WORLD_SIZE)
-    ps = [subprocess.Popen([APP, str(r), str(n), idfile, str(STEPS)], env=dict(env, RANK=str(r), WORLD_SIZE=str(n)),
+    # (each a rank to the preload, for the report: RANK, WORLD_SIZE; rank_env=False: none, as mp.spawn)
+    ps = [subprocess.Popen([APP, str(r), str(n), idfile, str(STEPS)],
+                           env=dict(env, RANK=str(r), WORLD_SIZE=str(n)) if rank_env else env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(n)]
     res = [p.communicate(timeout=120) for p in ps]
     truth = {}
@@ -535,8 +536,28 @@ def check_deferred_memory():
                       "".join(": " + e[-600:].replace("\n", " | ") for p, (o, e) in zip(ps, res) if p.returncode)))
 
 
+def check_rank_from_comm(n):
+    """no launcher's environment (mp.spawn's children, a script that passes its rank to
+    init_process_group): each process takes its rank and the world's size from the largest
+    communicator it joins, not from the split's (preload/init.c, dsp_identity_from_comm)"""
+    ps, res, truth, recs, out = run(n, split=True, name="r%d-noenv" % n, rank_env=False)
+    if not ok(all(p.returncode == 0 for p in ps), "%d ranks, no RANK in the environment: nccl_app runs: %s"
+              % (n, [e[-200:] for o, e in res])):
+        return
+    got = sorted((int(p["cmdline"][1]), p["role"], p["rank"], p["world_size"], p.get("rank_source")) for p in of(recs, "process"))
+    ok(got == [(r, "rank", r, n, "nccl") for r in range(n)],
+       "%d ranks, no RANK in the environment: each file's rank and world size from the world's communicator, not "
+       "the split's: %s" % (n, got))
+    r = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=120)
+    j = json.loads(r.stdout) if r.stdout.startswith("{") else {}
+    ok([x["rank"] for x in j.get("ranks", [])] == list(range(n)) and j.get("verdict", {}).get("bound"),
+       "and the report reads them as the job's %d ranks: %s %s" % (n, [x["rank"] for x in j.get("ranks", [])],
+                                                                 r.stderr[-200:]))
+
+
 check(2)
 check(4)
+check_rank_from_comm(4)
 check_profiler_plugin()
 check_plugin_capture()
 check_split(4)
