@@ -54,5 +54,6 @@ int dsp_cupti_claim(const char *why, CUpti_SubscriberHandle *sub);
 /* whether ddpspy itself records this activity kind, or this API call (driver: 1 for the driver's) */
 int dsp_cupti_own_kind(CUpti_ActivityKind kind);
 int dsp_cupti_own_api(int driver, uint32_t cbid);
+void dsp_cupti_own_calls(void); /* ddpspy's calls on again after a client turned some off */
 
 #endif

@@ -342,6 +342,12 @@ int dsp_cupti_own_api(int driver, uint32_t cbid)
 	return api_all || (cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE && keep_rt[cbid]);
 }
 
+/* whether LAUNCHES[i] is recorded: where CUPTI names it a launch */
+static int driver_launch(size_t i)
+{
+	return !launch_names[i] || !strncmp(launch_names[i], "cuLaunch", 8) || !strncmp(launch_names[i], "cuGraphLaunch", 13);
+}
+
 static int kept(const char *name)
 {
 	for (size_t i = 0; name && i < sizeof KEPT_CALLS / sizeof *KEPT_CALLS; i++)
@@ -366,8 +372,7 @@ static int enable_calls(void)
 		for (uint32_t i = 0; i < CUPTI_RUNTIME_TRACE_CBID_SIZE; i++)
 			n += (keep_rt[i] = kept(cbnames[i]) && C.EnableRuntimeApi(i, 1) == CUPTI_SUCCESS);
 		for (size_t i = 0; i < sizeof LAUNCHES / sizeof *LAUNCHES; i++) /* (where CUPTI names them so) */
-			if (!launch_names[i] || !strncmp(launch_names[i], "cuLaunch", 8) ||
-			    !strncmp(launch_names[i], "cuGraphLaunch", 13))
+			if (driver_launch(i))
 				C.EnableDriverApi(LAUNCHES[i], 1);
 		if (n)
 			return n;
@@ -376,6 +381,25 @@ static int enable_calls(void)
 	int drv = C.Enable(CUPTI_ACTIVITY_KIND_DRIVER) == CUPTI_SUCCESS;
 	api_all = rt || drv;
 	return api_all ? -1 : 0;
+}
+
+/* ddpspy's own calls on again after another client turned calls or callbacks off (cupti/share.c):
+ * on an H100 ddpspy's launch records stopped once torch.profiler's window ended, its callbacks on
+ * the shared subscriber turned off (docs/gpu.md; the cause not established). On is on: a call
+ * already on stays so. */
+void dsp_cupti_own_calls(void)
+{
+	if (api_all) {
+		C.Enable(CUPTI_ACTIVITY_KIND_RUNTIME);
+		C.Enable(CUPTI_ACTIVITY_KIND_DRIVER);
+		return;
+	}
+	for (uint32_t i = 0; C.EnableRuntimeApi && i < CUPTI_RUNTIME_TRACE_CBID_SIZE; i++)
+		if (keep_rt[i])
+			C.EnableRuntimeApi(i, 1);
+	for (size_t i = 0; C.EnableDriverApi && i < sizeof LAUNCHES / sizeof *LAUNCHES; i++)
+		if (driver_launch(i))
+			C.EnableDriverApi(LAUNCHES[i], 1);
 }
 
 /* Once per process, from cuInit's thread (injection) or the writer's. The guard is held as

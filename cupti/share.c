@@ -14,6 +14,13 @@
  *   seen, else its own start), with its times put on the client's clock (its timestamp callback,
  *   else CUPTI's default, CLOCK_REALTIME: cupti_activity.h), and completed to it when full or when
  *   it flushes;
+ * - while the client has a kind on, one of its buffers is out, as with the real CUPTI, whose
+ *   records wait in the client's buffers: Kineto takes no GPU records at all when it has none out
+ *   at its stop (CuptiActivityApi::activityBuffers), and ddpspy's own buffers come back late;
+ * - the client's forced flush is a default one for the real CUPTI, which would otherwise hand
+ *   ddpspy the work still running with no times, once (cupti_activity.h, cuptiActivityFlushAll);
+ *   the records of that work are not the client's afterwards, as its forced flush would have
+ *   given it them untimed;
  * - the client's cuptiFinalize ends the client's part only (its kinds, callbacks and subscriber),
  *   never ddpspy's capture.
  * Kinds whose times ddpspy cannot put on the client's clock are refused to it
@@ -33,6 +40,7 @@
 #define C dsp_cupti
 #define HIST 256     /* the client's changes of kinds remembered, for records delivered late */
 #define LAUNCHES 4096 /* recent API calls' starts by correlation id: when device work was launched */
+#define CUTS 16       /* the client's recent forced flushes */
 
 /* CUDA 12's records put these times where CUDA 13's do (gpu.c checks the other fields) */
 _Static_assert(offsetof(CUpti_ActivityKernel9, completed) == offsetof(CUpti_ActivityKernel10, completed) &&
@@ -64,6 +72,8 @@ static struct {
 	uint8_t *buf;            /* the client's buffer being filled */
 	size_t size, used;
 	uint64_t records, dropped, unread, refused, changes;
+	uint64_t cut[CUTS];      /* the client's forced flushes (ddpspy's clock); fan_lock */
+	int ncut;
 } S;
 static struct { uint32_t corr; uint64_t start; } launched[LAUNCHES];
 
@@ -154,16 +164,21 @@ static void apply_api(void)
 {
 	if (!C.EnableRuntimeApi || !C.EnableDriverApi)
 		return;
+	int off = 0;
 	for (uint32_t i = 0; i < CUPTI_RUNTIME_TRACE_CBID_SIZE; i++) {
 		uint8_t want = client_api(0, i, S.kinds) && !dsp_cupti_own_api(0, i);
+		off |= want != S.real_rt[i] && !want;
 		if (want != S.real_rt[i] && C.EnableRuntimeApi(i, want) == CUPTI_SUCCESS)
 			S.real_rt[i] = want;
 	}
 	for (uint32_t i = 0; i < CUPTI_DRIVER_TRACE_CBID_SIZE; i++) {
 		uint8_t want = client_api(1, i, S.kinds) && !dsp_cupti_own_api(1, i);
+		off |= want != S.real_drv[i] && !want;
 		if (want != S.real_drv[i] && C.EnableDriverApi(i, want) == CUPTI_SUCCESS)
 			S.real_drv[i] = want;
 	}
+	if (off) /* (ddpspy's own, on whatever the client's change did to them) */
+		dsp_cupti_own_calls();
 }
 
 /* the records of queries of unfinished work: on in the real CUPTI while the client records
@@ -191,7 +206,7 @@ static CUptiResult set_kind(CUpti_ActivityKind k, int on)
 	else if (!dsp_cupti_own_kind(k) && (on ? C.Enable : C.Disable))
 		r = (on ? C.Enable : C.Disable)(k);
 	if (r == CUPTI_SUCCESS) {
-		S.kinds = on ? S.kinds | 1ull << k : S.kinds & ~(1ull << k);
+		__atomic_store_n(&S.kinds, on ? S.kinds | 1ull << k : S.kinds & ~(1ull << k), __ATOMIC_RELEASE);
 		hist_add();
 		if (api)
 			apply_api();
@@ -232,6 +247,9 @@ static uint64_t launch_time(const CUpti_Activity *r, uint64_t last)
 		return ((const CUpti_ActivitySynchronization2 *)(const void *)r)->start;
 	case CUPTI_ACTIVITY_KIND_OVERHEAD:
 		return ((const CUpti_ActivityOverhead3 *)(const void *)r)->start;
+	case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: /* (its call's, which may come after it) */
+		corr = ((const CUpti_ActivityExternalCorrelation *)(const void *)r)->correlationId;
+		break;
 	default:
 		return last;
 	}
@@ -279,6 +297,39 @@ static void to_client(CUpti_Activity *r, int64_t off)
 	}
 }
 
+/* when the work or call of record r ended (ddpspy's clock), 0 unknown */
+static uint64_t end_time(const CUpti_Activity *r)
+{
+	switch (r->kind) {
+	case CUPTI_ACTIVITY_KIND_KERNEL:
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+		return ((const CUpti_ActivityKernel10 *)(const void *)r)->end;
+	case CUPTI_ACTIVITY_KIND_MEMCPY:
+		return ((const CUpti_ActivityMemcpy6 *)(const void *)r)->end;
+	case CUPTI_ACTIVITY_KIND_MEMSET:
+		return ((const CUpti_ActivityMemset4 *)(const void *)r)->end;
+	case CUPTI_ACTIVITY_KIND_RUNTIME:
+	case CUPTI_ACTIVITY_KIND_DRIVER:
+		return ((const CUpti_ActivityAPI *)(const void *)r)->end;
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+		return ((const CUpti_ActivitySynchronization2 *)(const void *)r)->end;
+	case CUPTI_ACTIVITY_KIND_OVERHEAD:
+		return ((const CUpti_ActivityOverhead3 *)(const void *)r)->end;
+	default:
+		return 0;
+	}
+}
+
+/* whether work launched at t and ended at end was running at one of the client's forced flushes,
+ * which would have handed it to the client untimed; fan_lock held */
+static int cut(uint64_t t, uint64_t end)
+{
+	for (int i = 0; i < S.ncut; i++)
+		if (t < S.cut[i] && end > S.cut[i])
+			return 1;
+	return 0;
+}
+
 /* the client's buffer, full or flushed, back to it; fan_lock held */
 static void complete(void)
 {
@@ -312,6 +363,19 @@ static uint8_t *room(size_t n)
 	return S.buf + at;
 }
 
+/* one of the client's buffers out while it has a kind on (the real CUPTI holds one wherever the
+ * client's records wait: Kineto looks for one before it flushes); fan_lock held */
+static void keep_buffer(void)
+{
+	if (S.buf || !S.req || !__atomic_load_n(&S.kinds, __ATOMIC_ACQUIRE))
+		return;
+	size_t max = 0;
+	S.req(&S.buf, &S.size, &max);
+	S.used = 0;
+	if (!S.buf)
+		S.size = 0;
+}
+
 /* every record of a buffer CUPTI completed into ddpspy's callback that the client asked for, into
  * the client's buffers (gpu.c, before ddpspy reads it) */
 static void seen(const uint8_t *b, size_t valid)
@@ -322,6 +386,11 @@ static void seen(const uint8_t *b, size_t valid)
 	int64_t off = client_offset();
 	uint64_t last = 0, n = 0, lost = 0;
 	CUpti_Activity *r = NULL, *next;
+	/* the launching calls first: a kernel's record may come before its call's in a buffer */
+	while (C.GetNextRecord((uint8_t *)b, valid, &r) == CUPTI_SUCCESS)
+		if (r->kind == CUPTI_ACTIVITY_KIND_RUNTIME || r->kind == CUPTI_ACTIVITY_KIND_DRIVER)
+			launch_time(r, 0);
+	r = NULL;
 	if (C.GetNextRecord((uint8_t *)b, valid, &r) != CUPTI_SUCCESS)
 		r = NULL;
 	for (; r; r = next) {
@@ -339,7 +408,7 @@ static void seen(const uint8_t *b, size_t valid)
 			want = client_api(r->kind == CUPTI_ACTIVITY_KIND_DRIVER, p->cbid, k);
 		}
 		pthread_mutex_unlock(&lock);
-		if (!want)
+		if (!want || (S.ncut && cut(t, end_time(r))))
 			continue;
 		uint8_t *to = room(size);
 		if (!to) {
@@ -458,8 +527,10 @@ CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *h, CUpti_CallbackFunc cb, 
 /* the client's subscriber and its callbacks gone; under lock */
 static void unsubscribe(void)
 {
-	if (S.subscribed && C.EnableAllDomains) /* (ddpspy enables none of its own) */
+	if (S.subscribed && C.EnableAllDomains) { /* (ddpspy enables none of its own) */
 		C.EnableAllDomains(0, S.real);
+		dsp_cupti_own_calls();
+	}
 	S.subscribed = 0;
 	S.cb = NULL;
 	S.changes++;
@@ -481,7 +552,10 @@ CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle h, CUpti
 	SHARED_OR_PASS(cuptiEnableCallback, enable, h, d, id);
 	if (h != (CUpti_SubscriberHandle)(void *)&S || !S.subscribed || !C.EnableCallback)
 		return LEAVE(CUPTI_ERROR_INVALID_PARAMETER);
-	return LEAVE(C.EnableCallback(enable, S.real, d, id));
+	CUptiResult r = C.EnableCallback(enable, S.real, d, id);
+	if (!enable) /* (ddpspy's own calls' records stay on) */
+		dsp_cupti_own_calls();
+	return LEAVE(r);
 }
 
 CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle h, CUpti_CallbackDomain d)
@@ -489,7 +563,10 @@ CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle h, CUpti_C
 	SHARED_OR_PASS(cuptiEnableDomain, enable, h, d);
 	if (h != (CUpti_SubscriberHandle)(void *)&S || !S.subscribed || !C.EnableDomain)
 		return LEAVE(CUPTI_ERROR_INVALID_PARAMETER);
-	return LEAVE(C.EnableDomain(enable, S.real, d));
+	CUptiResult r = C.EnableDomain(enable, S.real, d);
+	if (!enable) /* (ddpspy's own calls' records stay on) */
+		dsp_cupti_own_calls();
+	return LEAVE(r);
 }
 
 CUptiResult cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHandle h)
@@ -497,7 +574,10 @@ CUptiResult cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHandle h)
 	SHARED_OR_PASS(cuptiEnableAllDomains, enable, h);
 	if (h != (CUpti_SubscriberHandle)(void *)&S || !S.subscribed || !C.EnableAllDomains)
 		return LEAVE(CUPTI_ERROR_INVALID_PARAMETER);
-	return LEAVE(C.EnableAllDomains(enable, S.real));
+	CUptiResult r = C.EnableAllDomains(enable, S.real);
+	if (!enable) /* (ddpspy's own calls' records stay on) */
+		dsp_cupti_own_calls();
+	return LEAVE(r);
 }
 
 CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req, CUpti_BuffersCallbackCompleteFunc comp)
@@ -508,6 +588,7 @@ CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
 	pthread_mutex_lock(&fan_lock);
 	S.req = req;
 	S.comp = comp;
+	keep_buffer();
 	pthread_mutex_unlock(&fan_lock);
 	return LEAVE(CUPTI_SUCCESS);
 }
@@ -538,6 +619,9 @@ CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 	pthread_mutex_lock(&lock);
 	CUptiResult r = set_kind(k, 1);
 	pthread_mutex_unlock(&lock);
+	pthread_mutex_lock(&fan_lock);
+	keep_buffer();
+	pthread_mutex_unlock(&fan_lock);
 	return LEAVE(r);
 }
 
@@ -587,15 +671,25 @@ CUptiResult cuptiActivityEnableAllSyncRecords(uint8_t enable)
 	return LEAVE(C.EnableAllSyncRecords ? CUPTI_SUCCESS : CUPTI_ERROR_NOT_SUPPORTED);
 }
 
-/* The client's flush: the real one (ddpspy's buffers come back through gpu.c, and the client's
- * records in them are copied out), then the client's buffer to it. */
+/* The client's flush: the real one, a default flush (ddpspy's buffers whose work has ended come
+ * back through gpu.c, and the client's records in them are copied out), then the client's buffer
+ * to it, and another out while it has kinds on. A forced flush is remembered: what was running
+ * then is not the client's afterwards. */
 static void flush_for_client(uint32_t flag)
 {
+	if (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) {
+		pthread_mutex_lock(&fan_lock);
+		if (S.ncut == CUTS) /* (the oldest: its work has long ended) */
+			memmove(S.cut, S.cut + 1, (CUTS - 1) * sizeof *S.cut);
+		S.cut[S.ncut < CUTS ? S.ncut++ : CUTS - 1] = mono();
+		pthread_mutex_unlock(&fan_lock);
+	}
 	if (C.FlushAll)
-		C.FlushAll(flag);
+		C.FlushAll(0);
 	pthread_mutex_lock(&fan_lock);
 	if (S.used)
 		complete();
+	keep_buffer();
 	pthread_mutex_unlock(&fan_lock);
 }
 
@@ -627,7 +721,7 @@ CUptiResult cuptiFinalize(void)
 {
 	SHARED_OR_PASS(cuptiFinalize);
 	pthread_mutex_lock(&fan_lock);
-	if (S.used)
+	if (S.buf) /* (an empty one too: the client's memory back to it) */
 		complete();
 	pthread_mutex_unlock(&fan_lock);
 	pthread_mutex_lock(&lock);

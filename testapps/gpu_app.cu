@@ -13,7 +13,11 @@
 //                            between 5 before and 6 after; GPU_APP_FINALIZE=1 ends with cuptiFinalize;
 //                            GPU_APP_EARLY=1 subscribes before any CUDA call (a daemon-started profiler);
 //                            GPU_APP_CALLBACK=1 has its subscriber count the window's launches through
-//                            the callback API, and tear down (GPU_APP_FINALIZE) from a call's exit
+//                            the callback API, and tear down (GPU_APP_FINALIZE) from a call's exit;
+//                            GPU_APP_WARMUP=1 opens its window as a torch.profiler schedule does: 5 spin
+//                            kernels with its kinds on, then a forced flush whose records it throws away.
+//                            As Kineto, it counts only records that start in its window, and at its end
+//                            takes records only if it has a buffer out (CuptiActivityApi::activityBuffers)
 //        gpu_app launches    host ns per launch of a tiny kernel, launched back to back (make bench)
 //        gpu_app steps       20 steps: a spin kernel, the host waits for it (cudaStreamSynchronize),
 //                            then 3 ms of host work; GPU_APP_DLSYM=1 calls the synchronize through
@@ -101,23 +105,54 @@ static uint64_t CUPTIAPI mono_ts()
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static int outstanding; // buffers handed to CUPTI and not yet completed (Kineto's allocatedGpuTraceBuffers_)
+static int discarding;  // Kineto's clearActivities: what a flush delivers now is thrown away
+static uint64_t window_start; // Kineto's capture window opens (its clock): what started before is out of range
+
 static void CUPTIAPI buffer_requested(uint8_t **b, size_t *size, size_t *max)
 {
 	*b = (uint8_t *)aligned_alloc(8, buffer_bytes);
 	*size = buffer_bytes;
 	*max = 0;
+	__atomic_add_fetch(&outstanding, *b != NULL, __ATOMIC_SEQ_CST);
 }
 
 static CUptiResult (*get_next)(uint8_t *, size_t, CUpti_Activity **);
+
+// when a record's call or work started, on the client's clock (UINT64_MAX: a record without a time)
+static uint64_t started(const CUpti_Activity *r)
+{
+	switch (r->kind) {
+	case CUPTI_ACTIVITY_KIND_RUNTIME:
+		return ((const CUpti_ActivityAPI *)r)->start;
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+		return ((const CUpti_ActivityKernel10 *)r)->start;
+	case CUPTI_ACTIVITY_KIND_MEMCPY:
+		return ((const CUpti_ActivityMemcpy6 *)r)->start;
+	case CUPTI_ACTIVITY_KIND_MEMSET:
+		return ((const CUpti_ActivityMemset4 *)r)->start;
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+		return ((const CUpti_ActivitySynchronization2 *)r)->start;
+	default:
+		return UINT64_MAX;
+	}
+}
 static struct { unsigned corr; unsigned long long start, end; char name[64]; } kern[256];
 static int nkern;
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b, size_t size, size_t valid)
 {
+	__atomic_sub_fetch(&outstanding, 1, __ATOMIC_SEQ_CST);
+	if (discarding) {
+		free(b);
+		return;
+	}
 	sum.deliveries++;
 	sum.from_main += (pid_t)syscall(SYS_gettid) == main_tid;
 	CUpti_Activity *r = NULL;
 	while (get_next(b, valid, &r) == CUPTI_SUCCESS) {
+		if (window_start && started(r) < window_start) // (CuptiActivityProfiler's outOfRange)
+			continue;
 		switch (r->kind) {
 		case CUPTI_ACTIVITY_KIND_RUNTIME: {
 			CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)r;
@@ -375,8 +410,21 @@ static int kineto_client()
 	int enabled = kineto_on(), ts_ok = enabled >= 0;
 	if (callbacks)
 		K.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
+	if (getenv("GPU_APP_WARMUP")) {
+		// torch.profiler's schedule: a warm-up step with the kinds on (its kernels still running when
+		// the window opens), then CuptiActivityApi::clearActivities: a forced flush, if it has a buffer
+		// out, whose records are thrown away
+		for (int i = 0; i < 5; i++)
+			spin<<<n / 256, 256, 0, s1>>>(d, n);
+		if (__atomic_load_n(&outstanding, __ATOMIC_SEQ_CST)) {
+			discarding = 1;
+			K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+			discarding = 0;
+		}
+	}
 
 	uint64_t t_on = realtime_ts();
+	window_start = t_on;
 	int dev = -1;
 	K.cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 7);
 	for (int i = 0; i < 20; i++) {
@@ -388,9 +436,13 @@ static int kineto_client()
 	check(cudaMemcpyAsync(pinned, d, n * sizeof(float), cudaMemcpyDeviceToHost, s1), "cudaMemcpyAsync");
 	check(cudaStreamSynchronize(s1), "cudaStreamSynchronize");
 	uint64_t t_off = realtime_ts();
-	K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	// CuptiActivityProfiler's stop: the kinds off, then CuptiActivityApi::activityBuffers, which
+	// flushes only when it has a buffer out and else takes no GPU records at all
 	for (CUpti_ActivityKind k : kineto_kinds)
 		K.cuptiActivityDisable(k);
+	int taken = __atomic_load_n(&outstanding, __ATOMIC_SEQ_CST) > 0;
+	if (taken)
+		K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	int finalized = 0;
 	if (callbacks) {
 		K.cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
@@ -408,6 +460,8 @@ static int kineto_client()
 	size_t dropped = 0;
 	K.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped);
 	int in_window = sum.kernels, api_in_window = sum.api;
+	if (!taken) // (what came later is not in Kineto's trace either)
+		in_window = api_in_window = 0;
 
 	for (int i = 0; i < 6; i++) // after the window: none of it is the client's
 		spin<<<n / 256, 256, 0, s1>>>(d, n);

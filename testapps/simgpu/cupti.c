@@ -5,9 +5,13 @@
  * product.
  *
  * As the real one: records go into buffers the client hands out (its buffer-requested callback)
- * and come back through its buffer-completed callback from a thread of CUPTI's own (every
- * SIMGPU_CUPTI_FLUSH_MS, default 100, and when a buffer is full), or from the caller of
- * cuptiActivityFlushAll; a record that finds no buffer is dropped and counted
+ * and come back through its buffer-completed callback from a thread of CUPTI's own: a full buffer
+ * at once, a partly filled one only at cuptiActivityFlushAll, whose caller waits while CUPTI's
+ * thread delivers ("Periodic flush can return only those activity buffers which are full",
+ * cupti_activity.h, cuptiActivityFlushPeriod; on an H100, CUDA 13.0: a torch.profiler window of
+ * 10 steps got no partly filled buffer of ddpspy's in 270 ms, and a client's flushed buffer came
+ * from a thread not the caller's; docs/gpu.md). SIMGPU_CUPTI_FLUSH_MS=n, a test's knob, not the
+ * real default: partly filled buffers also every n ms. A record that finds no buffer is dropped and counted
  * (cuptiActivityGetNumDroppedRecords); times are CLOCK_REALTIME ns unless a timestamp callback was
  * registered, whose timebase the records made after it use; one subscriber per
  * process, and none at all with SIMGPU_CUPTI_TAKEN=1 (as under nsys), or =NAME (a holder so
@@ -79,6 +83,9 @@ static size_t buf_size, buf_used;
 static struct full { uint8_t *b; size_t size, used; struct full *next; } *fulls, **fulls_tail = &fulls;
 static pthread_t thread;
 static int thread_started;
+static pid_t thread_pid;                 /* (a fork child has no CUPTI thread) */
+static pthread_cond_t delivered = PTHREAD_COND_INITIALIZER;
+static uint64_t flush_asked, flush_done; /* cuptiActivityFlushAll's requests to CUPTI's thread */
 
 static uint64_t mono_ns(void)
 {
@@ -426,22 +433,33 @@ static void deliver(void)
 static void *cupti_thread(void *arg)
 {
 	const char *v = getenv("SIMGPU_CUPTI_FLUSH_MS");
-	long ms = v && atol(v) > 0 ? atol(v) : 100;
+	long ms = v && atol(v) > 0 ? atol(v) : 0;
 	pthread_mutex_lock(&lock);
 	for (;;) {
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += ms / 1000;
-		until.tv_nsec += (ms % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
+		if (!fulls && flush_done == flush_asked) {
+			if (ms) {
+				struct timespec until;
+				clock_gettime(CLOCK_REALTIME, &until);
+				until.tv_sec += ms / 1000;
+				until.tv_nsec += (ms % 1000) * 1000000L;
+				if (until.tv_nsec >= 1000000000L) {
+					until.tv_sec++;
+					until.tv_nsec -= 1000000000L;
+				}
+				if (pthread_cond_timedwait(&wake, &lock, &until) == ETIMEDOUT && buf && buf_used &&
+				    !running(buf, buf_used, 0))
+					retire();
+			} else {
+				pthread_cond_wait(&wake, &lock);
+			}
 		}
-		if (!fulls && pthread_cond_timedwait(&wake, &lock, &until) == ETIMEDOUT && buf && buf_used &&
-		    !running(buf, buf_used, 0))
-			retire();
+		uint64_t asked = flush_asked;
 		if (completed) /* (none after cuptiFinalize) */
 			deliver();
+		if (flush_done != asked) {
+			flush_done = asked;
+			pthread_cond_broadcast(&delivered);
+		}
 	}
 	return NULL;
 }
@@ -568,8 +586,8 @@ CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
 	pthread_mutex_lock(&lock);
 	requested = req;
 	completed = comp;
-	if (!thread_started)
-		thread_started = pthread_create(&thread, NULL, cupti_thread, NULL) == 0;
+	if (!thread_started && (thread_started = pthread_create(&thread, NULL, cupti_thread, NULL) == 0))
+		thread_pid = getpid();
 	pthread_mutex_unlock(&lock);
 	return thread_started ? CUPTI_SUCCESS : CUPTI_ERROR_UNKNOWN;
 }
@@ -670,8 +688,15 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag)
 		running(f->b, f->used, 1);
 	if (buf && buf_used && (forced ? running(buf, buf_used, 1) >= 0 : !running(buf, buf_used, 0)))
 		retire();
-	if (completed)
+	if (thread_started && thread_pid == getpid() && !pthread_equal(pthread_self(), thread)) {
+		/* ("a blocking call": the caller waits while CUPTI's thread delivers) */
+		uint64_t want = ++flush_asked;
+		pthread_cond_broadcast(&wake);
+		while (flush_done < want)
+			pthread_cond_wait(&delivered, &lock);
+	} else if (completed) {
 		deliver();
+	}
 	pthread_mutex_unlock(&lock);
 	return CUPTI_SUCCESS;
 }
