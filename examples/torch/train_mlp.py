@@ -102,6 +102,9 @@ def main():
     p.add_argument("--import-modules", type=int, default=0, metavar="K",
                    help="the DataLoader's workers import about K new modules of 384 KiB per step "
                         "(from DATA-modules/, written first)")
+    p.add_argument("--torch-profiler", type=int, default=0, metavar="N",
+                   help="profile N steps after the warm-up with torch.profiler (CPU and CUDA activities, "
+                        "a schedule as users write it); the JSON line gains what it recorded")
     a = p.parse_args()
     if a.batch < 1 or a.steps < 1 or a.warmup < 0 or a.workers < 0 or a.hidden < 1 or a.layers < 1:
         p.error("--batch, --steps, --hidden and --layers must be positive; --warmup and --workers not negative")
@@ -152,6 +155,17 @@ def main():
     ends = [torch.cuda.Event(), torch.cuda.Event()] if cuda else None
     straggler = rank == a.straggler_rank
 
+    prof, got = None, {}
+    if a.torch_profiler > 0:
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        def ready(pr):  # the profiler's own record of its window: CUDA events (kernels, copies) and CPU ops
+            ev = pr.events()
+            got.update(cuda_events=sum(1 for e in ev if e.device_type.name == "CUDA"), cpu_ops=len(ev))
+        prof = profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else []),
+                       schedule=schedule(wait=a.warmup, warmup=1, active=a.torch_profiler, repeat=1), on_trace_ready=ready)
+        prof.start()
+
     it, epoch = iter(dl), 0
     steps, t_data, t_host, t_fwd, t_last, losses = [], [], [], [], [], []
     for s in range(a.warmup + a.steps):
@@ -201,6 +215,10 @@ def main():
             t_fwd.append(fwd * 1000)
             t_last.append(handed[0])
             losses.append(lv)
+        if prof is not None:
+            prof.step()
+    if prof is not None:
+        prof.stop()
 
     for h in hooks:
         h.remove()
@@ -225,6 +243,7 @@ def main():
                        "host_ms": round(float(v[2]), 3), "forward_ms": round(float(v[3]), 3),
                        "backward_late_ms": round(late[r], 3)}
                       for r, v in enumerate(every)],
+            **({"torch_profiler": got} if prof is not None else {}),
         }), flush=True)
     del it, dl  # the DataLoader's worker processes are shut down and joined here
     dist.destroy_process_group()

@@ -16,9 +16,10 @@ ok(p.returncode == 0 and not failed and len(passed) >= 14,
    "tests/gpu/run.sh --sim: %d checks passed, failed: %s %s" % (len(passed), failed[:3], p.stderr[-300:]))
 skips = [l for l in lines if "# SKIP" in l]
 left = [x.split(" - ", 1)[-1].split(" # ")[0] for x in skips]  # (what was left, without the runner's skip mark)
-# left to a GPU machine: the static-cudart program, the PyTorch jobs (capture, verdict) and the
-# real driver's order of constructors (test_cupti checks it on the simulated device)
-want = ["static-cudart", "PyTorch on the GPU", "verdict on PyTorch", "constructor"]
+# left to a GPU machine: the static-cudart program, the PyTorch jobs (capture, torch.profiler on
+# training steps, verdict) and the real driver's order of constructors (test_cupti checks it on the
+# simulated device; test_cupti_share the Kineto-shaped client torch.profiler stands for)
+want = ["static-cudart", "PyTorch on the GPU", "torch.profiler on a training step", "verdict on PyTorch", "constructor"]
 ok(len(skips) == len(want) and all(any(w in x for x in left) for w in want),
    "only these are left to a GPU machine: %s" % left)
 cleanup(d)
