@@ -303,7 +303,11 @@ test:
 	@$(MAKE) --no-print-directory all testapps $(UNIT) $(B)/bench/gentrace $(SANITIZED) sim
 	@bash tests/run.sh
 
-bench: all sim $(B)/bench/overhead $(B)/bench/gentrace $(B)/bench/decode $(if $(MPICC),$(B)/ddpbench)
+# (each target builds what it runs: bench's capture limits run testapps/threads)
+bench:
+	@bash .ci/deps --quiet
+	@$(MAKE) --no-print-directory all sim $(B)/bench/overhead $(B)/bench/gentrace $(B)/bench/decode \
+		$(B)/testapps/threads $(if $(MPICC),$(B)/ddpbench)
 	@bash bench/run.sh
 	@echo
 	@bash bench/collector.sh

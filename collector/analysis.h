@@ -362,6 +362,8 @@ void analysis_free(struct analysis *a);
 /* every finding's title, evidence line and advice, from its kind's row, and the summary that
  * quotes the costliest (words.c): a renderer's first step, before it shows any */
 void an_words(struct analysis *a);
+/* the finding kinds a report can give, i from 0; NULL past the last (words.c's table) */
+const char *an_finding_kind(int i);
 
 /* GPU capture over the job (collector/gpu.c) */
 struct gpujob {

@@ -453,6 +453,28 @@ static void print_text(const struct analysis *a)
 	}
 }
 
+/* Whether every kind --fail-on names is one a report can give: a misspelt kind would turn a CI
+ * gate off for good, so it is refused (exit 2), naming the kinds. */
+static int fail_kinds_known(const char *list)
+{
+	for (const char *p = list;; p++) {
+		size_t n = strcspn(p, ",");
+		int known = 0;
+		for (int i = 0; n && an_finding_kind(i); i++)
+			known |= strlen(an_finding_kind(i)) == n && !strncmp(an_finding_kind(i), p, n);
+		if (!known) {
+			fprintf(stderr, "ddpspy report: --fail-on: '%.*s' is no finding kind; the kinds are", (int)n, p);
+			for (int i = 0; an_finding_kind(i); i++)
+				fprintf(stderr, "%s %s", i ? "," : "", an_finding_kind(i));
+			fputc('\n', stderr);
+			return 0;
+		}
+		p += n;
+		if (!*p)
+			return 1;
+	}
+}
+
 int cmd_report(int argc, char **argv)
 {
 	int json = 0, rc = 2, mpi = 0;
@@ -486,6 +508,8 @@ int cmd_report(int argc, char **argv)
 		usage(stderr);
 		goto out;
 	}
+	if (fail_on && !fail_kinds_known(fail_on))
+		goto out;
 	char err[512];
 	if (mpi && !(m = an_mpi_start(err, sizeof err))) {
 		fprintf(stderr, "ddpspy report: %s\n", err);

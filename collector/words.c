@@ -563,6 +563,11 @@ static const struct row {
 	{ "pageable_memcpy", pageable_words },
 };
 
+const char *an_finding_kind(int i)
+{
+	return i >= 0 && (size_t)i < sizeof ROWS / sizeof *ROWS ? ROWS[i].kind : NULL;
+}
+
 void an_words(struct analysis *a)
 {
 	for (int i = 0; i < a->nfindings; i++)

@@ -392,6 +392,11 @@ p = subprocess.run([DDPSPY, "report", src, "--fail-on", "data_stall"], capture_o
 ok(p.returncode == 0, "--fail-on data_stall without one: exit 0")
 p = subprocess.run([DDPSPY, "report", src, "--fail-on", "straggler", "--fail-severity", "0.99"], capture_output=True, text=True)
 ok(p.returncode == 0, "--fail-severity above the finding's: exit 0")
+# a misspelt kind would turn a CI gate off for good: refused, naming the kinds
+for bad in ("stragler", "straggler,", "data_stall,nonsense_kind", ""):
+    p = subprocess.run([DDPSPY, "report", src, "--fail-on", bad], capture_output=True, text=True)
+    ok(p.returncode == 2 and not p.stdout and "no finding kind" in p.stderr and "straggler, cpu_contention" in p.stderr,
+       "--fail-on %r: exit 2 before any analysis, naming the kinds: %s" % (bad, p.stderr.strip()[:160]))
 j, p = report(src, "--ranks", "1", "--skip", "5")
 ok(j is not None and [r["rank"] for r in j["ranks"]] == [1] and j["job"]["steps_analyzed"] == 7,
    "--ranks 1 --skip 5: one rank, 12 - 5 = 7 steps")
