@@ -323,6 +323,11 @@ stress: all testapps $(UNIT)
 		/usr/bin/python3 tests/e2e/test_process.py >/tmp/ddpspy-stress.log 2>&1 || { cat /tmp/ddpspy-stress.log; echo "test_process failed on run $$i"; exit 1; }; \
 	done; echo "stress: $(N) runs passed"
 	@/usr/bin/python3 tests/capture_limits.py 20
+	@d=$$(mktemp -d); for i in $$(seq $(N)); do \
+		LD_PRELOAD=$(CURDIR)/build/libddpspy.so DDPSPY_OUT=$$d build/testapps/forker spawns 400 >$$d.log 2>&1 \
+			|| { cat $$d.log; rm -rf $$d $$d.log; echo "spawns failed on run $$i"; exit 1; }; \
+		rm -rf $$d; mkdir $$d; \
+	done; rm -rf $$d $$d.log; echo "spawns: $(N) x 400 children under the preload, every redirect intact"
 
 # the README's first command: a 4-rank testbed job with a straggler, traced, and its report
 demo:

@@ -946,6 +946,15 @@ static int64_t host_busy_ns(void)
 	return hz > 0 ? (int64_t)(busy * (1000000000ull / (uint64_t)hz)) : -1;
 }
 
+/* libunwind, under wlock, which fork's prepare handler takes: dlopen holds the loader's locks,
+ * and a fork must not copy them held */
+static void load_stacks(void)
+{
+	pthread_mutex_lock(&wlock);
+	dsp_stack_load();
+	pthread_mutex_unlock(&wlock);
+}
+
 static void *sampler_main(void *arg)
 {
 	(void)arg;
@@ -955,11 +964,17 @@ static void *sampler_main(void *arg)
 	if (unshare(CLONE_FILES) != 0) {
 		S.err = errno;
 		__atomic_store_n(&S.state, SAMPLER_REFUSED, __ATOMIC_RELEASE);
+		load_stacks(); /* (in the program's table: there is no other) */
 		return NULL;
 	}
 	/* the copies of the program's descriptors (kernels before 5.9: one by one) */
 	if (syscall(SYS_close_range, 0u, ~0u, 0) != 0)
 		each_number("/proc/thread-self/fd", close_one, NULL);
+	/* libunwind is loaded here, in a table of our own: the loader's descriptors (it opens, maps
+	 * and closes each library) in the program's table were the program's to dup2 onto, and the
+	 * loader then closed the program's file (a shell's `exec 3>/dev/null; cmd 1>&3` failed 1 run
+	 * in 3 under the preload, "3: Bad file descriptor") */
+	load_stacks();
 	pthread_setname_np(pthread_self(), "ddpspy-sched");
 	S.host_cpus = sysconf(_SC_NPROCESSORS_ONLN); /* (glibc reads a file for it) */
 	__atomic_store_n(&S.state, SAMPLER_READY, __ATOMIC_RELEASE);
@@ -981,18 +996,21 @@ static void *sampler_main(void *arg)
 }
 
 /* from the writer thread, which blocks every signal: so does the sampler */
-static void spawn_sampler(void)
+static int spawn_sampler(void)
 {
 	pthread_attr_t a;
 	pthread_t th;
+	int rc = 0;
 	pthread_attr_init(&a);
 	pthread_attr_setstacksize(&a, 64 * 1024);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	if (pthread_create(&th, &a, sampler_main, NULL) != 0) {
 		S.err = EAGAIN;
 		S.state = SAMPLER_REFUSED;
+		rc = -1;
 	}
 	pthread_attr_destroy(&a);
+	return rc;
 }
 
 /* asks the sampler for a sample; 0 once it answered, within SCHED_WAIT_MS */
@@ -1427,14 +1445,10 @@ static void *writer_main(void *arg)
 	struct dsp_tls *t = &dsp_tls;
 	t->state = TS_OFF; /* the writer records nothing of itself */
 	t->guard = 1;
-	/* under wlock, which fork's prepare handler takes: dlopen and dl_iterate_phdr hold the
-	 * loader's locks, and a fork must not copy them held */
-	pthread_mutex_lock(&wlock);
-	dsp_stack_load();
-	pthread_mutex_unlock(&wlock);
 	measure_thresholds();
 	pthread_setname_np(pthread_self(), "ddpspy-writer");
-	spawn_sampler();
+	if (spawn_sampler() < 0)
+		load_stacks(); /* (no thread with a table of its own: from here, in the program's) */
 	for (;;) {
 		struct timespec to = {dsp_cfg.flush_ms / 1000, (dsp_cfg.flush_ms % 1000) * 1000000};
 		futex(&W.wake_word, FUTEX_WAIT_PRIVATE, WAKE_NONE, &to);

@@ -22,7 +22,12 @@
  *                        free), dup2s it onto the next number and must find /dev/null there;
  *                        prints how often each failed and exits 1 if any did
  *   forker noshare CMD...  execs CMD under a seccomp filter that refuses unshare(2) with EPERM
- *                          (as Docker's default profile does) */
+ *                          (as Docker's default profile does)
+ *   forker spawns N      N children that must find their descriptors as their parent set them:
+ *                        a shell running cat with its output redirected (by posix_spawn, by vfork
+ *                        and exec, by system()) and a fork child that dup2s /dev/null onto 1 and 2
+ *                        and execs cat, in turn; prints one JSON line, exits 1 if any child failed
+ *                        (cat found "standard output: Bad file descriptor" once under the preload) */
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -31,6 +36,7 @@
 #include <stddef.h>
 #include <sys/prctl.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +79,50 @@ static int walk_and_exec(pid_t p)
 	}
 	int status;
 	return p > 0 && waitpid(p, &status, 0) == p && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
+/* forker spawns N (above): the i-th child's exit status, or -1 when it could not be started */
+static int spawn_one(int i)
+{
+	extern char **environ;
+	static const char *const cmds[] = {
+		"cat /etc/hostname > /dev/null",
+		"exec 3>/dev/null; cat /etc/hostname 1>&3 2>&3",
+		"exec 0</dev/null; cat /etc/hostname >/dev/null 2>/dev/null",
+	};
+	const char *cmd = cmds[i % 3];
+	char *argv[] = { "sh", "-c", (char *)cmd, NULL };
+	pid_t pid = -1;
+	int st = 0;
+	switch (i % 4) {
+	case 0:
+		if (posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ) != 0)
+			return -1;
+		break;
+	case 1:
+		pid = vfork();
+		if (pid == 0) {
+			execve("/bin/sh", argv, environ);
+			_exit(127);
+		}
+		break;
+	case 2:
+		st = system(cmd);
+		return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	default:
+		pid = fork();
+		if (pid == 0) {
+			int fd = open("/dev/null", O_WRONLY);
+			if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+				_exit(126);
+			close(fd);
+			execl("/bin/cat", "cat", "/etc/hostname", (char *)NULL);
+			_exit(127);
+		}
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 int main(int argc, char **argv)
@@ -209,6 +259,18 @@ int main(int argc, char **argv)
 			pthread_join(idle[i], NULL);
 		printf("%ld rounds: %ld reopened elsewhere, %ld dup2 EBUSY, %ld dup2 targets lost\n", rounds, moved, busy, lost);
 		return moved || busy || lost;
+	}
+	if (argc >= 3 && !strcmp(argv[1], "spawns")) {
+		int n = atoi(argv[2]), failed = 0, first = -1, rc0 = 0;
+		for (int i = 0; i < n; i++) {
+			int rc = spawn_one(i);
+			if (rc != 0 && !failed++) {
+				first = i;
+				rc0 = rc;
+			}
+		}
+		printf("{\"spawns\": %d, \"failed\": %d, \"first\": %d, \"first_status\": %d}\n", n, failed, first, rc0);
+		return failed != 0;
 	}
 	if (argc >= 3 && !strcmp(argv[1], "noshare")) {
 		struct sock_filter f[] = {

@@ -2,6 +2,7 @@
 with the parent's rank and pid; exec completes the old image's file and starts a new one;
 _exit still leaves a complete file."""
 import os
+import shutil
 from lib import *
 
 forker = os.path.join(APPS, "forker")
@@ -129,5 +130,14 @@ recs, rc, _ = dump(out)
 main = [x for x in of(recs, "process") if x["cmdline"][:2] == ["forker", "forkunwind"] or x["cmdline"][1:2] == ["forkunwind"]]
 stacks = [e for e in events(recs, "sleep") if e.get("stack")]
 ok(len(stacks) > 100, "and the blocked threads' sleeps still carry call stacks: %d" % len(stacks))
+# children find their descriptors as their parent set them: shells redirecting onto 0-3 started
+# by posix_spawn, vfork, system(), and a fork child's dup2 onto 1 and 2 (make stress: thousands).
+# The writer thread loaded libunwind in the program's table: the loader's descriptor was a shell's
+# to dup2 onto, and the loader then closed the shell's file (6% of these failed, 31% of one shape)
+out = os.path.join(d, "spawns")
+p = traced([forker, "spawns", "400"], out, timeout=180)
+ok(p.returncode == 0 and '"failed": 0' in p.stdout,
+   "400 children started 4 ways, each shell's redirects intact: %s %s" % (p.stdout.strip(), p.stderr.strip()[-200:]))
+shutil.rmtree(out, ignore_errors=True)
 cleanup(d)
 done()
