@@ -94,3 +94,32 @@ GLOO_WRAPPER(_ZN4gloo6gatherERNS_13GatherOptionsE, DDPSPY_OP_GATHER)
 GLOO_WRAPPER(_ZN4gloo7scatterERNS_14ScatterOptionsE, DDPSPY_OP_SCATTER)
 GLOO_WRAPPER(_ZN4gloo8alltoallERNS_15AlltoallOptionsE, DDPSPY_OP_ALLTOALL)
 GLOO_WRAPPER(_ZN4gloo9alltoallvERNS_16AlltoallvOptionsE, DDPSPY_OP_ALLTOALLV)
+
+/* c10d's ProcessGroupGloo(store, rank, size, options), which PyTorch's Python binding calls: where
+ * no launcher named this process's rank (mp.spawn's children pass it to init_process_group), the
+ * largest group's rank and size are its own (init.c). Both C++ constructor symbols; the store and
+ * the options (an intrusive_ptr, passed by reference as any class with a destructor is) are
+ * passed on untouched. Debian's PyTorch 1.13's symbol (nm -D libtorch_cpu.so); another version may
+ * name it otherwise, and its processes keep the role the environment gave them. */
+static void pg_gloo(void (**real)(void *, const void *, int, int, void *), const char *sym, void *self,
+		    const void *store, int rank, int size, void *opts)
+{
+	if (!*real)
+		*real = (void (*)(void *, const void *, int, int, void *))dsp_resolve(sym, "libtorch_cpu");
+	if (!*real) {
+		gloo_missing(sym);
+		return;
+	}
+	(*real)(self, store, rank, size, opts);
+	dsp_identity_from_comm(rank, size, "c10d");
+}
+
+#define PG_GLOO(sym)                                                                          \
+	static void (*real_##sym)(void *, const void *, int, int, void *);                    \
+	void sym(void *self, const void *store, int rank, int size, void *opts)               \
+	{                                                                                     \
+		pg_gloo(&real_##sym, #sym, self, store, rank, size, opts);                    \
+	}
+
+PG_GLOO(_ZN4c10d16ProcessGroupGlooC1ERKN3c1013intrusive_ptrINS_5StoreENS1_6detail34intrusive_target_default_null_typeIS3_EEEEiiNS2_INS0_7OptionsENS5_ISA_EEEE)
+PG_GLOO(_ZN4c10d16ProcessGroupGlooC2ERKN3c1013intrusive_ptrINS_5StoreENS1_6detail34intrusive_target_default_null_typeIS3_EEEEiiNS2_INS0_7OptionsENS5_ISA_EEEE)

@@ -5,6 +5,7 @@
 #include "../cupti/gpu.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <limits.h>
 #include <link.h>
@@ -262,23 +263,24 @@ void dsp_identity_from_mpi(int rank, int size)
 }
 
 /* A process that no launcher named (mp.spawn's children, a script that passes its rank to
- * init_process_group, a plain single-GPU run) learns its rank from the largest communicator it
- * joins: a sub-communicator (split, a pipeline stage's group) is never larger than the world's,
- * and the world's is the one whose rank the job's other files use. The launcher's environment
- * and MPI's world know better and are kept. */
-void dsp_identity_from_comm(int rank, int size)
+ * init_process_group, a plain single-GPU run) learns its rank from the largest communicator or
+ * process group it joins (source: "nccl", "c10d"): a sub-communicator (split, a pipeline stage's
+ * group) is never larger than the world's, and the world's is the one whose rank the job's other
+ * files use. The launcher's environment and MPI's world know better and are kept. */
+void dsp_identity_from_comm(int rank, int size, const char *source)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	if (rank < 0 || size <= 0 || rank >= size)
 		return;
 	pthread_mutex_lock(&lock);
+	int ours = !strcmp(dsp_id.source, "nccl") || !strcmp(dsp_id.source, "c10d");
 	int mine = dsp_id.role == DDPSPY_ROLE_OTHER ||
-		   (dsp_id.role == DDPSPY_ROLE_RANK && !strcmp(dsp_id.source, "nccl") && size > dsp_id.world_size);
+		   (dsp_id.role == DDPSPY_ROLE_RANK && ours && size > dsp_id.world_size);
 	if (mine) {
 		dsp_id.role = DDPSPY_ROLE_RANK;
 		dsp_id.rank = rank;
 		dsp_id.world_size = size;
-		memcpy(dsp_id.source, "nccl", 5);
+		snprintf(dsp_id.source, sizeof dsp_id.source, "%s", source);
 	}
 	pthread_mutex_unlock(&lock);
 	if (mine)

@@ -307,7 +307,7 @@ void dsp_registry_unlock(void);
 
 /* MPI (mpi.c) tells init.c the rank once MPI_Init has run. */
 void dsp_identity_from_mpi(int rank, int size);
-void dsp_identity_from_comm(int rank, int size); /* NCCL: where no launcher named the rank */
+void dsp_identity_from_comm(int rank, int size, const char *source); /* NCCL, c10d: where no launcher named it */
 
 int dsp_gettid(void);
 

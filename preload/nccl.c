@@ -133,7 +133,7 @@ static void rec_init(struct dsp_tls *t, uint64_t t0, ncclComm_t c, int64_t id, i
 	int made = rc == ncclSuccess || rc == ncclInProgress; /* (a non-blocking one is made, not ready) */
 	if (made) {
 		comm_add(c, id, rank, nranks, blocking);
-		dsp_identity_from_comm(rank, nranks);
+		dsp_identity_from_comm(rank, nranks, "nccl");
 	}
 	if (t->nccl_pctx) /* (NCCL told ddpspy's profiler plugin of it during the call) */
 		dsp_ncclprof_named(t->nccl_pctx, made ? id : -1, t0);

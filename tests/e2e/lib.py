@@ -163,6 +163,18 @@ def of(recs, type_, **match):
     return [r for r in recs if r.get("type") == type_ and all(r.get(k) == v for k, v in match.items())]
 
 
+def who(recs):
+    """each process (by pid) as its file last said: its process record, updated by its identity
+    records (a rank learnt after the file began: MPI's world, a communicator, a process group)"""
+    out = {}
+    for r in recs:
+        if r.get("type") == "process":
+            out[r["pid"]] = dict(r)
+        elif r.get("type") == "identity" and r.get("pid") in out:
+            out[r["pid"]].update({k: v for k, v in r.items() if k not in ("type", "file")})
+    return out
+
+
 def events(recs, kind=None, **match):
     return [r for r in of(recs, "event", **match) if kind is None or r["kind"] == kind]
 

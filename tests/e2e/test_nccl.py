@@ -544,7 +544,7 @@ def check_rank_from_comm(n):
     if not ok(all(p.returncode == 0 for p in ps), "%d ranks, no RANK in the environment: nccl_app runs: %s"
               % (n, [e[-200:] for o, e in res])):
         return
-    got = sorted((int(p["cmdline"][1]), p["role"], p["rank"], p["world_size"], p.get("rank_source")) for p in of(recs, "process"))
+    got = sorted((int(p["cmdline"][1]), p["role"], p["rank"], p["world_size"], p.get("rank_source")) for p in who(recs).values())
     ok(got == [(r, "rank", r, n, "nccl") for r in range(n)],
        "%d ranks, no RANK in the environment: each file's rank and world size from the world's communicator, not "
        "the split's: %s" % (n, got))

@@ -247,6 +247,37 @@ diffs = {n: streamed_differences(os.path.join(d, n)) for n in ("healthy", "rank0
 ok(len(diffs) == 4 and not any(diffs.values()), "the same report from the streamed calls (merged from gloo's "
    "threads) as from the kept ones: %s" % {n: v for n, v in diffs.items() if v})
 
+# ---- mp.spawn: no launcher's environment, each child passes its rank to init_process_group ----
+# (preload/gloo.c: the rank and size of c10d's ProcessGroupGloo; without them, "no readable rank")
+SPAWN = r"""
+import sys, torch, torch.distributed as dist, torch.multiprocessing as mp
+def run(r, n, store):
+    dist.init_process_group("gloo", init_method="file://" + store, rank=r, world_size=n)
+    t = torch.ones(1 << 16)
+    for _ in range(20):
+        dist.all_reduce(t)
+    dist.destroy_process_group()
+if __name__ == "__main__":
+    mp.spawn(run, args=(2, sys.argv[1]), nprocs=2)
+"""
+out = os.path.join(d, "spawn")
+shutil.rmtree(out, ignore_errors=True)
+script = os.path.join(d, "spawn.py")
+open(script, "w").write(SPAWN)
+env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+store = os.path.join(d, "spawn-store")  # (FileStore's rendezvous file: a fresh one each run)
+if os.path.exists(store):
+    os.remove(store)
+p = subprocess.run(["/usr/bin/python3", script, store], capture_output=True, text=True, timeout=300,
+                   env=dict(env, LD_PRELOAD=LIB, DDPSPY_OUT=out))
+recs = dump(out)[0]
+ranks = sorted((x["rank"], x["world_size"], x.get("rank_source")) for x in who(recs).values() if x["role"] == "rank")
+r = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=300)
+j = json.loads(r.stdout) if r.stdout.startswith("{") else {}
+ok(p.returncode == 0 and ranks == [(0, 2, "c10d"), (1, 2, "c10d")] and [x["rank"] for x in j.get("ranks", [])] == [0, 1],
+   "mp.spawn, 2 processes passing their rank to init_process_group: each file a rank from its process group, "
+   "and the report reads both: %s %s %s" % (ranks, r.stderr.strip()[-200:], p.stderr[-300:]))
+
 # ---- memory errors on the helper-thread paths ----
 if shutil.which("valgrind") and os.path.isdir(os.path.join(d, "rank0")):
     p, why = under_valgrind(["report", os.path.join(d, "rank0")], DDPSPY_REPORT_PREFIX="64")
