@@ -1002,7 +1002,7 @@ static int spawn_sampler(void)
 	pthread_t th;
 	int rc = 0;
 	pthread_attr_init(&a);
-	pthread_attr_setstacksize(&a, 64 * 1024);
+	pthread_attr_setstacksize(&a, 256 * 1024); /* (it runs dlopen and libunwind's constructors) */
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	if (pthread_create(&th, &a, sampler_main, NULL) != 0) {
 		S.err = EAGAIN;
