@@ -342,10 +342,13 @@ int dsp_cupti_own_api(int driver, uint32_t cbid)
 	return api_all || (cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE && keep_rt[cbid]);
 }
 
-/* whether LAUNCHES[i] is recorded: where CUPTI names it a launch */
-static int driver_launch(size_t i)
+/* the driver's launches recorded, each where CUPTI names it a launch */
+static void enable_driver_launches(void)
 {
-	return !launch_names[i] || !strncmp(launch_names[i], "cuLaunch", 8) || !strncmp(launch_names[i], "cuGraphLaunch", 13);
+	for (size_t i = 0; i < sizeof LAUNCHES / sizeof *LAUNCHES; i++)
+		if (!launch_names[i] || !strncmp(launch_names[i], "cuLaunch", 8) ||
+		    !strncmp(launch_names[i], "cuGraphLaunch", 13))
+			C.EnableDriverApi(LAUNCHES[i], 1);
 }
 
 static int kept(const char *name)
@@ -371,9 +374,7 @@ static int enable_calls(void)
 	if (!dsp_cfg.gpu_api_all && C.EnableRuntimeApi && C.EnableDriverApi) {
 		for (uint32_t i = 0; i < CUPTI_RUNTIME_TRACE_CBID_SIZE; i++)
 			n += (keep_rt[i] = kept(cbnames[i]) && C.EnableRuntimeApi(i, 1) == CUPTI_SUCCESS);
-		for (size_t i = 0; i < sizeof LAUNCHES / sizeof *LAUNCHES; i++) /* (where CUPTI names them so) */
-			if (driver_launch(i))
-				C.EnableDriverApi(LAUNCHES[i], 1);
+		enable_driver_launches();
 		if (n)
 			return n;
 	}
@@ -397,9 +398,8 @@ void dsp_cupti_own_calls(void)
 	for (uint32_t i = 0; C.EnableRuntimeApi && i < CUPTI_RUNTIME_TRACE_CBID_SIZE; i++)
 		if (keep_rt[i])
 			C.EnableRuntimeApi(i, 1);
-	for (size_t i = 0; C.EnableDriverApi && i < sizeof LAUNCHES / sizeof *LAUNCHES; i++)
-		if (driver_launch(i))
-			C.EnableDriverApi(LAUNCHES[i], 1);
+	if (C.EnableDriverApi)
+		enable_driver_launches();
 }
 
 /* Once per process, from cuInit's thread (injection) or the writer's. The guard is held as

@@ -272,6 +272,7 @@ void dsp_identity_from_comm(int rank, int size, const char *source)
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	if (rank < 0 || size <= 0 || rank >= size)
 		return;
+	dsp_tls.guard++; /* (our locks, here and the writer's, are not the program's waits) */
 	pthread_mutex_lock(&lock);
 	int ours = !strcmp(dsp_id.source, "nccl") || !strcmp(dsp_id.source, "c10d");
 	int mine = dsp_id.role == DDPSPY_ROLE_OTHER ||
@@ -285,6 +286,7 @@ void dsp_identity_from_comm(int rank, int size, const char *source)
 	pthread_mutex_unlock(&lock);
 	if (mine)
 		dsp_writer_identity_changed();
+	dsp_tls.guard--;
 }
 
 #pragma GCC visibility push(default)
