@@ -25,7 +25,7 @@ NVCC := $(wildcard $(CUDA_HOME)/bin/nvcc)
 PRELOAD_SRC := preload/init.c preload/config.c preload/clock.c preload/ring.c \
 	preload/registry.c preload/writer.c preload/record.c preload/resolve.c \
 	preload/fdclass.c preload/identity.c preload/pthread.c preload/sleep.c preload/io.c \
-	preload/gloo.c preload/markers.c common/format.c
+	preload/gloo.c preload/markers.c preload/selfcost.c common/format.c
 ifneq ($(MPI_CFLAGS),)
 PRELOAD_SRC += preload/mpi.c
 endif
@@ -281,10 +281,10 @@ $(B)/testapps/stencil: testapps/stencil.c
 # the testbed: optimized like a real trainer's kernels would be
 $(B)/ddpbench: $(DDPBENCH_SRC) testapps/ddpbench/ddpbench.h include/ddpspy.h
 	$(MPICC) $(BASE) -O3 -ffast-math -o $@ $(DDPBENCH_SRC) -lm -lpthread -ldl
-$(B)/testapps/libfakegloo.so: testapps/fakegloo.cc
+$(B)/testapps/libfakegloo.so: testapps/fakegloo.cc testapps/fakegloo.h
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -fPIC -shared -o $@ $<
-$(B)/testapps/libglooplugin.so: testapps/glooplugin.cc $(B)/testapps/libfakegloo.so
+$(B)/testapps/libglooplugin.so: testapps/glooplugin.cc testapps/fakegloo.h $(B)/testapps/libfakegloo.so
 	$(CXX) -O2 -g -fPIC -shared -o $@ $< -L$(B)/testapps -lfakegloo -Wl,-rpath,'$$ORIGIN'
 $(B)/bench/gentrace: bench/gentrace.c common/format.c common/format.h common/evcodec.h common/hash.h
 	@mkdir -p $(dir $@)

@@ -382,6 +382,10 @@ static void print_end(struct dumpctx *d, struct trace_file *f)
 		json_int(&j, "unwritten", (int64_t)f->unwritten);
 		json_str(&j, "write_error", f->write_error[0] ? f->write_error : NULL);
 		json_str(&j, "sched_error", f->sched_error[0] ? f->sched_error : NULL);
+		if (f->event_ns > 0)
+			json_num(&j, "event_ns", f->event_ns);
+		else
+			json_str(&j, "event_ns", NULL);
 		json_end(&j);
 		return;
 	}
@@ -394,6 +398,8 @@ static void print_end(struct dumpctx *d, struct trace_file *f)
 			 T(f->write_error[0] ? f->write_error : "write error"));
 	if (f->sched_error[0])
 		printf("sched: no thread's CPU time read (%s)\n", T(f->sched_error));
+	if (f->event_ns > 0)
+		printf("cost: %.1f ns per recorded event (ddpspy's own, measured at its start)\n", f->event_ns);
 	if (f->ended)
 		printf("end %s: %" PRIu64 " events, %" PRIu64 " dropped%s\n", T(f->end_reason), f->events,
 		       f->dropped, unwritten);

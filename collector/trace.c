@@ -759,6 +759,9 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 			trace_mp_str_into(m, "error", f->sched_error, sizeof f->sched_error);
 		} else if (!strcmp(kind, DDPSPY_REC_SCHED) && v->on_sched) {
 			stop = rd_sched(f, m, v);
+		} else if (!strcmp(kind, DDPSPY_REC_COST)) {
+			int64_t ps = trace_mp_int_or(m, "event_ps", 0);
+			f->event_ns = ps > 0 && ps < 1000000000 ? (double)ps / 1000 : 0;
 		} else if (!strcmp(kind, DDPSPY_REC_END)) {
 			trace_rd_unwritten(f, m);
 			trace_mp_str_into(m, "reason", f->end_reason, sizeof f->end_reason);

@@ -108,6 +108,7 @@ struct trace_file {
 	uint64_t unwritten;      /* since 1.2: events the file did not take (a full disk, a write error) */
 	char write_error[64];    /* that write's error, "" for none */
 	char sched_error[64];    /* since 2.4: why no thread's schedstat was read ("" read, or none written) */
+	double event_ns;         /* since 2.8: ddpspy's own cost per recorded event ("cost"), 0 unknown */
 	/* where reading stopped early, and why (error[0] == 0: the whole file was read) */
 	size_t stop_offset;
 	char error[160];

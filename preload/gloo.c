@@ -2,10 +2,16 @@
  * their C++ (Itanium ABI) symbol names. PyTorch loads libgloo through RTLD_LOCAL dlopen chains,
  * so the real functions are found by walking the loaded objects (resolve.c).
  *
- * The options object's layout is private to each gloo version, so the byte count is not read
- * from it: bytes are recorded as -1 (unknown). Sequence numbers count each operation per
- * process, in call order, which is the order PyTorch issues them on every rank (the collector
- * keeps one sequence space per operation).
+ * Bytes: the options object's layout is private to each gloo version, so it is not read.
+ * Instead the buffers themselves are counted as they are made: every input and output a caller
+ * gives a collective's options becomes a gloo::Context::createUnboundBuffer(ptr, size) call (a
+ * public, non-virtual function of gloo since 2018) on the thread that then calls the collective.
+ * docs/format.md says how a collective's byte count follows from its buffers. Buffers made and
+ * then sent or received point to point (c10d's send and recv) are not a collective's: the tcp
+ * transport's UnboundBuffer::send and recv, reached through vtables whose entries bind to our
+ * exports, forget them. Sequence numbers count each operation per process, in call order, which
+ * is the order PyTorch issues them on every rank (the collector keeps one sequence space per
+ * operation).
  *
  * gloo reports errors by throwing C++ exceptions. This file is compiled with -fexceptions so an
  * exception can unwind through our frames, and the cleanup attribute releases the guard and
@@ -18,6 +24,7 @@
 struct gcall {
 	struct dsp_tls *t;
 	uint64_t t0, seq;
+	int64_t bytes;
 	int op, done;
 };
 
@@ -28,7 +35,7 @@ static void gloo_end(struct gcall *c)
 	if (!c->t)
 		return;
 	uint64_t t1 = dsp_now();
-	int64_t a[4] = {c->op, (int64_t)c->seq, -1, !c->done};
+	int64_t a[4] = {c->op, (int64_t)c->seq, c->bytes, !c->done};
 	dsp_emit_wait(c->t, DDPSPY_EV_GLOO_COLL, c->t0, t1, 4, a);
 	dsp_leave(c->t);
 }
@@ -53,6 +60,29 @@ static void gloo_missing(const char *name)
 	}
 }
 
+/* The collective's bytes in the nccl-tests convention (as for MPI and NCCL) from the buffers its
+ * thread made for it, which are then forgotten; -1 when it made none (a gloo that does not make
+ * them through createUnboundBuffer). The largest buffer is the whole: allreduce's, broadcast's and
+ * reduce's one buffer (in and out may be the same), allgather(v)'s and alltoall's output. gather
+ * and scatter: every rank's part times the ranks (the smallest buffer is one rank's part, on the
+ * root and elsewhere). alltoallv: its input, made first (the sum of the send counts). */
+static int64_t gloo_bytes(struct dsp_tls *t, int op)
+{
+	int64_t b = -1;
+	if (op == DDPSPY_OP_BARRIER)
+		b = 0;
+	else if (t->gloo.n == 0)
+		b = -1;
+	else if (op == DDPSPY_OP_GATHER || op == DDPSPY_OP_SCATTER)
+		b = (int64_t)t->gloo.min * (t->gloo.ranks > 0 ? t->gloo.ranks : 1);
+	else if (op == DDPSPY_OP_ALLTOALLV)
+		b = (int64_t)t->gloo.first;
+	else
+		b = (int64_t)t->gloo.max;
+	t->gloo.n = 0;
+	return b;
+}
+
 /* One gloo call, in the shape of every wrapper: resolve, enter, timestamp, call, record (gloo_end,
  * also when the call throws). */
 static void gloo_call(void (**real)(void *), const char *sym, int op, void *opts)
@@ -63,12 +93,13 @@ static void gloo_call(void (**real)(void *), const char *sym, int op, void *opts
 		gloo_missing(sym);
 		return;
 	}
-	struct gcall c __attribute__((cleanup(gloo_end))) = {NULL, 0, 0, op, 0};
+	struct gcall c __attribute__((cleanup(gloo_end))) = {NULL, 0, 0, -1, op, 0};
 	if (dsp_enter(&dsp_tls)) {
 		c.t = &dsp_tls;
 		/* numbered as called: ProcessGroupGloo's worker threads may finish two collectives
 		 * in a different order on each rank */
 		c.seq = __atomic_fetch_add(&seqs[op], 1, __ATOMIC_RELAXED);
+		c.bytes = gloo_bytes(c.t, op);
 		c.t0 = dsp_now();
 	}
 	(*real)(opts);
@@ -94,6 +125,61 @@ GLOO_WRAPPER(_ZN4gloo6gatherERNS_13GatherOptionsE, DDPSPY_OP_GATHER)
 GLOO_WRAPPER(_ZN4gloo7scatterERNS_14ScatterOptionsE, DDPSPY_OP_SCATTER)
 GLOO_WRAPPER(_ZN4gloo8alltoallERNS_15AlltoallOptionsE, DDPSPY_OP_ALLTOALL)
 GLOO_WRAPPER(_ZN4gloo9alltoallvERNS_16AlltoallvOptionsE, DDPSPY_OP_ALLTOALLV)
+
+/* std::unique_ptr<transport::UnboundBuffer> gloo::Context::createUnboundBuffer(void *ptr, size_t
+ * size): a class returned by value comes back through a hidden pointer, passed before `this`
+ * (Itanium C++ ABI). Outside a collective the buffer is counted for this thread's next one, with
+ * the context's rank count: gloo::Context's public `const int rank, size` follow its vtable
+ * pointer (gloo/context.h). Inside one (guard held) it is gloo's own and passes through. */
+static void *(*real_create)(void *, void *, void *, size_t);
+void *_ZN4gloo7Context19createUnboundBufferEPvm(void *ret, void *self, void *ptr, size_t size)
+{
+	if (!real_create)
+		real_create = (void *(*)(void *, void *, void *, size_t))dsp_resolve(
+			"_ZN4gloo7Context19createUnboundBufferEPvm", "libgloo");
+	if (!real_create) {
+		gloo_missing("gloo::Context::createUnboundBuffer");
+		return ret;
+	}
+	struct dsp_tls *t = &dsp_tls;
+	if (!t->guard) {
+		uint64_t z = size;
+		if (t->gloo.n++ == 0)
+			t->gloo.first = t->gloo.max = t->gloo.min = z;
+		t->gloo.max = z > t->gloo.max ? z : t->gloo.max;
+		t->gloo.min = z < t->gloo.min ? z : t->gloo.min;
+		t->gloo.ranks = ((const int *)self)[3];
+	}
+	return real_create(ret, self, ptr, size);
+}
+
+/* The tcp transport's UnboundBuffer::send and recv (a rank, or a vector of them passed by
+ * reference as any class with a destructor is; then slot, offset, bytes): outside a collective
+ * they are c10d's point-to-point calls, whose buffers are no collective's. */
+static void gloo_p2p(void (**real)(void *, uintptr_t, uint64_t, size_t, size_t), const char *sym,
+		     void *self, uintptr_t peer, uint64_t slot, size_t off, size_t n)
+{
+	if (!*real)
+		*real = (void (*)(void *, uintptr_t, uint64_t, size_t, size_t))dsp_resolve(sym, "libgloo");
+	if (!*real) {
+		gloo_missing(sym);
+		return;
+	}
+	if (!dsp_tls.guard)
+		dsp_tls.gloo.n = 0;
+	(*real)(self, peer, slot, off, n);
+}
+
+#define GLOO_P2P(sym, peer_t)                                                                   \
+	static void (*real_##sym)(void *, uintptr_t, uint64_t, size_t, size_t);                 \
+	void sym(void *self, peer_t peer, uint64_t slot, size_t off, size_t n)                  \
+	{                                                                                       \
+		gloo_p2p(&real_##sym, #sym, self, (uintptr_t)peer, slot, off, n);               \
+	}
+
+GLOO_P2P(_ZN4gloo9transport3tcp13UnboundBuffer4sendEimmm, int)
+GLOO_P2P(_ZN4gloo9transport3tcp13UnboundBuffer4recvEimmm, int)
+GLOO_P2P(_ZN4gloo9transport3tcp13UnboundBuffer4recvESt6vectorIiSaIiEEmmm, void *)
 
 /* c10d's ProcessGroupGloo(store, rank, size, options), which PyTorch's Python binding calls: where
  * no launcher named this process's rank (mp.spawn's children pass it to init_process_group), the

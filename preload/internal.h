@@ -37,6 +37,13 @@ struct dsp_tls {
 	void (*at_exit)(struct dsp_tls *t);
 	void *nccl_pctx; /* NCCL's profiler plugin context made on this thread by the call in progress
 			  * (ncclprof.c), for nccl.c to name; NULL none */
+	/* the gloo buffers this thread made for its next collective (gloo.c): how many, the first's,
+	 * largest and smallest sizes, and the gloo context's rank count */
+	struct {
+		unsigned n;  /* (wraps harmlessly: untraced stretches make buffers no one reads) */
+		int ranks;
+		uint64_t first, max, min;
+	} gloo;
 };
 
 extern __thread struct dsp_tls dsp_tls __attribute__((tls_model("initial-exec")));
@@ -147,6 +154,10 @@ void *dsp_resolve_v(const char *name, const char *version);
 	{                                                                                    \
 		real_##name = (ret(*) params)dsp_resolve_early(#name, NULL);                 \
 	}
+
+/* ---- ddpspy's own cost (selfcost.c) ---- */
+/* ns per recorded event of a call that does not block, measured in a scratch ring; -1 unknown */
+double dsp_event_cost_ns(void);
 
 /* ---- recording (record.c, registry.c) ---- */
 

@@ -73,6 +73,8 @@ struct writer_state {
 	size_t nmsnap;
 	uint64_t start_raw;         /* the clocks when the library started in this process */
 	int64_t start_mono, start_real;
+	int64_t event_ps;           /* ddpspy's cost per event (selfcost.c), ps; 0 not measured */
+	int cost_written;
 };
 #define WRITER_STATE_INIT { .writing_fd = -1, .mod_adds = ~0ull, .mod_subs = ~0ull }
 static struct writer_state W = WRITER_STATE_INIT;
@@ -390,6 +392,18 @@ static void rec_calib(void)
 	} else if (mono - W.first_mono > 1000000) {
 		set_thresholds(W.first_raw, W.first_mono, raw, mono); /* over a longer span */
 	}
+}
+
+/* ddpspy's cost per event, once measured (format 2.8) */
+static void rec_cost_once(void)
+{
+	int64_t ps = __atomic_load_n(&W.event_ps, __ATOMIC_RELAXED);
+	if (W.cost_written || ps <= 0)
+		return;
+	frame_begin(DDPSPY_REC_COST, 1);
+	kv_int("event_ps", ps);
+	frame_end();
+	W.cost_written = 1;
 }
 
 /* The loaded objects the file last described, to write only what changed (format 2.0). */
@@ -1392,6 +1406,7 @@ static void flush_locked(int final, const char *end_reason)
 	if (final || (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - W.last_calib_mono >= CALIB_EVERY_NS)
 		rec_calib();
 	rec_modules_if_changed();
+	rec_cost_once();
 	/* passes over every ring until all are empty, a bounded number: a program recording faster than
 	 * this drains is served by the next flush, which its half-full rings ask for at once */
 	for (int pass = 0; pass == 0 || (f.more && pass < (final ? 1024 : 64)); pass++) {
@@ -1446,6 +1461,9 @@ static void *writer_main(void *arg)
 	t->state = TS_OFF; /* the writer records nothing of itself */
 	t->guard = 1;
 	measure_thresholds();
+	double cost = dsp_event_cost_ns();
+	if (cost > 0)
+		__atomic_store_n(&W.event_ps, (int64_t)(cost * 1000), __ATOMIC_RELAXED);
 	pthread_setname_np(pthread_self(), "ddpspy-writer");
 	if (spawn_sampler() < 0)
 		load_stacks(); /* (no thread with a table of its own: from here, in the program's) */
