@@ -112,6 +112,10 @@ struct thr {
 	size_t nsched, sched_seen, sched_stride;
 };
 
+#define AN_HSITES 12
+#define AN_FRAMES 8
+#define AN_HSITE_NS 100000 /* 0.1 ms */
+
 struct proc {
 	char *file, host[256];
 	char *open;            /* report --mpi, another process: the file by process 0's absolute path (NULL: file) */
@@ -124,6 +128,7 @@ struct proc {
 	uint64_t gpu_dropped;  /* CUPTI's records lost: dropped by CUPTI, or no buffer for them */
 	uint64_t gpu_untimed;  /* CUPTI's records with no times (work running at the last flush): left out */
 	uint64_t unwritten;    /* events its file did not take (write_error: why) */
+	double event_ns;       /* ddpspy's own cost per event it recorded (its file's "cost"), 0 unknown */
 	char write_error[64];
 	char sched_error[64];  /* why no schedstat was read (trace.h) */
 	size_t read_to;        /* where the first reading stopped; the frames before it are checked */
@@ -158,6 +163,19 @@ struct proc {
 	struct dirstat { char *dir; double calls, ms, bytes; } *dstat;
 	int ndstat;
 	struct sweep *lsw;     /* the steps' sweep begun while the file was read (lsweep.c), till taken */
+	/* its longest host calls (sleeps, lock and condition waits, reads of devices) of AN_HSITE_NS or
+	 * more, by thread, kind and stack, over the whole run, the most time first once read: what a
+	 * rank does that its peers do not (findings.c). Inline: report --mpi sends it with the rest. */
+	struct hsite {
+		int tid;
+		uint32_t stack;
+		int16_t kind;
+		int nframes;
+		double ms, calls;
+		int64_t first, last;         /* its first and last call's start (the file's clock) */
+		char frames[AN_FRAMES][112]; /* innermost first, "module+0xoffset" */
+	} hsite[AN_HSITES];
+	int nhsite;
 };
 
 /* A time of p's file (ns, its own clock) on the job's clock, and back: the constant shift
@@ -292,6 +310,9 @@ struct rankinfo {
 	double step_p50, step_p95, shares[CAT_COUNT], wait_share, late_p50;
 	double p2p_wait_share, p2p_share[2]; /* waits in point-to-point calls: all; for a late receiver, sender */
 	double coll_bytes, read_bytes; /* per step */
+	/* ddpspy's own recording in its process: events per step, and their cost (events per step
+	 * times the file's cost per event) as a share of its step, -1 when its file did not say */
+	double events_step, overhead_share;
 	/* collectives on helper threads (p->bg), per step: their time (the union of their spans), and
 	 * the part of it the training thread kept computing through instead of waiting */
 	double bg_ms, bg_overlap;
@@ -331,6 +352,7 @@ struct analysis {
 	int32_t *mpi_who;              /* report --mpi: the process that reads each file and splits its rank (proc.src) */
 	int gpu_whole;                 /* report --mpi: every rank's device work to process 0 (--html draws it) */
 	double step_p50, step_p95, step_max;
+	double overhead_share;         /* the most of any rank's (rankinfo), -1 when no file said */
 	double shares[CAT_COUNT];      /* critical-path verdict shares */
 	const char *bound;
 	double confidence;

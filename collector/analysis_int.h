@@ -238,6 +238,12 @@ double an_wfrom(const struct stepdata *sd, int r, size_t k, int L);
 /* every file under a->dirs into a->procs, and a->ranks; -1 when no rank is readable (err says why) */
 int an_load(struct analysis *a, const struct report_options *o, char *err, size_t errlen);
 void an_load_free(struct analysis *a);
+/* (hostsite.c) e (v converted), a call of p's, into p's host call sites when it is one; at the
+ * end of p's file (f still open) their stacks' frames, and the sites by time. an_frames: stack's
+ * frames in f, innermost first, as "module+0xoffset", at most max; how many */
+void an_hsite_add(struct proc *p, const struct trace_event *e, const struct ev *v);
+void an_hsite_loaded(struct proc *p, const struct trace_file *f);
+int an_frames(const struct trace_file *f, uint32_t stack, char (*frames)[112], int max);
 /* (runs.c) t's runs given up (analysis.h's struct callrun): its calls are read again for the split */
 void an_runs_drop(struct thr *t);
 /* v, a call of t that is not kept, into t's current run; the run closed (a kept call comes: t->n is

@@ -202,6 +202,8 @@ static void find_late_ranks(struct analysis *a, int serialized)
 		an_ev_num(f, "data", exc[CAT_DATA], 3);
 		an_ev_num(f, "host", exc[CAT_HOST], 3);
 		an_ev_end(f);
+		if (cause == CAT_HOST)
+			an_host_calls(f, a, L);
 	}
 out:
 	free(dom);
@@ -214,11 +216,20 @@ out:
  * each rank's step (median over ranks). One finding names it, of one of two kinds:
  * - small_work (the strong-scaling trap) when that fixed cost is at least the rank's own work per
  *   step and is spread over the step's ordinary collectives: the batch per rank is too small for the
- *   synchronization every step pays, whatever the bytes. Its severity is the part of the step in
+ *   synchronization every step pays, whatever the bytes; or when the collectives are latency-bound
+ *   (below): what they cost is per call, not per byte. Its severity is the part of the step in
  *   which not even the busiest rank works, which gradient accumulation would amortize;
  * - collective_volume otherwise, or when a single call per step carries more bytes than all the
- *   other collectives of the step together (an extra all-reduce): the bytes are what to cut. */
+ *   other collectives of the step together (an extra all-reduce): the bytes are what to cut.
+ * Latency-bound: the largest collective moves less per call than any link in use moves in its
+ * own fixed latency (LATENCY_BYTES), or all of them move less than MIN_VOLUME_BPS over their time
+ * beyond waiting; and a call costs no more than a collective's fixed latency can (MAX_LATENCY_MS:
+ * longer is waits the collectives do not see, docs/report.md). */
 #define MIN_VOLUME_BPS 1e7 /* bytes per second: slower than a 100 Mbit link at a tenth of its rate */
+/* A link's half-bandwidth size, latency x bandwidth: TCP's 15 us or more at 1 GB/s or more, 15 KB;
+ * InfiniBand's 2 us at 12.5 GB/s, 25 KB; NVLink's more. Below it a call is mostly fixed cost. */
+#define LATENCY_BYTES 16384
+#define MAX_LATENCY_MS 2.0
 
 /* the ranks' median share of their steps in collectives beyond waiting for peers (0: out of
  * memory) */
@@ -356,21 +367,27 @@ static void find_volume(struct analysis *a)
 	int single = per < 1.1 && calls - g[top].calls >= 0.5 * (double)N &&
 		     WEIGHT(g[top]) > (unknown ? all_ms : all) - WEIGHT(g[top]);
 #undef WEIGHT
-	int small = !single && sync_ms >= work_ms;
 	/* A finding about bytes needs bytes that explain the time: the collectives' bytes per step over
 	 * the time beyond waiting (what volume would cost) slower than MIN_VOLUME_BPS is not bandwidth
 	 * but latency, or waits the collectives do not see (point-to-point, a late sender): cutting
-	 * bytes would not win it back. */
-	if (!small && !unknown && all / (double)N < MIN_VOLUME_BPS * sev * median_step(a) / 1e3)
+	 * bytes would not win it back. Latency is a few such calls' fixed cost; the waits are not. */
+	double coll_ms = sev * median_step(a), bps = all / (double)N / (coll_ms / 1e3);
+	double call_ms = coll_ms * (double)N / calls;
+	int latency = !unknown && call_ms <= MAX_LATENCY_MS &&
+		      ((double)g[top].bytes < LATENCY_BYTES || bps < MIN_VOLUME_BPS);
+	int small = latency || (!single && sync_ms >= work_ms);
+	if (!small && !unknown && bps < MIN_VOLUME_BPS)
 		return;
+	/* latency-bound, the collectives' whole time beyond waiting is per-call cost that more work per
+	 * call amortizes, however the step's medians split it from the work */
+	double sw = sync_ms / (sync_ms + work_ms);
 	struct finding *f = an_add_finding(a, small ? "small_work" : "collective_volume", -1,
-					small ? sync_ms / (sync_ms + work_ms) : sev);
+					!small ? sev : latency ? fmax(sev, sw) : sw);
 	if (!f)
 		return;
-	/* gloo's calls carry no byte count: sizes are then unknown, JSON null */
+	/* a gloo without the buffers ddpspy counts: sizes are then unknown, JSON null */
 	int known = g[top].bytes >= 0;
 	const char *op = an_op_name(g[top].op);
-	double coll_ms = sev * median_step(a);
 	/* a nonblocking call's own duration is only its start: time per op only for blocking ones */
 	double op_ms = g[top].ms / (double)N, gbps = g[top].ms > 0 && known ? top_bytes / g[top].ms / 1e6 : 0;
 	an_ev_str(f, "op", op);
@@ -388,12 +405,16 @@ static void find_volume(struct analysis *a)
 	else
 		an_ev_str(f, "all_bytes_per_step", NULL);
 	an_ev_num(f, "collectives_per_step", calls / (double)N, 2);
-	an_ev_num(f, "ms_per_step", small ? sync_ms : coll_ms, 3);
+	an_ev_num(f, "ms_per_step", small && !latency ? sync_ms : coll_ms, 3);
 	an_ev_num(f, "work_ms_per_step", work_ms, 3);
 	if (g[top].blocking)
 		an_ev_num(f, "op_ms_per_step", op_ms, 3);
 	if (g[top].blocking && known)
 		an_ev_num(f, "gbytes_per_s", gbps, 3);
+	if (small) {
+		an_ev_bool(f, "latency_bound", latency);
+		an_ev_num(f, "call_ms", call_ms, 4);
+	}
 }
 
 /* CPU contention: the training thread runnable but waiting for a CPU, as far as the job's own
@@ -628,6 +649,7 @@ void an_find_all(struct analysis *a)
 		find_late_ranks(a, find_serialized(a));
 		an_find_data(a);
 		find_cpu(a);
+		an_find_host(a);
 		find_skew(a);
 		if (an_gpu_ranks(a)) {
 			an_find_gpu(a); /* the device's timeline says what the host's enqueueing calls cannot */

@@ -27,8 +27,11 @@ void an_human_bytes(double b, char *buf, size_t n);
 const char *an_op_name(int op);
 
 /* findgpu.c: the GPU families, for a job with ranks split from their device; finddata.c:
- * data_stall */
+ * data_stall; findhost.c: host_asymmetry (after the late ranks and cpu_contention, which it reads) */
 void an_find_gpu(struct analysis *a);
 void an_find_data(struct analysis *a);
+void an_find_host(struct analysis *a);
+/* into f, a finding about rank index L: "calls", L's host calls its peers do not make, with stacks */
+void an_host_calls(struct finding *f, const struct analysis *a, int L);
 
 #endif

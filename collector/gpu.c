@@ -530,19 +530,8 @@ static void part_loaded(struct proc *p, const struct trace_file *f, const char *
 		}
 		sort_n(g->names, g->nnames, sizeof *g->names, cmp_name);
 	}
-	for (int i = 0; g && i < g->nsites; i++) {
-		struct gsite *s = &g->site[i];
-		const struct trace_stack *st = s->stack ? trace_stack(f, s->stack) : NULL;
-		for (uint32_t k = 0; st && k < st->n && s->nframes < 8; k++) {
-			const struct trace_module *m = trace_module_of(f, st->ips[k]);
-			const char *base = m && m->path ? strrchr(m->path, '/') : NULL;
-			if (m)
-				snprintf(s->frames[s->nframes++], sizeof s->frames[0], "%s+0x%" PRIx64,
-					 base ? base + 1 : m->path ? m->path : "?", st->ips[k] - m->bias);
-			else
-				snprintf(s->frames[s->nframes++], sizeof s->frames[0], "0x%" PRIx64, st->ips[k]);
-		}
-	}
+	for (int i = 0; g && i < g->nsites; i++)
+		g->site[i].nframes = an_frames(f, g->site[i].stack, g->site[i].frames, 8);
 }
 
 static int cmp_name(const void *x, const void *y)

@@ -281,6 +281,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	if (v->t + v->d > t->last)
 		t->last = v->t + v->d;
 	account(c, v);
+	an_hsite_add(c->p, e, v);
 	if (!an_kept_sync(v)) {
 		if (t->runs_ok)
 			an_run_add(t, v);
@@ -562,6 +563,7 @@ static void load_file(const struct analysis *a, struct slot *s)
 		p->lsw = NULL;
 	}
 	an_parts.gpu.loaded(p, &f, s->open ? s->open : path);
+	an_hsite_loaded(p, &f);
 	uint64_t wilds = 0, after = 0;
 	for (int k = 0; k < p->nthr; k++) {
 		an_p2p_num_wild(p->thr[k].num, &wilds, &after);
@@ -583,6 +585,7 @@ static void load_file(const struct analysis *a, struct slot *s)
 		return;
 	}
 	p->events = f.events;
+	p->event_ns = f.event_ns;
 	p->gpu_records = f.gpu.read;
 	p->gpu_dropped = (uint64_t)(f.gpu.dropped > 0 ? f.gpu.dropped : 0) + (uint64_t)(f.gpu.refused > 0 ? f.gpu.refused : 0);
 	p->gpu_untimed = trace_gpu_untimed(&f.gpu);

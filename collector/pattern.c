@@ -25,6 +25,35 @@ int an_step_call(int p2p, const struct proc *p, const struct thr *u, const struc
 	return u == an_train_thread(p) && (an_is_p2p(e) || an_completes(e));
 }
 
+static int cmp_seq(const void *x, const void *y)
+{
+	const struct ev *a = *(const struct ev *const *)x, *b = *(const struct ev *const *)y;
+	return AN_ORDER(a->seq, b->seq) ? AN_ORDER(a->seq, b->seq) : AN_ORDER(a->t, b->t);
+}
+
+/* A library's helper threads (gloo's) start collectives the program issued one after the other at
+ * nearly the same time: by their starts, two of them may swap places from one step to the next,
+ * and the pattern with them. Where calls of one operation stand in time order, they are put in
+ * the order they were numbered in, which is the order they were issued. */
+static void issue_order(struct sync *s)
+{
+	const struct ev **v = malloc((s->n + 1) * sizeof *v);
+	size_t *at = malloc((s->n + 1) * sizeof *at);
+	for (int op = 0; v && at && op < DDPSPY_OP_COUNT; op++) {
+		size_t m = 0;
+		for (size_t i = 0; i < s->n; i++)
+			if (s->e[i]->op == op && s->e[i]->seq >= 0 && an_blocking_coll(s->e[i])) {
+				at[m] = i;
+				v[m++] = s->e[i];
+			}
+		sort_n(v, m, sizeof *v, cmp_seq);
+		for (size_t j = 0; j < m; j++)
+			s->e[at[j]] = (struct ev *)v[j];
+	}
+	free(v);
+	free(at);
+}
+
 void an_sync_list(struct proc *p, struct sync *s, int p2p)
 {
 	struct thr *t = an_train_thread(p);
@@ -43,8 +72,10 @@ void an_sync_list(struct proc *p, struct sync *s, int p2p)
 			if (an_step_call(p2p, p, u, &u->ev[k]))
 				s->e[s->n++] = &u->ev[k];
 	}
-	if (p->bg && !p2p)
+	if (p->bg && !p2p) {
 		sort_n(s->e, s->n, sizeof *s->e, an_cmp_evp);
+		issue_order(s);
+	}
 	/* of threads with more calls than the prefix, only calls up to the earliest one's last kept
 	 * call are all there */
 	int64_t cut = INT64_MAX;
@@ -182,10 +213,12 @@ int an_find_pattern(struct sync *s, struct pattern *pt)
 	/* On a short list those two periods' worth let a wrong period pass before the true one (8
 	 * for a halo exchange's 9 calls in 128: a third of them differ): a longer one up to twice
 	 * the first that matches better is the period (its multiples match as well, not better).
+	 * Twice the first one must match much better: it always matches a little better where the
+	 * start-up's odd calls are most of the mismatches, since fewer comparisons reach them.
 	 * (Calls that all look alike are left to their gaps, below.) */
-	for (size_t p = P + 1; P > 1 && p <= 2 * P && p <= n / 3 && fit > 0; p++) {
+	for (size_t p = P + 1, P1 = P; P > 1 && p <= 2 * P && p <= n / 3 && fit > 0; p++) {
 		double m = mismatch(s, p);
-		if (m < fit) {
+		if (m < (p % P1 ? fit : fit / 2)) {
 			fit = m;
 			P = p;
 		}

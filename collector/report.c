@@ -31,6 +31,15 @@ static void usage(FILE *to)
 		    "                    every host that sees the directory; process 0 writes the report\n");
 }
 
+/* key: v where have, else null */
+static void json_num_or_null(struct json *j, const char *key, int have, double v)
+{
+	if (have)
+		json_num(j, key, v);
+	else
+		json_str(j, key, NULL);
+}
+
 void report_json_shares(struct json *j, const char *key, const double *s)
 {
 	json_obj(j, key);
@@ -235,6 +244,8 @@ static void print_json(const struct analysis *a)
 	json_num(&j, "wall_s", a->wall_s);
 	json_int(&j, "events", (int64_t)a->events);
 	json_int(&j, "dropped_events", (int64_t)a->dropped);
+	/* ddpspy's own recording, of the step: the most of any rank's (null: no file measured it) */
+	json_num_or_null(&j, "overhead_share", a->nsteps > 0 && a->overhead_share >= 0, round(a->overhead_share * 1e6) / 1e6);
 	json_obj(&j, "clock");
 	json_str(&j, "method", a->clock_method);
 	if (isnan(a->clock_residual_us))
@@ -295,6 +306,8 @@ static void print_json(const struct analysis *a)
 		json_num(&j, "collective", round(ri->coll_bytes));
 		json_num(&j, "read", round(ri->read_bytes));
 		json_close(&j);
+		json_num(&j, "events_per_step", round(ri->events_step * 10) / 10);
+		json_num_or_null(&j, "overhead_share", ri->steps && ri->overhead_share >= 0, round(ri->overhead_share * 1e6) / 1e6);
 		/* the correction at the job's start, and how it changes per second after */
 		json_num(&j, "clock_offset_us",
 			 (double)(ri->p->offset + (int64_t)(ri->p->drift * (double)(a->t0 - ri->p->drift_ref))) / 1e3);
@@ -334,6 +347,20 @@ static int p2p_waits(const struct analysis *a)
 	return 0;
 }
 
+/* ddpspy's own recording: the rank where it cost the most of the step, when files said */
+static void print_overhead(FILE *out, const struct analysis *a)
+{
+	int most = -1;
+	for (int r = 0; a->nsteps > 0 && r < a->nranks; r++)
+		if (a->ranks[r].steps && a->ranks[r].overhead_share >= 0 &&
+		    (most < 0 || a->ranks[r].overhead_share > a->ranks[most].overhead_share))
+			most = r;
+	if (most >= 0)
+		fprintf(out, "ddpspy's own recording: at most %.2f%% of a step (rank %d: %.0f events per step at %.0f ns "
+			"each)\n", 100 * a->ranks[most].overhead_share, a->ranks[most].rank, a->ranks[most].events_step,
+			a->ranks[most].p->event_ns);
+}
+
 static void print_text(const struct analysis *a)
 {
 	FILE *out = stdout;
@@ -351,6 +378,7 @@ static void print_text(const struct analysis *a)
 		fprintf(out, "residual unknown\n");
 	else
 		fprintf(out, "residual %.1f us\n", a->clock_residual_us);
+	print_overhead(out, a);
 	char *cover = an_gpu_cover_line(a);
 	if (cover)
 		fprintf(out, "coverage: %s\n", text_safe(cover, SIZE_MAX));

@@ -660,6 +660,7 @@ static void figures(struct analysis *a, struct stepdata *sd)
 	int with = 0; /* (the ranks that have steps) */
 	for (int r = 0; r < R; r++)
 		with += a->ranks[r].steps != NULL;
+	a->overhead_share = -1;
 	for (int r = 0; r < R; r++) {
 		struct rankinfo *ri = &a->ranks[r];
 		if (!ri->steps)
@@ -715,6 +716,12 @@ static void figures(struct analysis *a, struct stepdata *sd)
 		ri->coll_bytes = coll / (double)N;
 		/* (every analysed step's, kept or not) */
 		ri->read_bytes = sd->span[r].n > 0 ? rd / sd->span[r].n : 0;
+		/* its recording: the file's events, as many in a step as its share of the file's span */
+		double in = ri->p->span > 0 ? fmin(1, (double)(t1 - t0) / (double)ri->p->span) : 1;
+		ri->events_step = sd->span[r].n > 0 ? (double)ri->p->events * in / sd->span[r].n : 0;
+		ri->overhead_share = ri->p->event_ns > 0 && ri->step_p50 > 0 ?
+				     ri->events_step * ri->p->event_ns / 1e6 / ri->step_p50 : -1;
+		a->overhead_share = fmax(a->overhead_share, ri->overhead_share);
 	}
 	for (int c = 0; c < CAT_COUNT; c++)
 		a->shares[c] = all > 0 ? tot[c] / all : 0;

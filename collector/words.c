@@ -107,10 +107,19 @@ static void straggler_words(struct finding *f)
 	else
 		snprintf(f->title, sizeof f->title, "rank %d is late to collectives in %" PRId64 " of %" PRId64 " steps: "
 			 "the others wait %.1f ms per step for its %s", f->rank, cnt, N, wait, cause);
+	const char *call = strn(f, "top_call"), *frame = strn(f, "top_frame");
+	const struct fv *unc = ev_at(f, "severity_uncontended");
+	size_t n = strlen(f->title);
+	if (call) /* (its host calls: the one its peers make least of, and where) */
+		snprintf(f->title + n, sizeof f->title - n, " (mostly %s%s%s)", call, frame ? " at " : "", frame ? frame : "");
 	snprintf(f->text, sizeof f->text, "late in %" PRId64 "/%" PRId64 " steps by %.1f ms (p50); others wait %.1f "
 		 "ms/step at %s; its excess per step: compute %.1f ms, data %.1f ms, host %.1f ms", cnt, N,
 		 num(f, "late_ms_p50"), wait, str(f, "op"), num(f, "excess_ms_per_step.compute"),
 		 num(f, "excess_ms_per_step.data"), num(f, "excess_ms_per_step.host"));
+	n = strlen(f->text);
+	if (unc && unc->type == FV_NUM)
+		snprintf(f->text + n, sizeof f->text - n, "; threads wait for a CPU %.0f%% of the step: once no thread does, "
+			 "its host time would cost about %.0f%% of the step", 100 * num(f, "contention_share"), 100 * unc->v.d);
 	if (p2p && !strcmp(cause, "compute"))
 		f->advice[0] = "This rank computes longer than its peers: balance the work per rank (cells or "
 			       "particles of the domain decomposition, layers per pipeline stage), or check for a "
@@ -129,6 +138,33 @@ static void straggler_words(struct finding *f)
 			     "their own peers: the job runs at the pace of this rank." :
 			     "Every other rank waits at the next collective for the slowest one: the job runs "
 			     "at the pace of this rank.";
+}
+
+/* ---- host_asymmetry: the rank's extra host calls, the longest kind's stack, and what fixing them
+ * wins now and once the host's CPU contention is fixed ---- */
+static void host_asym_words(struct finding *f)
+{
+	const char *call = strn(f, "top_call"), *frame = strn(f, "top_frame");
+	const struct fv *unc = ev_at(f, "severity_uncontended");
+	double exc = num(f, "excess_ms_per_step"), waited = num(f, "waited_for_ms_per_step");
+	char later[160] = "";
+	if (unc && unc->type == FV_NUM)
+		snprintf(later, sizeof later, "; once no thread waits for a CPU (%.0f%% of the step now) they would wait all "
+			 "of it, about %.0f%% of the step", 100 * num(f, "contention_share"), 100 * unc->v.d);
+	snprintf(f->title, sizeof f->title, "rank %d spends %.1f ms per step in host calls its peers do not make%s%s%s: "
+		 "they wait %.1f ms per step for it now%s", f->rank, exc, call ? " (mostly " : "", call ? call : "",
+		 call ? ")" : "", waited, later);
+	char most[320] = "";
+	if (call)
+		snprintf(most, sizeof most, "; the most: %s, %.1f ms per step against its peers' %.1f%s%s", call,
+			 num(f, "top_ms"), num(f, "top_peers_ms"), frame ? ", at " : "", frame ? frame : "");
+	snprintf(f->text, sizeof f->text, "%.1f ms per step in host calls, %.1f ms more than its peers' median%s; "
+		 "%.1f ms per step of the others' waits are for it", num(f, "host_ms_per_step"), exc, most, waited);
+	f->advice[0] = "Find what this rank does on the host that its peers do not (sleeps, logging, checkpoint "
+		       "writes, lock waits) and move it off the step or spread it over the ranks.";
+	if (unc)
+		f->advice[1] = "Fix the CPU contention first, then this: its cost grows once the other ranks no "
+			       "longer wait for a CPU while it runs.";
 }
 
 /* ---- cpu_contention: who holds the CPUs (by group), and what to change for each ---- */
@@ -338,15 +374,27 @@ static void host_bytes(const struct finding *f, char *hb, char *ha, size_t n)
 static void small_work_words(struct finding *f)
 {
 	char hb[32], ha[32];
-	double work_ms = num(f, "work_ms_per_step"), sync_ms = num(f, "ms_per_step");
+	double work_ms = num(f, "work_ms_per_step"), sync_ms = num(f, "ms_per_step"), per = num(f, "collectives_per_step");
+	const struct fv *lat = ev_at(f, "latency_bound");
+	int latency = lat && lat->type == FV_BOOL && lat->v.i;
 	host_bytes(f, hb, ha, sizeof hb);
-	snprintf(f->title, sizeof f->title, "the busiest rank works %.1f ms per step, then every rank "
-		 "synchronizes for %.1f ms: too little work per rank for what each step's synchronization costs",
-		 work_ms, sync_ms);
-	snprintf(f->text, sizeof f->text, "%.1f ms of work (compute, input, host) on the busiest rank per "
-		 "step against %.1f ms in which no rank works; %.1f collectives per step, %s; the largest, %.1f %s "
-		 "of %s per step", work_ms, sync_ms, num(f, "collectives_per_step"), ha, num(f, "calls_per_step"),
-		 str(f, "op"), hb);
+	if (latency)
+		snprintf(f->title, sizeof f->title, "collectives of %s cost a fixed latency per call (%.2f ms), not their "
+			 "bytes: %.1f ms of every step against %.1f ms of work on the busiest rank", hb, num(f, "call_ms"),
+			 sync_ms, work_ms);
+	else
+		snprintf(f->title, sizeof f->title, "the busiest rank works %.1f ms per step, then every rank "
+			 "synchronizes for %.1f ms: too little work per rank for what each step's synchronization costs",
+			 work_ms, sync_ms);
+	if (latency)
+		snprintf(f->text, sizeof f->text, "%.1f ms of work (compute, input, host) on the busiest rank per step; "
+			 "%.1f collectives per step, %s, %.1f ms in them beyond waiting for peers; the largest, %.1f %s of %s "
+			 "per step: too few bytes for any link's bandwidth to matter, so moving fewer would not help",
+			 work_ms, per, ha, sync_ms, num(f, "calls_per_step"), str(f, "op"), hb);
+	else
+		snprintf(f->text, sizeof f->text, "%.1f ms of work (compute, input, host) on the busiest rank per "
+			 "step against %.1f ms in which no rank works; %.1f collectives per step, %s; the largest, %.1f %s "
+			 "of %s per step", work_ms, sync_ms, per, ha, num(f, "calls_per_step"), str(f, "op"), hb);
 	f->advice[0] = "Give each rank more work per synchronization: a larger per-rank batch, or gradient "
 		       "accumulation (DDP's no_sync() for all but the last micro-batch) until compute per "
 		       "all-reduce outweighs its cost.";
@@ -354,6 +402,9 @@ static void small_work_words(struct finding *f)
 		       "per-rank compute is this small (check with ddpspy compare --strong).";
 	f->advice[2] = "Drop synchronization that is not gradients from the step: metrics and loss "
 		       "all-reduces every N steps, not every step.";
+	if (latency && per >= 2)
+		f->advice[3] = "Fuse small collectives into fewer, larger ones: flatten tensors into one buffer per "
+			       "all-reduce (DDP's gradient buckets, bucket_cap_mb), all_reduce_coalesced.";
 }
 
 /* collective_volume of the host's calls: the largest op, its time per step where it blocks */
@@ -551,6 +602,7 @@ static const struct row {
 	{ "rank0_serialization", rank0_words },
 	{ "straggler", straggler_words },
 	{ "cpu_contention", cpu_words },
+	{ "host_asymmetry", host_asym_words },
 	{ "work_skew", skew_words },
 	{ "lost_events", lost_words },
 	{ "small_work", small_work_words },

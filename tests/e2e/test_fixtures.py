@@ -118,6 +118,14 @@ for n, late, cause, key in (("straggler-delay", 1, "host", "host_ms"), ("straggl
        and rep[n]["verdict"]["bound"] == cause,
        "%s: %s-bound, one straggler, rank %d, cause %s, severity within 25%% of its excess %s over the step, %.3f: %s"
        % (n, cause, late, cause, key, want, summary(n)))
+    if cause == "host" and f:
+        # what the host time was: the testbed's sleep (its --straggler-ms), where in the program
+        c = f[0]["evidence"].get("calls") or [{}]
+        ms = t["ranks"][late][key] - others[len(others) // 2]
+        ok(c[0].get("call") == "sleep" and near(c[0]["ms_per_step"], ms, 0.1) and c[0]["peers_ms_per_step"] < 1 and
+           c[0]["stack"][0].startswith("ddpbench+") and abs(c[0]["calls_per_step"] - 1) < 0.05,
+           "%s: the straggler's host time is one sleep a step, %.1f ms, in ddpbench, that its peers do not make: %s"
+           % (n, ms, c[0]))
 
 # ---- collectives ----
 if case("extra-allreduce"):

@@ -157,6 +157,36 @@ straggler_case("straggler-delay", ["--straggler-rank", "1", "--straggler-ms", "4
 # (up to 40%) moves the measured loss by a few percent only
 straggler_case("straggler-slowdown", ["--straggler-rank", "1", "--straggler-slowdown", "5"], "compute")
 
+# ---- a rank's host work masked by contention: the default model on 4 ranks, 2 cores ----
+# Rank 2 sleeps 40 ms before each batch. Its core goes to the other three meanwhile, so it is not
+# always the last to arrive and the straggler test may not fire; a finding must still name rank 2
+# and its sleep (issue 40). Now it costs what the others wait for it; once no rank waits for a CPU
+# they would wait all 40 ms: that estimate is evidence, above the cost now.
+def masked(k):
+    truth, out = traced("masked", ["--steps", "20", "--straggler-rank", "2", "--straggler-ms", "40"], np=4)
+    j, p = report(out)
+    if j is None or truth is None:
+        return [(False, "masked host work reported")]
+    others = sorted(r["host_ms"] for r in truth["ranks"] if r["rank"] != 2)
+    ms = truth["ranks"][2]["host_ms"] - others[1]
+    f = [x for x in j["findings"] if x["rank"] == 2 and x["kind"] in ("straggler", "host_asymmetry")]
+    c = (f[0]["evidence"].get("calls") or [{}])[0] if f else {}
+    checks = [(f and c.get("call") == "sleep" and abs(c["ms_per_step"] - ms) <= 0.15 * ms and c["stack"] and
+               c["stack"][0].startswith("ddpbench+"),
+               "masked: a finding names rank 2 and its sleep, %.1f ms a step in ddpbench (findings %s): %s"
+               % (ms, [(x["kind"], x["rank"], round(x["severity"], 2)) for x in j["findings"]], c))]
+    h = f[0] if f and f[0]["kind"] == "host_asymmetry" else None
+    if h:
+        e = h["evidence"]
+        checks.append((h["severity"] <= e["excess_ms_per_step"] / j["step"]["p50_ms"] + 0.02 and
+                       (not findings(j, "cpu_contention") or e.get("severity_uncontended", 0) >= h["severity"]),
+                       "masked: its severity now at most its excess over the step, and the estimate once contention "
+                       "is fixed above it: %.2f, %s" % (h["severity"], e)))
+    return checks
+
+
+live("masked-host-work", masked)
+
 # ---- extra all-reduce ----
 def extra(k):
     truth, out = traced("extra", ["--hidden", "256", "--steps", "10", "--extra-allreduce-mb", "64"])
@@ -166,12 +196,34 @@ def extra(k):
     f = findings(j, "collective_volume")
     return [(j["verdict"]["bound"] == "comms", "extra all-reduce: comms-bound (%s)" % j["verdict"]["summary"]),
             (f and f[0]["evidence"]["bytes"] == 64 << 20 and abs(f[0]["evidence"]["calls_per_step"] - 1) < 0.01 and
-             f[0]["evidence"]["op"] == "allreduce", "collective_volume names one 64 MiB allreduce per step: %s"
+             f[0]["evidence"]["op"] == "allreduce" and "latency_bound" not in f[0]["evidence"],
+             "collective_volume names one 64 MiB allreduce per step: %s"
              % (f[0]["evidence"] if f else None)),
             (not findings(j, "small_work"), "extra all-reduce: the bytes are the cost, not small_work")]
 
 
 live("extra-allreduce", extra)
+
+
+# ---- latency, not bytes: a model whose gradients are 3 KiB (issue 40) ----
+# Its all-reduce is one call of 3244 bytes a step, far below what any link moves in its fixed
+# latency: whatever the collectives cost, fewer bytes would not win it back. Over Open MPI's shared
+# memory that cost is small against even this step, so a comms finding is not required, but any is
+# small_work, latency-bound, never collective_volume (tests/e2e/test_torch.py has the case where it
+# dominates, over gloo).
+def tiny(k):
+    truth, out = traced("tiny", ["--hidden", "3", "--layers", "1", "--batch", "16", "--steps", "200"])
+    j, p = report(out)
+    if j is None or truth is None:
+        return [(False, "tiny model reported")]
+    comms = [(f["kind"], f["evidence"].get("latency_bound"), f["evidence"].get("bytes")) for f in j["findings"]
+             if f["kind"] in ("small_work", "collective_volume")]
+    return [(truth["grad_bytes"] < 16384 and all(c == ("small_work", True, truth["grad_bytes"]) for c in comms),
+             "tiny model (%d bytes of gradients): no collective_volume; a comms finding, if any, is small_work, "
+             "latency-bound, naming the all-reduce's bytes: %s" % (truth["grad_bytes"], comms))]
+
+
+live("tiny-model", tiny)
 
 # ---- small per-rank work (the strong-scaling trap) ----
 # One sample per rank against 9 MiB of gradients: the step is mostly synchronization. Ground truth

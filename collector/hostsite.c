@@ -1,0 +1,71 @@
+/* A process's host call sites while its file is read (the load phase): its longest host calls
+ * (sleeps, lock and condition waits, reads of devices and pipes) by thread, kind and stack, and
+ * their stacks as "module+0xoffset" frames once the file's modules are known. What a rank does
+ * that its peers do not is named from them (findings.c). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/format.h"
+#include "analysis_int.h"
+#include "trace.h"
+
+void an_hsite_add(struct proc *p, const struct trace_event *e, const struct ev *v)
+{
+	if (v->d < AN_HSITE_NS || an_category(v) != CAT_HOST || (an_kind(v->kind)->m & (DDPSPY_KM_COLL | DDPSPY_KM_P2P |
+												DDPSPY_KM_WAITS)))
+		return;
+	int i = 0;
+	while (i < p->nhsite && !(p->hsite[i].tid == e->tid && p->hsite[i].stack == e->stack && p->hsite[i].kind == v->kind))
+		i++;
+	if (i == AN_HSITES) { /* full: the site of the least time goes, unless this call is less */
+		i = 0;
+		for (int k = 1; k < AN_HSITES; k++)
+			if (p->hsite[k].ms < p->hsite[i].ms)
+				i = k;
+		if (p->hsite[i].ms > MS(v->d))
+			return;
+		memset(&p->hsite[i], 0, sizeof p->hsite[i]);
+	} else if (i == p->nhsite) {
+		p->nhsite++;
+	}
+	struct hsite *s = &p->hsite[i];
+	if (!s->calls)
+		s->first = v->t;
+	s->last = v->t;
+	s->tid = e->tid;
+	s->stack = e->stack;
+	s->kind = v->kind;
+	s->ms += MS(v->d);
+	s->calls++;
+}
+
+int an_frames(const struct trace_file *f, uint32_t stack, char (*frames)[112], int max)
+{
+	const struct trace_stack *st = stack ? trace_stack(f, stack) : NULL;
+	int n = 0;
+	for (uint32_t k = 0; st && k < st->n && n < max; k++) {
+		const struct trace_module *m = trace_module_of(f, st->ips[k]);
+		const char *base = m && m->path ? strrchr(m->path, '/') : NULL;
+		if (m)
+			snprintf(frames[n++], sizeof frames[0], "%s+0x%" PRIx64, base ? base + 1 : m->path ? m->path : "?",
+				 st->ips[k] - m->bias);
+		else
+			snprintf(frames[n++], sizeof frames[0], "0x%" PRIx64, st->ips[k]);
+	}
+	return n;
+}
+
+static int cmp_site(const void *x, const void *y)
+{
+	const struct hsite *a = x, *b = y;
+	return a->ms != b->ms ? (a->ms < b->ms ? 1 : -1) : AN_ORDER(a->tid, b->tid) ? AN_ORDER(a->tid, b->tid) :
+	       AN_ORDER(a->kind, b->kind) ? AN_ORDER(a->kind, b->kind) : AN_ORDER(a->stack, b->stack);
+}
+
+void an_hsite_loaded(struct proc *p, const struct trace_file *f)
+{
+	for (int i = 0; i < p->nhsite; i++)
+		p->hsite[i].nframes = an_frames(f, p->hsite[i].stack, p->hsite[i].frames, AN_FRAMES);
+	sort_n(p->hsite, (size_t)p->nhsite, sizeof p->hsite[0], cmp_site);
+}
