@@ -232,10 +232,26 @@ int an_find_pattern(struct sync *s, struct pattern *pt)
 		if (p >= 2 && period_score(s, p) >= 1.4)
 			P = p;
 	}
-	/* phase: where the gap before a call is longest (data loading and forward come first) */
-	size_t best = 0;
-	double best_gap = -1;
-	for (size_t b = 0; b < P; b++) {
+	/* phase: where a period that starts nonblocking collectives also blocks in one run of calls
+	 * (the waits that complete them, and any blocking collective right after), the call after
+	 * that run: a DDP step waits for its buckets' all-reduces before the optimizer, then loads
+	 * and computes the next. Else where the gap before a call is longest (data loading and
+	 * forward come first). The gaps alone leave the first case to chance, and a reading of the
+	 * first calls only (a long trace's) to another chance: one sample per rank computes about
+	 * as long before its first bucket as between buckets, and a busy machine stretches either. */
+	size_t best = 0, runs = 0, mid0 = (n / P / 2) * P;
+	int nonblocking = 0;
+	for (size_t b = 0; P > 1 && b < P && mid0 + P <= n; b++) {
+		int blk = !(an_kind(s->e[mid0 + b]->kind)->m & DDPSPY_KM_NONBLOCKING);
+		int next = !(an_kind(s->e[mid0 + (b + 1) % P]->kind)->m & DDPSPY_KM_NONBLOCKING);
+		nonblocking |= !blk;
+		if (blk && !next) { /* (a blocking run ends at b) */
+			runs++;
+			best = (b + 1) % P;
+		}
+	}
+	double best_gap = nonblocking && runs == 1 ? INFINITY : -1;
+	for (size_t b = 0; best_gap < INFINITY && b < P; b++) {
 		size_t m = 0;
 		double *g = malloc((n / P + 1) * sizeof *g);
 		if (!g)
