@@ -170,21 +170,30 @@ void an_find_host(struct analysis *a)
 	double step = a->step_p50 > 0 ? a->step_p50 : 1, c = contention(a);
 	if (R < 2 || !N)
 		return;
-	double (*km)[DDPSPY_EV_COUNT] = all_kind_ms(a);
-	if (!km)
+	double (*km)[DDPSPY_EV_COUNT] = all_kind_ms(a), *waits = calloc((size_t)R, sizeof *waits);
+	if (!km || !waits) {
+		free(km);
+		free(waits);
 		return;
+	}
+	/* how long the others waited for each rank, per step and other rank: every rank's waits once */
+	for (int r = 0; r < R; r++)
+		for (size_t k = 0; k < N; k++) {
+			size_t nw;
+			const struct wfrom *wl = an_wfrom_step(sd, r, k, &nw);
+			for (size_t i = 0; i < nw; i++)
+				if (wl[i].L >= 0 && wl[i].L < R && wl[i].L != r)
+					waits[wl[i].L] += wl[i].ms / (double)N / (R - 1);
+		}
 	for (int L = 0; L < R; L++) {
 		struct finding *late = named(a, a->ranks[L].rank);
 		if (!a->ranks[L].steps || (late && (c <= 0 || strcmp(late->kind, "straggler"))))
 			continue;
 		/* its host time beyond its peers' median, and how long the others wait for it now */
-		double exc = 0, waited = 0, own = 0;
+		double exc = 0, waited = waits[L], own = 0;
 		for (size_t k = 0; k < N; k++) {
 			exc += sd->exc[(k * R + L) * CAT_COUNT + CAT_HOST] / (double)N;
 			own += a->ranks[L].steps[k].cat[CAT_HOST] / (double)N;
-			for (int r = 0; r < R; r++)
-				if (r != L)
-					waited += an_wfrom(sd, r, k, L) / (double)N / (R - 1);
 		}
 		/* and named: its host calls beyond its peers' explain at least half of it */
 		double extra[DDPSPY_EV_COUNT], peers[DDPSPY_EV_COUNT], named_ms = 0;
@@ -216,4 +225,5 @@ void an_find_host(struct analysis *a)
 		calls_evidence(f, a, L, km);
 	}
 	free(km);
+	free(waits);
 }
