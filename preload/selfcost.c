@@ -17,16 +17,20 @@ static int64_t mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* one batch: ns per event; the scratch thread state t owns its ring (emptied first) */
+/* one batch: ns per event; the scratch thread state t owns its ring (emptied first); -1 never, in
+ * practice (t is active and its guard free) */
 static double batch(struct dsp_tls *t)
 {
 	static const int64_t args[4] = {3, DDPSPY_FD_FILE, 4096, 4096};
 	ring_reset(t->ring);
 	int64_t t0 = mono_ns();
 	for (int i = 0; i < BATCH; i++) {
+		/* dsp_enter's work, whatever dsp_on says yet: on a busy machine the writer may get here
+		 * before init has turned recording on, and a file of such a process stated no cost */
 		t->guard = 0;
-		if (!dsp_enter(t)) /* (tracing off: the measure is moot, and stops) */
+		if (t->guard || (!__atomic_load_n(&dsp_on, __ATOMIC_RELAXED) && t->state == TS_OFF))
 			return -1;
+		t->guard = 1;
 		uint64_t a = dsp_now(), b = dsp_now();
 		dsp_emit(t, DDPSPY_EV_READ, a, b, 4, args);
 		dsp_leave(t);
