@@ -48,6 +48,14 @@ double now_ms(void)
 	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+/* this thread's CPU time: what a step's own work cost, however long the host took to give it */
+double cpu_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
 void sleep_ms(double ms)
 {
 	if (ms <= 0)

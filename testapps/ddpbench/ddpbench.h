@@ -114,6 +114,7 @@ uint64_t rng_next(uint64_t *s);
 double rng_uniform(uint64_t *s);
 void shuffle(int64_t *v, int64_t n, uint64_t seed);
 double now_ms(void);
+double cpu_ms(void);
 void sleep_ms(double ms);
 
 /* data.c */

@@ -13,7 +13,7 @@
 #include "ddpbench.h"
 #include "../../include/ddpspy.h"
 
-enum { F_STEP, F_DATA, F_COMPUTE, F_COMM, F_HOST, F_SAMPLES, F_TOKENS, F_PADDED, F_GPUWAIT, NF };
+enum { F_STEP, F_DATA, F_COMPUTE, F_COMM, F_HOST, F_SAMPLES, F_TOKENS, F_PADDED, F_GPUWAIT, F_DATACPU, NF };
 
 struct inflight {
 	MPI_Request req[MAX_LAYERS];
@@ -119,9 +119,10 @@ static void summarize(const struct options *o, int ws, int batch, const double *
 		for (int s = 0; s < S; s++)
 			for (int f = 0; f < NF; f++)
 				m[f] += AT(r, s, f) / S;
-		printf("%s{\"rank\": %d, \"step_ms\": %.3f, \"data_ms\": %.3f, \"compute_ms\": %.3f, "
-			"\"comm_ms\": %.3f, \"host_ms\": %.3f, \"samples_per_step\": %.2f, ", r ? ", " : "", r,
-			m[F_STEP], m[F_DATA], m[F_COMPUTE], m[F_COMM], m[F_HOST], m[F_SAMPLES]);
+		printf("%s{\"rank\": %d, \"step_ms\": %.3f, \"data_ms\": %.3f, \"data_cpu_ms\": %.3f, "
+			"\"compute_ms\": %.3f, \"comm_ms\": %.3f, \"host_ms\": %.3f, \"samples_per_step\": %.2f, ",
+			r ? ", " : "", r, m[F_STEP], m[F_DATA], m[F_DATACPU], m[F_COMPUTE], m[F_COMM], m[F_HOST],
+			m[F_SAMPLES]);
 		/* --gpu: compute_ms is the device's kernel time; the host's waits for the device apart */
 		if (o->gpu)
 			printf("\"gpu_wait_ms\": %.3f, ", m[F_GPUWAIT]);
@@ -323,6 +324,7 @@ int train(const struct options *o, const struct dataset *ds)
 			int last = mb == o->accum - 1;
 			if (mb)
 				t = now_ms();
+			double c = cpu_ms();
 			struct batch *b = loader_next(ld);
 			if (!b) {
 				fprintf(stderr, "ddpbench: rank %d: reading the batch of step %d from %s failed\n",
@@ -330,6 +332,7 @@ int train(const struct options *o, const struct dataset *ds)
 				MPI_Abort(MPI_COMM_WORLD, 1);
 			}
 			v[F_DATA] += now_ms() - t;
+			v[F_DATACPU] += cpu_ms() - c;
 			samples += b->n;
 			tokens += (double)b->real_tokens;
 			padded += (double)b->n * b->len_max;
