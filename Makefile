@@ -25,7 +25,7 @@ NVCC := $(wildcard $(CUDA_HOME)/bin/nvcc)
 PRELOAD_SRC := preload/init.c preload/config.c preload/clock.c preload/ring.c \
 	preload/registry.c preload/writer.c preload/record.c preload/resolve.c \
 	preload/fdclass.c preload/identity.c preload/pthread.c preload/sleep.c preload/io.c \
-	preload/gloo.c preload/markers.c preload/selfcost.c common/format.c
+	preload/gloo.c preload/markers.c preload/selfcost.c preload/inflight.c common/format.c
 ifneq ($(MPI_CFLAGS),)
 PRELOAD_SRC += preload/mpi.c
 endif
@@ -46,7 +46,7 @@ PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(B)/obj/%.o)
 
 COLLECTOR_SRC := collector/main.c collector/cli.c collector/run.c collector/dump.c collector/trace.c collector/tracemeta.c collector/tracedir.c \
 	collector/json.c collector/analyze.c collector/kinds.c collector/stats.c collector/load.c \
-	collector/hostsite.c collector/clocks.c collector/pattern.c collector/steps.c collector/sweep.c collector/sweepcore.c collector/lsweep.c collector/p2p.c collector/split.c collector/splitmpi.c collector/cpu.c collector/evidence.c collector/findings.c collector/finddata.c collector/findhost.c collector/findgpu.c collector/words.c collector/verdict.c \
+	collector/hostsite.c collector/inflight.c collector/clocks.c collector/pattern.c collector/steps.c collector/sweep.c collector/sweepcore.c collector/lsweep.c collector/p2p.c collector/split.c collector/splitmpi.c collector/cpu.c collector/evidence.c collector/findings.c collector/finddata.c collector/findhost.c collector/findhang.c collector/findgpu.c collector/words.c collector/verdict.c \
 	collector/report.c collector/compare.c collector/gpu.c collector/gpujoin.c collector/gpustep.c collector/ncclplug.c collector/par.c collector/runs.c collector/spread.c collector/proc.c collector/stream.c collector/loadmpi.c collector/mpijob.c collector/model.c collector/waits.c common/format.c \
 	viewer/timeline.c viewer/view.c viewer/html.c
 # (every header a collector object may include: a change to one rebuilds them all)
@@ -70,7 +70,7 @@ TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
 	$(B)/testapps/gloo_host $(B)/testapps/libfakegloo.so \
 	$(B)/testapps/libglooplugin.so $(B)/bench/overhead
 ifneq ($(MPICC),)
-TESTAPPS += $(B)/testapps/mpi_app $(B)/testapps/stencil $(B)/ddpbench
+TESTAPPS += $(B)/testapps/mpi_app $(B)/testapps/stencil $(B)/testapps/hang_mpi $(B)/ddpbench
 endif
 ifneq ($(HAVE_NVTX),)
 TESTAPPS += $(B)/testapps/nvtx_app
@@ -106,6 +106,18 @@ $(B)/cobj/%.o: %.c $(COLLECTOR_HDR)
 
 $(B)/ddpspy: $(COLLECTOR_OBJ)
 	$(CC) -o $@ $(COLLECTOR_OBJ) -lmsgpackc -lz -lm -lpthread -ldl
+
+# ---- make bench only: the preload without its calls in flight, to measure their cost beside it ----
+$(B)/bench/nocall/obj/%.o: %.c common/format.h common/evcodec.h common/hash.h preload/internal.h preload/ring.h cupti/gpu.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -DDSP_NO_INFLIGHT $(MPI_CFLAGS) $(GPU_DEF) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
+		-fno-omit-frame-pointer $(if $(findstring gloo,$<),-fexceptions) \
+		$(if $(or $(findstring cuda,$<),$(findstring cupti,$<),$(findstring nccl,$<),$(findstring nvtx,$<)),-isystem $(CUDA_HOME)/include) -c $< -o $@
+$(B)/bench/nocall/obj/preload/mpi.o: preload/mpi_wrappers.inc
+$(B)/bench/nocall/obj/preload/io.o: preload/io_wrappers.inc
+$(B)/bench/libddpspy-nocall.so: $(PRELOAD_SRC:%.c=$(B)/bench/nocall/obj/%.o) preload/exports.map
+	$(CC) -shared -o $@ $(PRELOAD_SRC:%.c=$(B)/bench/nocall/obj/%.o) -Wl,--version-script=preload/exports.map \
+		-Wl,-z,now -Wl,-z,nodelete -lmsgpackc -lurcu-bp -lurcu-common -ldl -lpthread
 
 # ---- the same with AddressSanitizer and UBSan (make test runs these too) ----
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -278,6 +290,9 @@ $(B)/testapps/mpi_app: testapps/mpi_app.c
 $(B)/testapps/stencil: testapps/stencil.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(BASE) -o $@ $<
+$(B)/testapps/hang_mpi: testapps/hang_mpi.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(BASE) -o $@ $<
 # the testbed: optimized like a real trainer's kernels would be
 $(B)/ddpbench: $(DDPBENCH_SRC) testapps/ddpbench/ddpbench.h include/ddpspy.h
 	$(MPICC) $(BASE) -O3 -ffast-math -o $@ $(DDPBENCH_SRC) -lm -lpthread -ldl
@@ -306,7 +321,7 @@ test:
 # (each target builds what it runs: bench's capture limits run testapps/threads)
 bench:
 	@bash .ci/deps --quiet
-	@$(MAKE) --no-print-directory all sim $(B)/bench/overhead $(B)/bench/gentrace $(B)/bench/decode \
+	@$(MAKE) --no-print-directory all sim $(B)/bench/overhead $(B)/bench/libddpspy-nocall.so $(B)/bench/gentrace $(B)/bench/decode \
 		$(B)/testapps/threads $(if $(MPICC),$(B)/ddpbench)
 	@bash bench/run.sh
 	@echo

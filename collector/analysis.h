@@ -115,6 +115,37 @@ struct thr {
 #define AN_HSITES 12
 #define AN_FRAMES 8
 #define AN_HSITE_NS 100000 /* 0.1 ms */
+#define AN_STUCK 8         /* calls in flight kept per process (the earliest started) */
+#define AN_SPACES 16       /* collective sequence spaces followed per process */
+
+/* What a process's file says of its calls that did not return (format 2.9's "inflight" records)
+ * and of its collectives, for the hang verdict (inflight.c loads it; findhang.c judges). Times
+ * on the file's own clock. Inline in struct proc: report --mpi sends it with the rest. */
+struct an_stuck {          /* a call in flight that no later event of its thread ended */
+	struct ev v;           /* as known on entry; v.d: in flight until its latest look */
+	uint64_t raw;          /* its raw start: the event that ends it starts there too */
+	int tid, end;          /* end: seen by the file's last flush */
+	char path[96];         /* its descriptor's path then ("" none) */
+	char site[112];        /* its call site, "module+0xoffset" ("" unknown) */
+};
+struct an_space {          /* a collective sequence space: a communicator, or a gloo operation */
+	int32_t comm;          /* as struct ev's */
+	int16_t kind;          /* the kind of its calls */
+	int8_t done_op;        /* the last completed one's op */
+	int8_t issued_op;      /* the last called one's */
+	int32_t done, issued;  /* the highest sequence number completed, and called (returned or not) */
+	int64_t done_t;        /* when the last completed one ended */
+};
+struct an_hang {
+	int64_t last;          /* the file's latest time: an event's end, a look at a call in flight */
+	int64_t comms_max;     /* the longest completed blocking comms call, ns */
+	char end_reason[32];   /* the file's end record's ("" none: the process did not finish it) */
+	struct an_stuck stuck[AN_STUCK];
+	int nstuck;
+	int stuck_over;        /* calls in flight left out (more than AN_STUCK) */
+	struct an_space space[AN_SPACES];
+	int nspace;
+};
 
 struct proc {
 	char *file, host[256];
@@ -176,6 +207,7 @@ struct proc {
 		char frames[AN_FRAMES][112]; /* innermost first, "module+0xoffset" */
 	} hsite[AN_HSITES];
 	int nhsite;
+	struct an_hang hang;   /* calls in flight and the last collectives (inflight.c) */
 };
 
 /* A time of p's file (ns, its own clock) on the job's clock, and back: the constant shift
@@ -220,7 +252,7 @@ struct fv {
 	} v;
 };
 
-#define MAX_EVIDENCE 96
+#define MAX_EVIDENCE 160
 
 struct finding {
 	char kind[32];
@@ -231,7 +263,7 @@ struct finding {
 	const char *advice[4];
 	struct fv ev[MAX_EVIDENCE];
 	int nev;
-	char strs[4608];       /* the evidence's strings, each NUL-terminated */
+	char strs[8192];       /* the evidence's strings, each NUL-terminated */
 	uint32_t nstrs;
 };
 

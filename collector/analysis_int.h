@@ -244,6 +244,15 @@ void an_load_free(struct analysis *a);
 void an_hsite_add(struct proc *p, const struct trace_event *e, const struct ev *v);
 void an_hsite_loaded(struct proc *p, const struct trace_file *f);
 int an_frames(const struct trace_file *f, uint32_t stack, char (*frames)[112], int max);
+/* (inflight.c) a call in flight c of p's file f into p->hang; e (v converted: NULL for records
+ * that are no call), an event of p's, ending one or moving its collectives on; at the end of the
+ * file, how it ended */
+struct trace_inflight;
+void an_stuck_add(struct proc *p, const struct trace_file *f, const struct trace_inflight *c);
+void an_stuck_event(struct proc *p, const struct trace_event *e, const struct ev *v);
+void an_stuck_loaded(struct proc *p, const struct trace_file *f);
+/* (inflight.c) p's file was written at t (a "sched" record, one a flush): its process was alive */
+void an_stuck_alive(struct proc *p, int64_t t);
 /* (runs.c) t's runs given up (analysis.h's struct callrun): its calls are read again for the split */
 void an_runs_drop(struct thr *t);
 /* v, a call of t that is not kept, into t's current run; the run closed (a kept call comes: t->n is

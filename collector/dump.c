@@ -102,6 +102,15 @@ static void print_stack_json(struct json *j, const struct trace_file *f, uint32_
 	json_close(j);
 }
 
+/* a JSON line's start: its type, then the file and process it is of */
+static void json_head(struct json *j, const char *type, const struct trace_file *f)
+{
+	json_begin(j, stdout);
+	json_str(j, "type", type);
+	json_str(j, "file", f->path);
+	json_int(j, "pid", f->pid);
+}
+
 static int on_header(void *ctx, struct trace_file *f)
 {
 	struct dumpctx *d = ctx;
@@ -137,6 +146,7 @@ static int on_header(void *ctx, struct trace_file *f)
 		json_int(&j, "ring_kb", f->ring_kb);
 		json_int(&j, "flush_ms", f->flush_ms);
 		json_int(&j, "stack_us", f->stack_us);
+		json_int(&j, "inflight_ms", f->inflight_ms);
 		json_end(&j);
 		return 0;
 	}
@@ -151,8 +161,8 @@ static int on_header(void *ctx, struct trace_file *f)
 	printf("\n  exe %s\n  cmd", T(f->exe));
 	for (int i = 0; i < f->cmdline_n; i++)
 		printf(" %s", T(f->cmdline[i]));
-	printf("\n  clock %s, %zu calibration points; ring %ld KiB, flush %ld ms, stacks over %ld us\n",
-	       T(f->clock), f->ncalib, f->ring_kb, f->flush_ms, f->stack_us);
+	printf("\n  clock %s, %zu calibration points; ring %ld KiB, flush %ld ms, stacks over %ld us, calls in flight "
+	       "over %ld ms\n", T(f->clock), f->ncalib, f->ring_kb, f->flush_ms, f->stack_us, f->inflight_ms);
 	return 0;
 }
 
@@ -161,10 +171,7 @@ static int on_identity(void *ctx, struct trace_file *f)
 	struct dumpctx *d = ctx;
 	if (d->json) {
 		struct json j;
-		json_begin(&j, stdout);
-		json_str(&j, "type", "identity");
-		json_str(&j, "file", f->path);
-		json_int(&j, "pid", f->pid);
+		json_head(&j, "identity", f);
 		json_str(&j, "role", f->role);
 		json_int(&j, "rank", f->rank);
 		json_int(&j, "world_size", f->world_size);
@@ -182,10 +189,7 @@ static int on_sched(void *ctx, struct trace_file *f, const struct trace_sched *s
 	struct dumpctx *d = ctx;
 	if (d->json) {
 		struct json j;
-		json_begin(&j, stdout);
-		json_str(&j, "type", "sched");
-		json_str(&j, "file", f->path);
-		json_int(&j, "pid", f->pid);
+		json_head(&j, "sched", f);
 		json_int(&j, "tid", s->tid);
 		json_int(&j, "t_ns", s->t_ns);
 		json_int(&j, "cpus", s->cpus);
@@ -208,10 +212,7 @@ static int on_thread(void *ctx, struct trace_file *f, const struct trace_thread 
 	struct dumpctx *d = ctx;
 	if (d->json) {
 		struct json j;
-		json_begin(&j, stdout);
-		json_str(&j, "type", "thread");
-		json_str(&j, "file", f->path);
-		json_int(&j, "pid", f->pid);
+		json_head(&j, "thread", f);
 		json_int(&j, "tid", th->tid);
 		json_str(&j, "name", th->name);
 		if (th->pthread) { /* (CUPTI's thread ids may be these, cut to 32 bits) */
@@ -226,40 +227,99 @@ static int on_thread(void *ctx, struct trace_file *f, const struct trace_thread 
 	return 0;
 }
 
+/* argument i of e: its name, and its value: a string (quoted: the call's string or a name from the
+ * file's table, sv NULL when the table lacks it; else a named value such as an operation) or, sv
+ * NULL and not quoted, the number v */
+struct argval {
+	char name[32];
+	const char *sv;
+	size_t sl;
+	int quoted;
+	int64_t v;
+};
+
+static void arg_at(const struct trace_file *f, const struct trace_event *e, int i, struct argval *a)
+{
+	arg_name(e->kind, i, a->name, sizeof a->name);
+	const struct trace_name *tn = is_name_id(a->name) ? trace_name(f, (uint32_t)e->args[i]) : NULL;
+	a->v = e->args[i];
+	a->quoted = i == e->str_index || is_name_id(a->name);
+	a->sv = i == e->str_index ? e->str : tn ? tn->s : a->quoted ? NULL : named_value(a->name, a->v);
+	a->sl = i == e->str_index ? e->slen : tn ? tn->len : a->sv ? strlen(a->sv) : 0;
+}
+
+/* an event's arguments by name, into an open JSON object */
+static void args_json(struct json *j, const struct trace_file *f, const struct trace_event *e)
+{
+	struct argval a;
+	for (int i = 0; i < e->nargs; i++) {
+		arg_at(f, e, i, &a);
+		if (a.sv || a.quoted)
+			json_strn(j, a.name, a.sv, a.sl);
+		else
+			json_int(j, a.name, a.v);
+	}
+	if (e->stack) {
+		json_int(j, "stack", e->stack);
+		print_stack_json(j, f, e->stack);
+	}
+}
+
+/* an event's arguments as text, name=value each */
+static void args_text(const struct trace_file *f, const struct trace_event *e)
+{
+	struct argval a;
+	for (int i = 0; i < e->nargs; i++) {
+		arg_at(f, e, i, &a);
+		if (a.quoted)
+			printf(" %s=\"%s\"", a.name, a.sv ? text_safe(a.sv, a.sl) : "?");
+		else if (a.sv)
+			printf(" %s=%s", a.name, a.sv);
+		else if (is_handle(a.name) && e->tid != -1) /* (CUPTI's streams and events are numbers) */
+			printf(" %s=0x%" PRIx64, a.name, (uint64_t)a.v);
+		else
+			printf(" %s=%" PRId64, a.name, a.v);
+	}
+}
+
+/* a stack's first frames as text */
+static void stack_text(const struct trace_file *f, uint32_t id)
+{
+	const struct trace_stack *s = trace_stack(f, id);
+	printf("  stack#%u", id);
+	for (uint32_t i = 0; s && i < s->n && i < 8; i++) {
+		const struct trace_module *m = trace_module_of(f, s->ips[i]);
+		const char *base = m ? strrchr(m->path, '/') : NULL;
+		if (m)
+			printf(" %s+0x%" PRIx64, T(base ? base + 1 : m->path), s->ips[i] - m->bias);
+		else
+			printf(" 0x%" PRIx64, s->ips[i]);
+	}
+}
+
+static void dur_text(const char *what, int64_t ns)
+{
+	if (ns >= 1000000)
+		printf("  %s=%.3fms", what, (double)ns / 1e6);
+	else
+		printf("  %s=%.1fus", what, (double)ns / 1e3);
+}
+
 static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e)
 {
 	struct dumpctx *d = ctx;
-	char name[32], kb[16];
+	char kb[16];
 
 	if (d->json) {
 		struct json j;
-		json_begin(&j, stdout);
-		json_str(&j, "type", e->tid == -1 ? "gpu_event" : "event");
-		json_str(&j, "file", f->path);
-		json_int(&j, "pid", f->pid);
+		json_head(&j, e->tid == -1 ? "gpu_event" : "event", f);
 		json_int(&j, "rank", f->rank);
 		if (e->tid != -1)
 			json_int(&j, "tid", e->tid);
 		json_str(&j, "kind", kind_name(e->kind, kb, sizeof kb));
 		json_int(&j, "t_ns", e->t_ns);
 		json_int(&j, "dur_ns", e->dur_ns);
-		for (int i = 0; i < e->nargs; i++) {
-			arg_name(e->kind, i, name, sizeof name);
-			const char *nv = named_value(name, e->args[i]);
-			const struct trace_name *tn = is_name_id(name) ? trace_name(f, (uint32_t)e->args[i]) : NULL;
-			if (i == e->str_index)
-				json_strn(&j, name, e->str, e->slen);
-			else if (is_name_id(name))
-				json_strn(&j, name, tn ? tn->s : NULL, tn ? tn->len : 0);
-			else if (nv)
-				json_str(&j, name, nv);
-			else
-				json_int(&j, name, e->args[i]);
-		}
-		if (e->stack) {
-			json_int(&j, "stack", e->stack);
-			print_stack_json(&j, f, e->stack);
-		}
+		args_json(&j, f, e);
 		json_end(&j);
 		return 0;
 	}
@@ -268,37 +328,50 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	else
 		printf("  %12.6f %6d %-13s", (double)(e->t_ns - d->t_base) / 1e9, e->tid,
 		       kind_name(e->kind, kb, sizeof kb));
-	for (int i = 0; i < e->nargs; i++) {
-		arg_name(e->kind, i, name, sizeof name);
-		const char *nv = named_value(name, e->args[i]);
-		const struct trace_name *tn = is_name_id(name) ? trace_name(f, (uint32_t)e->args[i]) : NULL;
-		if (i == e->str_index)
-			printf(" %s=\"%s\"", name, text_safe(e->str, e->slen));
-		else if (is_name_id(name))
-			printf(" %s=\"%s\"", name, tn ? text_safe(tn->s, tn->len) : "?");
-		else if (nv)
-			printf(" %s=%s", name, nv);
-		else if (is_handle(name) && e->tid != -1) /* (CUPTI's streams and events are numbers) */
-			printf(" %s=0x%" PRIx64, name, (uint64_t)e->args[i]);
-		else
-			printf(" %s=%" PRId64, name, e->args[i]);
-	}
-	if (e->dur_ns >= 1000000)
-		printf("  dur=%.3fms", (double)e->dur_ns / 1e6);
-	else
-		printf("  dur=%.1fus", (double)e->dur_ns / 1e3);
-	if (e->stack) {
-		const struct trace_stack *s = trace_stack(f, e->stack);
-		printf("  stack#%u", e->stack);
-		for (uint32_t i = 0; s && i < s->n && i < 8; i++) {
-			const struct trace_module *m = trace_module_of(f, s->ips[i]);
-			const char *base = m ? strrchr(m->path, '/') : NULL;
-			if (m)
-				printf(" %s+0x%" PRIx64, T(base ? base + 1 : m->path), s->ips[i] - m->bias);
-			else
-				printf(" 0x%" PRIx64, s->ips[i]);
+	args_text(f, e);
+	dur_text("dur", e->dur_ns);
+	if (e->stack)
+		stack_text(f, e->stack);
+	putchar('\n');
+	return 0;
+}
+
+/* A call in flight (2.9): its start, how long it had been in flight when seen, the descriptor's
+ * path then, and its call site. Its arguments past those known on entry read -1. */
+static int on_inflight(void *ctx, struct trace_file *f, const struct trace_inflight *c)
+{
+	struct dumpctx *d = ctx;
+	const struct trace_event *e = &c->ev;
+	char kb[16];
+
+	if (d->json) {
+		struct json j;
+		json_head(&j, "inflight", f);
+		json_int(&j, "rank", f->rank);
+		json_int(&j, "tid", e->tid);
+		json_str(&j, "kind", kind_name(e->kind, kb, sizeof kb));
+		json_int(&j, "t_ns", e->t_ns);
+		json_int(&j, "at_ns", c->at_ns);
+		json_int(&j, "in_flight_ns", e->dur_ns);
+		json_bool(&j, "end", c->end);
+		if (c->fd >= 0) {
+			json_int(&j, "wait_fd", c->fd);
+			json_str(&j, "wait_fdclass", ddpspy_name(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, c->fdclass));
+			json_str(&j, "wait_path", c->path[0] ? c->path : NULL);
 		}
+		args_json(&j, f, e);
+		json_end(&j);
+		return 0;
 	}
+	printf("  %12.6f %6d %-13s", (double)(e->t_ns - d->t_base) / 1e9, e->tid, kind_name(e->kind, kb, sizeof kb));
+	args_text(f, e);
+	printf("  in flight %.3fs%s", (double)e->dur_ns / 1e9, c->end ? " when the file ended" : "");
+	if (c->path[0])
+		printf("  path=\"%s\"", T(c->path));
+	if (c->fdclass >= 0)
+		printf(" (%s)", ddpspy_name(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, c->fdclass) ?: "?");
+	if (e->stack)
+		stack_text(f, e->stack);
 	putchar('\n');
 	return 0;
 }
@@ -311,10 +384,7 @@ static void print_gpu(struct dumpctx *d, const struct trace_file *f)
 		return;
 	if (d->json) {
 		struct json j;
-		json_begin(&j, stdout);
-		json_str(&j, "type", "gpu");
-		json_str(&j, "file", f->path);
-		json_int(&j, "pid", f->pid);
+		json_head(&j, "gpu", f);
 		json_str(&j, "state", g->state);
 		json_str(&j, "why", g->why);
 		json_str(&j, "lib", g->lib);
@@ -361,20 +431,14 @@ static void print_end(struct dumpctx *d, struct trace_file *f)
 	if (d->json) {
 		for (size_t i = 0; i < f->nthreads; i++) {
 			struct json j;
-			json_begin(&j, stdout);
-			json_str(&j, "type", "loss");
-			json_str(&j, "file", f->path);
-			json_int(&j, "pid", f->pid);
+			json_head(&j, "loss", f);
 			json_int(&j, "tid", f->threads[i].tid);
 			json_int(&j, "events", (int64_t)f->threads[i].events);
 			json_int(&j, "dropped", (int64_t)f->threads[i].dropped);
 			json_end(&j);
 		}
 		struct json j;
-		json_begin(&j, stdout);
-		json_str(&j, "type", "end");
-		json_str(&j, "file", f->path);
-		json_int(&j, "pid", f->pid);
+		json_head(&j, "end", f);
 		json_int(&j, "complete", f->ended);
 		json_str(&j, "reason", f->ended ? f->end_reason : NULL);
 		json_int(&j, "events", (int64_t)f->events);
@@ -404,7 +468,7 @@ static void print_end(struct dumpctx *d, struct trace_file *f)
 		printf("end %s: %" PRIu64 " events, %" PRIu64 " dropped%s\n", T(f->end_reason), f->events,
 		       f->dropped, unwritten);
 	else
-		printf("end missing: the process did not finish its file (killed?): %" PRIu64 " events, "
+		printf("end missing: the process did not finish its file (killed, or still running): %" PRIu64 " events, "
 		       "%" PRIu64 " dropped%s, and an unknown number lost after the last flush\n",
 		       f->events, f->dropped, unwritten);
 }
@@ -462,7 +526,7 @@ int cmd_dump(int argc, char **argv)
 			struct trace_file f;
 			struct trace_visitor v = {&d, on_header, on_identity, on_thread,
 						  d.summary ? NULL : on_event, NULL, NULL, d.summary ? NULL : on_event,
-						  d.summary ? NULL : on_sched};
+						  d.summary ? NULL : on_sched, d.summary ? NULL : on_inflight};
 			if (trace_open(&f, files[k]) < 0) {
 				print_error(&d, files[k], 0, f.error);
 				trace_close(&f);

@@ -644,6 +644,7 @@ static int cmp_finding(const void *x, const void *y)
 
 void an_find_all(struct analysis *a)
 {
+	an_find_hang(a);
 	find_lost(a);
 	if (a->nsteps > 0) {
 		find_late_ranks(a, find_serialized(a));
@@ -659,4 +660,12 @@ void an_find_all(struct analysis *a)
 		}
 	}
 	sort_n(a->findings, (size_t)a->nfindings, sizeof *a->findings, cmp_finding);
+	/* a hang first: whatever else the steps before it say, the job no longer runs */
+	for (int i = 1; i < a->nfindings; i++)
+		if (!strcmp(a->findings[i].kind, "hang")) {
+			struct finding h = a->findings[i];
+			memmove(&a->findings[1], &a->findings[0], (size_t)i * sizeof *a->findings);
+			a->findings[0] = h;
+			break;
+		}
 }

@@ -31,6 +31,8 @@ const char *an_op_name(int op);
 void an_find_gpu(struct analysis *a);
 void an_find_data(struct analysis *a);
 void an_find_host(struct analysis *a);
+/* findhang.c: a job that stopped making progress (its ranks' calls in flight), with or without steps */
+void an_find_hang(struct analysis *a);
 /* into f, a finding about rank index L: "calls", L's host calls its peers do not make, with stacks */
 void an_host_calls(struct finding *f, const struct analysis *a, int L);
 

@@ -250,7 +250,9 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	if (e->kind == DDPSPY_EV_NCCL_KERNEL) /* (NCCL's profiler plugin's: no call, a kernel for the GPU part) */
 		return an_parts.gpu.host(c->p, e, NULL);
 	struct ev ev, *v = &ev;
-	if (!an_convert(e, v))
+	int call = an_convert(e, v);
+	an_stuck_event(c->p, e, call ? v : NULL);
+	if (!call)
 		return 0;
 	struct thr *t = c->last >= 0 && c->p->thr[c->last].tid == e->tid ? &c->p->thr[c->last] :
 			thread_of(c->p, e->tid);
@@ -334,6 +336,7 @@ static int on_sched(void *ctx, struct trace_file *f, const struct trace_sched *s
 		return 1;
 	an_parts.cpu.sample(t, s);
 	struct proc *p = c->p;
+	an_stuck_alive(p, s->t_ns);
 	if (s->cpus > 0)
 		p->cpus = s->cpus;
 	if (s->host_cpus > 0)
@@ -345,6 +348,15 @@ static int on_sched(void *ctx, struct trace_file *f, const struct trace_sched *s
 		h.wait_ns = 0;
 		an_parts.cpu.sample(&p->hostcpu, &h);
 	}
+	return 0;
+}
+
+/* a call in flight (inflight.c) */
+static int on_inflight(void *ctx, struct trace_file *f, const struct trace_inflight *ci)
+{
+	struct loadctx *c = ctx;
+	if (c->keep)
+		an_stuck_add(c->p, f, ci);
 	return 0;
 }
 
@@ -554,7 +566,7 @@ static void load_file(const struct analysis *a, struct slot *s)
 			     .path = s->open ? s->open : path };
 	struct trace_visitor v = { .ctx = &c, .on_header = on_header, .on_identity = on_identity,
 				   .on_thread = on_thread, .on_event = on_event, .on_gpu = on_gpu,
-				   .on_sched = on_sched };
+				   .on_sched = on_sched, .on_inflight = on_inflight };
 	int rc = trace_open(&f, s->open ? s->open : path);
 	if (rc == 0)
 		rc = trace_read(&f, &v);
@@ -564,6 +576,7 @@ static void load_file(const struct analysis *a, struct slot *s)
 	}
 	an_parts.gpu.loaded(p, &f, s->open ? s->open : path);
 	an_hsite_loaded(p, &f);
+	an_stuck_loaded(p, &f);
 	uint64_t wilds = 0, after = 0;
 	for (int k = 0; k < p->nthr; k++) {
 		an_p2p_num_wild(p->thr[k].num, &wilds, &after);
@@ -610,7 +623,8 @@ static void load_file(const struct analysis *a, struct slot *s)
 		slot_warn(s, "%s: out of memory while reading; analysed what was read", path);
 	}
 	if (!f.ended && !p->damaged && p->role == DDPSPY_ROLE_RANK)
-		slot_warn(s, "%s: not closed by its process (killed?); events after its last flush are missing", path);
+		slot_warn(s, "%s: not closed by its process (killed, or still running); events after its last flush are "
+			  "not in it", path);
 	/* the thread table also counts events per thread; sum what the file says was recorded */
 	uint64_t sum = 0, dropped = 0;
 	for (size_t i = 0; i < f.nthreads; i++) {

@@ -329,9 +329,11 @@ void an_find_steps(struct analysis *a)
 		}
 		/* (the rank's longest step only where the sample left some out: a job step is the mean of
 		 * its ranks', which the kept ones give when all are, and a rank's own is longer by noise) */
-		if (w)
+		if (w && N == K - skip) /* (all kept: as read whole, a rank's later steps left out) */
+			sd->span[r] = (struct span){ ri->steps[0].t0, ri->steps[N - 1].t1, (double)N, 0 };
+		else if (w)
 			sd->span[r] = (struct span){ skip ? w[r].bskip : w[r].b0, w[r].b, (double)(w[r].nb - 1 - skip),
-						     N < K - skip ? MS(w[r].len_max) : 0 };
+						     MS(w[r].len_max) };
 		else
 			sd->span[r] = (struct span){ ri->steps[0].t0, ri->steps[N - 1].t1, (double)N, 0 };
 	}

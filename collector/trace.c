@@ -650,6 +650,19 @@ static int rd_loss(struct trace_file *f, const msgpack_object *m, const struct t
 
 /* a sched record: each thread's CPU time, wait and slices at its time, to the visitor; 1 when
  * it stops */
+/* an "inflight" record (2.9) to v, its times converted; -1 when malformed */
+static int rd_inflight(struct trace_file *f, const msgpack_object *m, const struct trace_visitor *v, int *stop)
+{
+	struct trace_inflight c;
+	if (trace_rd_inflight(m, &c) < 0)
+		return -1;
+	c.ev.t_ns = raw_to_ns(f, c.ev.raw, &f->seg);
+	c.at_ns = raw_to_ns(f, c.at_raw, &f->seg);
+	c.ev.dur_ns = c.at_ns > c.ev.t_ns ? c.at_ns - c.ev.t_ns : 0;
+	*stop = v->on_inflight(v->ctx, f, &c);
+	return 0;
+}
+
 static int rd_sched(struct trace_file *f, const msgpack_object *m, const struct trace_visitor *v)
 {
 	int stop = 0;
@@ -759,6 +772,8 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 			trace_mp_str_into(m, "error", f->sched_error, sizeof f->sched_error);
 		} else if (!strcmp(kind, DDPSPY_REC_SCHED) && v->on_sched) {
 			stop = rd_sched(f, m, v);
+		} else if (!strcmp(kind, DDPSPY_REC_INFLIGHT) && v->on_inflight) {
+			bad = rd_inflight(f, m, v, &stop) < 0;
 		} else if (!strcmp(kind, DDPSPY_REC_COST)) {
 			int64_t ps = trace_mp_int_or(m, "event_ps", 0);
 			f->event_ns = ps > 0 && ps < 1000000000 ? (double)ps / 1000 : 0;

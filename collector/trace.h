@@ -38,6 +38,8 @@ struct trace_visitor {
 	int (*on_gpu)(void *ctx, struct trace_file *f, const struct trace_event *ev);
 	/* 2.4: each thread of a "sched" record */
 	int (*on_sched)(void *ctx, struct trace_file *f, const struct trace_sched *s);
+	/* 2.9: each call in flight the writer recorded */
+	int (*on_inflight)(void *ctx, struct trace_file *f, const struct trace_inflight *c);
 };
 
 /* Opens and maps path. Returns 0, or -1 with f->error set (unreadable, not a ddpspy file,

@@ -77,6 +77,19 @@ struct trace_event {
 	int str_index;      /* its position among the arguments, -1 when none */
 };
 
+/* 2.9: a call in flight when the writer looked ("inflight" records): its event as far as it was
+ * known on entry (ret and later arguments -1; dur_ns: in flight until at_ns), the descriptor it
+ * waited on and that descriptor's path then, and whether it was the file's last look */
+struct trace_inflight {
+	struct trace_event ev;
+	int64_t at_ns;
+	uint64_t at_raw;
+	int64_t fd;            /* -1 none */
+	int fdclass;           /* the descriptor's class as the writer found it then, -1 unknown */
+	char path[256];        /* "" unknown; "pipe:[inode]", "socket:[inode]" for those */
+	int end;               /* seen by the file's last flush (the process ended with it in flight) */
+};
+
 struct trace_file {
 	const char *path;
 	/* header */
@@ -88,6 +101,7 @@ struct trace_file {
 	int pid, ppid, rank, local_rank, world_size, parent_rank, parent_pid;
 	int64_t start_mono_ns, start_real_ns;
 	long ring_kb, flush_ms, stack_us;
+	long inflight_ms;   /* since 2.9: calls in flight this long were recorded; -1 never (older files) */
 	/* calibration: sorted by raw */
 	struct trace_calib *calib;
 	size_t ncalib;

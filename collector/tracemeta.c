@@ -145,10 +145,12 @@ int trace_rd_header(struct trace_file *f, const msgpack_object *m)
 	f->start_mono_ns = trace_mp_int_or(m, "mono_ns", 0);
 	f->start_real_ns = trace_mp_int_or(m, "real_ns", 0);
 	const msgpack_object *cfg = trace_mp_get(m, "config");
+	f->inflight_ms = -1;
 	if (cfg) {
 		f->ring_kb = (long)trace_mp_int_or(cfg, "ring_kb", -1);
 		f->flush_ms = (long)trace_mp_int_or(cfg, "flush_ms", -1);
 		f->stack_us = (long)trace_mp_int_or(cfg, "stack_us", -1);
+		f->inflight_ms = (long)trace_mp_int_or(cfg, "inflight_ms", -1);
 	}
 	int64_t major;
 	if (fmt && fmt->type == MSGPACK_OBJECT_ARRAY && fmt->via.array.size >= 1 &&
@@ -347,4 +349,36 @@ int trace_rd_stacks(struct trace_file *f, const msgpack_object *m)
 int trace_rd_names(struct trace_file *f, const msgpack_object *m)
 {
 	return rd_table(f, m, 2, add_name);
+}
+
+/* An "inflight" record (2.9): the call's event with the arguments known on entry, the rest -1 up to
+ * the kind's argument count, times raw (the reader converts them). 0, or -1 when malformed. */
+int trace_rd_inflight(const msgpack_object *m, struct trace_inflight *c)
+{
+	const msgpack_object *t0 = trace_mp_get(m, "t0"), *at = trace_mp_get(m, "at"), *a = trace_mp_get(m, "args");
+	int64_t kind = trace_mp_int_or(m, "kind", -1);
+	if (!t0 || t0->type != MSGPACK_OBJECT_POSITIVE_INTEGER || !at || at->type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+	    !a || a->type != MSGPACK_OBJECT_ARRAY || kind < 0 || kind >= DDPSPY_EV_COUNT)
+		return -1;
+	memset(c, 0, sizeof *c);
+	struct trace_event *e = &c->ev;
+	e->kind = (int)kind;
+	e->tid = (int)trace_mp_int_or(m, "tid", -1);
+	e->raw = t0->via.u64;
+	c->at_raw = at->via.u64;
+	e->stack = (uint32_t)trace_mp_int_or(m, "stack", 0);
+	e->str_index = -1;
+	int n = ddpspy_event_args[kind][0] != 0;
+	for (const char *p = ddpspy_event_args[kind]; *p; p++)
+		n += *p == ',';
+	e->nargs = n < TRACE_MAX_ARGS ? n : TRACE_MAX_ARGS;
+	for (int i = 0; i < e->nargs; i++)
+		if (i >= (int)a->via.array.size || !trace_mp_int(&a->via.array.ptr[i], &e->args[i]))
+			e->args[i] = -1;
+	c->fd = trace_mp_int_or(m, "fd", -1);
+	c->fdclass = (int)trace_mp_int_or(m, "fdclass", -1);
+	trace_mp_str_into(m, "path", c->path, sizeof c->path);
+	const msgpack_object *end = trace_mp_get(m, "end");
+	c->end = end && end->type == MSGPACK_OBJECT_BOOLEAN && end->via.boolean;
+	return 0;
 }

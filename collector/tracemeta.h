@@ -23,6 +23,8 @@ int trace_rd_modules(struct trace_file *f, const msgpack_object *m);
 int trace_rd_stacks(struct trace_file *f, const msgpack_object *m);
 int trace_rd_names(struct trace_file *f, const msgpack_object *m);
 void trace_rd_gpu(struct trace_file *f, const msgpack_object *m);
+struct trace_inflight;
+int trace_rd_inflight(const msgpack_object *m, struct trace_inflight *c);
 /* a loss or end record's count of events the file did not take (cumulative), and its write error */
 void trace_rd_unwritten(struct trace_file *f, const msgpack_object *m);
 

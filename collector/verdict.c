@@ -14,6 +14,8 @@ void an_verdict(struct analysis *a)
 		a->confidence = 0;
 		snprintf(a->summary, sizeof a->summary, "unknown: no step could be analysed (%s)",
 			 a->nwarnings ? a->warnings[0] : "no events on the training threads");
+		if (a->nfindings && !strcmp(a->findings[0].kind, "hang")) /* (a job that hung before its steps) */
+			a->verdict_finding = 0;
 		return;
 	}
 	int top = 0, second = -1;
@@ -31,7 +33,7 @@ void an_verdict(struct analysis *a)
 		conf *= 0.7;
 	a->confidence = conf > 1 ? 1 : conf;
 	const struct finding *f = a->nfindings ? &a->findings[0] : NULL;
-	if (f && !strcmp(f->kind, "lost_events") && a->nfindings > 1)
+	if (f && !strcmp(f->kind, "lost_events") && a->nfindings > 1 && strcmp(f->kind, "hang"))
 		f = &a->findings[1];
 	if (f && f->severity >= 0.1) {
 		a->verdict_finding = (int)(f - a->findings);

@@ -572,8 +572,8 @@ static void lost_words(struct finding *f)
 		snprintf(f->title, sizeof f->title, "%s is damaged (%s): events after that point are missing", file,
 			 str(f, "error"));
 	else if (!ended)
-		snprintf(f->title, sizeof f->title, "%s was not completed by its process: events after its last "
-			 "flush are missing", file);
+		snprintf(f->title, sizeof f->title, "%s was not completed by its process (killed, or still running): "
+			 "events after its last flush are not in it", file);
 	else if (!gpu)
 		snprintf(f->title, sizeof f->title, "%" PRIu64 " events of pid %d were dropped (%.2f%%): its rings "
 			 "were full", dropped, pid, 100 * frac);
@@ -583,7 +583,7 @@ static void lost_words(struct finding *f)
 			 lost, pid, 100 * frac, gpu, dropped);
 	snprintf(f->text, sizeof f->text, "%" PRIu64 " recorded, %" PRIu64 " dropped%s%s", (uint64_t)inum(f, "recorded"),
 		 lost, unwritten ? " or not written" : "",
-		 damaged ? ", file damaged" : !ended ? ", file not completed: more lost after its last flush" : "");
+		 damaged ? ", file damaged" : !ended ? ", file not completed: more after its last flush" : "");
 	f->advice[0] = gpu ? "Lost CUPTI records: at most 64 MiB of CUPTI's buffers are out at a time; lower "
 		       "DDPSPY_FLUSH_MS so the writer hands them back sooner, or launch fewer kernels per second "
 		       "(CUDA graphs, fused kernels)." :
@@ -595,10 +595,99 @@ static void lost_words(struct finding *f)
 }
 
 /* One row per kind: its words from its evidence */
+/* the evidence line of a hang: each rank listed, "rank R STATE: CALL for S s (last completed #N)" */
+static void hang_ranks(struct finding *f, const char *kind)
+{
+	const struct fv *v = ev_at(f, "ranks"), *end = f->ev + f->nev;
+	size_t n = 0;
+	f->text[0] = 0;
+	if (kind[0])
+		n = (size_t)snprintf(f->text, sizeof f->text, "%s; ", kind);
+	for (v = v ? v + 1 : end; v < end && v->type == FV_OBJ && n < sizeof f->text; v++) {
+		int64_t rank = -1, last = -1, called = -1;
+		const char *state = "", *call = NULL;
+		double sec = 0;
+		for (v++; v < end && v->type != FV_END; v++) {
+			if (!strcmp(v->key, "rank"))
+				rank = v->v.i;
+			else if (!strcmp(v->key, "last_completed"))
+				last = v->v.i;
+			else if (!strcmp(v->key, "last_called"))
+				called = v->v.i;
+			else if (!strcmp(v->key, "state"))
+				state = f->strs + v->v.s;
+			else if (!strcmp(v->key, "call") && v->type == FV_STR)
+				call = f->strs + v->v.s;
+			else if (!strcmp(v->key, "for_s"))
+				sec = v->v.d;
+		}
+		n += (size_t)snprintf(f->text + n, sizeof f->text - n, "%srank %" PRId64 " %s: ", n > 0 && f->text[n - 2] != ';' ?
+				      "; " : "", rank, state);
+		if (n < sizeof f->text && call)
+			n += (size_t)snprintf(f->text + n, sizeof f->text - n, "%s for %.1f s", call, sec);
+		else if (n < sizeof f->text)
+			n += (size_t)snprintf(f->text + n, sizeof f->text - n, "no call in flight");
+		if (n < sizeof f->text && last >= 0)
+			n += (size_t)snprintf(f->text + n, sizeof f->text - n, " (last completed #%" PRId64 ")", last);
+		else if (n < sizeof f->text && called >= 0)
+			n += (size_t)snprintf(f->text + n, sizeof f->text - n, " (last called #%" PRId64 ")", called);
+	}
+}
+
+/* ---- hang: by its pattern; the rank to look at and what it was doing (hidden: blame_*) ---- */
+static void hang_words(struct finding *f)
+{
+	const char *pat = str(f, "pattern"), *state = str(f, "blame_state"), *call = strn(f, "blame_call");
+	const char *op = str(f, "collective.op"), *kind = str(f, "collective.kind");
+	int64_t seq = inum(f, "collective.seq");
+	double waited = num(f, "waited_s"), bfor = num(f, "blame_for_s");
+	char doing[300];
+	if (call)
+		snprintf(doing, sizeof doing, "in %.240s for %.1f s", call, bfor);
+	else if (!strcmp(state, "gone"))
+		snprintf(doing, sizeof doing, "gone: its file stops %.1f s before the others' with no call in flight (the "
+			 "process died or was stopped%s)", num(f, "blame_behind_s"), num(f, "blame_file_ended") ? "" :
+			 "; unfinished, so its calls of up to a flush before that are lost");
+	else
+		snprintf(doing, sizeof doing, "computing: no call in flight");
+	if (!strcmp(pat, "collective"))
+		snprintf(f->title, sizeof f->title, "the job hung: rank %d never reached %s #%" PRId64 ", which %" PRId64
+			 " rank%s waited in for %.1f s; rank %d is %s", f->rank, op, seq, inum(f, "waiting"),
+			 inum(f, "waiting") == 1 ? "" : "s", waited, f->rank, doing);
+	else if (!strcmp(pat, "collective_all_in"))
+		snprintf(f->title, sizeof f->title, "the job hung in %s #%" PRId64 ": every rank is in it and it has not "
+			 "completed in %.1f s", op, seq, waited);
+	else if (!strcmp(pat, "deadlock"))
+		snprintf(f->title, sizeof f->title, "the job hung in a deadlock: each rank of a circle waits for the next "
+			 "in a point-to-point call, for %.1f s; rank %d is %s", waited, f->rank, doing);
+	else if (!strcmp(pat, "peer_untraced"))
+		snprintf(f->title, sizeof f->title, "the job hung: point-to-point calls have waited %.1f s for rank %d, "
+			 "which ddpspy did not trace", waited, f->rank);
+	else if (!strcmp(pat, "peer"))
+		snprintf(f->title, sizeof f->title, "the job hung: point-to-point calls have waited %.1f s for rank %d, "
+			 "which is %s", waited, f->rank, doing);
+	else
+		snprintf(f->title, sizeof f->title, "the job hung: rank %.0f has waited %.1f s %s, for no call of its "
+			 "peers that ddpspy sees", num(f, "blame_rank"), waited, doing);
+	char head[160] = "";
+	if (kind[0])
+		snprintf(head, sizeof head, "%s #%" PRId64 " (%s, communicator %" PRId64 ")", op, seq, kind,
+			 inum(f, "collective.comm"));
+	hang_ranks(f, head);
+	f->advice[0] = "Look at what the named rank was doing when the others stopped: its call in flight, the "
+		       "descriptor and path it waits on, and its call site are in the evidence.";
+	f->advice[1] = "Make the job fail fast instead of waiting for a timeout, or forever: PyTorch's "
+		       "init_process_group(timeout=...) and TORCH_NCCL_ASYNC_ERROR_HANDLING=1; Open MPI's mpirun --timeout.";
+	if (!strcmp(pat, "deadlock"))
+		f->advice[2] = "Order the sends and receives so that one side of each pair sends first, or use "
+			       "MPI_Sendrecv / nonblocking calls completed together.";
+}
+
 static const struct row {
 	const char *kind;
 	void (*words)(struct finding *f);
 } ROWS[] = {
+	{ "hang", hang_words },
 	{ "rank0_serialization", rank0_words },
 	{ "straggler", straggler_words },
 	{ "cpu_contention", cpu_words },
@@ -628,7 +717,12 @@ void an_words(struct analysis *a)
 				ROWS[k].words(&a->findings[i]);
 	if (a->verdict_finding >= 0 && a->verdict_finding < a->nfindings) {
 		const struct finding *f = &a->findings[a->verdict_finding];
-		snprintf(a->summary, sizeof a->summary, "%s-bound (%.0f%% of the critical path): %s (severity %.2f)",
-			 a->bound, 100 * a->verdict_share, f->title, f->severity);
+		if (!strcmp(f->kind, "hang") && !strcmp(a->bound, "unknown"))
+			snprintf(a->summary, sizeof a->summary, "%s", f->title);
+		else if (!strcmp(f->kind, "hang")) /* (before it hung, the job was what the shares say) */
+			snprintf(a->summary, sizeof a->summary, "%s (before it hung: %s-bound)", f->title, a->bound);
+		else
+			snprintf(a->summary, sizeof a->summary, "%s-bound (%.0f%% of the critical path): %s (severity %.2f)",
+				 a->bound, 100 * a->verdict_share, f->title, f->severity);
 	}
 }

@@ -15,7 +15,7 @@
 #define DDPSPY_MAGIC_LEN 8
 #define DDPSPY_FILE_HEADER_LEN 16
 #define DDPSPY_FORMAT_MAJOR 2
-#define DDPSPY_FORMAT_MINOR 8
+#define DDPSPY_FORMAT_MINOR 9
 /* the oldest major this reader still reads (1.x: events as msgpack arrays, modules snapshots) */
 #define DDPSPY_FORMAT_MAJOR_OLDEST 1
 
@@ -39,6 +39,7 @@
 #define DDPSPY_REC_GPU_EVENTS "gpu_events" /* 2.2: a batch of CUPTI's records, times in ns */
 #define DDPSPY_REC_SCHED "sched"       /* 2.4: the threads' CPU time and run-queue delay (schedstat) */
 #define DDPSPY_REC_COST "cost"         /* 2.8: ddpspy's own cost per recorded event */
+#define DDPSPY_REC_INFLIGHT "inflight" /* 2.9: a call in flight long, or when the file ended */
 
 /* Process roles (header "role"). */
 #define DDPSPY_ROLES(X)                                                                  \

@@ -33,6 +33,7 @@ static const struct option {
 	{"DDPSPY_GPU_API_ALL", OPT_BOOL, 0, 0, 1, NULL, offsetof(struct dsp_config, gpu_api_all)},
 	{"DDPSPY_NVTX", OPT_BOOL, 1, 0, 1, NULL, offsetof(struct dsp_config, nvtx)},
 	{"DDPSPY_NCCL_PLUGIN", OPT_BOOL, 1, 0, 1, NULL, offsetof(struct dsp_config, nccl_plugin)},
+	{"DDPSPY_INFLIGHT_MS", OPT_LONG, 1000, -1, 1L << 40, NULL, offsetof(struct dsp_config, inflight_ms)},
 };
 
 static void vsay(const char *fmt, va_list ap)

@@ -92,7 +92,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_cudaMemcpy(dst, src, n, kind);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_CUDA_MEMCPY, -1, 5, (int64_t)n, kind, 0, 0, -1);
 	cudaError_t rc = real_cudaMemcpy(dst, src, n, kind);
 	rec_copy(t, t0, n, kind, NULL, 0, rc);
 	dsp_leave(t);
@@ -106,7 +106,7 @@ cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcp
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_cudaMemcpy_ptds(dst, src, n, kind);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_CUDA_MEMCPY, -1, 5, (int64_t)n, kind, (int64_t)(uintptr_t)cudaStreamPerThread, 0, -1);
 	cudaError_t rc = real_cudaMemcpy_ptds(dst, src, n, kind);
 	rec_copy(t, t0, n, kind, cudaStreamPerThread, 0, rc);
 	dsp_leave(t);
@@ -148,7 +148,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_cudaStreamSynchronize(s);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_CUDA_SYNC, -1, 4, DDPSPY_SYNC_STREAM, (int64_t)(uintptr_t)s, 0, -1);
 	cudaError_t rc = real_cudaStreamSynchronize(s);
 	rec_sync(t, t0, DDPSPY_SYNC_STREAM, s, NULL, rc);
 	dsp_leave(t);
@@ -162,7 +162,7 @@ cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s)
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_cudaStreamSynchronize_ptsz(s);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_CUDA_SYNC, -1, 4, DDPSPY_SYNC_STREAM, (int64_t)(uintptr_t)per_thread(s), 0, -1);
 	cudaError_t rc = real_cudaStreamSynchronize_ptsz(s);
 	rec_sync(t, t0, DDPSPY_SYNC_STREAM, per_thread(s), NULL, rc);
 	dsp_leave(t);
@@ -176,7 +176,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_cudaEventSynchronize(e);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_CUDA_SYNC, -1, 4, DDPSPY_SYNC_EVENT, 0, (int64_t)(uintptr_t)e, -1);
 	cudaError_t rc = real_cudaEventSynchronize(e);
 	rec_sync(t, t0, DDPSPY_SYNC_EVENT, NULL, e, rc);
 	dsp_leave(t);
@@ -190,7 +190,7 @@ cudaError_t cudaDeviceSynchronize(void)
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_cudaDeviceSynchronize();
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_CUDA_SYNC, -1, 4, DDPSPY_SYNC_DEVICE, 0, 0, -1);
 	cudaError_t rc = real_cudaDeviceSynchronize();
 	rec_sync(t, t0, DDPSPY_SYNC_DEVICE, NULL, NULL, rc);
 	dsp_leave(t);
@@ -199,8 +199,9 @@ cudaError_t cudaDeviceSynchronize(void)
 
 /* ---- waits that are not called so ---- */
 
-/* name(params), the call real_name(args), then record (t, t0 and rc in scope) */
-#define WRAP(name, params, args, record)                                                     \
+/* name(params), the call real_name(args) from start (dsp_now(), or DSP_CALL for a call that can
+ * block), then record (t, t0 and rc in scope) */
+#define WRAP(name, params, args, start, record)                                              \
 	cudaError_t name params                                                              \
 	{                                                                                    \
 		if (!get_##name())                                                           \
@@ -208,7 +209,7 @@ cudaError_t cudaDeviceSynchronize(void)
 		struct dsp_tls *t = &dsp_tls;                                                \
 		if (!dsp_enter(t))                                                           \
 			return real_##name args;                                             \
-		uint64_t t0 = dsp_now();                                                     \
+		uint64_t t0 = start;                                                         \
 		cudaError_t rc = real_##name args;                                           \
 		record;                                                                      \
 		dsp_leave(t);                                                                \
@@ -216,7 +217,9 @@ cudaError_t cudaDeviceSynchronize(void)
 	}
 
 /* name(params) holds the host and may wait for the device: recorded as a cuda_sync of what */
-#define HELD(name, params, args, what) WRAP(name, params, args, rec_sync(t, t0, what, NULL, NULL, rc))
+#define HELD(name, params, args, what)                                                       \
+	WRAP(name, params, args, DSP_CALL(t, DDPSPY_EV_CUDA_SYNC, -1, 4, what, 0, 0, -1),           \
+	     rec_sync(t, t0, what, NULL, NULL, rc))
 
 HELD(cudaFree, (void *p), (p), DDPSPY_SYNC_FREE)
 HELD(cudaFreeHost, (void *p), (p), DDPSPY_SYNC_FREE)
@@ -227,7 +230,9 @@ HELD(cudaHostRegister, (void *p, size_t n, unsigned int flags), (p, n, flags), D
 
 /* copies of other shapes: their bytes, recorded as cudaMemcpy's */
 #define COPY(name, params, args, bytes, dir, stream, async)                                  \
-	WRAP(name, params, args, rec_copy(t, t0, bytes, dir, stream, async, rc))
+	WRAP(name, params, args,                                                             \
+	     DSP_CALL(t, DDPSPY_EV_CUDA_MEMCPY, -1, 5, (int64_t)(bytes), dir, (int64_t)(uintptr_t)(stream), async, -1), \
+	     rec_copy(t, t0, bytes, dir, stream, async, rc))
 
 #define P2D (void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k)
 #define P2DA (void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k, cudaStream_t st)
@@ -278,7 +283,7 @@ static void polled(struct dsp_tls *t, uint64_t t0, uint64_t t1, cudaError_t rc, 
 	}
 }
 
-#define QUERY(name, type, s, e) WRAP(name, (type x), (x), polled(t, t0, dsp_now(), rc, s, e))
+#define QUERY(name, type, s, e) WRAP(name, (type x), (x), dsp_now(), polled(t, t0, dsp_now(), rc, s, e))
 
 QUERY(cudaEventQuery, cudaEvent_t, NULL, x)
 QUERY(cudaStreamQuery, cudaStream_t, x, NULL)

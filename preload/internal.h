@@ -22,6 +22,21 @@
  * never dlopen'ed late. */
 enum { TS_FRESH, TS_ACTIVE, TS_OFF };
 
+/* The call a thread is in now, when it is one that can block (a collective, a read, a lock or
+ * condition wait, a sleep, a CUDA synchronize): its kind, arguments as its event will have them
+ * (ret -1), descriptor and call site, set on entry with a few stores. It lives in the thread's
+ * registry entry, which only the writer frees, so the writer can read it at any flush and record
+ * a call that never returns (a hang). t0 is published last and cleared on return: the writer
+ * reads it before and after the rest and keeps what it read only when the two agree (inflight.c). */
+#define DSP_CALL_ARGS 6
+struct dsp_call {
+	uint64_t t0;         /* raw time of entry; 0: no call in flight */
+	uintptr_t site;      /* the wrapper's return address */
+	int64_t fd;          /* the descriptor it waits on, -1 none */
+	uint32_t kind, nargs;
+	int64_t args[DSP_CALL_ARGS];
+};
+
 struct dsp_tls {
 	struct ring *ring;   /* NULL until the thread's first event */
 	int guard;           /* >0: inside ddpspy itself or inside an intercepted library call */
@@ -44,6 +59,8 @@ struct dsp_tls {
 		int ranks;
 		uint64_t first, max, min;
 	} gloo;
+	struct dsp_call *call; /* the thread's call in flight (registry.c's entry); NULL unregistered */
+	int in_call;           /* call->t0 is set: dsp_leave clears it */
 };
 
 extern __thread struct dsp_tls dsp_tls __attribute__((tls_model("initial-exec")));
@@ -72,6 +89,7 @@ struct dsp_config {
 	int gpu_api_all;      /* DDPSPY_GPU_API_ALL: every CUDA runtime and driver call recorded, not the few read */
 	int nvtx;             /* DDPSPY_NVTX: the program's NVTX ranges (nvtx.c) */
 	int nccl_plugin;      /* DDPSPY_NCCL_PLUGIN: NCCL's profiler plugin is ddpspy (ncclprof.c) */
+	long inflight_ms;     /* DDPSPY_INFLIGHT_MS: calls in flight this long are recorded; <0 never */
 };
 extern struct dsp_config dsp_cfg;
 void dsp_config_load(void);
@@ -182,8 +200,46 @@ static inline int dsp_enter(struct dsp_tls *t)
 }
 static inline void dsp_leave(struct dsp_tls *t)
 {
+#ifndef DSP_NO_INFLIGHT
+	if (t->in_call) { /* the call that was in flight returned */
+		__atomic_store_n(&t->call->t0, 0, __ATOMIC_RELAXED);
+		t->in_call = 0;
+	}
+#endif
 	t->guard = 0;
 }
+
+/* A wrapper that can block calls this instead of dsp_now() for its start (guard held): the time,
+ * and the call published as in flight until dsp_leave. (DSP_NO_INFLIGHT: make bench's build
+ * without it, to measure its cost side by side) */
+static inline uint64_t dsp_call_begin(struct dsp_tls *t, uint32_t kind, const void *site, int64_t fd,
+				      uint32_t nargs, const int64_t *args)
+{
+#ifdef DSP_NO_INFLIGHT
+	(void)t, (void)kind, (void)site, (void)fd, (void)nargs, (void)args;
+	return dsp_now();
+#endif
+	struct dsp_call *c = t->call;
+	if (unlikely(!c) && (!dsp_thread_ring(t) || !(c = t->call)))
+		return dsp_now();
+	/* the previous call's clearing of t0 before these stores (a compiler barrier on x86) */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&c->site, (uintptr_t)site, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->fd, fd, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->kind, kind, __ATOMIC_RELAXED);
+	nargs = nargs < DSP_CALL_ARGS ? nargs : DSP_CALL_ARGS;
+	__atomic_store_n(&c->nargs, nargs, __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < nargs; i++)
+		__atomic_store_n(&c->args[i], args[i], __ATOMIC_RELAXED);
+	uint64_t t0 = dsp_now();
+	__atomic_store_n(&c->t0, t0 ? t0 : 1, __ATOMIC_RELEASE);
+	t->in_call = 1;
+	return t0;
+}
+/* In the exported wrapper itself (its return address is the program's call site): kind, the
+ * descriptor (-1 none), then the event's arguments as far as they are known on entry. */
+#define DSP_CALL(t, kind, fd, nargs, ...)                                                  \
+	dsp_call_begin(t, kind, __builtin_return_address(0), fd, nargs, (const int64_t[]){__VA_ARGS__})
 
 /* Records an event with nargs integer arguments (called with the guard held). */
 static inline void dsp_emit(struct dsp_tls *t, int kind, uint64_t t0, uint64_t t1, int nargs,
@@ -309,9 +365,16 @@ uint64_t dsp_thread_pthread(struct dsp_thread *th);
 int dsp_thread_dead(struct dsp_thread *th);
 /* Words of per-thread state owned by the writer: DSP_WS_DROPPED the drop count the file states,
  * DSP_WS_SEEN the count read at this flush's drain. DSP_WS_FINAL: the thread is dead and its ring
- * drained for the last time, so dsp_registry_reap may free it. */
-enum { DSP_WS_ANNOUNCED, DSP_WS_DROPPED, DSP_WS_SEEN, DSP_WS_FINAL, DSP_WS_N };
+ * drained for the last time, so dsp_registry_reap may free it. DSP_WS_CALL: the start of the call
+ * last recorded in flight (inflight.c). */
+enum { DSP_WS_ANNOUNCED, DSP_WS_DROPPED, DSP_WS_SEEN, DSP_WS_FINAL, DSP_WS_CALL, DSP_WS_N };
 uint64_t *dsp_thread_writer_state(struct dsp_thread *th);
+/* inflight.c: th's call in flight, read without stopping it; 1 with *c filled when there is one
+ * (and it did not change while read) */
+int dsp_call_read(struct dsp_thread *th, struct dsp_call *c);
+struct dsp_call *dsp_thread_call(struct dsp_thread *th);
+/* the path of this process's descriptor fd (readlink of /proc/self/fd), "" when gone */
+void dsp_fd_path(int64_t fd, char *buf, size_t n);
 void dsp_thread_set_name(struct dsp_tls *t, const char *name);
 void dsp_registry_lock(void);
 void dsp_registry_unlock(void);

@@ -182,6 +182,19 @@ int MPI_Comm_free(MPI_Comm *c)
 	return rc;
 }
 
+/* the sequence number the communicator's next collective will get: a call's in flight */
+static inline int64_t seq_now(struct comm_ent *e)
+{
+	return e ? (int64_t)__atomic_load_n(&e->seq, __ATOMIC_RELAXED) : -1;
+}
+
+/* a point-to-point call that can block, published in flight: op, comm, peer, tag, bytes */
+#define P2P_CALL(t, op, comm, peer, tag, bytes)                                                      \
+	({                                                                                          \
+		struct comm_ent *ce_ = comm_get(t, comm);                                           \
+		DSP_CALL(t, DDPSPY_EV_MPI_P2P, -1, 6, op, ce_ ? ce_->id : -1, peer, tag, bytes, 0); \
+	})
+
 /* ---- recording (each gives the guard back) ---- */
 static void rec_coll(struct dsp_tls *t, uint64_t t0, uint64_t t1, int op, MPI_Comm comm,
 		     int64_t bytes, int64_t root, int64_t request, int rc)
@@ -433,7 +446,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, M
 	if (!dsp_enter(t))
 		return real_PMPI_Recv(buf, count, datatype, source, tag, comm, status);
 	MPI_Status mine, *st = status == MPI_STATUS_IGNORE && wild(source, tag) ? &mine : status;
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = P2P_CALL(t, DDPSPY_OP_RECV, comm, source, tag, count * tsize(datatype));
 	int rc = real_PMPI_Recv(buf, count, datatype, source, tag, comm, st);
 	uint64_t t1 = dsp_now();
 	resolved(&source, &tag, st, rc);
@@ -454,7 +467,7 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
 		return real_PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
 					  recvtag, comm, status);
 	MPI_Status mine, *st = status == MPI_STATUS_IGNORE && wild(source, recvtag) ? &mine : status;
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = P2P_CALL(t, DDPSPY_OP_SENDRECV, comm, dest, sendtag, sendcount * tsize(sendtype));
 	int rc = real_PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
 				    recvtag, comm, st);
 	uint64_t t1 = dsp_now();
@@ -475,7 +488,7 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, 
 	if (!dsp_enter(t))
 		return real_PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
 	MPI_Status mine, *st = status == MPI_STATUS_IGNORE && wild(source, recvtag) ? &mine : status;
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = P2P_CALL(t, DDPSPY_OP_SENDRECV, comm, dest, sendtag, count * tsize(datatype));
 	int rc = real_PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, st);
 	uint64_t t1 = dsp_now();
 	resolved(&source, &recvtag, st, rc);
@@ -494,7 +507,7 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_PMPI_Probe(source, tag, comm, status);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_MPI_WAIT, -1, 4, DDPSPY_OP_PROBE, 0, 0, -1);
 	int rc = real_PMPI_Probe(source, tag, comm, status);
 	uint64_t t1 = dsp_now();
 	rec_wait(t, t0, t1, DDPSPY_OP_PROBE, 0, 0, rc, 1);

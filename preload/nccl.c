@@ -149,7 +149,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_ncclCommInitRank(comm, nranks, id, rank);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_NCCL_INIT, -1, 5, id_of(&id), rank, nranks, -1, blocking_of(NULL, -1));
 	ncclResult_t rc = real_ncclCommInitRank(comm, nranks, id, rank);
 	rec_init(t, t0, comm ? *comm : NULL, id_of(&id), rank, nranks, blocking_of(NULL, -1), rc);
 	dsp_leave(t);
@@ -163,7 +163,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId i
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_ncclCommInitRankConfig(comm, nranks, id, rank, config);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_NCCL_INIT, -1, 5, id_of(&id), rank, nranks, -1, blocking_of(config, -1));
 	ncclResult_t rc = real_ncclCommInitRankConfig(comm, nranks, id, rank, config);
 	rec_init(t, t0, comm ? *comm : NULL, id_of(&id), rank, nranks, blocking_of(config, -1), rc);
 	dsp_leave(t);
@@ -275,6 +275,25 @@ static size_t type_size(ncclDataType_t t)
 	return (unsigned)t < sizeof sz ? sz[t] : 0;
 }
 
+/* the bytes of count elements of type times per parts (0: the communicator's ranks), -1 unknown */
+static int64_t coll_bytes(const struct comm *c, size_t count, ncclDataType_t type, int per)
+{
+	int64_t parts = per ? per : c ? c->nranks : -1;
+	return type_size(type) && parts > 0 ? (int64_t)(count * type_size(type)) * parts : -1;
+}
+
+/* the call published in flight with the sequence number it will get: enqueues seldom block, but
+ * a blocking communicator's call waits for its peers, and a hung one is the call to name */
+static uint64_t coll_call(struct dsp_tls *t, int op, ncclComm_t comm, size_t count, ncclDataType_t type, int per,
+			  int root, int peer, const void *site)
+{
+	struct comm *c = comm_find(comm);
+	int64_t seq = c && op != DDPSPY_OP_SEND && op != DDPSPY_OP_RECV ? (int64_t)__atomic_load_n(&c->seq, __ATOMIC_RELAXED)
+									: -1;
+	return dsp_call_begin(t, DDPSPY_EV_NCCL_COLL, site, -1, 6,
+			      (const int64_t[]){op, c ? c->id : -1, seq, coll_bytes(c, count, type, per), root, peer});
+}
+
 /* per: how many count-sized parts the whole buffer has (nccl-tests' convention): 0 for nranks */
 static void rec_coll(struct dsp_tls *t, uint64_t t0, int op, ncclComm_t comm, size_t count, ncclDataType_t type,
 		     int per, int root, int peer, cudaStream_t s, uint64_t ext, ncclResult_t rc)
@@ -284,9 +303,8 @@ static void rec_coll(struct dsp_tls *t, uint64_t t0, int op, ncclComm_t comm, si
 	int64_t seq = -1;
 	if (c && op != DDPSPY_OP_SEND && op != DDPSPY_OP_RECV)
 		seq = (int64_t)__atomic_fetch_add(&c->seq, 1, __ATOMIC_RELAXED);
-	int64_t parts = per ? per : c ? c->nranks : -1;
-	int64_t bytes = type_size(type) && parts > 0 ? (int64_t)(count * type_size(type)) * parts : -1;
-	int64_t a[9] = {op, c ? c->id : -1, seq, bytes, root, peer, (int64_t)(uintptr_t)s, (int64_t)ext, rc};
+	int64_t a[9] = {op, c ? c->id : -1, seq, coll_bytes(c, count, type, per), root, peer, (int64_t)(uintptr_t)s,
+			(int64_t)ext, rc};
 	dsp_emit_wait(t, DDPSPY_EV_NCCL_COLL, t0, t1, 9, a);
 }
 
@@ -302,7 +320,8 @@ static void rec_coll(struct dsp_tls *t, uint64_t t0, int op, ncclComm_t comm, si
 			return real_##name args;                                                    \
 		uint64_t ext = __atomic_add_fetch(&ext_ids, 1, __ATOMIC_RELAXED);                   \
 		dsp_gpu_push(ext);                                                                  \
-		uint64_t t0 = dsp_now();                                                            \
+		uint64_t t0 = coll_call(t, op, comm, count, type, per, root, peer,                  \
+					__builtin_return_address(0));                              \
 		ncclResult_t rc = real_##name args;                                                 \
 		dsp_gpu_pop();                                                                      \
 		rec_coll(t, t0, op, comm, count, type, per, root, peer, stream, ext, rc);           \
@@ -364,7 +383,7 @@ ncclResult_t ncclGroupEnd(void)
 		return real_ncclGroupEnd();
 	uint64_t ext = __atomic_add_fetch(&ext_ids, 1, __ATOMIC_RELAXED);
 	dsp_gpu_push(ext);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_NCCL_GROUP, -1, 3, 0, (int64_t)ext, -1);
 	ncclResult_t rc = real_ncclGroupEnd();
 	dsp_gpu_pop();
 	rec_group(t, t0, 0, ext, rc);

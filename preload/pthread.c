@@ -142,7 +142,7 @@ int pthread_mutex_lock(pthread_mutex_t *m)
 		dsp_leave(t);
 		return rc;
 	}
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_MUTEX_WAIT, -1, 2, (int64_t)(uintptr_t)m, -1);
 	rc = real_pthread_mutex_lock(m);
 	uint64_t t1 = dsp_now();
 	int64_t a[2] = {(int64_t)(uintptr_t)m, rc};
@@ -166,7 +166,7 @@ int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_pthread_cond_wait(c, m);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_COND_WAIT, -1, 4, (int64_t)(uintptr_t)c, (int64_t)(uintptr_t)m, 0, -1);
 	int rc = real_pthread_cond_wait(c, m);
 	record_cond(t, t0, c, m, 0, rc);
 	dsp_leave(t);
@@ -180,7 +180,7 @@ int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct t
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_pthread_cond_timedwait(c, m, ts);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_COND_WAIT, -1, 4, (int64_t)(uintptr_t)c, (int64_t)(uintptr_t)m, 1, -1);
 	int rc = real_pthread_cond_timedwait(c, m, ts);
 	record_cond(t, t0, c, m, 1, rc);
 	dsp_leave(t);
@@ -195,7 +195,7 @@ int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clk,
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_pthread_cond_clockwait(c, m, clk, ts);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_COND_WAIT, -1, 4, (int64_t)(uintptr_t)c, (int64_t)(uintptr_t)m, 1, -1);
 	int rc = real_pthread_cond_clockwait(c, m, clk, ts);
 	record_cond(t, t0, c, m, 1, rc);
 	dsp_leave(t);
@@ -209,7 +209,7 @@ int pthread_barrier_wait(pthread_barrier_t *b)
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_pthread_barrier_wait(b);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_BARRIER_WAIT, -1, 2, (int64_t)(uintptr_t)b, -1);
 	int rc = real_pthread_barrier_wait(b);
 	uint64_t t1 = dsp_now();
 	int64_t a[2] = {(int64_t)(uintptr_t)b, rc};
@@ -234,7 +234,7 @@ int sem_wait(sem_t *s)
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_sem_wait(s);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_SEM_WAIT, -1, 3, (int64_t)(uintptr_t)s, 0, -1);
 	int rc = real_sem_wait(s);
 	record_sem(t, t0, s, 0, rc);
 	dsp_leave(t);
@@ -250,7 +250,7 @@ int sem_timedwait(sem_t *s, const struct timespec *ts)
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_sem_timedwait(s, ts);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_SEM_WAIT, -1, 3, (int64_t)(uintptr_t)s, 1, -1);
 	int rc = real_sem_timedwait(s, ts);
 	record_sem(t, t0, s, 1, rc);
 	dsp_leave(t);
@@ -266,7 +266,7 @@ int sem_clockwait(sem_t *s, clockid_t clk, const struct timespec *ts)
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_sem_clockwait(s, clk, ts);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_SEM_WAIT, -1, 3, (int64_t)(uintptr_t)s, 1, -1);
 	int rc = real_sem_clockwait(s, clk, ts);
 	record_sem(t, t0, s, 1, rc);
 	dsp_leave(t);

@@ -26,6 +26,10 @@ struct dsp_thread {
 	char name[16];
 	uint64_t wstate[DSP_WS_N];
 	struct dsp_thread *reap_next; /* private list of unlinked threads awaiting a grace period */
+	/* written by the thread, read by the writer: a cache line away from the writer's words above (no
+	 * alignment attribute: the list's head, a bare node, is walked as an entry by container_of) */
+	char pad[64];
+	struct dsp_call call;
 };
 
 static CDS_LIST_HEAD(threads);
@@ -67,6 +71,8 @@ static void on_thread_exit(void *p)
 	t->state = TS_OFF; /* destructors that run later must not register a new ring */
 	t->ring = NULL;
 	t->thread = NULL;
+	t->call = NULL;
+	t->in_call = 0;
 	__atomic_store_n(&th->dead, 1, __ATOMIC_RELEASE);
 }
 
@@ -108,6 +114,7 @@ static struct ring *thread_register(struct dsp_tls *t)
 	t->tid = th->tid;
 	t->ring = r;
 	t->thread = th;
+	t->call = &th->call;
 	t->state = TS_ACTIVE;
 	/* our key was created first thing at start, so it is one of the first 32 and
 	 * pthread_setspecific does not allocate */
@@ -193,6 +200,8 @@ const char *dsp_thread_name(struct dsp_thread *th) { return th->name; }
 uint64_t dsp_thread_pthread(struct dsp_thread *th) { return th->pthread; }
 int dsp_thread_dead(struct dsp_thread *th) { return __atomic_load_n(&th->dead, __ATOMIC_ACQUIRE); }
 uint64_t *dsp_thread_writer_state(struct dsp_thread *th) { return th->wstate; }
+struct dsp_call *dsp_thread_call(struct dsp_thread *th) { return &th->call; }
+_Static_assert(sizeof(struct dsp_thread) <= 4096, "a registry entry is one page");
 
 void dsp_thread_set_name(struct dsp_tls *t, const char *name)
 {

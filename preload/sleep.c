@@ -34,7 +34,7 @@ int nanosleep(const struct timespec *req, struct timespec *rem)
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_nanosleep(req, rem);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_SLEEP, -1, 2, ns(req), -1);
 	int rc = real_nanosleep(req, rem);
 	record_sleep(t, t0, ns(req), rc);
 	dsp_leave(t);
@@ -48,7 +48,7 @@ int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req, struct
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_clock_nanosleep(clk, flags, req, rem);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_SLEEP, -1, 2, flags & TIMER_ABSTIME ? -1 : ns(req), -1);
 	int rc = real_clock_nanosleep(clk, flags, req, rem);
 	/* an absolute deadline has no requested length: the duration says it */
 	record_sleep(t, t0, flags & TIMER_ABSTIME ? -1 : ns(req), rc);
@@ -65,7 +65,7 @@ int usleep(useconds_t us)
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_usleep(us);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_SLEEP, -1, 2, (int64_t)us * 1000, -1);
 	int rc = real_usleep(us);
 	record_sleep(t, t0, (int64_t)us * 1000, rc);
 	dsp_leave(t);
@@ -79,7 +79,7 @@ unsigned sleep(unsigned s)
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_sleep(s);
-	uint64_t t0 = dsp_now();
+	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_SLEEP, -1, 2, (int64_t)s * 1000000000, -1);
 	unsigned rc = real_sleep(s);
 	record_sleep(t, t0, (int64_t)s * 1000000000, rc);
 	dsp_leave(t);

@@ -340,12 +340,16 @@ static void rec_header(void)
 	kv_int("mono_ns", W.start_mono);
 	kv_int("real_ns", W.start_real);
 	key("config");
-	msgpack_pack_map(&pk, 3);
+	msgpack_pack_map(&pk, 4);
 	kv_int("ring_kb", dsp_cfg.ring_kb);
 	kv_int("flush_ms", dsp_cfg.flush_ms);
 	kv_int("stack_us", dsp_cfg.stack_us);
+	kv_int("inflight_ms", dsp_cfg.inflight_ms);
 	frame_end();
 }
+
+/* DDPSPY_INFLIGHT_MS in raw ticks: a call in flight this long is recorded (the writer's alone) */
+static uint64_t inflight_ticks = UINT64_MAX;
 
 /* The thresholds in raw ticks (stacks, polls) from the raw clock's rate between two samples. */
 static void set_thresholds(uint64_t raw0, int64_t mono0, uint64_t raw, int64_t mono)
@@ -355,6 +359,8 @@ static void set_thresholds(uint64_t raw0, int64_t mono0, uint64_t raw, int64_t m
 		__atomic_store_n(&dsp_stack_ticks, (uint64_t)(per_ns * 1000.0 * (double)dsp_cfg.stack_us),
 				 __ATOMIC_RELAXED);
 	__atomic_store_n(&dsp_poll_ticks, (uint64_t)(per_ns * 1000.0 * DSP_POLL_US), __ATOMIC_RELAXED);
+	double in = per_ns * 1e6 * (double)dsp_cfg.inflight_ms; /* (clamped: up to 2^40 ms may be asked) */
+	inflight_ticks = in <= 0 ? 0 : in >= 1.8e19 ? UINT64_MAX : (uint64_t)in;
 }
 
 /* Init assumed a 3 GHz raw clock; the writer measures the rate at once, over 2 ms or more since
@@ -744,6 +750,7 @@ static void pack_event(void *ctx, const struct rec *e)
 struct flushctx {
 	size_t loss_n;
 	int final;
+	int ending;   /* the file's last flush (end_reason given): calls in flight all recorded */
 	int more;     /* a ring had more than one pass's budget */
 };
 
@@ -815,6 +822,52 @@ static void pack_loss(struct dsp_thread *th, void *ctx)
 	msgpack_pack_uint64(&pk, dr);
 	W.total_dropped_reported += dr - ws[DSP_WS_DROPPED];
 	ws[DSP_WS_DROPPED] = dr;
+}
+
+/* A call in flight (format 2.9): once when it has been in flight DDPSPY_INFLIGHT_MS, and every
+ * call still in flight when the file ends, whatever its age. Its call site is a stack of one
+ * frame. What it does when it returns is its event, as any call's. */
+static void rec_call(struct dsp_thread *th, void *ctx)
+{
+	struct flushctx *f = ctx;
+	uint64_t *ws = dsp_thread_writer_state(th);
+	struct dsp_call c;
+	if (W.write_err || dsp_thread_dead(th) || !dsp_call_read(th, &c))
+		return;
+	uint64_t now = dsp_now();
+	int end = f->final || f->ending;
+	if (!end && (ws[DSP_WS_CALL] == c.t0 || now - c.t0 < inflight_ticks))
+		return;
+	ws[DSP_WS_CALL] = c.t0;
+	uintptr_t site = c.site;
+	uint32_t sid = site ? stack_id(&site, 1) : 0;
+	flush_stacks();
+	char path[512];
+	dsp_fd_path(c.fd, path, sizeof path);
+	/* the descriptor's class now, from the writer (a FIFO opened by path reads as a file in its
+	 * calls, which classify without a syscall) */
+	int cls = c.fd >= 0 ? dsp_fdclass_probe((int)c.fd) : -1;
+	frame_begin(DDPSPY_REC_INFLIGHT, 10);
+	kv_int("tid", dsp_thread_tid(th));
+	kv_int("kind", c.kind);
+	key("t0");
+	msgpack_pack_uint64(&pk, c.t0);
+	key("at");
+	msgpack_pack_uint64(&pk, now);
+	key("args");
+	msgpack_pack_array(&pk, c.nargs);
+	for (uint32_t i = 0; i < c.nargs; i++)
+		msgpack_pack_int64(&pk, c.args[i]);
+	kv_int("fd", c.fd);
+	kv_int("fdclass", cls);
+	kv_str("path", path[0] ? path : NULL);
+	kv_int("stack", sid);
+	key("end");
+	if (end)
+		msgpack_pack_true(&pk);
+	else
+		msgpack_pack_false(&pk);
+	frame_end();
 }
 
 /* ---- CPU time and run-queue delay ----
@@ -1375,7 +1428,7 @@ static void drain_gpu(int mode)
 /* One flush: all rings, the metadata that changed, one write(). wlock held. */
 static void flush_locked(int final, const char *end_reason)
 {
-	struct flushctx f = {0, final, 0};
+	struct flushctx f = {0, final, end_reason != NULL, 0};
 	struct timespec ts;
 
 	if (W.finished || W.file_failed)
@@ -1422,6 +1475,8 @@ static void flush_locked(int final, const char *end_reason)
 	drain_gpu(!end_reason ? DSP_GPU_COLLECT : !strcmp(end_reason, "exec") ? DSP_GPU_COLLECT_FORCED
 									      : DSP_GPU_COLLECT_DELIVERED);
 	rec_gpu_if_changed(final || end_reason);
+	if (dsp_cfg.inflight_ms >= 0)
+		dsp_registry_walk(rec_call, &f);
 	dsp_registry_walk(snap_loss, &f);
 	if (f.loss_n || W.unwritten != W.unwritten_reported) {
 		frame_begin(DDPSPY_REC_LOSS, 2 + !!W.write_err);

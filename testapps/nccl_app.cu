@@ -23,6 +23,9 @@
 //   memory (cudaMemcpyAsync) and records an event it destroys at once, returning before either is
 //   done (as a loss read-back and PyTorch's caching allocator's events do): both are queued behind
 //   a collective that waits for a later rank.
+//   NCCL_APP_HANG=PATH: after the steps, the last rank blocks in a read of the FIFO PATH (nobody
+//   writes it) while the others enqueue one more allreduce and wait for it in cudaStreamSynchronize:
+//   a hang (rank 0 says "hanging" on stderr once it is about to; nothing ends it but a signal).
 // Prints one JSON line: the host's time around each call it makes (CLOCK_MONOTONIC ns).
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +33,7 @@
 #include <ctime>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <nccl.h>
 #include <unistd.h>
 
@@ -216,6 +220,19 @@ int main(int argc, char **argv)
 		       t0, a0, a1, g1, t1);
 	}
 	printf("]}\n");
+	if (getenv("NCCL_APP_HANG")) {
+		fflush(stdout);
+		if (rank == 0)
+			fprintf(stderr, "hanging\n");
+		if (rank == nranks - 1) {
+			char c;
+			int fd = open(getenv("NCCL_APP_HANG"), O_RDWR);
+			if (fd < 0 || read(fd, &c, 1) < 0)
+				perror("nccl_app: the FIFO");
+		}
+		nccl(all_reduce(grad, sum, n, ncclFloat, ncclSum, comm, comms), "ncclAllReduce");
+		cuda(cudaStreamSynchronize(comms), "cudaStreamSynchronize");
+	}
 	if (getenv("NCCL_APP_SHRINK") && nranks > 1 && rank != nranks - 1) {
 		int last = nranks - 1;
 		ncclComm_t shr;

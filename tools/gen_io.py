@@ -18,7 +18,8 @@ OPEN, READ, STAT, FSTAT, WAIT = "open", "read", "stat", "fstat", "wait"
 #   READ: the event kind, the bytes requested, the extra argument (None: none)
 #   WAIT: the condition under which the call cannot block (then it is not recorded: event loops
 #         poll state thousands of times a second), a statement run before the call, the event
-#         kind and its arguments
+#         kind and its arguments, then the descriptor it is in flight on (-1 none) and its
+#         arguments as known on entry
 TABLE = [
     ("int", "open", "const char *path, int flags, ...", OPEN),
     ("int", "open64", "const char *path, int flags, ...", OPEN),
@@ -59,15 +60,15 @@ TABLE = [
     ("int", "__fxstat", "int ver, int fd, struct stat *st", FSTAT),
     ("int", "__fxstat64", "int ver, int fd, struct stat *st", FSTAT),
     ("int", "poll", "struct pollfd *fds, nfds_t n, int timeout", WAIT, "timeout == 0", None,
-     "POLL", "3, (int64_t)n, timeout, rc, 0"),
+     "POLL", "3, (int64_t)n, timeout, rc, 0", "fds && n ? fds[0].fd : -1", "3, (int64_t)n, timeout, -1"),
     ("int", "select", "int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv", WAIT,
      "(tv && tv->tv_sec == 0 && tv->tv_usec == 0)",
      "int64_t us = tv ? (int64_t)tv->tv_sec * 1000000 + tv->tv_usec : -1;",  # select changes *tv
-     "SELECT", "3, n, us, rc, 0"),
+     "SELECT", "3, n, us, rc, 0", "-1", "3, n, us, -1"),
     ("int", "epoll_wait", "int epfd, struct epoll_event *ev, int max, int timeout", WAIT, "timeout == 0", None,
-     "EPOLL_WAIT", "4, epfd, max, timeout, rc"),
+     "EPOLL_WAIT", "4, epfd, max, timeout, rc", "epfd", "4, epfd, max, timeout, -1"),
     ("int", "epoll_pwait", "int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *ss", WAIT,
-     "timeout == 0", None, "EPOLL_WAIT", "4, epfd, max, timeout, rc"),
+     "timeout == 0", None, "EPOLL_WAIT", "4, epfd, max, timeout, rc", "epfd", "4, epfd, max, timeout, -1"),
 ]
 
 NAME_RE = re.compile(r"(\w+)(\[\])?$")
@@ -114,7 +115,16 @@ def wrapper(e):
         out += [f"\tif ({skip}!dsp_enter(t))", f"\t\treturn {call};"]
         if fam == WAIT and e[5]:
             out.append("\t" + e[5])
-        out += ["\tuint64_t t0 = dsp_now();", f"\t{ret} rc = {call};"]
+        if fam == READ:  # in flight as its event will be: fd, class, bytes, ret unknown (, extra)
+            n = 5 if e[6] else 4
+            extra = f", {e[6]}" if e[6] else ""
+            out.append(f"\tuint64_t t0 = DSP_CALL(t, DDPSPY_EV_{e[4]}, fd, {n}, fd, dsp_fdclass_cached(fd), "
+                       f"{e[5]}, -1{extra});")
+        elif fam == WAIT:
+            out.append(f"\tuint64_t t0 = DSP_CALL(t, DDPSPY_EV_{e[6]}, {e[8]}, {e[9]});")
+        else:
+            out.append("\tuint64_t t0 = dsp_now();")
+        out.append(f"\t{ret} rc = {call};")
         if fam == READ:
             extra = f"1, {e[6]}" if e[6] else "0, 0"
             out.append(f"\trec_read(t, DDPSPY_EV_{e[4]}, t0, fd, {e[5]}, rc, {extra});")

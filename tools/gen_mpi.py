@@ -133,22 +133,40 @@ def wrapper(e):
         out += ["\tstruct wildcap cap;",
                 f"\tMPI_Status *sts = wild_before(&cap, {e[5]}, {e[4]}, {st});"]
         call = ", ".join("sts" if a == st else a for a in args.split(", "))
-    out += ["\tuint64_t t0 = dsp_now();",
-            f"\tint rc = real_{pname}({call});",
+    o = "DDPSPY_OP_" + op
+    nbytes = e[4]
+    # calls that can block are published as in flight (internal.h, DSP_CALL), with their event's
+    # arguments as known on entry: a collective's sequence number is the one it will get
+    if kind == C:
+        nbytes = "nb"
+        out += [f"\tint64_t nb = {e[4]};",
+                "\tstruct comm_ent *ce = comm_get(t, comm);",
+                f"\tuint64_t t0 = DSP_CALL(t, DDPSPY_EV_MPI_COLL, -1, 6, {o}, ce ? ce->id : -1, seq_now(ce), nb, "
+                f"{e[5]}, -1);"]
+    elif kind == P and e[7] == "0":
+        nbytes = "nb"
+        out += [f"\tint64_t nb = {e[4]};",
+                "\tstruct comm_ent *ce = comm_get(t, comm);",
+                f"\tuint64_t t0 = DSP_CALL(t, DDPSPY_EV_MPI_P2P, -1, 6, {o}, ce ? ce->id : -1, {e[5]}, {e[6]}, nb, 0);"]
+    elif (kind == W or kind == A) and name.startswith("Wait"):
+        out.append(f"\tuint64_t t0 = DSP_CALL(t, DDPSPY_EV_MPI_WAIT, -1, 4, {o}, {e[4]}, "
+                   f"{'req' if kind == W else 'request_at(saved, n, 0)'}, -1);")
+    else:
+        out.append("\tuint64_t t0 = dsp_now();")
+    out += [f"\tint rc = real_{pname}({call});",
             "\tuint64_t t1 = dsp_now();"]
     if name in WILD:
         _, single, ndone, idx = WILD[name]
         out.append(f"\twild_after(t, t1, &cap, sts, rc == MPI_SUCCESS ? ({ndone}) : 0, {idx}, {single});")
     if name == "Irecv":
         out.append("\tif (rc == MPI_SUCCESS && request && wild(source, tag))\n\t\twild_put(*request);")
-    o = "DDPSPY_OP_" + op
     if kind == C:
-        out.append(f"\trec_coll(t, t0, t1, {o}, comm, {e[4]}, {e[5]}, -1, rc);")
+        out.append(f"\trec_coll(t, t0, t1, {o}, comm, {nbytes}, {e[5]}, -1, rc);")
     elif kind == I:
         out.append(f"\trec_coll(t, t0, t1, {o}, comm, {e[4]}, {e[5]}, request_id(request), rc);")
     elif kind == P:
         req = "request_id(request)" if e[7] == "request" else "0"
-        out.append(f"\trec_p2p(t, t0, t1, {o}, comm, {e[5]}, {e[6]}, {e[4]}, {req}, rc);")
+        out.append(f"\trec_p2p(t, t0, t1, {o}, comm, {e[5]}, {e[6]}, {nbytes}, {req}, rc);")
     elif kind == W:
         out.append(f"\trec_wait(t, t0, t1, {o}, {e[4]}, req, rc, rc == MPI_SUCCESS && ({e[6]}));")
     else:

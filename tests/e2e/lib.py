@@ -152,6 +152,21 @@ def testbed(out, data, args, np=2, env=None, timeout=600):
     return json.loads(p.stdout.splitlines()[-1]), out
 
 
+def checked_report(out, *extra):
+    """`ddpspy report --json out extra...`: (its JSON, the CompletedProcess), the contract checked
+    as one test; (None, the process) when it gave no JSON, saying why"""
+    from schema import report_errors
+    p = subprocess.run([DDPSPY, "report", "--json", out] + list(extra), capture_output=True, text=True, timeout=300)
+    try:
+        j = json.loads(p.stdout)
+    except ValueError:
+        print("# report of %s: rc=%d %s" % (out, p.returncode, p.stderr[-500:]))
+        return None, p
+    errs = report_errors(j)
+    ok(not errs, "%s: the report follows the contract%s" % (os.path.basename(out), (": %s" % errs[:3]) if errs else ""))
+    return j, p
+
+
 def dump(path):
     """Parses `ddpspy dump --json path` into (records, returncode, stderr)."""
     p = subprocess.run([DDPSPY, "dump", "--json", path], capture_output=True, text=True, timeout=300)

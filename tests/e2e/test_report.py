@@ -30,16 +30,7 @@ def traced(name, args, np=2, env=None):
     return testbed(os.path.join(d, name), data, args, np, env)
 
 
-def report(out, *extra):
-    p = subprocess.run([DDPSPY, "report", "--json", out] + list(extra), capture_output=True, text=True, timeout=300)
-    try:
-        j = json.loads(p.stdout)
-    except ValueError:
-        print("# report of %s: rc=%d %s" % (out, p.returncode, p.stderr[-500:]))
-        return None, p
-    errs = report_errors(j)
-    ok(not errs, "%s: the report follows the contract%s" % (os.path.basename(out), (": %s" % errs[:3]) if errs else ""))
-    return j, p
+report = checked_report
 
 
 def findings(j, kind):
