@@ -40,6 +40,8 @@ for i in $(seq "$ROUNDS"); do
 	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 secs build/ddpspy report -j 2 "$d/sync" >>"$d/cap2.t"
 	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 secs build/ddpspy report -j 1 "$d/long" >>"$d/long1.t"
 	DDPSPY_REPORT_PREFIX=2048 DDPSPY_REPORT_SAMPLE=512 secs build/ddpspy report -j 2 "$d/long" >>"$d/long2.t"
+	# (watch follows every file from its start on one thread and ends once all are complete)
+	secs build/ddpspy watch --interval 86400 "$d/async" >>"$d/watch.t"
 done
 rm -rf "$d/async" "$d/sync" "$d/long"
 build/bench/gentrace "$d/len1" 8 2000000
@@ -86,6 +88,10 @@ for name, label in (("async", "input thread"), ("sync", "worst shape")):
               f"a process {mm / 1024:.0f} MiB (each holds every record)")
     except (OSError, ValueError, statistics.StatisticsError):
         print("  --mpi: not measured (mpirun missing)")
+wt, wm = load("watch.t")
+print(f"ddpspy watch, following the {ranks} files from their start on one thread: {wt:.2f} s, "
+      f"{n / wt / 1e6:.1f}M events/s (budget: 1M events/s on one core, "
+      f"{'met' if n / wt >= 1e6 else 'NOT met'}), max RSS {wm / 1024:.0f} MiB")
 l1, m1 = load("len1.t")
 l4, m4 = load("len4.t")
 print(f"collector memory against trace length, 8 ranks, -j 1: 2M events each {m1 / 1024:.0f} MiB ({l1:.2f} s), "

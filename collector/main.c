@@ -7,6 +7,7 @@ int cmd_dump(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_view(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
 
 static void usage(FILE *to)
 {
@@ -14,6 +15,7 @@ static void usage(FILE *to)
 		    "  run [-o DIR] -- CMD...   run CMD with ddpspy's preload library, traces in DIR\n"
 		    "  report DIR... [--json]    the verdict: what bounds the job, which rank, what to change\n"
 		    "  view DIR... -o FILE[.gz]  the job's timeline for Perfetto UI or Chromium's DevTools\n"
+		    "  watch DIR [--interval S] [--hang-after S] [--exit-on hang]  follow a running job\n"
 		    "  compare --weak|--strong DIR... [--json]  scaling across world sizes\n"
 		    "  dump DIR|FILE... [--json] [--summary]  print every process, thread and event\n"
 		    "  version                  print the version\n");
@@ -31,6 +33,8 @@ int main(int argc, char **argv)
 		return cmd_report(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "view"))
 		return cmd_view(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "watch"))
+		return cmd_watch(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "compare"))
 		return cmd_compare(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "dump"))

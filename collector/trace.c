@@ -690,15 +690,15 @@ static int rd_sched(struct trace_file *f, const msgpack_object *m, const struct 
 
 int trace_read(struct trace_file *f, const struct trace_visitor *v)
 {
-	size_t off = DDPSPY_FILE_HEADER_LEN;
+	size_t off = f->resume > DDPSPY_FILE_HEADER_LEN ? f->resume : DDPSPY_FILE_HEADER_LEN;
 	struct frame fr;
 	msgpack_unpacked u;
 	int rc = 0, r;
 
-	size_t done = 0;
+	size_t done = off & ~((size_t)sysconf(_SC_PAGESIZE) - 1);
 	if (!f->ncalib) /* (a second reading may bring the first one's) */
 		scan_calib(f);
-	populate(f, 0);
+	populate(f, done);
 	msgpack_unpacked_init(&u);
 	while ((r = next_frame(f, &off, &fr, 1)) > 0) {
 		window(f, &done, fr.off);
@@ -777,6 +777,11 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 		} else if (!strcmp(kind, DDPSPY_REC_COST)) {
 			int64_t ps = trace_mp_int_or(m, "event_ps", 0);
 			f->event_ns = ps > 0 && ps < 1000000000 ? (double)ps / 1000 : 0;
+		} else if (!strcmp(kind, DDPSPY_REC_CALIB) && f->resume) { /* (followed: pass 1 saw the file's start) */
+			int64_t raw, mono, real;
+			if (trace_mp_int(trace_mp_get(m, "raw"), &raw) && trace_mp_int(trace_mp_get(m, "mono_ns"), &mono) &&
+			    trace_mp_int(trace_mp_get(m, "real_ns"), &real))
+				add_calib(f, (uint64_t)raw, mono, real);
 		} else if (!strcmp(kind, DDPSPY_REC_END)) {
 			trace_rd_unwritten(f, m);
 			trace_mp_str_into(m, "reason", f->end_reason, sizeof f->end_reason);

@@ -53,6 +53,11 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v);
 
 void trace_close(struct trace_file *f);
 
+/* ddpspy watch (tracefollow.c): the file read on from where the last call stopped, mapped again
+ * when it grew, up to its last whole frame (one being written is read by the next call); its
+ * clock, stacks and threads carry over. Open it with trace_open first. 0, or 2 when damaged. */
+int trace_follow(struct trace_file *f, const struct trace_visitor *v);
+
 /* A file's clock conversion as a first trace_read found it (calib: malloc'ed, free it), for a
  * second reading: trace_set_clock between trace_open and trace_read spares trace_read the search
  * for calibration records. Both return -1 when out of memory. */

@@ -125,6 +125,7 @@ struct trace_file {
 	double event_ns;         /* since 2.8: ddpspy's own cost per recorded event ("cost"), 0 unknown */
 	/* where reading stopped early, and why (error[0] == 0: the whole file was read) */
 	size_t stop_offset;
+	size_t resume;      /* trace_follow: where the next reading starts (0: the file's first record) */
 	char error[160];
 	/* options, set between trace_open and trace_read */
 	int only_tid;       /* > 0: "events" records of other threads are skipped without decoding */

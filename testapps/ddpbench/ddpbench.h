@@ -24,6 +24,7 @@ struct options {
 	int hidden, layers, features;  /* model shape; features is the dataset's */
 	int straggler_rank;
 	double straggler_ms, straggler_slowdown;
+	int straggler_from; /* the straggler's delay from this step (warm-up included) on */
 	double extra_allreduce_mb;
 	double rank0_work_ms;
 	unsigned slow_data;

@@ -37,6 +37,7 @@ static const char usage[] = USAGE_HEAD
 	"  --straggler-rank R      the straggler (default 0), slowed by\n"
 	"  --straggler-ms M          a host delay of M ms before each batch fetch, and/or\n"
 	"  --straggler-slowdown F    compute F times slower (a throttled device)\n"
+	"  --straggler-from S        ... from step S on (warm-up steps count; default 0: from the start)\n"
 	"  --extra-allreduce-mb M  an extra all-reduce of M MiB every step\n"
 	"  --rank0-work-ms M       rank-0-only host work of M ms, then a barrier, every step\n"
 	"  --slow-data LIST        comma list: small-reads (read in --read-chunk pieces), stat (one\n"
@@ -131,7 +132,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 {
 	enum { O_DATA = 256, O_STEPS, O_WARMUP, O_BATCH, O_GBATCH, O_HIDDEN, O_LAYERS, O_BUCKET,
 		O_NOOVERLAP, O_WORKERS, O_PREFETCH, O_SEED, O_VARLEN, O_ULEN, O_BATCHING, O_BUDGET,
-		O_SRANK, O_SMS, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY, O_DECODE, O_MARKERS, O_ACCUM,
+		O_SRANK, O_SMS, O_SFROM, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY, O_DECODE, O_MARKERS, O_ACCUM,
 		O_GPU, O_GPUMS, O_INPUT, O_PAGEABLE, O_HOSTSYNC, O_KERNELS, O_HOSTMS, O_D2D, O_SYNCBY, O_SIDE };
 	static const struct option opts[] = {
 		{ "data", 1, 0, O_DATA }, { "steps", 1, 0, O_STEPS }, { "warmup", 1, 0, O_WARMUP },
@@ -142,6 +143,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 		{ "uniform-len", 1, 0, O_ULEN }, { "batching", 1, 0, O_BATCHING },
 		{ "token-budget", 1, 0, O_BUDGET }, { "straggler-rank", 1, 0, O_SRANK },
 		{ "straggler-ms", 1, 0, O_SMS }, { "straggler-slowdown", 1, 0, O_SLOW },
+		{ "straggler-from", 1, 0, O_SFROM },
 		{ "extra-allreduce-mb", 1, 0, O_EXTRA }, { "rank0-work-ms", 1, 0, O_R0 },
 		{ "slow-data", 1, 0, O_SLOWDATA }, { "slow-rank", 1, 0, O_SLOWRANK },
 		{ "read-chunk", 1, 0, O_CHUNK }, { "read-delay-ms", 1, 0, O_DELAY },
@@ -192,6 +194,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 		case O_BUDGET: bad = integer(optarg, 1, 1 << 24, &o->token_budget); break;
 		case O_SRANK: bad = integer(optarg, 0, 1 << 20, &o->straggler_rank); break;
 		case O_SMS: bad = num(optarg, 0, 1e6, &o->straggler_ms); break;
+		case O_SFROM: bad = integer(optarg, 0, 1 << 30, &o->straggler_from); break;
 		case O_SLOW: bad = num(optarg, 1, 1000, &o->straggler_slowdown); break;
 		case O_EXTRA: bad = num(optarg, 0, 4096, &o->extra_allreduce_mb); break;
 		case O_R0: bad = num(optarg, 0, 1e6, &o->rank0_work_ms); break;

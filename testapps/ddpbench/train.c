@@ -314,7 +314,7 @@ int train(const struct options *o, const struct dataset *ds)
 		double t0 = now_ms(), t, v[NF] = { 0 };
 		if (step == o->warmup)
 			start = t0;
-		if (rank == o->straggler_rank && o->straggler_ms > 0)
+		if (rank == o->straggler_rank && o->straggler_ms > 0 && step >= o->straggler_from)
 			sleep_ms(o->straggler_ms); /* host delay before fetching the batch, as in seed 001 */
 		t = now_ms();
 		v[F_HOST] += t - t0;

@@ -130,6 +130,14 @@ def tmpdir(name):
     return d
 
 
+def bench_data(d, sequences=4096):
+    """the testbed's dataset made under d (ddpbench gen-data, 2048 samples); its path"""
+    data = os.path.join(d, "data")
+    subprocess.run([BENCH, "gen-data", data, "--samples", "2048", "--sequences", str(sequences)], check=True,
+                   stdout=subprocess.DEVNULL)
+    return data
+
+
 def traced(argv, out, env=None, timeout=120, **kw):
     """Runs argv with the preload writing to out; returns the CompletedProcess."""
     e = dict(os.environ)

@@ -25,9 +25,7 @@ if not shutil.which("mpirun") or not os.path.exists(BENCH):
     done()
 
 d = tmpdir("clocks")
-data = os.path.join(d, "data")
-subprocess.run([BENCH, "gen-data", data, "--samples", "2048", "--sequences", "64"], check=True,
-               stdout=subprocess.DEVNULL)
+data = bench_data(d, 64)
 TOL_US = 100  # the bound: every rank's correction within 100 us of the truth
 MS500 = 500000000
 

@@ -23,9 +23,7 @@ if not shutil.which("mpirun") or not os.path.exists(BENCH) or not os.path.exists
     done()
 
 d = tmpdir("gpu-report")
-data = os.path.join(d, "data")
-subprocess.run([BENCH, "gen-data", data, "--samples", "2048", "--sequences", "2048"], check=True,
-               stdout=subprocess.DEVNULL)
+data = bench_data(d, 2048)
 # the testbed's kernels last their first argument; its copies' bytes need not move (it never reads
 # them), so that this machine's memory bandwidth, shared by 4 ranks on 2 cores, is not in the model
 SIM = {"LD_LIBRARY_PATH": SIMDIR, "SIMGPU_KERNELS": "ddpbench_=arg", "SIMGPU_MOVE_BYTES": "0"}

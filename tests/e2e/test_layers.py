@@ -25,7 +25,7 @@ ok(all("collector/ncclplug.c" not in c for c in circles) and g and "collector/gp
    g["calls"].get("collector/ncclplug.c", []),
    "ncclplug.c (NCCL's profiler plugin's kernels) calls down only: never back into gpu.c")
 # the layers as docs/design.md draws them: no file calls one of a layer above its own
-LAYERS = [["common/format.c", "collector/json.c", "collector/cli.c"], ["collector/trace.c", "collector/tracemeta.c", "collector/tracedir.c"],
+LAYERS = [["common/format.c", "collector/json.c", "collector/cli.c"], ["collector/trace.c", "collector/tracemeta.c", "collector/tracedir.c", "collector/tracefollow.c"],
           ["collector/model.c", "collector/waits.c", "collector/stats.c", "collector/kinds.c", "collector/par.c",
            "collector/mpijob.c"],
           ["collector/load.c", "collector/loadmpi.c", "collector/proc.c", "collector/runs.c", "collector/spread.c",
@@ -39,7 +39,7 @@ LAYERS = [["common/format.c", "collector/json.c", "collector/cli.c"], ["collecto
           ["collector/verdict.c"], ["collector/analyze.c"],
           ["collector/words.c", "collector/report.c", "collector/compare.c", "viewer/html.c", "viewer/view.c",
            "viewer/timeline.c"],
-          ["collector/main.c", "collector/run.c", "collector/dump.c"]]
+          ["collector/main.c", "collector/run.c", "collector/dump.c", "collector/watch.c"]]
 level = {f: i for i, fs in enumerate(LAYERS) for f in fs}
 calls = g["calls"] if g else {}
 up = [(f, t) for f, ts in calls.items() for t in ts if f in level and t in level and level[t] > level[f]]

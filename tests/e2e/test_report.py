@@ -18,9 +18,7 @@ if not shutil.which("mpirun") or not os.path.exists(BENCH):
     done()
 
 d = tmpdir("report")
-data = os.path.join(d, "data")
-subprocess.run([BENCH, "gen-data", data, "--samples", "2048", "--sequences", "4096"], check=True,
-               stdout=subprocess.DEVNULL)
+data = bench_data(d)
 SMALL = ["--hidden", "256", "--steps", "20"]
 n_case = 0
 

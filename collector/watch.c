@@ -1,0 +1,595 @@
+/* ddpspy watch DIR: a running job followed from its growing trace files (each read on from where
+ * the last look stopped, collector/tracefollow.c), one line every --interval seconds: steps so far,
+ * the step's median over the interval against the run's, the rank the others waited for most and
+ * by how much, and an alarm once a call to peers has been in flight longer than --hang-after
+ * seconds, with the hang verdict's first line (the report's analysis, run once then). It ends when
+ * every rank's file is complete; --exit-on hang ends it with exit 3 on a hang.
+ *
+ * Steps: the report's repeating pattern of the lowest rank's synchronizing calls (pattern.c), found
+ * from its first calls, and each rank's steps by the same pattern from the call every rank numbers
+ * alike (a collective's sequence number); step markers where the program makes them. A rank's
+ * calls are those of its first thread to make a numbered blocking collective (MPI's, NCCL's, a
+ * gloo rank's first helper thread). */
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/format.h"
+#include "analysis_int.h"
+#include "cli.h"
+#include "findings_int.h"
+#include "steps_int.h"
+#include "trace.h"
+
+#define FIRST_MAX 4096  /* calls a rank keeps until its steps' phase is known */
+#define FLIGHT 8        /* calls to peers in flight kept per rank */
+#define INSTS 4096      /* collective instances awaiting their last rank */
+
+struct flight {         /* a call to peers in flight, as its file last said */
+	int tid, kind, op;
+	int32_t comm, seq;
+	uint64_t raw;
+	int64_t t;          /* its start, CLOCK_REALTIME ns */
+};
+
+struct wrank {
+	char *path;
+	struct trace_file f;
+	int rank, tid;      /* tid: the thread followed (-1 not yet) */
+	int markers;        /* its steps are the program's markers */
+	int64_t to_real;    /* its file's CLOCK_REALTIME - CLOCK_MONOTONIC */
+	struct ev *first;   /* its first calls, until its steps' phase is known */
+	size_t nfirst;
+	size_t ncalls;      /* its synchronizing calls so far */
+	int64_t s0;         /* the index of its first step's first call; -1 unknown */
+	int64_t prev_end;   /* its latest call's end (realtime) */
+	int64_t bound;      /* its latest step boundary (realtime), INT64_MIN none */
+	size_t steps;
+	struct flight fl[FLIGHT];
+	int nfl;
+	uint64_t events;
+};
+
+struct pend {           /* a numbered collective instance: each rank's arrival, realtime */
+	int64_t key;        /* 0 free */
+	int n;
+	int64_t *arr;       /* nranks of them, INT64_MIN not yet */
+};
+
+struct watch {
+	const char *dir;
+	struct wrank *r;
+	int n;
+	char **skip;        /* files that are not ranks' */
+	int nskip;
+	/* the step pattern, from the lowest rank's first calls */
+	int have_pat, no_pat;
+	struct pattern pt;
+	/* this interval's step lengths (ms), all the run's */
+	double *iv, *run;
+	size_t niv, civ, nrun, crun;
+	/* lateness: per rank, this interval's instances it was last to and its lateness in all */
+	struct pend *insts;
+	double *late_ms;
+	int *late_n, nlast;
+	uint64_t events;    /* at the last line, */
+	double last_s;      /* made then (seconds since watch began) */
+};
+
+static volatile sig_atomic_t stop_asked;
+static void on_sigint(int s) { (void)s; stop_asked = 1; }
+
+static int64_t now_real(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int push(double **v, size_t *n, size_t *cap, double x)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 256;
+		double *m = realloc(*v, c * sizeof *m);
+		if (!m)
+			return -1;
+		*v = m;
+		*cap = c;
+	}
+	(*v)[(*n)++] = x;
+	return 0;
+}
+
+/* ---- steps ---- */
+
+static void boundary(struct watch *w, struct wrank *r, int64_t t)
+{
+	if (r->bound != INT64_MIN && t > r->bound) {
+		double ms = (double)(t - r->bound) / 1e6;
+		push(&w->iv, &w->niv, &w->civ, ms);
+		push(&w->run, &w->nrun, &w->crun, ms);
+		r->steps++;
+	}
+	r->bound = t;
+}
+
+/* call idx (realtime start t, end e) of rank r once its phase is known: a boundary where a step
+ * begins (after the call before it) */
+static void step_call(struct watch *w, struct wrank *r, size_t idx, int64_t t)
+{
+	if (r->s0 >= 0 && (int64_t)idx >= r->s0 && ((int64_t)idx - r->s0) % (int64_t)w->pt.period == 0)
+		boundary(w, r, idx ? r->prev_end : t);
+}
+
+/* rank r's phase: where its call numbered like the pattern's key is, its first calls replayed */
+static void find_phase(struct watch *w, struct wrank *r)
+{
+	for (size_t i = 0; i < r->nfirst && r->s0 < 0; i++)
+		if (r->first[i].comm == w->pt.key_comm && r->first[i].seq == w->pt.key_seq &&
+		    (int64_t)i >= (int64_t)w->pt.key_delta)
+			r->s0 = (int64_t)(i - w->pt.key_delta);
+	if (r->s0 < 0)
+		return;
+	r->prev_end = INT64_MIN;
+	for (size_t i = 0; i < r->nfirst; i++) {
+		step_call(w, r, i, r->first[i].t);
+		r->prev_end = r->first[i].t + r->first[i].d;
+	}
+	free(r->first);
+	r->first = NULL;
+	r->nfirst = 0;
+}
+
+/* the pattern of the lowest rank's first calls (times already realtime) */
+static void find_pattern(struct watch *w)
+{
+	struct wrank *lo = NULL;
+	for (int i = 0; i < w->n; i++)
+		if (w->r[i].rank >= 0 && !w->r[i].markers && (!lo || w->r[i].rank < lo->rank))
+			lo = &w->r[i];
+	if (!lo || lo->nfirst < 12 || w->have_pat || w->no_pat)
+		return;
+	struct ev **e = malloc(lo->nfirst * sizeof *e);
+	if (!e)
+		return;
+	for (size_t i = 0; i < lo->nfirst; i++)
+		e[i] = &lo->first[i];
+	struct sync s = { e, lo->nfirst };
+	struct pattern pt = { 0 };
+	if (an_find_pattern(&s, &pt) == 0 && pt.period > 0 && pt.nsteps >= 2) {
+		w->pt = pt;
+		w->have_pat = 1;
+	} else if (lo->nfirst == FIRST_MAX) {
+		w->no_pat = 1;
+	}
+	free(e);
+	for (int i = 0; w->have_pat && i < w->n; i++)
+		if (w->r[i].s0 < 0 && !w->r[i].markers)
+			find_phase(w, &w->r[i]);
+}
+
+/* ---- lateness: who each numbered collective waited for ---- */
+
+static void arrive(struct watch *w, struct wrank *r, const struct ev *v, int64_t t)
+{
+	int nr = 0; /* (the files that are ranks': a collective's instance is complete with all of them) */
+	for (int k = 0; k < w->n; k++)
+		nr += w->r[k].rank >= 0;
+	if (!w->insts || nr < 2 || r->rank < 0)
+		return;
+	int64_t key = an_inst_key(v->comm, v->seq);
+	key = key ? key : -1;
+	size_t h = (size_t)an_mix64((uint64_t)key) % INSTS, j = h;
+	while (w->insts[j].key && w->insts[j].key != key && (j = (j + 1) % INSTS) != h)
+		;
+	struct pend *in = &w->insts[j];
+	if (in->key != key) {
+		if (in->key) /* (full: the oldest pending are let go as they are met) */
+			in->n = 0;
+		in->key = key;
+		in->n = 0;
+		if (!in->arr && !(in->arr = malloc((size_t)w->n * sizeof *in->arr)))
+			return;
+		for (int k = 0; k < w->n; k++)
+			in->arr[k] = INT64_MIN;
+	}
+	int me = (int)(r - w->r);
+	if (in->arr[me] == INT64_MIN) {
+		in->arr[me] = t;
+		in->n++;
+	}
+	if (in->n < nr)
+		return;
+	int last = me;
+	for (int k = 0; k < w->n; k++)
+		if (in->arr[k] != INT64_MIN && in->arr[k] > in->arr[last])
+			last = k;
+	int64_t second = INT64_MIN;
+	for (int k = 0; k < w->n; k++)
+		if (k != last && in->arr[k] != INT64_MIN && in->arr[k] > second)
+			second = in->arr[k];
+	/* (how long the last-but-one waited for it: what the job lost to it there) */
+	w->late_ms[last] += (double)(in->arr[last] - second) / 1e6;
+	w->late_n[last]++;
+	w->nlast++;
+	in->key = 0;
+}
+
+/* ---- reading ---- */
+
+struct rd {
+	struct watch *w;
+	struct wrank *r;
+};
+
+static void sync_call(struct watch *w, struct wrank *r, struct ev *v, int marker)
+{
+	if (marker) { /* (the program's own steps: a boundary at each begin) */
+		r->markers = 1;
+		if (v->op)
+			boundary(w, r, v->t);
+		return;
+	}
+	size_t idx = r->ncalls++;
+	/* (a nonblocking collective's post too: the last rank to post is the one the waits wait for) */
+	if (v->seq >= 0 && (an_kind(v->kind)->m & DDPSPY_KM_COLL))
+		arrive(w, r, v, v->t);
+	if (r->markers)
+		return;
+	if (w->have_pat && r->s0 >= 0) {
+		step_call(w, r, idx, v->t);
+	} else if (r->nfirst < FIRST_MAX && (r->first || (r->first = malloc(FIRST_MAX * sizeof *r->first)))) {
+		r->first[r->nfirst++] = *v;
+		if (w->have_pat)
+			find_phase(w, r);
+		else if ((r->nfirst & (r->nfirst - 1)) == 0 || r->nfirst == FIRST_MAX)
+			find_pattern(w); /* (at 16, 32, 64 ... calls: before its early steps are let go) */
+	}
+	r->prev_end = v->t + v->d;
+}
+
+static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e)
+{
+	struct rd *c = ctx;
+	struct wrank *r = c->r;
+	(void)f;
+	r->events++;
+	struct ev v;
+	if (!an_convert(e, &v))
+		return 0;
+	for (int i = 0; i < r->nfl; i++) /* a call in flight that returned */
+		if (r->fl[i].tid == e->tid && r->fl[i].raw == e->raw)
+			r->fl[i--] = r->fl[--r->nfl];
+	int marker = an_category(&v) == DDPSPY_CAT_MARKER;
+	if (r->tid < 0 && (marker || (v.seq >= 0 && (an_kind(v.kind)->m & DDPSPY_KM_COLL))))
+		r->tid = e->tid;
+	if (e->tid != r->tid || (!marker && !an_train_sync(&v)))
+		return 0;
+	v.t += r->to_real;
+	sync_call(c->w, r, &v, marker);
+	return 0;
+}
+
+/* the file's clock and rank, before its events */
+static int on_header(void *ctx, struct trace_file *f)
+{
+	struct wrank *r = ((struct rd *)ctx)->r;
+	r->rank = f->rank;
+	if (f->ncalib)
+		r->to_real = f->calib[0].real_ns - f->calib[0].mono_ns;
+	return 0;
+}
+
+static int on_identity(void *ctx, struct trace_file *f)
+{
+	((struct rd *)ctx)->r->rank = f->rank;
+	return 0;
+}
+
+static int on_gpu(void *ctx, struct trace_file *f, const struct trace_event *e)
+{
+	(void)f, (void)e;
+	((struct rd *)ctx)->r->events++;
+	return 0;
+}
+
+/* a call to its peers in flight (format 2.9), kept until an event of its thread ends it */
+static int on_inflight(void *ctx, struct trace_file *f, const struct trace_inflight *c)
+{
+	struct wrank *r = ((struct rd *)ctx)->r;
+	(void)f;
+	struct ev v;
+	if (!an_convert(&c->ev, &v) || DDPSPY_KM_CAT(an_kind(v.kind)->m) != DDPSPY_CAT_COMMS)
+		return 0;
+	for (int i = 0; i < r->nfl; i++)
+		if (r->fl[i].tid == c->ev.tid && r->fl[i].raw == c->ev.raw)
+			return 0;
+	if (r->nfl < FLIGHT)
+		r->fl[r->nfl++] = (struct flight){ c->ev.tid, v.kind, v.op, v.comm, v.seq, c->ev.raw, v.t + r->to_real };
+	return 0;
+}
+
+static int is_skipped(const struct watch *w, const char *path)
+{
+	for (int i = 0; i < w->nskip; i++)
+		if (!strcmp(w->skip[i], path))
+			return 1;
+	for (int i = 0; i < w->n; i++)
+		if (!strcmp(w->r[i].path, path))
+			return 1;
+	return 0;
+}
+
+static int stop_at_header(void *ctx, struct trace_file *f)
+{
+	(void)ctx, (void)f;
+	return 1;
+}
+
+/* new files under the directory: all but launchers' and workers' followed from their start (a
+ * file may name its rank later, in an identity record) */
+static void scan(struct watch *w)
+{
+	char **list = NULL;
+	int n = trace_list(w->dir, &list);
+	for (int i = 0; i < n; i++) {
+		if (is_skipped(w, list[i]))
+			continue;
+		struct trace_file f;
+		struct trace_visitor hv = { .on_header = stop_at_header };
+		if (trace_open(&f, list[i]) < 0) {
+			trace_close(&f);
+			continue;
+		}
+		trace_read(&f, &hv);
+		int have = f.have_header, other = have && (!strcmp(f.role, "launcher") || !strcmp(f.role, "worker"));
+		trace_close(&f);
+		if (!have) /* (not written yet: looked at again) */
+			continue;
+		char *path = strdup(list[i]);
+		if (other) {
+			char **m = path ? realloc(w->skip, (size_t)(w->nskip + 1) * sizeof *m) : NULL;
+			if (m) {
+				w->skip = m;
+				w->skip[w->nskip++] = path;
+			} else {
+				free(path);
+			}
+			continue;
+		}
+		struct wrank *m = path ? realloc(w->r, (size_t)(w->n + 1) * sizeof *m) : NULL;
+		if (!m) {
+			free(path);
+			continue;
+		}
+		w->r = m;
+		struct wrank *r = &w->r[w->n++];
+		*r = (struct wrank){ .path = path, .rank = -1, .tid = -1, .s0 = -1, .prev_end = INT64_MIN,
+				     .bound = INT64_MIN };
+		if (trace_open(&r->f, path) < 0)
+			r->f.path = NULL; /* (gone since: left out) */
+		/* (the instances' arrival arrays are per file: those pending start again) */
+		for (int k = 0; w->insts && k < INSTS; k++) {
+			free(w->insts[k].arr);
+			w->insts[k] = (struct pend){ 0 };
+		}
+		double *lm = realloc(w->late_ms, (size_t)w->n * sizeof *lm);
+		int *ln = realloc(w->late_n, (size_t)w->n * sizeof *ln);
+		if (lm)
+			w->late_ms = lm, lm[w->n - 1] = 0;
+		if (ln)
+			w->late_n = ln, ln[w->n - 1] = 0;
+	}
+	trace_free_list(list, n);
+}
+
+/* every rank's file read on; 1 when each is complete */
+static int follow(struct watch *w)
+{
+	int done = w->n > 0;
+	for (int i = 0; i < w->n; i++) {
+		struct wrank *r = &w->r[i];
+		struct rd c = { w, r };
+		struct trace_visitor v = { .ctx = &c, .on_header = on_header, .on_identity = on_identity,
+					   .on_event = on_event, .on_gpu = on_gpu, .on_inflight = on_inflight };
+		if (!r->f.path)
+			continue;
+		trace_follow(&r->f, &v);
+		done &= r->f.ended;
+	}
+	return done;
+}
+
+/* ---- the line ---- */
+
+static double median(const double *v, size_t n)
+{
+	double *c = n ? malloc(n * sizeof *c) : NULL;
+	if (!c)
+		return 0;
+	memcpy(c, v, n * sizeof *c);
+	double m = an_quantile_select(c, n, 0.5);
+	free(c);
+	return m;
+}
+
+/* the oldest call to peers in flight of any rank, NULL none; *who its rank */
+static const struct flight *oldest(const struct watch *w, int *who)
+{
+	const struct flight *o = NULL;
+	for (int i = 0; i < w->n; i++)
+		for (int k = 0; k < w->r[i].nfl; k++)
+			if (!o || w->r[i].fl[k].t < o->t) {
+				o = &w->r[i].fl[k];
+				*who = w->r[i].rank;
+			}
+	return o;
+}
+
+/* the report's hang verdict on the directory now: its finding's title, or why there is none */
+static void verdict(const char *dir, char *out, size_t n)
+{
+	struct analysis a;
+	char err[256];
+	char *dirs[1] = { (char *)dir };
+	struct report_options o = { .skip = 2 };
+	snprintf(out, n, "the report finds no hang yet (a call must wait 10 times its rank's longest before)");
+	if (analysis_run(&a, dirs, 1, &o, err, sizeof err) == 0) {
+		an_words(&a);
+		for (int i = 0; i < a.nfindings; i++)
+			if (!strcmp(a.findings[i].kind, "hang"))
+				snprintf(out, n, "%s", a.findings[i].title);
+	} else {
+		snprintf(out, n, "no report: %s", err);
+	}
+	analysis_free(&a);
+}
+
+static void clock_now(char *buf, size_t n)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+	localtime_r(&t, &tm);
+	strftime(buf, n, "%H:%M:%S", &tm);
+}
+
+/* the interval's line; 1 when a hang alarm was raised */
+static int line(struct watch *w, double since_s, double hang_after, int *alarmed)
+{
+	char hm[16], slow[160] = "slowest: -", run[48] = "";
+	clock_now(hm, sizeof hm);
+	size_t steps = SIZE_MAX;
+	uint64_t ev = 0;
+	int nr = 0;
+	for (int i = 0; i < w->n; i++) {
+		if (w->r[i].rank >= 0)
+			steps = w->r[i].steps < steps ? w->r[i].steps : steps, nr++;
+		ev += w->r[i].events;
+	}
+	int L = -1;
+	for (int i = 0; i < w->n && w->late_ms && w->late_n; i++)
+		if (w->late_n[i] && (L < 0 || w->late_ms[i] > w->late_ms[L]))
+			L = i;
+	if (L >= 0)
+		snprintf(slow, sizeof slow, "slowest: rank %d, last to %.0f%% of %d collectives, %.1f ms late each",
+			 w->r[L].rank, 100.0 * w->late_n[L] / (w->nlast ? w->nlast : 1), w->nlast,
+			 w->late_ms[L] / w->late_n[L]);
+	if (w->nrun)
+		snprintf(run, sizeof run, " (run %.1f ms)", median(w->run, w->nrun));
+	char p50[64] = "step p50 -";
+	if (w->niv)
+		snprintf(p50, sizeof p50, "step p50 %.1f ms", median(w->iv, w->niv));
+	printf("%s %5.0f s  %d ranks  steps %zu  %s%s  %s  %.0f events/s\n", hm, since_s, nr,
+	       steps != SIZE_MAX ? steps : 0, p50, run, slow,
+	       since_s > w->last_s ? (double)(ev - w->events) / (since_s - w->last_s) : 0);
+	w->events = ev;
+	w->last_s = since_s;
+	w->niv = 0;
+	w->nlast = 0;
+	for (int i = 0; i < w->n && w->late_ms && w->late_n; i++)
+		w->late_ms[i] = 0, w->late_n[i] = 0;
+	int who = -1;
+	const struct flight *o = oldest(w, &who);
+	double age = o ? (double)(now_real() - o->t) / 1e9 : 0;
+	if (!o || age < hang_after || *alarmed)
+		return *alarmed;
+	char v[600];
+	verdict(w->dir, v, sizeof v);
+	const char *k = ddpspy_name(ddpspy_event_names, DDPSPY_EV_COUNT, o->kind);
+	printf("%s HANG: rank %d has waited %.0f s in %s%s%s", hm, who, age, k ? k : "a call",
+	       o->op >= 0 ? " " : "", o->op >= 0 ? an_op_name(o->op) : "");
+	if (o->seq >= 0)
+		printf(" #%d", o->seq);
+	printf("; %s\n", v);
+	*alarmed = 1;
+	return 1;
+}
+
+static void usage(FILE *to)
+{
+	fprintf(to, "usage: ddpspy watch DIR [--interval S] [--hang-after S] [--exit-on hang]\n"
+		    "  follows a running job's trace files in DIR (ddpspy run -o DIR, or DDPSPY_OUT)\n"
+		    "  and prints a line every S seconds (default 10): steps so far, the step's median\n"
+		    "  over the interval and the run, the rank the others waited for most; a hang alarm\n"
+		    "  once a call to peers has waited --hang-after seconds (default 60). It ends when\n"
+		    "  every rank's file is complete; --exit-on hang ends it with exit 3 on a hang.\n");
+}
+
+static void watch_free(struct watch *w)
+{
+	for (int i = 0; i < w->n; i++) {
+		if (w->r[i].f.path)
+			trace_close(&w->r[i].f);
+		free(w->r[i].path);
+		free(w->r[i].first);
+	}
+	free(w->r);
+	for (int i = 0; i < w->nskip; i++)
+		free(w->skip[i]);
+	free(w->skip);
+	for (int k = 0; w->insts && k < INSTS; k++)
+		free(w->insts[k].arr);
+	free(w->insts);
+	free(w->iv);
+	free(w->run);
+	free(w->late_ms);
+	free(w->late_n);
+}
+
+int cmd_watch(int argc, char **argv)
+{
+	double interval = 10, hang_after = 60;
+	const char *exit_on = NULL;
+	char **pos = calloc((size_t)argc + 1, sizeof *pos);
+	int npos = 0;
+	if (!pos)
+		return 2;
+	const struct cli_opt opts[] = {
+		{ "--interval", NULL, CLI_DOUBLE, &interval, 0.1, 86400, "seconds, 0.1 to 86400", 0 },
+		{ "--hang-after", NULL, CLI_DOUBLE, &hang_after, 0.1, 1e7, "seconds, 0.1 or more", 0 },
+		{ "--exit-on", NULL, CLI_STR, &exit_on, 0, 0, NULL, 0 },
+		{ NULL, NULL, CLI_FLAG, NULL, 0, 0, NULL, 0 },
+	};
+	const struct cli cl = { "watch", opts, usage, 0 };
+	int got = cli_parse(&cl, argc, argv, pos, &npos);
+	if (got || npos != 1 || (exit_on && strcmp(exit_on, "hang"))) {
+		if (!got)
+			fprintf(stderr, "ddpspy watch: %s\n", npos != 1 ? "needs one directory" :
+				"--exit-on knows one event: hang");
+		if (!got)
+			usage(stderr);
+		free(pos);
+		return got > 0 ? 0 : 2;
+	}
+	struct watch w = { .dir = pos[0], .insts = calloc(INSTS, sizeof(struct pend)) };
+	signal(SIGINT, on_sigint);
+	signal(SIGTERM, on_sigint);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	int64_t start = now_real(), next = start + (int64_t)(interval * 1e9);
+	int alarmed = 0, rc = 0, done = 0;
+	while (!stop_asked && !done) {
+		scan(&w);
+		done = follow(&w);
+		int64_t now = now_real();
+		if (now >= next || done) {
+			line(&w, (double)(now - start) / 1e9, hang_after, &alarmed);
+			next += (int64_t)(interval * 1e9);
+			if (alarmed && exit_on) {
+				rc = 3;
+				break;
+			}
+		}
+		if (!done)
+			usleep(100000); /* (a look every 0.1 s: a writer flushes about that often) */
+	}
+	if (done)
+		printf("watch: every file is complete (%d followed)\n", w.n);
+	watch_free(&w);
+	free(pos);
+	return rc;
+}

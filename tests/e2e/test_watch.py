@@ -1,0 +1,107 @@
+"""`ddpspy watch`: a running job followed from its growing trace files. The testbed with a straggler
+that starts half-way (--straggler-from) must be named within two intervals of its first delay (the
+delay's time from the trace itself); a hung job (build/testapps/hang_mpi: rank 1 blocked in a read
+of a FIFO) raises the hang alarm with the report's verdict, and --exit-on hang exits 3; watch ends
+by itself once every file is complete; bad usage exits 2."""
+import os
+import shutil
+import signal
+import subprocess
+import time
+from lib import *
+
+HANG = os.path.join(BUILD, "testapps", "hang_mpi")
+if not shutil.which("mpirun") or not os.path.exists(BENCH) or not os.path.exists(HANG):
+    skip("ddpspy watch", "mpirun, build/ddpbench or build/testapps/hang_mpi missing (Open MPI not installed)")
+    done()
+
+d = tmpdir("watch")
+data = bench_data(d)
+
+for argv, what in (([], "no directory"), ([d, d], "two directories"), ([d, "--exit-on", "straggler"], "--exit-on straggler"),
+                   ([d, "--interval", "0"], "--interval 0")):
+    p = subprocess.run([DDPSPY, "watch"] + argv, capture_output=True, text=True, timeout=30)
+    ok(p.returncode == 2 and ("usage: ddpspy watch" in p.stderr or "--interval needs" in p.stderr),
+       "watch with %s: exit 2, saying why: %s" % (what, p.stderr.splitlines()[:1]))
+
+
+def watched(out, job, watch_args, timeout=120):
+    """job (argv) under ddpspy run -o out, watched; [(seconds since the job began, line)] and watch's
+    exit status; the job's process group is killed after watch ends"""
+    t0 = time.time()
+    jp = subprocess.Popen([DDPSPY, "run", "-o", out, "--"] + job, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          start_new_session=True)
+    wp = subprocess.Popen([DDPSPY, "watch", out] + watch_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    deadline = t0 + timeout
+    for line in wp.stdout:
+        lines.append((time.time() - t0, line.rstrip("\n")))
+        if time.time() > deadline:
+            wp.kill()
+            break
+    rc = wp.wait(timeout=30)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(jp.pid, sig)
+            jp.wait(timeout=10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+    # (ranks outliving their launcher: killed by the pid their file's name gives; the traces are judged
+    # once they are still)
+    for f in os.listdir(out):
+        try:
+            pid = int(f.rsplit("-", 1)[1].split(".")[0])
+            with open("/proc/%d/cmdline" % pid, "rb") as fh:  # (still the job's: not a pid reused since)
+                cmd = fh.read()
+            if any(os.path.basename(a).encode() in cmd for a in (HANG, BENCH)):
+                os.kill(pid, signal.SIGKILL)
+        except (ValueError, IndexError, OSError):
+            pass
+    sizes, still, until = None, 0, time.time() + 30
+    while still < 3 and time.time() < until:
+        now = sorted((f, os.path.getsize(os.path.join(out, f))) for f in os.listdir(out))
+        still = still + 1 if now == sizes else 0
+        sizes = now
+        time.sleep(0.5)
+    return lines, rc, t0
+
+
+# ---- a straggler from half-way: named within two intervals of its first delay ----
+def straggler(k):
+    out = os.path.join(d, "straggler%d" % k)
+    shutil.rmtree(out, ignore_errors=True)
+    job = MPIRUN + ["-np", "2", BENCH, "train", "--data", data, "--hidden", "128", "--steps", "300",
+                    "--straggler-rank", "1", "--straggler-ms", "30", "--straggler-from", "150"]
+    lines, rc, t0 = watched(out, job, ["--interval", "1"])
+    recs, _, _ = dump(out)
+    procs = who(recs)
+    starts = {r["pid"]: r["start_real_ns"] - r["start_mono_ns"] for r in of(recs, "process")}
+    sleeps = sorted(e["t_ns"] + starts[e["pid"]] for e in events(recs, "sleep")
+                    if procs.get(e["pid"], {}).get("rank") == 1 and e["req_ns"] == 30000000)
+    if not sleeps:
+        return [(False, "the straggler's delays are in the trace (%d lines of watch)" % len(lines))]
+    began = sleeps[0] / 1e9 - t0  # (the first delay, on the test's clock: seconds since the job began)
+    named = [s for s, l in lines if "slowest: rank 1," in l and s >= began]
+    return [(rc == 0 and lines and "every file is complete" in lines[-1][1],
+             "watch ends by itself once the job's files are complete: rc %d, %s" % (rc, lines[-1:] )),
+            (named and named[0] - began <= 2 + 0.5,
+             "a straggler from step 150 (its first delay %.1f s into the job) named %.1f s after it, within two "
+             "1-s intervals (and a little for the line's writing): %s" % (began, (named[0] - began) if named else -1,
+                                                                         [l for s, l in lines if s >= began][:3]))]
+
+
+live("straggler", straggler)
+
+# ---- a hang: the alarm with the report's verdict, and --exit-on hang ----
+fifo = os.path.join(d, "input.fifo")
+os.mkfifo(fifo)
+out = os.path.join(d, "hang")
+lines, rc, t0 = watched(out, MPIRUN + ["-np", "2", HANG, "fifo", "150", fifo],
+                        ["--interval", "1", "--hang-after", "3", "--exit-on", "hang"], timeout=60)
+alarm = [l for s, l in lines if " HANG: " in l]
+ok(rc == 3 and alarm and "HANG: rank 0 has waited" in alarm[0] and "mpi_coll allreduce #150" in alarm[0] and
+   "the job hung: rank 1 never reached allreduce #150" in alarm[0] and "read of %s (pipe)" % fifo in alarm[0],
+   "a hung job: the alarm names the collective and the report's verdict; --exit-on hang exits 3: rc %d, %s"
+   % (rc, alarm[:1] or lines[-2:]))
+cleanup(d)
+done()
