@@ -10,6 +10,7 @@
  * alike (a collective's sequence number); step markers where the program makes them. A rank's
  * calls are those of its first thread to make a numbered blocking collective (MPI's, NCCL's, a
  * gloo rank's first helper thread). */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
@@ -18,11 +19,18 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include "../common/format.h"
 #include "analysis_int.h"
+#include "base.h"
 #include "cli.h"
 #include "findings_int.h"
+#include "prom.h"
 #include "steps_int.h"
 #include "trace.h"
 
@@ -53,7 +61,17 @@ struct wrank {
 	struct flight fl[FLIGHT];
 	int nfl;
 	uint64_t events;
+	/* for --prometheus: its steps' lengths by bucket and their sum, the others' waits for it, the
+	 * followed thread's time in calls by category (all since watch began), and that time and the
+	 * span at the last line (the interval's shares) */
+	uint64_t hist[16];
+	double step_s, late_s;
+	double cat_ns[CAT_COUNT], cat_last[CAT_COUNT], share[CAT_COUNT];
 };
+
+/* the step histogram's upper bounds, seconds (+Inf after them) */
+static const double BUCKETS[] = { 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30 };
+#define NBUCKETS (sizeof BUCKETS / sizeof *BUCKETS)
 
 struct pend {           /* a numbered collective instance: each rank's arrival, realtime */
 	int64_t key;        /* 0 free */
@@ -79,6 +97,9 @@ struct watch {
 	int *late_n, nlast;
 	uint64_t events;    /* at the last line, */
 	double last_s;      /* made then (seconds since watch began) */
+	/* the last line's judgement, for --prometheus: the late rank's waits over the interval, a hang */
+	double straggler;
+	int hang;
 };
 
 static volatile sig_atomic_t stop_asked;
@@ -93,14 +114,10 @@ static int64_t now_real(void)
 
 static int push(double **v, size_t *n, size_t *cap, double x)
 {
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 256;
-		double *m = realloc(*v, c * sizeof *m);
-		if (!m)
-			return -1;
-		*v = m;
-		*cap = c;
-	}
+	double *m = room_for(*v, *n, cap, sizeof *m, 256);
+	if (!m)
+		return -1;
+	*v = m;
 	(*v)[(*n)++] = x;
 	return 0;
 }
@@ -114,6 +131,11 @@ static void boundary(struct watch *w, struct wrank *r, int64_t t)
 		push(&w->iv, &w->niv, &w->civ, ms);
 		push(&w->run, &w->nrun, &w->crun, ms);
 		r->steps++;
+		size_t b = 0;
+		while (b < NBUCKETS && ms / 1e3 > BUCKETS[b])
+			b++;
+		r->hist[b]++;
+		r->step_s += ms / 1e3;
 	}
 	r->bound = t;
 }
@@ -215,6 +237,7 @@ static void arrive(struct watch *w, struct wrank *r, const struct ev *v, int64_t
 			second = in->arr[k];
 	/* (how long the last-but-one waited for it: what the job lost to it there) */
 	w->late_ms[last] += (double)(in->arr[last] - second) / 1e6;
+	w->r[last].late_s += (double)(in->arr[last] - second) / 1e9;
 	w->late_n[last]++;
 	w->nlast++;
 	in->key = 0;
@@ -265,9 +288,11 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	for (int i = 0; i < r->nfl; i++) /* a call in flight that returned */
 		if (r->fl[i].tid == e->tid && r->fl[i].raw == e->raw)
 			r->fl[i--] = r->fl[--r->nfl];
-	int marker = an_category(&v) == DDPSPY_CAT_MARKER;
+	int marker = an_category(&v) == DDPSPY_CAT_MARKER, cat = an_category(&v);
 	if (r->tid < 0 && (marker || (v.seq >= 0 && (an_kind(v.kind)->m & DDPSPY_KM_COLL))))
 		r->tid = e->tid;
+	if (e->tid == r->tid && cat >= 0 && cat < CAT_COUNT)
+		r->cat_ns[cat] += (double)v.d;
 	if (e->tid != r->tid || (!marker && !an_train_sync(&v)))
 		return 0;
 	v.t += r->to_real;
@@ -487,6 +512,18 @@ static int line(struct watch *w, double since_s, double hang_after, int *alarmed
 	printf("%s %5.0f s  %d ranks  steps %zu  %s%s  %s  %.0f events/s\n", hm, since_s, nr,
 	       steps != SIZE_MAX ? steps : 0, p50, run, slow,
 	       since_s > w->last_s ? (double)(ev - w->events) / (since_s - w->last_s) : 0);
+	double span_ns = (since_s - w->last_s) * 1e9;
+	for (int i = 0; i < w->n; i++) { /* (each rank's shares of the interval, for --prometheus) */
+		struct wrank *r = &w->r[i];
+		double busy = 0;
+		for (int c = 0; c < CAT_COUNT; c++) {
+			r->share[c] = span_ns > 0 ? fmin(1, (r->cat_ns[c] - r->cat_last[c]) / span_ns) : 0;
+			r->cat_last[c] = r->cat_ns[c];
+			busy += c == CAT_COMPUTE ? 0 : r->share[c];
+		}
+		r->share[CAT_COMPUTE] = fmax(0, 1 - busy); /* (compute: what its calls leave) */
+	}
+	w->straggler = L >= 0 && span_ns > 0 ? fmin(1, w->late_ms[L] * 1e6 / span_ns) : 0;
 	w->events = ev;
 	w->last_s = since_s;
 	w->niv = 0;
@@ -507,17 +544,145 @@ static int line(struct watch *w, double since_s, double hang_after, int *alarmed
 		printf(" #%d", o->seq);
 	printf("; %s\n", v);
 	*alarmed = 1;
+	w->hang = 1;
 	return 1;
+}
+
+/* ---- --prometheus: the metrics of the job as watched now ---- */
+
+static void rank_labels(const struct wrank *r, char *rank, size_t n, const char **l)
+{
+	snprintf(rank, n, "%d", r->rank);
+	l[0] = "rank", l[1] = rank, l[2] = "host", l[3] = r->f.host;
+}
+
+/* a family of one value per rank: what 0, the others' waits for it; 1, its events dropped; 2, how
+ * long its oldest call to peers has been in flight */
+static void per_rank(const struct watch *w, struct prom *p, const char *name, const char *type, const char *help,
+		     int what)
+{
+	char rk[16];
+	const char *l[4];
+	double now = (double)now_real();
+	prom_family(p, name, type, help);
+	for (int i = 0; i < w->n; i++) {
+		const struct wrank *r = &w->r[i];
+		double v = what == 0 ? r->late_s : what == 1 ? (double)r->f.dropped : 0;
+		for (int k = 0; what == 2 && k < r->nfl; k++)
+			v = fmax(v, (now - (double)r->fl[k].t) / 1e9);
+		if (r->rank < 0)
+			continue;
+		rank_labels(r, rk, sizeof rk, l);
+		prom_sample(p, name, l, 2, v);
+	}
+}
+
+static void metrics(const struct watch *w, struct prom *p)
+{
+	char rk[16], le[32];
+	const char *l[8];
+	prom_family(p, "ddpspy_step_seconds", "histogram", "Each rank's step time, since ddpspy watch began.");
+	for (int i = 0; i < w->n; i++) {
+		const struct wrank *r = &w->r[i];
+		if (r->rank < 0)
+			continue;
+		rank_labels(r, rk, sizeof rk, l);
+		uint64_t cum = 0;
+		for (size_t b = 0; b <= NBUCKETS; b++) {
+			cum += r->hist[b];
+			if (b < NBUCKETS)
+				snprintf(le, sizeof le, "%g", BUCKETS[b]);
+			l[4] = "le", l[5] = b < NBUCKETS ? le : "+Inf";
+			prom_sample(p, "ddpspy_step_seconds_bucket", l, 3, (double)cum);
+		}
+		prom_sample(p, "ddpspy_step_seconds_sum", l, 2, r->step_s);
+		prom_sample(p, "ddpspy_step_seconds_count", l, 2, (double)cum);
+	}
+	per_rank(w, p, "ddpspy_late_seconds_total", "counter",
+		 "Time the rank's peers waited for it: it was the last to a collective, by this much after the next-last.", 0);
+	prom_family(p, "ddpspy_time_ratio", "gauge",
+		    "The share of the last interval the rank's followed thread spent by category (compute: outside its calls).");
+	for (int i = 0; i < w->n; i++)
+		for (int c = 0; c < CAT_COUNT && w->r[i].rank >= 0; c++) {
+			rank_labels(&w->r[i], rk, sizeof rk, l);
+			l[4] = "category", l[5] = ddpspy_category_names[c];
+			prom_sample(p, "ddpspy_time_ratio", l, 3, w->r[i].share[c]);
+		}
+	per_rank(w, p, "ddpspy_events_dropped_total", "counter", "Events the rank's process could not record (full rings).", 1);
+	per_rank(w, p, "ddpspy_inflight_seconds", "gauge",
+		 "How long the rank's oldest call to its peers has been in flight (0: none).", 2);
+	prom_family(p, "ddpspy_finding_severity", "gauge",
+		    "Severity of what ddpspy watch judges, over the last interval: straggler (its peers' waits for the rank "
+		    "they waited for most, over the interval) and hang (1 once raised).");
+	l[0] = "kind", l[1] = "straggler";
+	prom_sample(p, "ddpspy_finding_severity", l, 1, w->straggler);
+	l[1] = "hang";
+	prom_sample(p, "ddpspy_finding_severity", l, 1, w->hang);
+	prom_family(p, "ddpspy_hang", "gauge", "1 once a call to peers has been in flight longer than --hang-after.");
+	prom_sample(p, "ddpspy_hang", NULL, 0, w->hang);
+	prom_family(p, "ddpspy_watch_events_total", "counter", "Events ddpspy watch has read.");
+	uint64_t ev = 0;
+	for (int i = 0; i < w->n; i++)
+		ev += w->r[i].events;
+	prom_sample(p, "ddpspy_watch_events_total", NULL, 0, (double)ev);
+}
+
+/* [HOST:]PORT listened on (no HOST: every address), non-blocking; -1 with a message */
+static int listen_on(const char *spec)
+{
+	char host[256] = "0.0.0.0";
+	const char *colon = strrchr(spec, ':'), *port = colon ? colon + 1 : spec;
+	if (colon && (size_t)(colon - spec) < sizeof host) {
+		memcpy(host, spec, (size_t)(colon - spec));
+		host[colon - spec] = 0;
+	}
+	char *end;
+	long pn = strtol(port, &end, 10);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)pn) };
+	if (!*port || *end || pn < 1 || pn > 65535 || inet_pton(AF_INET, host, &a.sin_addr) != 1) {
+		fprintf(stderr, "ddpspy watch: --prometheus needs [HOST:]PORT (an IPv4 address, a port 1-65535), not '%s'\n",
+			spec);
+		return -1;
+	}
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+	    bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 16) < 0) {
+		fprintf(stderr, "ddpspy watch: cannot listen on %s: %s\n", spec, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* a wait of at most ms, answering scrapes meanwhile */
+static void wait_serving(const struct watch *w, int lfd, int ms)
+{
+	struct pollfd pf = { lfd, POLLIN, 0 };
+	if (lfd < 0) {
+		usleep((useconds_t)ms * 1000);
+		return;
+	}
+	if (poll(&pf, 1, ms) <= 0)
+		return;
+	int c;
+	while ((c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+		struct prom p = { 0 };
+		metrics(w, &p);
+		prom_serve(c, p.failed ? "" : p.buf, p.failed ? 0 : p.n);
+		prom_free(&p);
+	}
 }
 
 static void usage(FILE *to)
 {
-	fprintf(to, "usage: ddpspy watch DIR [--interval S] [--hang-after S] [--exit-on hang]\n"
+	fprintf(to, "usage: ddpspy watch DIR [--interval S] [--hang-after S] [--exit-on hang] [--prometheus [HOST:]PORT]\n"
 		    "  follows a running job's trace files in DIR (ddpspy run -o DIR, or DDPSPY_OUT)\n"
 		    "  and prints a line every S seconds (default 10): steps so far, the step's median\n"
 		    "  over the interval and the run, the rank the others waited for most; a hang alarm\n"
 		    "  once a call to peers has waited --hang-after seconds (default 60). It ends when\n"
-		    "  every rank's file is complete; --exit-on hang ends it with exit 3 on a hang.\n");
+		    "  every rank's file is complete; --exit-on hang ends it with exit 3 on a hang.\n"
+		    "  --prometheus serves the metrics at http://HOST:PORT/metrics (no HOST: every address).\n");
 }
 
 static void watch_free(struct watch *w)
@@ -544,7 +709,7 @@ static void watch_free(struct watch *w)
 int cmd_watch(int argc, char **argv)
 {
 	double interval = 10, hang_after = 60;
-	const char *exit_on = NULL;
+	const char *exit_on = NULL, *prom_at = NULL;
 	char **pos = calloc((size_t)argc + 1, sizeof *pos);
 	int npos = 0;
 	if (!pos)
@@ -553,6 +718,7 @@ int cmd_watch(int argc, char **argv)
 		{ "--interval", NULL, CLI_DOUBLE, &interval, 0.1, 86400, "seconds, 0.1 to 86400", 0 },
 		{ "--hang-after", NULL, CLI_DOUBLE, &hang_after, 0.1, 1e7, "seconds, 0.1 or more", 0 },
 		{ "--exit-on", NULL, CLI_STR, &exit_on, 0, 0, NULL, 0 },
+		{ "--prometheus", NULL, CLI_STR, &prom_at, 0, 0, NULL, 0 },
 		{ NULL, NULL, CLI_FLAG, NULL, 0, 0, NULL, 0 },
 	};
 	const struct cli cl = { "watch", opts, usage, 0 };
@@ -565,6 +731,11 @@ int cmd_watch(int argc, char **argv)
 			usage(stderr);
 		free(pos);
 		return got > 0 ? 0 : 2;
+	}
+	int lfd = prom_at ? listen_on(prom_at) : -1;
+	if (prom_at && lfd < 0) {
+		free(pos);
+		return 2;
 	}
 	struct watch w = { .dir = pos[0], .insts = calloc(INSTS, sizeof(struct pend)) };
 	signal(SIGINT, on_sigint);
@@ -585,8 +756,10 @@ int cmd_watch(int argc, char **argv)
 			}
 		}
 		if (!done)
-			usleep(100000); /* (a look every 0.1 s: a writer flushes about that often) */
+			wait_serving(&w, lfd, 100); /* (a look every 0.1 s: a writer flushes about that often) */
 	}
+	if (lfd >= 0)
+		close(lfd);
 	if (done)
 		printf("watch: every file is complete (%d followed)\n", w.n);
 	watch_free(&w);

@@ -2,12 +2,18 @@
 that starts half-way (--straggler-from) must be named within two intervals of its first delay (the
 delay's time from the trace itself); a hung job (build/testapps/hang_mpi: rank 1 blocked in a read
 of a FIFO) raises the hang alarm with the report's verdict, and --exit-on hang exits 3; watch ends
-by itself once every file is complete; bad usage exits 2."""
+by itself once every file is complete; bad usage exits 2. With --prometheus, a real Prometheus server
+(Debian's package) scrapes it every second during a testbed run, and its query API returns every
+rank's step-time and lateness series; promtool checks the exposition."""
+import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
+import urllib.parse
+import urllib.request
 from lib import *
 
 HANG = os.path.join(BUILD, "testapps", "hang_mpi")
@@ -91,6 +97,84 @@ def straggler(k):
 
 
 live("straggler", straggler)
+
+# ---- --prometheus: scraped by a real Prometheus server (Debian's), the series read back through its
+# query API; the exposition checked by its promtool ----
+def free_port():
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        return so.getsockname()[1]
+
+
+def get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.read().decode()
+
+
+def series(api, q):
+    """each rank's value of query q, from Prometheus' query API"""
+    st, body = get(api + "/api/v1/query?" + urllib.parse.urlencode({"query": q}))
+    return {r["metric"].get("rank"): float(r["value"][1]) for r in json.loads(body)["data"]["result"]}
+
+
+def scraped(api, wport):
+    """a testbed run (rank 1 10 ms late a step) watched with --prometheus: the /metrics text once both
+    ranks had steps, and its checks"""
+    out = os.path.join(d, "prom")
+    job = MPIRUN + ["-np", "2", BENCH, "train", "--data", data, "--hidden", "128", "--steps", "600",
+                    "--straggler-rank", "1", "--straggler-ms", "10"]
+    jp = subprocess.Popen([DDPSPY, "run", "-o", out, "--"] + job, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wp = subprocess.Popen([DDPSPY, "watch", out, "--interval", "1", "--prometheus", "127.0.0.1:%d" % wport],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    text = ""
+    for _ in range(100):  # (a scrape of our own, once both ranks have steps)
+        time.sleep(0.2)
+        try:
+            text = get("http://127.0.0.1:%d/metrics" % wport)[1]
+        except OSError:
+            continue
+        if text.count("ddpspy_step_seconds_count{") >= 2:
+            break
+    jp.wait(timeout=120)
+    wp.wait(timeout=60)
+    time.sleep(1)
+    return text
+
+
+PROM = shutil.which("prometheus")
+if PROM:
+    wport, pport = free_port(), free_port()
+    cfg = os.path.join(d, "prometheus.yml")
+    with open(cfg, "w") as fh:
+        fh.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: ddpspy\n"
+                 "    static_configs:\n      - targets: ['127.0.0.1:%d']\n" % wport)
+    pp = subprocess.Popen([PROM, "--config.file=" + cfg, "--storage.tsdb.path=" + os.path.join(d, "tsdb"),
+                           "--web.listen-address=127.0.0.1:%d" % pport], stdout=subprocess.DEVNULL,
+                          stderr=open(os.path.join(d, "prometheus.log"), "w"))
+    api = "http://127.0.0.1:%d" % pport
+    for _ in range(100):  # (ready in a second or two)
+        try:
+            if get(api + "/-/ready")[0] == 200:
+                break
+        except OSError:
+            time.sleep(0.2)
+    text = scraped(api, wport)
+    lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True) \
+        if shutil.which("promtool") else None
+    fams = [l.split()[2] for l in text.splitlines() if l.startswith("# TYPE ")]
+    ok(len(fams) >= 8 and len(set(fams)) == len(fams) == text.count("# HELP ") and (lint is None or lint.returncode == 0),
+       "/metrics: one HELP and TYPE per family (%d), promtool check metrics passes: %s"
+       % (len(fams), lint and (lint.stdout + lint.stderr).strip()))
+    steps = series(api, "max_over_time(ddpspy_step_seconds_count[5m])")
+    late = series(api, "max_over_time(ddpspy_late_seconds_total[5m])")
+    ok(set(steps) == {"0", "1"} and min(steps.values()) >= 100,
+       "Prometheus scraped each rank's step time (its histogram's count over the run): %s" % steps)
+    ok(set(late) == {"0", "1"} and late["1"] > late["0"] and late["1"] > 1,
+       "and each rank's lateness, rank 1's (10 ms a step, over 5 s in all) the most: %s" % late)
+    pp.terminate()
+    pp.wait(timeout=30)
+else:
+    skip("ddpspy watch --prometheus", "Debian's prometheus is not installed (.ci/deps --prometheus)")
 
 # ---- a hang: the alarm with the report's verdict, and --exit-on hang ----
 fifo = os.path.join(d, "input.fifo")
