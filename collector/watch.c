@@ -250,6 +250,15 @@ struct rd {
 	struct wrank *r;
 };
 
+/* r is the lowest rank followed: the one whose calls give the steps' pattern */
+static int lowest(const struct watch *w, const struct wrank *r)
+{
+	for (int i = 0; i < w->n; i++)
+		if (w->r[i].rank >= 0 && w->r[i].rank < r->rank)
+			return 0;
+	return r->rank >= 0;
+}
+
 static void sync_call(struct watch *w, struct wrank *r, struct ev *v, int marker)
 {
 	if (marker) { /* (the program's own steps: a boundary at each begin) */
@@ -268,10 +277,10 @@ static void sync_call(struct watch *w, struct wrank *r, struct ev *v, int marker
 		step_call(w, r, idx, v->t);
 	} else if (r->nfirst < FIRST_MAX && (r->first || (r->first = malloc(FIRST_MAX * sizeof *r->first)))) {
 		r->first[r->nfirst++] = *v;
-		if (w->have_pat)
-			find_phase(w, r);
-		else if ((r->nfirst & (r->nfirst - 1)) == 0 || r->nfirst == FIRST_MAX)
-			find_pattern(w); /* (at 16, 32, 64 ... calls: before its early steps are let go) */
+		if (w->have_pat && v->comm == w->pt.key_comm && v->seq == w->pt.key_seq)
+			find_phase(w, r); /* (the call every rank numbers alike: its phase) */
+		else if (!w->have_pat && ((r->nfirst & (r->nfirst - 1)) == 0 || r->nfirst == FIRST_MAX) && lowest(w, r))
+			find_pattern(w); /* (at 16, 32, 64 ... of its calls: before its early steps are let go) */
 	}
 	r->prev_end = v->t + v->d;
 }
