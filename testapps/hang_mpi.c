@@ -1,7 +1,9 @@
 /* An MPI job that hangs, on purpose, for the hang verdict's tests. Every rank runs STEPS steps of
- * about 1 ms of work and a 4 KiB MPI_Allreduce, then, by mode:
+ * about 1 ms of work, a 4 KiB MPI_Allreduce (the gradients) and a 4-byte one (the loss): two calls
+ * unlike each other, so that the steps' pattern is plain whatever the gaps between calls (calls that
+ * all look alike leave the steps to their gaps, which a busy machine blurs), then, by mode:
  *   fifo PATH  rank 1 opens the FIFO PATH and blocks in read() (nobody writes it); the others
- *              wait in the next all-reduce
+ *              wait in the next all-reduce (#2 x STEPS)
  *   spin       rank 1 computes forever, in no call; the others wait in the next all-reduce
  *   stop       rank 1 stops itself (SIGSTOP: frozen, its file ends there); the others wait in the
  *              next all-reduce
@@ -43,10 +45,12 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	static float in[1024], out[1024];
+	float loss = 1, sum;
 	double x = rank;
 	for (int s = 0; s < steps; s++) {
 		x = work(x);
 		MPI_Allreduce(in, out, 1024, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+		MPI_Allreduce(&loss, &sum, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 	}
 	if (rank == 0) {
 		printf("hanging\n");

@@ -87,18 +87,18 @@ for when, j in (("while it hangs", during), ("after it was killed", after)):
     ranks = by_rank(f)
     ok(f is not None and f["rank"] == 1 and f["severity"] == 1 and j["findings"][0] is f,
        "FIFO, %s: the first finding is a hang naming rank 1: %s" % (when, f and f["title"]))
-    ok(f is not None and f["evidence"]["collective"] == {"kind": "mpi_coll", "comm": 0, "seq": 150, "op": "allreduce"}
+    ok(f is not None and f["evidence"]["collective"] == {"kind": "mpi_coll", "comm": 0, "seq": 300, "op": "allreduce"}
        and f["evidence"]["missing"] == 1 and f["evidence"]["waiting"] == 1,
-       "FIFO, %s: the collective is all-reduce #150 on MPI's world, 1 rank in it, 1 missing: %s"
+       "FIFO, %s: the collective is all-reduce #300 (step 150's first) on MPI's world, 1 rank in it, 1 missing: %s"
        % (when, f and f["evidence"]["collective"]))
     r1, r0 = ranks.get(1, {}), ranks.get(0, {})
     ok(r1.get("state") == "missing" and "read of %s (pipe)" % fifo in (r1.get("call") or "") and
-       "hang_mpi+0x" in (r1.get("call") or "") and r1.get("last_completed") == 149 and HANG_S - 1 < r1["for_s"] < 60,
-       "FIFO, %s: rank 1 is missing, in a read of the FIFO (a pipe) at its call site, for %s s, after #149: %s"
+       "hang_mpi+0x" in (r1.get("call") or "") and r1.get("last_completed") == 299 and HANG_S - 1 < r1["for_s"] < 60,
+       "FIFO, %s: rank 1 is missing, in a read of the FIFO (a pipe) at its call site, for %s s, after #299: %s"
        % (when, r1.get("for_s"), r1.get("call")))
-    ok(r0.get("state") == "waiting" and "allreduce #150" in (r0.get("call") or "") and r0.get("last_completed") == 149,
+    ok(r0.get("state") == "waiting" and "allreduce #300" in (r0.get("call") or "") and r0.get("last_completed") == 299,
        "FIFO, %s: rank 0 waits in it: %s" % (when, r0.get("call")))
-    ok(j is not None and j["verdict"]["summary"].startswith("the job hung: rank 1 never reached allreduce #150"),
+    ok(j is not None and j["verdict"]["summary"].startswith("the job hung: rank 1 never reached allreduce #300"),
        "FIFO, %s: the summary says so first: %s" % (when, j and j["verdict"]["summary"]))
 p = subprocess.run([DDPSPY, "report", out, "--fail-on", "hang"], capture_output=True, text=True, timeout=120)
 ok(p.returncode == 3 and "the job hung" in p.stdout, "--fail-on hang exits 3 on it: %d" % p.returncode)
@@ -109,8 +109,8 @@ ok(fl and fl[0]["wait_path"] == fifo and fl[0]["wait_fdclass"] == "pipe" and fl[
    and fl[0]["in_flight_ns"] >= 1e9 and fl[0]["end"] is False and fl[0]["frames"][0]["module"].endswith("hang_mpi"),
    "dump: rank 1's read in flight, recorded once it was 1 s old: %s" % (fl[:1],))
 fl = [r for r in of(recs, "inflight") if procs.get(r["pid"], {}).get("rank") == 0 and r["kind"] == "mpi_coll"]
-ok(fl and fl[0]["op"] == "allreduce" and fl[0]["seq"] == 150 and fl[0]["bytes"] == 4096 and fl[0]["comm"] == 0,
-   "dump: rank 0's all-reduce #150 in flight, with its bytes: %s" % (fl[:1],))
+ok(fl and fl[0]["op"] == "allreduce" and fl[0]["seq"] == 300 and fl[0]["bytes"] == 4096 and fl[0]["comm"] == 0,
+   "dump: rank 0's all-reduce #300 in flight, with its bytes: %s" % (fl[:1],))
 
 # ---- a rank computing forever: no call in flight ----
 during, after, out = hung_job("spin", "spin")

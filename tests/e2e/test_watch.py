@@ -183,8 +183,8 @@ out = os.path.join(d, "hang")
 lines, rc, t0 = watched(out, MPIRUN + ["-np", "2", HANG, "fifo", "150", fifo],
                         ["--interval", "1", "--hang-after", "3", "--exit-on", "hang"], timeout=60)
 alarm = [l for s, l in lines if " HANG: " in l]
-ok(rc == 3 and alarm and "HANG: rank 0 has waited" in alarm[0] and "mpi_coll allreduce #150" in alarm[0] and
-   "the job hung: rank 1 never reached allreduce #150" in alarm[0] and "read of %s (pipe)" % fifo in alarm[0],
+ok(rc == 3 and alarm and "HANG: rank 0 has waited" in alarm[0] and "mpi_coll allreduce #300" in alarm[0] and
+   "the job hung: rank 1 never reached allreduce #300" in alarm[0] and "read of %s (pipe)" % fifo in alarm[0],
    "a hung job: the alarm names the collective and the report's verdict; --exit-on hang exits 3: rc %d, %s"
    % (rc, alarm[:1] or lines[-2:]))
 cleanup(d)
