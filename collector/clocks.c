@@ -171,8 +171,9 @@ static void gpu_points(const struct proc *p, struct cpts *c)
  * Drift: over DRIFT_MIN_SPAN or more, the job is cut into windows of equal counts (instances,
  * WINDOW_MIN a window at least; without instances, messages, MSG_WINDOW_MIN); each window's
  * estimate is o_r at its middle time, and a line through them (least squares, each weighted by its
- * residual) is the drift. With the drift taken out of r's times, one estimate over the whole job
- * gives the level and the residual.
+ * standard error) is the drift when it is DRIFT_SIGNIFICANCE standard errors from 0 (drift_fit).
+ * With the drift taken out of r's times, one estimate over the whole job gives the level and the
+ * residual.
  *
  * CLOCK_REALTIME is kept (no correction) where the trace cannot tell it wrong: 0 within [lo, hi]
  * without the drift, and the offset and the drift over the job within the residual. Ranks on one
@@ -182,6 +183,8 @@ static void gpu_points(const struct proc *p, struct cpts *c)
 #define MSG_WINDOW_MIN 64
 #define MAX_WINDOWS 8
 #define MAX_PATHS 64
+#define DRIFT_SIGNIFICANCE 3
+#define MEDIAN_SE 1.858 /* a median's standard error over (median distance / sqrt(n)), normal noise */
 
 struct mat {
 	int R;
@@ -364,15 +367,17 @@ static double spread(double *v, size_t n, double e)
  * be: from 3 or more exits, their median moved into [lo, hi]; else from [lo, hi] alone where both
  * ends are known, its middle. Returns 0 from exits, 1 from the bounds, -1 neither. */
 static int estimate(const struct sig *g, size_t w, int r, double b, double lo, double hi, double *v, double *est,
-		    double *res)
+		    double *res, double *se)
 {
 	size_t k0 = w < g->W ? g->k[w] : 0, k1 = w < g->W ? g->k[w + 1] : g->m.K;
 	size_t n = exits(&g->m, k0, k1, r, b, g->tc, v);
+	double flat = isfinite(hi - lo) ? fabs(hi - lo) / sqrt(12) : INFINITY; /* (uniform in [lo, hi]) */
 	if (n >= 3) {
 		*est = an_quantile(v, n, 0.5);
 		if (lo <= hi)
 			*est = fmin(fmax(*est, lo), hi);
 		*res = spread(v, n, *est);
+		*se = fmin(MEDIAN_SE * *res / sqrt((double)n), flat);
 		if (lo <= hi && isfinite(hi - lo))
 			*res = fmin(*res, hi - lo);
 		return 0;
@@ -381,6 +386,7 @@ static int estimate(const struct sig *g, size_t w, int r, double b, double lo, d
 		return -1;
 	*est = (lo + hi) / 2;
 	*res = fabs(hi - lo) / 2;
+	*se = flat;
 	return 1;
 }
 
@@ -393,6 +399,7 @@ struct estjob {
 	const double *b, *lo, *hi;
 	double *est, *res;
 	int *how;
+	double *se; /* the estimates' standard errors (NULL: not asked) */
 };
 
 /* rank r's windows, with scratch v (K + 1) */
@@ -400,7 +407,10 @@ static void est_windows(const struct estjob *j, int r, double *v)
 {
 	for (size_t w = j->w0; w < j->w1; w++) {
 		size_t x = (w - j->w0) * (size_t)j->g->m.R + (size_t)r;
-		j->how[x] = estimate(j->g, w, r, j->b ? j->b[r] : 0, j->lo[x], j->hi[x], v, &j->est[x], &j->res[x]);
+		double se = INFINITY;
+		j->how[x] = estimate(j->g, w, r, j->b ? j->b[r] : 0, j->lo[x], j->hi[x], v, &j->est[x], &j->res[x], &se);
+		if (j->se)
+			j->se[x] = se;
 	}
 }
 
@@ -561,26 +571,45 @@ static int gather(struct analysis *a, void (*points)(const struct proc *, struct
 	return rc;
 }
 
-/* rank r's drift: the slope of its windows' offsets wm against their times wt by weighted least
- * squares, each window by how closely its exits agree (ww; hw < 0: no estimate); def when none */
-static double drift_fit(size_t W, int R, int r, const double *wt, const double *wm, const double *ww, const int *hw,
-			double def)
+/* Rank r's drift: the slope of its windows' offsets wm against their times wt by weighted least
+ * squares, each window by its estimate's standard error (wse; hw < 0: no estimate); 0 when none,
+ * or when the slope is within DRIFT_SIGNIFICANCE standard errors of 0 (a slope through windows'
+ * noise, carried to the job's ends, moves them by more than the noise). */
+static double drift_fit(size_t W, int R, int r, const double *wt, const double *wm, const double *wse,
+			const int *hw)
 {
 	double s = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+	size_t n = 0;
+	int exits = 1;
 	for (size_t w = 0; w < W; w++) {
 		size_t x = w * (size_t)R + (size_t)r;
-		double width = hw[x] < 0 ? INFINITY : ww[x], y = wm[x];
-		if (!isfinite(width))
+		double e = hw[x] < 0 ? INFINITY : wse[x], y = wm[x];
+		if (!isfinite(e))
 			continue;
-		double q = 1 / (width * width + 1e6); /* (1 us squared: a spread of 0 weighs much, not all) */
+		double q = 1 / (e * e + 1e6); /* (1 us squared: an error of 0 weighs much, not all) */
 		s += q;
 		sx += q * wt[w];
 		sy += q * y;
 		sxx += q * wt[w] * wt[w];
 		sxy += q * wt[w] * y;
+		n++;
+		exits &= hw[x] == 0;
 	}
 	double den = s * sxx - sx * sx;
-	return s > 0 && den > 0 ? (s * sxy - sx * sy) / den : def;
+	if (!(s > 0 && den > 0))
+		return 0;
+	double slope = (s * sxy - sx * sy) / den, at = (sy - slope * sx) / s, chi = 0;
+	for (size_t w = 0; n > 2 && w < W; w++) {
+		size_t x = w * (size_t)R + (size_t)r;
+		double e = hw[x] < 0 ? INFINITY : wse[x], d = wm[x] - at - slope * wt[w];
+		if (isfinite(e))
+			chi += d * d / (e * e + 1e6);
+	}
+	/* windows of exits: their own errors, or their scatter where larger; windows of bounds: the
+	 * scatter alone (the truth's place within an interval is unknown; two windows: none) */
+	double scale = n > 2 ? chi / (double)(n - 2) : exits ? 1 : 0;
+	double var = s / den * (exits ? fmax(1, scale) : scale);
+	return fabs(slope) >= DRIFT_SIGNIFICANCE * sqrt(var) ? slope : 0;
 }
 
 /* Every rank's clock against the lowest rank's from the instances points() finds and, with msgs,
@@ -602,13 +631,13 @@ static int align_from(struct analysis *a, void (*points)(const struct proc *, st
 	/* by window and rank: the bounds, the estimates, their residuals, estimate()'s return */
 	size_t WR = (size_t)R * (MAX_WINDOWS + 1);
 	double *wlo = malloc(WR * sizeof *wlo), *whi = malloc(WR * sizeof *whi);
-	double *wm = malloc(WR * sizeof *wm), *ww = malloc(WR * sizeof *ww);
+	double *wm = malloc(WR * sizeof *wm), *ww = malloc(WR * sizeof *ww), *wse = malloc(WR * sizeof *wse);
 	int *hw = malloc(WR * sizeof *hw);
 	double wt[MAX_WINDOWS];
 	double *v = NULL;
 	*nb = 0;
 	if (!B || !B0 || !est0 || !lo || !hi || !lo0 || !hi0 || (!U && R <= MAX_PATHS) || !wlo || !whi || !wm || !ww ||
-	    !hw || gather(a, points, &g.m) < 0)
+	    !wse || !hw || gather(a, points, &g.m) < 0)
 		goto out;
 	if (msgs) {
 		size_t n = an_p2p_messages(a, &am);
@@ -623,7 +652,7 @@ static int align_from(struct analysis *a, void (*points)(const struct proc *, st
 	g.tc = g.m.K ? g.m.t[g.m.K / 2] : g.g[g.ng / 2].sent;
 	if (g.ng) {
 		bounds(&g, 0, B, U, &E, wlo, whi);
-		estimate_ranks(a, &(struct estjob){ &g, 0, 1, NULL, wlo, whi, wm, ww, hw }, v);
+		estimate_ranks(a, &(struct estjob){ &g, 0, 1, NULL, wlo, whi, wm, ww, hw, NULL }, v);
 		for (int r = 1; r < R; r++)
 			est0[r] = hw[r] < 0 ? 0 : wm[r];
 	}
@@ -634,14 +663,14 @@ static int align_from(struct analysis *a, void (*points)(const struct proc *, st
 			bounds(&g, w, B, U, &E, wlo + w * (size_t)R, whi + w * (size_t)R);
 			wt[w] = (double)(mid_time(&g, w) - g.tc);
 		}
-		estimate_ranks(a, &(struct estjob){ &g, 0, g.W, NULL, wlo, whi, wm, ww, hw }, v);
+		estimate_ranks(a, &(struct estjob){ &g, 0, g.W, NULL, wlo, whi, wm, ww, hw, wse }, v);
 		for (int r = 1; r < R; r++)
-			B[r] = drift_fit(g.W, R, r, wt, wm, ww, hw, B[r]);
+			B[r] = drift_fit(g.W, R, r, wt, wm, wse, hw);
 	}
 	/* the bounds of CLOCK_REALTIME as it is (no drift; B0 all 0), and with the drift */
 	bounds(&g, g.W, B0, U, &E, lo0, hi0);
 	bounds(&g, g.W, B, U, &E, lo, hi);
-	estimate_ranks(a, &(struct estjob){ &g, g.W, g.W + 1, B, lo, hi, wm, ww, hw }, v);
+	estimate_ranks(a, &(struct estjob){ &g, g.W, g.W + 1, B, lo, hi, wm, ww, hw, NULL }, v);
 	for (int r = 1; r < R; r++) {
 		double est = wm[r], res = ww[r];
 		int how = hw[r];
@@ -692,6 +721,7 @@ out:
 	free(whi);
 	free(wm);
 	free(ww);
+	free(wse);
 	free(hw);
 	free(v);
 	return refined;
