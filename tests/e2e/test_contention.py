@@ -77,16 +77,23 @@ live("decode contention", decode_pair)
 
 
 def stall_kinds(k):
-    _, oc = testbed(os.path.join(d, "transform"), data, ARGS + ["--decode-us", "200", "--workers", "1"])
-    _, oi = testbed(os.path.join(d, "storage"), data, ARGS + ["--slow-data", "delay", "--read-delay-ms", "60"])
-    fc, fi = finding(report(oc), "data_stall"), finding(report(oi), "data_stall")
+    tc, oc = testbed(os.path.join(d, "transform"), data, ARGS + ["--decode-us", "200", "--workers", "1"])
+    ti, oi = testbed(os.path.join(d, "storage"), data, ARGS + ["--slow-data", "delay", "--read-delay-ms", "60"])
+    jc, ji = (checked_report(oc)[0] if tc else None), (checked_report(oi)[0] if ti else None)
+    if jc is None or ji is None:  # (a busy CI run once gave no finding for both: say which step failed)
+        return [(False, "both stall jobs ran and were reported: transform %s, storage %s"
+                 % ("ran" if tc else "failed", "ran" if ti else "failed"))]
+    fc, fi = finding(jc, "data_stall"), finding(ji, "data_stall")
     ec, ei = (fc or {}).get("evidence", {}), (fi or {}).get("evidence", {})
     return [
         (fc is not None and ec.get("kind") == "cpu_transform",
-         "one input thread that cannot keep up with a CPU-heavy decode: data_stall of the cpu_transform kind (%s: %s)"
-         % (ec.get("kind"), ec.get("input_workers"))),
+         "one input thread that cannot keep up with a CPU-heavy decode: data_stall of the cpu_transform kind (%s: %s; "
+         "shares %s, findings %s)" % (ec.get("kind"), ec.get("input_workers"), jc["verdict"]["shares"],
+                                      [(f["kind"], round(f["severity"], 2)) for f in jc["findings"]])),
         (fi is not None and ei.get("kind") == "io",
-         "storage latency and no decode: data_stall of the io kind (%s: %s)" % (ei.get("kind"), ei.get("input_workers"))),
+         "storage latency and no decode: data_stall of the io kind (%s: %s; shares %s, findings %s)"
+         % (ei.get("kind"), ei.get("input_workers"), ji["verdict"]["shares"],
+            [(f["kind"], round(f["severity"], 2)) for f in ji["findings"]])),
     ]
 
 
