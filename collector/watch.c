@@ -1,7 +1,8 @@
 /* ddpspy watch DIR: a running job followed from its growing trace files (each read on from where
  * the last look stopped, collector/tracefollow.c), one line every --interval seconds: steps so far,
  * the step's median over the interval against the run's, the rank the others waited for most and
- * by how much, and an alarm once a call to peers has been in flight longer than --hang-after
+ * by how much, the interval's top finding (straggler or data_stall, severities as the report's
+ * over the interval), and an alarm once a call to peers has been in flight longer than --hang-after
  * seconds, with the hang verdict's first line (the report's analysis, run once then). It ends when
  * every rank's file is complete; --exit-on hang ends it with exit 3 on a hang.
  *
@@ -9,7 +10,8 @@
  * from its first calls, and each rank's steps by the same pattern from the call every rank numbers
  * alike (a collective's sequence number); step markers where the program makes them. A rank's
  * calls are those of its first thread to make a numbered blocking collective (MPI's, NCCL's, a
- * gloo rank's first helper thread). */
+ * gloo rank's first helper thread); its shares of time, those of its training thread: that thread,
+ * or the process's main thread when it is a library's helper (as the report picks it). */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -61,12 +63,15 @@ struct wrank {
 	struct flight fl[FLIGHT];
 	int nfl;
 	uint64_t events;
-	/* for --prometheus: its steps' lengths by bucket and their sum, the others' waits for it, the
-	 * followed thread's time in calls by category (all since watch began), and that time and the
-	 * span at the last line (the interval's shares) */
+	int64_t t_lo, t_hi; /* the earliest start and latest end of its events read (realtime ns) */
+	/* its steps' lengths by bucket and their sum, the others' waits for it, the time in calls by
+	 * category of the followed thread and of the main thread (all since watch began), the
+	 * training thread's at the last line and its shares of the interval (the report's training
+	 * thread: the followed one, or the main thread when that one is a library's helper) */
 	uint64_t hist[16];
 	double step_s, late_s;
-	double cat_ns[CAT_COUNT], cat_last[CAT_COUNT], share[CAT_COUNT];
+	int helper;         /* the followed thread is a library's helper (gloo's), not the main thread */
+	double cat_ns[CAT_COUNT], main_ns[CAT_COUNT], cat_last[CAT_COUNT], share[CAT_COUNT];
 };
 
 /* the step histogram's upper bounds, seconds (+Inf after them) */
@@ -97,9 +102,11 @@ struct watch {
 	int *late_n, nlast;
 	uint64_t events;    /* at the last line, */
 	double last_s;      /* made then (seconds since watch began) */
-	/* the last line's judgement, for --prometheus: the late rank's waits over the interval, a hang */
-	double straggler;
-	int hang;
+	int64_t t_last;     /* the job's time (realtime ns) read up to then; INT64_MIN none yet */
+	/* the last interval's findings (severities as the report's, over the interval): the late
+	 * rank's, the training threads' waits for input (one rank's: data_rank, else -1), a hang */
+	double straggler, data_stall;
+	int data_rank, hang;
 };
 
 static volatile sig_atomic_t stop_asked;
@@ -289,7 +296,6 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 {
 	struct rd *c = ctx;
 	struct wrank *r = c->r;
-	(void)f;
 	r->events++;
 	struct ev v;
 	if (!an_convert(e, &v))
@@ -298,10 +304,16 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		if (r->fl[i].tid == e->tid && r->fl[i].raw == e->raw)
 			r->fl[i--] = r->fl[--r->nfl];
 	int marker = an_category(&v) == DDPSPY_CAT_MARKER, cat = an_category(&v);
-	if (r->tid < 0 && (marker || (v.seq >= 0 && (an_kind(v.kind)->m & DDPSPY_KM_COLL))))
+	if (r->tid < 0 && (marker || (v.seq >= 0 && (an_kind(v.kind)->m & DDPSPY_KM_COLL)))) {
 		r->tid = e->tid;
+		r->helper = e->tid != f->pid && !marker && (an_kind(v.kind)->m & DDPSPY_KM_HELPER);
+	}
 	if (e->tid == r->tid && cat >= 0 && cat < CAT_COUNT)
 		r->cat_ns[cat] += (double)v.d;
+	if (e->tid == f->pid && cat >= 0 && cat < CAT_COUNT)
+		r->main_ns[cat] += (double)v.d;
+	r->t_lo = v.t + r->to_real < r->t_lo ? v.t + r->to_real : r->t_lo;
+	r->t_hi = v.t + v.d + r->to_real > r->t_hi ? v.t + v.d + r->to_real : r->t_hi;
 	if (e->tid != r->tid || (!marker && !an_train_sync(&v)))
 		return 0;
 	v.t += r->to_real;
@@ -382,6 +394,7 @@ static void scan(struct watch *w)
 		}
 		trace_read(&f, &hv);
 		int have = f.have_header, other = have && (!strcmp(f.role, "launcher") || !strcmp(f.role, "worker"));
+		int rank = have ? f.rank : -1; /* (known before any file's events: arrive() counts the ranks) */
 		trace_close(&f);
 		if (!have) /* (not written yet: looked at again) */
 			continue;
@@ -403,8 +416,8 @@ static void scan(struct watch *w)
 		}
 		w->r = m;
 		struct wrank *r = &w->r[w->n++];
-		*r = (struct wrank){ .path = path, .rank = -1, .tid = -1, .s0 = -1, .prev_end = INT64_MIN,
-				     .bound = INT64_MIN };
+		*r = (struct wrank){ .path = path, .rank = rank, .tid = -1, .s0 = -1, .prev_end = INT64_MIN,
+				     .bound = INT64_MIN, .t_lo = INT64_MAX, .t_hi = INT64_MIN };
 		if (trace_open(&r->f, path) < 0)
 			r->f.path = NULL; /* (gone since: left out) */
 		/* (the instances' arrival arrays are per file: those pending start again) */
@@ -492,10 +505,69 @@ static void clock_now(char *buf, size_t n)
 	strftime(buf, n, "%H:%M:%S", &tm);
 }
 
+/* each rank's training thread's shares of the interval (span_ns long) */
+static void interval_shares(struct watch *w, double span_ns)
+{
+	for (int i = 0; i < w->n; i++) {
+		struct wrank *r = &w->r[i];
+		const double *ns = r->helper ? r->main_ns : r->cat_ns;
+		double busy = 0;
+		for (int c = 0; c < CAT_COUNT; c++) {
+			r->share[c] = span_ns > 0 ? fmax(0, fmin(1, (ns[c] - r->cat_last[c]) / span_ns)) : 0;
+			r->cat_last[c] = ns[c];
+			busy += c == CAT_COMPUTE ? 0 : r->share[c];
+		}
+		r->share[CAT_COMPUTE] = fmax(0, 1 - busy); /* (compute: what its calls leave) */
+	}
+}
+
+/* The interval's data_stall as the report judges it over a run (finddata.c): the training
+ * threads' waits for input, the ranks' median share when every rank waits at least half as much as
+ * the most, else the most's (data_rank). */
+static void interval_data(struct watch *w)
+{
+	double lo = 1, hi = 0, *x = malloc(((size_t)w->n + 1) * sizeof *x);
+	size_t n = 0;
+	w->data_stall = 0;
+	w->data_rank = -1;
+	for (int i = 0; x && i < w->n; i++) {
+		const struct wrank *r = &w->r[i];
+		if (r->rank < 0)
+			continue;
+		double d = x[n++] = r->share[CAT_DATA];
+		lo = fmin(lo, d);
+		if (d > hi)
+			hi = d, w->data_rank = r->rank;
+	}
+	int all = n > 1 && lo >= 0.5 * hi;
+	w->data_stall = !n ? 0 : all ? an_quantile_select(x, n, 0.5) : hi;
+	if (all)
+		w->data_rank = -1;
+	free(x);
+}
+
+/* the interval's top finding of severity FINDING_MIN or more, or "-" */
+#define FINDING_MIN 0.05
+static void top_finding(const struct watch *w, int L, char *out, size_t n)
+{
+	snprintf(out, n, "top: -");
+	double best = FINDING_MIN;
+	if (w->straggler >= best) {
+		best = w->straggler;
+		snprintf(out, n, "top: straggler rank %d %.2f", w->r[L].rank, w->straggler);
+	}
+	if (w->data_stall >= best) {
+		if (w->data_rank >= 0)
+			snprintf(out, n, "top: data_stall rank %d %.2f", w->data_rank, w->data_stall);
+		else
+			snprintf(out, n, "top: data_stall %.2f", w->data_stall);
+	}
+}
+
 /* the interval's line; 1 when a hang alarm was raised */
 static int line(struct watch *w, double since_s, double hang_after, int *alarmed)
 {
-	char hm[16], slow[160] = "slowest: -", run[48] = "";
+	char hm[16], slow[160] = "slowest: -", run[48] = "", top[64];
 	clock_now(hm, sizeof hm);
 	size_t steps = SIZE_MAX;
 	uint64_t ev = 0;
@@ -518,21 +590,23 @@ static int line(struct watch *w, double since_s, double hang_after, int *alarmed
 	char p50[64] = "step p50 -";
 	if (w->niv)
 		snprintf(p50, sizeof p50, "step p50 %.1f ms", median(w->iv, w->niv));
-	printf("%s %5.0f s  %d ranks  steps %zu  %s%s  %s  %.0f events/s\n", hm, since_s, nr,
-	       steps != SIZE_MAX ? steps : 0, p50, run, slow,
-	       since_s > w->last_s ? (double)(ev - w->events) / (since_s - w->last_s) : 0);
-	double span_ns = (since_s - w->last_s) * 1e9;
-	for (int i = 0; i < w->n; i++) { /* (each rank's shares of the interval, for --prometheus) */
-		struct wrank *r = &w->r[i];
-		double busy = 0;
-		for (int c = 0; c < CAT_COUNT; c++) {
-			r->share[c] = span_ns > 0 ? fmin(1, (r->cat_ns[c] - r->cat_last[c]) / span_ns) : 0;
-			r->cat_last[c] = r->cat_ns[c];
-			busy += c == CAT_COMPUTE ? 0 : r->share[c];
-		}
-		r->share[CAT_COMPUTE] = fmax(0, 1 - busy); /* (compute: what its calls leave) */
-	}
+	/* the interval in the job's time, as read: a job read as it runs moves with the clock, a
+	 * finished one is read whole in the first */
+	int64_t lo = INT64_MAX, hi = INT64_MIN;
+	for (int i = 0; i < w->n; i++)
+		if (w->r[i].rank >= 0 && w->r[i].t_hi > w->r[i].t_lo)
+			lo = w->r[i].t_lo < lo ? w->r[i].t_lo : lo, hi = w->r[i].t_hi > hi ? w->r[i].t_hi : hi;
+	if (w->t_last == INT64_MIN)
+		w->t_last = lo;
+	double span_ns = hi > w->t_last ? (double)(hi - w->t_last) : 0;
+	w->t_last = hi > w->t_last ? hi : w->t_last;
+	interval_shares(w, span_ns);
+	interval_data(w);
 	w->straggler = L >= 0 && span_ns > 0 ? fmin(1, w->late_ms[L] * 1e6 / span_ns) : 0;
+	top_finding(w, L, top, sizeof top);
+	printf("%s %5.0f s  %d ranks  steps %zu  %s%s  %s  %s  %.0f events/s\n", hm, since_s, nr,
+	       steps != SIZE_MAX ? steps : 0, p50, run, slow, top,
+	       since_s > w->last_s ? (double)(ev - w->events) / (since_s - w->last_s) : 0);
 	w->events = ev;
 	w->last_s = since_s;
 	w->niv = 0;
@@ -610,7 +684,7 @@ static void metrics(const struct watch *w, struct prom *p)
 	per_rank(w, p, "ddpspy_late_seconds_total", "counter",
 		 "Time the rank's peers waited for it: it was the last to a collective, by this much after the next-last.", 0);
 	prom_family(p, "ddpspy_time_ratio", "gauge",
-		    "The share of the last interval the rank's followed thread spent by category (compute: outside its calls).");
+		    "The share of the last interval the rank's training thread spent by category (compute: outside its calls).");
 	for (int i = 0; i < w->n; i++)
 		for (int c = 0; c < CAT_COUNT && w->r[i].rank >= 0; c++) {
 			rank_labels(&w->r[i], rk, sizeof rk, l);
@@ -622,9 +696,12 @@ static void metrics(const struct watch *w, struct prom *p)
 		 "How long the rank's oldest call to its peers has been in flight (0: none).", 2);
 	prom_family(p, "ddpspy_finding_severity", "gauge",
 		    "Severity of what ddpspy watch judges, over the last interval: straggler (its peers' waits for the rank "
-		    "they waited for most, over the interval) and hang (1 once raised).");
+		    "they waited for most, over the interval), data_stall (the training threads' waits for input, as the "
+		    "report's) and hang (1 once raised).");
 	l[0] = "kind", l[1] = "straggler";
 	prom_sample(p, "ddpspy_finding_severity", l, 1, w->straggler);
+	l[1] = "data_stall";
+	prom_sample(p, "ddpspy_finding_severity", l, 1, w->data_stall);
 	l[1] = "hang";
 	prom_sample(p, "ddpspy_finding_severity", l, 1, w->hang);
 	prom_family(p, "ddpspy_hang", "gauge", "1 once a call to peers has been in flight longer than --hang-after.");
@@ -746,7 +823,7 @@ int cmd_watch(int argc, char **argv)
 		free(pos);
 		return 2;
 	}
-	struct watch w = { .dir = pos[0], .insts = calloc(INSTS, sizeof(struct pend)) };
+	struct watch w = { .dir = pos[0], .insts = calloc(INSTS, sizeof(struct pend)), .t_last = INT64_MIN };
 	signal(SIGINT, on_sigint);
 	signal(SIGTERM, on_sigint);
 	setvbuf(stdout, NULL, _IOLBF, 0);

@@ -1,6 +1,8 @@
 """`ddpspy watch`: a running job followed from its growing trace files. The testbed with a straggler
 that starts half-way (--straggler-from) must be named within two intervals of its first delay (the
-delay's time from the trace itself); a hung job (build/testapps/hang_mpi: rank 1 blocked in a read
+delay's time from the trace itself), as the interval's top finding after, and in the first line
+when its finished files are watched again; a data stall is every interval's top finding, its
+severity within 0.15 of the testbed's own waits for input; a hung job (build/testapps/hang_mpi: rank 1 blocked in a read
 of a FIFO) raises the hang alarm with the report's verdict, and --exit-on hang exits 3; watch ends
 by itself once every file is complete; bad usage exits 2. With --prometheus, a real Prometheus server
 (Debian's package) scrapes it every second during a testbed run, and its query API returns every
@@ -31,11 +33,12 @@ for argv, what in (([], "no directory"), ([d, d], "two directories"), ([d, "--ex
        "watch with %s: exit 2, saying why: %s" % (what, p.stderr.splitlines()[:1]))
 
 
-def watched(out, job, watch_args, timeout=120):
+def watched(out, job, watch_args, timeout=120, job_out=None):
     """job (argv) under ddpspy run -o out, watched; [(seconds since the job began, line)] and watch's
-    exit status; the job's process group is killed after watch ends"""
+    exit status; the job's process group is killed after watch ends. job_out: a file for its stdout"""
     t0 = time.time()
-    jp = subprocess.Popen([DDPSPY, "run", "-o", out, "--"] + job, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    jo = open(job_out, "w") if job_out else subprocess.DEVNULL
+    jp = subprocess.Popen([DDPSPY, "run", "-o", out, "--"] + job, stdout=jo, stderr=subprocess.DEVNULL,
                           start_new_session=True)
     wp = subprocess.Popen([DDPSPY, "watch", out] + watch_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []
@@ -52,6 +55,8 @@ def watched(out, job, watch_args, timeout=120):
             jp.wait(timeout=10)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             pass
+    if job_out:
+        jo.close()
     # (ranks outliving their launcher: killed by the pid their file's name gives; the traces are judged
     # once they are still)
     for f in os.listdir(out):
@@ -88,7 +93,16 @@ def straggler(k):
         return [(False, "the straggler's delays are in the trace (%d lines of watch)" % len(lines))]
     began = sleeps[0] / 1e9 - t0  # (the first delay, on the test's clock: seconds since the job began)
     named = [s for s, l in lines if "slowest: rank 1," in l and s >= began]
-    return [(rc == 0 and lines and "every file is complete" in lines[-1][1],
+    tops = [l.split("top: ")[1].split("  ")[0] for s, l in lines if s >= began + 2.5 and "top: " in l][:-1]
+    # (the finished files watched again: read whole in the first interval, every rank counted from it)
+    again = subprocess.run([DDPSPY, "watch", out, "--interval", "1"], capture_output=True, text=True, timeout=60)
+    first = (again.stdout.splitlines() or [""])[0]
+    return [(again.returncode == 0 and "slowest: rank 1," in first and "top: straggler rank 1 " in first,
+             "the finished job watched again: its first line names rank 1 the slowest and the top straggler: %s"
+             % first),
+            (tops and all(t.startswith("straggler rank 1 ") for t in tops),
+             "and from the second interval after it on, the interval's top finding is that straggler: %s" % tops),
+            (rc == 0 and lines and "every file is complete" in lines[-1][1],
              "watch ends by itself once the job's files are complete: rc %d, %s" % (rc, lines[-1:] )),
             (named and named[0] - began <= 2 + 0.5,
              "a straggler from step 150 (its first delay %.1f s into the job) named %.1f s after it, within two "
@@ -97,6 +111,30 @@ def straggler(k):
 
 
 live("straggler", straggler)
+
+
+# ---- a data stall: every interval's top finding, its severity against the testbed's own ----
+# The testbed times its training thread in loader_next (data_ms) against its step: the report's
+# data_stall severity is that share (the ranks' median when each waits at least half the most's).
+def data_stall(k):
+    out = os.path.join(d, "stall%d" % k)
+    shutil.rmtree(out, ignore_errors=True)
+    job = MPIRUN + ["-np", "2", BENCH, "train", "--data", data, "--hidden", "128", "--steps", "300",
+                    "--slow-data", "delay", "--read-delay-ms", "20"]
+    lines, rc, t0 = watched(out, job, ["--interval", "1"], job_out=os.path.join(d, "stall.json"))
+    with open(os.path.join(d, "stall.json")) as fh:
+        truth = json.loads(fh.read().splitlines()[-1])
+    x = sorted(r["data_ms"] / r["step_ms"] for r in truth["ranks"])
+    want = (x[0] + x[-1]) / 2 if x[0] >= 0.5 * x[-1] else x[-1]
+    tops = [l.split("top: ")[1].split("  ")[0] for s, l in lines if "top: " in l and " steps 0 " not in l]
+    sev = [float(t.split()[-1]) for t in tops[:-1] if t.startswith("data_stall")]  # (the last: part of an interval)
+    got = sorted(sev)[len(sev) // 2] if sev else None
+    return [(len(tops) >= 3 and len(sev) == len(tops) - 1 and abs(got - want) <= 0.15,
+             "a data stall: every full interval's top finding is data_stall, the median severity %s within 0.15 of the "
+             "testbed's waits for input over its steps, %.2f: %s" % (got, want, tops))]
+
+
+live("data stall", data_stall)
 
 # ---- --prometheus: scraped by a real Prometheus server (Debian's), the series read back through its
 # query API; the exposition checked by its promtool ----
