@@ -138,6 +138,16 @@ static int cmp_ranked(const void *x, const void *y)
 	return AN_ORDER(a->v, b->v);
 }
 
+/* the upper quantile of a chi-square of k degrees of freedom z standard deviations out (Wilson and
+ * Hilferty's cube-root normal approximation) */
+static double chi2_upper(double k, double z)
+{
+	double a = 2 / (9 * k), c = 1 - a + z * sqrt(a);
+	return k * c * c * c;
+}
+
+#define PERIOD_Z 4.0 /* one-sided 3e-5: under 0.4% by chance over 128 periods */
+
 /* The period that best explains the gaps between look-alike calls: the largest F statistic of a
  * one-way analysis of variance of the gaps' ranks grouped by phase (ranks, so that one long
  * hiccup does not decide). A multiple k*P of the true period explains no more than P does but
@@ -162,7 +172,7 @@ static size_t best_period(const struct sync *s, size_t maxp)
 		for (size_t k = i; k < j; k++)
 			rank[r[k].i] = (double)(i + j - 1) / 2;
 	}
-	double mean = (double)(N - 1) / 2, sst = 0, bestF = -1;
+	double mean = (double)(N - 1) / 2, sst = 0, bestF = -1, bestH = 0;
 	for (size_t i = 0; i < N; i++)
 		sst += (rank[i] - mean) * (rank[i] - mean);
 	for (size_t p = 2; p <= maxp; p++) {
@@ -179,8 +189,15 @@ static size_t best_period(const struct sync *s, size_t maxp)
 		if (F > bestF) {
 			bestF = F;
 			P = p;
+			bestH = (double)(N - 1) * ssb / sst;
 		}
 	}
+	/* Kruskal-Wallis: the gaps' ranks by phase, H = (N - 1) ssb / sst, is chi-square with P - 1
+	 * degrees of freedom when the phases do not differ. Among up to 128 periods the best one
+	 * passes by chance at 3 standard deviations or so; a step's pause is far beyond (its phase
+	 * holds the top ranks): unless H exceeds PERIOD_Z's upper quantile, no period. */
+	if (P && !(bestH >= chi2_upper((double)(P - 1), PERIOD_Z)))
+		P = 0;
 out:
 	free(r), free(rank), free(sum), free(cnt);
 	return P;
