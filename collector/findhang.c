@@ -152,7 +152,7 @@ static void call_words(const struct an_stuck *s, char *buf, size_t n)
 		l += (size_t)snprintf(buf + l, n - l, " peer %d tag %d", s->v.peer, s->v.tag);
 	if (l < n && s->path[0])
 		l += (size_t)snprintf(buf + l, n - l, " of %s", s->path);
-	if (l < n && s->v.fd >= 0 && s->v.fdclass > 0)
+	if (l < n && (s->v.fd >= 0 || s->path[0]) && s->v.fdclass > 0)
 		l += (size_t)snprintf(buf + l, n - l, " (%s)",
 				      ddpspy_name(ddpspy_fdclass_names, DDPSPY_FDCLASS_COUNT, s->v.fdclass));
 	if (l < n && s->site[0])

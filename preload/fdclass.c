@@ -13,15 +13,10 @@
  * (two probes of the same fd agree) */
 static unsigned char cache[FD_CACHE];
 
-static int probe(int fd)
+/* the class a file's mode says; DDPSPY_FD_SOCKET for any socket */
+static int class_of_mode(mode_t m)
 {
-	struct stat st;
-	int v;
-	socklen_t len = sizeof v;
-
-	if (fstat(fd, &st) < 0)
-		return DDPSPY_FD_UNKNOWN;
-	switch (st.st_mode & S_IFMT) {
+	switch (m & S_IFMT) {
 	case S_IFREG:
 		return DDPSPY_FD_FILE;
 	case S_IFDIR:
@@ -32,10 +27,23 @@ static int probe(int fd)
 	case S_IFBLK:
 		return DDPSPY_FD_DEVICE;
 	case S_IFSOCK:
-		break;
+		return DDPSPY_FD_SOCKET;
 	default:
 		return DDPSPY_FD_ANON; /* eventfd, epoll, timerfd...: mode 0 anonymous inodes */
 	}
+}
+
+static int probe(int fd)
+{
+	struct stat st;
+	int v;
+	socklen_t len = sizeof v;
+
+	if (fstat(fd, &st) < 0)
+		return DDPSPY_FD_UNKNOWN;
+	int c = class_of_mode(st.st_mode);
+	if (c != DDPSPY_FD_SOCKET)
+		return c;
 	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) < 0)
 		return DDPSPY_FD_SOCKET;
 	if (v == AF_UNIX)
@@ -57,6 +65,18 @@ int dsp_fdclass_probe(int fd)
 	t->guard--;
 	errno = saved;
 	return c;
+}
+
+int dsp_pathclass_probe(const char *path)
+{
+	struct dsp_tls *t = &dsp_tls;
+	struct stat st;
+	int saved = errno;
+	t->guard++; /* our stat is not the program's: not recorded */
+	int c = stat(path, &st) < 0 ? DDPSPY_FD_UNKNOWN : class_of_mode(st.st_mode);
+	t->guard--;
+	errno = saved;
+	return c == DDPSPY_FD_SOCKET ? DDPSPY_FD_UNIX : c; /* (a socket with a path is a local one) */
 }
 
 int dsp_fdclass(int fd)

@@ -100,7 +100,7 @@ static void gloo_call(void (**real)(void *), const char *sym, int op, void *opts
 		 * in a different order on each rank */
 		c.seq = __atomic_fetch_add(&seqs[op], 1, __ATOMIC_RELAXED);
 		c.bytes = gloo_bytes(c.t, op);
-		c.t0 = dsp_call_begin(c.t, DDPSPY_EV_GLOO_COLL, site, -1, 4,
+		c.t0 = dsp_call_begin(c.t, DDPSPY_EV_GLOO_COLL, site, -1, NULL, 4,
 				      (const int64_t[]){op, (int64_t)c.seq, c.bytes, -1});
 	}
 	(*real)(opts);

@@ -5,7 +5,9 @@
 #include "internal.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
+#include <sys/uio.h>
 
 /* A seqlock read with t0 as the sequence: t0, the rest, t0 again. The thread stores 0 before it
  * changes the rest and a new t0 after, so equal non-zero reads mean the rest is that call's. */
@@ -17,6 +19,7 @@ int dsp_call_read(struct dsp_thread *th, struct dsp_call *c)
 		return 0;
 	c->site = __atomic_load_n(&s->site, __ATOMIC_RELAXED);
 	c->fd = __atomic_load_n(&s->fd, __ATOMIC_RELAXED);
+	c->str = __atomic_load_n(&s->str, __ATOMIC_RELAXED);
 	c->kind = __atomic_load_n(&s->kind, __ATOMIC_RELAXED);
 	c->nargs = __atomic_load_n(&s->nargs, __ATOMIC_RELAXED);
 	if (c->nargs > DSP_CALL_ARGS)
@@ -38,4 +41,24 @@ void dsp_fd_path(int64_t fd, char *buf, size_t n)
 	snprintf(link, sizeof link, "/proc/self/fd/%d", (int)fd);
 	ssize_t got = readlink(link, buf, n - 1);
 	buf[got > 0 ? got : 0] = 0;
+}
+
+/* The path a call in flight was given (c->str, read by dsp_call_read), copied without trusting
+ * the address: through the kernel, which fails a bad address instead of faulting, a page at a
+ * time (a read that would cross into an unmapped page stops at its end), and kept only if the
+ * thread is still in that call afterwards (the path was the caller's throughout). "" otherwise. */
+void dsp_call_path(struct dsp_thread *th, const struct dsp_call *c, char *buf, size_t n)
+{
+	buf[0] = 0;
+	if (!c->str || n < 2)
+		return;
+	uintptr_t a = c->str, page = 4096, cut = (a | (page - 1)) + 1;
+	size_t want = n - 1, first = cut - a < want ? cut - a : want;
+	struct iovec local = { buf, want };
+	struct iovec remote[2] = { { (void *)a, first }, { (void *)cut, want - first } };
+	ssize_t got = process_vm_readv(getpid(), &local, 1, remote, want > first ? 2 : 1, 0);
+	if (got <= 0 || __atomic_load_n(&dsp_thread_call(th)->t0, __ATOMIC_ACQUIRE) != c->t0)
+		buf[0] = 0;
+	else if (!memchr(buf, 0, (size_t)got))
+		buf[got] = 0; /* (a longer path: its first n - 1 bytes) */
 }

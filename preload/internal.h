@@ -33,6 +33,7 @@ struct dsp_call {
 	uint64_t t0;         /* raw time of entry; 0: no call in flight */
 	uintptr_t site;      /* the wrapper's return address */
 	int64_t fd;          /* the descriptor it waits on, -1 none */
+	uintptr_t str;       /* a path it was given (open's), 0 none: the writer copies it */
 	uint32_t kind, nargs;
 	int64_t args[DSP_CALL_ARGS];
 };
@@ -213,10 +214,10 @@ static inline void dsp_leave(struct dsp_tls *t)
  * and the call published as in flight until dsp_leave. (DSP_NO_INFLIGHT: make bench's build
  * without it, to measure its cost side by side) */
 static inline uint64_t dsp_call_begin(struct dsp_tls *t, uint32_t kind, const void *site, int64_t fd,
-				      uint32_t nargs, const int64_t *args)
+				      const char *str, uint32_t nargs, const int64_t *args)
 {
 #ifdef DSP_NO_INFLIGHT
-	(void)t, (void)kind, (void)site, (void)fd, (void)nargs, (void)args;
+	(void)t, (void)kind, (void)site, (void)fd, (void)str, (void)nargs, (void)args;
 	return dsp_now();
 #endif
 	struct dsp_call *c = t->call;
@@ -226,6 +227,7 @@ static inline uint64_t dsp_call_begin(struct dsp_tls *t, uint32_t kind, const vo
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	__atomic_store_n(&c->site, (uintptr_t)site, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->fd, fd, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->str, (uintptr_t)str, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->kind, kind, __ATOMIC_RELAXED);
 	nargs = nargs < DSP_CALL_ARGS ? nargs : DSP_CALL_ARGS;
 	__atomic_store_n(&c->nargs, nargs, __ATOMIC_RELAXED);
@@ -239,7 +241,10 @@ static inline uint64_t dsp_call_begin(struct dsp_tls *t, uint32_t kind, const vo
 /* In the exported wrapper itself (its return address is the program's call site): kind, the
  * descriptor (-1 none), then the event's arguments as far as they are known on entry. */
 #define DSP_CALL(t, kind, fd, nargs, ...)                                                  \
-	dsp_call_begin(t, kind, __builtin_return_address(0), fd, nargs, (const int64_t[]){__VA_ARGS__})
+	dsp_call_begin(t, kind, __builtin_return_address(0), fd, NULL, nargs, (const int64_t[]){__VA_ARGS__})
+/* the same for a call given a path and no descriptor yet (open) */
+#define DSP_CALL_PATH(t, kind, path, nargs, ...)                                           \
+	dsp_call_begin(t, kind, __builtin_return_address(0), -1, path, nargs, (const int64_t[]){__VA_ARGS__})
 
 /* Records an event with nargs integer arguments (called with the guard held). */
 static inline void dsp_emit(struct dsp_tls *t, int kind, uint64_t t0, uint64_t t1, int nargs,
@@ -309,6 +314,7 @@ void dsp_stack_atfork_child(void);
 
 /* ---- file descriptors (fdclass.c) ---- */
 int dsp_fdclass_probe(int fd);  /* fstat/getsockopt: the class of fd now (a few syscalls) */
+int dsp_pathclass_probe(const char *path); /* stat: the class of what path names now */
 int dsp_fdclass(int fd);        /* cached class; probes (slow path) the first time */
 int dsp_fdclass_cached(int fd); /* cached class or unknown: never a syscall */
 void dsp_fdclass_set(int fd, int cls);
@@ -375,6 +381,8 @@ int dsp_call_read(struct dsp_thread *th, struct dsp_call *c);
 struct dsp_call *dsp_thread_call(struct dsp_thread *th);
 /* the path of this process's descriptor fd (readlink of /proc/self/fd), "" when gone */
 void dsp_fd_path(int64_t fd, char *buf, size_t n);
+/* the path a call in flight was given (c->str), copied safely; "" when none or the call ended */
+void dsp_call_path(struct dsp_thread *th, const struct dsp_call *c, char *buf, size_t n);
 void dsp_thread_set_name(struct dsp_tls *t, const char *name);
 void dsp_registry_lock(void);
 void dsp_registry_unlock(void);

@@ -290,7 +290,7 @@ static uint64_t coll_call(struct dsp_tls *t, int op, ncclComm_t comm, size_t cou
 	struct comm *c = comm_find(comm);
 	int64_t seq = c && op != DDPSPY_OP_SEND && op != DDPSPY_OP_RECV ? (int64_t)__atomic_load_n(&c->seq, __ATOMIC_RELAXED)
 									: -1;
-	return dsp_call_begin(t, DDPSPY_EV_NCCL_COLL, site, -1, 6,
+	return dsp_call_begin(t, DDPSPY_EV_NCCL_COLL, site, -1, NULL, 6,
 			      (const int64_t[]){op, c ? c->id : -1, seq, coll_bytes(c, count, type, per), root, peer});
 }
 

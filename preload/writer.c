@@ -843,10 +843,13 @@ static void rec_call(struct dsp_thread *th, void *ctx)
 	uint32_t sid = site ? stack_id(&site, 1) : 0;
 	flush_stacks();
 	char path[512];
-	dsp_fd_path(c.fd, path, sizeof path);
+	if (c.fd >= 0)
+		dsp_fd_path(c.fd, path, sizeof path);
+	else
+		dsp_call_path(th, &c, path, sizeof path); /* (an open's path) */
 	/* the descriptor's class now, from the writer (a FIFO opened by path reads as a file in its
-	 * calls, which classify without a syscall) */
-	int cls = c.fd >= 0 ? dsp_fdclass_probe((int)c.fd) : -1;
+	 * calls, which classify without a syscall); an open's, what its path names */
+	int cls = c.fd >= 0 ? dsp_fdclass_probe((int)c.fd) : path[0] ? dsp_pathclass_probe(path) : -1;
 	frame_begin(DDPSPY_REC_INFLIGHT, 10);
 	kv_int("tid", dsp_thread_tid(th));
 	kv_int("kind", c.kind);

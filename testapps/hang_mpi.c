@@ -4,6 +4,7 @@
  * all look alike leave the steps to their gaps, which a busy machine blurs), then, by mode:
  *   fifo PATH  rank 1 opens the FIFO PATH and blocks in read() (nobody writes it); the others
  *              wait in the next all-reduce (#2 x STEPS)
+ *   open PATH  rank 1 blocks in open() of the FIFO PATH for reading (nobody opens it to write)
  *   spin       rank 1 computes forever, in no call; the others wait in the next all-reduce
  *   stop       rank 1 stops itself (SIGSTOP: frozen, its file ends there); the others wait in the
  *              next all-reduce
@@ -36,7 +37,7 @@ static double work(double x)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: hang_mpi fifo|spin|stop|exit|deadlock|none STEPS [PATH]\n");
+		fprintf(stderr, "usage: hang_mpi fifo|open|spin|stop|exit|deadlock|none STEPS [PATH]\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -63,6 +64,9 @@ int main(int argc, char **argv)
 		char c;
 		int fd = open(argv[3], O_RDWR);
 		if (fd < 0 || read(fd, &c, 1) < 0)
+			perror("hang_mpi: the FIFO");
+	} else if (rank == 1 && !strcmp(mode, "open") && argc > 3) {
+		if (open(argv[3], O_RDONLY) < 0)
 			perror("hang_mpi: the FIFO");
 	} else if (rank == 1 && !strcmp(mode, "spin")) {
 		for (;;)

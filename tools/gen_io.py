@@ -106,7 +106,7 @@ def wrapper(e):
                 "\t\tdsp_fdclass_set(fd, class_of_path(path, flags));",
                 "\t\treturn fd;",
                 "\t}",
-                "\tuint64_t t0 = dsp_now();",
+                "\tuint64_t t0 = DSP_CALL_PATH(t, DDPSPY_EV_OPEN, path, 3, -1, flags, -1);",
                 f"\tint fd = {call};",
                 "\trec_open(t, t0, fd, flags, path);",
                 "\treturn fd;"]

@@ -84,6 +84,44 @@ static struct vwin *whole_run(const struct analysis *a)
 	return w;
 }
 
+/* a call in flight this long or more is the hang's; the lead before it, at most */
+#define HANG_MIN_NS 1000000000LL
+#define HANG_LEAD_NS 1000000000LL
+
+int vw_add_hang(const struct analysis *a, struct vwin **w, int nw)
+{
+	int hung = 0;
+	for (int i = 0; i < a->nfindings; i++)
+		hung |= !strcmp(a->findings[i].kind, "hang");
+	if (!hung || (nw == 1 && (*w)[0].first < 0 && !(*w)[0].hang)) /* (the whole run shown: in it) */
+		return nw;
+	int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+	for (int r = 0; r < a->nranks; r++) {
+		const struct proc *p = a->ranks[r].p;
+		for (int i = 0; i < p->hang.nstuck; i++) {
+			const struct ev *v = &p->hang.stuck[i].v;
+			if (v->d < HANG_MIN_NS)
+				continue;
+			int64_t s = an_job_time(p, v->t), e = an_job_time(p, v->t + v->d);
+			t0 = s < t0 ? s : t0;
+			t1 = e > t1 ? e : t1;
+		}
+	}
+	if (t0 > t1)
+		return nw;
+	/* two typical steps before it (the last ones the ranks made), a second at most */
+	int64_t lead = a->step_p50 > 0 && 2e6 * a->step_p50 < HANG_LEAD_NS ? (int64_t)(2e6 * a->step_p50) : HANG_LEAD_NS;
+	t0 -= lead;
+	if (nw && t0 < (*w)[nw - 1].t1) /* (after the windows shown, in time order) */
+		t0 = (*w)[nw - 1].t1;
+	struct vwin *m = realloc(*w, (size_t)(nw + 1) * sizeof *m);
+	if (!m || t0 >= t1)
+		return m ? (*w = m, nw) : nw;
+	*w = m;
+	m[nw] = (struct vwin){ .t0 = t0, .t1 = t1, .first = -1, .last = -1, .k0 = 1, .k1 = 0, .hang = 1 };
+	return nw + 1;
+}
+
 int vw_windows(const struct analysis *a, const char *spec, int nslow, int ntyp, struct vwin **out, char *err,
 	       size_t errlen)
 {
@@ -172,7 +210,7 @@ int vw_windows(const struct analysis *a, const char *spec, int nslow, int ntyp, 
 			w[nw - 1].slowest |= slow;
 			continue;
 		}
-		w[nw++] = (struct vwin){ t0, t1, num, num, k, k, slow };
+		w[nw++] = (struct vwin){ t0, t1, num, num, k, k, slow, 0 };
 	}
 	free(pick);
 	free(kd);
@@ -216,6 +254,9 @@ struct rdctx {
 	char **fdpath;      /* each descriptor's latest opened path */
 	size_t *fdlen;
 	int nfd;
+	struct trace_inflight *fl; /* calls in flight no event has ended yet, the latest look at each */
+	int nfl;
+	size_t cfl;
 };
 
 #define MAX_FD 65536
@@ -244,10 +285,53 @@ static void set_path(struct rdctx *c, int64_t fd, const char *s, size_t n)
 	c->fdlen[fd] = c->fdpath[fd] ? n : 0;
 }
 
+/* a call in flight as the writer looked at it (again: the later look) */
+static int on_inflight(void *ctx, struct trace_file *f, const struct trace_inflight *ci)
+{
+	struct rdctx *c = ctx;
+	(void)f;
+	int i = 0;
+	while (i < c->nfl && !(c->fl[i].ev.tid == ci->ev.tid && c->fl[i].ev.raw == ci->ev.raw))
+		i++;
+	if (i == c->nfl) {
+		struct trace_inflight *m = room_for(c->fl, (size_t)c->nfl, &c->cfl, sizeof *m, 16);
+		if (!m)
+			return 0;
+		c->fl = m;
+		c->nfl++;
+	}
+	c->fl[i] = *ci;
+	return 0;
+}
+
+/* the calls in flight that never returned, each as a call until its last look */
+static void unreturned(struct rdctx *c)
+{
+	for (int i = 0; i < c->nfl; i++) {
+		struct vw_call call = { .e = &c->fl[i].ev, .inflight = 1 };
+		int k = an_argpos(c->fl[i].ev.kind, "fdclass"); /* (the class the writer found, not the call's guess) */
+		if (k >= 0 && k < c->fl[i].ev.nargs && c->fl[i].fdclass > 0)
+			c->fl[i].ev.args[k] = c->fl[i].fdclass;
+		if (!an_convert(call.e, &call.v))
+			continue;
+		call.v = an_job_ev(c->p, &call.v);
+		if (c->fl[i].path[0]) {
+			call.path = c->fl[i].path;
+			call.pathlen = strlen(c->fl[i].path);
+		}
+		call.win = vw_window_of(c->w, c->nw, call.v.t, call.v.t + call.v.d);
+		if (call.win >= 0)
+			c->r->call(c->r->ctx, c->p, &call);
+	}
+}
+
 static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e)
 {
 	struct rdctx *c = ctx;
 	struct vw_call call = { .e = e };
+	for (int i = 0; i < c->nfl; i++) /* (a call in flight that returned: its event has its start) */
+		if (c->fl[i].ev.tid == e->tid && c->fl[i].ev.raw == e->raw)
+			c->fl[i--] = c->fl[--c->nfl];
 	if (e->kind == DDPSPY_EV_NVTX && c->r->nvtx)
 		c->r->nvtx(c->r->ctx, c->p, e, an_job_time(c->p, e->t_ns));
 	if (!an_convert(e, &call.v))
@@ -276,7 +360,7 @@ int vw_read(const struct proc *p, const struct vwin *w, int nw, const struct vw_
 {
 	struct trace_file f;
 	struct rdctx c = { .p = p, .w = w, .nw = nw, .r = r };
-	struct trace_visitor v = { .ctx = &c, .on_event = on_event };
+	struct trace_visitor v = { .ctx = &c, .on_event = on_event, .on_inflight = on_inflight };
 	int rc = trace_open(&f, p->file);
 	if (rc == 0 && p->clock)
 		rc = trace_set_clock(&f, p->clock);
@@ -284,6 +368,8 @@ int vw_read(const struct proc *p, const struct vwin *w, int nw, const struct vw_
 		f.verified = p->read_to;
 		rc = trace_read(&f, &v) == 1 ? -1 : 0; /* (damage: what came before it, as the report) */
 	}
+	if (rc == 0)
+		unreturned(&c);
 	for (size_t i = 0; rc == 0 && r->thread && i < f.nthreads; i++)
 		r->thread(r->ctx, p, f.threads[i].tid, f.threads[i].name);
 	trace_close(&f);
@@ -291,6 +377,7 @@ int vw_read(const struct proc *p, const struct vwin *w, int nw, const struct vw_
 		free(c.fdpath[i]);
 	free(c.fdpath);
 	free(c.fdlen);
+	free(c.fl);
 	return rc;
 }
 

@@ -156,11 +156,11 @@ static void on_call(void *ctx, const struct proc *p, const struct vw_call *c)
 	const struct ev *e = &c->v;
 	const struct trace_event *te = c->e;
 	const struct kind *k = an_kind(e->kind);
-	int arrival = !v->worker && vw_is_arrival(e);
+	int arrival = !v->worker && !c->inflight && vw_is_arrival(e);
 	/* the synchronizing calls (collectives, their waits, step markers) are always shown: they are
 	 * what the steps, the flows and the critical path are made of; the budget is for the rest */
 	int sync = an_is_sync_kind(e->kind);
-	int shown = take(v, sync, 1);
+	int shown = take(v, sync || c->inflight, 1);
 	/* the input read rate, of the rank and its workers */
 	if (an_is_file_read(e) && e->bytes > 0 && v->bins) {
 		const struct vwin *w = &v->w[c->win];
@@ -188,6 +188,9 @@ static void on_call(void *ctx, const struct proc *p, const struct vw_call *c)
 		snprintf(nb, sizeof nb, "%s%s", e->kind == DDPSPY_EV_MPI_ICOLL ? "i" : "", ddpspy_op_names[e->op]), name = nb;
 	if (e->kind == DDPSPY_EV_STEP)
 		name = e->op ? "step begin" : "step end";
+	char fl[64];
+	if (c->inflight) /* (a call that never returned: until the file's last look at it) */
+		snprintf(fl, sizeof fl, "%s (in flight)", name), name = fl;
 	fputs(",\"name\":", v->o);
 	json_put_string(v->o, name, SIZE_MAX);
 	fprintf(v->o, ",\"cat\":\"%s\",\"args\":{\"call\":\"%s\"", point ? "marker" : ddpspy_category_names[cat],
@@ -207,6 +210,8 @@ static void on_call(void *ctx, const struct proc *p, const struct vw_call *c)
 		fprintf(v->o, ",\"%s\":", an ? an : "text");
 		json_put_string(v->o, te->str, te->slen);
 	}
+	if (c->inflight)
+		fputs(",\"in_flight\":true", v->o);
 	fputs("}}", v->o);
 	seen_tid(v, te->tid);
 }
@@ -397,7 +402,7 @@ static void finding_marks(struct view *v, int pid, int tid, int rank, const stru
 		for (int w = 0; w < v->nw; w++) {
 			char nm[64];
 			snprintf(nm, sizeof nm, "%s [%.2f]", f->kind, f->severity);
-			ev_begin(v, "i", pid, tid, ri && ri->steps ? ri->steps[v->w[w].k0].t0 : v->w[w].t0);
+			ev_begin(v, "i", pid, tid, ri && ri->steps && v->w[w].first >= 0 ? ri->steps[v->w[w].k0].t0 : v->w[w].t0);
 			fputs(",\"s\":\"t\",\"cat\":\"finding\",\"name\":", v->o);
 			json_put_string(v->o, nm, SIZE_MAX);
 			fprintf(v->o, ",\"args\":{\"kind\":\"%s\",\"severity\":%.3f,\"title\":", f->kind, f->severity);
@@ -695,7 +700,9 @@ static void view_about(struct view *v, int nshow, long maxev)
 	json_put_string(v->o, a->summary, SIZE_MAX);
 	fprintf(v->o, ",\"clock\":\"%s\",\"ranks\":%d,\"ranks_shown\":%d,\"steps_shown\":\"", a->clock_method, a->nranks, nshow);
 	for (int w = 0; w < v->nw; w++) {
-		if (v->w[w].first < 0)
+		if (v->w[w].hang)
+			fprintf(v->o, "%sthe hang", w ? "," : "");
+		else if (v->w[w].first < 0)
 			fprintf(v->o, "the whole run (no steps found)");
 		else if (v->w[w].first == v->w[w].last)
 			fprintf(v->o, "%s%d", w ? "," : "", v->w[w].first);
@@ -712,7 +719,9 @@ static void view_said(const struct view *v, const char *outp, int nshow, long ma
 {
 	fprintf(stderr, "ddpspy view: wrote %s: %d rank%s, steps ", outp, nshow, nshow == 1 ? "" : "s");
 	for (int w = 0; w < v->nw; w++)
-		if (v->w[w].first < 0)
+		if (v->w[w].hang)
+			fprintf(stderr, "%sthe hang", w ? ", " : "");
+		else if (v->w[w].first < 0)
 			fprintf(stderr, "(none found: the whole run)");
 		else
 			fprintf(stderr, w ? ", %d-%d" : "%d-%d", v->w[w].first, v->w[w].last);
@@ -813,6 +822,8 @@ int cmd_view(int argc, char **argv)
 		fprintf(stderr, "ddpspy view: %s\n", err);
 		goto done;
 	}
+	if (!steps)
+		v->nw = vw_add_hang(&a, &v->w, v->nw);
 	v->pid = calloc((size_t)a.nranks, sizeof *v->pid);
 	v->bins = calloc((size_t)v->nw * RATE_BINS, sizeof *v->bins);
 	if (!v->pid || !v->bins) {

@@ -17,6 +17,7 @@ struct vwin {
 	int first, last;   /* step numbers */
 	size_t k0, k1;     /* their indices among the analysis's kept steps (a->ranks[].steps) */
 	int slowest;       /* it holds one of the slowest steps */
+	int hang;          /* the hang (vw_add_hang): no steps, first and last -1 */
 };
 
 /* The windows to show: the steps of spec ("A-B" or "A", step numbers) or, spec NULL, the nslow
@@ -24,6 +25,10 @@ struct vwin {
  * order; with no steps found, the whole run as one window. Returns the count, or -1 with err. */
 int vw_windows(const struct analysis *a, const char *spec, int nslow, int ntyp, struct vwin **out, char *err,
 	       size_t errlen);
+/* The hang, where the report found one: a window after w's from a little before the earliest
+ * call in flight that never returned (a second or more) to the latest look at one, so that the
+ * view shows what each rank was in when its file ended. Returns the windows' count. */
+int vw_add_hang(const struct analysis *a, struct vwin **w, int nw);
 /* the step number of kept step k */
 int vw_step_number(const struct analysis *a, size_t k);
 /* the window that holds t (its index), -1 none: w sorted by time */
@@ -31,13 +36,16 @@ int vw_window_of(const struct vwin *w, int nw, int64_t t0, int64_t t1);
 
 /* One reading of a process's file for the windows: every recorded call (not CUPTI's records)
  * that overlaps a window, its time on the job's clock, handed to fn with the path it read or
- * opened (NULL none) and the thread's table entry; thread names after it as the file ends. */
+ * opened (NULL none) and the thread's table entry; then the calls in flight that never returned
+ * (their inflight records with no event of the same start after them); thread names after it as
+ * the file ends. */
 struct vw_call {
 	const struct trace_event *e;   /* the raw event: its kind and arguments */
 	struct ev v;                   /* the same converted, aligned */
 	const char *path;              /* the file it names or reads (its latest open), NULL none */
 	size_t pathlen;
 	int win;                       /* the window it overlaps */
+	int inflight;                  /* a call in flight that never returned: v.d until the last look */
 };
 struct vw_reader {
 	void *ctx;

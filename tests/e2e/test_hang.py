@@ -112,6 +112,32 @@ fl = [r for r in of(recs, "inflight") if procs.get(r["pid"], {}).get("rank") == 
 ok(fl and fl[0]["op"] == "allreduce" and fl[0]["seq"] == 300 and fl[0]["bytes"] == 4096 and fl[0]["comm"] == 0,
    "dump: rank 0's all-reduce #300 in flight, with its bytes: %s" % (fl[:1],))
 
+# the timeline: after the steps it shows, the hang, each rank's call that never returned drawn until
+# its file's last look at it
+vj = os.path.join(d, "fifo.json")
+p = subprocess.run([DDPSPY, "view", out, "-o", vj], capture_output=True, text=True, timeout=120)
+view = json.load(open(vj)) if p.returncode == 0 else {"traceEvents": [], "otherData": {}}
+fl = [e for e in view["traceEvents"] if e.get("args", {}).get("in_flight")]
+rd = [e for e in fl if e["name"] == "read (in flight)" and e["args"].get("path") == fifo]
+ar = [e for e in fl if e["name"] == "allreduce (in flight)" and e["args"].get("seq") == 300]
+ok(p.returncode == 0 and view["otherData"].get("steps_shown", "").endswith("the hang") and rd and ar and
+   rd[0]["pid"] != ar[0]["pid"] and all(e["dur"] >= (HANG_S - 1) * 1e6 for e in rd + ar),
+   "ddpspy view of the FIFO hang: a window for the hang after the steps shown, rank 1's read of the FIFO and rank 0's "
+   "all-reduce #300 drawn in flight for %s us: %s" % ([round(e["dur"]) for e in rd + ar], view["otherData"].get("steps_shown")))
+
+# ---- a rank blocked in open() of a FIFO for reading (no writer ever opens it): the path it was
+# given, and what that path names, since there is no descriptor yet ----
+ofifo = os.path.join(d, "open.fifo")
+os.mkfifo(ofifo)
+during, after, out = hung_job("open", "open", extra=[ofifo])
+for when, j in (("while it hangs", during), ("after it was killed", after)):
+    f = hang_of(j)
+    r1 = by_rank(f).get(1, {})
+    ok(f is not None and f["rank"] == 1 and r1.get("state") == "missing" and
+       "open of %s (pipe)" % ofifo in (r1.get("call") or "") and "hang_mpi+0x" in (r1.get("call") or ""),
+       "open of a FIFO, %s: rank 1 is missing, in open() of that path (a pipe), at its call site: %s"
+       % (when, r1.get("call")))
+
 # ---- a rank computing forever: no call in flight ----
 during, after, out = hung_job("spin", "spin")
 for when, j in (("while it hangs", during), ("after it was killed", after)):

@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 from lib import *
-from schema import report_errors
 
 TORCHRUN = "/usr/bin/torchrun"
 TRAIN = os.path.join(ROOT, "examples", "torch", "train_mlp.py")
@@ -47,15 +46,7 @@ def traced(name, args, via_run=False, script=None, env_extra=None):
     if p.returncode != 0 or truth is None:
         print("# %s failed (rc=%d): %s" % (name, p.returncode, (p.stderr or p.stdout)[-800:].replace("\n", "\n# ")))
         return None, None
-    r = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=300)
-    try:
-        j = json.loads(r.stdout)
-    except ValueError:
-        print("# report of %s: rc=%d %s" % (name, r.returncode, r.stderr[-500:]))
-        return truth, None
-    errs = report_errors(j)
-    ok(not errs, "%s: the report follows the contract%s" % (name, (": %s" % errs[:3]) if errs else ""))
-    return truth, j
+    return truth, checked_report(out)[0]
 
 
 def kinds(j):
