@@ -25,7 +25,7 @@ NVCC := $(wildcard $(CUDA_HOME)/bin/nvcc)
 PRELOAD_SRC := preload/init.c preload/config.c preload/clock.c preload/ring.c \
 	preload/registry.c preload/writer.c preload/record.c preload/resolve.c \
 	preload/fdclass.c preload/identity.c preload/pthread.c preload/sleep.c preload/io.c \
-	preload/gloo.c preload/markers.c preload/selfcost.c preload/inflight.c common/format.c
+	preload/gloo.c preload/markers.c preload/selfcost.c preload/inflight.c preload/blocked.c common/format.c
 ifneq ($(MPI_CFLAGS),)
 PRELOAD_SRC += preload/mpi.c
 endif

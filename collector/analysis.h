@@ -116,6 +116,7 @@ struct thr {
 #define AN_FRAMES 8
 #define AN_HSITE_NS 100000 /* 0.1 ms */
 #define AN_STUCK 8         /* calls in flight kept per process (the earliest started) */
+#define AN_STUCK_CALLERS 7 /* and the frames of each one's stack kept above its call site */
 #define AN_SPACES 16       /* collective sequence spaces followed per process */
 
 /* What a process's file says of its calls that did not return (format 2.9's "inflight" records)
@@ -127,6 +128,8 @@ struct an_stuck {          /* a call in flight that no later event of its thread
 	int tid, end;          /* end: seen by the file's last flush */
 	char path[96];         /* its descriptor's path then ("" none) */
 	char site[112];        /* its call site, "module+0xoffset" ("" unknown) */
+	char callers[AN_STUCK_CALLERS][112]; /* the frames above it where the writer read the stack */
+	int ncallers;
 };
 struct an_space {          /* a collective sequence space: a communicator, or a gloo operation */
 	int32_t comm;          /* as struct ev's */

@@ -16,7 +16,7 @@
 
 #define HANG_MIN_NS 2000000000LL /* a call in flight at least this long, */
 #define HANG_FACTOR 10           /* and this many times the longest call to peers its rank completed */
-#define EV_PER_RANK 9            /* evidence values a rank's entry takes */
+#define EV_PER_RANK (11 + AN_STUCK_CALLERS) /* evidence values a rank's entry takes, at most */
 
 struct rstate {                  /* one rank as its file ends */
 	const struct proc *p;
@@ -159,21 +159,42 @@ static void call_words(const struct an_stuck *s, char *buf, size_t n)
 		snprintf(buf + l, n - l, " at %s", s->site);
 }
 
+/* the last sequence number p completed in space sp (-1 none): an NCCL collective completes on the
+ * device, when its kernel ends (where CUPTI timed it: its kernels joined to their calls) */
+static int32_t completed(const struct proc *p, const struct an_space *sp)
+{
+	if (!sp || sp->kind != DDPSPY_EV_NCCL_COLL)
+		return sp ? sp->done : -1;
+	struct gend *e;
+	size_t n = an_gpu_nccl_ends(p, &e);
+	int32_t done = -1;
+	for (size_t i = 0; i < n; i++)
+		if (e[i].comm == sp->comm && e[i].seq > done)
+			done = e[i].seq;
+	free(e);
+	return done;
+}
+
 /* rank entry r: rank, state, its last completed and last called sequence number in the space (-1:
- * none, or no space; an NCCL collective completes on the device: only called), its call in flight
- * (null: none), for how long, whether its file ended */
+ * none, or no space), its call in flight (null: none), for how long, whether its file ended */
 static void rank_entry(struct finding *f, const struct rstate *r, const struct an_space *sp)
 {
 	char call[256];
 	an_ev_open(f, NULL, FV_OBJ);
 	an_ev_int(f, "rank", r->rank);
 	an_ev_str(f, "state", r->state);
-	an_ev_int(f, "last_completed", sp ? sp->done : -1);
+	an_ev_int(f, "last_completed", completed(r->p, sp));
 	an_ev_int(f, "last_called", sp ? sp->issued : -1);
 	if (r->call) {
 		call_words(r->call, call, sizeof call);
 		an_ev_str(f, "call", call);
 		an_ev_num(f, "for_s", (double)in_flight(r, r->call) / 1e9, 1);
+		if (strcmp(r->state, "waiting")) { /* (the ranks that matter: the frames above the call site) */
+			an_ev_open(f, "callers", FV_LIST);
+			for (int k = 0; k < r->call->ncallers; k++)
+				an_ev_str(f, NULL, r->call->callers[k]);
+			an_ev_end(f);
+		}
 	} else {
 		an_ev_str(f, "call", NULL);
 		an_ev_num(f, "for_s", 0, 1);

@@ -75,11 +75,12 @@ void an_stuck_add(struct proc *p, const struct trace_file *f, const struct trace
 	s->tid = c->ev.tid;
 	s->end = c->end;
 	snprintf(s->path, sizeof s->path, "%.*s", (int)sizeof s->path - 1, c->path);
-	char site[1][112];
-	if (an_frames(f, c->ev.stack, site, 1) == 1)
-		memcpy(s->site, site[0], sizeof s->site);
-	else
-		s->site[0] = 0;
+	char fr[AN_STUCK_CALLERS + 1][112];
+	int nf = an_frames(f, c->ev.stack, fr, AN_STUCK_CALLERS + 1);
+	memcpy(s->site, nf > 0 ? fr[0] : "", nf > 0 ? sizeof s->site : 1);
+	s->ncallers = nf > 1 ? nf - 1 : 0;
+	for (int k = 0; k < s->ncallers; k++)
+		memcpy(s->callers[k], fr[k + 1], sizeof s->callers[k]);
 }
 
 void an_stuck_event(struct proc *p, const struct trace_event *e, const struct ev *v)

@@ -606,8 +606,18 @@ static void hang_ranks(struct finding *f, const char *kind)
 	for (v = v ? v + 1 : end; v < end && v->type == FV_OBJ && n < sizeof f->text; v++) {
 		int64_t rank = -1, last = -1, called = -1;
 		const char *state = "", *call = NULL;
+		const struct fv *callers = NULL; /* (its first frame; the list ends at an FV_END) */
 		double sec = 0;
 		for (v++; v < end && v->type != FV_END; v++) {
+			if (v->type == FV_LIST || v->type == FV_OBJ) { /* (a nested list: the callers' frames) */
+				if (v->key && !strcmp(v->key, "callers"))
+					callers = v + 1;
+				for (int depth = 1; depth && ++v < end;)
+					depth += (v->type == FV_LIST || v->type == FV_OBJ) - (v->type == FV_END);
+				continue;
+			}
+			if (!v->key)
+				continue;
 			if (!strcmp(v->key, "rank"))
 				rank = v->v.i;
 			else if (!strcmp(v->key, "last_completed"))
@@ -623,9 +633,13 @@ static void hang_ranks(struct finding *f, const char *kind)
 		}
 		n += (size_t)snprintf(f->text + n, sizeof f->text - n, "%srank %" PRId64 " %s: ", n > 0 && f->text[n - 2] != ';' ?
 				      "; " : "", rank, state);
-		if (n < sizeof f->text && call)
-			n += (size_t)snprintf(f->text + n, sizeof f->text - n, "%s for %.1f s", call, sec);
-		else if (n < sizeof f->text)
+		if (n < sizeof f->text && call) { /* (its call site, then up to 3 callers) */
+			n += (size_t)snprintf(f->text + n, sizeof f->text - n, "%s", call);
+			for (int k = 0; callers && k < 3 && callers[k].type == FV_STR && n < sizeof f->text; k++)
+				n += (size_t)snprintf(f->text + n, sizeof f->text - n, " <- %s", f->strs + callers[k].v.s);
+			if (n < sizeof f->text)
+				n += (size_t)snprintf(f->text + n, sizeof f->text - n, " for %.1f s", sec);
+		} else if (n < sizeof f->text)
 			n += (size_t)snprintf(f->text + n, sizeof f->text - n, "no call in flight");
 		if (n < sizeof f->text && last >= 0)
 			n += (size_t)snprintf(f->text + n, sizeof f->text - n, " (last completed #%" PRId64 ")", last);
@@ -675,7 +689,7 @@ static void hang_words(struct finding *f)
 			 inum(f, "collective.comm"));
 	hang_ranks(f, head);
 	f->advice[0] = "Look at what the named rank was doing when the others stopped: its call in flight, the "
-		       "descriptor and path it waits on, and its call site are in the evidence.";
+		       "descriptor and path it waits on, its call site and the callers above it are in the evidence.";
 	f->advice[1] = "Make the job fail fast instead of waiting for a timeout, or forever: PyTorch's "
 		       "init_process_group(timeout=...) and TORCH_NCCL_ASYNC_ERROR_HANDLING=1; Open MPI's mpirun --timeout.";
 	if (!strcmp(pat, "deadlock"))

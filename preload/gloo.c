@@ -85,7 +85,8 @@ static int64_t gloo_bytes(struct dsp_tls *t, int op)
 
 /* One gloo call, in the shape of every wrapper: resolve, enter, timestamp (the call in flight, from
  * site: the wrapper's return address), call, record (gloo_end, also when the call throws). */
-static void gloo_call(void (**real)(void *), const char *sym, int op, void *opts, const void *site)
+static void gloo_call(void (**real)(void *), const char *sym, int op, void *opts, const void *site,
+		      const void *fp)
 {
 	if (!*real)
 		*real = (void (*)(void *))dsp_resolve(sym, "libgloo");
@@ -100,7 +101,7 @@ static void gloo_call(void (**real)(void *), const char *sym, int op, void *opts
 		 * in a different order on each rank */
 		c.seq = __atomic_fetch_add(&seqs[op], 1, __ATOMIC_RELAXED);
 		c.bytes = gloo_bytes(c.t, op);
-		c.t0 = dsp_call_begin(c.t, DDPSPY_EV_GLOO_COLL, site, -1, NULL, 4,
+		c.t0 = dsp_call_begin(c.t, DDPSPY_EV_GLOO_COLL, site, fp, -1, NULL, 4,
 				      (const int64_t[]){op, (int64_t)c.seq, c.bytes, -1});
 	}
 	(*real)(opts);
@@ -112,7 +113,8 @@ static void gloo_call(void (**real)(void *), const char *sym, int op, void *opts
 	static void (*real_##sym)(void *);                                                \
 	void sym(void *opts)                                                              \
 	{                                                                                 \
-		gloo_call(&real_##sym, #sym, op, opts, __builtin_return_address(0));     \
+		gloo_call(&real_##sym, #sym, op, opts, __builtin_return_address(0),      \
+			  __builtin_frame_address(0));                                    \
 	}
 
 /* gloo 0.5 (Debian's libgloo0, PyTorch 1.13): nm -D libgloo.so | grep 'T _ZN4gloo' */

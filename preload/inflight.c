@@ -18,6 +18,7 @@ int dsp_call_read(struct dsp_thread *th, struct dsp_call *c)
 	if (!t0)
 		return 0;
 	c->site = __atomic_load_n(&s->site, __ATOMIC_RELAXED);
+	c->fp = __atomic_load_n(&s->fp, __ATOMIC_RELAXED);
 	c->fd = __atomic_load_n(&s->fd, __ATOMIC_RELAXED);
 	c->str = __atomic_load_n(&s->str, __ATOMIC_RELAXED);
 	c->kind = __atomic_load_n(&s->kind, __ATOMIC_RELAXED);

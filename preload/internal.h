@@ -32,6 +32,7 @@ enum { TS_FRESH, TS_ACTIVE, TS_OFF };
 struct dsp_call {
 	uint64_t t0;         /* raw time of entry; 0: no call in flight */
 	uintptr_t site;      /* the wrapper's return address */
+	uintptr_t fp;        /* the wrapper's frame address (its frame pointer), 0 unknown: the stack */
 	int64_t fd;          /* the descriptor it waits on, -1 none */
 	uintptr_t str;       /* a path it was given (open's), 0 none: the writer copies it */
 	uint32_t kind, nargs;
@@ -213,11 +214,11 @@ static inline void dsp_leave(struct dsp_tls *t)
 /* A wrapper that can block calls this instead of dsp_now() for its start (guard held): the time,
  * and the call published as in flight until dsp_leave. (DSP_NO_INFLIGHT: make bench's build
  * without it, to measure its cost side by side) */
-static inline uint64_t dsp_call_begin(struct dsp_tls *t, uint32_t kind, const void *site, int64_t fd,
-				      const char *str, uint32_t nargs, const int64_t *args)
+static inline uint64_t dsp_call_begin(struct dsp_tls *t, uint32_t kind, const void *site, const void *fp,
+				      int64_t fd, const char *str, uint32_t nargs, const int64_t *args)
 {
 #ifdef DSP_NO_INFLIGHT
-	(void)t, (void)kind, (void)site, (void)fd, (void)str, (void)nargs, (void)args;
+	(void)t, (void)kind, (void)site, (void)fp, (void)fd, (void)str, (void)nargs, (void)args;
 	return dsp_now();
 #endif
 	struct dsp_call *c = t->call;
@@ -226,6 +227,7 @@ static inline uint64_t dsp_call_begin(struct dsp_tls *t, uint32_t kind, const vo
 	/* the previous call's clearing of t0 before these stores (a compiler barrier on x86) */
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	__atomic_store_n(&c->site, (uintptr_t)site, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->fp, (uintptr_t)fp, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->fd, fd, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->str, (uintptr_t)str, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->kind, kind, __ATOMIC_RELAXED);
@@ -238,13 +240,16 @@ static inline uint64_t dsp_call_begin(struct dsp_tls *t, uint32_t kind, const vo
 	t->in_call = 1;
 	return t0;
 }
-/* In the exported wrapper itself (its return address is the program's call site): kind, the
- * descriptor (-1 none), then the event's arguments as far as they are known on entry. */
+/* In the exported wrapper itself (its return address is the program's call site, its frame the
+ * way to the program's stack: blocked.c): kind, the descriptor (-1 none), then the event's
+ * arguments as far as they are known on entry. */
 #define DSP_CALL(t, kind, fd, nargs, ...)                                                  \
-	dsp_call_begin(t, kind, __builtin_return_address(0), fd, NULL, nargs, (const int64_t[]){__VA_ARGS__})
+	dsp_call_begin(t, kind, __builtin_return_address(0), __builtin_frame_address(0), fd, NULL, nargs, \
+		       (const int64_t[]){__VA_ARGS__})
 /* the same for a call given a path and no descriptor yet (open) */
 #define DSP_CALL_PATH(t, kind, path, nargs, ...)                                           \
-	dsp_call_begin(t, kind, __builtin_return_address(0), -1, path, nargs, (const int64_t[]){__VA_ARGS__})
+	dsp_call_begin(t, kind, __builtin_return_address(0), __builtin_frame_address(0), -1, path, nargs, \
+		       (const int64_t[]){__VA_ARGS__})
 
 /* Records an event with nargs integer arguments (called with the guard held). */
 static inline void dsp_emit(struct dsp_tls *t, int kind, uint64_t t0, uint64_t t1, int nargs,
@@ -381,6 +386,9 @@ int dsp_call_read(struct dsp_thread *th, struct dsp_call *c);
 struct dsp_call *dsp_thread_call(struct dsp_thread *th);
 /* the path of this process's descriptor fd (readlink of /proc/self/fd), "" when gone */
 void dsp_fd_path(int64_t fd, char *buf, size_t n);
+/* blocked.c: the program's stack at a call in flight, from its wrapper's frame (c->fp), into pc
+ * (max): the frames read, 0 none (no frame, no libunwind-x86_64, or a frame not as expected) */
+int dsp_call_stack(const struct dsp_call *c, uintptr_t *pc, int max);
 /* the path a call in flight was given (c->str), copied safely; "" when none or the call ended */
 void dsp_call_path(struct dsp_thread *th, const struct dsp_call *c, char *buf, size_t n);
 void dsp_thread_set_name(struct dsp_tls *t, const char *name);

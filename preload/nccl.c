@@ -285,12 +285,12 @@ static int64_t coll_bytes(const struct comm *c, size_t count, ncclDataType_t typ
 /* the call published in flight with the sequence number it will get: enqueues seldom block, but
  * a blocking communicator's call waits for its peers, and a hung one is the call to name */
 static uint64_t coll_call(struct dsp_tls *t, int op, ncclComm_t comm, size_t count, ncclDataType_t type, int per,
-			  int root, int peer, const void *site)
+			  int root, int peer, const void *site, const void *fp)
 {
 	struct comm *c = comm_find(comm);
 	int64_t seq = c && op != DDPSPY_OP_SEND && op != DDPSPY_OP_RECV ? (int64_t)__atomic_load_n(&c->seq, __ATOMIC_RELAXED)
 									: -1;
-	return dsp_call_begin(t, DDPSPY_EV_NCCL_COLL, site, -1, NULL, 6,
+	return dsp_call_begin(t, DDPSPY_EV_NCCL_COLL, site, fp, -1, NULL, 6,
 			      (const int64_t[]){op, c ? c->id : -1, seq, coll_bytes(c, count, type, per), root, peer});
 }
 
@@ -321,7 +321,7 @@ static void rec_coll(struct dsp_tls *t, uint64_t t0, int op, ncclComm_t comm, si
 		uint64_t ext = __atomic_add_fetch(&ext_ids, 1, __ATOMIC_RELAXED);                   \
 		dsp_gpu_push(ext);                                                                  \
 		uint64_t t0 = coll_call(t, op, comm, count, type, per, root, peer,                  \
-					__builtin_return_address(0));                              \
+					__builtin_return_address(0), __builtin_frame_address(0));  \
 		ncclResult_t rc = real_##name args;                                                 \
 		dsp_gpu_pop();                                                                      \
 		rec_coll(t, t0, op, comm, count, type, per, root, peer, stream, ext, rc);           \

@@ -839,8 +839,16 @@ static void rec_call(struct dsp_thread *th, void *ctx)
 	if (!end && (ws[DSP_WS_CALL] == c.t0 || now - c.t0 < inflight_ticks))
 		return;
 	ws[DSP_WS_CALL] = c.t0;
-	uintptr_t site = c.site;
-	uint32_t sid = site ? stack_id(&site, 1) : 0;
+	/* the program's stack at the call where it can be read (blocked.c), kept if the thread was
+	 * still in that call afterwards; else the call site alone */
+	uintptr_t pc[48];
+	struct dsp_call again;
+	int n = dsp_call_stack(&c, pc, 48);
+	if (n > 0 && !(dsp_call_read(th, &again) && again.t0 == c.t0))
+		n = 0;
+	if (!n && c.site)
+		pc[n++] = c.site;
+	uint32_t sid = n ? stack_id(pc, (uint32_t)n) : 0;
 	flush_stacks();
 	char path[512];
 	if (c.fd >= 0)

@@ -96,6 +96,10 @@ for when, j in (("while it hangs", during), ("after it was killed", after)):
        "hang_mpi+0x" in (r1.get("call") or "") and r1.get("last_completed") == 299 and HANG_S - 1 < r1["for_s"] < 60,
        "FIFO, %s: rank 1 is missing, in a read of the FIFO (a pipe) at its call site, for %s s, after #299: %s"
        % (when, r1.get("for_s"), r1.get("call")))
+    # (main reads the FIFO: above it the C library's start, then the program's _start)
+    cs = r1.get("callers") or []
+    ok(len(cs) >= 2 and cs[0].startswith("libc.so.6+0x") and cs[-1].startswith("hang_mpi+0x"),
+       "FIFO, %s: rank 1's stack above its call site, read while it was blocked: %s" % (when, cs))
     ok(r0.get("state") == "waiting" and "allreduce #300" in (r0.get("call") or "") and r0.get("last_completed") == 299,
        "FIFO, %s: rank 0 waits in it: %s" % (when, r0.get("call")))
     ok(j is not None and j["verdict"]["summary"].startswith("the job hung: rank 1 never reached allreduce #300"),
@@ -190,6 +194,11 @@ if os.path.exists(TORCHRUN) and subprocess.run(["/usr/bin/python3", "-c", "impor
        r0.get("state") == "waiting" and "gloo_coll allreduce #50" in (r0.get("call") or ""),
        "gloo (PyTorch): a hang naming rank 1 in its read of the FIFO, rank 0's all-reduce #50 waiting: %s / %s / %s"
        % (f and f["title"], r1.get("call"), r0.get("call")))
+    # its stack above the read, read by the writer from the blocked thread's frames: the interpreter
+    # that called os.read (Debian's python3.11 links libpython statically: its frames are python3.11's)
+    cs = r1.get("callers") or []
+    ok(len(cs) >= 3 and any("python3" in c for c in cs),
+       "gloo (PyTorch): rank 1's callers above the read, the interpreter's frames among them: %s" % cs)
 else:
     skip("a gloo hang", "Debian's python3-torch is not installed (/usr/bin/torchrun, torch with gloo)")
 
@@ -214,6 +223,10 @@ if os.path.exists(NAPP):
        and r0.get("state") == "waiting" and r0.get("last_called") == 20 and (r0.get("call") or "").startswith("cuda_sync"),
        "NCCL (simulated device): a hang naming rank 1 in its read, rank 0 waiting for its stream after enqueueing "
        "all-reduce #20: %s / %s / %s" % (f and f["title"], r1, r0))
+    # (an NCCL collective completes on the device: #19 the last whose kernels ended, on both ranks)
+    ok(r1.get("last_completed") == 19 and r0.get("last_completed") == 19,
+       "NCCL (simulated device): each rank's last completed all-reduce is #19, from its kernels' ends: %s, %s"
+       % (r1.get("last_completed"), r0.get("last_completed")))
 else:
     skip("an NCCL hang", "make sim did not build nccl_app")
 

@@ -1,0 +1,196 @@
+/* The stack of a call in flight, read by the writer while the thread stays blocked in it: no
+ * signal, no ptrace, nothing the program can see. The wrapper publishes its own frame address
+ * (DSP_CALL, internal.h); the wrappers keep frame pointers, so that frame holds the caller's
+ * frame pointer and the return address, which give the caller's registers as they were at the
+ * call (instruction, stack and frame pointers). From there libunwind's remote interface (loaded
+ * with dlopen, as record.c loads the local one) steps through the callers by their DWARF call
+ * frame information, every read of the program's memory made through process_vm_readv of this
+ * very process: a bad address fails the read instead of faulting, so a frame that changed or a
+ * stack that went away ends the stack and never the process. The caller checks afterwards that
+ * the thread is still in that call; docs/design.md ("Calls in flight"). */
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/uio.h>
+
+#include <libunwind.h> /* (the types only: its functions are looked up in libunwind-x86_64) */
+
+static struct {
+	int tried;
+	unw_addr_space_t as;
+	int (*init_remote)(unw_cursor_t *, unw_addr_space_t, void *);
+	int (*step)(unw_cursor_t *);
+	int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
+	int (*search)(unw_addr_space_t, unw_word_t, unw_dyn_info_t *, unw_proc_info_t *, int, void *);
+} U;
+
+struct regs {
+	unw_word_t ip, sp, bp;
+};
+
+/* n bytes at address a of this process, through the kernel: -1 where any of it is not mapped */
+static int peek(uintptr_t a, void *buf, size_t n)
+{
+	struct iovec l = { buf, n }, r = { (void *)a, n };
+	return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == (ssize_t)n ? 0 : -1;
+}
+
+static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)
+{
+	(void)as, (void)arg;
+	return !write && peek(addr, val, sizeof *val) == 0 ? 0 : -UNW_EINVAL;
+}
+
+/* the registers known at the call: the others are not, and a frame that needs them ends the stack */
+static int access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, int write, void *arg)
+{
+	const struct regs *r = arg;
+	(void)as;
+	if (write)
+		return -UNW_EREADONLYREG;
+	if (reg == UNW_X86_64_RIP)
+		*val = r->ip;
+	else if (reg == UNW_X86_64_RSP)
+		*val = r->sp;
+	else if (reg == UNW_X86_64_RBP)
+		*val = r->bp;
+	else
+		return -UNW_EBADREG;
+	return 0;
+}
+
+static int access_fpreg(unw_addr_space_t as, unw_regnum_t reg, unw_fpreg_t *val, int write, void *arg)
+{
+	(void)as, (void)reg, (void)val, (void)write, (void)arg;
+	return -UNW_EBADREG;
+}
+
+static int get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *addr, void *arg)
+{
+	(void)as, (void)addr, (void)arg;
+	return -UNW_ENOINFO;
+}
+
+static void put_unwind_info(unw_addr_space_t as, unw_proc_info_t *pi, void *arg)
+{
+	(void)as, (void)pi, (void)arg; /* (table entries' info is libunwind's own to free) */
+}
+
+static int resume(unw_addr_space_t as, unw_cursor_t *c, void *arg)
+{
+	(void)as, (void)c, (void)arg;
+	return -UNW_EINVAL;
+}
+
+static int get_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, size_t n, unw_word_t *off, void *arg)
+{
+	(void)as, (void)addr, (void)buf, (void)n, (void)off, (void)arg;
+	return -UNW_ENOINFO; /* (the collector names frames by module and offset) */
+}
+
+/* the loaded object whose segment holds ip: that segment and the object's .eh_frame_hdr */
+struct obj {
+	uintptr_t ip, lo, hi, hdr;
+};
+
+static int find_obj(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct obj *o = data;
+	(void)size;
+	const ElfW(Phdr) *text = NULL, *eh = NULL;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + p->p_vaddr;
+		if (p->p_type == PT_LOAD && o->ip >= lo && o->ip < lo + p->p_memsz)
+			text = p;
+		else if (p->p_type == PT_GNU_EH_FRAME)
+			eh = p;
+	}
+	if (!text)
+		return 0;
+	o->lo = info->dlpi_addr + text->p_vaddr;
+	o->hi = o->lo + text->p_memsz;
+	o->hdr = eh ? info->dlpi_addr + eh->p_vaddr : 0;
+	return 1;
+}
+
+/* The procedure holding ip, from its object's .eh_frame_hdr binary search table (LSB: version 1,
+ * a 4-byte eh_frame pointer, a 4-byte count, entries of two datarel sdata4 words), the form every
+ * linker on this platform writes; another form: no information, and the stack ends there. */
+static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi, int need, void *arg)
+{
+	struct obj o = { .ip = ip };
+	unsigned char h[12];
+	if (!dl_iterate_phdr(find_obj, &o) || !o.hdr || peek(o.hdr, h, sizeof h) < 0)
+		return -UNW_ENOINFO;
+	/* version 1; eh_frame_ptr udata4 or sdata4 (any application); count udata4; table datarel sdata4 */
+	if (h[0] != 1 || ((h[1] & 0x0f) != 0x03 && (h[1] & 0x0f) != 0x0b) || h[2] != 0x03 || h[3] != 0x3b)
+		return -UNW_ENOINFO;
+	uint32_t count;
+	memcpy(&count, h + 8, sizeof count);
+	unw_dyn_info_t di;
+	memset(&di, 0, sizeof di);
+	di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
+	di.start_ip = o.lo;
+	di.end_ip = o.hi;
+	di.u.rti.segbase = o.hdr;
+	di.u.rti.table_data = o.hdr + 12;
+	di.u.rti.table_len = (unw_word_t)count * 2 * sizeof(int32_t) / sizeof(unw_word_t);
+	return U.search(as, ip, &di, pi, need, arg);
+}
+
+static int load(void)
+{
+	static unw_accessors_t acc = { find_proc_info, put_unwind_info, get_dyn_info_list_addr, access_mem,
+				       access_reg, access_fpreg, resume, get_proc_name };
+	void *h = dlopen("libunwind-x86_64.so.8", RTLD_LAZY | RTLD_LOCAL);
+	if (!h) {
+		dsp_log("libunwind-x86_64 not available (%s): calls in flight get their call site only", dlerror());
+		return -1;
+	}
+	unw_addr_space_t (*create)(unw_accessors_t *, int) = (unw_addr_space_t (*)(unw_accessors_t *, int))
+		dlsym(h, "_Ux86_64_create_addr_space");
+	int (*policy)(unw_addr_space_t, unw_caching_policy_t) = (int (*)(unw_addr_space_t, unw_caching_policy_t))
+		dlsym(h, "_Ux86_64_set_caching_policy");
+	U.init_remote = (int (*)(unw_cursor_t *, unw_addr_space_t, void *))dlsym(h, "_Ux86_64_init_remote");
+	U.step = (int (*)(unw_cursor_t *))dlsym(h, "_Ux86_64_step");
+	U.get_reg = (int (*)(unw_cursor_t *, unw_regnum_t, unw_word_t *))dlsym(h, "_Ux86_64_get_reg");
+	U.search = (int (*)(unw_addr_space_t, unw_word_t, unw_dyn_info_t *, unw_proc_info_t *, int, void *))
+		dlsym(h, "_Ux86_64_dwarf_search_unwind_table");
+	if (!create || !U.init_remote || !U.step || !U.get_reg || !U.search || !(U.as = create(&acc, 0)))
+		return -1;
+	if (policy) /* (objects come and go with dlopen: nothing remembered by address) */
+		policy(U.as, UNW_CACHE_NONE);
+	return 0;
+}
+
+int dsp_call_stack(const struct dsp_call *c, uintptr_t *pc, int max)
+{
+	if (!c->fp || max < 1)
+		return 0;
+	if (!U.tried) {
+		U.tried = 1;
+		if (load() < 0)
+			U.as = NULL;
+	}
+	/* the wrapper's frame: the caller's frame pointer, then the return address, which must be the
+	 * call site the wrapper published (else its frame is not what we think: the site alone) */
+	uintptr_t fr[2];
+	if (!U.as || peek(c->fp, fr, sizeof fr) < 0 || fr[1] != c->site)
+		return 0;
+	struct regs r = { c->site, c->fp + 16, fr[0] };
+	unw_cursor_t cur;
+	if (U.init_remote(&cur, U.as, &r) < 0)
+		return 0;
+	int n = 0;
+	do {
+		unw_word_t ip;
+		if (U.get_reg(&cur, UNW_REG_IP, &ip) < 0 || !ip)
+			break;
+		pc[n++] = ip;
+	} while (n < max && U.step(&cur) > 0);
+	return n;
+}
