@@ -1,7 +1,8 @@
 /* ddpspy's own cost per recorded event, measured once per process by the writer thread as it
- * starts: the recording path of a wrapper whose call does not block (the guard, two readings of
- * the raw clock, an event of four arguments into a ring) run in batches into a scratch ring of the
- * writer's own, never the program's. The file states it ("cost" record); the report multiplies it
+ * starts: the recording path of a read that did not block (the guard, the call published in flight
+ * and its first reading of the raw clock, the second reading, an event of four arguments into a
+ * ring, the call cleared) run in batches into a scratch ring and call slot of the writer's own,
+ * never the program's. The file states it ("cost" record); the report multiplies it
  * by each rank's events per step (docs/report.md, "ddpspy's own cost"). */
 #include "internal.h"
 
@@ -31,7 +32,7 @@ static double batch(struct dsp_tls *t)
 		if (t->guard || (!__atomic_load_n(&dsp_on, __ATOMIC_RELAXED) && t->state == TS_OFF))
 			return -1;
 		t->guard = 1;
-		uint64_t a = dsp_now(), b = dsp_now();
+		uint64_t a = DSP_CALL(t, DDPSPY_EV_READ, 3, 4, 3, DDPSPY_FD_FILE, 4096, -1), b = dsp_now();
 		dsp_emit(t, DDPSPY_EV_READ, a, b, 4, args);
 		dsp_leave(t);
 	}
@@ -42,7 +43,8 @@ static double batch(struct dsp_tls *t)
  * cannot be measured. Called with the writer's own guard held; the scratch state has its own. */
 double dsp_event_cost_ns(void)
 {
-	struct dsp_tls t = {0};
+	struct dsp_call slot = {0};
+	struct dsp_tls t = { .call = &slot };
 	double v[BATCHES];
 	int n = 0;
 	if (!(t.ring = ring_create(1 << 17))) /* (BATCH events of 56 bytes: under a quarter) */
