@@ -76,6 +76,21 @@ static void data_kind(struct finding *f, const struct cpustat *cs)
 	}
 }
 
+double an_data_severity(double *x, size_t n, int *worst, int *all)
+{
+	double lo = 1, hi = 0;
+	*worst = 0;
+	for (size_t r = 0; r < n; r++) {
+		lo = fmin(lo, x[r]);
+		if (x[r] > hi) {
+			hi = x[r];
+			*worst = (int)r;
+		}
+	}
+	*all = n > 1 && lo >= 0.5 * hi;
+	return !n ? 0 : *all ? an_quantile(x, n, 0.5) : hi;
+}
+
 /* input: the training thread waits for files or for its input pipeline */
 void an_find_data(struct analysis *a)
 {
@@ -83,8 +98,8 @@ void an_find_data(struct analysis *a)
 	size_t N = sd->K;
 	if (!N)
 		return;
-	int worst = 0;
-	double lo = 1, hi = 0, *x = malloc((size_t)a->nranks * sizeof *x);
+	int worst, all;
+	double *x = malloc((size_t)a->nranks * sizeof *x);
 	if (!x)
 		return;
 	for (int r = 0; r < a->nranks; r++) {
@@ -92,19 +107,13 @@ void an_find_data(struct analysis *a)
 		/* on a device, input copies count as data too; what the host waited on is the idle part */
 		const struct gpustat *g = &a->ranks[r].gpu;
 		if (g->have) {
-			double all = 0;
+			double sum = 0;
 			for (int c = 0; c < GP_COUNT; c++)
-				all += g->part[c];
-			x[r] = all > 0 ? g->part[GP_IDLE_DATA] / all : 0;
-		}
-		lo = fmin(lo, x[r]);
-		if (x[r] > hi) {
-			hi = x[r];
-			worst = r;
+				sum += g->part[c];
+			x[r] = sum > 0 ? g->part[GP_IDLE_DATA] / sum : 0;
 		}
 	}
-	int all = a->nranks > 1 && lo >= 0.5 * hi;
-	double sev = all ? an_quantile(x, (size_t)a->nranks, 0.5) : hi;
+	double sev = an_data_severity(x, (size_t)a->nranks, &worst, &all);
 	free(x);
 	if (sev < 0.05)
 		return;

@@ -30,6 +30,10 @@ const char *an_op_name(int op);
  * data_stall; findhost.c: host_asymmetry (after the late ranks and cpu_contention, which it reads) */
 void an_find_gpu(struct analysis *a);
 void an_find_data(struct analysis *a);
+/* data_stall's severity from each rank's share of its step spent waiting for input (x, n ranks;
+ * reordered): the ranks' median where every rank waits at least half as much as the most (*all
+ * 1), else the most's; *worst the index of the most (ddpspy watch judges its intervals so too) */
+double an_data_severity(double *x, size_t n, int *worst, int *all);
 void an_find_host(struct analysis *a);
 /* findhang.c: a job that stopped making progress (its ranks' calls in flight), with or without steps */
 void an_find_hang(struct analysis *a);

@@ -521,29 +521,22 @@ static void interval_shares(struct watch *w, double span_ns)
 	}
 }
 
-/* The interval's data_stall as the report judges it over a run (finddata.c): the training
- * threads' waits for input, the ranks' median share when every rank waits at least half as much as
- * the most, else the most's (data_rank). */
+/* the interval's data_stall as the report judges it over a run (an_data_severity): the training
+ * threads' waits for input, one rank's (data_rank) or every rank's (-1) */
 static void interval_data(struct watch *w)
 {
-	double lo = 1, hi = 0, *x = malloc(((size_t)w->n + 1) * sizeof *x);
+	double *x = malloc(((size_t)w->n + 1) * sizeof *x);
+	int *rank = malloc(((size_t)w->n + 1) * sizeof *rank), worst, all;
 	size_t n = 0;
-	w->data_stall = 0;
-	w->data_rank = -1;
-	for (int i = 0; x && i < w->n; i++) {
-		const struct wrank *r = &w->r[i];
-		if (r->rank < 0)
-			continue;
-		double d = x[n++] = r->share[CAT_DATA];
-		lo = fmin(lo, d);
-		if (d > hi)
-			hi = d, w->data_rank = r->rank;
-	}
-	int all = n > 1 && lo >= 0.5 * hi;
-	w->data_stall = !n ? 0 : all ? an_quantile_select(x, n, 0.5) : hi;
-	if (all)
-		w->data_rank = -1;
+	for (int i = 0; x && rank && i < w->n; i++)
+		if (w->r[i].rank >= 0) {
+			rank[n] = w->r[i].rank;
+			x[n++] = w->r[i].share[CAT_DATA];
+		}
+	w->data_stall = an_data_severity(x, n, &worst, &all);
+	w->data_rank = n && !all && w->data_stall > 0 ? rank[worst] : -1;
 	free(x);
+	free(rank);
 }
 
 /* the interval's top finding of severity FINDING_MIN or more, or "-" */

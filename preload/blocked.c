@@ -13,8 +13,6 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <string.h>
-#include <unistd.h>
-#include <sys/uio.h>
 
 #include <libunwind.h> /* (the types only: its functions are looked up in libunwind-x86_64) */
 
@@ -31,11 +29,10 @@ struct regs {
 	unw_word_t ip, sp, bp;
 };
 
-/* n bytes at address a of this process, through the kernel: -1 where any of it is not mapped */
+/* n bytes at address a of this process (dsp_peek): -1 where any of it cannot be read */
 static int peek(uintptr_t a, void *buf, size_t n)
 {
-	struct iovec l = { buf, n }, r = { (void *)a, n };
-	return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == (ssize_t)n ? 0 : -1;
+	return dsp_peek(a, buf, n) == (ssize_t)n ? 0 : -1;
 }
 
 static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)

@@ -44,20 +44,24 @@ void dsp_fd_path(int64_t fd, char *buf, size_t n)
 	buf[got > 0 ? got : 0] = 0;
 }
 
+ssize_t dsp_peek(uintptr_t a, void *buf, size_t n)
+{
+	uintptr_t cut = (a | 4095) + 1; /* (the next page: a read crossing into an unmapped one stops there) */
+	size_t first = cut - a < n ? cut - a : n;
+	struct iovec local = { buf, n };
+	struct iovec remote[2] = { { (void *)a, first }, { (void *)cut, n - first } };
+	return n ? process_vm_readv(getpid(), &local, 1, remote, n > first ? 2 : 1, 0) : 0;
+}
+
 /* The path a call in flight was given (c->str, read by dsp_call_read), copied without trusting
- * the address: through the kernel, which fails a bad address instead of faulting, a page at a
- * time (a read that would cross into an unmapped page stops at its end), and kept only if the
- * thread is still in that call afterwards (the path was the caller's throughout). "" otherwise. */
+ * the address (dsp_peek), and kept only if the thread is still in that call afterwards (the path
+ * was the caller's throughout). "" otherwise. */
 void dsp_call_path(struct dsp_thread *th, const struct dsp_call *c, char *buf, size_t n)
 {
 	buf[0] = 0;
 	if (!c->str || n < 2)
 		return;
-	uintptr_t a = c->str, page = 4096, cut = (a | (page - 1)) + 1;
-	size_t want = n - 1, first = cut - a < want ? cut - a : want;
-	struct iovec local = { buf, want };
-	struct iovec remote[2] = { { (void *)a, first }, { (void *)cut, want - first } };
-	ssize_t got = process_vm_readv(getpid(), &local, 1, remote, want > first ? 2 : 1, 0);
+	ssize_t got = dsp_peek(c->str, buf, n - 1);
 	if (got <= 0 || __atomic_load_n(&dsp_thread_call(th)->t0, __ATOMIC_ACQUIRE) != c->t0)
 		buf[0] = 0;
 	else if (!memchr(buf, 0, (size_t)got))

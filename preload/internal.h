@@ -389,6 +389,10 @@ void dsp_fd_path(int64_t fd, char *buf, size_t n);
 /* blocked.c: the program's stack at a call in flight, from its wrapper's frame (c->fp), into pc
  * (max): the frames read, 0 none (no frame, no libunwind-x86_64, or a frame not as expected) */
 int dsp_call_stack(const struct dsp_call *c, uintptr_t *pc, int max);
+/* n bytes at address a of this process, read through the kernel (process_vm_readv), so that a
+ * bad address fails instead of faulting: the bytes read before the first page that could not be
+ * read, -1 when none */
+ssize_t dsp_peek(uintptr_t a, void *buf, size_t n);
 /* the path a call in flight was given (c->str), copied safely; "" when none or the call ended */
 void dsp_call_path(struct dsp_thread *th, const struct dsp_call *c, char *buf, size_t n);
 void dsp_thread_set_name(struct dsp_tls *t, const char *name);
