@@ -417,6 +417,24 @@ static void find_volume(struct analysis *a)
 	}
 }
 
+double an_cpu_severity(double runq, double working, double job, double outside)
+{
+	return job + outside > 0 ? runq * working * job / (job + outside) : 0;
+}
+
+double an_cpu_top(double *x, size_t n, int *worst, int *all)
+{
+	double hi = 0;
+	*worst = 0;
+	for (size_t r = 0; r < n; r++)
+		if (x[r] > hi) {
+			hi = x[r];
+			*worst = (int)r;
+		}
+	*all = n > 1 && an_quantile(x, n, 0.5) >= 0.5 * hi; /* every rank (or most) alike: the job's */
+	return hi;
+}
+
 /* CPU contention: the training thread runnable but waiting for a CPU, as far as the job's own
  * threads explain it (what they hold of the CPUs it may use, against what processes outside the
  * job hold: a host shared with another job is a warning, not a finding about this one), on the
@@ -441,14 +459,15 @@ static void find_cpu(struct analysis *a)
 		/* only while it works: a thread that spins in a wait for a late peer (MPI polls) and
 		 * waits for a CPU meanwhile would have waited anyway */
 		double working = fmax(0, 1 - a->ranks[r].wait_share - a->ranks[r].p2p_wait_share);
-		sev[r] = jt + c->outside > 0 ? c->runq * working * jt / (jt + c->outside) : 0;
+		sev[r] = an_cpu_severity(c->runq, working, jt, c->outside);
 		v[n++] = sev[r];
 		if (worst < 0 || sev[r] > sev[worst])
 			worst = r;
 		if (c->runq >= 0.1 && c->outside > jt && (shared < 0 || c->runq > a->ranks[shared].cpu.runq))
 			shared = r;
 	}
-	double med = n ? an_quantile(v, (size_t)n, 0.5) : 0, top_sev = worst >= 0 ? sev[worst] : 0;
+	int all = 0, top_i;
+	double top_sev = worst >= 0 ? an_cpu_top(v, (size_t)n, &top_i, &all) : 0;
 	free(v);
 	free(sev);
 	int refused = 0, first = -1;
@@ -469,7 +488,6 @@ static void find_cpu(struct analysis *a)
 		return;
 	const struct rankinfo *ri = &a->ranks[worst];
 	const struct cpustat *c = &ri->cpu;
-	int all = n > 1 && med >= 0.5 * top_sev; /* every rank (or most) alike: the job's */
 	int top = 0;
 	double demand = c->on_cpu + c->runq;
 	for (int g = 0; g < CPU_GROUPS; g++) {

@@ -1,7 +1,8 @@
 /* Prometheus' text exposition format (version 0.0.4), for ddpspy watch --prometheus: a family's
  * HELP and TYPE once, then its samples, each `name{label="value",...} value`. Label values escape
  * backslash, double quote and newline; HELP text backslash and newline; values are Go's float
- * text (NaN, +Inf, -Inf). And the one-request HTTP answer that serves it. */
+ * text (NaN, +Inf, -Inf). And the HTTP side that serves it: a listening socket, each request
+ * answered while its caller waits. */
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
@@ -11,6 +12,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include "base.h"
 #include "prom.h"
@@ -143,4 +146,49 @@ void prom_serve(int fd, const char *body, size_t n)
 	write_all(fd, head, (size_t)hl);
 	write_all(fd, b, bn);
 	close(fd);
+}
+
+int prom_listen(const char *spec, const char *who)
+{
+	char host[256] = "0.0.0.0";
+	const char *colon = strrchr(spec, ':'), *port = colon ? colon + 1 : spec;
+	if (colon && (size_t)(colon - spec) < sizeof host) {
+		memcpy(host, spec, (size_t)(colon - spec));
+		host[colon - spec] = 0;
+	}
+	char *end;
+	long pn = strtol(port, &end, 10);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)pn) };
+	if (!*port || *end || pn < 1 || pn > 65535 || inet_pton(AF_INET, host, &a.sin_addr) != 1) {
+		fprintf(stderr, "%s: --prometheus needs [HOST:]PORT (an IPv4 address, a port 1-65535), not '%s'\n", who,
+			spec);
+		return -1;
+	}
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+	    bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 16) < 0) {
+		fprintf(stderr, "%s: cannot listen on %s: %s\n", who, spec, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+void prom_wait(int lfd, int ms, void (*fill)(const void *ctx, struct prom *p), const void *ctx)
+{
+	struct pollfd pf = { lfd, POLLIN, 0 };
+	if (lfd < 0) {
+		usleep((useconds_t)ms * 1000);
+		return;
+	}
+	if (poll(&pf, 1, ms) <= 0)
+		return;
+	int c;
+	while ((c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+		struct prom p = { 0 };
+		fill(ctx, &p);
+		prom_serve(c, p.failed ? "" : p.buf, p.failed ? 0 : p.n);
+		prom_free(&p);
+	}
 }

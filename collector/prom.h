@@ -17,5 +17,10 @@ void prom_sample(struct prom *p, const char *name, const char *const *labels, in
 void prom_free(struct prom *p);
 /* one HTTP connection answered (GET /metrics: body) and closed */
 void prom_serve(int fd, const char *body, size_t n);
+/* [HOST:]PORT listened on (no HOST: every address), non-blocking; -1 with a message from who */
+int prom_listen(const char *spec, const char *who);
+/* a wait of at most ms on listening socket lfd (-1: a sleep), answering each scrape meanwhile with
+ * what fill(ctx) puts */
+void prom_wait(int lfd, int ms, void (*fill)(const void *ctx, struct prom *p), const void *ctx);
 
 #endif

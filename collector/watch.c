@@ -1,10 +1,11 @@
 /* ddpspy watch DIR: a running job followed from its growing trace files (each read on from where
  * the last look stopped, collector/tracefollow.c), one line every --interval seconds: steps so far,
  * the step's median over the interval against the run's, the rank the others waited for most and
- * by how much, the interval's top finding (straggler or data_stall, severities as the report's
- * over the interval), and an alarm once a call to peers has been in flight longer than --hang-after
- * seconds, with the hang verdict's first line (the report's analysis, run once then). It ends when
- * every rank's file is complete; --exit-on hang ends it with exit 3 on a hang.
+ * by how much, the interval's top finding (straggler, data_stall or cpu_contention, severities as
+ * the report's over the interval; watchcpu.c the last), and an alarm once a call to peers has been
+ * in flight longer than --hang-after seconds, with the hang verdict's first line (the report's
+ * analysis, run once then). It ends when every rank's file is complete; --exit-on hang ends it with
+ * exit 3 on a hang.
  *
  * Steps: the report's repeating pattern of the lowest rank's synchronizing calls (pattern.c), found
  * from its first calls, and each rank's steps by the same pattern from the call every rank numbers
@@ -21,103 +22,20 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 
 #include "../common/format.h"
 #include "analysis_int.h"
 #include "base.h"
 #include "cli.h"
 #include "findings_int.h"
-#include "prom.h"
-#include "steps_int.h"
-#include "trace.h"
+#include "watch_int.h"
 
 #define FIRST_MAX 4096  /* calls a rank keeps until its steps' phase is known */
-#define FLIGHT 8        /* calls to peers in flight kept per rank */
 #define INSTS 4096      /* collective instances awaiting their last rank */
-
-struct flight {         /* a call to peers in flight, as its file last said */
-	int tid, kind, op;
-	int32_t comm, seq;
-	uint64_t raw;
-	int64_t t;          /* its start, CLOCK_REALTIME ns */
-};
-
-struct wrank {
-	char *path;
-	struct trace_file f;
-	int rank, tid;      /* tid: the thread followed (-1 not yet) */
-	int markers;        /* its steps are the program's markers */
-	int64_t to_real;    /* its file's CLOCK_REALTIME - CLOCK_MONOTONIC */
-	struct ev *first;   /* its first calls, until its steps' phase is known */
-	size_t nfirst;
-	size_t ncalls;      /* its synchronizing calls so far */
-	int64_t s0;         /* the index of its first step's first call; -1 unknown */
-	int64_t prev_end;   /* its latest call's end (realtime) */
-	int64_t bound;      /* its latest step boundary (realtime), INT64_MIN none */
-	size_t steps;
-	struct flight fl[FLIGHT];
-	int nfl;
-	uint64_t events;
-	int64_t t_lo, t_hi; /* the earliest start and latest end of its events read (realtime ns) */
-	/* its steps' lengths by bucket and their sum, the others' waits for it, the time in calls by
-	 * category of the followed thread and of the main thread (all since watch began), the
-	 * training thread's at the last line and its shares of the interval (the report's training
-	 * thread: the followed one, or the main thread when that one is a library's helper) */
-	uint64_t hist[16];
-	double step_s, late_s;
-	int helper;         /* the followed thread is a library's helper (gloo's), not the main thread */
-	double cat_ns[CAT_COUNT], main_ns[CAT_COUNT], cat_last[CAT_COUNT], share[CAT_COUNT];
-};
-
-/* the step histogram's upper bounds, seconds (+Inf after them) */
-static const double BUCKETS[] = { 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30 };
-#define NBUCKETS (sizeof BUCKETS / sizeof *BUCKETS)
-
-struct pend {           /* a numbered collective instance: each rank's arrival, realtime */
-	int64_t key;        /* 0 free */
-	int n;
-	int64_t *arr;       /* nranks of them, INT64_MIN not yet */
-};
-
-struct watch {
-	const char *dir;
-	struct wrank *r;
-	int n;
-	char **skip;        /* files that are not ranks' */
-	int nskip;
-	/* the step pattern, from the lowest rank's first calls */
-	int have_pat, no_pat;
-	struct pattern pt;
-	/* this interval's step lengths (ms), all the run's */
-	double *iv, *run;
-	size_t niv, civ, nrun, crun;
-	/* lateness: per rank, this interval's instances it was last to and its lateness in all */
-	struct pend *insts;
-	double *late_ms;
-	int *late_n, nlast;
-	uint64_t events;    /* at the last line, */
-	double last_s;      /* made then (seconds since watch began) */
-	int64_t t_last;     /* the job's time (realtime ns) read up to then; INT64_MIN none yet */
-	/* the last interval's findings (severities as the report's, over the interval): the late
-	 * rank's, the training threads' waits for input (one rank's: data_rank, else -1), a hang */
-	double straggler, data_stall;
-	int data_rank, hang;
-};
+#define PATTERN_STEPS 8 /* steps a pattern must be seen in */
 
 static volatile sig_atomic_t stop_asked;
 static void on_sigint(int s) { (void)s; stop_asked = 1; }
-
-static int64_t now_real(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int push(double **v, size_t *n, size_t *cap, double x)
 {
@@ -139,7 +57,7 @@ static void boundary(struct watch *w, struct wrank *r, int64_t t)
 		push(&w->run, &w->nrun, &w->crun, ms);
 		r->steps++;
 		size_t b = 0;
-		while (b < NBUCKETS && ms / 1e3 > BUCKETS[b])
+		while (b < NBUCKETS && ms / 1e3 > watch_buckets[b])
 			b++;
 		r->hist[b]++;
 		r->step_s += ms / 1e3;
@@ -190,7 +108,10 @@ static void find_pattern(struct watch *w)
 		e[i] = &lo->first[i];
 	struct sync s = { e, lo->nfirst };
 	struct pattern pt = { 0 };
-	if (an_find_pattern(&s, &pt) == 0 && pt.period > 0 && pt.nsteps >= 2) {
+	/* (a pattern seen in a few steps only may be chance: a job's set-up calls before its first
+	 * steps, a few steps' gaps; one of PATTERN_STEPS or more, or what all the calls kept give) */
+	if (an_find_pattern(&s, &pt) == 0 && pt.period > 0 && pt.nsteps >= 2 &&
+	    (pt.nsteps >= PATTERN_STEPS || lo->nfirst == FIRST_MAX)) {
 		w->pt = pt;
 		w->have_pat = 1;
 	} else if (lo->nfirst == FIRST_MAX) {
@@ -222,7 +143,7 @@ static void arrive(struct watch *w, struct wrank *r, const struct ev *v, int64_t
 			in->n = 0;
 		in->key = key;
 		in->n = 0;
-		if (!in->arr && !(in->arr = malloc((size_t)w->n * sizeof *in->arr)))
+		if (!in->arr && !(in->arr = malloc(2 * (size_t)w->n * sizeof *in->arr)))
 			return;
 		for (int k = 0; k < w->n; k++)
 			in->arr[k] = INT64_MIN;
@@ -230,6 +151,7 @@ static void arrive(struct watch *w, struct wrank *r, const struct ev *v, int64_t
 	int me = (int)(r - w->r);
 	if (in->arr[me] == INT64_MIN) {
 		in->arr[me] = t;
+		in->arr[w->n + me] = !(an_kind(v->kind)->m & DDPSPY_KM_NONBLOCKING) && !r->helper;
 		in->n++;
 	}
 	if (in->n < nr)
@@ -242,9 +164,21 @@ static void arrive(struct watch *w, struct wrank *r, const struct ev *v, int64_t
 	for (int k = 0; k < w->n; k++)
 		if (k != last && in->arr[k] != INT64_MIN && in->arr[k] > second)
 			second = in->arr[k];
-	/* (how long the last-but-one waited for it: what the job lost to it there) */
-	w->late_ms[last] += (double)(in->arr[last] - second) / 1e6;
-	w->r[last].late_s += (double)(in->arr[last] - second) / 1e9;
+	for (int k = 0; k < w->n; k++) /* (the training thread's waits: not a post's, not a helper's) */
+		if (in->arr[k] != INT64_MIN && in->arr[w->n + k])
+			w->r[k].wait_ns += (double)(in->arr[last] - in->arr[k]);
+	/* How long the last-but-one waited for it: what the job lost to it there. Where the others
+	 * reached this one before it reached the last it was late to, nothing synchronized them in
+	 * between (nonblocking or helper threads' collectives, in flight together): only how much
+	 * later it came than there is new. */
+	struct wrank *lr = &w->r[last];
+	int64_t lag = in->arr[last] - second;
+	double lost = (double)(second < lr->late_upto ? (lag > lr->late_lag ? lag - lr->late_lag : 0) : lag);
+	lr->late_upto = in->arr[last] > lr->late_upto ? in->arr[last] : lr->late_upto;
+	lr->late_lag = lag;
+	w->late_ms[last] += (double)lag / 1e6;
+	w->r[last].lost_ns += lost;
+	w->r[last].late_s += lost / 1e9;
 	w->late_n[last]++;
 	w->nlast++;
 	in->key = 0;
@@ -292,6 +226,60 @@ static void sync_call(struct watch *w, struct wrank *r, struct ev *v, int marker
 	r->prev_end = v->t + v->d;
 }
 
+/* ---- a library's helper threads: their calls in the order they were made ---- */
+
+#define HOLD_NS 1000000000 /* a call held no longer than this behind the latest one read */
+#define HOLD_MAX 1024      /* nor behind more calls */
+
+/* helper thread tid's call v (realtime) read: held in time order */
+static void hold(struct wrank *r, int tid, const struct ev *v)
+{
+	int h = 0;
+	while (h < r->nh && r->htid[h] != tid)
+		h++;
+	if (h == r->nh && h < HELPERS)
+		r->htid[r->nh++] = tid, r->hend[h] = INT64_MIN;
+	if (h < HELPERS)
+		r->hend[h] = r->hend[h] > v->t + v->d ? r->hend[h] : v->t + v->d;
+	struct ev *m = room_for(r->held, r->nheld, &r->cheld, sizeof *m, 64);
+	if (!m)
+		return;
+	r->held = m;
+	size_t i = r->nheld++;
+	while (i > 0 && r->held[i - 1].t > v->t) {
+		r->held[i] = r->held[i - 1];
+		i--;
+	}
+	r->held[i] = *v;
+}
+
+/* the held calls that no helper can precede any more (all: every one) taken, in time order; of
+ * one operation's numbered calls, in the order they were numbered, which is the order they were
+ * issued (two started at nearly the same time may swap places, as pattern.c says) */
+static void release(struct watch *w, struct wrank *r, int all)
+{
+	int64_t safe = INT64_MAX, newest = INT64_MIN;
+	for (int h = 0; h < r->nh; h++) {
+		safe = r->hend[h] < safe ? r->hend[h] : safe;
+		newest = r->hend[h] > newest ? r->hend[h] : newest;
+	}
+	safe = newest - HOLD_NS > safe ? newest - HOLD_NS : safe;
+	size_t k = 0;
+	for (; k < r->nheld && (all || r->held[k].t < safe || r->nheld - k > HOLD_MAX); k++) {
+		struct ev *e = &r->held[k];
+		for (size_t j = k + 1; an_numbered_coll(e) && j < r->nheld; j++)
+			if (r->held[j].op == e->op && r->held[j].comm == e->comm && an_numbered_coll(&r->held[j]) &&
+			    r->held[j].seq < e->seq) {
+				struct ev x = *e; /* (the earlier numbered in this place, the later in its) */
+				*e = r->held[j];
+				r->held[j] = x;
+			}
+		sync_call(w, r, e, 0);
+	}
+	memmove(r->held, r->held + k, (r->nheld - k) * sizeof *r->held);
+	r->nheld -= k;
+}
+
 static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e)
 {
 	struct rd *c = ctx;
@@ -312,12 +300,21 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		r->cat_ns[cat] += (double)v.d;
 	if (e->tid == f->pid && cat >= 0 && cat < CAT_COUNT)
 		r->main_ns[cat] += (double)v.d;
+	if (r->tid >= 0 && e->tid == (r->helper ? f->pid : r->tid) && an_is_p2p(&v))
+		r->p2p_ns += (double)v.d;
 	r->t_lo = v.t + r->to_real < r->t_lo ? v.t + r->to_real : r->t_lo;
 	r->t_hi = v.t + v.d + r->to_real > r->t_hi ? v.t + v.d + r->to_real : r->t_hi;
-	if (e->tid != r->tid || (!marker && !an_train_sync(&v)))
+	/* (a helper rank's calls: any of its library's helper threads') */
+	int mine = e->tid == r->tid || (r->helper && !marker && (an_kind(v.kind)->m & DDPSPY_KM_HELPER));
+	if (!mine || (!marker && !an_train_sync(&v)))
 		return 0;
 	v.t += r->to_real;
-	sync_call(c->w, r, &v, marker);
+	if (r->helper && !marker) {
+		hold(r, e->tid, &v);
+		release(c->w, r, 0);
+	} else {
+		sync_call(c->w, r, &v, marker);
+	}
 	return 0;
 }
 
@@ -334,6 +331,13 @@ static int on_header(void *ctx, struct trace_file *f)
 static int on_identity(void *ctx, struct trace_file *f)
 {
 	((struct rd *)ctx)->r->rank = f->rank;
+	return 0;
+}
+
+static int on_sched(void *ctx, struct trace_file *f, const struct trace_sched *s)
+{
+	(void)f;
+	wcpu_sample(((struct rd *)ctx)->r->cpu, s);
 	return 0;
 }
 
@@ -377,8 +381,8 @@ static int stop_at_header(void *ctx, struct trace_file *f)
 	return 1;
 }
 
-/* new files under the directory: all but launchers' and workers' followed from their start (a
- * file may name its rank later, in an identity record) */
+/* new files under the directory: ranks' followed from their start (a file may name its rank later,
+ * in an identity record), input workers' for their CPU figures, launchers' left out */
 static void scan(struct watch *w)
 {
 	char **list = NULL;
@@ -395,9 +399,14 @@ static void scan(struct watch *w)
 		trace_read(&f, &hv);
 		int have = f.have_header, other = have && (!strcmp(f.role, "launcher") || !strcmp(f.role, "worker"));
 		int rank = have ? f.rank : -1; /* (known before any file's events: arrive() counts the ranks) */
-		trace_close(&f);
-		if (!have) /* (not written yet: looked at again) */
+		if (!have) { /* (not written yet: looked at again) */
+			trace_close(&f);
 			continue;
+		}
+		struct wproc *cpu = other ? NULL : wcpu_proc(&w->cpu, &f);
+		if (other && !strcmp(f.role, "worker"))
+			wcpu_worker(&w->cpu, list[i], &f);
+		trace_close(&f);
 		char *path = strdup(list[i]);
 		if (other) {
 			char **m = path ? realloc(w->skip, (size_t)(w->nskip + 1) * sizeof *m) : NULL;
@@ -417,7 +426,7 @@ static void scan(struct watch *w)
 		w->r = m;
 		struct wrank *r = &w->r[w->n++];
 		*r = (struct wrank){ .path = path, .rank = rank, .tid = -1, .s0 = -1, .prev_end = INT64_MIN,
-				     .bound = INT64_MIN, .t_lo = INT64_MAX, .t_hi = INT64_MIN };
+				     .bound = INT64_MIN, .t_lo = INT64_MAX, .t_hi = INT64_MIN, .cpu = cpu };
 		if (trace_open(&r->f, path) < 0)
 			r->f.path = NULL; /* (gone since: left out) */
 		/* (the instances' arrival arrays are per file: those pending start again) */
@@ -443,12 +452,16 @@ static int follow(struct watch *w)
 		struct wrank *r = &w->r[i];
 		struct rd c = { w, r };
 		struct trace_visitor v = { .ctx = &c, .on_header = on_header, .on_identity = on_identity,
-					   .on_event = on_event, .on_gpu = on_gpu, .on_inflight = on_inflight };
+					   .on_event = on_event, .on_gpu = on_gpu, .on_sched = on_sched,
+					   .on_inflight = on_inflight };
 		if (!r->f.path)
 			continue;
 		trace_follow(&r->f, &v);
+		if (r->f.ended)
+			release(w, r, 1);
 		done &= r->f.ended;
 	}
+	wcpu_follow(&w->cpu);
 	return done;
 }
 
@@ -539,8 +552,31 @@ static void interval_data(struct watch *w)
 	free(rank);
 }
 
+/* the interval's cpu_contention as the report judges it over a run (watchcpu.c): the training
+ * threads' waits for a CPU while they worked, not waiting for peers (in numbered collectives, or
+ * in point-to-point calls: for those watch knows no peer and counts the whole call) */
+static void interval_cpu(struct watch *w, double span_ns)
+{
+	struct wcpu_rank *rk = malloc(((size_t)w->n + 1) * sizeof *rk);
+	int n = 0, worst = -1, all = 0;
+	for (int i = 0; rk && i < w->n; i++) {
+		struct wrank *r = &w->r[i];
+		if (r->rank >= 0 && r->tid >= 0 && r->cpu && span_ns > 0)
+			rk[n++] = (struct wcpu_rank){ r->cpu, r->helper ? r->f.pid : r->tid,
+						      fmin(1, (r->wait_ns + r->p2p_ns) / span_ns) };
+		r->wait_ns = r->p2p_ns = 0;
+	}
+	w->contention = rk ? wcpu_contention(&w->cpu, rk, n, &worst, &all) : 0;
+	w->cpu_rank = -1;
+	for (int i = 0; rk && worst >= 0 && !all && i < w->n; i++)
+		if (w->r[i].cpu == rk[worst].p)
+			w->cpu_rank = w->r[i].rank;
+	free(rk);
+}
+
 /* the interval's top finding of severity FINDING_MIN or more, or "-" */
 #define FINDING_MIN 0.05
+#define STRAGGLER_SHARE 0.7 /* of the interval's collectives a straggler is last to (findings.c: of steps) */
 static void top_finding(const struct watch *w, int L, char *out, size_t n)
 {
 	snprintf(out, n, "top: -");
@@ -550,10 +586,17 @@ static void top_finding(const struct watch *w, int L, char *out, size_t n)
 		snprintf(out, n, "top: straggler rank %d %.2f", w->r[L].rank, w->straggler);
 	}
 	if (w->data_stall >= best) {
+		best = w->data_stall;
 		if (w->data_rank >= 0)
 			snprintf(out, n, "top: data_stall rank %d %.2f", w->data_rank, w->data_stall);
 		else
 			snprintf(out, n, "top: data_stall %.2f", w->data_stall);
+	}
+	if (w->contention >= best) {
+		if (w->cpu_rank >= 0)
+			snprintf(out, n, "top: cpu_contention rank %d %.2f", w->cpu_rank, w->contention);
+		else
+			snprintf(out, n, "top: cpu_contention %.2f", w->contention);
 	}
 }
 
@@ -571,8 +614,8 @@ static int line(struct watch *w, double since_s, double hang_after, int *alarmed
 		ev += w->r[i].events;
 	}
 	int L = -1;
-	for (int i = 0; i < w->n && w->late_ms && w->late_n; i++)
-		if (w->late_n[i] && (L < 0 || w->late_ms[i] > w->late_ms[L]))
+	for (int i = 0; i < w->n && w->late_ms && w->late_n; i++) /* (the one the job lost most time to) */
+		if (w->late_n[i] && (L < 0 || w->r[i].lost_ns > w->r[L].lost_ns))
 			L = i;
 	if (L >= 0)
 		snprintf(slow, sizeof slow, "slowest: rank %d, last to %.0f%% of %d collectives, %.1f ms late each",
@@ -589,13 +632,17 @@ static int line(struct watch *w, double since_s, double hang_after, int *alarmed
 	for (int i = 0; i < w->n; i++)
 		if (w->r[i].rank >= 0 && w->r[i].t_hi > w->r[i].t_lo)
 			lo = w->r[i].t_lo < lo ? w->r[i].t_lo : lo, hi = w->r[i].t_hi > hi ? w->r[i].t_hi : hi;
-	if (w->t_last == INT64_MIN)
+	if (w->t_last == INT64_MIN && lo != INT64_MAX) /* (none read yet: the interval starts with the first) */
 		w->t_last = lo;
 	double span_ns = hi > w->t_last ? (double)(hi - w->t_last) : 0;
 	w->t_last = hi > w->t_last ? hi : w->t_last;
 	interval_shares(w, span_ns);
 	interval_data(w);
-	w->straggler = L >= 0 && span_ns > 0 ? fmin(1, w->late_ms[L] * 1e6 / span_ns) : 0;
+	interval_cpu(w, span_ns);
+	/* (a straggler is late nearly always, as the report's: where contention or uneven work make
+	 * a different rank late each step, the one last most often is no straggler) */
+	w->straggler = L >= 0 && span_ns > 0 && w->late_n[L] >= STRAGGLER_SHARE * w->nlast ?
+		       fmin(1, w->r[L].lost_ns / span_ns) : 0;
 	top_finding(w, L, top, sizeof top);
 	printf("%s %5.0f s  %d ranks  steps %zu  %s%s  %s  %s  %.0f events/s\n", hm, since_s, nr,
 	       steps != SIZE_MAX ? steps : 0, p50, run, slow, top,
@@ -605,7 +652,7 @@ static int line(struct watch *w, double since_s, double hang_after, int *alarmed
 	w->niv = 0;
 	w->nlast = 0;
 	for (int i = 0; i < w->n && w->late_ms && w->late_n; i++)
-		w->late_ms[i] = 0, w->late_n[i] = 0;
+		w->late_ms[i] = 0, w->late_n[i] = 0, w->r[i].lost_ns = 0;
 	int who = -1;
 	const struct flight *o = oldest(w, &who);
 	double age = o ? (double)(now_real() - o->t) / 1e9 : 0;
@@ -624,141 +671,13 @@ static int line(struct watch *w, double since_s, double hang_after, int *alarmed
 	return 1;
 }
 
-/* ---- --prometheus: the metrics of the job as watched now ---- */
-
-static void rank_labels(const struct wrank *r, char *rank, size_t n, const char **l)
-{
-	snprintf(rank, n, "%d", r->rank);
-	l[0] = "rank", l[1] = rank, l[2] = "host", l[3] = r->f.host;
-}
-
-/* a family of one value per rank: what 0, the others' waits for it; 1, its events dropped; 2, how
- * long its oldest call to peers has been in flight */
-static void per_rank(const struct watch *w, struct prom *p, const char *name, const char *type, const char *help,
-		     int what)
-{
-	char rk[16];
-	const char *l[4];
-	double now = (double)now_real();
-	prom_family(p, name, type, help);
-	for (int i = 0; i < w->n; i++) {
-		const struct wrank *r = &w->r[i];
-		double v = what == 0 ? r->late_s : what == 1 ? (double)r->f.dropped : 0;
-		for (int k = 0; what == 2 && k < r->nfl; k++)
-			v = fmax(v, (now - (double)r->fl[k].t) / 1e9);
-		if (r->rank < 0)
-			continue;
-		rank_labels(r, rk, sizeof rk, l);
-		prom_sample(p, name, l, 2, v);
-	}
-}
-
-static void metrics(const struct watch *w, struct prom *p)
-{
-	char rk[16], le[32];
-	const char *l[8];
-	prom_family(p, "ddpspy_step_seconds", "histogram", "Each rank's step time, since ddpspy watch began.");
-	for (int i = 0; i < w->n; i++) {
-		const struct wrank *r = &w->r[i];
-		if (r->rank < 0)
-			continue;
-		rank_labels(r, rk, sizeof rk, l);
-		uint64_t cum = 0;
-		for (size_t b = 0; b <= NBUCKETS; b++) {
-			cum += r->hist[b];
-			if (b < NBUCKETS)
-				snprintf(le, sizeof le, "%g", BUCKETS[b]);
-			l[4] = "le", l[5] = b < NBUCKETS ? le : "+Inf";
-			prom_sample(p, "ddpspy_step_seconds_bucket", l, 3, (double)cum);
-		}
-		prom_sample(p, "ddpspy_step_seconds_sum", l, 2, r->step_s);
-		prom_sample(p, "ddpspy_step_seconds_count", l, 2, (double)cum);
-	}
-	per_rank(w, p, "ddpspy_late_seconds_total", "counter",
-		 "Time the rank's peers waited for it: it was the last to a collective, by this much after the next-last.", 0);
-	prom_family(p, "ddpspy_time_ratio", "gauge",
-		    "The share of the last interval the rank's training thread spent by category (compute: outside its calls).");
-	for (int i = 0; i < w->n; i++)
-		for (int c = 0; c < CAT_COUNT && w->r[i].rank >= 0; c++) {
-			rank_labels(&w->r[i], rk, sizeof rk, l);
-			l[4] = "category", l[5] = ddpspy_category_names[c];
-			prom_sample(p, "ddpspy_time_ratio", l, 3, w->r[i].share[c]);
-		}
-	per_rank(w, p, "ddpspy_events_dropped_total", "counter", "Events the rank's process could not record (full rings).", 1);
-	per_rank(w, p, "ddpspy_inflight_seconds", "gauge",
-		 "How long the rank's oldest call to its peers has been in flight (0: none).", 2);
-	prom_family(p, "ddpspy_finding_severity", "gauge",
-		    "Severity of what ddpspy watch judges, over the last interval: straggler (its peers' waits for the rank "
-		    "they waited for most, over the interval), data_stall (the training threads' waits for input, as the "
-		    "report's) and hang (1 once raised).");
-	l[0] = "kind", l[1] = "straggler";
-	prom_sample(p, "ddpspy_finding_severity", l, 1, w->straggler);
-	l[1] = "data_stall";
-	prom_sample(p, "ddpspy_finding_severity", l, 1, w->data_stall);
-	l[1] = "hang";
-	prom_sample(p, "ddpspy_finding_severity", l, 1, w->hang);
-	prom_family(p, "ddpspy_hang", "gauge", "1 once a call to peers has been in flight longer than --hang-after.");
-	prom_sample(p, "ddpspy_hang", NULL, 0, w->hang);
-	prom_family(p, "ddpspy_watch_events_total", "counter", "Events ddpspy watch has read.");
-	uint64_t ev = 0;
-	for (int i = 0; i < w->n; i++)
-		ev += w->r[i].events;
-	prom_sample(p, "ddpspy_watch_events_total", NULL, 0, (double)ev);
-}
-
-/* [HOST:]PORT listened on (no HOST: every address), non-blocking; -1 with a message */
-static int listen_on(const char *spec)
-{
-	char host[256] = "0.0.0.0";
-	const char *colon = strrchr(spec, ':'), *port = colon ? colon + 1 : spec;
-	if (colon && (size_t)(colon - spec) < sizeof host) {
-		memcpy(host, spec, (size_t)(colon - spec));
-		host[colon - spec] = 0;
-	}
-	char *end;
-	long pn = strtol(port, &end, 10);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)pn) };
-	if (!*port || *end || pn < 1 || pn > 65535 || inet_pton(AF_INET, host, &a.sin_addr) != 1) {
-		fprintf(stderr, "ddpspy watch: --prometheus needs [HOST:]PORT (an IPv4 address, a port 1-65535), not '%s'\n",
-			spec);
-		return -1;
-	}
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-	    bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 16) < 0) {
-		fprintf(stderr, "ddpspy watch: cannot listen on %s: %s\n", spec, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/* a wait of at most ms, answering scrapes meanwhile */
-static void wait_serving(const struct watch *w, int lfd, int ms)
-{
-	struct pollfd pf = { lfd, POLLIN, 0 };
-	if (lfd < 0) {
-		usleep((useconds_t)ms * 1000);
-		return;
-	}
-	if (poll(&pf, 1, ms) <= 0)
-		return;
-	int c;
-	while ((c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
-		struct prom p = { 0 };
-		metrics(w, &p);
-		prom_serve(c, p.failed ? "" : p.buf, p.failed ? 0 : p.n);
-		prom_free(&p);
-	}
-}
-
 static void usage(FILE *to)
 {
 	fprintf(to, "usage: ddpspy watch DIR [--interval S] [--hang-after S] [--exit-on hang] [--prometheus [HOST:]PORT]\n"
 		    "  follows a running job's trace files in DIR (ddpspy run -o DIR, or DDPSPY_OUT)\n"
 		    "  and prints a line every S seconds (default 10): steps so far, the step's median\n"
-		    "  over the interval and the run, the rank the others waited for most; a hang alarm\n"
+		    "  over the interval and the run, the rank the others waited for most, the interval's\n"
+		    "  top finding (straggler, data_stall or cpu_contention); a hang alarm\n"
 		    "  once a call to peers has waited --hang-after seconds (default 60). It ends when\n"
 		    "  every rank's file is complete; --exit-on hang ends it with exit 3 on a hang.\n"
 		    "  --prometheus serves the metrics at http://HOST:PORT/metrics (no HOST: every address).\n");
@@ -771,6 +690,7 @@ static void watch_free(struct watch *w)
 			trace_close(&w->r[i].f);
 		free(w->r[i].path);
 		free(w->r[i].first);
+		free(w->r[i].held);
 	}
 	free(w->r);
 	for (int i = 0; i < w->nskip; i++)
@@ -783,6 +703,7 @@ static void watch_free(struct watch *w)
 	free(w->run);
 	free(w->late_ms);
 	free(w->late_n);
+	wcpu_free(&w->cpu);
 }
 
 int cmd_watch(int argc, char **argv)
@@ -803,15 +724,15 @@ int cmd_watch(int argc, char **argv)
 	const struct cli cl = { "watch", opts, usage, 0 };
 	int got = cli_parse(&cl, argc, argv, pos, &npos);
 	if (got || npos != 1 || (exit_on && strcmp(exit_on, "hang"))) {
-		if (!got)
+		if (!got) {
 			fprintf(stderr, "ddpspy watch: %s\n", npos != 1 ? "needs one directory" :
 				"--exit-on knows one event: hang");
-		if (!got)
 			usage(stderr);
+		}
 		free(pos);
 		return got > 0 ? 0 : 2;
 	}
-	int lfd = prom_at ? listen_on(prom_at) : -1;
+	int lfd = prom_at ? prom_listen(prom_at, "ddpspy watch") : -1;
 	if (prom_at && lfd < 0) {
 		free(pos);
 		return 2;
@@ -835,7 +756,7 @@ int cmd_watch(int argc, char **argv)
 			}
 		}
 		if (!done)
-			wait_serving(&w, lfd, 100); /* (a look every 0.1 s: a writer flushes about that often) */
+			prom_wait(lfd, 100, watch_metrics, &w); /* (a look every 0.1 s: a writer flushes about that often) */
 	}
 	if (lfd >= 0)
 		close(lfd);
