@@ -304,11 +304,15 @@ static int on_inflight(void *ctx, struct trace_file *f, const struct trace_infli
 	return 0;
 }
 
-/* the calls in flight that never returned, each as a call until its last look */
+/* the calls in flight that never returned, each as a call until the file's last look at its
+ * process (its latest record, a flush of every thread: the call had not returned by then; a job
+ * still hung has its calls' own looks only once, at DDPSPY_INFLIGHT_MS) */
 static void unreturned(struct rdctx *c)
 {
 	for (int i = 0; i < c->nfl; i++) {
 		struct vw_call call = { .e = &c->fl[i].ev, .inflight = 1 };
+		if (c->p->hang.last - c->fl[i].ev.t_ns > c->fl[i].ev.dur_ns)
+			c->fl[i].ev.dur_ns = c->p->hang.last - c->fl[i].ev.t_ns;
 		int k = an_argpos(c->fl[i].ev.kind, "fdclass"); /* (the class the writer found, not the call's guess) */
 		if (k >= 0 && k < c->fl[i].ev.nargs && c->fl[i].fdclass > 0)
 			c->fl[i].ev.args[k] = c->fl[i].fdclass;
