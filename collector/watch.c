@@ -397,21 +397,26 @@ static void scan(struct watch *w)
 			continue;
 		}
 		trace_read(&f, &hv);
-		int have = f.have_header, other = have && (!strcmp(f.role, "launcher") || !strcmp(f.role, "worker"));
+		int have = f.have_header, launcher = have && !strcmp(f.role, "launcher");
+		int other = launcher || (have && !strcmp(f.role, "worker"));
 		int rank = have ? f.rank : -1; /* (known before any file's events: arrive() counts the ranks) */
 		if (!have) { /* (not written yet: looked at again) */
 			trace_close(&f);
 			continue;
 		}
 		struct wproc *cpu = other ? NULL : wcpu_proc(&w->cpu, &f);
-		if (other && !strcmp(f.role, "worker"))
+		if (other && !launcher)
 			wcpu_worker(&w->cpu, list[i], &f);
 		trace_close(&f);
 		char *path = strdup(list[i]);
 		if (other) {
 			char **m = path ? realloc(w->skip, (size_t)(w->nskip + 1) * sizeof *m) : NULL;
-			if (m) {
+			char *l = m ? realloc(w->launcher, (size_t)(w->nskip + 1)) : NULL;
+			if (m)
 				w->skip = m;
+			if (l) {
+				w->launcher = l;
+				w->launcher[w->nskip] = (char)launcher;
 				w->skip[w->nskip++] = path;
 			} else {
 				free(path);
@@ -442,6 +447,25 @@ static void scan(struct watch *w)
 			w->late_n = ln, ln[w->n - 1] = 0;
 	}
 	trace_free_list(list, n);
+}
+
+/* no rank's file, and every launcher's complete: the job ended before any rank started (a file
+ * that ended in an exec goes on as the program it became: its next file comes) */
+static int launchers_done(const struct watch *w)
+{
+	int n = 0, open = 0;
+	for (int i = 0; !w->n && i < w->nskip; i++) {
+		if (!w->launcher[i])
+			continue;
+		struct trace_file f;
+		struct trace_visitor none = { 0 };
+		if (trace_open(&f, w->skip[i]) == 0)
+			trace_read(&f, &none);
+		n++;
+		open |= !f.ended || !strcmp(f.end_reason, "exec");
+		trace_close(&f);
+	}
+	return n && !open;
 }
 
 /* every rank's file read on; 1 when each is complete */
@@ -679,7 +703,8 @@ static void usage(FILE *to)
 		    "  over the interval and the run, the rank the others waited for most, the interval's\n"
 		    "  top finding (straggler, data_stall or cpu_contention); a hang alarm\n"
 		    "  once a call to peers has waited --hang-after seconds (default 60). It ends when\n"
-		    "  every rank's file is complete; --exit-on hang ends it with exit 3 on a hang.\n"
+		    "  every rank's file is complete (exit 1: the launcher ended and no rank came);\n"
+		    "  --exit-on hang ends it with exit 3 on a hang.\n"
 		    "  --prometheus serves the metrics at http://HOST:PORT/metrics (no HOST: every address).\n");
 }
 
@@ -696,6 +721,7 @@ static void watch_free(struct watch *w)
 	for (int i = 0; i < w->nskip; i++)
 		free(w->skip[i]);
 	free(w->skip);
+	free(w->launcher);
 	for (int k = 0; w->insts && k < INSTS; k++)
 		free(w->insts[k].arr);
 	free(w->insts);
@@ -746,6 +772,11 @@ int cmd_watch(int argc, char **argv)
 	while (!stop_asked && !done) {
 		scan(&w);
 		done = follow(&w);
+		if (!done && launchers_done(&w)) {
+			fprintf(stderr, "ddpspy watch: the job's launcher ended and no rank's file came to %s\n", w.dir);
+			rc = 1;
+			break;
+		}
 		int64_t now = now_real();
 		if (now >= next || done) {
 			line(&w, (double)(now - start) / 1e9, hang_after, &alarmed);

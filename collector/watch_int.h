@@ -76,6 +76,7 @@ struct watch {
 	struct wrank *r;
 	int n;
 	char **skip;        /* files that are not ranks' */
+	char *launcher;     /* each of them a launcher's */
 	int nskip;
 	/* the step pattern, from the lowest rank's first calls */
 	int have_pat, no_pat;

@@ -6,11 +6,11 @@ finding data_stall or, where one rank's input is slower all run, that rank as a 
 whichever the testbed's own times make larger, its severity within 0.15 of them; a job whose input
 threads decode on its training threads' CPUs has cpu_contention on top, as the report's; PyTorch DDP
 over gloo (collectives on several helper threads) with a straggler is counted step for step and names
-it; a hung job
-(build/testapps/hang_mpi: rank 1 blocked in a read of a FIFO) raises the hang alarm with the report's verdict, and --exit-on hang exits 3; watch ends
-by itself once every file is complete; bad usage exits 2. With --prometheus, a real Prometheus server
-(Debian's package) scrapes it every second during a testbed run, and its query API returns every
-rank's step-time and lateness series; promtool checks the exposition."""
+it; a hung job (build/testapps/hang_mpi: rank 1 blocked in a read of a FIFO) raises the hang alarm
+with the report's verdict, and --exit-on hang exits 3; watch ends by itself once every file is
+complete, or with 1 when the launcher ended and no rank came; bad usage exits 2. With --prometheus,
+a real Prometheus server (Debian's package) scrapes it every second during a testbed run, and its
+query API returns every rank's step-time and lateness series; promtool checks the exposition."""
 import json
 import os
 import shutil
@@ -35,6 +35,15 @@ for argv, what in (([], "no directory"), ([d, d], "two directories"), ([d, "--ex
     p = subprocess.run([DDPSPY, "watch"] + argv, capture_output=True, text=True, timeout=30)
     ok(p.returncode == 2 and ("usage: ddpspy watch" in p.stderr or "--interval needs" in p.stderr),
        "watch with %s: exit 2, saying why: %s" % (what, p.stderr.splitlines()[:1]))
+
+# a job whose launcher ended before any rank started (a program's path mistyped): watch says so and
+# exits 1, instead of waiting for ranks for ever
+out = os.path.join(d, "norank")
+subprocess.run([DDPSPY, "run", "-o", out, "--"] + MPIRUN + ["-np", "2", os.path.join(d, "no-such-program")],
+               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+p = subprocess.run([DDPSPY, "watch", out, "--interval", "1"], capture_output=True, text=True, timeout=60)
+ok(p.returncode == 1 and "launcher ended and no rank's file came" in p.stderr,
+   "a job whose launcher ended with no rank started: watch exits 1, saying so: rc %d, %s" % (p.returncode, p.stderr[-200:]))
 
 
 def watched(out, job, watch_args, timeout=120, job_out=None):
@@ -166,10 +175,11 @@ def top_of(l):
 
 def contention(k):
     checks = []
-    for name, extra in (("decode", ["--decode-us", "100"]), ("plain", [])):
+    # (the plain job's steps are some 13 ms against the decode's 40: more of them, for 3 intervals or more)
+    for name, extra in (("decode", ["--steps", "200", "--decode-us", "100"]), ("plain", ["--steps", "400"])):
         out = os.path.join(d, "%s%d" % (name, k))
         shutil.rmtree(out, ignore_errors=True)
-        job = MPIRUN + ["-np", "2", BENCH, "train", "--data", data, "--hidden", "256", "--steps", "200"] + extra
+        job = MPIRUN + ["-np", "2", BENCH, "train", "--data", data, "--hidden", "256"] + extra
         lines, rc, t0 = watched(out, job, ["--interval", "1"])
         p = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=300)
         if p.returncode != 0 or not p.stdout.startswith("{"):
