@@ -300,7 +300,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		r->cat_ns[cat] += (double)v.d;
 	if (e->tid == f->pid && cat >= 0 && cat < CAT_COUNT)
 		r->main_ns[cat] += (double)v.d;
-	if (r->tid >= 0 && e->tid == (r->helper ? f->pid : r->tid) && an_is_p2p(&v))
+	if (r->tid >= 0 && e->tid == (r->helper ? f->pid : r->tid) && (an_is_p2p(&v) || an_completes(&v)))
 		r->p2p_ns += (double)v.d;
 	r->t_lo = v.t + r->to_real < r->t_lo ? v.t + r->to_real : r->t_lo;
 	r->t_hi = v.t + v.d + r->to_real > r->t_hi ? v.t + v.d + r->to_real : r->t_hi;

@@ -47,8 +47,9 @@ struct wrank {
 	double step_s, late_s;
 	int helper;         /* the followed thread is a library's helper (gloo's), not the main thread */
 	double cat_ns[CAT_COUNT], main_ns[CAT_COUNT], cat_last[CAT_COUNT], share[CAT_COUNT];
-	/* over the interval: its waits for peers in numbered collectives (the last rank's arrival
-	 * less its own) and its training thread's time in point-to-point calls; its CPU figures */
+	/* over the interval: its waits for peers in numbered blocking collectives (the last rank's
+	 * arrival less its own) and its training thread's time in point-to-point calls and in the
+	 * waits that complete nonblocking collectives; its CPU figures */
 	double wait_ns, p2p_ns;
 	double lost_ns;     /* the others' waits for it over the interval (the last-but-one's) */
 	int64_t late_upto, late_lag; /* its latest arrival last, and how late (realtime ns) */
