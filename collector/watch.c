@@ -301,7 +301,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	if (e->tid == f->pid && cat >= 0 && cat < CAT_COUNT)
 		r->main_ns[cat] += (double)v.d;
 	if (r->tid >= 0 && e->tid == (r->helper ? f->pid : r->tid) && (an_is_p2p(&v) || an_completes(&v)))
-		r->p2p_ns += (double)v.d;
+		r->call_wait_ns += (double)v.d;
 	r->t_lo = v.t + r->to_real < r->t_lo ? v.t + r->to_real : r->t_lo;
 	r->t_hi = v.t + v.d + r->to_real > r->t_hi ? v.t + v.d + r->to_real : r->t_hi;
 	/* (a helper rank's calls: any of its library's helper threads') */
@@ -416,7 +416,7 @@ static void scan(struct watch *w)
 				w->skip = m;
 			if (l) {
 				w->launcher = l;
-				w->launcher[w->nskip] = (char)launcher;
+				w->launcher[w->nskip] = launcher ? LAUNCHER_OPEN : 0;
 				w->skip[w->nskip++] = path;
 			} else {
 				free(path);
@@ -450,20 +450,23 @@ static void scan(struct watch *w)
 }
 
 /* no rank's file, and every launcher's complete: the job ended before any rank started (a file
- * that ended in an exec goes on as the program it became: its next file comes) */
-static int launchers_done(const struct watch *w)
+ * that ended in an exec goes on as the program it became: its next file comes). A launcher's file
+ * is read again only while it is not complete. */
+static int launchers_done(struct watch *w)
 {
 	int n = 0, open = 0;
 	for (int i = 0; !w->n && i < w->nskip; i++) {
-		if (!w->launcher[i])
-			continue;
-		struct trace_file f;
-		struct trace_visitor none = { 0 };
-		if (trace_open(&f, w->skip[i]) == 0)
-			trace_read(&f, &none);
-		n++;
-		open |= !f.ended || !strcmp(f.end_reason, "exec");
-		trace_close(&f);
+		if (w->launcher[i] == LAUNCHER_OPEN) {
+			struct trace_file f;
+			struct trace_visitor none = { 0 };
+			if (trace_open(&f, w->skip[i]) == 0)
+				trace_read(&f, &none);
+			if (f.ended)
+				w->launcher[i] = !strcmp(f.end_reason, "exec") ? LAUNCHER_EXEC : LAUNCHER_ENDED;
+			trace_close(&f);
+		}
+		n += w->launcher[i] != 0;
+		open |= w->launcher[i] == LAUNCHER_OPEN || w->launcher[i] == LAUNCHER_EXEC;
 	}
 	return n && !open;
 }
@@ -577,8 +580,9 @@ static void interval_data(struct watch *w)
 }
 
 /* the interval's cpu_contention as the report judges it over a run (watchcpu.c): the training
- * threads' waits for a CPU while they worked, not waiting for peers (in numbered collectives, or
- * in point-to-point calls: for those watch knows no peer and counts the whole call) */
+ * threads' waits for a CPU while they worked, not waiting for peers (in numbered blocking
+ * collectives; in point-to-point calls and the waits that complete nonblocking collectives, where
+ * watch knows no peer's arrival, the whole call) */
 static void interval_cpu(struct watch *w, double span_ns)
 {
 	struct wcpu_rank *rk = malloc(((size_t)w->n + 1) * sizeof *rk);
@@ -586,15 +590,12 @@ static void interval_cpu(struct watch *w, double span_ns)
 	for (int i = 0; rk && i < w->n; i++) {
 		struct wrank *r = &w->r[i];
 		if (r->rank >= 0 && r->tid >= 0 && r->cpu && span_ns > 0)
-			rk[n++] = (struct wcpu_rank){ r->cpu, r->helper ? r->f.pid : r->tid,
-						      fmin(1, (r->wait_ns + r->p2p_ns) / span_ns) };
-		r->wait_ns = r->p2p_ns = 0;
+			rk[n++] = (struct wcpu_rank){ r->cpu, r->rank, r->helper ? r->f.pid : r->tid,
+						      fmin(1, (r->wait_ns + r->call_wait_ns) / span_ns) };
+		r->wait_ns = r->call_wait_ns = 0;
 	}
 	w->contention = rk ? wcpu_contention(&w->cpu, rk, n, &worst, &all) : 0;
-	w->cpu_rank = -1;
-	for (int i = 0; rk && worst >= 0 && !all && i < w->n; i++)
-		if (w->r[i].cpu == rk[worst].p)
-			w->cpu_rank = w->r[i].rank;
+	w->cpu_rank = worst >= 0 && !all ? rk[worst].rank : -1;
 	free(rk);
 }
 

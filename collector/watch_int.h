@@ -50,7 +50,7 @@ struct wrank {
 	/* over the interval: its waits for peers in numbered blocking collectives (the last rank's
 	 * arrival less its own) and its training thread's time in point-to-point calls and in the
 	 * waits that complete nonblocking collectives; its CPU figures */
-	double wait_ns, p2p_ns;
+	double wait_ns, call_wait_ns;
 	double lost_ns;     /* the others' waits for it over the interval (the last-but-one's) */
 	int64_t late_upto, late_lag; /* its latest arrival last, and how late (realtime ns) */
 	struct wproc *cpu;
@@ -77,7 +77,10 @@ struct watch {
 	struct wrank *r;
 	int n;
 	char **skip;        /* files that are not ranks' */
-	char *launcher;     /* each of them a launcher's */
+	char *launcher;     /* each of them: a launcher's (LAUNCHER_*) or not (0) */
+#define LAUNCHER_OPEN 1     /* (its file not complete when last read) */
+#define LAUNCHER_EXEC 2     /* (complete in an exec: it goes on as the program it became) */
+#define LAUNCHER_ENDED 3    /* (complete: it ended) */
 	int nskip;
 	/* the step pattern, from the lowest rank's first calls */
 	int have_pat, no_pat;

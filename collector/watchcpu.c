@@ -31,6 +31,15 @@ struct wproc *wcpu_proc(struct wcpu *c, const struct trace_file *f)
 	return p;
 }
 
+/* thread tid of p, NULL when it has no records */
+static struct wthr *thread(const struct wproc *p, int tid)
+{
+	for (int i = 0; i < p->nthr; i++)
+		if (p->thr[i].tid == tid)
+			return &p->thr[i];
+	return NULL;
+}
+
 void wcpu_sample(struct wproc *p, const struct trace_sched *s)
 {
 	if (!p)
@@ -45,10 +54,8 @@ void wcpu_sample(struct wproc *p, const struct trace_sched *s)
 		p->ht = s->t_ns;
 		p->hbusy = s->host_busy_ns;
 	}
-	int i = 0;
-	while (i < p->nthr && p->thr[i].tid != s->tid)
-		i++;
-	if (i == p->nthr) {
+	struct wthr *t = thread(p, s->tid);
+	if (!t) {
 		struct wthr *m = room_for(p->thr, (size_t)p->nthr, &p->cthr, sizeof *m, 16);
 		if (!m)
 			return;
@@ -58,7 +65,6 @@ void wcpu_sample(struct wproc *p, const struct trace_sched *s)
 						   s->t_ns, (int64_t)s->run_ns, (int64_t)s->wait_ns };
 		return;
 	}
-	struct wthr *t = &p->thr[i];
 	t->t = s->t_ns;
 	t->run = (int64_t)s->run_ns;
 	t->wait = (int64_t)s->wait_ns;
@@ -108,15 +114,6 @@ void wcpu_follow(struct wcpu *c)
 		trace_follow(&k->f, &v);
 		k->ended = k->f.ended;
 	}
-}
-
-/* thread tid of p, NULL when it has no records */
-static const struct wthr *thread(const struct wproc *p, int tid)
-{
-	for (int i = 0; i < p->nthr; i++)
-		if (p->thr[i].tid == tid)
-			return &p->thr[i];
-	return NULL;
 }
 
 /* rank k's severity over the interval, -1 when its training thread has no records in it */

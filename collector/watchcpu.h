@@ -46,7 +46,7 @@ void wcpu_follow(struct wcpu *c);
 
 struct wcpu_rank {      /* a rank as the line judges it */
 	const struct wproc *p;
-	int tid;            /* its training thread */
+	int rank, tid;      /* tid: its training thread */
 	double waiting;     /* its share of the interval waiting for peers */
 };
 /* cpu_contention over the interval since the last line (an_cpu_severity on each rank, an_cpu_top
