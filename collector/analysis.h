@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "../common/format.h"
+#include "tracefile.h"
 
 struct trace_clock;
 struct gpuproc;
@@ -166,6 +167,7 @@ struct proc {
 	char write_error[64];
 	char sched_error[64];  /* why no schedstat was read (trace.h) */
 	size_t read_to;        /* where the first reading stopped; the frames before it are checked */
+	struct trace_span part; /* the part of its file analysed (report_options' spans), 0 0: all */
 	struct trace_clock *clock; /* its clock conversion, for the second reading */
 	int damaged, ended;
 	char error[200];
@@ -409,6 +411,15 @@ struct report_options {
 			      * kernels (the HTML report draws it) */
 	const int *ranks;    /* only these ranks (NULL: all) */
 	int nranks;
+	/* ddpspy watch: what each file (named as the directory's listing names it) had gained over
+	 * the last interval; the analysis is then of that span of each file alone (trace_file's
+	 * span), a file not named read whole. NULL: every file whole. */
+	const struct an_span *spans;
+	int nspans;
+};
+struct an_span {
+	const char *path;
+	struct trace_span span;
 };
 
 /* Loads every trace file under dirs and analyses the job. Returns 0, or -1 when nothing

@@ -270,12 +270,13 @@ int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *
 /* Thread h of p again, its events converted (times on its own clock) and its point-to-point calls
  * numbered as while loading; want (the caller's, which fn may change between events) says which
  * kinds are converted, the others parsed past. an_stream_file: thread t of the file at path, its
- * clock and the bytes verified already as trace_cursor_open takes them (while the file is read) */
+ * clock, the bytes verified already and its span as trace_cursor_open takes them (while the file
+ * is read) */
 int an_stream_thread(const struct proc *p, int h, const uint8_t *want, int (*fn)(void *ctx, const struct ev *e),
 		     void *ctx);
 struct trace_clock;
-int an_stream_file(const char *path, const struct trace_clock *clock, size_t verified, const struct thr *t,
-		   const uint8_t *want, int (*fn)(void *ctx, const struct ev *e), void *ctx);
+int an_stream_file(const char *path, const struct trace_clock *clock, size_t verified, const struct trace_span *span,
+		   const struct thr *t, const uint8_t *want, int (*fn)(void *ctx, const struct ev *e), void *ctx);
 /* ---- The parts that read along while a file is read, and travel with a process's record under
  * report --mpi: one table, an_parts (model.c), each part's entries filled by its own file when the
  * program starts (model.c's do-nothing ones stand till then), so that loading, the process record

@@ -76,7 +76,10 @@ static void data_kind(struct finding *f, const struct cpustat *cs)
 	}
 }
 
-double an_data_severity(double *x, size_t n, int *worst, int *all)
+/* data_stall's severity from each rank's share of its step spent waiting for input (x, n ranks;
+ * reordered): the ranks' median where every rank waits at least half as much as the most (*all
+ * 1), else the most's; *worst the index of the most */
+static double data_severity(double *x, size_t n, int *worst, int *all)
 {
 	double lo = 1, hi = 0;
 	*worst = 0;
@@ -113,7 +116,7 @@ void an_find_data(struct analysis *a)
 			x[r] = sum > 0 ? g->part[GP_IDLE_DATA] / sum : 0;
 		}
 	}
-	double sev = an_data_severity(x, (size_t)a->nranks, &worst, &all);
+	double sev = data_severity(x, (size_t)a->nranks, &worst, &all);
 	free(x);
 	if (sev < 0.05)
 		return;

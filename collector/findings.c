@@ -417,12 +417,18 @@ static void find_volume(struct analysis *a)
 	}
 }
 
-double an_cpu_severity(double runq, double working, double job, double outside)
+/* cpu_contention's severity on one rank: its training thread's share of the span runnable but
+ * waiting for a CPU (runq), while it worked (working: the share not waiting for peers), in the part
+ * of the CPUs' use that the job's other threads make (job, in cores) against what processes outside
+ * the job make (outside) */
+static double cpu_severity(double runq, double working, double job, double outside)
 {
 	return job + outside > 0 ? runq * working * job / (job + outside) : 0;
 }
 
-double an_cpu_top(double *x, size_t n, int *worst, int *all)
+/* the finding's severity from the ranks' (x, n; reordered): the most's, *worst its index; *all 1
+ * when the ranks' median is at least half of it (the job's, no one rank's) */
+static double cpu_top(double *x, size_t n, int *worst, int *all)
 {
 	double hi = 0;
 	*worst = 0;
@@ -459,7 +465,7 @@ static void find_cpu(struct analysis *a)
 		/* only while it works: a thread that spins in a wait for a late peer (MPI polls) and
 		 * waits for a CPU meanwhile would have waited anyway */
 		double working = fmax(0, 1 - a->ranks[r].wait_share - a->ranks[r].p2p_wait_share);
-		sev[r] = an_cpu_severity(c->runq, working, jt, c->outside);
+		sev[r] = cpu_severity(c->runq, working, jt, c->outside);
 		v[n++] = sev[r];
 		if (worst < 0 || sev[r] > sev[worst])
 			worst = r;
@@ -467,7 +473,7 @@ static void find_cpu(struct analysis *a)
 			shared = r;
 	}
 	int all = 0, top_i;
-	double top_sev = worst >= 0 ? an_cpu_top(v, (size_t)n, &top_i, &all) : 0;
+	double top_sev = worst >= 0 ? cpu_top(v, (size_t)n, &top_i, &all) : 0;
 	free(v);
 	free(sev);
 	int refused = 0, first = -1;
@@ -630,13 +636,14 @@ static void find_lost(struct analysis *a)
 		struct proc *p = &a->procs[i];
 		if (p->role != DDPSPY_ROLE_RANK && p->role != DDPSPY_ROLE_WORKER)
 			continue;
-		if (!p->dropped && !p->unwritten && !p->gpu_dropped && !p->write_error[0] && !p->damaged && p->ended)
+		int cut = !p->ended && !p->part.hi; /* (a span's file goes on past it: watch) */
+		if (!p->dropped && !p->unwritten && !p->gpu_dropped && !p->write_error[0] && !p->damaged && !cut)
 			continue;
 		uint64_t lost = p->dropped + p->unwritten + p->gpu_dropped, all = p->events + p->gpu_records + lost;
 		double frac = all ? (double)lost / (double)all : 0;
 		int rank = p->role == DDPSPY_ROLE_RANK ? p->rank : p->parent_rank;
 		struct finding *f = an_add_finding(a, "lost_events", rank >= 0 ? rank : -1,
-						p->damaged || !p->ended ? fmax(frac, 0.01) : frac);
+						p->damaged || cut ? fmax(frac, 0.01) : frac);
 		if (!f)
 			return;
 		an_ev_str(f, "file", p->file);

@@ -30,18 +30,6 @@ const char *an_op_name(int op);
  * data_stall; findhost.c: host_asymmetry (after the late ranks and cpu_contention, which it reads) */
 void an_find_gpu(struct analysis *a);
 void an_find_data(struct analysis *a);
-/* data_stall's severity from each rank's share of its step spent waiting for input (x, n ranks;
- * reordered): the ranks' median where every rank waits at least half as much as the most (*all
- * 1), else the most's; *worst the index of the most (ddpspy watch judges its intervals so too) */
-double an_data_severity(double *x, size_t n, int *worst, int *all);
-/* cpu_contention's severity on one rank: its training thread's share of the span runnable but
- * waiting for a CPU (runq), while it worked (working: the share not waiting for peers), in the part
- * of the CPUs' use that the job's other threads make (job, in cores) against what processes outside
- * the job make (outside) */
-double an_cpu_severity(double runq, double working, double job, double outside);
-/* the finding's severity from the ranks' (x, n; reordered): the most's, *worst its index; *all 1
- * when the ranks' median is at least half of it (the job's, no one rank's); ddpspy watch too */
-double an_cpu_top(double *x, size_t n, int *worst, int *all);
 void an_find_host(struct analysis *a);
 /* findhang.c: a job that stopped making progress (its ranks' calls in flight), with or without steps */
 void an_find_hang(struct analysis *a);

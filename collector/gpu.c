@@ -437,6 +437,7 @@ static int reread(struct proc *p, const char *path)
 		if (p->clock)
 			trace_set_clock(&f, p->clock);
 		f.verified = p->read_to;
+		f.span = p->part;
 		rc = trace_read(&f, &v);
 	}
 	trace_close(&f);

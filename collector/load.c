@@ -562,12 +562,14 @@ static void load_file(const struct analysis *a, struct slot *s)
 	p->train = -1;
 	p->role = DDPSPY_ROLE_OTHER;
 	p->binw = BIN_NS;
+	p->part = s->span;
 	struct loadctx c = { .a = a, .p = p, .last = -1, .lo = INT64_MAX, .hi = INT64_MIN,
 			     .path = s->open ? s->open : path };
 	struct trace_visitor v = { .ctx = &c, .on_header = on_header, .on_identity = on_identity,
 				   .on_thread = on_thread, .on_event = on_event, .on_gpu = on_gpu,
 				   .on_sched = on_sched, .on_inflight = on_inflight };
 	int rc = trace_open(&f, s->open ? s->open : path);
+	f.span = p->part;
 	if (rc == 0)
 		rc = trace_read(&f, &v);
 	if (p->lsw && an_parts.sweep.end(p->lsw, rc == 0) < 0) {
@@ -600,13 +602,15 @@ static void load_file(const struct analysis *a, struct slot *s)
 	p->events = f.events;
 	p->event_ns = f.event_ns;
 	p->gpu_records = f.gpu.read;
-	p->gpu_dropped = (uint64_t)(f.gpu.dropped > 0 ? f.gpu.dropped : 0) + (uint64_t)(f.gpu.refused > 0 ? f.gpu.refused : 0);
+	p->gpu_dropped = (uint64_t)(trace_gpu_lost(&f.gpu) - f.span_at.gpu_lost); /* (span_at: 0 without a span) */
 	p->gpu_untimed = trace_gpu_untimed(&f.gpu);
 	p->dropped = f.dropped;
-	p->unwritten = f.unwritten;
+	p->unwritten = f.unwritten - f.span_at.unwritten;
 	snprintf(p->write_error, sizeof p->write_error, "%s", f.write_error);
 	snprintf(p->sched_error, sizeof p->sched_error, "%s", f.sched_error);
 	p->read_to = f.stop_offset;
+	if (p->part.hi) /* (a frame being written that ended this reading is not in the next one either) */
+		p->part.hi = f.stop_offset;
 	p->clock = calloc(1, sizeof *p->clock);
 	if (p->clock && trace_get_clock(&f, p->clock) < 0) {
 		free(p->clock);
@@ -629,7 +633,7 @@ static void load_file(const struct analysis *a, struct slot *s)
 	uint64_t sum = 0, dropped = 0;
 	for (size_t i = 0; i < f.nthreads; i++) {
 		sum += f.threads[i].events;
-		dropped += f.threads[i].dropped;
+		dropped += f.threads[i].dropped - f.threads[i].dropped_lo;
 	}
 	if (!p->events)
 		p->events = sum;
@@ -781,6 +785,11 @@ int an_load(struct analysis *a, const struct report_options *o, char *err, size_
 				struct stat st;
 				slots[i].path = lists[d][k];
 				slots[i].bytes = stat(slots[i].path, &st) == 0 ? (uint64_t)st.st_size : 0;
+				for (int q = 0; q < o->nspans; q++)
+					if (!strcmp(o->spans[q].path, slots[i].path)) {
+						slots[i].span = o->spans[q].span;
+						slots[i].bytes = slots[i].span.hi - slots[i].span.lo;
+					}
 				order[i] = (size_t)i;
 			}
 		if (a->mpi) {

@@ -13,6 +13,7 @@ struct slot {
 	const char *path;   /* as the report names it */
 	char *open;         /* as this process opens it (report --mpi: process 0's absolute path), NULL: path */
 	uint64_t bytes;
+	struct trace_span span; /* (report_options') */
 	struct proc p;
 	int ok;
 	char *warn[3];

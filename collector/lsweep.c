@@ -143,7 +143,7 @@ struct sweep *an_lsweep_start(const struct analysis *a, struct proc *p, int h, s
 	} else {
 		struct trace_clock clk = { 0 };
 		struct prefix x = { w, prefix, 0, 0 };
-		whole = trace_get_clock(f, &clk) == 0 && an_stream_file(path, &clk, 0, t, w->want, prefix_event, &x) == 0 &&
+		whole = trace_get_clock(f, &clk) == 0 && an_stream_file(path, &clk, 0, &f->span, t, w->want, prefix_event, &x) == 0 &&
 			(x.reached || w->ended); /* (else the file or the thread ended before this call) */
 		free(clk.calib);
 	}

@@ -80,9 +80,28 @@ static int by_p2p(const struct analysis *a)
 	return np > nc;
 }
 
-/* Steps by collectives: rank 0's pattern on every rank, from the call that matches its key */
+/* Steps by collectives: rank 0's pattern on every rank, from the call that matches its key: that
+ * of the first of its steps every rank has (where a rank's calls begin later than rank 0's, as in
+ * the spans of the files ddpspy watch analyses, rank 0's first steps have no match there) */
 static int same_pattern(struct sync *syn, int R, struct pattern *pts, size_t *first)
 {
+	for (int r = 1; r < R;) {
+		struct pattern *pt = &pts[0];
+		if (an_rank_first(&syn[r], pt) != SIZE_MAX) {
+			r++;
+			continue;
+		}
+		if (pt->nsteps <= 1)
+			return -1;
+		pt->first += pt->period;
+		pt->nsteps--;
+		const struct ev *k = syn[0].e[pt->first + pt->key_delta];
+		if (k->seq < 0)
+			return -1;
+		pt->key_seq = k->seq;
+		pt->key_comm = k->comm;
+		r = 1; /* (every rank again, with the later key) */
+	}
 	for (int r = 0; r < R; r++) {
 		pts[r] = pts[0];
 		first[r] = an_rank_first(&syn[r], &pts[0]);

@@ -27,15 +27,15 @@ int an_stream_train(const struct proc *p, int (*fn)(void *ctx, const struct ev *
 	return p->train < 0 ? -1 : an_stream_thread(p, p->train, NULL, align_one, &x);
 }
 
-int an_stream_file(const char *path, const struct trace_clock *clock, size_t verified, const struct thr *t,
-		   const uint8_t *want, int (*fn)(void *ctx, const struct ev *e), void *ctx)
+int an_stream_file(const char *path, const struct trace_clock *clock, size_t verified, const struct trace_span *span,
+		   const struct thr *t, const uint8_t *want, int (*fn)(void *ctx, const struct ev *e), void *ctx)
 {
 	struct trace_cursor c;
 	struct trace_event e;
 	struct p2pnum *num = NULL;
 	if (t->nwres)
 		an_p2p_num_replay(&num, t->wres, t->nwres);
-	int rc = trace_cursor_open(&c, path, t->tid, clock, verified, want);
+	int rc = trace_cursor_open(&c, path, t->tid, clock, verified, span, want);
 	while (rc == 0 && trace_cursor_next(&c, &e) > 0) {
 		struct ev v;
 		if (!an_convert(&e, &v))
@@ -54,7 +54,8 @@ int an_stream_thread(const struct proc *p, int h, const uint8_t *want, int (*fn)
 		     void *ctx)
 {
 	/* (damage where the first reading stopped ends this one there too) */
-	return an_stream_file(p->open ? p->open : p->file, p->clock, p->read_to, &p->thr[h], want, fn, ctx);
+	return an_stream_file(p->open ? p->open : p->file, p->clock, p->read_to, &p->part, &p->thr[h], want, fn,
+			      ctx);
 }
 
 /* Every synchronizing call of p again (collectives, their waits, step markers), from every
@@ -75,7 +76,8 @@ int an_stream_sync(const struct proc *p, int (*fn)(void *ctx, int thr, const str
 			continue;
 		if (p->thr[h].nwres) /* (its wildcard receives resolved as the first reading did) */
 			an_p2p_num_replay(&num[h], p->thr[h].wres, p->thr[h].nwres);
-		if (trace_cursor_open(&c[h], p->open ? p->open : p->file, p->thr[h].tid, p->clock, p->read_to, want) < 0) {
+		if (trace_cursor_open(&c[h], p->open ? p->open : p->file, p->thr[h].tid, p->clock, p->read_to, &p->part,
+				      want) < 0) {
 			trace_cursor_close(&c[h]);
 			rc = -1;
 			break;

@@ -36,6 +36,17 @@ struct frame {
 	uint32_t len;
 };
 
+/* 0 when the frame's checksum is right (or it lies before f->verified), else -1 with f->error */
+static int frame_check(struct trace_file *f, const struct frame *fr)
+{
+	if (fr->off + DDPSPY_FRAME_HEADER_LEN + fr->len > f->verified &&
+	    frame_crc(fr->body, fr->len) != ddpspy_get_le32(fr->body - DDPSPY_FRAME_HEADER_LEN + 4)) {
+		snprintf(f->error, sizeof f->error, "checksum mismatch");
+		return -1;
+	}
+	return 0;
+}
+
 /* The frame at *off, or 0 at a clean end of file, or -1 when the file is damaged there. */
 static int next_frame(struct trace_file *f, size_t *off, struct frame *fr, int check_crc)
 {
@@ -59,11 +70,8 @@ static int next_frame(struct trace_file *f, size_t *off, struct frame *fr, int c
 	fr->off = *off;
 	fr->body = h + DDPSPY_FRAME_HEADER_LEN;
 	fr->len = len;
-	if (check_crc && *off + DDPSPY_FRAME_HEADER_LEN + len > f->verified &&
-	    frame_crc(fr->body, len) != ddpspy_get_le32(h + 4)) {
-		snprintf(f->error, sizeof f->error, "checksum mismatch");
+	if (check_crc && frame_check(f, fr) < 0)
 		return -1;
-	}
 	*off += DDPSPY_FRAME_HEADER_LEN + len;
 	return 1;
 }
@@ -622,34 +630,6 @@ static void scan_calib(struct trace_file *f)
 	memcpy(f->error, saved, sizeof saved); /* pass 2 reports damage itself */
 }
 
-/* a loss record: each thread's count of events its ring dropped (cumulative), and the file's
- * events it could not take; 1 when the visitor stops */
-static int rd_loss(struct trace_file *f, const msgpack_object *m, const struct trace_visitor *v)
-{
-	int stop = 0;
-	const msgpack_object *l = trace_mp_get(m, "threads");
-	for (uint32_t i = 0; l && l->type == MSGPACK_OBJECT_ARRAY && i < l->via.array.size; i++) {
-		const msgpack_object *e = &l->via.array.ptr[i];
-		int64_t tid, d;
-		if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 2 ||
-		    !trace_mp_int(&e->via.array.ptr[0], &tid) || !trace_mp_int(&e->via.array.ptr[1], &d))
-			continue;
-		struct trace_thread *th = trace_thread(f, (int)tid);
-		if (th) {
-			f->dropped += (uint64_t)d - th->dropped;
-			th->dropped = (uint64_t)d;
-		}
-		if (v->on_loss && v->on_loss(v->ctx, f, (int)tid, (uint64_t)d)) {
-			stop = 1;
-			break;
-		}
-	}
-	trace_rd_unwritten(f, m);
-	return stop;
-}
-
-/* a sched record: each thread's CPU time, wait and slices at its time, to the visitor; 1 when
- * it stops */
 /* an "inflight" record (2.9) to v, its times converted; -1 when malformed */
 static int rd_inflight(struct trace_file *f, const msgpack_object *m, const struct trace_visitor *v, int *stop)
 {
@@ -663,6 +643,8 @@ static int rd_inflight(struct trace_file *f, const msgpack_object *m, const stru
 	return 0;
 }
 
+/* a sched record: each thread's CPU time, wait and slices at its time, to the visitor; 1 when
+ * it stops */
 static int rd_sched(struct trace_file *f, const msgpack_object *m, const struct trace_visitor *v)
 {
 	int stop = 0;
@@ -688,6 +670,13 @@ static int rd_sched(struct trace_file *f, const msgpack_object *m, const struct 
 	return stop;
 }
 
+/* the records a span skips before its start: the events and what is measured over time */
+static int span_skips(const char *k, uint32_t kl)
+{
+	return kind_is(k, kl, DDPSPY_REC_EVENTS) || kind_is(k, kl, DDPSPY_REC_GPU_EVENTS) ||
+	       kind_is(k, kl, DDPSPY_REC_SCHED) || kind_is(k, kl, DDPSPY_REC_INFLIGHT);
+}
+
 int trace_read(struct trace_file *f, const struct trace_visitor *v)
 {
 	size_t off = f->resume > DDPSPY_FILE_HEADER_LEN ? f->resume : DDPSPY_FILE_HEADER_LEN;
@@ -700,11 +689,26 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 		scan_calib(f);
 	populate(f, done);
 	msgpack_unpacked_init(&u);
-	while ((r = next_frame(f, &off, &fr, 1)) > 0) {
+	while ((r = next_frame(f, &off, &fr, off >= f->span.lo)) > 0) {
+		if (f->span.hi && fr.off >= f->span.hi) {
+			off = fr.off;
+			break;
+		}
 		window(f, &done, fr.off);
 		const char *pk = "";
 		uint32_t pkl = 0;
 		int peeked = f->have_header && peek_kind(&fr, &pk, &pkl);
+		if (fr.off < f->span.lo) {
+			if (peeked && span_skips(pk, pkl))
+				continue;
+			if (frame_check(f, &fr) < 0) {
+				r = -1;
+				off = fr.off;
+				break;
+			}
+		} else {
+			trace_span_enter(f);
+		}
 		int gpu = peeked && kind_is(pk, pkl, DDPSPY_REC_GPU_EVENTS);
 		if (gpu || (peeked && kind_is(pk, pkl, DDPSPY_REC_EVENTS))) {
 			f->frames++;
@@ -747,49 +751,19 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 			off = fr.off;
 			rc = 2;
 			break;
-		} else if (!strcmp(kind, DDPSPY_REC_IDENTITY)) {
-			trace_rd_identity(f, m);
-			stop = v->on_identity && v->on_identity(v->ctx, f);
-		} else if (!strcmp(kind, DDPSPY_REC_THREAD)) {
-			struct trace_thread *th = trace_thread(f, (int)trace_mp_int_or(m, "tid", -1));
-			if (th) {
-				trace_mp_str_into(m, "name", th->name, sizeof th->name);
-				const msgpack_object *pt = trace_mp_get(m, "pthread");
-				th->pthread = pt && pt->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? pt->via.u64 : 0;
-				stop = v->on_thread && v->on_thread(v->ctx, f, th);
-			}
-		} else if (!strcmp(kind, DDPSPY_REC_STACKS)) {
-			bad = trace_rd_stacks(f, m) < 0;
-		} else if (!strcmp(kind, DDPSPY_REC_MODULES)) {
-			bad = trace_rd_modules(f, m) < 0;
-		} else if (!strcmp(kind, DDPSPY_REC_NAMES)) {
-			bad = trace_rd_names(f, m) < 0;
-		} else if (!strcmp(kind, DDPSPY_REC_GPU)) {
-			trace_rd_gpu(f, m);
-		} else if (!strcmp(kind, DDPSPY_REC_LOSS)) {
-			stop = rd_loss(f, m, v);
-		} else if (!strcmp(kind, DDPSPY_REC_SCHED) && trace_mp_get(m, "error")) {
-			trace_mp_str_into(m, "error", f->sched_error, sizeof f->sched_error);
-		} else if (!strcmp(kind, DDPSPY_REC_SCHED) && v->on_sched) {
+		} else if (!strcmp(kind, DDPSPY_REC_CALIB)) {
+			int64_t raw, mono, real; /* (pass 1 read them, unless the file is followed from later on) */
+			if (f->resume && trace_mp_int(trace_mp_get(m, "raw"), &raw) &&
+			    trace_mp_int(trace_mp_get(m, "mono_ns"), &mono) && trace_mp_int(trace_mp_get(m, "real_ns"), &real))
+				add_calib(f, (uint64_t)raw, mono, real);
+		} else if (!strcmp(kind, DDPSPY_REC_SCHED) && v->on_sched && !trace_mp_get(m, "error")) {
 			stop = rd_sched(f, m, v);
 		} else if (!strcmp(kind, DDPSPY_REC_INFLIGHT) && v->on_inflight) {
 			bad = rd_inflight(f, m, v, &stop) < 0;
-		} else if (!strcmp(kind, DDPSPY_REC_COST)) {
-			int64_t ps = trace_mp_int_or(m, "event_ps", 0);
-			f->event_ns = ps > 0 && ps < 1000000000 ? (double)ps / 1000 : 0;
-		} else if (!strcmp(kind, DDPSPY_REC_CALIB) && f->resume) { /* (followed: pass 1 saw the file's start) */
-			int64_t raw, mono, real;
-			if (trace_mp_int(trace_mp_get(m, "raw"), &raw) && trace_mp_int(trace_mp_get(m, "mono_ns"), &mono) &&
-			    trace_mp_int(trace_mp_get(m, "real_ns"), &real))
-				add_calib(f, (uint64_t)raw, mono, real);
-		} else if (!strcmp(kind, DDPSPY_REC_END)) {
-			trace_rd_unwritten(f, m);
-			trace_mp_str_into(m, "reason", f->end_reason, sizeof f->end_reason);
-			f->ended = 1;
-			stop = v->on_end && v->on_end(v->ctx, f);
+		} else {
+			bad = trace_rd_record(f, kind, m, v, &stop) < 0;
 		}
-		/* calib was read in pass 1, events by fast_events; unknown kinds come from newer writers:
-		 * skipped */
+		/* events were read by fast_events; unknown kinds come from newer writers: skipped */
 		if (bad) {
 			snprintf(f->error, sizeof f->error, "malformed \"%s\" record", kind);
 			off = fr.off;
@@ -801,8 +775,13 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 			break;
 		}
 	}
+	if (r < 0 && trace_span_cut(f, off)) {
+		r = 0; /* (the span's end: its last frame was being written when the span was taken) */
+		f->error[0] = 0;
+	}
 	if (r < 0)
 		rc = 2;
+	trace_span_enter(f); /* (nothing read in the span: nothing lost in it) */
 	f->stop_offset = off;
 	msgpack_unpacked_destroy(&u);
 	return rc;
@@ -836,7 +815,7 @@ int trace_set_clock(struct trace_file *f, const struct trace_clock *c)
 /* ---- cursors ---- */
 
 int trace_cursor_open(struct trace_cursor *c, const char *path, int tid, const struct trace_clock *clock,
-		      size_t verified, const uint8_t *want)
+		      size_t verified, const struct trace_span *span, const uint8_t *want)
 {
 	memset(c, 0, sizeof *c);
 	c->want = want;
@@ -846,6 +825,8 @@ int trace_cursor_open(struct trace_cursor *c, const char *path, int tid, const s
 	}
 	c->f.only_tid = tid;
 	c->f.verified = verified;
+	if (span)
+		c->f.span = *span;
 	if (!c->f.ncalib)
 		scan_calib(&c->f);
 	c->off = DDPSPY_FILE_HEADER_LEN;
@@ -876,10 +857,14 @@ int trace_cursor_next(struct trace_cursor *c, struct trace_event *e)
 			c->state = r < 0 ? -1 : 1;
 			continue;
 		}
+		if (f->span.hi && fr.off >= f->span.hi) {
+			c->state = 1;
+			continue;
+		}
 		window(f, &c->done, fr.off);
 		const char *k;
 		uint32_t kl;
-		if (!peek_kind(&fr, &k, &kl) || !kind_is(k, kl, DDPSPY_REC_EVENTS))
+		if (fr.off < f->span.lo || !peek_kind(&fr, &k, &kl) || !kind_is(k, kl, DDPSPY_REC_EVENTS))
 			continue;
 		r = events_record(f, fr.body, fr.len, &c->r, 0);
 		if (r < 0) {

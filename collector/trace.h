@@ -96,9 +96,10 @@ struct trace_cursor {
 	size_t seg;
 	int state;                 /* 0 reading, 1 at the end, -1 damaged (f.error says why) */
 };
-/* tid: the thread (> 0), or 0 for every thread's events in file order */
+/* tid: the thread (> 0), or 0 for every thread's events in file order; span: only the events of
+ * that span of the file (NULL: all) */
 int trace_cursor_open(struct trace_cursor *c, const char *path, int tid, const struct trace_clock *clock,
-		      size_t verified, const uint8_t *want);
+		      size_t verified, const struct trace_span *span, const uint8_t *want);
 /* 1: *e is the next event (its string points into the file), 0: no more, -1: the file is damaged
  * there (everything before was returned) */
 int trace_cursor_next(struct trace_cursor *c, struct trace_event *e);

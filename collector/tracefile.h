@@ -15,6 +15,11 @@ struct trace_calib {
 
 struct trace_evrec;
 
+/* a window of a file by offsets (trace_file's span) */
+struct trace_span {
+	size_t lo, hi;
+};
+
 struct trace_module {
 	char *path;
 	uint64_t bias, lo, hi;
@@ -49,6 +54,12 @@ struct trace_gpu {
 	uint64_t untimed_read; /* records with a time of 0 met while reading (files before 2.6), skipped */
 };
 
+/* CUPTI's records lost so far: dropped by it, or buffers refused */
+static inline int64_t trace_gpu_lost(const struct trace_gpu *g)
+{
+	return (g->dropped > 0 ? g->dropped : 0) + (g->refused > 0 ? g->refused : 0);
+}
+
 /* every record of g's file with no times: left out by the writer, or met while reading */
 static inline uint64_t trace_gpu_untimed(const struct trace_gpu *g)
 {
@@ -60,6 +71,7 @@ struct trace_thread {
 	char name[32];
 	uint64_t pthread; /* 2.2: its pthread_t, 0 when not written */
 	uint64_t dropped; /* cumulative, from the latest "loss" record */
+	uint64_t dropped_lo; /* of them, those lost before the file's span (0 without one) */
 	uint64_t events;
 };
 
@@ -130,6 +142,12 @@ struct trace_file {
 	/* options, set between trace_open and trace_read */
 	int only_tid;       /* > 0: "events" records of other threads are skipped without decoding */
 	size_t verified;    /* frames ending at or before this offset passed an earlier read's CRC check */
+	/* a span of a growing file (ddpspy watch: what was written over an interval): in frames
+	 * before lo, events, device events, sched and inflight records are skipped undecoded (the
+	 * file's other records are read: its threads, stacks, names, clock) and losses count from
+	 * lo on; reading ends at the first frame at or after hi (0: the file's end) */
+	struct trace_span span;
+	struct { int in; uint64_t unwritten; int64_t gpu_lost; } span_at; /* (the losses before lo) */
 	/* private */
 	struct trace_evrec *evrec; /* trace_read's record state (malloc'ed) */
 	const unsigned char *map;

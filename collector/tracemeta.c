@@ -1,6 +1,7 @@
 /* A trace file's records other than events (docs/format.md), read with msgpack-c's objects: the
  * header, the identity, the modules, the stacks' and names' tables, the device's record, the
- * losses; the threads', stacks', names' and modules' lookups. trace.c's reading calls these. */
+ * losses, the calls in flight; the threads', stacks', names' and modules' lookups; a span's start and end. trace.c's reading calls these (trace_rd_record: the kinds it
+ * does not read itself). */
 #include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,7 @@
 
 #include "../common/format.h"
 #include "base.h"
-#include "tracefile.h"
+#include "trace.h"
 #include "tracemeta.h"
 
 /* ---- msgpack helpers (tracemeta.h) ---- */
@@ -381,4 +382,97 @@ int trace_rd_inflight(const msgpack_object *m, struct trace_inflight *c)
 	const msgpack_object *end = trace_mp_get(m, "end");
 	c->end = end && end->type == MSGPACK_OBJECT_BOOLEAN && end->via.boolean;
 	return 0;
+}
+
+/* ---- losses, to the visitor ---- */
+
+/* a loss record: each thread's count of events its ring dropped (cumulative), and the file's
+ * events it could not take; 1 when the visitor stops */
+static int rd_loss(struct trace_file *f, const msgpack_object *m, const struct trace_visitor *v)
+{
+	int stop = 0;
+	const msgpack_object *l = trace_mp_get(m, "threads");
+	for (uint32_t i = 0; l && l->type == MSGPACK_OBJECT_ARRAY && i < l->via.array.size; i++) {
+		const msgpack_object *e = &l->via.array.ptr[i];
+		int64_t tid, d;
+		if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 2 ||
+		    !trace_mp_int(&e->via.array.ptr[0], &tid) || !trace_mp_int(&e->via.array.ptr[1], &d))
+			continue;
+		struct trace_thread *th = trace_thread(f, (int)tid);
+		if (th) {
+			f->dropped += (uint64_t)d - th->dropped;
+			th->dropped = (uint64_t)d;
+		}
+		if (v->on_loss && v->on_loss(v->ctx, f, (int)tid, (uint64_t)d)) {
+			stop = 1;
+			break;
+		}
+	}
+	trace_rd_unwritten(f, m);
+	return stop;
+}
+
+/* ---- a span's start and end (trace_file's span) ---- */
+
+void trace_span_enter(struct trace_file *f)
+{
+	if (!f->span.lo || f->span_at.in)
+		return;
+	f->span_at.in = 1;
+	f->span_at.unwritten = f->unwritten;
+	f->span_at.gpu_lost = trace_gpu_lost(&f->gpu);
+	f->dropped = 0;
+	for (size_t i = 0; i < f->nthreads; i++)
+		f->threads[i].dropped_lo = f->threads[i].dropped;
+}
+
+int trace_span_cut(const struct trace_file *f, size_t off)
+{
+	if (!f->span.hi || off >= f->span.hi)
+		return 0;
+	if (f->size - off < DDPSPY_FRAME_HEADER_LEN)
+		return 1;
+	return off + DDPSPY_FRAME_HEADER_LEN + ddpspy_get_le32(f->map + off) > f->span.hi;
+}
+
+/* ---- the records other than the header, calibration, events, CPU samples and calls in flight,
+ * for trace_read ---- */
+
+int trace_rd_record(struct trace_file *f, const char *kind, const msgpack_object *m, const struct trace_visitor *v,
+		    int *stop)
+{
+	int bad = 0;
+	if (!strcmp(kind, DDPSPY_REC_IDENTITY)) {
+		trace_rd_identity(f, m);
+		*stop = v->on_identity && v->on_identity(v->ctx, f);
+	} else if (!strcmp(kind, DDPSPY_REC_THREAD)) {
+		struct trace_thread *th = trace_thread(f, (int)trace_mp_int_or(m, "tid", -1));
+		if (th) {
+			trace_mp_str_into(m, "name", th->name, sizeof th->name);
+			const msgpack_object *pt = trace_mp_get(m, "pthread");
+			th->pthread = pt && pt->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? pt->via.u64 : 0;
+			*stop = v->on_thread && v->on_thread(v->ctx, f, th);
+		}
+	} else if (!strcmp(kind, DDPSPY_REC_STACKS)) {
+		bad = trace_rd_stacks(f, m) < 0;
+	} else if (!strcmp(kind, DDPSPY_REC_MODULES)) {
+		bad = trace_rd_modules(f, m) < 0;
+	} else if (!strcmp(kind, DDPSPY_REC_NAMES)) {
+		bad = trace_rd_names(f, m) < 0;
+	} else if (!strcmp(kind, DDPSPY_REC_GPU)) {
+		trace_rd_gpu(f, m);
+	} else if (!strcmp(kind, DDPSPY_REC_LOSS)) {
+		*stop = rd_loss(f, m, v);
+	} else if (!strcmp(kind, DDPSPY_REC_SCHED) && trace_mp_get(m, "error")) {
+		trace_mp_str_into(m, "error", f->sched_error, sizeof f->sched_error);
+	} else if (!strcmp(kind, DDPSPY_REC_COST)) {
+		int64_t ps = trace_mp_int_or(m, "event_ps", 0);
+		f->event_ns = ps > 0 && ps < 1000000000 ? (double)ps / 1000 : 0;
+	} else if (!strcmp(kind, DDPSPY_REC_END)) {
+		trace_rd_unwritten(f, m);
+		trace_mp_str_into(m, "reason", f->end_reason, sizeof f->end_reason);
+		f->ended = 1;
+		*stop = v->on_end && v->on_end(v->ctx, f);
+	}
+	return bad ? -1 : 0;
 }

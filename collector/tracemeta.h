@@ -27,5 +27,17 @@ struct trace_inflight;
 int trace_rd_inflight(const msgpack_object *m, struct trace_inflight *c);
 /* a loss or end record's count of events the file did not take (cumulative), and its write error */
 void trace_rd_unwritten(struct trace_file *f, const msgpack_object *m);
+/* a record of any kind but those trace.c reads itself (header, calibration, events, CPU samples,
+ * calls in flight) into f and to v (*stop: the visitor stopped); unknown kinds (a newer writer's)
+ * skipped; -1: malformed */
+struct trace_visitor;
+int trace_rd_record(struct trace_file *f, const char *kind, const msgpack_object *m, const struct trace_visitor *v,
+		    int *stop);
+
+/* the file's span begins: the losses so far are its baseline (f->dropped counts from here on) */
+void trace_span_enter(struct trace_file *f);
+/* the frame at off (one that did not read) runs past the span's end, or its header does: it was
+ * being written when the span was taken */
+int trace_span_cut(const struct trace_file *f, size_t off);
 
 #endif

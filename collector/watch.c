@@ -1,10 +1,10 @@
 /* ddpspy watch DIR: a running job followed from its growing trace files (each read on from where
  * the last look stopped, collector/tracefollow.c), one line every --interval seconds: steps so far,
  * the step's median over the interval against the run's, the rank the others waited for most and
- * by how much, the interval's top finding (straggler, data_stall or cpu_contention, severities as
- * the report's over the interval; watchcpu.c the last), and an alarm once a call to peers has been
- * in flight longer than --hang-after seconds, with the hang verdict's first line (the report's
- * analysis, run once then). It ends when every rank's file is complete; --exit-on hang ends it with
+ * by how much, the interval's top finding (the report's analysis of what the files gained over the
+ * interval, watchfind.c), and an alarm once a call to peers has been in flight longer than
+ * --hang-after seconds, with the hang verdict's first line (the report's analysis of the whole
+ * files, run once then). It ends when every rank's file is complete; --exit-on hang ends it with
  * exit 3 on a hang.
  *
  * Steps: the report's repeating pattern of the lowest rank's synchronizing calls (pattern.c), found
@@ -143,7 +143,7 @@ static void arrive(struct watch *w, struct wrank *r, const struct ev *v, int64_t
 			in->n = 0;
 		in->key = key;
 		in->n = 0;
-		if (!in->arr && !(in->arr = malloc(2 * (size_t)w->n * sizeof *in->arr)))
+		if (!in->arr && !(in->arr = malloc((size_t)w->n * sizeof *in->arr)))
 			return;
 		for (int k = 0; k < w->n; k++)
 			in->arr[k] = INT64_MIN;
@@ -151,7 +151,6 @@ static void arrive(struct watch *w, struct wrank *r, const struct ev *v, int64_t
 	int me = (int)(r - w->r);
 	if (in->arr[me] == INT64_MIN) {
 		in->arr[me] = t;
-		in->arr[w->n + me] = !(an_kind(v->kind)->m & DDPSPY_KM_NONBLOCKING) && !r->helper;
 		in->n++;
 	}
 	if (in->n < nr)
@@ -164,9 +163,6 @@ static void arrive(struct watch *w, struct wrank *r, const struct ev *v, int64_t
 	for (int k = 0; k < w->n; k++)
 		if (k != last && in->arr[k] != INT64_MIN && in->arr[k] > second)
 			second = in->arr[k];
-	for (int k = 0; k < w->n; k++) /* (the training thread's waits: not a post's, not a helper's) */
-		if (in->arr[k] != INT64_MIN && in->arr[w->n + k])
-			w->r[k].wait_ns += (double)(in->arr[last] - in->arr[k]);
 	/* How long the last-but-one waited for it: what the job lost to it there. Where the others
 	 * reached this one before it reached the last it was late to, nothing synchronized them in
 	 * between (nonblocking or helper threads' collectives, in flight together): only how much
@@ -300,8 +296,6 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		r->cat_ns[cat] += (double)v.d;
 	if (e->tid == f->pid && cat >= 0 && cat < CAT_COUNT)
 		r->main_ns[cat] += (double)v.d;
-	if (r->tid >= 0 && e->tid == (r->helper ? f->pid : r->tid) && (an_is_p2p(&v) || an_completes(&v)))
-		r->call_wait_ns += (double)v.d;
 	r->t_lo = v.t + r->to_real < r->t_lo ? v.t + r->to_real : r->t_lo;
 	r->t_hi = v.t + v.d + r->to_real > r->t_hi ? v.t + v.d + r->to_real : r->t_hi;
 	/* (a helper rank's calls: any of its library's helper threads') */
@@ -331,13 +325,6 @@ static int on_header(void *ctx, struct trace_file *f)
 static int on_identity(void *ctx, struct trace_file *f)
 {
 	((struct rd *)ctx)->r->rank = f->rank;
-	return 0;
-}
-
-static int on_sched(void *ctx, struct trace_file *f, const struct trace_sched *s)
-{
-	(void)f;
-	wcpu_sample(((struct rd *)ctx)->r->cpu, s);
 	return 0;
 }
 
@@ -404,9 +391,6 @@ static void scan(struct watch *w)
 			trace_close(&f);
 			continue;
 		}
-		struct wproc *cpu = other ? NULL : wcpu_proc(&w->cpu, &f);
-		if (other && !launcher)
-			wcpu_worker(&w->cpu, list[i], &f);
 		trace_close(&f);
 		char *path = strdup(list[i]);
 		if (other) {
@@ -431,7 +415,7 @@ static void scan(struct watch *w)
 		w->r = m;
 		struct wrank *r = &w->r[w->n++];
 		*r = (struct wrank){ .path = path, .rank = rank, .tid = -1, .s0 = -1, .prev_end = INT64_MIN,
-				     .bound = INT64_MIN, .t_lo = INT64_MAX, .t_hi = INT64_MIN, .cpu = cpu };
+				     .bound = INT64_MIN, .t_lo = INT64_MAX, .t_hi = INT64_MIN };
 		if (trace_open(&r->f, path) < 0)
 			r->f.path = NULL; /* (gone since: left out) */
 		/* (the instances' arrival arrays are per file: those pending start again) */
@@ -479,8 +463,7 @@ static int follow(struct watch *w)
 		struct wrank *r = &w->r[i];
 		struct rd c = { w, r };
 		struct trace_visitor v = { .ctx = &c, .on_header = on_header, .on_identity = on_identity,
-					   .on_event = on_event, .on_gpu = on_gpu, .on_sched = on_sched,
-					   .on_inflight = on_inflight };
+					   .on_event = on_event, .on_gpu = on_gpu, .on_inflight = on_inflight };
 		if (!r->f.path)
 			continue;
 		trace_follow(&r->f, &v);
@@ -488,7 +471,6 @@ static int follow(struct watch *w)
 			release(w, r, 1);
 		done &= r->f.ended;
 	}
-	wcpu_follow(&w->cpu);
 	return done;
 }
 
@@ -561,67 +543,22 @@ static void interval_shares(struct watch *w, double span_ns)
 	}
 }
 
-/* the interval's data_stall as the report judges it over a run (an_data_severity): the training
- * threads' waits for input, one rank's (data_rank) or every rank's (-1) */
-static void interval_data(struct watch *w)
-{
-	double *x = malloc(((size_t)w->n + 1) * sizeof *x);
-	int *rank = malloc(((size_t)w->n + 1) * sizeof *rank), worst, all;
-	size_t n = 0;
-	for (int i = 0; x && rank && i < w->n; i++)
-		if (w->r[i].rank >= 0) {
-			rank[n] = w->r[i].rank;
-			x[n++] = w->r[i].share[CAT_DATA];
-		}
-	w->data_stall = an_data_severity(x, n, &worst, &all);
-	w->data_rank = n && !all && w->data_stall > 0 ? rank[worst] : -1;
-	free(x);
-	free(rank);
-}
-
-/* the interval's cpu_contention as the report judges it over a run (watchcpu.c): the training
- * threads' waits for a CPU while they worked, not waiting for peers (in numbered blocking
- * collectives; in point-to-point calls and the waits that complete nonblocking collectives, where
- * watch knows no peer's arrival, the whole call) */
-static void interval_cpu(struct watch *w, double span_ns)
-{
-	struct wcpu_rank *rk = malloc(((size_t)w->n + 1) * sizeof *rk);
-	int n = 0, worst = -1, all = 0;
-	for (int i = 0; rk && i < w->n; i++) {
-		struct wrank *r = &w->r[i];
-		if (r->rank >= 0 && r->tid >= 0 && r->cpu && span_ns > 0)
-			rk[n++] = (struct wcpu_rank){ r->cpu, r->rank, r->helper ? r->f.pid : r->tid,
-						      fmin(1, (r->wait_ns + r->call_wait_ns) / span_ns) };
-		r->wait_ns = r->call_wait_ns = 0;
-	}
-	w->contention = rk ? wcpu_contention(&w->cpu, rk, n, &worst, &all) : 0;
-	w->cpu_rank = worst >= 0 && !all ? rk[worst].rank : -1;
-	free(rk);
-}
-
-/* the interval's top finding of severity FINDING_MIN or more, or "-" */
+/* the interval's top finding of severity FINDING_MIN or more, or "-", from the report's analysis
+ * of the interval (watchfind.c; a hang is the alarm's) */
 #define FINDING_MIN 0.05
-#define STRAGGLER_SHARE 0.7 /* of the interval's collectives a straggler is last to (findings.c: of steps) */
-static void top_finding(const struct watch *w, int L, char *out, size_t n)
+static void top_finding(const struct watch *w, char *out, size_t n)
 {
 	snprintf(out, n, "top: -");
 	double best = FINDING_MIN;
-	if (w->straggler >= best) {
-		best = w->straggler;
-		snprintf(out, n, "top: straggler rank %d %.2f", w->r[L].rank, w->straggler);
-	}
-	if (w->data_stall >= best) {
-		best = w->data_stall;
-		if (w->data_rank >= 0)
-			snprintf(out, n, "top: data_stall rank %d %.2f", w->data_rank, w->data_stall);
+	for (int k = 0; k < w->find.nkinds; k++) {
+		const char *kind = wfind_kind(&w->find, k);
+		if (!strcmp(kind, "hang") || w->find.sev[k] < best)
+			continue;
+		best = w->find.sev[k];
+		if (w->find.rank[k] >= 0)
+			snprintf(out, n, "top: %s rank %d %.2f", kind, w->find.rank[k], best);
 		else
-			snprintf(out, n, "top: data_stall %.2f", w->data_stall);
-	}
-	if (w->contention >= best) {
-		if (w->cpu_rank >= 0)
-			snprintf(out, n, "top: cpu_contention rank %d %.2f", w->cpu_rank, w->contention);
-		else
-			snprintf(out, n, "top: cpu_contention %.2f", w->contention);
+			snprintf(out, n, "top: %s %.2f", kind, best);
 	}
 }
 
@@ -662,13 +599,8 @@ static int line(struct watch *w, double since_s, double hang_after, int *alarmed
 	double span_ns = hi > w->t_last ? (double)(hi - w->t_last) : 0;
 	w->t_last = hi > w->t_last ? hi : w->t_last;
 	interval_shares(w, span_ns);
-	interval_data(w);
-	interval_cpu(w, span_ns);
-	/* (a straggler is late nearly always, as the report's: where contention or uneven work make
-	 * a different rank late each step, the one last most often is no straggler) */
-	w->straggler = L >= 0 && span_ns > 0 && w->late_n[L] >= STRAGGLER_SHARE * w->nlast ?
-		       fmin(1, w->r[L].lost_ns / span_ns) : 0;
-	top_finding(w, L, top, sizeof top);
+	wfind_interval(&w->find, w->dir);
+	top_finding(w, top, sizeof top);
 	printf("%s %5.0f s  %d ranks  steps %zu  %s%s  %s  %s  %.0f events/s\n", hm, since_s, nr,
 	       steps != SIZE_MAX ? steps : 0, p50, run, slow, top,
 	       since_s > w->last_s ? (double)(ev - w->events) / (since_s - w->last_s) : 0);
@@ -702,7 +634,7 @@ static void usage(FILE *to)
 		    "  follows a running job's trace files in DIR (ddpspy run -o DIR, or DDPSPY_OUT)\n"
 		    "  and prints a line every S seconds (default 10): steps so far, the step's median\n"
 		    "  over the interval and the run, the rank the others waited for most, the interval's\n"
-		    "  top finding (straggler, data_stall or cpu_contention); a hang alarm\n"
+		    "  top finding (the report's, over what the files gained in it); a hang alarm\n"
 		    "  once a call to peers has waited --hang-after seconds (default 60). It ends when\n"
 		    "  every rank's file is complete (exit 1: the launcher ended and no rank came);\n"
 		    "  --exit-on hang ends it with exit 3 on a hang.\n"
@@ -730,7 +662,7 @@ static void watch_free(struct watch *w)
 	free(w->run);
 	free(w->late_ms);
 	free(w->late_n);
-	wcpu_free(&w->cpu);
+	wfind_free(&w->find);
 }
 
 int cmd_watch(int argc, char **argv)
@@ -765,6 +697,7 @@ int cmd_watch(int argc, char **argv)
 		return 2;
 	}
 	struct watch w = { .dir = pos[0], .insts = calloc(INSTS, sizeof(struct pend)), .t_last = INT64_MIN };
+	wfind_init(&w.find);
 	signal(SIGINT, on_sigint);
 	signal(SIGTERM, on_sigint);
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -793,7 +726,8 @@ int cmd_watch(int argc, char **argv)
 	if (lfd >= 0)
 		close(lfd);
 	if (done)
-		printf("watch: every file is complete (%d followed)\n", w.n);
+		printf("watch: every file is complete (%d followed; the intervals' analyses took %.2f s of CPU)\n", w.n,
+		       w.find.cpu_s);
 	watch_free(&w);
 	free(pos);
 	return rc;

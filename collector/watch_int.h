@@ -10,7 +10,7 @@
 #include "prom.h"
 #include "steps_int.h"
 #include "trace.h"
-#include "watchcpu.h"
+#include "watchfind.h"
 
 #define FLIGHT 8        /* calls to peers in flight kept per rank */
 #define HELPERS 16      /* a library's helper threads whose calls a rank's are */
@@ -47,13 +47,8 @@ struct wrank {
 	double step_s, late_s;
 	int helper;         /* the followed thread is a library's helper (gloo's), not the main thread */
 	double cat_ns[CAT_COUNT], main_ns[CAT_COUNT], cat_last[CAT_COUNT], share[CAT_COUNT];
-	/* over the interval: its waits for peers in numbered blocking collectives (the last rank's
-	 * arrival less its own) and its training thread's time in point-to-point calls and in the
-	 * waits that complete nonblocking collectives; its CPU figures */
-	double wait_ns, call_wait_ns;
 	double lost_ns;     /* the others' waits for it over the interval (the last-but-one's) */
 	int64_t late_upto, late_lag; /* its latest arrival last, and how late (realtime ns) */
-	struct wproc *cpu;
 	/* a library's helper threads (gloo's, several) run its collectives: their calls are held
 	 * until no helper can still be in one that started earlier, then taken in time order */
 	struct ev *held;
@@ -69,7 +64,7 @@ extern const double watch_buckets[NBUCKETS];
 struct pend {           /* a numbered collective instance: each rank's arrival, realtime */
 	int64_t key;        /* 0 free */
 	int n;
-	int64_t *arr;       /* nranks of them, INT64_MIN not yet; then nranks flags: a blocking call */
+	int64_t *arr;       /* nranks of them, INT64_MIN not yet */
 };
 
 struct watch {
@@ -95,11 +90,8 @@ struct watch {
 	uint64_t events;    /* at the last line, */
 	double last_s;      /* made then (seconds since watch began) */
 	int64_t t_last;     /* the job's time (realtime ns) read up to then; INT64_MIN none yet */
-	/* the last interval's findings (severities as the report's, over the interval): the late
-	 * rank's, the training threads' waits for input (one rank's: data_rank, else -1), a hang */
-	double straggler, data_stall, contention;
-	int data_rank, cpu_rank, hang; /* (cpu_rank: -1, the job's) */
-	struct wcpu cpu;    /* every process's sched records (watchcpu.c) */
+	int hang;           /* a hang alarm was raised */
+	struct wfind find;  /* the report's findings over the last interval (watchfind.c) */
 };
 
 static inline int64_t now_real(void)

@@ -1,8 +1,9 @@
 /* ddpspy watch --prometheus: the metrics of the job as watched now (watch.c keeps them), in
  * Prometheus' text format (prom.c): per rank its step times, lateness, shares, drops and the call
- * to peers in flight; per job the severity of each kind watch judges, the hang, events read. */
+ * to peers in flight; per job the severity of each finding kind, the hang, events read. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "../common/format.h"
 #include "watch_int.h"
@@ -73,17 +74,13 @@ void watch_metrics(const void *ctx, struct prom *p)
 	per_rank(w, p, "ddpspy_inflight_seconds", "gauge",
 		 "How long the rank's oldest call to its peers has been in flight (0: none).", 2);
 	prom_family(p, "ddpspy_finding_severity", "gauge",
-		    "Severity of what ddpspy watch judges, over the last interval: straggler (its peers' waits for the rank "
-		    "they waited for most, over the interval), data_stall (the training threads' waits for input) and "
-		    "cpu_contention (their waits for a CPU while they worked), as the report's, and hang (1 once raised).");
-	l[0] = "kind", l[1] = "straggler";
-	prom_sample(p, "ddpspy_finding_severity", l, 1, w->straggler);
-	l[1] = "data_stall";
-	prom_sample(p, "ddpspy_finding_severity", l, 1, w->data_stall);
-	l[1] = "cpu_contention";
-	prom_sample(p, "ddpspy_finding_severity", l, 1, w->contention);
-	l[1] = "hang";
-	prom_sample(p, "ddpspy_finding_severity", l, 1, w->hang);
+		    "Severity of each finding kind over the last interval, as the report's analysis of what the files gained "
+		    "over it finds (0: not found, or too few steps to judge); hang: 1 once the alarm was raised.");
+	l[0] = "kind";
+	for (int k = 0; k < w->find.nkinds; k++) {
+		l[1] = wfind_kind(&w->find, k);
+		prom_sample(p, "ddpspy_finding_severity", l, 1, !strcmp(l[1], "hang") ? w->hang : w->find.sev[k]);
+	}
 	prom_family(p, "ddpspy_hang", "gauge", "1 once a call to peers has been in flight longer than --hang-after.");
 	prom_sample(p, "ddpspy_hang", NULL, 0, w->hang);
 	prom_family(p, "ddpspy_watch_events_total", "counter", "Events ddpspy watch has read.");

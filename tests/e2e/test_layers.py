@@ -39,7 +39,8 @@ LAYERS = [["common/format.c", "collector/json.c", "collector/cli.c", "collector/
           ["collector/verdict.c"], ["collector/analyze.c"],
           ["collector/words.c", "collector/report.c", "collector/compare.c", "viewer/html.c", "viewer/view.c",
            "viewer/timeline.c"],
-          ["collector/main.c", "collector/run.c", "collector/dump.c", "collector/watch.c", "collector/watchcpu.c", "collector/watchprom.c"]]
+          ["collector/main.c", "collector/run.c", "collector/dump.c", "collector/watch.c", "collector/watchprom.c",
+           "collector/watchfind.c"]]
 level = {f: i for i, fs in enumerate(LAYERS) for f in fs}
 calls = g["calls"] if g else {}
 up = [(f, t) for f, ts in calls.items() for t in ts if f in level and t in level and level[t] > level[f]]

@@ -70,7 +70,7 @@ static long cursor_matches(const char *path, const struct seen *s, int tid, cons
 	struct trace_event e;
 	long m = 0;
 	size_t i = 0;
-	*end = trace_cursor_open(&c, path, tid, NULL, 0, want);
+	*end = trace_cursor_open(&c, path, tid, NULL, 0, NULL, want);
 	while (*end == 0) {
 		int r = trace_cursor_next(&c, &e);
 		if (r <= 0) {
@@ -91,13 +91,72 @@ static long cursor_matches(const char *path, const struct seen *s, int tid, cons
 
 static int read_file(const char *path, struct count *c, struct trace_file *f, int *rc)
 {
-	struct trace_visitor v = {c, NULL, NULL, on_thread, on_event, NULL, NULL, NULL};
+	struct trace_visitor v = { .ctx = c, .on_thread = on_thread, .on_event = on_event };
 	memset(c, 0, sizeof *c);
 	c->last_t = INT64_MIN;
 	if (trace_open(f, path) < 0)
 		return -1;
 	*rc = trace_read(f, &v);
 	return 0;
+}
+
+/* the file read in three spans cut at any bytes (ddpspy watch's intervals): together the full
+ * reading's events, in order, each span clean; a cursor over a span gives the same; a span whose
+ * end cuts the file's last frame short (one being written) is clean too */
+static void spans(const char *path, size_t size, const struct seen *all)
+{
+	int bad = 0, tries = 0, damaged = 0, split = 0;
+	for (size_t a = DDPSPY_FILE_HEADER_LEN; a < size; a += size / 7 + 1)
+		for (size_t b = a; b <= size; b += size / 5 + 1) {
+			size_t cut[4] = { 0, a, b, 0 };
+			struct seen got = { 0 };
+			int parts = 0, cursor_bad = 0;
+			for (int k = 0; k < 3; k++) {
+				struct trace_file f;
+				struct trace_visitor v = { .ctx = &got, .on_event = on_record };
+				struct trace_span sp = { cut[k], cut[k + 1] };
+				size_t before = got.n;
+				trace_open(&f, path);
+				f.span = sp;
+				damaged += trace_read(&f, &v) != 0;
+				trace_close(&f);
+				parts += got.n > before;
+				struct trace_cursor c;
+				struct trace_event e;
+				size_t i = before;
+				trace_cursor_open(&c, path, 0, NULL, 0, &sp, NULL);
+				while (trace_cursor_next(&c, &e) > 0)
+					cursor_bad += i >= got.n || e.kind != got.v[i] || e.t_ns != got.v[i + 1], i += 4;
+				cursor_bad += i != got.n;
+				trace_cursor_close(&c);
+			}
+			tries++;
+			split += parts > 1;
+			bad += cursor_bad || got.n != all->n || memcmp(got.v, all->v, got.n * sizeof *got.v);
+			free(got.v);
+		}
+	ok(bad == 0 && damaged == 0 && split > 0, "%d ways to read the file in three spans (%d with events in two or "
+	   "more): together the whole file's events in order, by reading and by cursor (%d differ, %d not clean)",
+	   tries, split, bad, damaged);
+	/* the last frame being written: cut short, a span ending there reads clean */
+	char cutp[700];
+	snprintf(cutp, sizeof cutp, "%s.cut", path);
+	int clean = 0, cuts = 0;
+	for (size_t at = size / 2; at < size; at += size / 9 + 1) {
+		char cmd[1500];
+		snprintf(cmd, sizeof cmd, "head -c %zu %s > %s", at, path, cutp);
+		if (system(cmd) != 0)
+			continue;
+		struct trace_file f;
+		trace_open(&f, cutp);
+		f.span = (struct trace_span){ DDPSPY_FILE_HEADER_LEN, at };
+		clean += trace_read(&f, &(struct trace_visitor){ 0 }) == 0;
+		cuts++;
+		trace_close(&f);
+	}
+	unlink(cutp);
+	ok(cuts > 0 && clean == cuts, "a span ending where the file is cut (its last frame being written) reads clean "
+	   "(%d of %d)", clean, cuts);
 }
 
 int main(void)
@@ -137,7 +196,7 @@ int main(void)
 	   f.end_reason, (unsigned long long)f.dropped);
 	/* a cursor reads the same events as trace_read, whole or filtered by kind */
 	struct seen s = { 0 };
-	struct trace_visitor rv = { &s, NULL, NULL, NULL, on_record, NULL, NULL, NULL };
+	struct trace_visitor rv = { .ctx = &s, .on_event = on_record };
 	struct trace_file f2;
 	trace_open(&f2, file);
 	trace_read(&f2, &rv);
@@ -156,6 +215,7 @@ int main(void)
 	ok(m == 1 && end == 0, "... and only the kinds asked for (%ld thread start)", m);
 	size_t full = f.size;
 	int full_events = c.events;
+	spans(file, full, &s);
 	unsigned char *bytes = malloc(full);
 	memcpy(bytes, f.map, full);
 	trace_close(&f);
