@@ -49,6 +49,9 @@ struct options {
 	int sync_by;                   /* how --host-sync waits (SYNC_BY_*) */
 	int gpu_kernels;               /* kernels per layer and phase (launch-bound when many) */
 	double host_ms;                /* host work per step before enqueueing it */
+	/* --fsdp: parameters and gradients sharded over the ranks (fsdp.c) */
+	int fsdp;
+	int fsdp_prefetch;             /* the next layer's all-gather started before this layer's compute */
 };
 
 /* The GPU half (gpu.cu, build/libddpbench_gpu.so), as ddpbench finds it with dlsym:
@@ -152,9 +155,21 @@ void model_layer_range(const struct model *m, int l, size_t *first, size_t *coun
 float *model_grad(struct model *m);
 /* slowdown > 1 stretches every kernel by that factor with extra arithmetic (a throttled device) */
 void model_forward(struct model *m, const struct batch *b, double slowdown);
+/* the MLP's layer l alone (--fsdp: each layer's parameters gathered before it), poke between rows */
+void model_forward_layer(struct model *m, const struct batch *b, int l, double slowdown, poke_fn poke, void *arg);
+/* the flat parameter buffer, laid out as the gradients' */
+float *model_params_of(struct model *m);
 void model_backward_layer(struct model *m, int l, double slowdown, poke_fn poke, void *arg);
 void model_step(struct model *m, float scale);
 double model_loss(const struct model *m);
+
+/* fsdp.c: the sharded step. fsdp_new shards m's parameters (rank's part of each layer's);
+ * fsdp_step runs forward and backward with each layer's all-gathers and reduce-scatter, then the
+ * optimizer on the shards; *comm_ms the time it waited in collectives, *compute_ms the rest */
+struct fsdp;
+struct fsdp *fsdp_new(struct model *m, int rank, int ws, int prefetch);
+void fsdp_step(struct fsdp *f, const struct batch *b, double slowdown, double *compute_ms, double *comm_ms);
+void fsdp_free(struct fsdp *f);
 
 /* train.c */
 int train(const struct options *o, const struct dataset *ds);

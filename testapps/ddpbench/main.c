@@ -28,6 +28,12 @@ static const char usage[] = USAGE_HEAD
 	"  --prefetch P            batches each input thread reads ahead (default 2)\n"
 	"  --seed S                sampler and initialization seed (default 1)\n"
 	"  --markers               mark each step with ddpspy_step_begin/end (include/ddpspy.h)\n"
+	"sharded data parallel (MLP task, CPU):\n"
+	"  --fsdp                  parameters and gradients sharded over the ranks (FSDP, ZeRO-3): each\n"
+	"                          layer all-gathered before its forward and again before its backward,\n"
+	"                          its gradients reduce-scattered after; the next layer's all-gather\n"
+	"                          started before this layer's compute and waited for after it\n"
+	"  --no-prefetch           --fsdp: each all-gather issued and waited for where its layer needs it\n"
 	"token mode (seed 000):\n"
 	"  --varlen                variable-length sequences through a transformer-shaped kernel\n"
 	"  --uniform-len L         every sequence L tokens instead (the uniform baseline, e.g. 128)\n"
@@ -133,7 +139,8 @@ static int parse_train(int argc, char **argv, struct options *o)
 	enum { O_DATA = 256, O_STEPS, O_WARMUP, O_BATCH, O_GBATCH, O_HIDDEN, O_LAYERS, O_BUCKET,
 		O_NOOVERLAP, O_WORKERS, O_PREFETCH, O_SEED, O_VARLEN, O_ULEN, O_BATCHING, O_BUDGET,
 		O_SRANK, O_SMS, O_SFROM, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY, O_DECODE, O_MARKERS, O_ACCUM,
-		O_GPU, O_GPUMS, O_INPUT, O_PAGEABLE, O_HOSTSYNC, O_KERNELS, O_HOSTMS, O_D2D, O_SYNCBY, O_SIDE };
+		O_GPU, O_GPUMS, O_INPUT, O_PAGEABLE, O_HOSTSYNC, O_KERNELS, O_HOSTMS, O_D2D, O_SYNCBY, O_SIDE,
+		O_FSDP, O_NOPREFETCH };
 	static const struct option opts[] = {
 		{ "data", 1, 0, O_DATA }, { "steps", 1, 0, O_STEPS }, { "warmup", 1, 0, O_WARMUP },
 		{ "batch", 1, 0, O_BATCH }, { "global-batch", 1, 0, O_GBATCH },
@@ -152,12 +159,13 @@ static int parse_train(int argc, char **argv, struct options *o)
 		{ "gpu-ms", 1, 0, O_GPUMS }, { "input-mb", 1, 0, O_INPUT }, { "pageable", 0, 0, O_PAGEABLE },
 		{ "host-sync", 0, 0, O_HOSTSYNC }, { "gpu-kernels", 1, 0, O_KERNELS }, { "host-ms", 1, 0, O_HOSTMS },
 		{ "d2d-mb", 1, 0, O_D2D }, { "sync-by", 1, 0, O_SYNCBY }, { "side-gpu-ms", 1, 0, O_SIDE },
+		{ "fsdp", 0, 0, O_FSDP }, { "no-prefetch", 0, 0, O_NOPREFETCH },
 		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
 	};
 	*o = (struct options){ .steps = 20, .warmup = 2, .batch = -1, .workers = 2, .prefetch = 2,
 		.bucket_mb = 1, .overlap = 1, .hidden = 512, .layers = -1, .straggler_rank = -1,
 		.straggler_slowdown = 1, .slow_rank = -1, .read_chunk = 64, .read_delay_ms = 20,
-		.seed = 1, .accum = 1, .gpu_ms = 20, .gpu_kernels = 1 };
+		.seed = 1, .accum = 1, .gpu_ms = 20, .gpu_kernels = 1, .fsdp_prefetch = 1 };
 	int gpu_opts = 0;
 	int c, batching_set = 0;
 	double v;
@@ -206,6 +214,8 @@ static int parse_train(int argc, char **argv, struct options *o)
 		case O_MARKERS: o->markers = 1; break;
 		case O_ACCUM: bad = integer(optarg, 1, 1 << 16, &o->accum); break;
 		case O_GPU: o->gpu = 1; break;
+		case O_FSDP: o->fsdp = 1; break;
+		case O_NOPREFETCH: o->fsdp_prefetch = 0; break;
 		case O_GPUMS: bad = num(optarg, 0.001, 1e6, &o->gpu_ms); gpu_opts = 1; break;
 		case O_INPUT: bad = num(optarg, 0.000001, 4096, &o->input_mb); gpu_opts = 1; break;
 		case O_PAGEABLE: o->pageable = gpu_opts = 1; break;
@@ -259,6 +269,11 @@ static int parse_train(int argc, char **argv, struct options *o)
 	else if (gpu_opts && !o->gpu)
 		conflict = "--gpu-ms, --input-mb, --pageable, --host-sync, --gpu-kernels, --host-ms, --d2d-mb, --sync-by and "
 			   "--side-gpu-ms need --gpu";
+	else if (!o->fsdp_prefetch && !o->fsdp)
+		conflict = "--no-prefetch is --fsdp's (the input threads' read-ahead is --prefetch P)";
+	else if (o->fsdp && (o->task != TASK_MLP || o->gpu || o->accum > 1 || !o->overlap || o->extra_allreduce_mb > 0))
+		conflict = "--fsdp runs the MLP task on the CPU, one micro-batch a step, without --no-overlap or "
+			   "--extra-allreduce-mb (its collectives are per layer)";
 	if (conflict) {
 		if (is_rank0())
 			fprintf(stderr, "ddpbench: %s\n", conflict);

@@ -222,27 +222,38 @@ static int mlp_reserve(struct model *m, int rows)
 	return m->delta && m->delta2 ? 0 : -1;
 }
 
-static void mlp_forward(struct model *m, const struct batch *b, double slowdown)
+/* layer l of the forward pass (the batch taken at layer 0, the loss after the last), its rows in
+ * chunks with poke called between them, so that collectives in flight advance */
+static void mlp_forward_layer(struct model *m, const struct batch *b, int l, double slowdown, poke_fn poke,
+	void *arg)
 {
 	int B = b->n;
-	if (mlp_reserve(m, B) != 0)
-		out_of_memory(B);
-	m->rows = B;
-	m->labels = b->y;
-	m->act[0] = b->x;
-	for (int l = 0; l < m->nl; l++) {
-		double t = now_ms();
-		int in = m->dims[l], out = m->dims[l + 1];
-		float *y = m->act[l + 1], *bias = mlp_b(m, m->p, l);
-		for (int i = 0; i < B; i++)
-			memcpy(y + (size_t)i * out, bias, (size_t)out * sizeof(float));
-		gemm_nn(B, out, in, m->act[l], mlp_w(m, m->p, l), y);
-		if (l < m->nl - 1)
-			for (size_t i = 0; i < (size_t)B * out; i++)
-				y[i] = y[i] > 0 ? y[i] : 0;
-		if (slowdown > 1)
-			burn((slowdown - 1) * (now_ms() - t), NULL, NULL);
+	if (l == 0) {
+		if (mlp_reserve(m, B) != 0)
+			out_of_memory(B);
+		m->rows = B;
+		m->labels = b->y;
+		m->act[0] = b->x;
 	}
+	double t = now_ms();
+	int in = m->dims[l], out = m->dims[l + 1];
+	float *y = m->act[l + 1], *bias = mlp_b(m, m->p, l);
+	for (int i = 0; i < B; i++)
+		memcpy(y + (size_t)i * out, bias, (size_t)out * sizeof(float));
+	int rows = poke ? POKE_ROWS : B; /* (whole, where nothing is in flight) */
+	for (int r = 0; r < B; r += rows) {
+		int n = B - r < rows ? B - r : rows;
+		gemm_nn(n, out, in, m->act[l] + (size_t)r * in, mlp_w(m, m->p, l), y + (size_t)r * out);
+		if (poke)
+			poke(arg);
+	}
+	if (l < m->nl - 1)
+		for (size_t i = 0; i < (size_t)B * out; i++)
+			y[i] = y[i] > 0 ? y[i] : 0;
+	if (slowdown > 1)
+		burn((slowdown - 1) * (now_ms() - t), poke, arg);
+	if (l < m->nl - 1)
+		return;
 	/* softmax cross-entropy; delta = d loss / d logits */
 	int C = m->dims[m->nl];
 	double loss = 0;
@@ -257,6 +268,12 @@ static void mlp_forward(struct model *m, const struct batch *b, double slowdown)
 		loss -= log(fmax(1e-30, (d[m->labels[i]] * B + 1)));
 	}
 	m->loss = loss / B;
+}
+
+static void mlp_forward(struct model *m, const struct batch *b, double slowdown)
+{
+	for (int l = 0; l < m->nl; l++)
+		mlp_forward_layer(m, b, l, slowdown, NULL, NULL);
 }
 
 static void mlp_backward(struct model *m, int l, poke_fn poke, void *arg)
@@ -433,4 +450,14 @@ void model_backward_layer(struct model *m, int l, double slowdown, poke_fn poke,
 		tok_backward(m, l, poke, arg);
 	if (slowdown > 1)
 		burn((slowdown - 1) * (now_ms() - t), poke, arg);
+}
+
+void model_forward_layer(struct model *m, const struct batch *b, int l, double slowdown, poke_fn poke, void *arg)
+{
+	mlp_forward_layer(m, b, l, slowdown, poke, arg);
+}
+
+float *model_params_of(struct model *m)
+{
+	return m->p;
 }

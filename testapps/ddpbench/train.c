@@ -109,6 +109,9 @@ static void summarize(const struct options *o, int ws, int batch, const double *
 			"\"padding_ratio\": %.4f, ", tps, imb / S, pimb / S, padded > 0 ? 1 - tokens / padded : 0);
 	printf("\"grad_bytes\": %zu, \"buckets\": %d, \"overlap\": %s, \"workers\": %d, \"decode_us\": %g, ", grad_bytes,
 		buckets, o->overlap ? "true" : "false", o->workers, o->decode_us);
+	/* the parallelism: data parallel (DDP's all-reduces) or sharded (--fsdp; its prefetch) */
+	printf("\"parallel\": \"%s\", \"fsdp_prefetch\": %s, ", o->fsdp ? "fsdp" : "ddp",
+		o->fsdp ? (o->fsdp_prefetch ? "true" : "false") : "null");
 	/* on the GPU the kernels are a cost model: nothing is learnt */
 	if (o->gpu)
 		printf("\"device\": \"gpu\", \"loss_first\": null, \"loss_last\": null, \"ranks\": [");
@@ -307,6 +310,9 @@ int train(const struct options *o, const struct dataset *ds)
 	struct gpu_plan gp = { { 0 }, { 0 }, 0, 0 };
 	if (G)
 		gpu_plan(o, m, slowdown, &gp);
+	struct fsdp *F = o->fsdp ? fsdp_new(m, rank, ws, o->fsdp_prefetch) : NULL;
+	if (o->fsdp && !F)
+		MPI_Abort(MPI_COMM_WORLD, 1);
 	struct inflight fl;
 	for (int step = 0; step < total; step++) {
 		if (o->markers)
@@ -362,6 +368,10 @@ int train(const struct options *o, const struct dataset *ds)
 				v[F_COMPUTE] += (gp.ms - gp.opt / 1e6) * sc / o->accum;
 				continue;
 			}
+			if (F) { /* (forward, backward and the optimizer, each layer's collectives in them) */
+				fsdp_step(F, b, slowdown, &v[F_COMPUTE], &v[F_COMM]);
+				continue;
+			}
 			t = now_ms();
 			model_forward(m, b, slowdown);
 			for (int l = nl - 1; l >= 0; l--) {
@@ -396,7 +406,7 @@ int train(const struct options *o, const struct dataset *ds)
 			v[F_COMPUTE] += gp.opt / 1e6;
 			if (extra_n)
 				G->extra();
-		} else if (o->overlap)
+		} else if (o->overlap || F)
 			MPI_Waitall(fl.n, fl.req, MPI_STATUSES_IGNORE);
 		else
 			for (int k = 0; k < nb; k++)
@@ -404,7 +414,7 @@ int train(const struct options *o, const struct dataset *ds)
 					MPI_COMM_WORLD);
 		v[F_COMM] += now_ms() - t;
 		t = now_ms();
-		if (!G) {
+		if (!G && !F) {
 			model_step(m, 1.0f / (float)(ws * o->accum));
 			v[F_COMPUTE] += now_ms() - t;
 		}
@@ -451,6 +461,7 @@ int train(const struct options *o, const struct dataset *ds)
 	}
 	if (G)
 		G->finish();
+	fsdp_free(F);
 	double elapsed = now_ms() - start;
 	loader_stop(ld);
 
