@@ -411,9 +411,10 @@ struct report_options {
 			      * kernels (the HTML report draws it) */
 	const int *ranks;    /* only these ranks (NULL: all) */
 	int nranks;
-	/* ddpspy watch: what each file (named as the directory's listing names it) had gained over
-	 * the last interval; the analysis is then of that span of each file alone (trace_file's
-	 * span), a file not named read whole. NULL: every file whole. */
+	/* ddpspy watch: what each file (named as the directory's listing names it; sorted by path,
+	 * as trace_list gives them) had gained over the last interval; the analysis is then of that
+	 * span of each file alone (trace_file's span), a file not named read whole. NULL: every
+	 * file whole. */
 	const struct an_span *spans;
 	int nspans;
 };

@@ -549,6 +549,12 @@ static void slot_warn(struct slot *s, const char *fmt, ...)
 		s->nwarn++;
 }
 
+/* a path against a span's (report_options' spans, sorted by path) */
+static int cmp_span(const void *key, const void *elem)
+{
+	return strcmp(key, ((const struct an_span *)elem)->path);
+}
+
 /* one trace file into s->p, with its rank's training thread chosen (proc.train); an unreadable
  * file is a warning, not an error (s->ok 0) */
 static void load_file(const struct analysis *a, struct slot *s)
@@ -785,11 +791,12 @@ int an_load(struct analysis *a, const struct report_options *o, char *err, size_
 				struct stat st;
 				slots[i].path = lists[d][k];
 				slots[i].bytes = stat(slots[i].path, &st) == 0 ? (uint64_t)st.st_size : 0;
-				for (int q = 0; q < o->nspans; q++)
-					if (!strcmp(o->spans[q].path, slots[i].path)) {
-						slots[i].span = o->spans[q].span;
-						slots[i].bytes = slots[i].span.hi - slots[i].span.lo;
-					}
+				const struct an_span *sp = o->nspans ? bsearch(slots[i].path, o->spans, (size_t)o->nspans,
+									       sizeof *o->spans, cmp_span) : NULL;
+				if (sp) {
+					slots[i].span = sp->span;
+					slots[i].bytes = sp->span.hi - sp->span.lo;
+				}
 				order[i] = (size_t)i;
 			}
 		if (a->mpi) {

@@ -670,6 +670,17 @@ static int rd_sched(struct trace_file *f, const msgpack_object *m, const struct 
 	return stop;
 }
 
+/* the frame at off (one that did not read) runs past the span's end, or its header does: it was
+ * being written when the span was taken */
+static int span_cut(const struct trace_file *f, size_t off)
+{
+	if (!f->span.hi || off >= f->span.hi)
+		return 0;
+	if (f->size - off < DDPSPY_FRAME_HEADER_LEN)
+		return 1;
+	return off + DDPSPY_FRAME_HEADER_LEN + ddpspy_get_le32(f->map + off) > f->span.hi;
+}
+
 /* the records a span skips before its start: the events and what is measured over time */
 static int span_skips(const char *k, uint32_t kl)
 {
@@ -775,7 +786,7 @@ int trace_read(struct trace_file *f, const struct trace_visitor *v)
 			break;
 		}
 	}
-	if (r < 0 && trace_span_cut(f, off)) {
+	if (r < 0 && span_cut(f, off)) {
 		r = 0; /* (the span's end: its last frame was being written when the span was taken) */
 		f->error[0] = 0;
 	}

@@ -1,7 +1,8 @@
 /* A trace file's records other than events (docs/format.md), read with msgpack-c's objects: the
  * header, the identity, the modules, the stacks' and names' tables, the device's record, the
- * losses, the calls in flight; the threads', stacks', names' and modules' lookups; a span's start and end. trace.c's reading calls these (trace_rd_record: the kinds it
- * does not read itself). */
+ * losses, the calls in flight; the threads', stacks', names' and modules' lookups; the losses
+ * before a span. trace.c's reading calls these (trace_rd_record: the kinds it does not read
+ * itself). */
 #include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -412,7 +413,7 @@ static int rd_loss(struct trace_file *f, const msgpack_object *m, const struct t
 	return stop;
 }
 
-/* ---- a span's start and end (trace_file's span) ---- */
+/* ---- a span's start (trace_file's span) ---- */
 
 void trace_span_enter(struct trace_file *f)
 {
@@ -424,15 +425,6 @@ void trace_span_enter(struct trace_file *f)
 	f->dropped = 0;
 	for (size_t i = 0; i < f->nthreads; i++)
 		f->threads[i].dropped_lo = f->threads[i].dropped;
-}
-
-int trace_span_cut(const struct trace_file *f, size_t off)
-{
-	if (!f->span.hi || off >= f->span.hi)
-		return 0;
-	if (f->size - off < DDPSPY_FRAME_HEADER_LEN)
-		return 1;
-	return off + DDPSPY_FRAME_HEADER_LEN + ddpspy_get_le32(f->map + off) > f->span.hi;
 }
 
 /* ---- the records other than the header, calibration, events, CPU samples and calls in flight,

@@ -36,8 +36,5 @@ int trace_rd_record(struct trace_file *f, const char *kind, const msgpack_object
 
 /* the file's span begins: the losses so far are its baseline (f->dropped counts from here on) */
 void trace_span_enter(struct trace_file *f);
-/* the frame at off (one that did not read) runs past the span's end, or its header does: it was
- * being written when the span was taken */
-int trace_span_cut(const struct trace_file *f, size_t off);
 
 #endif

@@ -37,13 +37,16 @@ const char *wfind_kind(const struct wfind *x, int i)
 	return i >= 0 && i < x->nkinds ? an_finding_kind(i) : NULL;
 }
 
-/* the size of path at the last look, 0 when new */
+static int cmp_path(const void *key, const void *elem)
+{
+	return strcmp(key, *(char *const *)elem);
+}
+
+/* the size of path at the last look, 0 when new (x->path is sorted: a job's thousands of files) */
 static size_t last_size(const struct wfind *x, const char *path)
 {
-	for (int i = 0; i < x->n; i++)
-		if (!strcmp(x->path[i], path))
-			return x->size[i];
-	return 0;
+	char **at = x->n ? bsearch(path, x->path, (size_t)x->n, sizeof *x->path, cmp_path) : NULL;
+	return at ? x->size[at - x->path] : 0;
 }
 
 static void forget(struct wfind *x)
@@ -62,7 +65,6 @@ void wfind_interval(struct wfind *x, const char *dir)
 	double c0 = cpu_now();
 	for (int k = 0; k < WFIND_KINDS; k++)
 		x->sev[k] = 0, x->rank[k] = -1;
-	x->judged = 0;
 	char **list = NULL;
 	int n = trace_list(dir, &list);
 	struct an_span *sp = n > 0 ? calloc((size_t)n, sizeof *sp) : NULL;
@@ -90,7 +92,6 @@ void wfind_interval(struct wfind *x, const char *dir)
 	 * the analysis falls back to equal time windows, says nothing of the job's steps) */
 	if (analysis_run(&a, dirs, 1, &o, err, sizeof err) == 0 && a.nsteps >= WFIND_MIN_STEPS &&
 	    strcmp(a.step_source, "windows") && strcmp(a.step_source, "none")) {
-		x->judged = 1;
 		for (int f = 0; f < a.nfindings; f++)
 			for (int k = 0; k < x->nkinds; k++)
 				if (!strcmp(a.findings[f].kind, an_finding_kind(k)) && a.findings[f].severity > x->sev[k]) {

@@ -8,18 +8,17 @@
 #define WFIND_MIN_STEPS 3
 
 struct wfind {
-	/* each trace file of the directory and its size at the last interval's end */
+	/* each trace file of the directory (sorted, as trace_list gives them) and its size at the last
+	 * interval's end */
 	char **path;
 	size_t *size;
 	int n;
 	/* the last interval's: every finding kind's severity (the most severe finding of that kind;
-	 * 0 none), its rank there (-1 the job's), whether it was judged: the analysis found steps of
-	 * the job's own (collectives' or point-to-point calls' repeating pattern, or its markers),
-	 * WFIND_MIN_STEPS or more */
+	 * 0 none, or not judged: fewer than WFIND_MIN_STEPS steps of the job's own, collectives' or
+	 * point-to-point calls' repeating pattern or its markers) and its rank there (-1 the job's) */
 	int nkinds;         /* the report's kinds (wfind_kind) */
 	double sev[WFIND_KINDS];
 	int rank[WFIND_KINDS];
-	int judged;
 	double cpu_s;  /* the analysis' CPU time, all intervals */
 };
 

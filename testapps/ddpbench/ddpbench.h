@@ -161,6 +161,8 @@ void model_forward_layer(struct model *m, const struct batch *b, int l, double s
 float *model_params_of(struct model *m);
 void model_backward_layer(struct model *m, int l, double slowdown, poke_fn poke, void *arg);
 void model_step(struct model *m, float scale);
+/* the optimizer's step on n parameters p from their gradients g, scaled (model_step's, on a part) */
+void model_sgd(float *p, const float *g, size_t n, float scale);
 double model_loss(const struct model *m);
 
 /* fsdp.c: the sharded step. fsdp_new shards m's parameters (rank's part of each layer's);

@@ -127,11 +127,9 @@ void fsdp_step(struct fsdp *f, const struct batch *b, double slowdown, double *c
 	double t = now_ms();
 	MPI_Waitall(nl, f->rs, MPI_STATUSES_IGNORE);
 	f->comm_ms += now_ms() - t;
-	/* the optimizer on this rank's part, with the gradients' mean over the ranks (model_step's) */
-	const float lr = 0.05f / (float)f->ws;
+	/* the optimizer on this rank's part, with the gradients' mean over the ranks */
 	for (int l = 0; l < nl; l++)
-		for (size_t i = 0; i < f->shard[l]; i++)
-			f->own[l][i] -= lr * f->gown[l][i];
+		model_sgd(f->own[l], f->gown[l], f->shard[l], 1.0f / (float)f->ws);
 	*comm_ms += f->comm_ms;
 	*compute_ms += now_ms() - t0 - f->comm_ms;
 }

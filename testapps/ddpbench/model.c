@@ -181,11 +181,16 @@ double model_loss(const struct model *m)
 	return m->loss;
 }
 
-void model_step(struct model *m, float scale)
+void model_sgd(float *p, const float *g, size_t n, float scale)
 {
 	const float lr = 0.05f * scale;
-	for (size_t i = 0; i < m->nparams; i++)
-		m->p[i] -= lr * m->g[i];
+	for (size_t i = 0; i < n; i++)
+		p[i] -= lr * g[i];
+}
+
+void model_step(struct model *m, float scale)
+{
+	model_sgd(m->p, m->g, m->nparams, scale);
 }
 
 /* ---- MLP ---- */

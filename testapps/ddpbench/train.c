@@ -406,7 +406,7 @@ int train(const struct options *o, const struct dataset *ds)
 			v[F_COMPUTE] += gp.opt / 1e6;
 			if (extra_n)
 				G->extra();
-		} else if (o->overlap || F)
+		} else if (o->overlap) /* (--fsdp's too: none in flight here) */
 			MPI_Waitall(fl.n, fl.req, MPI_STATUSES_IGNORE);
 		else
 			for (int k = 0; k < nb; k++)
