@@ -228,6 +228,133 @@ static double mismatch(const struct sync *s, size_t p)
 	return miss <= 0.2 * (double)(n - p) + extra ? miss / (double)(n - p) : 2;
 }
 
+static int blocks(const struct ev *e)
+{
+	return !(an_kind(e->kind)->m & DDPSPY_KM_NONBLOCKING);
+}
+
+/* a gradient reduction started without waiting (a reduce-scatter, an all-reduce): what the
+ * backward of a sharded step leaves behind it, layer by layer */
+static int reduction_post(const struct ev *e)
+{
+	return !blocks(e) && (e->op == DDPSPY_OP_REDUCE_SCATTER || e->op == DDPSPY_OP_REDUCE_SCATTER_BLOCK ||
+			      e->op == DDPSPY_OP_ALLREDUCE);
+}
+
+/* a blocking gather of parameters (an all-gather, a broadcast): what a sharded layer needs before
+ * its forward or its backward, so the first of a step begins it */
+static int blocking_gather(const struct ev *e)
+{
+	return an_blocking_coll(e) &&
+	       (e->op == DDPSPY_OP_ALLGATHER || e->op == DDPSPY_OP_ALLGATHERV || e->op == DDPSPY_OP_BCAST);
+}
+
+/* The phase of a sharded step (FSDP, ZeRO-3), which blocks many times a period (each layer's
+ * all-gather, or the wait for it) and so has no one blocking run: the step ends with the run of
+ * blocking calls after the last gradient reduction it starts (the one the longest stretch of calls
+ * follows before the next: the backward's last layer, before the optimizer and the next forward),
+ * up to a blocking all-gather, which is the next step's first layer. The period's calls are
+ * s->e[at ..], P of them. -1 when it starts no reduction. */
+static long sharded_phase(const struct sync *s, size_t at, size_t P)
+{
+	long last = -1;
+	size_t most = 0;
+	for (size_t b = 0; b < P; b++) {
+		if (!reduction_post(s->e[at + b]))
+			continue;
+		size_t d = 1;
+		while (d < P && !reduction_post(s->e[at + (b + d) % P]))
+			d++;
+		if (d > most) {
+			most = d;
+			last = (long)b;
+		}
+	}
+	if (last < 0)
+		return -1;
+	size_t b = (size_t)last + 1, end = (size_t)last + P;
+	while (b < end && !blocks(s->e[at + b % P]))
+		b++;
+	while (b < end && blocks(s->e[at + b % P]) && !blocking_gather(s->e[at + b % P]))
+		b++;
+	return (long)(b % P);
+}
+
+/* The phase of a pipeline stage's step, whose micro-batches make the same point-to-point calls
+ * over and over: after the one call of the period that looks like no other, where that is a wait
+ * that completes requests (the stage's sends, waited for before the optimizer). The gaps alone
+ * leave it to chance: the last stage's longest pause may be its first backward, after the last
+ * forward. The period's calls are s->e[at ..], P of them; -1 when it is not that shape. */
+static long pipeline_phase(const struct sync *s, size_t at, size_t P)
+{
+	long u = -1;
+	int p2p = 0;
+	for (size_t b = 0; b < P; b++) {
+		const struct ev *e = s->e[at + b];
+		size_t same = 0;
+		p2p |= an_is_p2p(e);
+		for (size_t c = 0; c < P && !same; c++)
+			same += c != b && an_same_sig(e, s->e[at + c]);
+		if (!same) {
+			if (u >= 0)
+				return -1;
+			u = (long)b;
+		}
+	}
+	return p2p && u >= 0 && an_completes(s->e[at + (size_t)u]) ? (long)(((size_t)u + 1) % P) : -1;
+}
+
+/* The phase of a step of P calls on s: the index (below P) of its first call, modulo P; -1 out of
+ * memory. Where a period that starts nonblocking collectives also blocks in one run of calls (the
+ * waits that complete them, and any blocking collective right after), the call after that run: a
+ * DDP step waits for its buckets' all-reduces before the optimizer, then loads and computes the
+ * next. Where it blocks in several runs and starts gradient reductions (a sharded step:
+ * sharded_phase), after the run that completes the last of them; a pipeline stage's, after its one
+ * call that looks like no other (pipeline_phase). Else where the gap before a call is longest
+ * (data loading and forward come first). The gaps alone leave the first case to chance, and a
+ * reading of the first calls only (a long trace's) to another chance: one sample per rank
+ * computes about as long before its first bucket as between buckets, and a busy machine
+ * stretches either. */
+static long step_phase(const struct sync *s, size_t P)
+{
+	size_t n = s->n;
+	size_t best = 0, runs = 0, mid0 = (n / P / 2) * P;
+	int nonblocking = 0;
+	for (size_t b = 0; P > 1 && b < P && mid0 + P <= n; b++) {
+		int blk = blocks(s->e[mid0 + b]), next = blocks(s->e[mid0 + (b + 1) % P]);
+		nonblocking |= !blk;
+		if (blk && !next) { /* (a blocking run ends at b) */
+			runs++;
+			best = (b + 1) % P;
+		}
+	}
+	double best_gap = nonblocking && runs == 1 ? INFINITY : -1;
+	long sharded = nonblocking && runs > 1 ? sharded_phase(s, mid0, P) : -1, piped = -1;
+	if (sharded >= 0) {
+		best = (size_t)sharded;
+		best_gap = INFINITY;
+	} else if (P >= 3 && mid0 + P <= n && (piped = pipeline_phase(s, mid0, P)) >= 0) {
+		best = (size_t)piped;
+		best_gap = INFINITY;
+	}
+	for (size_t b = 0; best_gap < INFINITY && b < P; b++) {
+		size_t m = 0;
+		double *g = malloc((n / P + 1) * sizeof *g);
+		if (!g)
+			return -1;
+		for (size_t i = b; i < n; i += P)
+			if (i > 0)
+				g[m++] = gap_before(s, i);
+		double med = an_quantile(g, m, 0.5);
+		free(g);
+		if (m && med > best_gap) {
+			best_gap = med;
+			best = b;
+		}
+	}
+	return (long)best;
+}
+
 int an_find_pattern(struct sync *s, struct pattern *pt)
 {
 	size_t n = s->n, P = 0;
@@ -250,6 +377,20 @@ int an_find_pattern(struct sync *s, struct pattern *pt)
 			P = p;
 		}
 	}
+	/* Where the first period matches only roughly, a longer one that matches almost exactly is the
+	 * step: a pipeline stage makes the same calls for each of its micro-batches, so that one call
+	 * a step matches but where the step's micro-batches begin and end (3 calls of 17 differ with 8
+	 * micro-batches). The shortest up to 512 calls whose calls differ at most 2% and a quarter as
+	 * often as the first's. */
+	if (fit > 0.05)
+		for (size_t p = P + 1; p <= n / 3 && p <= 512; p++) {
+			double m = mismatch(s, p);
+			if (m <= 0.02 && m <= fit / 4) {
+				fit = m;
+				P = p;
+				break;
+			}
+		}
 	if (P == 1) {
 		/* Calls that all look alike (gloo's carry no byte count: every all-reduce matches every
 		 * other) match at every period. A step is where a long pause recurs among short gaps: the
@@ -259,46 +400,15 @@ int an_find_pattern(struct sync *s, struct pattern *pt)
 		if (p >= 2 && period_score(s, p) >= 1.4)
 			P = p;
 	}
-	/* phase: where a period that starts nonblocking collectives also blocks in one run of calls
-	 * (the waits that complete them, and any blocking collective right after), the call after
-	 * that run: a DDP step waits for its buckets' all-reduces before the optimizer, then loads
-	 * and computes the next. Else where the gap before a call is longest (data loading and
-	 * forward come first). The gaps alone leave the first case to chance, and a reading of the
-	 * first calls only (a long trace's) to another chance: one sample per rank computes about
-	 * as long before its first bucket as between buckets, and a busy machine stretches either. */
-	size_t best = 0, runs = 0, mid0 = (n / P / 2) * P;
-	int nonblocking = 0;
-	for (size_t b = 0; P > 1 && b < P && mid0 + P <= n; b++) {
-		int blk = !(an_kind(s->e[mid0 + b]->kind)->m & DDPSPY_KM_NONBLOCKING);
-		int next = !(an_kind(s->e[mid0 + (b + 1) % P]->kind)->m & DDPSPY_KM_NONBLOCKING);
-		nonblocking |= !blk;
-		if (blk && !next) { /* (a blocking run ends at b) */
-			runs++;
-			best = (b + 1) % P;
-		}
-	}
-	double best_gap = nonblocking && runs == 1 ? INFINITY : -1;
-	for (size_t b = 0; best_gap < INFINITY && b < P; b++) {
-		size_t m = 0;
-		double *g = malloc((n / P + 1) * sizeof *g);
-		if (!g)
-			return -1;
-		for (size_t i = b; i < n; i += P)
-			if (i > 0)
-				g[m++] = gap_before(s, i);
-		double med = an_quantile(g, m, 0.5);
-		free(g);
-		if (m && med > best_gap) {
-			best_gap = med;
-			best = b;
-		}
-	}
+	long best = step_phase(s, P);
+	if (best < 0)
+		return -1;
 	/* the longest run of whole periods matching the middle period's signature */
-	size_t mid = best + (n / P / 2) * P;
+	size_t mid = (size_t)best + (n / P / 2) * P;
 	if (mid + P > n)
-		mid = best;
+		mid = (size_t)best;
 	size_t first = SIZE_MAX, count = 0, run_first = 0, run = 0;
-	for (size_t i = best ? best : P; i + P <= n; i += P) {
+	for (size_t i = best ? (size_t)best : P; i + P <= n; i += P) {
 		int match = 1;
 		for (size_t j = 0; j < P && match; j++)
 			match = an_same_sig(s->e[i + j], s->e[mid + j]);

@@ -115,11 +115,13 @@ static int same_pattern(struct sync *syn, int R, struct pattern *pts, size_t *fi
  * calls), numbered alike through the messages they exchange: a message sent in a rank's step j
  * and received in its peer's step j' says that the two steps are the same iteration, so the
  * peer's numbering is offset by j - j' from the sender's (the most common offset over the pair's
- * messages), from rank 0 on across the graph of who talks to whom. Each rank then starts at the
- * first step every rank has (first[r]), pts[r].nsteps the steps they all have. -1 when a rank has
- * no pattern or exchanges nothing with the ranks numbered already. */
+ * messages), from rank 0 on across the graph of who talks to whom. Collectives tie ranks the same
+ * way, each member to the first (a pipeline's replicas of a stage exchange no message: they
+ * all-reduce its gradients). Each rank then starts at the first step every rank has (first[r]),
+ * pts[r].nsteps the steps they all have. -1 when a rank has no pattern or is tied to none of the
+ * ranks numbered already. */
 struct mref {
-	int32_t comm, src, dst, tag, seq;
+	int32_t comm, src, dst, tag, seq; /* (a collective: src and dst -1, tag its operation) */
 	int r;
 	long j;
 };
@@ -149,6 +151,37 @@ static int cmp_pedge(const void *x, const void *y)
 	return AN_ORDER(a->d, b->d);
 }
 
+/* rank r's numbered collectives on its training thread within the steps of its pattern pt, each
+ * with its step (from pt->first on), appended to *m */
+static int coll_refs(struct analysis *a, const struct sync *s, const struct pattern *pt, int r, struct mref **m,
+		     size_t *n, size_t *cap)
+{
+	const struct thr *t = an_train_thread(a->ranks[r].p);
+	int64_t *b = malloc((pt->nsteps + 1) * sizeof *b);
+	size_t nb = b ? an_rank_bounds((struct sync *)s, pt, pt->first, b) : 0;
+	for (size_t i = 0, j = 0; t && nb > 1 && i < t->n; i++) {
+		const struct ev *v = &t->ev[i];
+		if (!an_numbered_coll(v))
+			continue;
+		while (j < nb && b[j] <= v->t)
+			j++;
+		if (j == 0 || j == nb)
+			continue; /* (before the first step, or after the last) */
+		if (*n == *cap) {
+			*cap = *cap ? 2 * *cap : 1024;
+			struct mref *nm = realloc(*m, *cap * sizeof *nm);
+			if (!nm) {
+				free(b);
+				return -1;
+			}
+			*m = nm;
+		}
+		(*m)[(*n)++] = (struct mref){ v->comm, -1, -1, v->op, v->seq, r, (long)j - 1 };
+	}
+	free(b);
+	return b || !pt->nsteps ? 0 : -1;
+}
+
 static int p2p_align(struct analysis *a, struct sync *syn, struct pattern *pts, size_t *first)
 {
 	int R = a->nranks, rc = -1;
@@ -164,6 +197,8 @@ static int p2p_align(struct analysis *a, struct sync *syn, struct pattern *pts, 
 			goto out;
 		const struct pattern *pt = &pts[r];
 		const struct proc *p = a->ranks[r].p;
+		if (coll_refs(a, &syn[r], pt, r, &m, &n, &cap) < 0)
+			goto out;
 		for (size_t j = 0; j < pt->nsteps; j++)
 			for (size_t c = 0; c < pt->period; c++) {
 				const struct ev *v = syn[r].e[pt->first + j * pt->period + c];
@@ -184,15 +219,16 @@ static int p2p_align(struct analysis *a, struct sync *syn, struct pattern *pts, 
 			}
 	}
 	sort_n(m, n, sizeof *m, cmp_mref);
-	/* the two ends of a message: equal keys, two ranks */
-	e = malloc((n / 2 + 1) * sizeof *e);
+	/* the two ends of a message: equal keys, two ranks; a collective's members: each with the
+	 * first */
+	e = malloc((n + 1) * sizeof *e);
 	if (!e)
 		goto out;
-	for (size_t i = 0; i + 1 < n; i++)
-		if (m[i].r != m[i + 1].r && !cmp_message(&m[i], &m[i + 1])) {
-			e[ne++] = (struct pedge){ m[i].r, m[i + 1].r, m[i].j - m[i + 1].j };
-			i++;
-		}
+	for (size_t i = 0, k; i < n; i = k) {
+		for (k = i + 1; k < n && !cmp_message(&m[i], &m[k]); k++)
+			if (m[k].r != m[i].r && (m[i].src < 0 || k == i + 1))
+				e[ne++] = (struct pedge){ m[i].r, m[k].r, m[i].j - m[k].j };
+	}
 	sort_n(e, ne, sizeof *e, cmp_pedge);
 	/* per pair, the most common offset */
 	size_t np = 0;

@@ -1,7 +1,8 @@
 /* ddpbench: a data-parallel trainer on MPI that reproduces the DDP pathologies of the field notes
  * on demand and measures its own phases, the ground truth ddpspy's report is judged against.
- * This header is shared by its five files: main (CLI), data (dataset files and storage), loader
- * (sampler and input threads), model (MLP and token kernels), train (the step loop). */
+ * This header is shared by its files: main (CLI), data (dataset files and storage), loader
+ * (sampler and input threads), model (MLP and token kernels), fsdp and pipe (the sharded step and
+ * the pipeline's), train (the step loop). */
 #pragma once
 #include <stdint.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 enum { SLOW_SMALL_READS = 1, SLOW_STAT = 2, SLOW_SYNC = 4, SLOW_DELAY = 8 };
 enum task { TASK_MLP, TASK_UNIFORM, TASK_VARLEN };
 enum batching { BATCH_FIXED, BATCH_BUCKET, BATCH_BUDGET };
+enum schedule { SCHEDULE_GPIPE, SCHEDULE_1F1B };
 
 struct options {
 	const char *data;
@@ -52,6 +54,12 @@ struct options {
 	/* --fsdp: parameters and gradients sharded over the ranks (fsdp.c) */
 	int fsdp;
 	int fsdp_prefetch;             /* the next layer's all-gather started before this layer's compute */
+	/* --pipeline: the layers in stages over the ranks, micro-batches passed on (pipe.c) */
+	int pipeline;                  /* stages (0: none) */
+	int microbatches;
+	enum schedule schedule;
+	int slow_stage;                /* -1: none */
+	double slow_stage_ms;          /* its extra work per micro-batch */
 };
 
 /* The GPU half (gpu.cu, build/libddpbench_gpu.so), as ddpbench finds it with dlsym:
@@ -164,6 +172,17 @@ void model_step(struct model *m, float scale);
 /* the optimizer's step on n parameters p from their gradients g, scaled (model_step's, on a part) */
 void model_sgd(float *p, const float *g, size_t n, float scale);
 double model_loss(const struct model *m);
+/* pipeline stages: the MLP's layer widths (i: 0 the features .. layers the classes); layer l on rows
+ * the caller holds (forward: y from x; backward: the gradients added to, and dx, the gradient at
+ * its input, unless NULL, from dy at its output); the loss of rows of logits z (summed) and its
+ * gradient dz as part of a batch of total; ms of arithmetic, poke between */
+int model_dim(const struct model *m, int i);
+void model_stage_forward(struct model *m, int l, const float *x, float *y, int rows, double slowdown, poke_fn poke,
+	void *arg);
+void model_stage_backward(struct model *m, int l, const float *x, const float *dy, float *dx, int rows,
+	double slowdown, poke_fn poke, void *arg);
+double model_stage_loss(const struct model *m, const float *z, const int *labels, int rows, int total, float *dz);
+void model_burn(double ms, poke_fn poke, void *arg);
 
 /* fsdp.c: the sharded step. fsdp_new shards m's parameters (rank's part of each layer's);
  * fsdp_step runs forward and backward with each layer's all-gathers and reduce-scatter, then the
@@ -172,6 +191,18 @@ struct fsdp;
 struct fsdp *fsdp_new(struct model *m, int rank, int ws, int prefetch);
 void fsdp_step(struct fsdp *f, const struct batch *b, double slowdown, double *compute_ms, double *comm_ms);
 void fsdp_free(struct fsdp *f);
+
+/* pipe.c: the pipeline. pipe_new places rank in its stage (rank / (ws / stages)) with its share
+ * of m's layers; pipe_step runs the step's micro-batches through the stage by the schedule, then
+ * the optimizer on its layers (b: the batch, NULL on a middle stage); *comm_ms the time in
+ * point-to-point calls and collectives, *wait_ms the part blocked in receives, *compute_ms the rest;
+ * the step's loss (the last stage's) */
+struct pipe;
+struct pipe *pipe_new(struct model *m, const struct options *o, int rank, int ws, int batch);
+void pipe_step(struct pipe *p, const struct batch *b, double slowdown, double *compute_ms, double *comm_ms,
+	double *wait_ms);
+double pipe_loss(const struct pipe *p);
+void pipe_free(struct pipe *p);
 
 /* train.c */
 int train(const struct options *o, const struct dataset *ds);

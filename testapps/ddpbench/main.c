@@ -34,6 +34,14 @@ static const char usage[] = USAGE_HEAD
 	"                          its gradients reduce-scattered after; the next layer's all-gather\n"
 	"                          started before this layer's compute and waited for after it\n"
 	"  --no-prefetch           --fsdp: each all-gather issued and waited for where its layer needs it\n"
+	"pipeline parallel (MLP task, CPU):\n"
+	"  --pipeline S            the layers in S stages (balanced by parameters), rank r stage r / (N / S):\n"
+	"                          activations forward and gradients backward by point-to-point calls\n"
+	"                          per micro-batch; the stage's replicas all-reduce its gradients (N > S)\n"
+	"  --microbatches M        micro-batches per step (default 4; B must be a multiple)\n"
+	"  --schedule KIND         gpipe (every forward, then every backward; the default) or 1f1b\n"
+	"  --slow-stage K          stage K slower by\n"
+	"  --slow-stage-ms X         X ms of extra work per micro-batch (half forward, half backward)\n"
 	"token mode (seed 000):\n"
 	"  --varlen                variable-length sequences through a transformer-shaped kernel\n"
 	"  --uniform-len L         every sequence L tokens instead (the uniform baseline, e.g. 128)\n"
@@ -140,7 +148,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 		O_NOOVERLAP, O_WORKERS, O_PREFETCH, O_SEED, O_VARLEN, O_ULEN, O_BATCHING, O_BUDGET,
 		O_SRANK, O_SMS, O_SFROM, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY, O_DECODE, O_MARKERS, O_ACCUM,
 		O_GPU, O_GPUMS, O_INPUT, O_PAGEABLE, O_HOSTSYNC, O_KERNELS, O_HOSTMS, O_D2D, O_SYNCBY, O_SIDE,
-		O_FSDP, O_NOPREFETCH };
+		O_FSDP, O_NOPREFETCH, O_PIPE, O_MICRO, O_SCHED, O_SLOWSTAGE, O_SLOWSTAGEMS };
 	static const struct option opts[] = {
 		{ "data", 1, 0, O_DATA }, { "steps", 1, 0, O_STEPS }, { "warmup", 1, 0, O_WARMUP },
 		{ "batch", 1, 0, O_BATCH }, { "global-batch", 1, 0, O_GBATCH },
@@ -160,13 +168,16 @@ static int parse_train(int argc, char **argv, struct options *o)
 		{ "host-sync", 0, 0, O_HOSTSYNC }, { "gpu-kernels", 1, 0, O_KERNELS }, { "host-ms", 1, 0, O_HOSTMS },
 		{ "d2d-mb", 1, 0, O_D2D }, { "sync-by", 1, 0, O_SYNCBY }, { "side-gpu-ms", 1, 0, O_SIDE },
 		{ "fsdp", 0, 0, O_FSDP }, { "no-prefetch", 0, 0, O_NOPREFETCH },
+		{ "pipeline", 1, 0, O_PIPE }, { "microbatches", 1, 0, O_MICRO }, { "schedule", 1, 0, O_SCHED },
+		{ "slow-stage", 1, 0, O_SLOWSTAGE }, { "slow-stage-ms", 1, 0, O_SLOWSTAGEMS },
 		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
 	};
 	*o = (struct options){ .steps = 20, .warmup = 2, .batch = -1, .workers = 2, .prefetch = 2,
 		.bucket_mb = 1, .overlap = 1, .hidden = 512, .layers = -1, .straggler_rank = -1,
 		.straggler_slowdown = 1, .slow_rank = -1, .read_chunk = 64, .read_delay_ms = 20,
-		.seed = 1, .accum = 1, .gpu_ms = 20, .gpu_kernels = 1, .fsdp_prefetch = 1 };
-	int gpu_opts = 0;
+		.seed = 1, .accum = 1, .gpu_ms = 20, .gpu_kernels = 1, .fsdp_prefetch = 1, .microbatches = -1,
+		.slow_stage = -1 };
+	int gpu_opts = 0, sched_set = 0;
 	int c, batching_set = 0;
 	double v;
 	optind = 1;
@@ -216,6 +227,15 @@ static int parse_train(int argc, char **argv, struct options *o)
 		case O_GPU: o->gpu = 1; break;
 		case O_FSDP: o->fsdp = 1; break;
 		case O_NOPREFETCH: o->fsdp_prefetch = 0; break;
+		case O_PIPE: bad = integer(optarg, 2, MAX_LAYERS, &o->pipeline); break;
+		case O_MICRO: bad = integer(optarg, 1, 4096, &o->microbatches); break;
+		case O_SCHED:
+			sched_set = 1;
+			o->schedule = !strcmp(optarg, "gpipe") ? SCHEDULE_GPIPE : SCHEDULE_1F1B;
+			bad = strcmp(optarg, "gpipe") && strcmp(optarg, "1f1b");
+			break;
+		case O_SLOWSTAGE: bad = integer(optarg, 0, MAX_LAYERS - 1, &o->slow_stage); break;
+		case O_SLOWSTAGEMS: bad = num(optarg, 0, 1e6, &o->slow_stage_ms); break;
 		case O_GPUMS: bad = num(optarg, 0.001, 1e6, &o->gpu_ms); gpu_opts = 1; break;
 		case O_INPUT: bad = num(optarg, 0.000001, 4096, &o->input_mb); gpu_opts = 1; break;
 		case O_PAGEABLE: o->pageable = gpu_opts = 1; break;
@@ -274,6 +294,16 @@ static int parse_train(int argc, char **argv, struct options *o)
 	else if (o->fsdp && (o->task != TASK_MLP || o->gpu || o->accum > 1 || !o->overlap || o->extra_allreduce_mb > 0))
 		conflict = "--fsdp runs the MLP task on the CPU, one micro-batch a step, without --no-overlap or "
 			   "--extra-allreduce-mb (its collectives are per layer)";
+	else if (!o->pipeline && (o->microbatches > 0 || sched_set || o->slow_stage >= 0 || o->slow_stage_ms > 0))
+		conflict = "--microbatches, --schedule, --slow-stage and --slow-stage-ms need --pipeline";
+	else if ((o->slow_stage >= 0) != (o->slow_stage_ms > 0))
+		conflict = "--slow-stage and --slow-stage-ms go together";
+	else if (o->pipeline && (o->task != TASK_MLP || o->gpu || o->fsdp || o->accum > 1 || !o->overlap ||
+				  o->extra_allreduce_mb > 0))
+		conflict = "--pipeline runs the MLP task on the CPU, without --fsdp, --accum (its micro-batches are "
+			   "--microbatches), --no-overlap or --extra-allreduce-mb";
+	else if (o->slow_stage >= o->pipeline && o->pipeline)
+		conflict = "--slow-stage K needs K below the --pipeline stages";
 	if (conflict) {
 		if (is_rank0())
 			fprintf(stderr, "ddpbench: %s\n", conflict);
@@ -285,6 +315,8 @@ static int parse_train(int argc, char **argv, struct options *o)
 		o->batch = o->task == TASK_MLP ? 128 : 16;
 	if (o->layers < 0)
 		o->layers = o->task == TASK_MLP ? 3 : 1;
+	if (o->microbatches < 0)
+		o->microbatches = 4;
 	if (o->token_budget == 0)
 		o->token_budget = (o->global_batch > 0 ? o->global_batch : o->batch) * 128;
 	return 0;

@@ -227,8 +227,46 @@ static int mlp_reserve(struct model *m, int rows)
 	return m->delta && m->delta2 ? 0 : -1;
 }
 
-/* layer l of the forward pass (the batch taken at layer 0, the loss after the last), its rows in
+/* y[B x dims[l+1]] = x W_l + b_l for x[B x dims[l]], with a ReLU but on the last layer; its rows in
  * chunks with poke called between them, so that collectives in flight advance */
+static void layer_forward(struct model *m, int l, const float *x, float *y, int B, poke_fn poke, void *arg)
+{
+	int in = m->dims[l], out = m->dims[l + 1];
+	const float *bias = mlp_b(m, m->p, l);
+	for (int i = 0; i < B; i++)
+		memcpy(y + (size_t)i * out, bias, (size_t)out * sizeof(float));
+	int rows = poke ? POKE_ROWS : B; /* (whole, where nothing is in flight) */
+	for (int r = 0; r < B; r += rows) {
+		int n = B - r < rows ? B - r : rows;
+		gemm_nn(n, out, in, x + (size_t)r * in, mlp_w(m, m->p, l), y + (size_t)r * out);
+		if (poke)
+			poke(arg);
+	}
+	if (l < m->nl - 1)
+		for (size_t i = 0; i < (size_t)B * out; i++)
+			y[i] = y[i] > 0 ? y[i] : 0;
+}
+
+/* softmax cross-entropy of logits z[B x C] against labels; d = d loss / d z over a batch of total
+ * samples (B of them here: a micro-batch's part); returns the loss summed over the B */
+static double softmax_xent(const float *z, const int *labels, int B, int C, int total, float *d)
+{
+	double loss = 0;
+	for (int i = 0; i < B; i++) {
+		const float *zi = z + (size_t)i * C;
+		float *di = d + (size_t)i * C, mx = zi[0], sum = 0;
+		for (int j = 1; j < C; j++)
+			mx = zi[j] > mx ? zi[j] : mx;
+		for (int j = 0; j < C; j++)
+			sum += di[j] = expf(zi[j] - mx);
+		for (int j = 0; j < C; j++)
+			di[j] = (di[j] / sum - (j == labels[i])) / (float)total;
+		loss -= log(fmax(1e-30, (di[labels[i]] * total + 1)));
+	}
+	return loss;
+}
+
+/* layer l of the forward pass (the batch taken at layer 0, the loss after the last) */
 static void mlp_forward_layer(struct model *m, const struct batch *b, int l, double slowdown, poke_fn poke,
 	void *arg)
 {
@@ -241,38 +279,11 @@ static void mlp_forward_layer(struct model *m, const struct batch *b, int l, dou
 		m->act[0] = b->x;
 	}
 	double t = now_ms();
-	int in = m->dims[l], out = m->dims[l + 1];
-	float *y = m->act[l + 1], *bias = mlp_b(m, m->p, l);
-	for (int i = 0; i < B; i++)
-		memcpy(y + (size_t)i * out, bias, (size_t)out * sizeof(float));
-	int rows = poke ? POKE_ROWS : B; /* (whole, where nothing is in flight) */
-	for (int r = 0; r < B; r += rows) {
-		int n = B - r < rows ? B - r : rows;
-		gemm_nn(n, out, in, m->act[l] + (size_t)r * in, mlp_w(m, m->p, l), y + (size_t)r * out);
-		if (poke)
-			poke(arg);
-	}
-	if (l < m->nl - 1)
-		for (size_t i = 0; i < (size_t)B * out; i++)
-			y[i] = y[i] > 0 ? y[i] : 0;
+	layer_forward(m, l, m->act[l], m->act[l + 1], B, poke, arg);
 	if (slowdown > 1)
 		burn((slowdown - 1) * (now_ms() - t), poke, arg);
-	if (l < m->nl - 1)
-		return;
-	/* softmax cross-entropy; delta = d loss / d logits */
-	int C = m->dims[m->nl];
-	double loss = 0;
-	for (int i = 0; i < B; i++) {
-		float *z = m->act[m->nl] + (size_t)i * C, *d = m->delta + (size_t)i * C, mx = z[0], sum = 0;
-		for (int j = 1; j < C; j++)
-			mx = z[j] > mx ? z[j] : mx;
-		for (int j = 0; j < C; j++)
-			sum += d[j] = expf(z[j] - mx);
-		for (int j = 0; j < C; j++)
-			d[j] = (d[j] / sum - (j == m->labels[i])) / (float)B;
-		loss -= log(fmax(1e-30, (d[m->labels[i]] * B + 1)));
-	}
-	m->loss = loss / B;
+	if (l == m->nl - 1)
+		m->loss = softmax_xent(m->act[m->nl], m->labels, B, m->dims[m->nl], B, m->delta) / B;
 }
 
 static void mlp_forward(struct model *m, const struct batch *b, double slowdown)
@@ -281,32 +292,42 @@ static void mlp_forward(struct model *m, const struct batch *b, double slowdown)
 		mlp_forward_layer(m, b, l, slowdown, NULL, NULL);
 }
 
-static void mlp_backward(struct model *m, int l, poke_fn poke, void *arg)
+/* layer l's gradients added to (gw += x^T dy, gb += the rows of dy) from its input x[B x dims[l]]
+ * and the loss's gradient dy at its output; dx = dy W^T where x > 0 (the ReLU before), unless NULL */
+static void layer_backward(struct model *m, int l, const float *x, const float *dy, float *dx, int B, poke_fn poke,
+	void *arg)
 {
-	int B = m->rows, in = m->dims[l], out = m->dims[l + 1];
+	int in = m->dims[l], out = m->dims[l + 1];
 	float *gw = mlp_w(m, m->g, l), *gb = mlp_b(m, m->g, l);
-	memset(gw, 0, m->count[l] * sizeof(float));
 	for (int r = 0; r < B; r += POKE_ROWS) {
 		int n = B - r < POKE_ROWS ? B - r : POKE_ROWS;
-		gemm_tn(in, out, n, m->act[l] + (size_t)r * in, m->delta + (size_t)r * out, gw);
+		gemm_tn(in, out, n, x + (size_t)r * in, dy + (size_t)r * out, gw);
 		for (int i = r; i < r + n; i++)
 			for (int j = 0; j < out; j++)
-				gb[j] += m->delta[(size_t)i * out + j];
+				gb[j] += dy[(size_t)i * out + j];
 		if (poke)
 			poke(arg);
 	}
-	if (l == 0)
+	if (!dx)
 		return;
 	for (int r = 0; r < B; r += POKE_ROWS) {
 		int n = B - r < POKE_ROWS ? B - r : POKE_ROWS;
-		float *dp = m->delta2 + (size_t)r * in;
-		gemm_nt(n, in, out, m->delta + (size_t)r * out, mlp_w(m, m->p, l), dp);
-		const float *a = m->act[l] + (size_t)r * in;
+		float *dp = dx + (size_t)r * in;
+		gemm_nt(n, in, out, dy + (size_t)r * out, mlp_w(m, m->p, l), dp);
+		const float *a = x + (size_t)r * in;
 		for (size_t i = 0; i < (size_t)n * in; i++)
 			dp[i] = a[i] > 0 ? dp[i] : 0;
 		if (poke)
 			poke(arg);
 	}
+}
+
+static void mlp_backward(struct model *m, int l, poke_fn poke, void *arg)
+{
+	memset(mlp_w(m, m->g, l), 0, m->count[l] * sizeof(float));
+	layer_backward(m, l, m->act[l], m->delta, l ? m->delta2 : NULL, m->rows, poke, arg);
+	if (l == 0)
+		return;
 	float *t = m->delta;
 	m->delta = m->delta2;
 	m->delta2 = t;
@@ -465,4 +486,39 @@ void model_forward_layer(struct model *m, const struct batch *b, int l, double s
 float *model_params_of(struct model *m)
 {
 	return m->p;
+}
+
+/* ---- pipeline stages (pipe.c): the MLP's layers on rows the caller holds ---- */
+
+int model_dim(const struct model *m, int i)
+{
+	return m->dims[i];
+}
+
+void model_stage_forward(struct model *m, int l, const float *x, float *y, int rows, double slowdown, poke_fn poke,
+	void *arg)
+{
+	double t = now_ms();
+	layer_forward(m, l, x, y, rows, poke, arg);
+	if (slowdown > 1)
+		burn((slowdown - 1) * (now_ms() - t), poke, arg);
+}
+
+void model_stage_backward(struct model *m, int l, const float *x, const float *dy, float *dx, int rows,
+	double slowdown, poke_fn poke, void *arg)
+{
+	double t = now_ms();
+	layer_backward(m, l, x, dy, dx, rows, poke, arg);
+	if (slowdown > 1)
+		burn((slowdown - 1) * (now_ms() - t), poke, arg);
+}
+
+double model_stage_loss(const struct model *m, const float *z, const int *labels, int rows, int total, float *dz)
+{
+	return softmax_xent(z, labels, rows, m->dims[m->nl], total, dz);
+}
+
+void model_burn(double ms, poke_fn poke, void *arg)
+{
+	burn(ms, poke, arg);
 }

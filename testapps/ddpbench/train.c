@@ -13,7 +13,8 @@
 #include "ddpbench.h"
 #include "../../include/ddpspy.h"
 
-enum { F_STEP, F_DATA, F_COMPUTE, F_COMM, F_HOST, F_SAMPLES, F_TOKENS, F_PADDED, F_GPUWAIT, F_DATACPU, NF };
+enum { F_STEP, F_DATA, F_COMPUTE, F_COMM, F_HOST, F_SAMPLES, F_TOKENS, F_PADDED, F_GPUWAIT, F_DATACPU, F_PIPEWAIT,
+	NF };
 
 struct inflight {
 	MPI_Request req[MAX_LAYERS];
@@ -110,8 +111,17 @@ static void summarize(const struct options *o, int ws, int batch, const double *
 	printf("\"grad_bytes\": %zu, \"buckets\": %d, \"overlap\": %s, \"workers\": %d, \"decode_us\": %g, ", grad_bytes,
 		buckets, o->overlap ? "true" : "false", o->workers, o->decode_us);
 	/* the parallelism: data parallel (DDP's all-reduces) or sharded (--fsdp; its prefetch) */
-	printf("\"parallel\": \"%s\", \"fsdp_prefetch\": %s, ", o->fsdp ? "fsdp" : "ddp",
+	printf("\"parallel\": \"%s\", \"fsdp_prefetch\": %s, ", o->fsdp ? "fsdp" : o->pipeline ? "pipeline" : "ddp",
 		o->fsdp ? (o->fsdp_prefetch ? "true" : "false") : "null");
+	/* --pipeline: its shape, and the share of a stage's step GPipe's and 1F1B's schedule leaves
+	 * idle with S stages and M micro-batches of equal work, (S - 1) / (M + S - 1) */
+	if (o->pipeline)
+		printf("\"pipeline\": {\"stages\": %d, \"microbatches\": %d, \"schedule\": \"%s\", \"replicas\": %d, "
+			"\"bubble_predicted\": %.4f, \"slow_stage\": %d, \"slow_stage_ms\": %g}, ", o->pipeline,
+			o->microbatches, o->schedule == SCHEDULE_GPIPE ? "gpipe" : "1f1b", ws / o->pipeline,
+			(double)(o->pipeline - 1) / (o->microbatches + o->pipeline - 1), o->slow_stage, o->slow_stage_ms);
+	else
+		printf("\"pipeline\": null, ");
 	/* on the GPU the kernels are a cost model: nothing is learnt */
 	if (o->gpu)
 		printf("\"device\": \"gpu\", \"loss_first\": null, \"loss_last\": null, \"ranks\": [");
@@ -129,6 +139,9 @@ static void summarize(const struct options *o, int ws, int batch, const double *
 		/* --gpu: compute_ms is the device's kernel time; the host's waits for the device apart */
 		if (o->gpu)
 			printf("\"gpu_wait_ms\": %.3f, ", m[F_GPUWAIT]);
+		/* --pipeline: the rank's stage, and its time blocked in receives (comm_ms's part) */
+		if (o->pipeline)
+			printf("\"stage\": %d, \"recv_wait_ms\": %.3f, ", r / (ws / o->pipeline), m[F_PIPEWAIT]);
 		if (mlp)
 			printf("\"tokens_per_step\": null, \"padded_tokens_per_step\": null, ");
 		else
@@ -220,6 +233,11 @@ int train(const struct options *o, const struct dataset *ds)
 			o->straggler_rank >= ws ? "straggler-rank" : "slow-rank",
 			o->straggler_rank >= ws ? o->straggler_rank : o->slow_rank, ws);
 		bad = why;
+	} else if (o->pipeline && (ws % o->pipeline || o->pipeline > o->layers + 1 || batch % o->microbatches)) {
+		snprintf(why, sizeof why, "--pipeline %d needs ranks (%d), a multiple of it, and layers (%d) as many at "
+			"least, and a batch (%d) that is a multiple of --microbatches %d", o->pipeline, ws, o->layers + 1,
+			batch, o->microbatches);
+		bad = why;
 	} else if (batch < 1 || (int64_t)batch * ws * (o->batching == BATCH_BUCKET ? 16 : 1) > items) {
 		snprintf(why, sizeof why, "the dataset has %lld items, too few for %d ranks x batch %d%s",
 			(long long)items, ws, batch, o->batching == BATCH_BUCKET ? " x 16 (bucketing window)" : "");
@@ -244,8 +262,11 @@ int train(const struct options *o, const struct dataset *ds)
 		}
 	}
 	struct model *m = model_new(o, ds);
-	struct loader *ld = m ? loader_start(o, ds, rank, ws, batch) : NULL;
-	int ok = ld != NULL, all_ok;
+	/* a pipeline's first and last stages take the batch of their replica; the stages between none */
+	int D = o->pipeline ? ws / o->pipeline : ws, stage = o->pipeline ? rank / D : 0;
+	int feeds = !o->pipeline || stage == 0 || stage == o->pipeline - 1;
+	struct loader *ld = m && feeds ? loader_start(o, ds, o->pipeline ? rank % D : rank, D, batch) : NULL;
+	int ok = ld != NULL || (m && !feeds), all_ok;
 	MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
 	if (!all_ok) {
 		if (!ok)
@@ -311,7 +332,8 @@ int train(const struct options *o, const struct dataset *ds)
 	if (G)
 		gpu_plan(o, m, slowdown, &gp);
 	struct fsdp *F = o->fsdp ? fsdp_new(m, rank, ws, o->fsdp_prefetch) : NULL;
-	if (o->fsdp && !F)
+	struct pipe *P = o->pipeline ? pipe_new(m, o, rank, ws, batch) : NULL;
+	if ((o->fsdp && !F) || (o->pipeline && !P))
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	struct inflight fl;
 	for (int step = 0; step < total; step++) {
@@ -331,20 +353,25 @@ int train(const struct options *o, const struct dataset *ds)
 			if (mb)
 				t = now_ms();
 			double c = cpu_ms();
-			struct batch *b = loader_next(ld);
-			if (!b) {
+			struct batch *b = ld ? loader_next(ld) : NULL;
+			if (!b && ld) {
 				fprintf(stderr, "ddpbench: rank %d: reading the batch of step %d from %s failed\n",
 					rank, step, ds->dir);
 				MPI_Abort(MPI_COMM_WORLD, 1);
 			}
 			v[F_DATA] += now_ms() - t;
 			v[F_DATACPU] += cpu_ms() - c;
+			fl.n = 0;
+			fl.ms = 0;
+			if (P) { /* (the micro-batches through the stage, and its optimizer) */
+				pipe_step(P, b, slowdown, &v[F_COMPUTE], &v[F_COMM], &v[F_PIPEWAIT]);
+				samples += stage == 0 ? batch : 0;
+				continue;
+			}
 			samples += b->n;
 			tokens += (double)b->real_tokens;
 			padded += (double)b->n * b->len_max;
 
-			fl.n = 0;
-			fl.ms = 0;
 			if (G) {
 				/* the host's own work on the batch (collation, Python), then the device's work,
 				 * whose time is the plan's: the host only enqueues it */
@@ -406,15 +433,16 @@ int train(const struct options *o, const struct dataset *ds)
 			v[F_COMPUTE] += gp.opt / 1e6;
 			if (extra_n)
 				G->extra();
-		} else if (o->overlap) /* (--fsdp's too: none in flight here) */
-			MPI_Waitall(fl.n, fl.req, MPI_STATUSES_IGNORE);
-		else
+		} else if (o->overlap) {
+			if (fl.n) /* (--fsdp's and --pipeline's: none in flight here) */
+				MPI_Waitall(fl.n, fl.req, MPI_STATUSES_IGNORE);
+		} else
 			for (int k = 0; k < nb; k++)
 				MPI_Allreduce(MPI_IN_PLACE, grad + bfirst[k], (int)bcount[k], MPI_FLOAT, MPI_SUM,
 					MPI_COMM_WORLD);
 		v[F_COMM] += now_ms() - t;
 		t = now_ms();
-		if (!G && !F) {
+		if (!G && !F && !P) {
 			model_step(m, 1.0f / (float)(ws * o->accum));
 			v[F_COMPUTE] += now_ms() - t;
 		}
@@ -454,8 +482,8 @@ int train(const struct options *o, const struct dataset *ds)
 		v[F_TOKENS] = tokens;
 		v[F_PADDED] = padded;
 		if (step == o->warmup)
-			loss0 = model_loss(m);
-		loss1 = model_loss(m);
+			loss0 = P ? pipe_loss(P) : model_loss(m);
+		loss1 = P ? pipe_loss(P) : model_loss(m);
 		if (step >= o->warmup)
 			memcpy(rec + (size_t)(step - o->warmup) * NF, v, sizeof v);
 	}
@@ -463,7 +491,19 @@ int train(const struct options *o, const struct dataset *ds)
 		G->finish();
 	fsdp_free(F);
 	double elapsed = now_ms() - start;
-	loader_stop(ld);
+	if (ld)
+		loader_stop(ld);
+	if (P) { /* (the losses are the last stage's: its first replica's go to rank 0, which prints them) */
+		double l[2] = { loss0, loss1 };
+		int last = (o->pipeline - 1) * D;
+		if (rank == last) /* (a tag of its own: the stages' are 2 j and 2 j + 1) */
+			MPI_Send(l, 2, MPI_DOUBLE, 0, 1 << 20, MPI_COMM_WORLD);
+		if (rank == 0)
+			MPI_Recv(l, 2, MPI_DOUBLE, last, 1 << 20, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		loss0 = l[0];
+		loss1 = l[1];
+		pipe_free(P);
+	}
 
 	double *all = rank == 0 ? calloc((size_t)ws * o->steps * NF, sizeof(double)) : NULL;
 	double *el = rank == 0 ? calloc((size_t)ws, sizeof(double)) : NULL;
