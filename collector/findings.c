@@ -112,8 +112,8 @@ static void late_each_step(const struct stepdata *sd, int R, size_t N, int *dom,
 }
 
 /* stragglers: one rank that the others wait for, step after step (not the one find_serialized
- * already named) */
-static void find_late_ranks(struct analysis *a, int serialized)
+ * already named, nor the ranks of a pipeline's slow stage: skip) */
+static void find_late_ranks(struct analysis *a, int serialized, const char *skip)
 {
 	struct stepdata *sd = a->sd;
 	int R = a->nranks;
@@ -130,7 +130,7 @@ static void find_late_ranks(struct analysis *a, int serialized)
 		for (size_t k = 0; k < N; k++)
 			cnt += dom[k] == L;
 		/* a straggler is late nearly every step; work that varies makes a different rank late */
-		if ((double)cnt < 0.7 * (double)N || L == serialized)
+		if ((double)cnt < 0.7 * (double)N || L == serialized || (skip && skip[L]))
 			continue;
 		double by_op[DDPSPY_OP_COUNT] = { 0 };
 		int op = -1;
@@ -231,8 +231,8 @@ out:
 #define LATENCY_BYTES 16384
 #define MAX_LATENCY_MS 2.0
 
-/* the ranks' median share of their steps in collectives beyond waiting for peers (0: out of
- * memory) */
+/* the ranks' median share of their steps in collectives beyond waiting for peers, in collectives
+ * or in point-to-point calls (a pipeline's stages wait for each other there: 0: out of memory) */
 static double comms_share(const struct analysis *a)
 {
 	size_t N = a->sd->K;
@@ -243,7 +243,7 @@ static double comms_share(const struct analysis *a)
 		double s = 0, len = 0;
 		for (size_t k = 0; a->ranks[r].steps && k < N; k++) {
 			struct rankstep *st = &a->ranks[r].steps[k];
-			s += st->cat[CAT_COMMS] - st->wait;
+			s += st->cat[CAT_COMMS] - st->wait - st->p2p[0] - st->p2p[1];
 			len += MS(st->t1 - st->t0);
 		}
 		x[r] = len > 0 ? s / len : 0;
@@ -672,7 +672,12 @@ void an_find_all(struct analysis *a)
 	an_find_hang(a);
 	find_lost(a);
 	if (a->nsteps > 0) {
-		find_late_ranks(a, find_serialized(a));
+		/* (a pipeline's slow stage is its stage_imbalance, not also a straggler) */
+		char *slow = calloc((size_t)a->nranks, 1);
+		if (slow)
+			an_find_pipeline(a, slow);
+		find_late_ranks(a, find_serialized(a), slow);
+		free(slow);
 		an_find_data(a);
 		find_cpu(a);
 		an_find_host(a);

@@ -31,6 +31,9 @@ const char *an_op_name(int op);
 void an_find_gpu(struct analysis *a);
 void an_find_data(struct analysis *a);
 void an_find_host(struct analysis *a);
+/* findpipe.c: pipeline_bubble and stage_imbalance, a pipeline-parallel job's; the ranks of the
+ * slow stage get skip[r] set; returns the slow stage, -1 none */
+int an_find_pipeline(struct analysis *a, char *skip);
 /* findhang.c: a job that stopped making progress (its ranks' calls in flight), with or without steps */
 void an_find_hang(struct analysis *a);
 /* into f, a finding about rank index L: "calls", L's host calls its peers do not make, with stacks */

@@ -35,7 +35,7 @@ LAYERS = [["common/format.c", "collector/json.c", "collector/cli.c", "collector/
            "collector/pattern.c"],
           ["collector/split.c", "collector/splitmpi.c", "collector/gpustep.c", "collector/cpu.c"],
           ["collector/findings.c", "collector/finddata.c", "collector/findgpu.c", "collector/findhost.c", "collector/findhang.c",
-           "collector/evidence.c"],
+           "collector/findpipe.c", "collector/evidence.c"],
           ["collector/verdict.c"], ["collector/analyze.c"],
           ["collector/words.c", "collector/report.c", "collector/compare.c", "viewer/html.c", "viewer/view.c",
            "viewer/timeline.c"],
