@@ -396,6 +396,10 @@ struct analysis {
 	char summary[1024];            /* (quoting a finding: composed with its words, words.c) */
 	int verdict_finding;           /* the finding the summary quotes, -1 none */
 	double verdict_share;          /* the bound's share of the critical path */
+	/* a pipeline-parallel job (findpipe.c): its stages, its micro-batches per step, each rank's
+	 * stage (per a->ranks index, -1 none); 0, 0 and NULL for any other job */
+	int pipe_stages, pipe_micro;
+	int *pipe_stage;
 	struct finding findings[MAX_FINDINGS];
 	int nfindings;
 	char *warnings[MAX_WARNINGS];

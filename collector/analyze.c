@@ -47,4 +47,6 @@ void analysis_free(struct analysis *a)
 	an_split_free(a);
 	an_steps_free(a);
 	an_load_free(a);
+	free(a->pipe_stage);
+	a->pipe_stage = NULL;
 }

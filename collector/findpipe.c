@@ -321,6 +321,10 @@ int an_find_pipeline(struct analysis *a, char *skip)
 			stage_list(f, a, &pj);
 		}
 	}
+	a->pipe_stages = pj.S; /* (for the renderers: the rank table, the views' stage order) */
+	a->pipe_micro = pj.M;
+	a->pipe_stage = pj.stage;
+	pj.stage = NULL;
 out:
 	free(pj.stage);
 	free(pj.first);

@@ -205,6 +205,44 @@ static void json_findings(struct json *j, const struct analysis *a)
 	json_close(j);
 }
 
+/* how the ranks' clocks were aligned, and how closely */
+static void json_clock(struct json *j, const struct analysis *a)
+{
+	json_obj(j, "clock");
+	json_str(j, "method", a->clock_method);
+	if (isnan(a->clock_residual_us))
+		json_str(j, "max_offset_us", NULL); /* not measured: null */
+	else
+		json_num(j, "max_offset_us", a->clock_residual_us);
+	json_close(j);
+}
+
+/* a pipeline-parallel job's shape (findpipe.c): its stages and micro-batches per step */
+static void json_pipeline(struct json *j, const struct analysis *a)
+{
+	if (!a->pipe_stages)
+		return;
+	json_obj(j, "pipeline");
+	json_int(j, "stages", a->pipe_stages);
+	json_int(j, "microbatches", a->pipe_micro);
+	json_close(j);
+}
+
+/* the same in a line: each stage's ranks */
+static void text_pipeline(FILE *out, const struct analysis *a)
+{
+	if (!a->pipe_stage)
+		return;
+	fprintf(out, "pipeline: %d stages, %d micro-batches per step;", a->pipe_stages, a->pipe_micro);
+	for (int s = 0; s < a->pipe_stages; s++) {
+		fprintf(out, " stage %d: rank", s);
+		for (int r = 0, n = 0; r < a->nranks; r++)
+			if (a->pipe_stage[r] == s)
+				fprintf(out, "%s %d", n++ ? "," : "", a->ranks[r].rank);
+		fputc(s + 1 < a->pipe_stages ? ';' : '\n', out);
+	}
+}
+
 /* a rank's NCCL kernels, and where their times came from (CUPTI or NCCL's profiler plugin) */
 static void json_rank_nccl(struct json *j, const struct gpustat *g)
 {
@@ -246,13 +284,8 @@ static void print_json(const struct analysis *a)
 	json_int(&j, "dropped_events", (int64_t)a->dropped);
 	/* ddpspy's own recording, of the step: the most of any rank's (null: no file measured it) */
 	json_num_or_null(&j, "overhead_share", a->nsteps > 0 && a->overhead_share >= 0, round(a->overhead_share * 1e6) / 1e6);
-	json_obj(&j, "clock");
-	json_str(&j, "method", a->clock_method);
-	if (isnan(a->clock_residual_us))
-		json_str(&j, "max_offset_us", NULL); /* not measured: null */
-	else
-		json_num(&j, "max_offset_us", a->clock_residual_us);
-	json_close(&j);
+	json_clock(&j, a);
+	json_pipeline(&j, a);
 	json_arr(&j, "warnings");
 	for (int i = 0; i < a->nwarnings; i++)
 		json_str(&j, NULL, a->warnings[i]);
@@ -308,6 +341,8 @@ static void print_json(const struct analysis *a)
 		json_close(&j);
 		json_num(&j, "events_per_step", round(ri->events_step * 10) / 10);
 		json_num_or_null(&j, "overhead_share", ri->steps && ri->overhead_share >= 0, round(ri->overhead_share * 1e6) / 1e6);
+		if (a->pipe_stage && a->pipe_stage[r] >= 0)
+			json_int(&j, "pipeline_stage", a->pipe_stage[r]);
 		/* the correction at the job's start, and how it changes per second after */
 		json_num(&j, "clock_offset_us",
 			 (double)(ri->p->offset + (int64_t)(ri->p->drift * (double)(a->t0 - ri->p->drift_ref))) / 1e3);
@@ -449,6 +484,7 @@ static void print_text(const struct analysis *a)
 		fprintf(out, "NCCL's profiler plugin against CUPTI on %u rank%s: %u collectives in both, %u CUPTI's only, %u "
 			"the plugin's only; starts %.1f us apart, durations %.1f us (the ranks' largest medians; "
 			"durations at most %.1f us)\n", ck, ck == 1 ? "" : "s", both, conly, ponly, ds, dd, dmax);
+	text_pipeline(out, a);
 	for (int r = 0; r < a->nranks; r++) {
 		const struct rankinfo *ri = &a->ranks[r];
 		if (ri->p->bg)

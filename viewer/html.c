@@ -138,6 +138,8 @@ static void draw_lane(FILE *out, const struct tl *t, int wi, int r, int y, int m
 	const struct thr *th = an_train_thread(ri->p);
 	fprintf(out, "<g class=\"lane%s\" data-rank=\"%d\">", marked ? " late" : "", ri->rank);
 	fprintf(out, "<text x=\"4\" y=\"%d\" class=\"lbl\">rank %d", y + 12, ri->rank);
+	if (a->pipe_stage && a->pipe_stage[r] >= 0)
+		fprintf(out, ", stage %d", a->pipe_stage[r]);
 	if (marked)
 		fprintf(out, " &#9650; late");
 	fprintf(out, "<title>rank %d on ", ri->rank);
@@ -167,6 +169,37 @@ static void draw_lane(FILE *out, const struct tl *t, int wi, int r, int y, int m
 			x0, y + 16, x1 - x0 < 0.5 ? 0.5 : x1 - x0, gc[s->gpu], gn[s->gpu], MS(s->t1 - s->t0));
 	}
 	fprintf(out, "</g>\n");
+}
+
+/* a pipeline's lanes (lane[r]: rank index r's row, -1 not drawn) in stage order, then by rank */
+static void pipe_order(const struct analysis *a, int *lane)
+{
+	if (!a->pipe_stage)
+		return;
+	int row = 0;
+	for (int s = -1; s < a->pipe_stages; s++)
+		for (int r = 0; r < a->nranks; r++)
+			if (lane[r] >= 0 && a->pipe_stage[r] == s)
+				lane[r] = row++;
+}
+
+/* A pipeline stage's waits for another stage in point-to-point calls (collector/p2p.c), over its
+ * lane: the bubble, and the waits for a slower stage */
+static void pipe_waits(FILE *out, const struct analysis *a, const struct vwin *w, const int *lane, int row)
+{
+	const struct stepdata *sd = a->sd;
+	for (int r = 0; a->pipe_stage && sd && sd->pblk && r < a->nranks; r++)
+		for (size_t i = sd->pbo[r]; lane[r] >= 0 && i < sd->pbo[r + 1]; i++) {
+			const struct an_p2pblk *b = &sd->pblk[i];
+			int64_t s0 = b->t, s1 = b->t + b->wait;
+			if (b->L < 0 || b->wait <= 0 || s1 <= w->t0 || s0 >= w->t1)
+				continue;
+			fprintf(out, "<rect class=\"wait idle\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"14\" fill=\"%s\"><title>"
+				     "stage %d (rank %d) idle %.3f ms, waiting for stage %d (rank %d, late %s)</title></rect>\n",
+				X(w, s0), 24 + lane[r] * row, X(w, s1) - X(w, s0) < 0.5 ? 0.5 : X(w, s1) - X(w, s0), WAIT_COLOR,
+				a->pipe_stage[r], a->ranks[r].rank, MS(b->wait), a->pipe_stage[b->L], a->ranks[b->L].rank,
+				b->late_sender ? "sender" : "receiver");
+		}
 }
 
 static void timeline(FILE *out, struct tl *t, int wi, int straggler)
@@ -201,6 +234,7 @@ static void timeline(FILE *out, struct tl *t, int wi, int straggler)
 			   (long)r * (MAX_LANES - 2) / a->nranks != (long)(r + 1) * (MAX_LANES - 2) / a->nranks;
 		lane[r] = keep ? nl++ : -1;
 	}
+	pipe_order(a, lane);
 	int h = 24 + nl * row + 8;
 	fprintf(out, "<figure class=\"timeline\" data-first-step=\"%d\" data-last-step=\"%d\" data-late-rank=\"%d\">\n",
 		w->first, w->last, late >= 0 ? a->ranks[late].rank : -1);
@@ -215,6 +249,9 @@ static void timeline(FILE *out, struct tl *t, int wi, int straggler)
 		fprintf(out, "; rank %d arrived last at %d of its collectives", a->ranks[late].rank, lastn[late]);
 	if (nl < a->nranks)
 		fprintf(out, "; %d of the %d ranks drawn (the late ones and evenly spaced others)", nl, a->nranks);
+	if (a->pipe_stage)
+		fprintf(out, "; a pipeline of %d stages in order, %d micro-batches a step, each stage's waits for another "
+			     "in red (the bubble, and the waits for a slower stage)", a->pipe_stages, a->pipe_micro);
 	fprintf(out, ".</figcaption>\n<svg width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\">\n", W, h, W, h);
 	/* a time axis: 0 and the window's length */
 	fprintf(out, "<text x=\"%d\" y=\"14\" class=\"axis\">0 ms</text><text x=\"%d\" y=\"14\" class=\"axis\" "
@@ -261,6 +298,7 @@ static void timeline(FILE *out, struct tl *t, int wi, int straggler)
 				a->ranks[L->rank].rank, op, L->seq);
 		i = j;
 	}
+	pipe_waits(out, a, w, lane, row);
 	fprintf(out, "</svg>\n</figure>\n");
 	free(lastn);
 	free(lane);

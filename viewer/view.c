@@ -14,27 +14,9 @@
 
 #include "../collector/cli.h"
 #include "../collector/json.h"
-#include "vw.h"
+#include "view_int.h"
 
-#define CRIT_PID 2147418112  /* the critical path's process: above any pid Linux gives */
-/* the tracks of a rank that are not threads, each with a tid of its own in the whole job (Linux's
- * tids stay below 2^22): rank index r's steps, then its GPU streams */
-#define STEP_TID(r) (0x7f000000 + (r) * 128)
-#define GPU_TID(r, s) (STEP_TID(r) + 1 + (s))
-#define NSLOW 3               /* the default view: the slowest steps */
-#define NTYP 2                /* and the most typical ones */
-#define RATE_BINS 40          /* the input counter's samples per window */
-#define NVTX_DEPTH 32          /* NVTX ranges open at once on a thread, kept to draw */
-#define NVTX_NAME 96           /* and the bytes of their message kept */
-#define MAX_STREAMS 64        /* (below 127: the tids above) */
-
-/* ---- the output: a file, gzip'ed when its name ends in .gz, behind one FILE (fopencookie) ---- */
-
-struct sink {
-	FILE *f;
-	gzFile gz;
-	uint64_t bytes;  /* written, before gzip */
-};
+/* ---- the output's file (view_int.h: struct sink) ---- */
 
 static ssize_t sink_write(void *c, const char *b, size_t n)
 {
@@ -51,89 +33,7 @@ static int sink_close(void *c)
 	return s->gz ? (gzclose(s->gz) == Z_OK ? 0 : -1) : fclose(s->f);
 }
 
-/* ns as microseconds with their nanoseconds: the same ns always prints the same */
-static void o_us(FILE *o, const char *key, int64_t ns)
-{
-	const char *sign = ns < 0 ? "-" : "";
-	uint64_t v = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
-	fprintf(o, ",\"%s\":%s%llu.%03llu", key, sign, (unsigned long long)(v / 1000), (unsigned long long)(v % 1000));
-}
-
 /* ---- the view ---- */
-
-struct view {
-	const struct analysis *a;
-	FILE *o;             /* the output (struct sink behind it) */
-	struct sink sink;
-	struct vwin *w;
-	int nw;
-	int64_t base;          /* the job's start: times are from here */
-	const int *show;       /* per rank index: in the output */
-	int *pid;              /* per rank index: its process in the output */
-	long quota, used;      /* events per file, and the current file's so far */
-	uint64_t events, left_out, flows;
-	int r;                 /* the rank index being read */
-	int worker;            /* reading one of its input workers */
-	int tids[4096], ntids; /* the threads of the current file with events in the output */
-	double *bins;          /* the current rank's input bytes: RATE_BINS per window */
-	struct varrs arr;
-	/* the current file's NVTX ranges still open: pushed per thread, started per range id */
-	struct nvthr {
-		int tid, depth;
-		int64_t t[NVTX_DEPTH];
-		char msg[NVTX_DEPTH][NVTX_NAME];
-	} *nvt;
-	int nnvt;
-	struct nvstart {
-		int64_t id, t;
-		int tid;
-		char msg[NVTX_NAME];
-	} *nvs;
-	int nnvs;
-	int oom;
-	const char *argnames[DDPSPY_EV_COUNT][TRACE_MAX_ARGS];
-};
-
-static void ev_begin(struct view *v, const char *ph, int pid, int tid, int64_t t)
-{
-	fprintf(v->o, ",\n{\"ph\":\"%s\",\"pid\":%d,\"tid\":%d", ph, pid, tid);
-	o_us(v->o, "ts", t - v->base);
-	v->events++;
-}
-
-static void meta(struct view *v, const char *what, int pid, int tid, const char *name, long sort)
-{
-	fprintf(v->o, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"args\":{\"name\":", pid, tid, what);
-	json_put_string(v->o, name, SIZE_MAX);
-	fputs("}}", v->o);
-	if (sort != LONG_MIN)
-		fprintf(v->o, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s_sort_index\",\"args\":{\"sort_index\":%ld}}",
-		      pid, tid, !strcmp(what, "process_name") ? "process" : "thread", sort);
-}
-
-static void seen_tid(struct view *v, int tid)
-{
-	for (int i = 0; i < v->ntids; i++)
-		if (v->tids[i] == tid)
-			return;
-	if (v->ntids < (int)(sizeof v->tids / sizeof v->tids[0]))
-		v->tids[v->ntids++] = tid;
-}
-
-/* whether the current rank's next event is written: none of a rank not shown; those exempt from
- * the budget (synchronizing calls) always; the others while the file's budget lasts and fits (room
- * for it: a track) holds. One not written of a rank shown counts as left out. */
-static int take(struct view *v, int exempt, int fits)
-{
-	if (!v->show[v->r])
-		return 0;
-	if (!fits || (!exempt && v->used >= v->quota)) {
-		v->left_out++;
-		return 0;
-	}
-	v->used += !exempt;
-	return 1;
-}
 
 /* an argument's value as the report names it: operations, descriptor classes, copy directions */
 static void arg_value(FILE *o, const char *name, int kind, int64_t x)
@@ -160,7 +60,7 @@ static void on_call(void *ctx, const struct proc *p, const struct vw_call *c)
 	/* the synchronizing calls (collectives, their waits, step markers) are always shown: they are
 	 * what the steps, the flows and the critical path are made of; the budget is for the rest */
 	int sync = an_is_sync_kind(e->kind);
-	int shown = take(v, sync || c->inflight, 1);
+	int shown = vo_take(v, sync || c->inflight, 1);
 	/* the input read rate, of the rank and its workers */
 	if (an_is_file_read(e) && e->bytes > 0 && v->bins) {
 		const struct vwin *w = &v->w[c->win];
@@ -177,11 +77,11 @@ static void on_call(void *ctx, const struct proc *p, const struct vw_call *c)
 		return;
 	int cat = an_category(e);
 	int point = cat == DDPSPY_CAT_MARKER;
-	ev_begin(v, point ? "i" : "X", v->pid[v->r], te->tid, e->t);
+	vo_ev(v, point ? "i" : "X", v->pid[v->r], te->tid, e->t);
 	if (point)
 		fputs(",\"s\":\"t\"", v->o);
 	else
-		o_us(v->o, "dur", e->d);
+		vo_us(v->o, "dur", e->d);
 	char nb[40];
 	const char *name = ddpspy_event_names[e->kind];
 	if (k->op >= 0 && e->op >= 0 && e->op < DDPSPY_OP_COUNT) /* MPI's nonblocking ones as MPI names them */
@@ -213,7 +113,7 @@ static void on_call(void *ctx, const struct proc *p, const struct vw_call *c)
 	if (c->inflight)
 		fputs(",\"in_flight\":true", v->o);
 	fputs("}}", v->o);
-	seen_tid(v, te->tid);
+	vo_seen_tid(v, te->tid);
 }
 
 static void on_thread(void *ctx, const struct proc *p, int tid, const char *name)
@@ -232,236 +132,9 @@ static void on_thread(void *ctx, const struct proc *p, int tid, const char *name
 		snprintf(b, sizeof b, "%s (training thread)", name[0] ? name : "main");
 	else
 		snprintf(b, sizeof b, "%s", name[0] ? name : "thread");
-	meta(v, "thread_name", v->pid[v->r], tid, b, train ? 1 : v->worker ? 1000 : 10);
+	vo_meta(v, "thread_name", v->pid[v->r], tid, b, train ? 1 : v->worker ? 1000 : 10);
 }
 
-/* NVTX: ranges drawn once they end, when they overlap a window (a push-pop range as a slice of
- * its thread, a start-end range, which may end on another thread, as an async slice of the rank),
- * marks as instants */
-static int nvtx_shown(struct view *v, int64_t t0, int64_t t1)
-{
-	return vw_window_of(v->w, v->nw, t0, t1) >= 0 && take(v, 0, 1);
-}
-
-static void nvtx_name(struct view *v, const char *m, int64_t domain)
-{
-	fputs(",\"cat\":\"nvtx\",\"name\":", v->o);
-	json_put_string(v->o, m[0] ? m : "(range)", SIZE_MAX);
-	fprintf(v->o, ",\"args\":{\"domain\":%lld}}", (long long)domain);
-}
-
-static void on_nvtx(void *ctx, const struct proc *p, const struct trace_event *e, int64_t t)
-{
-	static int8_t P_range = -2, P_id, P_domain, P_msg;
-	struct view *v = ctx;
-	if (P_range == -2) {
-		P_range = an_argpos(DDPSPY_EV_NVTX, "range");
-		P_id = an_argpos(DDPSPY_EV_NVTX, "id");
-		P_domain = an_argpos(DDPSPY_EV_NVTX, "domain");
-		P_msg = an_argpos(DDPSPY_EV_NVTX, "message");
-	}
-	int64_t range = an_arg(e, P_range, -1), id = an_arg(e, P_id, 0), domain = an_arg(e, P_domain, 0);
-	char m[NVTX_NAME] = "";
-	if (e->str && e->str_index == P_msg)
-		snprintf(m, sizeof m, "%.*s", (int)(e->slen < sizeof m - 1 ? e->slen : sizeof m - 1), e->str);
-	int pid = v->pid[v->r];
-	if (range == DDPSPY_NVTX_PUSH || range == DDPSPY_NVTX_POP) {
-		int i = 0;
-		while (i < v->nnvt && v->nvt[i].tid != e->tid)
-			i++;
-		if (i == v->nnvt) {
-			struct nvthr *n = realloc(v->nvt, (size_t)(i + 1) * sizeof *n);
-			if (!n)
-				return;
-			v->nvt = n;
-			v->nvt[v->nnvt++] = (struct nvthr){ .tid = e->tid };
-		}
-		struct nvthr *h = &v->nvt[i];
-		if (range == DDPSPY_NVTX_PUSH) {
-			if (h->depth < NVTX_DEPTH) {
-				h->t[h->depth] = t;
-				memcpy(h->msg[h->depth], m, sizeof m);
-			}
-			h->depth++;
-		} else if (h->depth > 0 && --h->depth < NVTX_DEPTH && nvtx_shown(v, h->t[h->depth], t)) {
-			ev_begin(v, "X", pid, e->tid, h->t[h->depth]);
-			o_us(v->o, "dur", t - h->t[h->depth]);
-			nvtx_name(v, h->msg[h->depth], domain);
-			seen_tid(v, e->tid);
-		}
-	} else if (range == DDPSPY_NVTX_START) {
-		struct nvstart *n = realloc(v->nvs, (size_t)(v->nnvs + 1) * sizeof *n);
-		if (!n)
-			return;
-		v->nvs = n;
-		v->nvs[v->nnvs] = (struct nvstart){ .id = id, .t = t, .tid = e->tid };
-		memcpy(v->nvs[v->nnvs++].msg, m, sizeof m);
-	} else if (range == DDPSPY_NVTX_END) {
-		for (int i = 0; i < v->nnvs; i++) {
-			if (v->nvs[i].id != id)
-				continue;
-			struct nvstart st = v->nvs[i];
-			v->nvs[i] = v->nvs[--v->nnvs];
-			if (!nvtx_shown(v, st.t, t))
-				break;
-			for (int end = 0; end < 2; end++) { /* (an async pair, the rank's own by id2.local) */
-				ev_begin(v, end ? "e" : "b", pid, end ? e->tid : st.tid, end ? t : st.t);
-				fprintf(v->o, ",\"id2\":{\"local\":\"0x%llx\"}", (unsigned long long)id);
-				nvtx_name(v, st.msg, domain);
-			}
-			seen_tid(v, st.tid);
-			seen_tid(v, e->tid);
-			break;
-		}
-	} else if (range == DDPSPY_NVTX_MARK && nvtx_shown(v, t, t)) {
-		ev_begin(v, "i", pid, e->tid, t);
-		fputs(",\"s\":\"t\"", v->o);
-		nvtx_name(v, m, domain);
-		seen_tid(v, e->tid);
-	}
-}
-
-/* the rank's device work in the windows: a track per stream */
-static void gpu_tracks(struct view *v)
-{
-	struct proc *p = v->a->ranks[v->r].p;
-	uint32_t streams[MAX_STREAMS];
-	int ns = 0;
-	if (an_gpu_open(p) < 0) /* (a rank over its share: its work read again, for this rank only) */
-		fprintf(stderr, "ddpspy view: %s could not be read again: rank %d's GPU tracks hold only its NCCL kernels "
-			"and pageable copies\n", p->file, p->rank);
-	for (size_t i = 0; i < an_gpu_nwork(p); i++) {
-		struct gpuitem g;
-		an_gpu_work(p, i, &g);
-		int win = vw_window_of(v->w, v->nw, g.t, g.t + g.d);
-		if (win < 0)
-			continue;
-		int s = 0;
-		while (s < ns && streams[s] != g.stream)
-			s++;
-		if (s == ns && ns < MAX_STREAMS)
-			streams[ns++] = g.stream;
-		int shown = take(v, 0, s < MAX_STREAMS);
-		if (g.nccl && g.seq >= 0) {
-			struct varr a = { .rank = v->r, .gpu = 1, .comm = g.comm, .seq = g.seq, .op = g.op, .t = g.t,
-					  .end = g.t + g.d, .bytes = g.bytes, .tid = GPU_TID(v->r, s), .shown = shown };
-			v->oom |= vw_arr_add(&v->arr, &a) < 0;
-		}
-		if (!shown)
-			continue;
-		ev_begin(v, "X", v->pid[v->r], GPU_TID(v->r, s), g.t);
-		o_us(v->o, "dur", g.d);
-		fputs(",\"name\":", v->o);
-		if (g.name) {
-			json_put_string(v->o, g.name, SIZE_MAX);
-		} else if (g.plugin) { /* (NCCL's profiler plugin names no kernel: its operation) */
-			char nm[48];
-			snprintf(nm, sizeof nm, "NCCL %s", g.op >= 0 && g.op < DDPSPY_OP_COUNT ? ddpspy_op_names[g.op] : "collective");
-			json_put_string(v->o, nm, SIZE_MAX);
-		} else
-			json_put_string(v->o, !strcmp(g.cls, "copy_in") ? "copy HtoD" : !strcmp(g.cls, "copy") ? "copy" : "kernel", SIZE_MAX);
-		fprintf(v->o, ",\"cat\":\"gpu\",\"args\":{\"work\":\"%s\",\"stream\":%u,\"corr\":%u", g.nccl ? "nccl" : g.cls,
-		      g.stream, g.corr);
-		if (g.bytes > 0)
-			fprintf(v->o, ",\"bytes\":%lld", (long long)g.bytes);
-		if (!strcmp(g.cls, "copy_in") || !strcmp(g.cls, "copy"))
-			fprintf(v->o, ",\"pageable\":%s", g.pageable ? "true" : "false");
-		if (g.nccl && g.seq >= 0) {
-			if (g.comm != INT32_MIN)
-				fprintf(v->o, ",\"comm\":%d", g.comm);
-			fprintf(v->o, ",\"seq\":%d", g.seq);
-			if (g.op >= 0 && g.op < DDPSPY_OP_COUNT)
-				fprintf(v->o, ",\"op\":\"%s\"", ddpspy_op_names[g.op]);
-		}
-		if (g.launch != g.t)
-			o_us(v->o, "launched_at", g.launch - v->base);
-		if (g.plugin)
-			fputs(",\"source\":\"nccl-plugin\"", v->o);
-		fputs("}}", v->o);
-	}
-	for (int s = 0; s < ns && v->show[v->r]; s++) {
-		char b[64];
-		if (streams[s] == UINT32_MAX) /* (an_gpu_work's stream for the plugin's kernels) */
-			snprintf(b, sizeof b, "NCCL kernels (NCCL's profiler plugin)");
-		else
-			snprintf(b, sizeof b, "GPU %d stream %u", p->gpu ? v->a->ranks[v->r].gpu.device : 0, streams[s]);
-		meta(v, "thread_name", v->pid[v->r], GPU_TID(v->r, s), b, 2000 + s);
-	}
-	an_gpu_close(p);
-}
-
-/* the findings that name rank (-1: none) as instants at the start of each window: of ri's first
- * step in it, or of the window when ri is NULL */
-static void finding_marks(struct view *v, int pid, int tid, int rank, const struct rankinfo *ri)
-{
-	const struct analysis *a = v->a;
-	for (int i = 0; i < a->nfindings; i++) {
-		const struct finding *f = &a->findings[i];
-		if (f->rank != rank)
-			continue;
-		for (int w = 0; w < v->nw; w++) {
-			char nm[64];
-			snprintf(nm, sizeof nm, "%s [%.2f]", f->kind, f->severity);
-			ev_begin(v, "i", pid, tid, ri && ri->steps && v->w[w].first >= 0 ? ri->steps[v->w[w].k0].t0 : v->w[w].t0);
-			fputs(",\"s\":\"t\",\"cat\":\"finding\",\"name\":", v->o);
-			json_put_string(v->o, nm, SIZE_MAX);
-			fprintf(v->o, ",\"args\":{\"kind\":\"%s\",\"severity\":%.3f,\"title\":", f->kind, f->severity);
-			json_put_string(v->o, f->title, SIZE_MAX);
-			fputs(",\"evidence\":", v->o);
-			json_put_string(v->o, f->text, SIZE_MAX);
-			for (int k = 0; k < 4 && f->advice[k]; k++) {
-				fprintf(v->o, ",\"advice_%d\":", k + 1);
-				json_put_string(v->o, f->advice[k], SIZE_MAX);
-			}
-			fputs("}}", v->o);
-		}
-	}
-}
-
-/* the rank's steps track: its steps in the windows, with their split, and its findings */
-static void steps_track(struct view *v)
-{
-	const struct rankinfo *ri = &v->a->ranks[v->r];
-	int pid = v->pid[v->r];
-	if (!ri->steps)
-		return;
-	for (int w = 0; w < v->nw; w++) {
-		for (size_t k = v->w[w].k0; k <= v->w[w].k1; k++) {
-			const struct rankstep *s = &ri->steps[k];
-			char nm[32];
-			snprintf(nm, sizeof nm, "step %d", vw_step_number(v->a, k));
-			ev_begin(v, "X", pid, STEP_TID(v->r), s->t0);
-			o_us(v->o, "dur", s->t1 - s->t0);
-			fputs(",\"cat\":\"step\",\"name\":", v->o);
-			json_put_string(v->o, nm, SIZE_MAX);
-			fprintf(v->o, ",\"args\":{\"ms\":%.3f,\"compute_ms\":%.3f,\"data_ms\":%.3f,\"comms_ms\":%.3f,\"host_ms\":%.3f,"
-				     "\"waiting_for_peers_ms\":%.3f,\"latest_arrival_ms\":%.3f}}",
-			      MS(s->t1 - s->t0), s->cat[CAT_COMPUTE], s->cat[CAT_DATA], s->cat[CAT_COMMS], s->cat[CAT_HOST],
-			      s->wait + s->p2p[0] + s->p2p[1], s->late_max);
-		}
-	}
-	finding_marks(v, pid, STEP_TID(v->r), ri->rank, ri);
-	meta(v, "thread_name", pid, STEP_TID(v->r), "steps", 0);
-}
-
-/* the input read rate of the rank and its workers in the windows, a counter */
-static void rate_track(struct view *v)
-{
-	double any = 0;
-	for (int i = 0; i < v->nw * RATE_BINS; i++)
-		any += v->bins[i];
-	if (!any || !v->show[v->r])
-		return;
-	for (int w = 0; w < v->nw; w++) {
-		int64_t span = v->w[w].t1 - v->w[w].t0;
-		double binw = span > 0 ? (double)span / RATE_BINS : 1;
-		for (int b = 0; b <= RATE_BINS; b++) {
-			double x = b < RATE_BINS ? v->bins[w * RATE_BINS + b] / (binw / 1e9) / 1e6 : 0;
-			ev_begin(v, "C", v->pid[v->r], 0, v->w[w].t0 + (int64_t)(b * binw));
-			fprintf(v->o, ",\"name\":\"input read\",\"args\":{\"MB/s\":%.3f}}", x);
-		}
-	}
-}
 
 /* Flows for point-to-point waits (collector/p2p.c): from the late peer's send (or receive) to the
  * call that waited for it, where both are in the steps shown */
@@ -481,9 +154,9 @@ static void p2p_flows(struct view *v)
 		snprintf(nm, sizeof nm, "waited for rank %d (late %s)", a->ranks[b->L].rank,
 			 b->late_sender ? "sender" : "receiver");
 		v->flows++;
-		ev_begin(v, "s", v->pid[b->L], tl->tid, b->post);
+		vo_ev(v, "s", v->pid[b->L], tl->tid, b->post);
 		fprintf(v->o, ",\"id\":%llu,\"cat\":\"comms\",\"name\":\"%s\"}", (unsigned long long)v->flows, nm);
-		ev_begin(v, "f", v->pid[b->r], tr->tid, b->t);
+		vo_ev(v, "f", v->pid[b->r], tr->tid, b->t);
 		fprintf(v->o, ",\"bp\":\"e\",\"id\":%llu,\"cat\":\"comms\",\"name\":\"%s\"}", (unsigned long long)v->flows,
 			nm);
 	}
@@ -513,9 +186,9 @@ static void crit_and_flows(struct view *v)
 			char nm[48];
 			snprintf(nm, sizeof nm, "waited for rank %d", a->ranks[L->rank].rank);
 			v->flows++;
-			ev_begin(v, "s", v->pid[L->rank], L->tid, L->t);
+			vo_ev(v, "s", v->pid[L->rank], L->tid, L->t);
 			fprintf(v->o, ",\"id\":%llu,\"cat\":\"%s\",\"name\":\"%s\"}", (unsigned long long)v->flows, cat, nm);
-			ev_begin(v, "f", v->pid[r->rank], r->tid, r->t);
+			vo_ev(v, "f", v->pid[r->rank], r->tid, r->t);
 			fprintf(v->o, ",\"bp\":\"e\",\"id\":%llu,\"cat\":\"%s\",\"name\":\"%s\"}", (unsigned long long)v->flows, cat,
 			      nm);
 		}
@@ -557,8 +230,8 @@ static void crit_and_flows(struct view *v)
 			if (L->t > cur) {
 				char nm[48];
 				snprintf(nm, sizeof nm, "rank %d", a->ranks[L->rank].rank);
-				ev_begin(v, "X", CRIT_PID, 1, cur);
-				o_us(v->o, "dur", L->t - cur);
+				vo_ev(v, "X", CRIT_PID, 1, cur);
+				vo_us(v->o, "dur", L->t - cur);
 				fputs(",\"cat\":\"critical\",\"name\":", v->o);
 				json_put_string(v->o, nm, SIZE_MAX);
 				fprintf(v->o, ",\"args\":{\"rank\":%d,\"why\":\"the last to reach %s %d (%s)\",\"others_waited_ms\":%.3f}}",
@@ -566,8 +239,8 @@ static void crit_and_flows(struct view *v)
 				cur = L->t;
 			}
 			if (L->end > cur) {
-				ev_begin(v, "X", CRIT_PID, 1, cur);
-				o_us(v->o, "dur", L->end - cur);
+				vo_ev(v, "X", CRIT_PID, 1, cur);
+				vo_us(v->o, "dur", L->end - cur);
 				fprintf(v->o, ",\"cat\":\"critical\",\"name\":\"%s\",\"args\":{\"seq\":%d,\"bytes\":%lld,\"on\":\"%s\"}}",
 				      op, L->seq, (long long)L->bytes, L->gpu ? "device" : "host");
 				cur = L->end;
@@ -584,17 +257,17 @@ static void crit_and_flows(struct view *v)
 		if (late >= 0 && end > cur) {
 			char nm[48];
 			snprintf(nm, sizeof nm, "rank %d", a->ranks[late].rank);
-			ev_begin(v, "X", CRIT_PID, 1, cur);
-			o_us(v->o, "dur", end - cur);
+			vo_ev(v, "X", CRIT_PID, 1, cur);
+			vo_us(v->o, "dur", end - cur);
 			fputs(",\"cat\":\"critical\",\"name\":", v->o);
 			json_put_string(v->o, nm, SIZE_MAX);
 			fprintf(v->o, ",\"args\":{\"rank\":%d,\"why\":\"its step ended last\"}}", a->ranks[late].rank);
 		}
 	}
 	free(last);
-	finding_marks(v, CRIT_PID, 1, -1, NULL);
-	meta(v, "process_name", CRIT_PID, 0, "critical path", -1);
-	meta(v, "thread_name", CRIT_PID, 1, gpu ? "critical path (NCCL kernels)" : "critical path", LONG_MIN);
+	vo_finding_marks(v, CRIT_PID, 1, -1, NULL);
+	vo_meta(v, "process_name", CRIT_PID, 0, "critical path", -1);
+	vo_meta(v, "thread_name", CRIT_PID, 1, gpu ? "critical path (NCCL kernels)" : "critical path", LONG_MIN);
 }
 
 static void usage(FILE *to)
@@ -655,7 +328,7 @@ static void view_setup(struct view *v, long maxev)
 static void view_ranks(struct view *v)
 {
 	const struct analysis *a = v->a;
-	struct vw_reader rd = { .ctx = v, .call = on_call, .thread = on_thread, .nvtx = on_nvtx };
+	struct vw_reader rd = { .ctx = v, .call = on_call, .thread = on_thread, .nvtx = vo_on_nvtx };
 	for (int r = 0; r < a->nranks; r++) {
 		const struct proc *p = a->ranks[r].p;
 		v->r = r;
@@ -666,7 +339,7 @@ static void view_ranks(struct view *v)
 		v->ntids = v->nnvt = v->nnvs = 0;
 		if (vw_read(p, v->w, v->nw, &rd) < 0)
 			fprintf(stderr, "ddpspy view: %s: cannot be read again; its calls are left out\n", p->file);
-		gpu_tracks(v);
+		vo_gpu_tracks(v);
 		for (int i = 0; i < a->nprocs; i++) {
 			const struct proc *w = &a->procs[i];
 			if (w->role != DDPSPY_ROLE_WORKER || w->parent_pid != p->pid || strcmp(w->host, p->host))
@@ -681,14 +354,20 @@ static void view_ranks(struct view *v)
 		if (!v->show[r])
 			continue;
 		char nm[320];
-		snprintf(nm, sizeof nm, "rank %d", a->ranks[r].rank);
-		meta(v, "process_name", v->pid[r], 0, nm, a->ranks[r].rank);
+		int stage = a->pipe_stage ? a->pipe_stage[r] : -1;
+		if (stage >= 0) /* (a pipeline's ranks in stage order) */
+			snprintf(nm, sizeof nm, "rank %d (stage %d)", a->ranks[r].rank, stage);
+		else
+			snprintf(nm, sizeof nm, "rank %d", a->ranks[r].rank);
+		vo_meta(v, "process_name", v->pid[r], 0, nm,
+		     stage >= 0 ? (long)stage * a->nranks + a->ranks[r].rank : a->ranks[r].rank);
 		snprintf(nm, sizeof nm, "%s, pid %d", p->host, p->pid);
 		fprintf(v->o, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_labels\",\"args\":{\"labels\":", v->pid[r]);
 		json_put_string(v->o, nm, SIZE_MAX);
 		fputs("}}", v->o);
-		steps_track(v);
-		rate_track(v);
+		vo_steps_track(v);
+		vo_pipe_track(v);
+		vo_rate_track(v);
 	}
 }
 

@@ -37,7 +37,7 @@ LAYERS = [["common/format.c", "collector/json.c", "collector/cli.c", "collector/
           ["collector/findings.c", "collector/finddata.c", "collector/findgpu.c", "collector/findhost.c", "collector/findhang.c",
            "collector/findpipe.c", "collector/evidence.c"],
           ["collector/verdict.c"], ["collector/analyze.c"],
-          ["collector/words.c", "collector/report.c", "collector/compare.c", "viewer/html.c", "viewer/view.c",
+          ["collector/words.c", "collector/report.c", "collector/compare.c", "viewer/html.c", "viewer/view.c", "viewer/tracks.c",
            "viewer/timeline.c"],
           ["collector/main.c", "collector/run.c", "collector/dump.c", "collector/watch.c", "collector/watchprom.c",
            "collector/watchfind.c"]]

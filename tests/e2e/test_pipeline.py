@@ -6,9 +6,11 @@ micro-batches; stage_imbalance: the slow stage's rank named, at the step time th
 finding for the same cause; a healthy pipeline (16 micro-batches, balanced stages) has neither of
 0.15 or more. Each comparison is live,
 with margins from the spread the run measured, and a miss is run again (lib.live)."""
+import json
 import os
 import shutil
 import statistics
+import subprocess
 from lib import *
 
 if not shutil.which("mpirun") or not os.path.exists(BENCH):
@@ -105,6 +107,37 @@ def healthy(k):
 
 
 live("healthy pipeline", healthy)
+
+
+# ---- the stages in the report's JSON and text, the Perfetto view and the HTML page ----
+t, out = traced("views", ["--microbatches", "2"])
+j, _ = checked_report(out)
+if ok(j is not None and t is not None, "a pipeline of 2 stages traced and reported"):
+    ok(j["job"].get("pipeline") == {"stages": 2, "microbatches": 2} and
+       [r.get("pipeline_stage") for r in j["ranks"]] == [0, 1],
+       "the JSON: job.pipeline and each rank's pipeline_stage: %s %s" %
+       (j["job"].get("pipeline"), [r.get("pipeline_stage") for r in j["ranks"]]))
+    p = subprocess.run([DDPSPY, "report", out], capture_output=True, text=True, timeout=120)
+    ok("pipeline: 2 stages, 2 micro-batches per step; stage 0: rank 0; stage 1: rank 1" in p.stdout,
+       "the text: a line with the stages and their ranks")
+    view = os.path.join(d, "view.json")
+    p = subprocess.run([DDPSPY, "view", out, "-o", view], capture_output=True, text=True, timeout=120)
+    ev = json.load(open(view))["traceEvents"] if p.returncode == 0 else []
+    names = {e["pid"]: e["args"]["name"] for e in ev if e.get("name") == "process_name"}
+    sort = {e["pid"]: e["args"]["sort_index"] for e in ev if e.get("name") == "process_sort_index"}
+    ranks = sorted((sort[pid], names[pid]) for pid in names if names[pid].startswith("rank"))
+    idle = [e for e in ev if e.get("cat") == "idle"]
+    ok([n for _, n in ranks] == ["rank 0 (stage 0)", "rank 1 (stage 1)"] and idle and
+       all(e["ph"] == "X" and e["dur"] > 0 and e["args"]["waited_for_stage"] != e["args"]["stage"] for e in idle) and
+       {e["args"]["stage"] for e in idle} == {0, 1},
+       "the Perfetto view: each rank named with its stage, in stage order, each stage's waits for the other on "
+       "its idle track: %s, %d idle slices" % ([n for _, n in ranks], len(idle)))
+    page = os.path.join(d, "report.html")
+    subprocess.run([DDPSPY, "report", out, "--html", page], capture_output=True, timeout=120)
+    h = open(page).read() if os.path.exists(page) else ""
+    ok(0 <= h.find("rank 0, stage 0") < h.find("rank 1, stage 1") and h.count('class="wait idle"') > 0,
+       "the HTML page: lanes in stage order, labelled with their stage, the stages' waits for each other drawn "
+       "(%d)" % h.count('class="wait idle"'))
 
 
 # ---- a slow stage: its rank named, at what balancing it wins ----
