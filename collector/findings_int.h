@@ -32,7 +32,8 @@ void an_find_gpu(struct analysis *a);
 void an_find_data(struct analysis *a);
 void an_find_host(struct analysis *a);
 /* findpipe.c: pipeline_bubble and stage_imbalance, a pipeline-parallel job's; the ranks of the
- * slow stage get skip[r] set; returns the slow stage, -1 none */
+ * stage that sets its pace get skip[r] set (no straggler finding for them); returns the slow
+ * stage, -1 none */
 int an_find_pipeline(struct analysis *a, char *skip);
 /* findhang.c: a job that stopped making progress (its ranks' calls in flight), with or without steps */
 void an_find_hang(struct analysis *a);

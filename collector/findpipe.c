@@ -299,11 +299,13 @@ int an_find_pipeline(struct analysis *a, char *skip)
 			an_ev_num(f, "late_receiver_ms_per_step", a->sd->p2pL[2 * L] / (double)a->sd->K, 3);
 			stage_list(f, a, &pj);
 		}
-		for (int r = 0; r < pj.R; r++)
-			if (pj.stage[r] == top)
-				skip[r] = 1;
 		slow = top;
 	}
+	/* (the stage that sets the pace is what its peers wait for: its imbalance, or nothing, but no
+	 * straggler) */
+	for (int r = 0; r < pj.R; r++)
+		if (pj.stage[r] == top)
+			skip[r] = 1;
 	/* the bubble: what the stage that sets the pace idles, which only the schedule's fill and
 	 * drain explain (the others idle more, waiting for it) */
 	double bubble = pj.idle[top];

@@ -124,6 +124,7 @@ struct mref {
 	int32_t comm, src, dst, tag, seq; /* (a collective: src and dst -1, tag its operation) */
 	int r;
 	long j;
+	long pos;  /* a message: its call's place in its rank's sync list from the pattern's first call */
 };
 
 /* the message: equal for its send and its receive */
@@ -176,10 +177,121 @@ static int coll_refs(struct analysis *a, const struct sync *s, const struct patt
 			}
 			*m = nm;
 		}
-		(*m)[(*n)++] = (struct mref){ v->comm, -1, -1, v->op, v->seq, r, (long)j - 1 };
+		(*m)[(*n)++] = (struct mref){ v->comm, -1, -1, v->op, v->seq, r, (long)j - 1, -1 };
 	}
 	free(b);
 	return b || !pt->nsteps ? 0 : -1;
+}
+
+static long floor_div(long x, long p)
+{
+	return x >= 0 ? x / p : -((-x + p - 1) / p);
+}
+
+struct mpair { int a, b; long pa, pb; };
+struct qd { int q; long d; };
+
+static int cmp_qd(const void *x, const void *y)
+{
+	const struct qd *a = x, *b = y;
+	return AN_ORDER(a->q, b->q) ?: AN_ORDER(a->d, b->d);
+}
+
+/* how many of rank r's pairs (its end first: pa) fall in the same step on both ends, shifted by
+ * delta, against the ranks fixed so far (each pair of ranks its own most common offset); v: room */
+static size_t consistent(const struct mpair *pr, size_t np, int r, long delta, const struct pattern *pts,
+			 const long *shift, const char *fixed, struct qd *v)
+{
+	size_t nv = 0, sum = 0;
+	for (size_t i = 0; i < np; i++) {
+		int q = pr[i].a == r ? pr[i].b : pr[i].a;
+		long pr_ = pr[i].a == r ? pr[i].pa : pr[i].pb, pq = pr[i].a == r ? pr[i].pb : pr[i].pa;
+		if ((pr[i].a != r && pr[i].b != r) || !fixed[q])
+			continue;
+		v[nv++] = (struct qd){ q, floor_div(pq - shift[q], (long)pts[q].period) -
+					  floor_div(pr_ - delta, (long)pts[r].period) };
+	}
+	sort_n(v, nv, sizeof *v, cmp_qd);
+	for (size_t i = 0, k; i < nv; i = k) {
+		size_t most = 0;
+		for (k = i; k < nv && v[k].q == v[i].q;) {
+			size_t l = k;
+			while (l < nv && v[l].q == v[k].q && v[l].d == v[k].d)
+				l++;
+			most = l - k > most ? l - k : most;
+			k = l;
+		}
+		sum += most;
+	}
+	return sum;
+}
+
+/* Each rank's phase against the ranks before it, where its gaps put it mid-step: the last stage of
+ * a pipeline pauses longest before its first backward, after its last forward, and then half its
+ * messages are a step off its peers' (a forward's receive in the step before). The shift of its
+ * first call (below its period) that puts the most of its messages in the same step as their other
+ * ends' (each pair of ranks at one offset) is its phase, where that is a tenth more than its own;
+ * ranks whose messages agree already (19 in 20) keep theirs. m: sorted by message, positions from
+ * each rank's first call (made from the shifted first here). */
+static int align_phases(struct mref *m, size_t n, struct pattern *pts, int R)
+{
+	struct mpair *pr = malloc((n / 2 + 1) * sizeof *pr);
+	struct qd *v = malloc((n / 2 + 1) * sizeof *v);
+	long *shift = calloc((size_t)R, sizeof *shift);
+	char *fixed = calloc((size_t)R, 1);
+	size_t np = 0;
+	int rc = -1;
+	if (!pr || !v || !shift || !fixed)
+		goto out;
+	for (size_t i = 0; i + 1 < n; i++)
+		if (m[i].r != m[i + 1].r && m[i].pos >= 0 && m[i + 1].pos >= 0 && !cmp_message(&m[i], &m[i + 1])) {
+			pr[np++] = (struct mpair){ m[i].r, m[i + 1].r, m[i].pos, m[i + 1].pos };
+			i++;
+		}
+	fixed[0] = 1;
+	for (int round = 1; round < R; round++) {
+		int r = -1;
+		size_t most = 0, tot = 0;
+		for (int c = 0; c < R; c++) { /* (the unfixed rank tied most to the fixed ones) */
+			size_t k = 0;
+			for (size_t i = 0; !fixed[c] && i < np; i++)
+				k += (pr[i].a == c && fixed[pr[i].b]) || (pr[i].b == c && fixed[pr[i].a]);
+			if (k > most) {
+				most = k;
+				r = c;
+			}
+		}
+		if (r < 0)
+			break;
+		size_t own = consistent(pr, np, r, 0, pts, shift, fixed, v), best = own;
+		tot = most;
+		for (long d = 1; own < tot - tot / 20 && d < (long)pts[r].period; d++) {
+			size_t c = consistent(pr, np, r, d, pts, shift, fixed, v);
+			if (c > best && (double)c >= 1.1 * (double)own) {
+				best = c;
+				shift[r] = d;
+			}
+		}
+		fixed[r] = 1;
+	}
+	for (int r = 0; r < R; r++) { /* (a step earlier where there is room: none lost at the end) */
+		if (!shift[r])
+			continue;
+		if (pts[r].first > pts[r].period - (size_t)shift[r])
+			shift[r] -= (long)pts[r].period;
+		pts[r].first += (size_t)shift[r];
+		if (shift[r] > 0 && pts[r].first + pts[r].nsteps * pts[r].period > pts[r].end)
+			pts[r].nsteps--;
+	}
+	for (size_t i = 0; i < n; i++)
+		m[i].pos -= m[i].pos >= 0 ? shift[m[i].r] : 0;
+	rc = 0;
+out:
+	free(pr);
+	free(v);
+	free(shift);
+	free(fixed);
+	return rc;
 }
 
 static int p2p_align(struct analysis *a, struct sync *syn, struct pattern *pts, size_t *first)
@@ -197,8 +309,6 @@ static int p2p_align(struct analysis *a, struct sync *syn, struct pattern *pts, 
 			goto out;
 		const struct pattern *pt = &pts[r];
 		const struct proc *p = a->ranks[r].p;
-		if (coll_refs(a, &syn[r], pt, r, &m, &n, &cap) < 0)
-			goto out;
 		for (size_t j = 0; j < pt->nsteps; j++)
 			for (size_t c = 0; c < pt->period; c++) {
 				const struct ev *v = syn[r].e[pt->first + j * pt->period + c];
@@ -214,10 +324,19 @@ static int p2p_align(struct analysis *a, struct sync *syn, struct pattern *pts, 
 							goto out;
 						m = nm;
 					}
-					m[n++] = (struct mref){ msg[k].comm, msg[k].src, msg[k].dst, msg[k].tag, msg[k].seq, r, (long)j };
+					m[n++] = (struct mref){ msg[k].comm, msg[k].src, msg[k].dst, msg[k].tag, msg[k].seq, r, 0,
+								(long)(j * pt->period + c) };
 				}
 			}
 	}
+	sort_n(m, n, sizeof *m, cmp_mref);
+	if (align_phases(m, n, pts, R) < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		m[i].j = floor_div(m[i].pos, (long)pts[m[i].r].period);
+	for (int r = 0; r < R; r++)
+		if (coll_refs(a, &syn[r], &pts[r], r, &m, &n, &cap) < 0)
+			goto out;
 	sort_n(m, n, sizeof *m, cmp_mref);
 	/* the two ends of a message: equal keys, two ranks; a collective's members: each with the
 	 * first */

@@ -15,7 +15,7 @@
 #define DDPSPY_MAGIC_LEN 8
 #define DDPSPY_FILE_HEADER_LEN 16
 #define DDPSPY_FORMAT_MAJOR 2
-#define DDPSPY_FORMAT_MINOR 9
+#define DDPSPY_FORMAT_MINOR 10
 /* the oldest major this reader still reads (1.x: events as msgpack arrays, modules snapshots) */
 #define DDPSPY_FORMAT_MAJOR_OLDEST 1
 
@@ -323,7 +323,13 @@ enum ddpspy_category {
 	 * comm (nccl_init's, -1 unknown), hash (NCCL's of the communicator, 62 bits), op, seq (of   \
 	 * that operation in the communicator, from 0), count, channel, and its start and end on the \
 	 * GPU's %globaltimer (ns); the event's own time is when NCCL told it */                      \
-	X(EV_NCCL_KERNEL, "nccl_kernel", "comm,hash,op,seq,count,channel,gpu_start,gpu_end,comm_rank", DDPSPY_CAT_NONE)
+	X(EV_NCCL_KERNEL, "nccl_kernel", "comm,hash,op,seq,count,channel,gpu_start,gpu_end,comm_rank", DDPSPY_CAT_NONE) \
+	/* 2.10: c10d's point-to-point calls over gloo: a send or receive started (op, comm: 0 the    \
+	 * default group's, whose peers are world ranks, else -3 - its size; peer, -1 any of several; \
+	 * tag: gloo's slot; bytes; request: the transport's buffer), and the wait that completes it \
+	 * (op wait, the buffer as its request) */                                                   \
+	X(EV_GLOO_P2P, "gloo_p2p", "op,comm,peer,tag,bytes,request,threw", DDPSPY_CAT_COMMS | DDPSPY_KM_P2P) \
+	X(EV_GLOO_WAIT, "gloo_wait", "op,count,request,threw", DDPSPY_CAT_COMMS | DDPSPY_KM_WAITS)
 
 enum ddpspy_event_kind {
 #define X(e, s, a, m) DDPSPY_##e,

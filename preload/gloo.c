@@ -16,6 +16,8 @@
  * gloo reports errors by throwing C++ exceptions. This file is compiled with -fexceptions so an
  * exception can unwind through our frames, and the cleanup attribute releases the guard and
  * records the call (threw=1) while it does. */
+#include <stdbool.h>
+
 #include "internal.h"
 
 /* the wrappers below are the library's exports (exports.map); helpers are static */
@@ -156,11 +158,40 @@ void *_ZN4gloo7Context19createUnboundBufferEPvm(void *ret, void *self, void *ptr
 	return real_create(ret, self, ptr, size);
 }
 
-/* The tcp transport's UnboundBuffer::send and recv (a rank, or a vector of them passed by
- * reference as any class with a destructor is; then slot, offset, bytes): outside a collective
- * they are c10d's point-to-point calls, whose buffers are no collective's. */
+/* c10d's point-to-point calls over gloo (ProcessGroupGloo::send and recv, dist.send and recv):
+ * the tcp transport's UnboundBuffer::send and recv start them (a rank, or a vector of them passed by
+ * reference as any class with a destructor is; then slot, offset, bytes), reached through vtables
+ * whose entries bind to our exports, and UnboundBuffer::waitSend and waitRecv (through c10d's
+ * Work::wait) complete them. Outside a collective (whose own sends and receives run inside its
+ * call, the guard held) each is recorded on its thread: gloo_p2p with the buffer c10d made for it
+ * just before (its size: c10d tells gloo no byte count) and gloo_wait, the buffer's address the
+ * request that joins them. Both may throw (an I/O error, a timeout): recorded then with threw 1. */
+struct gp2p {
+	struct dsp_tls *t;
+	uint64_t t0;
+	int kind, nargs, done;
+	int64_t a[7];
+};
+
+static void gloo_p2p_end(struct gp2p *c)
+{
+	if (!c->t)
+		return;
+	c->a[c->nargs - 1] = !c->done;
+	dsp_emit_wait(c->t, c->kind, c->t0, dsp_now(), c->nargs, c->a);
+	dsp_leave(c->t);
+}
+
+/* the communicator of a buffer of a context of `ranks` ranks: the default group's (0: its ranks
+ * are the world's), or a subgroup's that no other is told apart from (-3 - its size) */
+static int64_t p2p_comm(int ranks)
+{
+	return ranks <= 0 || ranks == dsp_id.world_size ? 0 : -3 - (int64_t)ranks;
+}
+
 static void gloo_p2p(void (**real)(void *, uintptr_t, uint64_t, size_t, size_t), const char *sym,
-		     void *self, uintptr_t peer, uint64_t slot, size_t off, size_t n)
+		     void *self, uintptr_t peer, uint64_t slot, size_t off, size_t n, int op, int any,
+		     const void *site, const void *fp)
 {
 	if (!*real)
 		*real = (void (*)(void *, uintptr_t, uint64_t, size_t, size_t))dsp_resolve(sym, "libgloo");
@@ -168,21 +199,72 @@ static void gloo_p2p(void (**real)(void *, uintptr_t, uint64_t, size_t, size_t),
 		gloo_missing(sym);
 		return;
 	}
-	if (!dsp_tls.guard)
-		dsp_tls.gloo.n = 0;
+	struct dsp_tls *t = &dsp_tls;
+	struct gp2p c __attribute__((cleanup(gloo_p2p_end))) = { NULL, 0, DDPSPY_EV_GLOO_P2P, 7, 0, { 0 } };
+	if (!t->guard) {
+		/* its bytes: the buffer just made for it (gloo::transport's kUnspecifiedByteCount, -1,
+		 * where c10d gave none), which no collective of this thread counts */
+		int64_t bytes = n != SIZE_MAX ? (int64_t)n : t->gloo.n ? (int64_t)t->gloo.first : -1;
+		int ranks = t->gloo.ranks;
+		t->gloo.n = 0;
+		if (dsp_enter(t)) {
+			c.t = t;
+			int64_t a[7] = { op, p2p_comm(ranks), any ? -1 : (int64_t)(int)peer, (int64_t)slot, bytes,
+					 (int64_t)(uintptr_t)self, -1 };
+			memcpy(c.a, a, sizeof a);
+			c.t0 = dsp_call_begin(t, DDPSPY_EV_GLOO_P2P, site, fp, -1, NULL, 6, a);
+		}
+	}
 	(*real)(self, peer, slot, off, n);
+	c.done = 1;
 }
 
-#define GLOO_P2P(sym, peer_t)                                                                   \
+#define GLOO_P2P(sym, peer_t, op, any)                                                          \
 	static void (*real_##sym)(void *, uintptr_t, uint64_t, size_t, size_t);                 \
 	void sym(void *self, peer_t peer, uint64_t slot, size_t off, size_t n)                  \
 	{                                                                                       \
-		gloo_p2p(&real_##sym, #sym, self, (uintptr_t)peer, slot, off, n);               \
+		gloo_p2p(&real_##sym, #sym, self, (uintptr_t)peer, slot, off, n, op, any,       \
+			 __builtin_return_address(0), __builtin_frame_address(0));               \
 	}
 
-GLOO_P2P(_ZN4gloo9transport3tcp13UnboundBuffer4sendEimmm, int)
-GLOO_P2P(_ZN4gloo9transport3tcp13UnboundBuffer4recvEimmm, int)
-GLOO_P2P(_ZN4gloo9transport3tcp13UnboundBuffer4recvESt6vectorIiSaIiEEmmm, void *)
+GLOO_P2P(_ZN4gloo9transport3tcp13UnboundBuffer4sendEimmm, int, DDPSPY_OP_SEND, 0)
+GLOO_P2P(_ZN4gloo9transport3tcp13UnboundBuffer4recvEimmm, int, DDPSPY_OP_RECV, 0)
+GLOO_P2P(_ZN4gloo9transport3tcp13UnboundBuffer4recvESt6vectorIiSaIiEEmmm, void *, DDPSPY_OP_RECV, 1)
+
+/* bool waitSend(int *rank, std::chrono::milliseconds timeout), and waitRecv: the duration, one
+ * integer, comes in a register as the integer would */
+static bool gloo_wait(bool (**real)(void *, int *, long), const char *sym, void *self, int *rank, long ms,
+		      const void *site, const void *fp)
+{
+	if (!*real)
+		*real = (bool (*)(void *, int *, long))dsp_resolve(sym, "libgloo");
+	if (!*real) {
+		gloo_missing(sym);
+		return false;
+	}
+	struct dsp_tls *t = &dsp_tls;
+	struct gp2p c __attribute__((cleanup(gloo_p2p_end))) = { NULL, 0, DDPSPY_EV_GLOO_WAIT, 4, 0, { 0 } };
+	if (dsp_enter(t)) {
+		c.t = t;
+		int64_t a[4] = { DDPSPY_OP_WAIT, 1, (int64_t)(uintptr_t)self, -1 };
+		memcpy(c.a, a, sizeof a);
+		c.t0 = dsp_call_begin(t, DDPSPY_EV_GLOO_WAIT, site, fp, -1, NULL, 3, a);
+	}
+	bool ok = (*real)(self, rank, ms);
+	c.done = 1;
+	return ok;
+}
+
+#define GLOO_WAIT(sym)                                                                          \
+	static bool (*real_##sym)(void *, int *, long);                                         \
+	bool sym(void *self, int *rank, long ms)                                                \
+	{                                                                                       \
+		return gloo_wait(&real_##sym, #sym, self, rank, ms, __builtin_return_address(0),  \
+				 __builtin_frame_address(0));                                    \
+	}
+
+GLOO_WAIT(_ZN4gloo9transport3tcp13UnboundBuffer8waitSendEPiNSt6chrono8durationIlSt5ratioILl1ELl1000EEEE)
+GLOO_WAIT(_ZN4gloo9transport3tcp13UnboundBuffer8waitRecvEPiNSt6chrono8durationIlSt5ratioILl1ELl1000EEEE)
 
 /* c10d's ProcessGroupGloo(store, rank, size, options), which PyTorch's Python binding calls: where
  * no launcher named this process's rank (mp.spawn's children pass it to init_process_group), the

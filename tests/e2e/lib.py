@@ -103,6 +103,17 @@ def busy_host(checks, *reports):
     return checks
 
 
+TORCHRUN = "/usr/bin/torchrun"
+
+
+def have_torch():
+    """whether Debian's PyTorch with gloo is here (/usr/bin/torchrun, and torch for /usr/bin/python3:
+    `python3` on the PATH may be another interpreter)"""
+    return os.path.exists(TORCHRUN) and subprocess.run(
+        ["/usr/bin/python3", "-c", "import torch.distributed as d; assert d.is_gloo_available()"],
+        capture_output=True).returncode == 0
+
+
 def done():
     if _reruns:
         print("# reruns: %d" % _reruns, flush=True)

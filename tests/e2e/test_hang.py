@@ -176,9 +176,7 @@ for when, j in (("while it hangs", during), ("after it was killed", after)):
        "point-to-point deadlock, %s: ranks 0 and 1 each in MPI_Recv from the other: %s" % (when, f and f["title"]))
 
 # ---- PyTorch over gloo: rank 1 blocked before its all-reduce, rank 0's gloo thread in it ----
-TORCHRUN = "/usr/bin/torchrun"
-if os.path.exists(TORCHRUN) and subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed as d; "
-                                                "assert d.is_gloo_available()"], capture_output=True).returncode == 0:
+if have_torch():
     out = os.path.join(d, "gloo")
     gfifo = os.path.join(d, "gloo.fifo")
     os.mkfifo(gfifo)

@@ -10,12 +10,8 @@ import shutil
 import subprocess
 from lib import *
 
-TORCHRUN = "/usr/bin/torchrun"
 TRAIN = os.path.join(ROOT, "examples", "torch", "train_mlp.py")
-have = os.path.exists(TORCHRUN) and subprocess.run(
-    ["/usr/bin/python3", "-c", "import torch.distributed as d; assert d.is_gloo_available()"],
-    capture_output=True).returncode == 0
-if not have:
+if not have_torch():
     skip("PyTorch under ddpspy", "Debian's python3-torch is not installed (/usr/bin/torchrun, torch with gloo)")
     done()
 

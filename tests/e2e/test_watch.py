@@ -250,7 +250,6 @@ live("rank-0 serialization", rank0)
 # straggler, its severity within 0.15 of the sleep over the job's own step p50 (two all-reduces a step
 # in flight together count it once); the finished job watched again counts the job's steps (warm-up
 # included) within 2 and its step p50 within 10% of the job's ----
-TORCHRUN = "/usr/bin/torchrun"
 TRAIN = os.path.join(ROOT, "examples", "torch", "train_mlp.py")
 
 
@@ -283,8 +282,7 @@ def gloo_straggler(k):
              % (steps, n, p50, truth["step_ms_p50"], first))]
 
 
-if os.path.exists(TORCHRUN) and subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed as t; "
-                                                "assert t.is_gloo_available()"], capture_output=True).returncode == 0:
+if have_torch():
     live("gloo straggler", gloo_straggler)
 else:
     skip("ddpspy watch on PyTorch", "Debian's python3-torch is not installed (/usr/bin/torchrun, torch with gloo)")
