@@ -319,7 +319,6 @@ int an_find_pipeline(struct analysis *a, char *skip)
 			an_ev_num(f, "predicted_share", predicted, 3);
 			an_ev_int(f, "pace_stage", top);
 			an_ev_int(f, "replicas", pj.chains);
-			an_ev_hidden_num(f, "imbalanced", slow >= 0);
 			stage_list(f, a, &pj);
 		}
 	}

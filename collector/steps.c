@@ -197,19 +197,21 @@ static int cmp_qd(const void *x, const void *y)
 	return AN_ORDER(a->q, b->q) ?: AN_ORDER(a->d, b->d);
 }
 
-/* how many of rank r's pairs (its end first: pa) fall in the same step on both ends, shifted by
- * delta, against the ranks fixed so far (each pair of ranks its own most common offset); v: room */
-static size_t consistent(const struct mpair *pr, size_t np, int r, long delta, const struct pattern *pts,
-			 const long *shift, const char *fixed, struct qd *v)
+/* how many of rank r's pairs (pr[adj[0 .. na)], at most 4096 of them evenly spaced: the shifts
+ * tried then cost no more on a long trace) fall in the same step on both ends, its calls shifted by
+ * delta, against the ranks fixed so far (each pair of ranks at its own most common offset); v:
+ * room for na */
+static size_t consistent(const struct mpair *pr, const size_t *adj, size_t na, int r, long delta,
+			 const struct pattern *pts, const long *shift, const char *fixed, struct qd *v)
 {
 	size_t nv = 0, sum = 0;
-	for (size_t i = 0; i < np; i++) {
-		int q = pr[i].a == r ? pr[i].b : pr[i].a;
-		long pr_ = pr[i].a == r ? pr[i].pa : pr[i].pb, pq = pr[i].a == r ? pr[i].pb : pr[i].pa;
-		if ((pr[i].a != r && pr[i].b != r) || !fixed[q])
-			continue;
-		v[nv++] = (struct qd){ q, floor_div(pq - shift[q], (long)pts[q].period) -
-					  floor_div(pr_ - delta, (long)pts[r].period) };
+	for (size_t k = 0; k < na; k += na / 4096 + 1) {
+		const struct mpair *x = &pr[adj[k]];
+		int q = x->a == r ? x->b : x->a;
+		long pr_ = x->a == r ? x->pa : x->pb, pq = x->a == r ? x->pb : x->pa;
+		if (fixed[q])
+			v[nv++] = (struct qd){ q, floor_div(pq - shift[q], (long)pts[q].period) -
+						  floor_div(pr_ - delta, (long)pts[r].period) };
 	}
 	sort_n(v, nv, sizeof *v, cmp_qd);
 	for (size_t i = 0, k; i < nv; i = k) {
@@ -226,53 +228,69 @@ static size_t consistent(const struct mpair *pr, size_t np, int r, long delta, c
 	return sum;
 }
 
+/* rank r placed: its peers are tied to it by their pairs with it */
+static void tie_up(const struct mpair *pr, const size_t *adj, const size_t *at, int r, size_t *tie)
+{
+	for (size_t k = at[r]; k < at[r + 1]; k++) {
+		const struct mpair *x = &pr[adj[k]];
+		tie[x->a == r ? x->b : x->a]++;
+	}
+}
+
 /* Each rank's phase against the ranks before it, where its gaps put it mid-step: the last stage of
  * a pipeline pauses longest before its first backward, after its last forward, and then half its
  * messages are a step off its peers' (a forward's receive in the step before). The shift of its
  * first call (below its period) that puts the most of its messages in the same step as their other
  * ends' (each pair of ranks at one offset) is its phase, where that is a tenth more than its own;
- * ranks whose messages agree already (19 in 20) keep theirs. m: sorted by message, positions from
+ * ranks whose messages agree already (19 in 20) keep theirs. Ranks are placed from the lowest on,
+ * the one tied by the most messages to those placed first. m: sorted by message, positions from
  * each rank's first call (made from the shifted first here). */
 static int align_phases(struct mref *m, size_t n, struct pattern *pts, int R)
 {
 	struct mpair *pr = malloc((n / 2 + 1) * sizeof *pr);
-	struct qd *v = malloc((n / 2 + 1) * sizeof *v);
+	struct qd *v = malloc((n + 1) * sizeof *v);
+	size_t *adj = calloc(n + 1, sizeof *adj), *at = calloc((size_t)R + 1, sizeof *at);
+	size_t *tie = calloc((size_t)R, sizeof *tie), np = 0;
 	long *shift = calloc((size_t)R, sizeof *shift);
 	char *fixed = calloc((size_t)R, 1);
-	size_t np = 0;
 	int rc = -1;
-	if (!pr || !v || !shift || !fixed)
+	if (!pr || !v || !adj || !at || !tie || !shift || !fixed)
 		goto out;
 	for (size_t i = 0; i + 1 < n; i++)
 		if (m[i].r != m[i + 1].r && m[i].pos >= 0 && m[i + 1].pos >= 0 && !cmp_message(&m[i], &m[i + 1])) {
 			pr[np++] = (struct mpair){ m[i].r, m[i + 1].r, m[i].pos, m[i + 1].pos };
 			i++;
 		}
+	/* each rank's pairs: adj[at[r] .. at[r + 1]) */
+	for (size_t i = 0; i < np; i++)
+		at[pr[i].a + 1]++, at[pr[i].b + 1]++;
+	for (int r = 0; r < R; r++)
+		at[r + 1] += at[r];
+	for (size_t i = 0; i < np; i++)
+		adj[at[pr[i].a]++] = i, adj[at[pr[i].b]++] = i;
+	for (int r = R; r > 0; r--)
+		at[r] = at[r - 1];
+	at[0] = 0;
 	fixed[0] = 1;
+	tie_up(pr, adj, at, 0, tie);
 	for (int round = 1; round < R; round++) {
-		int r = -1;
-		size_t most = 0, tot = 0;
-		for (int c = 0; c < R; c++) { /* (the unfixed rank tied most to the fixed ones) */
-			size_t k = 0;
-			for (size_t i = 0; !fixed[c] && i < np; i++)
-				k += (pr[i].a == c && fixed[pr[i].b]) || (pr[i].b == c && fixed[pr[i].a]);
-			if (k > most) {
-				most = k;
-				r = c;
-			}
-		}
-		if (r < 0)
+		int c = -1; /* (the unplaced rank tied most to those placed) */
+		for (int q = 1; q < R; q++)
+			if (!fixed[q] && tie[q] && (c < 0 || tie[q] > tie[c]))
+				c = q;
+		if (c < 0)
 			break;
-		size_t own = consistent(pr, np, r, 0, pts, shift, fixed, v), best = own;
-		tot = most;
-		for (long d = 1; own < tot - tot / 20 && d < (long)pts[r].period; d++) {
-			size_t c = consistent(pr, np, r, d, pts, shift, fixed, v);
-			if (c > best && (double)c >= 1.1 * (double)own) {
-				best = c;
-				shift[r] = d;
+		size_t na = at[c + 1] - at[c], tot = (tie[c] + na / 4096) / (na / 4096 + 1); /* (as sampled) */
+		size_t own = consistent(pr, adj + at[c], na, c, 0, pts, shift, fixed, v), best = own;
+		for (long d = 1; own < tot - tot / 20 && d < (long)pts[c].period; d++) {
+			size_t k = consistent(pr, adj + at[c], na, c, d, pts, shift, fixed, v);
+			if (k > best && (double)k >= 1.1 * (double)own) {
+				best = k;
+				shift[c] = d;
 			}
 		}
-		fixed[r] = 1;
+		fixed[c] = 1;
+		tie_up(pr, adj, at, c, tie);
 	}
 	for (int r = 0; r < R; r++) { /* (a step earlier where there is room: none lost at the end) */
 		if (!shift[r])
@@ -289,6 +307,9 @@ static int align_phases(struct mref *m, size_t n, struct pattern *pts, int R)
 out:
 	free(pr);
 	free(v);
+	free(adj);
+	free(at);
+	free(tie);
 	free(shift);
 	free(fixed);
 	return rc;
