@@ -319,7 +319,16 @@ struct gpustat {
 				    * profiler plugin (then, without CUPTI, have is 0 and of the above only
 				    * the nccl_ figures are set, over its host's steps) */
 	double nccl_late_p50;      /* its NCCL kernels' start after the first rank's, median (ms) */
+	/* a sharded job's all-gathers of parameters and reduce-scatters of gradients (SHARD_*), over
+	 * its analysed steps (gpushard.c): kernels, bytes; ms transferring with no compute kernel
+	 * running, waiting for peers' kernels before, transferring in all; ms of the exposed the
+	 * compute beside them could have hidden; bytes by operation */
+	struct gpushard {
+		double calls, bytes, exposed, waited, xfer, hideable;
+		double opbytes[DDPSPY_OP_COUNT];
+	} shard[2];
 };
+enum { SHARD_GATHER, SHARD_REDUCE, SHARD_CLASSES };
 
 /* A rank's CPU time over its analysed steps (cpu.c): its training thread's time on a CPU and
  * runnable but waiting for one, as shares of the span; on its host, the other threads' CPU time and

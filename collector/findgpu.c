@@ -254,7 +254,9 @@ static void find_nccl(struct analysis *a)
 	xfer /= n;
 	left /= n;
 	double exposed = gpu_ms(a, GP_NCCL, rank);
-	sev = gpu_crit(a, 1u << GP_NCCL);
+	/* (what prefetching a sharded job's gathers and overlapping its reduce-scatters would win is
+	 * exposed_collective's: the bytes' part is what is left) */
+	sev = fmax(0, gpu_crit(a, 1u << GP_NCCL) - an_shard_hideable(a));
 	/* on the compute stream: what overlapping them with backward would win (gpu.c's overlap_left) */
 	if (on && exposed > 0)
 		sev *= fmax(0, exposed - left) / exposed;

@@ -684,6 +684,7 @@ void an_find_all(struct analysis *a)
 		find_skew(a);
 		if (an_gpu_ranks(a)) {
 			an_find_gpu(a); /* the device's timeline says what the host's enqueueing calls cannot */
+			an_find_exposed(a);
 		} else {
 			find_volume(a);
 			find_overlap(a);

@@ -31,6 +31,12 @@ const char *an_op_name(int op);
 void an_find_gpu(struct analysis *a);
 void an_find_data(struct analysis *a);
 void an_find_host(struct analysis *a);
+/* findshard.c: exposed_collective, a sharded job's all-gathers and reduce-scatters exposed on
+ * the device where the work beside them could have hidden them (GPU jobs) */
+void an_find_exposed(struct analysis *a);
+/* the part of the step that prefetching and overlapping them would win (what the NCCL kernels'
+ * collective_volume leaves to exposed_collective) */
+double an_shard_hideable(const struct analysis *a);
 /* findpipe.c: pipeline_bubble and stage_imbalance, a pipeline-parallel job's; the ranks of the
  * stage that sets its pace get skip[r] set (no straggler finding for them); returns the slow
  * stage, -1 none */

@@ -878,6 +878,7 @@ void an_gpu_split(struct analysis *a, struct stepdata *sd, const size_t *rs, siz
 			order[k++] = order[i];
 	j.phase = 1;
 	an_parallel(k, a->jobs, order, gpu_one, &j);
+	an_gpu_shards(a, order, k, &tab);
 out:
 	free(j.ok);
 	free(j.mine);

@@ -459,6 +459,34 @@ static void volume_words(struct finding *f)
 		host_volume_words(f);
 }
 
+/* exposed_collective: a sharded job's all-gathers (reduce-scatters) exposed where they are needed */
+static void exposed_words(struct finding *f)
+{
+	char hb[32];
+	const char *op = str(f, "op");
+	int gather = !strstr(op, "reduce");
+	an_human_bytes(num(f, "bytes_per_step"), hb, sizeof hb);
+	snprintf(f->title, sizeof f->title, "%s of %s exposed where %s: %.1f ms per step that the compute beside them "
+		 "would hide", op, gather ? "parameters" : "gradients",
+		 gather ? "each layer needs them, not prefetched" : "they are made, not left to run behind backward",
+		 num(f, "ms_per_step"));
+	snprintf(f->text, sizeof f->text, "%.1f %s kernels per step, %s, %.1f ms per step transferring with no compute "
+		 "kernel running (%.1f ms more waiting for peers' kernels), %.0f%% of their transfer beside compute",
+		 num(f, "calls_per_step"), op, hb, num(f, "exposed_ms_per_step"), num(f, "wait_ms_per_step"),
+		 100 * num(f, "overlapped_share"));
+	if (gather) {
+		f->advice[0] = "Prefetch each layer's parameters while the layer before computes: FSDP's "
+			       "forward_prefetch=True and backward_prefetch=BackwardPrefetch.BACKWARD_PRE (FSDP2: "
+			       "set_modules_to_forward_prefetch / set_modules_to_backward_prefetch), DeepSpeed ZeRO-3's "
+			       "stage3_prefetch_bucket_size.";
+		f->advice[1] = "Keep what the prefetch holds bounded (FSDP's limit_all_gathers=True), and wrap larger "
+			       "units if each all-gather is too short to hide behind its layer.";
+	} else {
+		f->advice[0] = "Reduce-scatter each layer's gradients on a stream of their own as soon as backward makes "
+			       "them (FSDP does so by default), and wait for them all only before the optimizer.";
+	}
+}
+
 /* ---- a pipeline's: the schedule's bubble, a stage slower than the others ---- */
 static void bubble_words(struct finding *f)
 {
@@ -746,6 +774,7 @@ static const struct row {
 	{ "small_work", small_work_words },
 	{ "collective_volume", volume_words },
 	{ "no_overlap", volume_words },
+	{ "exposed_collective", exposed_words },
 	{ "pipeline_bubble", bubble_words },
 	{ "stage_imbalance", imbalance_words },
 	{ "data_stall", data_words },

@@ -70,12 +70,13 @@ struct gpu_conf {
 	size_t grad_floats, extra_floats, input_bytes, d2d_bytes;
 	int pageable, kernels, overlap, sync_by;
 	double side_gpu_ms;
+	size_t layer_floats;           /* --fsdp: the largest layer's parameters (0: not sharded) */
 };
 /* how loss.item() waits for the device (--sync-by): a copy and a stream synchronize; polling an
  * event; a cudaFree (which may synchronize: cuda_runtime_api.h); a cudaMemcpy2DAsync into pageable
  * memory (which holds the host until it is done) */
 enum { SYNC_BY_COPY, SYNC_BY_POLL, SYNC_BY_FREE, SYNC_BY_2D };
-#define GPU_OPS_VERSION 2
+#define GPU_OPS_VERSION 3
 struct gpu_ops {
 	int version;
 	int (*unique_id)(void *id, size_t len);          /* rank 0: the NCCL id's bytes, or -1 */
@@ -89,6 +90,14 @@ struct gpu_ops {
 	void (*read_loss)(void);                          /* loss.item(): the host waits */
 	int (*end_step)(char *err, size_t len);           /* -1: a CUDA or NCCL call failed */
 	void (*finish)(void);
+	/* --fsdp: a layer's parameters all-gathered (count floats, this rank's part of them) on the
+	 * communication stream once the compute stream has reached this point: where the host calls it
+	 * decides what it overlaps; then the compute stream waits for it (its slot) before the layer's
+	 * kernel; a layer's gradients reduce-scattered (count floats, all of them) once the compute
+	 * stream has made them */
+	int (*gather)(size_t count);
+	void (*gathered)(int slot);
+	void (*scatter)(size_t count);
 };
 
 /* A gen-data directory, as described by its manifest. */

@@ -15,6 +15,8 @@
 
 #include "ddpbench.h"
 
+#define FSDP_EVENTS (2 * 4 * MAX_LAYERS) // (a step records at most 3 per layer)
+
 __device__ static void spin(unsigned long long ns)
 {
 	unsigned long long t0, t;
@@ -51,6 +53,11 @@ static struct {
 	cudaStream_t compute, comm, side;
 	int dev, side_dev;
 	cudaEvent_t grads_ready[MAX_LAYERS], comm_done, step_end[2], loss_ready;
+	// --fsdp: the compute stream's points, gathers done; enough for two steps (the host runs one
+	// ahead at most), so that no event is recorded again while a wait for it may be pending
+	cudaEvent_t at[FSDP_EVENTS], gathered[FSDP_EVENTS];
+	int nat, ngath;
+	float *shard, *whole;                                      // --fsdp: a layer's part, and the layer whole
 	ncclComm_t nccl;
 	float *grad, *extra, *scratch, *loss_dev, *one;
 	void *input_host, *input_dev, *d2d_src, *d2d_dst;
@@ -107,6 +114,10 @@ static int init(const struct gpu_conf *c, const void *id, char *err, size_t len)
 	CUDA(cudaStreamCreateWithFlags(&G.comm, cudaStreamNonBlocking));
 	for (int i = 0; i < MAX_LAYERS; i++)
 		CUDA(cudaEventCreateWithFlags(&G.grads_ready[i], cudaEventDisableTiming));
+	for (int i = 0; i < FSDP_EVENTS; i++) {
+		CUDA(cudaEventCreateWithFlags(&G.at[i], cudaEventDisableTiming));
+		CUDA(cudaEventCreateWithFlags(&G.gathered[i], cudaEventDisableTiming));
+	}
 	CUDA(cudaEventCreateWithFlags(&G.comm_done, cudaEventDisableTiming));
 	CUDA(cudaEventCreateWithFlags(&G.loss_ready, cudaEventDisableTiming));
 	if (c->sync_by == SYNC_BY_POLL || c->sync_by == SYNC_BY_FREE)
@@ -114,6 +125,10 @@ static int init(const struct gpu_conf *c, const void *id, char *err, size_t len)
 	CUDA(cudaEventCreate(&G.step_end[0]));
 	CUDA(cudaEventCreate(&G.step_end[1]));
 	CUDA(cudaMalloc((void **)&G.grad, c->grad_floats * sizeof(float)));
+	if (c->layer_floats) { // (--fsdp: the largest layer, whole and as this rank's part)
+		CUDA(cudaMalloc((void **)&G.whole, c->layer_floats * sizeof(float)));
+		CUDA(cudaMalloc((void **)&G.shard, (c->layer_floats / c->ws + 1) * sizeof(float)));
+	}
 	CUDA(cudaMalloc((void **)&G.scratch, 1024 * sizeof(float)));
 	CUDA(cudaMalloc((void **)&G.loss_dev, sizeof(float)));
 	CUDA(cudaMalloc((void **)&G.one, sizeof(float)));
@@ -264,7 +279,39 @@ static void finish(void)
 		ncclCommDestroy(G.nccl);
 }
 
+// --fsdp: the compute stream's present point, as an event the communication stream waits for
+static void comm_after_compute(void)
+{
+	cudaEvent_t e = G.at[G.nat++ % FSDP_EVENTS];
+	CUDA(cudaEventRecord(e, G.compute));
+	CUDA(cudaStreamWaitEvent(G.comm, e, 0));
+}
+
+// a layer gathered on the communication stream from where the compute stream is now: issued
+// before the layer before it computes, it runs beside that (prefetch); issued where the layer needs
+// it, the compute stream waits for all of it
+static int gather(size_t count)
+{
+	comm_after_compute();
+	int slot = G.ngath++ % FSDP_EVENTS;
+	NCCL(ncclAllGather(G.shard, G.whole, count / G.c.ws, ncclFloat, G.nccl, G.comm));
+	CUDA(cudaEventRecord(G.gathered[slot], G.comm));
+	return slot;
+}
+
+static void gathered(int slot)
+{
+	CUDA(cudaStreamWaitEvent(G.compute, G.gathered[slot % FSDP_EVENTS], 0));
+}
+
+// a layer's gradients, once backward made them, reduce-scattered behind the layers before it
+static void scatter(size_t count)
+{
+	comm_after_compute();
+	NCCL(ncclReduceScatter(G.grad, G.shard, count / G.c.ws, ncclFloat, ncclSum, G.nccl, G.comm));
+}
+
 extern "C" __attribute__((visibility("default"))) const struct gpu_ops ddpbench_gpu = {
 	GPU_OPS_VERSION, unique_id, init, upload, kernel, bucket, grads_done, extra, barrier, read_loss, end_step,
-	finish,
+	finish, gather, gathered, scatter,
 };

@@ -28,7 +28,7 @@ static const char usage[] = USAGE_HEAD
 	"  --prefetch P            batches each input thread reads ahead (default 2)\n"
 	"  --seed S                sampler and initialization seed (default 1)\n"
 	"  --markers               mark each step with ddpspy_step_begin/end (include/ddpspy.h)\n"
-	"sharded data parallel (MLP task, CPU):\n"
+	"sharded data parallel (MLP task; with --gpu, its gathers and reduce-scatters NCCL's):\n"
 	"  --fsdp                  parameters and gradients sharded over the ranks (FSDP, ZeRO-3): each\n"
 	"                          layer all-gathered before its forward and again before its backward,\n"
 	"                          its gradients reduce-scattered after; the next layer's all-gather\n"
@@ -291,8 +291,8 @@ static int parse_train(int argc, char **argv, struct options *o)
 			   "--side-gpu-ms need --gpu";
 	else if (!o->fsdp_prefetch && !o->fsdp)
 		conflict = "--no-prefetch is --fsdp's (the input threads' read-ahead is --prefetch P)";
-	else if (o->fsdp && (o->task != TASK_MLP || o->gpu || o->accum > 1 || !o->overlap || o->extra_allreduce_mb > 0))
-		conflict = "--fsdp runs the MLP task on the CPU, one micro-batch a step, without --no-overlap or "
+	else if (o->fsdp && (o->task != TASK_MLP || o->accum > 1 || !o->overlap || o->extra_allreduce_mb > 0))
+		conflict = "--fsdp runs the MLP task, one micro-batch a step, without --no-overlap or "
 			   "--extra-allreduce-mb (its collectives are per layer)";
 	else if (!o->pipeline && (o->microbatches > 0 || sched_set || o->slow_stage >= 0 || o->slow_stage_ms > 0))
 		conflict = "--microbatches, --schedule, --slow-stage and --slow-stage-ms need --pipeline";

@@ -201,6 +201,30 @@ static void gpu_plan(const struct options *o, struct model *m, double slowdown, 
 	gp->ms = ns / 1e6;
 }
 
+/* --fsdp --gpu: the sharded step's work on the device. Each layer's parameters are gathered before
+ * its forward and again before its backward, and its gradients reduce-scattered after its backward;
+ * with prefetch the next layer's gather is issued before this layer's kernel (it runs beside it),
+ * without where the layer needs it (the compute stream waits for all of it). The first layer of
+ * each pass is gathered where it is needed either way. */
+static void gpu_sharded(const struct gpu_ops *G, struct model *m, const struct gpu_plan *gp, double sc, int prefetch)
+{
+	int nl = model_layers(m), next = -1;
+	size_t first, count[MAX_LAYERS];
+	for (int l = 0; l < nl; l++)
+		model_layer_range(m, l, &first, &count[l]);
+	for (int pass = 0; pass < 2; pass++) /* forward, then backward (layers in reverse) */
+		for (int i = 0; i < nl; i++) {
+			int l = pass ? nl - 1 - i : i, after = pass ? l - 1 : l + 1;
+			int slot = i && prefetch ? next : G->gather(count[l]);
+			if (prefetch && after >= 0 && after < nl)
+				next = G->gather(count[after]);
+			G->gathered(slot);
+			G->kernel(pass ? GPU_BACKWARD : GPU_FORWARD, (pass ? gp->bwd[l] : gp->fwd[l]) * sc);
+			if (pass)
+				G->scatter(count[l]);
+		}
+}
+
 #define GPU_REF_LEN 128.0 /* token tasks: gpu_ms is the work of a batch of this padded length */
 
 /* A batch's forward and backward work against the plan's (1 for the MLP): for tokens, as the token
@@ -292,6 +316,11 @@ int train(const struct options *o, const struct dataset *ds)
 			.grad_floats = model_params(m), .extra_floats = (size_t)(o->extra_allreduce_mb * 1048576) / sizeof(float),
 			.input_bytes = input_bytes, .d2d_bytes = (size_t)(o->d2d_mb * 1048576), .pageable = o->pageable, .kernels = o->gpu_kernels, .overlap = o->overlap,
 			.sync_by = o->sync_by, .side_gpu_ms = o->side_gpu_ms };
+		for (int l = 0; o->fsdp && l < model_layers(m); l++) { /* (--fsdp: room for the largest layer) */
+			size_t first, count;
+			model_layer_range(m, l, &first, &count);
+			gc.layer_floats = count > gc.layer_floats ? count : gc.layer_floats;
+		}
 		ok = G->init(&gc, id, why, sizeof why) == 0;
 		MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
 		if (!all_ok) {
@@ -331,9 +360,9 @@ int train(const struct options *o, const struct dataset *ds)
 	struct gpu_plan gp = { { 0 }, { 0 }, 0, 0 };
 	if (G)
 		gpu_plan(o, m, slowdown, &gp);
-	struct fsdp *F = o->fsdp ? fsdp_new(m, rank, ws, o->fsdp_prefetch) : NULL;
+	struct fsdp *F = o->fsdp && !G ? fsdp_new(m, rank, ws, o->fsdp_prefetch) : NULL;
 	struct pipe *P = o->pipeline ? pipe_new(m, o, rank, ws, batch) : NULL;
-	if ((o->fsdp && !F) || (o->pipeline && !P))
+	if ((o->fsdp && !F && !G) || (o->pipeline && !P))
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	struct inflight fl;
 	for (int step = 0; step < total; step++) {
@@ -385,12 +414,16 @@ int train(const struct options *o, const struct dataset *ds)
 					G->upload(b->x, (size_t)b->n * ds->features * sizeof(float));
 				else
 					G->upload(b->tok, (size_t)b->n * b->len_max * sizeof(uint16_t));
-				for (int l = 0; l < nl; l++)
-					G->kernel(GPU_FORWARD, gp.fwd[l] * sc);
-				for (int l = nl - 1; l >= 0; l--) {
-					G->kernel(GPU_BACKWARD, gp.bwd[l] * sc);
-					if (last && bucket_at[l] >= 0)
-						G->bucket(bfirst[bucket_at[l]], bcount[bucket_at[l]]);
+				if (o->fsdp)
+					gpu_sharded(G, m, &gp, sc, o->fsdp_prefetch);
+				else {
+					for (int l = 0; l < nl; l++)
+						G->kernel(GPU_FORWARD, gp.fwd[l] * sc);
+					for (int l = nl - 1; l >= 0; l--) {
+						G->kernel(GPU_BACKWARD, gp.bwd[l] * sc);
+						if (last && bucket_at[l] >= 0)
+							G->bucket(bfirst[bucket_at[l]], bcount[bucket_at[l]]);
+					}
 				}
 				v[F_COMPUTE] += (gp.ms - gp.opt / 1e6) * sc / o->accum;
 				continue;

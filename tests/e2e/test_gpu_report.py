@@ -138,6 +138,15 @@ for np in (2, 4):
          finding(("gpu_idle", "launch_bound"), cause="launch", bound="host"),
          more=has("launch_bound", "launch_bound counts 9000 kernels per step", lambda e: e["kernels_per_step"] == 9000))
     case("no-overlap", np, ["--no-overlap"], [], finding("no_overlap", bound="compute"), env={"SIMGPU_NCCL_GBS": "0.5"})
+    # --fsdp on the device: each layer's all-gather issued where the layer needs it, against the
+    # same job that issues the next layer's before this layer's kernel (prefetch: it runs beside
+    # it); at 0.5 GB/s a hidden layer's gather takes about as long as its forward kernel. With
+    # prefetch no exposed_collective of 0.05 or more: the first layer's gathers, which nothing
+    # before them in the step can hide, are not counted
+    case("fsdp-no-prefetch", np, ["--fsdp", "--no-prefetch"], ["--fsdp"], finding("exposed_collective"),
+         env={"SIMGPU_NCCL_GBS": "0.5"},
+         more=lambda j: [(top(j)["evidence"].get("op") == "allgather",
+                          "exposed_collective names the all-gathers of parameters: %s" % top(j)["evidence"].get("op"))])
     # (4 ranks on 2 cores really contend for the CPUs: cpu_contention at about 0.06 of the step,
     # which 8 MiB from pageable memory, a 5% loss, tied with (the top finding a coin toss: it failed
     # all three attempts of a fresh-clone run); 24 MiB loses 13-15%)
@@ -186,6 +195,24 @@ for np in (2, 4):
 # rank with the longest batch of a step sets it: work_skew's severity, the mean over steps of the
 # largest rank's work beyond the ranks' mean over the step, against the same statistic of the
 # testbed's own per-step work (work_ms_steps: its planned kernel time, input wait and host work).
+def fsdp_prefetch(np):
+    """--fsdp with prefetch on the device: each next layer's all-gather beside this layer's kernel,
+    so no exposed_collective of 0.05 or more; its steps found from its NCCL calls"""
+    def attempt(k):
+        truth, out = traced("fsdp%d" % np, ["--fsdp"], np, {"SIMGPU_NCCL_GBS": "0.5"})
+        j = report(out) if truth else None
+        if j is None:
+            return [(False, "fsdp with prefetch, %d ranks: traced and reported" % np)]
+        f = [(x["kind"], x["severity"]) for x in j["findings"] if x["kind"] == "exposed_collective" and x["severity"] >= 0.05]
+        return busy_host([(not f, "fsdp with prefetch, %d ranks: no exposed_collective of 0.05 or more: %s" % (np, f)),
+                          (j["job"]["steps_detected"] >= 11, "fsdp with prefetch, %d ranks: its steps from its NCCL calls (%s, "
+                           "%d of 12)" % (np, j["job"]["step_source"], j["job"]["steps_detected"]))], j)
+    live("fsdp-prefetch-%d" % np, attempt)
+
+
+fsdp_prefetch(2)
+
+
 def token_skew(np):
     def attempt(k):
         tf, of_ = traced("tokens-fixed%d" % np, ["--varlen", "--batch", "8", "--steps", "20", "--batching", "fixed"], np)
