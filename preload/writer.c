@@ -1527,7 +1527,7 @@ static void *writer_main(void *arg)
 	t->state = TS_OFF; /* the writer records nothing of itself */
 	t->guard = 1;
 	measure_thresholds();
-	double cost = dsp_event_cost_ns();
+	double cost = W.event_ps ? 0 : dsp_event_cost_ns(); /* (a fork child has its parent's) */
 	if (cost > 0)
 		__atomic_store_n(&W.event_ps, (int64_t)(cost * 1000), __ATOMIC_RELAXED);
 	pthread_setname_np(pthread_self(), "ddpspy-writer");
@@ -1679,7 +1679,9 @@ void dsp_writer_atfork_child(void)
 	pthread_mutex_init(&wlock, NULL);
 	close_fd();
 	modents_free(W.msnap, W.nmsnap); /* the child's file lists every object again */
+	int64_t ps = W.event_ps;
 	W = W_INIT;
+	W.event_ps = ps; /* (the same machine's cost: a DataLoader worker need not spend 6 ms again) */
 	S = (struct sampler){0}; /* the parent's sampler is not in the child: the child's writer starts one */
 	msgpack_sbuffer_clear(&out);
 	tab_clear(&stacks);
