@@ -171,6 +171,27 @@ def testbed(out, data, args, np=2, env=None, timeout=600):
     return json.loads(p.stdout.splitlines()[-1]), out
 
 
+def rank0_summary(stdout):
+    """The JSON summary a torchrun job's rank 0 printed last (--tee 1 prefixes its lines with
+    "[default0]:"), or None. torchrun's tee threads write each rank's lines to one stdout, and a
+    line has come through with another's text after rank 0's object (CI, 2026-11-28: "Extra data"
+    at its 166th character): the object is read off the front of the line, and what trails it is
+    printed as a note."""
+    dec = json.JSONDecoder()
+    for l in reversed(stdout.splitlines()):
+        l = l.split(":", 1)[1] if l.startswith("[default0]:") else l
+        if not l.startswith("{"):
+            continue
+        try:
+            obj, end = dec.raw_decode(l)
+        except ValueError:
+            continue
+        if l[end:].strip():
+            print("# rank 0's summary came with text after it: %r" % l[end:][:200])
+        return obj
+    return None
+
+
 def checked_report(out, *extra):
     """`ddpspy report --json out extra...`: (its JSON, the CompletedProcess), the contract checked
     as one test; (None, the process) when it gave no JSON, saying why"""

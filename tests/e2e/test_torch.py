@@ -34,8 +34,7 @@ def traced(name, args, via_run=False, script=None, env_extra=None):
         env.update(LD_PRELOAD=LIB, DDPSPY_OUT=out)
         cmd = tr + args
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    lines = [l.split(":", 1)[1] if l.startswith("[default0]:") else l for l in p.stdout.splitlines()]
-    truth = next((json.loads(l) for l in reversed(lines) if l.startswith("{")), None)
+    truth = rank0_summary(p.stdout)
     if truth is not None and os.path.isdir(out):  # beside the traces, for a look when a check fails
         with open(os.path.join(out, "truth.json"), "w") as fh:
             json.dump(truth, fh)

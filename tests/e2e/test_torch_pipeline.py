@@ -30,8 +30,7 @@ def traced(name, args):
     out = os.path.join(d, "%s-%d" % (name, n_run))
     shutil.rmtree(out, ignore_errors=True)
     p = subprocess.run([DDPSPY, "run", "-o", out, "--"] + TR + args, capture_output=True, text=True, timeout=600)
-    lines = [l.split(":", 1)[1] if l.startswith("[default0]:") else l for l in p.stdout.splitlines()]
-    truth = next((json.loads(l) for l in reversed(lines) if l.startswith("{")), None)
+    truth = rank0_summary(p.stdout)
     if p.returncode != 0 or truth is None:
         print("# %s failed (rc=%d): %s" % (name, p.returncode, (p.stderr or p.stdout)[-800:].replace("\n", "\n# ")))
         return None, None, out
