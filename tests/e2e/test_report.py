@@ -119,13 +119,14 @@ def straggler_case(name, args, cause):
     # median over five pairs; the severity is the median of the five reports; they must agree
     # within 25% and the spread of the pairs (both medians' standard errors).
     def attempt(k):
-        loss, sev, fs = [], [], []
+        loss, sev, fs, js = [], [], [], []
         for i in range(5):
             th, _ = traced("%s-healthy%d" % (name, i), STRAG)
             truth, out = traced("%s%d" % (name, i), STRAG + args)
             j, p = report(out)
             if j is None or truth is None or th is None:
                 continue
+            js.append(j)
             loss.append(1 - th["step_ms_p50"] / truth["step_ms_p50"])
             f = findings(j, "straggler")
             fs.append([(x["rank"], x["evidence"]["cause"]) for x in f])
@@ -134,10 +135,14 @@ def straggler_case(name, args, cause):
             return [(False, "%s: five runs reported" % name)]
         lm, sv = statistics.median(loss), statistics.median(sev)
         tol = margin(lm, 0.25, loss, sev)
-        return [(all(f == [(1, cause)] for f in fs), "%s: a straggler finding on rank 1 with cause %s: %s" % (name, cause, fs)),
-                (abs(sv - lm) <= tol, "%s: severity %.3f within %.3f (25%% and the spread of pairs and reports) of the "
-                 "testbed's throughput loss %.3f (pairs: %s; severities: %s)"
-                 % (name, sv, tol, lm, ["%.2f" % x for x in loss], ["%.2f" % x for x in sev]))]
+        # (with another process on one of the two cores, the slowed rank shares its core with it,
+        # and the healthy run beside it is contended too: what removing the straggler would win
+        # there is not what it wins on a free host, and the report says the host was shared)
+        return busy_host([(all(f == [(1, cause)] for f in fs), "%s: a straggler finding on rank 1 with cause %s: %s"
+                           % (name, cause, fs)),
+                          (abs(sv - lm) <= tol, "%s: severity %.3f within %.3f (25%% and the spread of pairs and "
+                           "reports) of the testbed's throughput loss %.3f (pairs: %s; severities: %s)"
+                           % (name, sv, tol, lm, ["%.2f" % x for x in loss], ["%.2f" % x for x in sev]))], *js)
     live(name, attempt)
 
 
