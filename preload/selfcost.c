@@ -21,6 +21,7 @@
 #define BATCH 512
 #define BATCHES 9
 #define LAP_MAX ((size_t)16 << 20) /* (a larger ring's lines come from memory too) */
+#define LAP_MIN ((size_t)1 << 17)  /* (a batch, 28 KiB, fits whatever DDPSPY_RING_KB says) */
 
 static int64_t mono_ns(void)
 {
@@ -77,7 +78,8 @@ double dsp_event_cost_ns(void)
 	int n = 0, m = 0;
 	uint64_t word = 0;
 	size_t lap = (size_t)dsp_cfg.ring_kb * 1024;
-	if (!(t.ring = ring_create(lap < LAP_MAX ? lap : LAP_MAX)))
+	lap = lap < LAP_MIN ? LAP_MIN : lap > LAP_MAX ? LAP_MAX : lap;
+	if (!(t.ring = ring_create(lap)))
 		return -1;
 	/* every page faulted in and every line written once: the batches from its start then write
 	 * lines a ring's length old */

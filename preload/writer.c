@@ -1681,7 +1681,7 @@ void dsp_writer_atfork_child(void)
 	modents_free(W.msnap, W.nmsnap); /* the child's file lists every object again */
 	int64_t ps = W.event_ps;
 	W = W_INIT;
-	W.event_ps = ps; /* (the same machine's cost: a DataLoader worker need not spend 6 ms again) */
+	W.event_ps = ps; /* (the same machine's cost: a DataLoader worker need not spend 5 ms again) */
 	S = (struct sampler){0}; /* the parent's sampler is not in the child: the child's writer starts one */
 	msgpack_sbuffer_clear(&out);
 	tab_clear(&stacks);
