@@ -262,10 +262,10 @@ def gloo_straggler(k):
            "--straggler-delay", "40"]
     lines, rc, t0 = watched(out, job, ["--interval", "1"], timeout=240, job_out=log)
     with open(log) as fh:
-        rows = [l.split(":", 1)[1] if l.startswith("[default0]:") else l for l in fh.read().splitlines()]
-    truth = next((json.loads(l) for l in reversed(rows) if l.startswith("{")), None)
+        text = fh.read()
+    truth = rank0_summary(text)
     if not truth:
-        return [(False, "the PyTorch job ran and printed its summary: %s" % rows[-3:])]
+        return [(False, "the PyTorch job ran and printed its summary: %s" % text.splitlines()[-3:])]
     want = 40 / truth["step_ms_p50"]
     tops = [top_of(l) for s, l in lines if "top: " in l and " steps 0 " not in l][:-1]
     near = [t for t in tops if t.startswith("straggler rank 1 ") and abs(float(t.split()[-1]) - want) <= 0.15]
