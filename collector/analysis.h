@@ -36,9 +36,11 @@ struct ev {                /* one recorded call, times aligned to the job's cloc
 	int32_t peer, tag;     /* point-to-point: its send's or receive's; -1 none */
 	union {
 		struct { int32_t rpeer, rtag, rseq; }; /* op sendrecv: its receive's peer, tag, order */
-		struct { uint32_t req; int32_t count; }; /* other point-to-point calls, nonblocking collectives
-		                                          * and waits: the (first) request, folded to 32 bits,
-		                                          * 0 none; how many */
+		struct { uint32_t req; int32_t count; int32_t order; }; /* other point-to-point calls,
+		                        * nonblocking collectives and waits: the (first) request, folded to 32
+		                        * bits, 0 none; how many. NCCL's send and recv: order, the call's among
+		                        * its thread's of the same communicator, peer and direction (what pairs
+		                        * a send with its receive: an_p2p_number), -1 none */
 	};
 	int16_t kind;
 	int8_t op, fdclass;
@@ -234,6 +236,8 @@ static inline int64_t an_file_time(const struct proc *p, int64_t t)
 
 struct rankstep {          /* one analysed step of one rank */
 	int64_t t0, t1;
+	int64_t h0, h1;        /* its training thread's, as the steps were found (a GPU rank's t0, t1
+	                        * become its device's: gpustep.c) */
 	double cat[CAT_COUNT]; /* ms, raw split of the training thread */
 	double wait;           /* ms of comms spent before the last peer arrived */
 	double crit[CAT_COUNT];/* ms, with waits for late peers charged to the late rank's cause */
@@ -319,6 +323,9 @@ struct gpustat {
 				    * profiler plugin (then, without CUPTI, have is 0 and of the above only
 				    * the nccl_ figures are set, over its host's steps) */
 	double nccl_late_p50;      /* its NCCL kernels' start after the first rank's, median (ms) */
+	double p2p_ms[2];          /* its NCCL sends' and receives' kernels per step: their time before the
+				    * peer's kernel started (a pipeline stage's device waiting for its
+				    * neighbour), and the rest (their transfer) */
 	/* a sharded job's all-gathers of parameters and reduce-scatters of gradients (SHARD_*), over
 	 * its analysed steps (gpushard.c): kernels, bytes; ms transferring with no compute kernel
 	 * running, waiting for peers' kernels before, transferring in all; ms of the exposed the

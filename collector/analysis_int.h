@@ -90,6 +90,25 @@ static inline int an_is_p2p(const struct ev *e)
 	return (an_kind(e->kind)->m & DDPSPY_KM_P2P) != 0;
 }
 
+/* NCCL's ncclSend and ncclRecv: they only enqueue (the device waits, not the host), so no host
+ * wait is timed from them, but they are messages between ranks all the same */
+static inline int an_msg_op(int op)
+{
+	return op == DDPSPY_OP_SEND || op == DDPSPY_OP_RECV;
+}
+
+static inline int an_nccl_p2p(const struct ev *e)
+{
+	return e->kind == DDPSPY_EV_NCCL_COLL && an_msg_op(e->op);
+}
+
+/* a message between ranks, blocking or enqueued: what a step's pattern and a pipeline's stages
+ * are found from */
+static inline int an_is_msg(const struct ev *e)
+{
+	return an_is_p2p(e) || an_nccl_p2p(e);
+}
+
 /* whether e's operation has flag (DDPSPY_OPF_*) */
 static inline int an_op_is(const struct ev *e, unsigned flag)
 {
@@ -161,6 +180,8 @@ static inline int an_convert(const struct trace_event *e, struct ev *v)
 	v->comm = k->m & DDPSPY_KM_SEQ_PER_OP ? -2 - v->op : (int32_t)an_arg(e, k->comm, 0);
 	v->path = -1;
 	v->peer = v->tag = v->rpeer = v->rtag = v->rseq = -1;
+	if (an_nccl_p2p(v))
+		v->peer = (int32_t)an_arg(e, k->peer, -1);
 	if (k->m & DDPSPY_KM_P2P) {
 		v->peer = (int32_t)an_arg(e, k->peer, -1);
 		v->tag = (int32_t)an_arg(e, k->tag, -1);
@@ -223,12 +244,12 @@ enum an_knob {
 double an_knob(enum an_knob k, double def);
 /* the steps sampled per rank of a job of nranks */
 size_t an_sample_max(size_t nranks);
-/* rank r waited ms in step k for late rank L (struct wfrom; entries of one step together, in time
- * order, then an_wf_sort); rank r's waits for late ranks in step k: *n entries from the one
- * returned; its wait for L in step k */
+/* rank r waited ms in step k for late rank L, p2p_ms of it on its device in sends and receives
+ * (struct wfrom; entries of one step together, in time order, then an_wf_sort); rank r's waits for
+ * late ranks in step k: *n entries from the one returned; its wait for L in step k */
 struct stepdata;
 struct wfrom;
-void an_wf_add(struct stepdata *sd, int r, size_t k, int L, double ms);
+void an_wf_add(struct stepdata *sd, int r, size_t k, int L, double ms, double p2p_ms);
 void an_wf_sort(struct stepdata *sd, int r);
 const struct wfrom *an_wfrom_step(const struct stepdata *sd, int r, size_t k, size_t *n);
 double an_wfrom(const struct stepdata *sd, int r, size_t k, int L);
@@ -495,6 +516,7 @@ struct wfrom {
 	uint32_t k;
 	int32_t L;
 	double ms;
+	double p2p_ms;         /* of ms, a device's in NCCL sends and receives (a pipeline's stages) */
 };
 
 /* a blocking point-to-point call (a blocking send or receive, MPI_Sendrecv, or a wait that
@@ -661,8 +683,8 @@ const char *an_gpu_site(const struct proc *p, int i, const char *(*frames)[8], i
 
 /* ---- p2p.c: point-to-point wait states ----
  * an_p2p_number: while reading a thread's calls in order, number its point-to-point ones (seq,
- * and rseq for a Sendrecv's receive) by (comm, peer, tag, direction), *t the thread's table
- * (made on first use; an_p2p_num_free). an_p2p_match: after the steps are found, every rank's
+ * and rseq for a Sendrecv's receive; NCCL's send and recv: order) by (comm, peer, tag,
+ * direction), *t the thread's table (made on first use; an_p2p_num_free). an_p2p_match: after the steps are found, every rank's
  * blocking point-to-point calls and their waits for late peers into sd. */
 struct p2pnum;
 void an_p2p_number(struct p2pnum **t, struct ev *v);

@@ -230,7 +230,7 @@ static void find_nccl(struct analysis *a)
 	int rank, on = 0, n = 0, maxop = -1;
 	unsigned ops = 0;
 	int64_t maxb = 0;
-	double sev = gpu_share(a, 1u << GP_NCCL, &rank), calls = 0, bytes = 0, xfer = 0, left = 0;
+	double sev = gpu_share(a, 1u << GP_NCCL, &rank), calls = 0, bytes = 0, xfer = 0, left = 0, p2p = 0;
 	for (int r = 0; r < a->nranks; r++) {
 		const struct gpustat *g = &a->ranks[r].gpu;
 		if (!g->have)
@@ -239,6 +239,7 @@ static void find_nccl(struct analysis *a)
 		calls += g->nccl_calls;
 		bytes += g->nccl_bytes;
 		xfer += g->nccl_xfer_ms;
+		p2p += g->p2p_ms[1];
 		left += g->nccl_overlap_left_ms;
 		ops |= g->nccl_ops;
 		if (g->nccl_max_bytes > maxb) {
@@ -260,6 +261,9 @@ static void find_nccl(struct analysis *a)
 	/* on the compute stream: what overlapping them with backward would win (gpu.c's overlap_left) */
 	if (on && exposed > 0)
 		sev *= fmax(0, exposed - left) / exposed;
+	/* (a pipeline's sends and receives pass its micro-batches between stages: findpipe.c's) */
+	if (xfer > 0)
+		sev *= fmax(0, xfer - p2p / n) / xfer;
 	if (sev < (on ? 0.02 : 0.05))
 		return;
 	double algbw = xfer > 0 ? bytes / xfer / 1e6 : 0;

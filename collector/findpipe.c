@@ -24,6 +24,7 @@ struct pipejob {
 	double *work;      /* per stage: ms of work per step (compute, data, host), over its ranks */
 	double *idle;      /* per stage: the share of its step waiting in point-to-point calls */
 	int interleaved;   /* stage 0 receives a gradient before its last forward send (1F1B) */
+	int device;        /* its ranks' steps and waits are their devices' (NCCL's sends and receives) */
 };
 
 /* the index of the rank that is crank in comm, -1 none */
@@ -60,9 +61,10 @@ static void peer_add(struct peers *pr, int q, int send)
 		pr->v[i].recvd++;
 }
 
-/* Rank r's point-to-point messages in its analysed steps into pr, and whether its steps begin by
- * sending (*sends_first: +1 each step that does, -1 each that receives first); *interleaved set
- * when a receive comes before the step's last send. */
+/* Rank r's point-to-point messages in its analysed steps (as its host made them: a GPU rank's
+ * calls run up to a step ahead of its device) into pr, and whether its steps begin by sending
+ * (*sends_first: +1 each step that does, -1 each that receives first); *interleaved set when a
+ * receive comes before the step's last send. */
 static void count_msgs(const struct analysis *a, int r, struct peers *pr, int *sends_first, int *interleaved)
 {
 	const struct rankinfo *ri = &a->ranks[r];
@@ -74,11 +76,11 @@ static void count_msgs(const struct analysis *a, int r, struct peers *pr, int *s
 	int64_t last_send = INT64_MIN, first_recv = INT64_MAX;
 	for (size_t i = 0; t && i < t->n; i++) {
 		const struct ev *e = &t->ev[i];
-		while (k < N && ri->steps[k].t1 <= e->t)
+		while (k < N && ri->steps[k].h1 <= e->t)
 			k++;
 		if (k == N)
 			break;
-		if (e->t < ri->steps[k].t0 || !an_is_p2p(e))
+		if (e->t < ri->steps[k].h0 || !an_is_msg(e))
 			continue;
 		if ((long)k != cur) {
 			*sends_first += first;
@@ -179,6 +181,16 @@ out:
 	return rc;
 }
 
+/* the share of a GPU rank's device step its sends' and receives' kernels waited for their peers
+ * (its host only enqueues them: the device waits) */
+static double device_idle(const struct gpustat *g)
+{
+	double step = 0;
+	for (int c = 0; c < GP_COUNT; c++)
+		step += g->part[c];
+	return step > 0 ? fmin(1, g->p2p_ms[0] / step) : 0;
+}
+
 /* per stage: work per step and idle share, over its ranks; its first rank */
 static int stage_figures(const struct analysis *a, struct pipejob *pj)
 {
@@ -203,7 +215,8 @@ static int stage_figures(const struct analysis *a, struct pipejob *pj)
 		for (size_t k = 0; k < N; k++)
 			w += (ri->steps[k].cat[CAT_COMPUTE] + ri->steps[k].cat[CAT_DATA] + ri->steps[k].cat[CAT_HOST]) / (double)N;
 		pj->work[s] += w;
-		pj->idle[s] += ri->p2p_wait_share;
+		pj->idle[s] += ri->gpu.have ? device_idle(&ri->gpu) : ri->p2p_wait_share;
+		pj->device |= ri->gpu.have;
 		cnt[s]++;
 		if (pj->first[s] < 0)
 			pj->first[s] = r;
@@ -295,8 +308,11 @@ int an_find_pipeline(struct analysis *a, char *skip)
 			an_ev_num(f, "ms_per_step", win, 3);
 			an_ev_num(f, "downstream_wait_ms_per_step", down, 3);
 			an_ev_num(f, "upstream_wait_ms_per_step", up, 3);
-			an_ev_num(f, "late_sender_ms_per_step", a->sd->p2pL[2 * L + 1] / (double)a->sd->K, 3);
-			an_ev_num(f, "late_receiver_ms_per_step", a->sd->p2pL[2 * L] / (double)a->sd->K, 3);
+			an_ev_str(f, "waits_on", pj.device ? "device" : "host");
+			if (!pj.device) { /* (a device's kernel of a send and a receive waits for either) */
+				an_ev_num(f, "late_sender_ms_per_step", a->sd->p2pL[2 * L + 1] / (double)a->sd->K, 3);
+				an_ev_num(f, "late_receiver_ms_per_step", a->sd->p2pL[2 * L] / (double)a->sd->K, 3);
+			}
 			stage_list(f, a, &pj);
 		}
 		slow = top;
@@ -319,6 +335,7 @@ int an_find_pipeline(struct analysis *a, char *skip)
 			an_ev_num(f, "predicted_share", predicted, 3);
 			an_ev_int(f, "pace_stage", top);
 			an_ev_int(f, "replicas", pj.chains);
+			an_ev_str(f, "waits_on", pj.device ? "device" : "host");
 			stage_list(f, a, &pj);
 		}
 	}

@@ -296,6 +296,25 @@ static void add_site(struct gpuproc *g, const struct trace_event *e, int what)
 	s->calls++;
 }
 
+/* An NCCL send or receive as the message it is, an instance of its two ranks alike on both: the
+ * communicator's ranks sending and receiving hashed into an id of its own (bit 29 set: a plugin's
+ * are bit 30's, ncclplug.c), numbered by the call's order (an_p2p_number): the device split then
+ * times the kernel's wait for its peer as a collective's. Unknown rank or order: none. */
+static void msg_instance(const struct gpuproc *g, const struct ev *v, struct gcall *c)
+{
+	int me = -1;
+	for (int i = 0; i < g->ncomms && me < 0; i++)
+		if (g->comms[i].comm == v->comm)
+			me = g->comms[i].rank;
+	if (me < 0 || v->peer < 0 || v->order < 0)
+		return;
+	int send = v->op == DDPSPY_OP_SEND, src = send ? me : v->peer, dst = send ? v->peer : me;
+	uint64_t h = an_mix64((uint64_t)(uint32_t)v->comm * 0x9e3779b97f4a7c15ull ^
+			      ((uint64_t)(uint32_t)src << 32 | (uint32_t)dst));
+	c->mcomm = (int32_t)((h & 0x1fffffff) | 0x20000000);
+	c->mseq = v->order;
+}
+
 static int part_host(struct proc *p, const struct trace_event *e, const struct ev *v)
 {
 	if (e->kind != DDPSPY_EV_NCCL_COLL && e->kind != DDPSPY_EV_NCCL_GROUP && e->kind != DDPSPY_EV_CUDA_SYNC &&
@@ -314,7 +333,9 @@ static int part_host(struct proc *p, const struct trace_event *e, const struct e
 								(int8_t)(an_arg(e, P.i_blocking, 1) != 0) };
 	} else if (e->kind == DDPSPY_EV_NCCL_COLL) {
 		struct gcall c = { (uint64_t)an_arg(e, P.n_ext, 0), v->comm, v->seq, v->bytes, v->op, g->depth == 0, 0,
-				   e->t_ns, g->depth > 0 ? g->groups : 0 };
+				   e->t_ns, g->depth > 0 ? g->groups : 0, 0, -1 };
+		if (an_nccl_p2p(v))
+			msg_instance(g, v, &c);
 		struct gcall *grown = room_for(g->call, g->nc, &g->cc, sizeof *grown, 256);
 		if (!grown)
 			return 1;
@@ -333,8 +354,18 @@ static int part_host(struct proc *p, const struct trace_event *e, const struct e
 			c.unit = 1;
 			c.t = e->t_ns;
 			c.bytes = 0;
-			for (size_t i = g->group_first; i < g->nc; i++)
-				c.bytes += g->call[i].bytes > 0 ? g->call[i].bytes : 0;
+			for (size_t i = g->group_first; i < g->nc; i++) {
+				const struct gcall *m = &g->call[i];
+				c.bytes += m->bytes > 0 ? m->bytes : 0;
+				/* (a group of messages: its least, which the peer's group holds too where the
+				 * two pair their sends and receives, as pipelines do) */
+				if (c.seq < 0 && m->mseq >= 0 &&
+				    (c.mseq < 0 || m->mcomm < c.mcomm || (m->mcomm == c.mcomm && m->mseq < c.mseq))) {
+					c.mcomm = m->mcomm;
+					c.mseq = m->mseq;
+					c.op = m->op;
+				}
+			}
 			struct gcall *grown = room_for(g->call, g->nc, &g->cc, sizeof *grown, 256);
 			if (!grown)
 				return 1;
@@ -678,6 +709,14 @@ void an_gpu_place(struct proc *p)
 		g->api[i].t = an_job_time(p, g->api[i].t);
 }
 
+/* a collective's kernel, which its ranks leave together: not the plugin's (their times are the
+ * host's clock, within their bounds, not the device's), nor a message's (a send may end before
+ * its receive, once its data is on the way) */
+static int clock_kernel(const struct gwork *w)
+{
+	return w->cls == GW_NCCL && w->seq >= 0 && !w->plugin && !an_msg_op(w->op);
+}
+
 size_t an_gpu_nccl_ends(const struct proc *p, struct gend **out)
 {
 	const struct gpuproc *g = p->gpu;
@@ -685,12 +724,12 @@ size_t an_gpu_nccl_ends(const struct proc *p, struct gend **out)
 	*out = NULL;
 	/* (not the plugin's: their times are the host's clock, within their bounds, not the device's) */
 	for (size_t i = 0; g && i < g->nw; i++)
-		n += g->w[i].cls == GW_NCCL && g->w[i].seq >= 0 && !g->w[i].plugin;
+		n += clock_kernel(&g->w[i]);
 	if (!n || !(*out = malloc(n * sizeof **out)))
 		return 0;
 	n = 0;
 	for (size_t i = 0; i < g->nw; i++)
-		if (g->w[i].cls == GW_NCCL && g->w[i].seq >= 0 && !g->w[i].plugin)
+		if (clock_kernel(&g->w[i]))
 			(*out)[n++] = (struct gend){ g->w[i].comm == INT32_MIN ? -7 : g->w[i].comm, g->w[i].seq,
 						     an_job_time(p, g->w[i].t), an_job_time(p, g->w[i].t + g->w[i].d) };
 	return n;

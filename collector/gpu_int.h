@@ -58,6 +58,9 @@ struct gcall {            /* an NCCL call, or the end of a group, by the externa
 	int8_t used;          /* a kernel joined it by its external id */
 	int64_t t;            /* its call's start (a group's end: the group end call's) */
 	uint32_t grp;         /* the group it is in or ends (1, 2, ... in the process), 0 none */
+	int32_t mcomm, mseq;  /* NCCL's send and recv (a group's end: its least such message): the
+			       * message as an instance of two ranks, alike on both (gpu.c's
+			       * msg_instance); mseq -1 none */
 };
 
 /* one nccl_kernel event: a collective's kernel on one channel, as NCCL's profiler plugin told it */

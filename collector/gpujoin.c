@@ -238,8 +238,8 @@ void an_gpu_identify(struct gpuproc *g)
 		if (w->cls != GW_NCCL)
 			continue;
 		if (c) {
-			w->comm = c->comm;
-			w->seq = c->seq;
+			w->comm = c->mseq >= 0 ? c->mcomm : c->comm;
+			w->seq = c->mseq >= 0 ? c->mseq : c->seq;
 			w->bytes = c->bytes;
 			w->op = c->op;
 			c->used = 1;

@@ -65,7 +65,7 @@ struct edge {
 
 struct nwait {
 	int64_t ns;    /* the ns from the kernel's start that are a wait for the last rank ... */
-	int32_t late;  /* ... that rank */
+	int32_t late, p2p; /* ... that rank; p2p: in a send or receive (a message's kernel) */
 };
 
 static int cmp_edge(const void *x, const void *y)
@@ -334,6 +334,8 @@ static int nccl_adds(struct stepdata *sd, struct waitadds *add, struct gpustat *
 		(add->v = wa)[add->n++] = (struct waitadd){ (size_t)(hin - sd->tab.v), MS(wt < w->d ? wt : w->d) };
 	gs->nccl_ms += MS(w->d);
 	gs->nccl_xfer_ms += MS(w->d - (wt < w->d ? wt : w->d));
+	if (an_msg_op(w->op)) /* (a pipeline's: findpipe.c's, not the collectives' findings) */
+		gs->p2p_ms[0] += MS(wt < w->d ? wt : w->d), gs->p2p_ms[1] += MS(w->d - (wt < w->d ? wt : w->d));
 	gs->nccl_bytes += (double)(w->bytes > 0 ? w->bytes : 0);
 	gs->nccl_calls++;
 	gs->nccl_ops |= w->op >= 0 && w->op < 32 ? 1u << w->op : 1u << 31;
@@ -352,7 +354,7 @@ static int nccl_adds(struct stepdata *sd, struct waitadds *add, struct gpustat *
  * running to wait_until (for late_rank), the idle cause a wait began (after, 0: none) */
 struct piece {
 	int64_t lo, hi, wait_until;
-	int late_rank, after;
+	int late_rank, after, p2p; /* (p2p: the wait is a send's or a receive's) */
 };
 
 /* the piece charged to step q of rank index r (st) and to the device's parts, by the lanes busy
@@ -362,7 +364,7 @@ static void charge(struct stepdata *sd, int r, size_t q, struct rankstep *st, do
 		   const struct piece *pc)
 {
 	int64_t lo = pc->lo, hi = pc->hi, wait_until = pc->wait_until;
-	int late_rank = pc->late_rank, after = pc->after;
+	int late_rank = pc->late_rank, after = pc->after, p2p = pc->p2p;
 	double ms = MS(hi - lo);
 	if (cnt[GW_COMPUTE] || cnt[GW_COPY]) {
 		st->cat[CAT_COMPUTE] += ms;
@@ -377,7 +379,7 @@ static void charge(struct stepdata *sd, int r, size_t q, struct rankstep *st, do
 		part[GP_NCCL_WAIT] += wt;
 		part[GP_NCCL] += ms - wt;
 		if (wt > 0 && late_rank >= 0 && late_rank != r)
-			an_wf_add(sd, r, q, late_rank, wt);
+			an_wf_add(sd, r, q, late_rank, wt, p2p ? wt : 0);
 	} else if (cnt[H_DATA]) {
 		st->cat[CAT_DATA] += ms;
 		part[GP_IDLE_DATA] += ms;
@@ -426,6 +428,7 @@ static void rank_figures(struct stepdata *sd, struct itab *tab, int r, struct ra
 	gs->nccl_bytes /= (double)N;
 	gs->nccl_calls /= (double)N;
 	gs->nccl_xfer_ms /= (double)N;
+	gs->p2p_ms[0] /= (double)N, gs->p2p_ms[1] /= (double)N;
 	gs->pageable_bytes /= (double)N;
 	gs->pageable_ms /= (double)N;
 	/* NCCL on a stream where compute kernels run: it cannot overlap them */
@@ -546,7 +549,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 				if (!nv)
 					goto out;
 				waits = nv;
-				waits[nwaits] = (struct nwait){ wt < w->d ? wt : w->d, in->late };
+				waits[nwaits] = (struct nwait){ wt < w->d ? wt : w->d, in->late, an_msg_op(w->op) };
 				h->e[h->n - 2].wait = (int32_t)nwaits++;
 			}
 		}
@@ -565,7 +568,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 	/* the sweep: each piece between two edges is one part of the step it falls in */
 	int cnt[NLANE] = { 0 };
 	int64_t wait_until = INT64_MIN, last_sync_end = INT64_MIN, gap_start = INT64_MIN;
-	int after = 0, last_wait = 0, late_rank = -1; /* after: the part of an idle gap a wait began */
+	int after = 0, last_wait = 0, late_rank = -1, p2p = 0; /* after: the part of an idle gap a wait began */
 	size_t k = 0;
 	for (size_t i = 0; i < h->n; i++) {
 		const struct edge *e = &h->e[i];
@@ -576,7 +579,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 			int64_t lo = t0 > b[2 * q] ? t0 : b[2 * q], hi = t1 < b[2 * q + 1] ? t1 : b[2 * q + 1];
 			if (hi <= lo)
 				continue;
-			struct piece pc = { lo, hi, wait_until, late_rank, after };
+			struct piece pc = { lo, hi, wait_until, late_rank, after, p2p };
 			charge(sd, r, q, &ri->steps[q], gs->part, cnt, &pc);
 		}
 		int busy0 = cnt[GW_COMPUTE] || cnt[GW_COPY] || cnt[GW_COPY_IN] || cnt[GW_NCCL];
@@ -589,6 +592,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 		if (e->wait >= 0) {
 			wait_until = e->t + waits[e->wait].ns;
 			late_rank = waits[e->wait].late;
+			p2p = waits[e->wait].p2p;
 		}
 		int busy1 = cnt[GW_COMPUTE] || cnt[GW_COPY] || cnt[GW_COPY_IN] || cnt[GW_NCCL];
 		if (busy0 && !busy1) { /* an idle gap begins: did a wait for the device just empty the queue? */
@@ -655,6 +659,7 @@ static void nccl_figures(struct analysis *a, struct stepdata *sd, struct itab *t
 		memcpy(sd->late[r], late, nl * sizeof *late);
 	gs->nccl_ms /= (double)N;
 	gs->nccl_xfer_ms /= (double)N;
+	gs->p2p_ms[0] /= (double)N, gs->p2p_ms[1] /= (double)N;
 	gs->nccl_bytes /= (double)N;
 	gs->nccl_calls /= (double)N;
 	gs->nccl_late_p50 = p50(late, nl);

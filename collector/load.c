@@ -234,14 +234,17 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		}
 		return 0;
 	}
-	if (e->kind == DDPSPY_EV_MPI_COMM && e->nargs >= 3) {
+	/* (an MPI communicator's first use; an NCCL one made, which the GPU part reads too: its
+	 * ranks name the peers of its sends and receives) */
+	if ((e->kind == DDPSPY_EV_MPI_COMM || e->kind == DDPSPY_EV_NCCL_INIT) && e->nargs >= 3) {
 		struct proc *p = c->p;
 		struct commrank *n = realloc(p->comms, (size_t)(p->ncomms + 1) * sizeof *n);
 		if (!n)
 			return 1;
 		p->comms = n;
 		p->comms[p->ncomms++] = (struct commrank){ (int32_t)e->args[0], (int)e->args[1], (int)e->args[2] };
-		return 0;
+		if (e->kind == DDPSPY_EV_MPI_COMM)
+			return 0;
 	}
 	if (e->kind == DDPSPY_EV_MPI_STATUS && e->nargs >= 3) {
 		struct thr *t = thread_of(c->p, e->tid);
@@ -259,6 +262,8 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	if (!t)
 		return 1;
 	c->last = (int)(t - c->p->thr);
+	if (an_is_msg(v)) /* (before the GPU part: NCCL's messages pair its kernels across ranks) */
+		an_p2p_number(&t->num, v);
 	if (an_parts.gpu.host(c->p, e, v))
 		return 1;
 	/* paths: named by the call, or the latest one opened on its descriptor */
@@ -270,8 +275,6 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	} else if (k->fd >= 0) {
 		v->path = fd_path(c->p, v->fd);
 	}
-	if (k->m & DDPSPY_KM_P2P)
-		an_p2p_number(&t->num, v);
 	if ((k->m & (DDPSPY_KM_OPENS | DDPSPY_KM_STATS)) || an_is_file_read(v))
 		t->io_ns += v->d;
 	if (an_is_coll(e->kind) || an_is_p2p(v))

@@ -93,8 +93,8 @@ struct sweep *an_lsweep_start(const struct analysis *a, struct proc *p, int h, s
 	size_t np = 0, nc = 0, marks = 0;
 	for (size_t i = 0; s.e && i < t->n; i++) {
 		const struct ev *e = &t->ev[i];
-		np += an_is_p2p(e);
-		nc += (an_kind(e->kind)->m & DDPSPY_KM_COLL) != 0;
+		np += an_is_msg(e);
+		nc += (an_kind(e->kind)->m & DDPSPY_KM_COLL) && !an_nccl_p2p(e);
 		marks += an_category(e) == DDPSPY_CAT_MARKER;
 		if (an_train_sync(e))
 			s.e[s.n++] = &t->ev[i];

@@ -113,18 +113,20 @@ size_t an_sample_max(size_t nranks)
 	return n < 64 ? 64 : n;
 }
 
-/* rank r waited ms in step k for late rank L (analysis_int.h's struct wfrom) */
-void an_wf_add(struct stepdata *sd, int r, size_t k, int L, double ms)
+/* rank r waited ms in step k for late rank L, p2p_ms of it in a device's sends and receives
+ * (analysis_int.h's struct wfrom) */
+void an_wf_add(struct stepdata *sd, int r, size_t k, int L, double ms, double p2p_ms)
 {
 	/* the same step and late rank again: the latest entries, since events come in time order */
 	for (size_t i = sd->nwf[r]; i-- > 0 && sd->wf[r][i].k == k;)
 		if (sd->wf[r][i].L == L) {
 			sd->wf[r][i].ms += ms;
+			sd->wf[r][i].p2p_ms += p2p_ms;
 			return;
 		}
 	struct wfrom *n = room_for(sd->wf[r], sd->nwf[r], &sd->cwf[r], sizeof *n, 64);
 	if (n)
-		(sd->wf[r] = n)[sd->nwf[r]++] = (struct wfrom){ (uint32_t)k, L, ms };
+		(sd->wf[r] = n)[sd->nwf[r]++] = (struct wfrom){ (uint32_t)k, L, ms, p2p_ms };
 }
 
 static int cmp_wf(const void *x, const void *y)

@@ -204,10 +204,14 @@ void an_p2p_num_replay(struct p2pnum **t, const struct an_wres *res, size_t n)
 
 void an_p2p_number(struct p2pnum **t, struct ev *v)
 {
-	if (!an_is_p2p(v))
+	if (!an_is_msg(v))
 		return;
 	if (!*t && !(*t = calloc(1, sizeof **t))) {
 		v->seq = -1;
+		return;
+	}
+	if (an_nccl_p2p(v)) { /* (NCCL pairs a peer's sends with its receives in order: no tag, no wildcard) */
+		v->order = order(*t, v->comm, v->peer, 0, 2 + (v->op == DDPSPY_OP_RECV));
 		return;
 	}
 	/* (a blocking receive is resolved already: no request to wait for its status with) */
@@ -277,6 +281,11 @@ int an_comm_rank(const struct proc *p, int32_t comm)
 int an_p2p_msgs(const struct proc *p, const struct ev *e, struct an_p2pmsg m[2])
 {
 	int me = an_comm_rank(p, e->comm), n = 1 + (e->op == DDPSPY_OP_SENDRECV);
+	if (an_nccl_p2p(e)) {
+		int send = e->op == DDPSPY_OP_SEND;
+		m[0] = (struct an_p2pmsg){ e->comm, send ? me : e->peer, send ? e->peer : me, 0, me < 0 ? -1 : e->order, send };
+		return 1;
+	}
 	for (int part = 0; part < n; part++) {
 		int send = part == 0 && e->op != DDPSPY_OP_RECV;
 		int32_t peer = part ? e->rpeer : e->peer;

@@ -22,7 +22,7 @@ int an_step_call(int p2p, const struct proc *p, const struct thr *u, const struc
 {
 	if (!p2p)
 		return an_rank_sync(p, u, e);
-	return u == an_train_thread(p) && (an_is_p2p(e) || an_completes(e));
+	return u == an_train_thread(p) && (an_is_msg(e) || an_completes(e));
 }
 
 static int cmp_seq(const void *x, const void *y)
@@ -108,9 +108,9 @@ static void judge_window(const struct sync *s, size_t *lo, size_t *hi)
 }
 
 /* How clearly period p puts one long pause among the gaps before calls: the longest per-phase
- * median gap over the mean gap. A multiple of the true period scores the same or, by chance,
- * better; a wrong one, about 1. */
-static double period_score(const struct sync *s, size_t p)
+ * quantile qt of the gaps (the median: 0.5) over the mean gap. A multiple of the true period
+ * scores the same or, by chance, better; a wrong one, about 1. */
+static double period_score(const struct sync *s, size_t p, double qt)
 {
 	size_t lo, hi;
 	judge_window(s, &lo, &hi);
@@ -124,7 +124,7 @@ static double period_score(const struct sync *s, size_t p)
 		for (size_t i = lo + b; i < hi; i += p)
 			g[m++] = fmax(0, gap_before(s, i));
 		if (m)
-			mx = fmax(mx, an_quantile(g, m, 0.5));
+			mx = fmax(mx, an_quantile(g, m, qt));
 	}
 	free(g);
 	return sum > 0 ? mx / (sum / (double)(hi - lo)) : 0;
@@ -292,7 +292,7 @@ static long pipeline_phase(const struct sync *s, size_t at, size_t P)
 	for (size_t b = 0; b < P; b++) {
 		const struct ev *e = s->e[at + b];
 		size_t same = 0;
-		p2p |= an_is_p2p(e);
+		p2p |= an_is_msg(e);
 		for (size_t c = 0; c < P && !same; c++)
 			same += c != b && an_same_sig(e, s->e[at + c]);
 		if (!same) {
@@ -302,6 +302,28 @@ static long pipeline_phase(const struct sync *s, size_t at, size_t P)
 		}
 	}
 	return p2p && u >= 0 && an_completes(s->e[at + (size_t)u]) ? (long)(((size_t)u + 1) % P) : -1;
+}
+
+/* A few calls that alternate (a 1F1B pipeline stage's receives and sends, its host only enqueueing
+ * them) match at their alternation's period P too: the multiple of it whose pause the gaps show
+ * clearly (1.4 times the mean gap), and far more clearly than at P (1.5 times), is the step; of
+ * multiples that show it within 10% as well, the least. By each phase's lower quartile, not its
+ * median: half a step's phase holds the pause every other time, and a median of as many pauses as
+ * short gaps may be a pause. P when none; up to maxp calls a step. Only where the calls are messages
+ * (a collective's period is the step, and a slower step every other one must not join two). */
+static size_t paused_multiple(const struct sync *s, size_t P, size_t maxp)
+{
+	double best = 0, sc[129] = { 0 };
+	size_t mid = (s->n / P / 2) * P;
+	for (size_t b = 0; b < P; b++)
+		if (mid + b >= s->n || !an_is_msg(s->e[mid + b]))
+			return P;
+	for (size_t q = 2 * P; q <= maxp && q / P < 129; q += P)
+		best = fmax(best, sc[q / P] = period_score(s, q, 0.25));
+	for (size_t q = 2 * P; q <= maxp && q / P < 129; q += P)
+		if (sc[q / P] >= 0.9 * best)
+			return sc[q / P] >= 1.4 && sc[q / P] >= 1.5 * period_score(s, P, 0.25) ? q : P;
+	return P;
 }
 
 /* The phase of a step of P calls on s: the index (below P) of its first call, modulo P; -1 out of
@@ -391,14 +413,20 @@ int an_find_pattern(struct sync *s, struct pattern *pt)
 				break;
 			}
 		}
+	size_t maxp = (n - n / 4) / 8 < 128 ? (n - n / 4) / 8 : 128;
 	if (P == 1) {
 		/* Calls that all look alike (gloo's carry no byte count: every all-reduce matches every
 		 * other) match at every period. A step is where a long pause recurs among short gaps: the
 		 * period that best explains the gaps (with 8 calls per phase to judge by), if it shows
 		 * the pause clearly (1.4 times the mean gap); else one call per step. */
-		size_t maxp = (n - n / 4) / 8 < 128 ? (n - n / 4) / 8 : 128, p = maxp >= 2 ? best_period(s, maxp) : 0;
-		if (p >= 2 && period_score(s, p) >= 1.4)
+		size_t p = maxp >= 2 ? best_period(s, maxp) : 0;
+		if (p >= 2 && period_score(s, p, 0.5) >= 1.4)
 			P = p;
+		else /* (a long step of alike messages: one phase of many holds the pause, too few ranks
+		      * for that test; an enqueueing pipeline stage's 32 receives, then 32 sends) */
+			P = paused_multiple(s, 1, maxp);
+	} else if (P <= 8) {
+		P = paused_multiple(s, P, maxp);
 	}
 	long best = step_phase(s, P);
 	if (best < 0)
@@ -434,6 +462,15 @@ int an_find_pattern(struct sync *s, struct pattern *pt)
 		if (s->e[first + j]->seq >= 0) {
 			pt->key_comm = s->e[first + j]->comm;
 			pt->key_seq = s->e[first + j]->seq;
+			pt->key_delta = j;
+			return 0;
+		}
+	/* (NCCL's sends and receives carry no sequence number: their messages map steps across
+	 * ranks, p2p_align in steps.c; key_seq -1 maps none by collectives) */
+	for (size_t j = 0; j < P; j++)
+		if (an_nccl_p2p(s->e[first + j]) && s->e[first + j]->order >= 0) {
+			pt->key_comm = s->e[first + j]->comm;
+			pt->key_seq = -1;
 			pt->key_delta = j;
 			return 0;
 		}

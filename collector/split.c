@@ -222,7 +222,7 @@ static int split_wait(struct split *s, const struct ev *e)
 			ri->steps[k].wait += wt;
 			shared_add(s->log, SH_WAIT_SUM, (size_t)(g->rel - s->sd->tab.v), wt, 0);
 			if (g->rel->late >= 0 && g->rel->late != s->r)
-				an_wf_add(s->sd, s->r, (size_t)k, g->rel->late, wt);
+				an_wf_add(s->sd, s->r, (size_t)k, g->rel->late, wt, 0);
 		}
 		t = hi;
 	}
@@ -290,7 +290,7 @@ static void fold_at(struct split *s, const struct ev *next)
 static void p2p_charge(struct split *s, size_t k, int L, double ms, const struct an_p2pblk *b)
 {
 	struct stepdata *sd = s->sd;
-	an_wf_add(sd, s->r, k, L, ms);
+	an_wf_add(sd, s->r, k, L, ms, 0);
 	shared_add(s->log, SH_P2PL, 2 * (size_t)L + (size_t)b->late_sender, ms, 0);
 	if (b->op >= 0 && b->op < DDPSPY_OP_COUNT)
 		shared_add(s->log, SH_P2POP, (size_t)L * DDPSPY_OP_COUNT + (size_t)b->op, ms, 0);
@@ -346,7 +346,7 @@ static int split_event(void *ctx, const struct ev *e)
 		ri->steps[k].wait += wt;
 		shared_add(s->log, SH_WAIT_SUM, (size_t)(rel - sd->tab.v), wt, 0);
 		if (rel->late >= 0 && rel->late != r)
-			an_wf_add(sd, r, (size_t)k, rel->late, wt);
+			an_wf_add(sd, r, (size_t)k, rel->late, wt, 0);
 	}
 	/* a blocking point-to-point call that waited for a late peer (p2p.c): the calls come in the
 	 * same order as the kept ones they were found among (and no other call takes their place) */
@@ -630,8 +630,10 @@ static void critical_path(struct analysis *a, struct stepdata *sd)
 				 * later, not one that worked longer) and stays comms. On a device the wait
 				 * is the skew of the NCCL kernels' starts, and the collectives before them
 				 * ended together: all of it is what L did since, charged in the proportions
-				 * of its extra work over the step */
-				wt = fmin(ri->gpu.have ? wt : fmin(wt, sum), st->crit[CAT_COMMS]);
+				 * of its extra work over the step; but a device's wait in a send or receive
+				 * (a pipeline stage's, for its neighbour's different work) as a host's */
+				double pw = wl[i].p2p_ms;
+				wt = fmin(ri->gpu.have ? wt - pw + fmin(pw, sum) : fmin(wt, sum), st->crit[CAT_COMMS]);
 				st->crit[CAT_COMMS] -= wt;
 				for (int c = 0; c < CAT_COUNT; c++)
 					if (c != CAT_COMMS)

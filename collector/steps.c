@@ -74,8 +74,8 @@ static int by_p2p(const struct analysis *a)
 	const struct thr *t = a->nranks ? an_train_thread(a->ranks[0].p) : NULL;
 	size_t np = 0, nc = 0;
 	for (size_t i = 0; t && i < t->n; i++) {
-		np += an_is_p2p(&t->ev[i]);
-		nc += (an_kind(t->ev[i].kind)->m & DDPSPY_KM_COLL) != 0;
+		np += an_is_msg(&t->ev[i]);
+		nc += (an_kind(t->ev[i].kind)->m & DDPSPY_KM_COLL) && !an_nccl_p2p(&t->ev[i]);
 	}
 	return np > nc;
 }
@@ -85,6 +85,8 @@ static int by_p2p(const struct analysis *a)
  * the spans of the files ddpspy watch analyses, rank 0's first steps have no match there) */
 static int same_pattern(struct sync *syn, int R, struct pattern *pts, size_t *first)
 {
+	if (pts[0].key_seq < 0)
+		return -1;
 	for (int r = 1; r < R;) {
 		struct pattern *pt = &pts[0];
 		if (an_rank_first(&syn[r], pt) != SIZE_MAX) {
@@ -162,7 +164,10 @@ static int coll_refs(struct analysis *a, const struct sync *s, const struct patt
 	size_t nb = b ? an_rank_bounds((struct sync *)s, pt, pt->first, b) : 0;
 	for (size_t i = 0, j = 0; t && nb > 1 && i < t->n; i++) {
 		const struct ev *v = &t->ev[i];
-		if (!an_numbered_coll(v))
+		/* (a collective NCCL enqueues is called in its step as a blocking one is: a pipeline's
+		 * replicas all-reduce their stage's gradients on the GPU) */
+		if (!an_numbered_coll(v) && !(v->seq >= 0 && (an_kind(v->kind)->m & DDPSPY_KM_COLL) &&
+					      (an_kind(v->kind)->m & DDPSPY_KM_ENQUEUES)))
 			continue;
 		while (j < nb && b[j] <= v->t)
 			j++;
@@ -334,7 +339,7 @@ static int p2p_align(struct analysis *a, struct sync *syn, struct pattern *pts, 
 			for (size_t c = 0; c < pt->period; c++) {
 				const struct ev *v = syn[r].e[pt->first + j * pt->period + c];
 				struct an_p2pmsg msg[2];
-				int nmsg = an_is_p2p(v) ? an_p2p_msgs(p, v, msg) : 0;
+				int nmsg = an_is_msg(v) ? an_p2p_msgs(p, v, msg) : 0;
 				for (int k = 0; k < nmsg; k++) {
 					if (msg[k].seq < 0)
 						continue;
@@ -519,8 +524,8 @@ void an_find_steps(struct analysis *a)
 		if (!ri->steps || !t)
 			continue;
 		for (size_t k = 0; k < N; k++) {
-			ri->steps[k].t0 = w ? w[r].ks[k].t0 : b[r][skip + k];
-			ri->steps[k].t1 = w ? w[r].ks[k].t1 : b[r][skip + k + 1];
+			ri->steps[k].t0 = ri->steps[k].h0 = w ? w[r].ks[k].t0 : b[r][skip + k];
+			ri->steps[k].t1 = ri->steps[k].h1 = w ? w[r].ks[k].t1 : b[r][skip + k + 1];
 		}
 		/* (the rank's longest step only where the sample left some out: a job step is the mean of
 		 * its ranks', which the kept ones give when all are, and a rank's own is longer by noise) */

@@ -40,7 +40,7 @@ int an_stream_file(const char *path, const struct trace_clock *clock, size_t ver
 		struct ev v;
 		if (!an_convert(&e, &v))
 			continue;
-		if (an_kind(v.kind)->m & DDPSPY_KM_P2P)
+		if (an_is_msg(&v))
 			an_p2p_number(&num, &v);
 		if (fn(ctx, &v))
 			break;

@@ -494,10 +494,12 @@ static void bubble_words(struct finding *f)
 	snprintf(f->title, sizeof f->title, "the pipeline's stages idle %.0f%% of the step filling and draining it "
 		 "(%d stages, %d micro-batches: the schedule predicts %.0f%%)", 100 * num(f, "idle_share"), S, M,
 		 100 * num(f, "predicted_share"));
+	int dev = !strcmp(str(f, "waits_on"), "device");
 	snprintf(f->text, sizeof f->text, "%d stages, %d micro-batches per step, %s schedule: the stage that sets the "
-		 "pace (stage %d) waits in point-to-point calls %.0f%% of its step, where (S - 1) / (M + S - 1) = %.0f%%; "
+		 "pace (stage %d) waits in point-to-point %s %.0f%% of its step, where (S - 1) / (M + S - 1) = %.0f%%; "
 		 "with %d micro-batches, %.0f%%", S, M, str(f, "schedule"), (int)inum(f, "pace_stage"),
-		 100 * num(f, "idle_share"), 100 * num(f, "predicted_share"), M4, 100.0 * (S - 1) / (M4 + S - 1));
+		 dev ? "kernels on its GPU" : "calls", 100 * num(f, "idle_share"), 100 * num(f, "predicted_share"), M4,
+		 100.0 * (S - 1) / (M4 + S - 1));
 	f->advice[0] = "Cut each step into more micro-batches (the bubble shrinks as (S - 1) / (M + S - 1)); smaller "
 		       "micro-batches make smaller matrix products, so stop before they slow the stages down.";
 	f->advice[1] = "Use an interleaved schedule (several virtual stages per rank: Megatron-LM's virtual pipeline "
@@ -510,11 +512,17 @@ static void imbalance_words(struct finding *f)
 	snprintf(f->title, sizeof f->title, "pipeline stage %d (rank %d) works %.2f ms per micro-batch against the other "
 		 "stages' %.2f ms: the pipeline runs at its pace", (int)inum(f, "stage"), f->rank,
 		 num(f, "work_ms_per_microbatch"), num(f, "others_ms_per_microbatch"));
-	snprintf(f->text, sizeof f->text, "%.1f ms per step of work beyond the other stages' (%d micro-batches); the "
-		 "later stages wait %.1f ms per step for it, the earlier %.1f ms (late sender %.1f ms, late receiver "
-		 "%.1f ms per step in all)", num(f, "excess_ms_per_step"), (int)inum(f, "microbatches"),
-		 num(f, "downstream_wait_ms_per_step"), num(f, "upstream_wait_ms_per_step"),
-		 num(f, "late_sender_ms_per_step"), num(f, "late_receiver_ms_per_step"));
+	if (!strcmp(str(f, "waits_on"), "device")) /* (a kernel of a send and a receive waits for either) */
+		snprintf(f->text, sizeof f->text, "%.1f ms per step of work beyond the other stages' (%d micro-batches); "
+			 "the later stages' GPUs wait %.1f ms per step for it in point-to-point kernels, the earlier %.1f ms",
+			 num(f, "excess_ms_per_step"), (int)inum(f, "microbatches"), num(f, "downstream_wait_ms_per_step"),
+			 num(f, "upstream_wait_ms_per_step"));
+	else
+		snprintf(f->text, sizeof f->text, "%.1f ms per step of work beyond the other stages' (%d micro-batches); "
+			 "the later stages wait %.1f ms per step for it, the earlier %.1f ms (late sender %.1f ms, late "
+			 "receiver %.1f ms per step in all)", num(f, "excess_ms_per_step"), (int)inum(f, "microbatches"),
+			 num(f, "downstream_wait_ms_per_step"), num(f, "upstream_wait_ms_per_step"),
+			 num(f, "late_sender_ms_per_step"), num(f, "late_receiver_ms_per_step"));
 	f->advice[0] = "Move layers off the slow stage: cut the model by measured time per layer, not by parameter count "
 		       "(torch.distributed.pipelining's split points, DeepSpeed's partition_method), or give that stage "
 		       "fewer layers.";

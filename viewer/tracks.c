@@ -314,3 +314,42 @@ void vo_pipe_track(struct view *v)
 		vo_meta(v, "thread_name", v->pid[r], PIPE_TID(r), "pipeline stage idle", 1);
 }
 
+
+/* A pipeline stage's idle on its device: each send's or receive's kernel from its start to the
+ * start of the peer's kernel of the same message (the last arrival of that instance), as a slice
+ * of the stage's idle track, as its training thread's waits are on the host (vo_pipe_track).
+ * After every rank's device tracks: the instances need both ends. */
+void vo_pipe_device(struct view *v)
+{
+	const struct analysis *a = v->a;
+	struct varrs *s = &v->arr;
+	char *named = a->pipe_stage ? calloc((size_t)a->nranks, 1) : NULL;
+	if (!named) {
+		v->oom |= a->pipe_stage != NULL;
+		return;
+	}
+	vw_arr_sort(s);
+	for (size_t i = 0; i < s->n;) {
+		size_t j = vw_inst(s, i);
+		const struct varr *L = &s->v[j - 1];
+		for (size_t m = i; L->gpu && an_msg_op(L->op) && m + 1 < j; m++) {
+			const struct varr *r = &s->v[m];
+			int st = a->pipe_stage[r->rank];
+			if (!r->shown || r->rank == L->rank || r->t >= L->t || st < 0 || a->pipe_stage[L->rank] < 0)
+				continue;
+			char nm[96];
+			snprintf(nm, sizeof nm, "idle: waiting for stage %d (rank %d)", a->pipe_stage[L->rank],
+				 a->ranks[L->rank].rank);
+			vo_ev(v, "X", v->pid[r->rank], PIPE_TID(r->rank), r->t);
+			vo_us(v->o, "dur", L->t - r->t);
+			fputs(",\"cat\":\"idle\",\"name\":", v->o);
+			json_put_string(v->o, nm, SIZE_MAX);
+			fprintf(v->o, ",\"args\":{\"stage\":%d,\"waited_for_stage\":%d,\"ms\":%.3f,\"on\":\"device\"}}", st,
+				a->pipe_stage[L->rank], MS(L->t - r->t));
+			if (!named[r->rank]++)
+				vo_meta(v, "thread_name", v->pid[r->rank], PIPE_TID(r->rank), "pipeline stage idle (device)", 1);
+		}
+		i = j;
+	}
+	free(named);
+}

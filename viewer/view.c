@@ -518,6 +518,7 @@ int cmd_view(int argc, char **argv)
 	json_put_string(v->o, a.summary, SIZE_MAX);
 	fputs("}}", v->o);
 	view_ranks(v);
+	vo_pipe_device(v);
 	crit_and_flows(v);
 	p2p_flows(v);
 	view_about(v, nshow, maxev);

@@ -82,5 +82,6 @@ void vo_on_nvtx(void *ctx, const struct proc *p, const struct trace_event *e, in
 void vo_steps_track(struct view *v);
 void vo_rate_track(struct view *v);
 void vo_pipe_track(struct view *v);
+void vo_pipe_device(struct view *v);
 
 #endif

@@ -71,12 +71,14 @@ struct gpu_conf {
 	int pageable, kernels, overlap, sync_by;
 	double side_gpu_ms;
 	size_t layer_floats;           /* --fsdp: the largest layer's parameters (0: not sharded) */
+	size_t pipe_floats;            /* --pipeline: the largest micro-batch it sends or receives (0: none) */
+	int dp_color;                  /* --pipeline with replicas: its stage (-1: no communicator of them) */
 };
 /* how loss.item() waits for the device (--sync-by): a copy and a stream synchronize; polling an
  * event; a cudaFree (which may synchronize: cuda_runtime_api.h); a cudaMemcpy2DAsync into pageable
  * memory (which holds the host until it is done) */
 enum { SYNC_BY_COPY, SYNC_BY_POLL, SYNC_BY_FREE, SYNC_BY_2D };
-#define GPU_OPS_VERSION 3
+#define GPU_OPS_VERSION 4
 struct gpu_ops {
 	int version;
 	int (*unique_id)(void *id, size_t len);          /* rank 0: the NCCL id's bytes, or -1 */
@@ -98,6 +100,10 @@ struct gpu_ops {
 	int (*gather)(size_t count);
 	void (*gathered)(int slot);
 	void (*scatter)(size_t count);
+	/* --pipeline: send_count floats to rank `to` and recv_count from rank `from` (-1: none) as one
+	 * group on the compute stream; the stage's count gradients all-reduced among its replicas */
+	void (*p2p)(int to, size_t send_count, int from, size_t recv_count);
+	void (*dp_reduce)(size_t count);
 };
 
 /* A gen-data directory, as described by its manifest. */
@@ -212,6 +218,11 @@ void pipe_step(struct pipe *p, const struct batch *b, double slowdown, double *c
 	double *wait_ms);
 double pipe_loss(const struct pipe *p);
 void pipe_free(struct pipe *p);
+/* --gpu: the stage's layers [*l0, *l1) and the most floats a micro-batch sends or receives */
+void pipe_layers(const struct pipe *p, int *l0, int *l1, size_t *msg_floats);
+/* --gpu: the step on the device by the same schedule: ns of a micro-batch's forward and backward
+ * kernels on the stage (ns[0], ns[1]) and of its optimizer (ns[2]); *compute_ms their sum */
+void pipe_gpu_step(struct pipe *p, const struct gpu_ops *G, const double *ns, double *compute_ms);
 
 /* train.c */
 int train(const struct options *o, const struct dataset *ds);

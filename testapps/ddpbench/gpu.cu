@@ -58,7 +58,8 @@ static struct {
 	cudaEvent_t at[FSDP_EVENTS], gathered[FSDP_EVENTS];
 	int nat, ngath;
 	float *shard, *whole;                                      // --fsdp: a layer's part, and the layer whole
-	ncclComm_t nccl;
+	float *out, *in;                                           // --pipeline: a micro-batch sent, and received
+	ncclComm_t nccl, dp;                                       // (dp: --pipeline, the stage's replicas)
 	float *grad, *extra, *scratch, *loss_dev, *one;
 	void *input_host, *input_dev, *d2d_src, *d2d_dst;
 	float loss_host[4], *loss_pinned;
@@ -129,6 +130,10 @@ static int init(const struct gpu_conf *c, const void *id, char *err, size_t len)
 		CUDA(cudaMalloc((void **)&G.whole, c->layer_floats * sizeof(float)));
 		CUDA(cudaMalloc((void **)&G.shard, (c->layer_floats / c->ws + 1) * sizeof(float)));
 	}
+	if (c->pipe_floats) {
+		CUDA(cudaMalloc((void **)&G.out, c->pipe_floats * sizeof(float)));
+		CUDA(cudaMalloc((void **)&G.in, c->pipe_floats * sizeof(float)));
+	}
 	CUDA(cudaMalloc((void **)&G.scratch, 1024 * sizeof(float)));
 	CUDA(cudaMalloc((void **)&G.loss_dev, sizeof(float)));
 	CUDA(cudaMalloc((void **)&G.one, sizeof(float)));
@@ -152,6 +157,8 @@ static int init(const struct gpu_conf *c, const void *id, char *err, size_t len)
 	ncclUniqueId u;
 	memcpy(&u, id, sizeof u);
 	NCCL(ncclCommInitRank(&G.nccl, c->ws, u, c->rank));
+	if (c->dp_color >= 0) // (--pipeline with replicas: theirs, split off the world's by stage, nccl.h)
+		NCCL(ncclCommSplit(G.nccl, c->dp_color, c->rank, &G.dp, NULL));
 	if (G.err[0])
 		snprintf(err, len, "%s", G.err);
 	return G.err[0] ? -1 : 0;
@@ -275,6 +282,8 @@ static void finish(void)
 		cudaSetDevice(G.dev);
 	}
 	cudaDeviceSynchronize();
+	if (G.dp)
+		ncclCommDestroy(G.dp);
 	if (G.nccl)
 		ncclCommDestroy(G.nccl);
 }
@@ -311,7 +320,30 @@ static void scatter(size_t count)
 	NCCL(ncclReduceScatter(G.grad, G.shard, count / G.c.ws, ncclFloat, ncclSum, G.nccl, G.comm));
 }
 
+// --pipeline: a micro-batch's activations or gradients sent to rank `to` and the next ones received
+// from rank `from` (-1: none), grouped, on the compute stream, as Megatron-LM's p2p_communication
+// pairs them (send_forward_recv_backward): one stream, and a 1F1B stage's send waits for a peer
+// that is itself sending, so two calls ungrouped would wait for each other for good
+static void p2p(int to, size_t send_count, int from, size_t recv_count)
+{
+	if (to < 0 && from < 0)
+		return;
+	NCCL(ncclGroupStart());
+	if (to >= 0)
+		NCCL(ncclSend(G.out, send_count, ncclFloat, to, G.nccl, G.compute));
+	if (from >= 0)
+		NCCL(ncclRecv(G.in, recv_count, ncclFloat, from, G.nccl, G.compute));
+	NCCL(ncclGroupEnd());
+}
+
+// --pipeline with replicas: the stage's gradients all-reduced among them, before its optimizer
+static void dp_reduce(size_t count)
+{
+	if (G.dp)
+		NCCL(ncclAllReduce(G.grad, G.grad, count, ncclFloat, ncclSum, G.dp, G.compute));
+}
+
 extern "C" __attribute__((visibility("default"))) const struct gpu_ops ddpbench_gpu = {
 	GPU_OPS_VERSION, unique_id, init, upload, kernel, bucket, grads_done, extra, barrier, read_loss, end_step,
-	finish, gather, gathered, scatter,
+	finish, gather, gathered, scatter, p2p, dp_reduce,
 };

@@ -34,7 +34,7 @@ static const char usage[] = USAGE_HEAD
 	"                          its gradients reduce-scattered after; the next layer's all-gather\n"
 	"                          started before this layer's compute and waited for after it\n"
 	"  --no-prefetch           --fsdp: each all-gather issued and waited for where its layer needs it\n"
-	"pipeline parallel (MLP task, CPU):\n"
+	"pipeline parallel (MLP task; with --gpu, micro-batches passed by NCCL's send and receive):\n"
 	"  --pipeline S            the layers in S stages (balanced by parameters), rank r stage r / (N / S):\n"
 	"                          activations forward and gradients backward by point-to-point calls\n"
 	"                          per micro-batch; the stage's replicas all-reduce its gradients (N > S)\n"
@@ -298,10 +298,10 @@ static int parse_train(int argc, char **argv, struct options *o)
 		conflict = "--microbatches, --schedule, --slow-stage and --slow-stage-ms need --pipeline";
 	else if ((o->slow_stage >= 0) != (o->slow_stage_ms > 0))
 		conflict = "--slow-stage and --slow-stage-ms go together";
-	else if (o->pipeline && (o->task != TASK_MLP || o->gpu || o->fsdp || o->accum > 1 || !o->overlap ||
-				  o->extra_allreduce_mb > 0))
-		conflict = "--pipeline runs the MLP task on the CPU, without --fsdp, --accum (its micro-batches are "
-			   "--microbatches), --no-overlap or --extra-allreduce-mb";
+	else if (o->pipeline && (o->task != TASK_MLP || o->fsdp || o->accum > 1 || !o->overlap ||
+				  o->extra_allreduce_mb > 0 || o->host_ms > 0 || o->d2d_mb > 0))
+		conflict = "--pipeline runs the MLP task, without --fsdp, --accum (its micro-batches are --microbatches), "
+			   "--no-overlap, --extra-allreduce-mb, --host-ms or --d2d-mb";
 	else if (o->slow_stage >= o->pipeline && o->pipeline)
 		conflict = "--slow-stage K needs K below the --pipeline stages";
 	if (conflict) {

@@ -226,3 +226,52 @@ void pipe_step(struct pipe *p, const struct batch *b, double slowdown, double *c
 	*wait_ms += p->wait_ms;
 	*compute_ms += now_ms() - t0 - p->comm_ms;
 }
+
+void pipe_layers(const struct pipe *p, int *l0, int *l1, size_t *msg_floats)
+{
+	int in = model_dim(p->m, p->l0), out = model_dim(p->m, p->l1);
+	*l0 = p->l0;
+	*l1 = p->l1;
+	*msg_floats = (size_t)p->rows * (size_t)(in > out ? in : out);
+}
+
+/* --gpu: the micro-batches as kernels on the stage's device, by the schedule of Megatron-LM's
+ * forward_backward_pipelining_without_interleaving (GPipe: every micro-batch warm-up, none steady):
+ * warm-up forwards (receive, forward, send), then forward, send it and receive a gradient, backward,
+ * send it and receive the next input, then the backwards left (receive, backward, send); each
+ * send and receive pair one group (gpu.cu's p2p). The sends need no completing here: the stream
+ * orders them before the optimizer. */
+void pipe_gpu_step(struct pipe *p, const struct gpu_ops *G, const double *ns, double *compute_ms)
+{
+	int R = p->rows, M = p->M, prev = p->prev == MPI_PROC_NULL ? -1 : p->prev;
+	int next = p->next == MPI_PROC_NULL ? -1 : p->next;
+	size_t in = (size_t)R * model_dim(p->m, p->l0), out = (size_t)R * model_dim(p->m, p->l1);
+	double slow = p->slow_ms * 1e6 / 2, f = ns[0] + slow, b = ns[1] + slow;
+	int warm = p->gpipe ? M : p->S - p->stage - 1 < M ? p->S - p->stage - 1 : M, steady = M - warm;
+	for (int j = 0; j < warm; j++) {
+		G->p2p(-1, 0, prev, in);
+		G->kernel(GPU_FORWARD, f);
+		G->p2p(next, out, -1, 0);
+	}
+	if (steady)
+		G->p2p(-1, 0, prev, in);
+	for (int j = 0; j < steady; j++) {
+		G->kernel(GPU_FORWARD, f);
+		G->p2p(next, out, next, out);
+		G->kernel(GPU_BACKWARD, b);
+		G->p2p(prev, in, j < steady - 1 ? prev : -1, in);
+	}
+	for (int j = 0; j < warm; j++) {
+		G->p2p(-1, 0, next, out);
+		G->kernel(GPU_BACKWARD, b);
+		G->p2p(prev, in, -1, 0);
+	}
+	size_t lo, n, first, count;
+	model_layer_range(p->m, p->l1 - 1, &lo, &count);
+	model_layer_range(p->m, p->l0, &first, &count);
+	n = first + count - lo;
+	if (p->D > 1)
+		G->dp_reduce(n);
+	G->kernel(GPU_OPTIMIZER, ns[2]);
+	*compute_ms += (M * (f + b) + ns[2]) / 1e6;
+}

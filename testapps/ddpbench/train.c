@@ -225,6 +225,33 @@ static void gpu_sharded(const struct gpu_ops *G, struct model *m, const struct g
 		}
 }
 
+/* --pipeline --gpu: the ns of a micro-batch's forward and backward on the stage's layers, and of
+ * its optimizer (ns[0..2]): the plan's phases shared by the layers' matrix products, forward one,
+ * backward two but on the first layer (no gradient at its input), as pipe.c cuts the stages; the
+ * optimizer by the stage's parameters */
+static void gpu_stage_plan(const struct options *o, struct model *m, const struct pipe *P, double slowdown,
+			   double ns[3])
+{
+	int l0, l1;
+	size_t msg, first, count;
+	double all_f = 0, all_b = 0, f = 0, b = 0, mine = 0, step = o->gpu_ms * 1e6 * slowdown;
+	pipe_layers(P, &l0, &l1, &msg);
+	for (int l = 0; l < model_layers(m); l++) {
+		double w = (double)model_dim(m, l) * model_dim(m, l + 1), wb = (l ? 2 : 1) * w;
+		all_f += w;
+		all_b += wb;
+		if (l < l0 || l >= l1)
+			continue;
+		f += w;
+		b += wb;
+		model_layer_range(m, l, &first, &count);
+		mine += (double)count;
+	}
+	ns[0] = 0.3 * step * f / all_f / o->microbatches;
+	ns[1] = 0.6 * step * b / all_b / o->microbatches;
+	ns[2] = 0.1 * step * mine / (double)model_params(m);
+}
+
 #define GPU_REF_LEN 128.0 /* token tasks: gpu_ms is the work of a batch of this padded length */
 
 /* A batch's forward and backward work against the plan's (1 for the MLP): for tokens, as the token
@@ -297,6 +324,9 @@ int train(const struct options *o, const struct dataset *ds)
 			fprintf(stderr, "ddpbench: rank %d cannot start its input pipeline on %s\n", rank, ds->dir);
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	}
+	struct pipe *P = o->pipeline ? pipe_new(m, o, rank, ws, batch) : NULL;
+	if (o->pipeline && !P)
+		MPI_Abort(MPI_COMM_WORLD, 1);
 	size_t input_bytes = o->input_mb > 0 ? (size_t)(o->input_mb * 1048576) :
 		o->task == TASK_MLP ? (size_t)batch * ds->features * sizeof(float) :
 		(size_t)(o->batching == BATCH_BUDGET ? o->token_budget :
@@ -315,7 +345,11 @@ int train(const struct options *o, const struct dataset *ds)
 		struct gpu_conf gc = { .rank = rank, .ws = ws, .local_rank = lr ? atoi(lr) : rank,
 			.grad_floats = model_params(m), .extra_floats = (size_t)(o->extra_allreduce_mb * 1048576) / sizeof(float),
 			.input_bytes = input_bytes, .d2d_bytes = (size_t)(o->d2d_mb * 1048576), .pageable = o->pageable, .kernels = o->gpu_kernels, .overlap = o->overlap,
-			.sync_by = o->sync_by, .side_gpu_ms = o->side_gpu_ms };
+			.sync_by = o->sync_by, .side_gpu_ms = o->side_gpu_ms, .dp_color = P && D > 1 ? stage : -1 };
+		if (P) {
+			int l0, l1;
+			pipe_layers(P, &l0, &l1, &gc.pipe_floats);
+		}
 		for (int l = 0; o->fsdp && l < model_layers(m); l++) { /* (--fsdp: room for the largest layer) */
 			size_t first, count;
 			model_layer_range(m, l, &first, &count);
@@ -358,11 +392,13 @@ int train(const struct options *o, const struct dataset *ds)
 	double *rec = calloc((size_t)o->steps * NF, sizeof(double)), start = 0, loss0 = 0, loss1 = 0;
 	double slowdown = rank == o->straggler_rank ? o->straggler_slowdown : 1;
 	struct gpu_plan gp = { { 0 }, { 0 }, 0, 0 };
+	double stage_ns[3] = { 0 };
 	if (G)
 		gpu_plan(o, m, slowdown, &gp);
+	if (G && P)
+		gpu_stage_plan(o, m, P, slowdown, stage_ns);
 	struct fsdp *F = o->fsdp && !G ? fsdp_new(m, rank, ws, o->fsdp_prefetch) : NULL;
-	struct pipe *P = o->pipeline ? pipe_new(m, o, rank, ws, batch) : NULL;
-	if ((o->fsdp && !F && !G) || (o->pipeline && !P))
+	if (o->fsdp && !F && !G)
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	struct inflight fl;
 	for (int step = 0; step < total; step++) {
@@ -392,6 +428,13 @@ int train(const struct options *o, const struct dataset *ds)
 			v[F_DATACPU] += cpu_ms() - c;
 			fl.n = 0;
 			fl.ms = 0;
+			if (P && G) { /* (on the device: the first stage's batch copied there first) */
+				if (b && stage == 0)
+					G->upload(b->x, (size_t)b->n * ds->features * sizeof(float));
+				pipe_gpu_step(P, G, stage_ns, &v[F_COMPUTE]);
+				samples += stage == 0 ? batch : 0;
+				continue;
+			}
 			if (P) { /* (the micro-batches through the stage, and its optimizer) */
 				pipe_step(P, b, slowdown, &v[F_COMPUTE], &v[F_COMM], &v[F_PIPEWAIT]);
 				samples += stage == 0 ? batch : 0;
@@ -461,11 +504,13 @@ int train(const struct options *o, const struct dataset *ds)
 		v[F_COMM] += fl.ms;
 		t = now_ms();
 		if (G) {
-			G->grads_done();
-			G->kernel(GPU_OPTIMIZER, gp.opt);
-			v[F_COMPUTE] += gp.opt / 1e6;
-			if (extra_n)
-				G->extra();
+			if (!P) { /* (--pipeline: pipe_gpu_step enqueued the stage's all-reduce and optimizer) */
+				G->grads_done();
+				G->kernel(GPU_OPTIMIZER, gp.opt);
+				v[F_COMPUTE] += gp.opt / 1e6;
+				if (extra_n)
+					G->extra();
+			}
 		} else if (o->overlap) {
 			if (fl.n) /* (--fsdp's and --pipeline's: none in flight here) */
 				MPI_Waitall(fl.n, fl.req, MPI_STATUSES_IGNORE);

@@ -10,7 +10,10 @@
  *    it lasts SIMGPU_NCCL_US (10) plus its bytes over SIMGPU_NCCL_GBS (100) bus bandwidth, in the
  *    nccl-tests convention: allreduce 2(n-1)/n of its bytes, allgather, reduce-scatter, alltoall,
  *    gather and scatter (n-1)/n, broadcast, reduce, send and recv all of them;
- *  - send and recv pair by peer, in call order; between ncclGroupStart and ncclGroupEnd calls are
+ *  - send and recv pair by peer, in call order, and a send's kernel waits for its receive's start
+ *    whatever its size (a send "is allowed to block until the corresponding recv() is called":
+ *    NVIDIA/nccl issue 783; a small one that fits NCCL's buffer may end before: not modelled);
+ *    between ncclGroupStart and ncclGroupEnd calls are
  *    collected and enqueued at the end as one kernel (ncclDevKernel_SendRecv when it holds only
  *    sends and receives) that starts when all of its parts can.
  * The ranks agree through the segment, from the simulated cudart's device thread (simgpu.h). Not
