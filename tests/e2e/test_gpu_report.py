@@ -147,10 +147,11 @@ for np in (2, 4):
          env={"SIMGPU_NCCL_GBS": "0.5"},
          more=lambda j: [(top(j)["evidence"].get("op") == "allgather",
                           "exposed_collective names the all-gathers of parameters: %s" % top(j)["evidence"].get("op"))])
-    # (4 ranks on 2 cores really contend for the CPUs: cpu_contention at about 0.06 of the step,
-    # which 8 MiB from pageable memory, a 5% loss, tied with (the top finding a coin toss: it failed
-    # all three attempts of a fresh-clone run); 24 MiB loses 13-15%)
-    mb = "8" if np == 2 else "24"
+    # (the ranks' device and input threads contend for 2 cores: cpu_contention at about 0.06 of the
+    # step with 4 ranks and up to 0.05 with 2, which 8 MiB from pageable memory, a 5-6% loss, ties
+    # (the top finding a coin toss: it failed all three attempts of a fresh-clone run on 4 ranks,
+    # and of two runs on 2, 2026-11-28); 24 MiB loses 12-15%)
+    mb = "24"
     case("pageable", np, ["--pageable", "--input-mb", mb], ["--input-mb", mb],
          finding("pageable_memcpy", bound="compute"))
     if np == 2:  # the same wait made otherwise: polling an event, a cudaFree, a 2D copy into pageable memory
@@ -175,7 +176,7 @@ for np in (2, 4):
                               "rank 1 (records lost) split from its host calls, rank 0 from its device: %s"
                               % ["gpu" in r for r in j["ranks"]])])
     if np == 2:  # beside a device-to-device copy each step (2 TB/s, HBM): the pinned rate is a host copy's
-        case("pageable-d2d", np, ["--pageable", "--input-mb", "8", "--d2d-mb", "64"], ["--input-mb", "8", "--d2d-mb", "64"],
+        case("pageable-d2d", np, ["--pageable", "--input-mb", "24", "--d2d-mb", "64"], ["--input-mb", "24", "--d2d-mb", "64"],
              finding("pageable_memcpy", bound="compute"),
              more=has("pageable_memcpy", "pageable_memcpy compares the copies with a host copy's rate, not HBM's",
                       lambda e: e["pinned_gbs"] < 100))
