@@ -343,6 +343,11 @@ stress: all testapps $(UNIT)
 			|| { cat $$d.log; rm -rf $$d $$d.log; echo "spawns failed on run $$i"; exit 1; }; \
 		rm -rf $$d; mkdir $$d; \
 	done; rm -rf $$d $$d.log; echo "spawns: $(N) x 400 children under the preload, every redirect intact"
+	@d=$$(mktemp -d); for i in $$(seq $(N)); do \
+		LD_PRELOAD=$(CURDIR)/build/libddpspy.so DDPSPY_OUT=$$d build/testapps/forker fdlowest 1.5 >$$d.log 2>&1 \
+			|| { cat $$d.log; rm -rf $$d $$d.log; echo "fdlowest failed on run $$i"; exit 1; }; \
+		rm -rf $$d; mkdir $$d; \
+	done; rm -rf $$d $$d.log; echo "fdlowest: $(N) x 1.5 s of opens and dup2s onto the next number under the preload, none disturbed"
 
 # the README's first command: a 4-rank testbed job with a straggler, traced, and its report
 demo:

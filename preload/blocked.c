@@ -17,7 +17,7 @@
 #include <libunwind.h> /* (the types only: its functions are looked up in libunwind-x86_64) */
 
 static struct {
-	int tried;
+	int tried, ready;
 	unw_addr_space_t as;
 	int (*init_remote)(unw_cursor_t *, unw_addr_space_t, void *);
 	int (*step)(unw_cursor_t *);
@@ -164,15 +164,20 @@ static int load(void)
 	return 0;
 }
 
+void dsp_call_stack_load(void)
+{
+	if (U.tried)
+		return;
+	U.tried = 1;
+	if (load() < 0)
+		U.as = NULL;
+	__atomic_store_n(&U.ready, 1, __ATOMIC_RELEASE);
+}
+
 int dsp_call_stack(const struct dsp_call *c, uintptr_t *pc, int max)
 {
-	if (!c->fp || max < 1)
+	if (!c->fp || max < 1 || !__atomic_load_n(&U.ready, __ATOMIC_ACQUIRE))
 		return 0;
-	if (!U.tried) {
-		U.tried = 1;
-		if (load() < 0)
-			U.as = NULL;
-	}
 	/* the wrapper's frame: the caller's frame pointer, then the return address, which must be the
 	 * call site the wrapper published (else its frame is not what we think: the site alone) */
 	uintptr_t fr[2];

@@ -387,8 +387,11 @@ struct dsp_call *dsp_thread_call(struct dsp_thread *th);
 /* the path of this process's descriptor fd (readlink of /proc/self/fd), "" when gone */
 void dsp_fd_path(int64_t fd, char *buf, size_t n);
 /* blocked.c: the program's stack at a call in flight, from its wrapper's frame (c->fp), into pc
- * (max): the frames read, 0 none (no frame, no libunwind-x86_64, or a frame not as expected) */
+ * (max): the frames read, 0 none (no frame, libunwind-x86_64 not loaded (yet), or a frame not as
+ * expected). dsp_call_stack_load loads it, once: from the thread with a descriptor table of its
+ * own (writer.c's load_stacks), as libunwind's own load */
 int dsp_call_stack(const struct dsp_call *c, uintptr_t *pc, int max);
+void dsp_call_stack_load(void);
 /* n bytes at address a of this process, read through the kernel (process_vm_readv), so that a
  * bad address fails instead of faulting: the bytes read before the first page that could not be
  * read, -1 when none */

@@ -836,8 +836,12 @@ static void rec_call(struct dsp_thread *th, void *ctx)
 		return;
 	uint64_t now = dsp_now();
 	int end = f->final || f->ending;
-	if (!end && (ws[DSP_WS_CALL] == c.t0 || now - c.t0 < inflight_ticks))
+	/* (a call begun on another CPU a moment ago may read a later raw time than ours: the VMs'
+	 * clocks differ by nanoseconds, and such a call, in flight "2^64 ticks", was recorded and its
+	 * stack read some 1 run in 10 of forker fdlowest, 1.1 million opens in 1.5 s) */
+	if (!end && (ws[DSP_WS_CALL] == c.t0 || now <= c.t0 || now - c.t0 < inflight_ticks))
 		return;
+	now = now > c.t0 ? now : c.t0;
 	ws[DSP_WS_CALL] = c.t0;
 	/* the program's stack at the call where it can be read (blocked.c), kept if the thread was
 	 * still in that call afterwards; else the call site alone */
@@ -1024,12 +1028,17 @@ static int64_t host_busy_ns(void)
 	return hz > 0 ? (int64_t)(busy * (1000000000ull / (uint64_t)hz)) : -1;
 }
 
-/* libunwind, under wlock, which fork's prepare handler takes: dlopen holds the loader's locks,
- * and a fork must not copy them held */
+/* libunwind, and libunwind-x86_64 for the stacks of calls in flight (blocked.c), under wlock,
+ * which fork's prepare handler takes: dlopen holds the loader's locks, and a fork must not copy
+ * them held. The loader opens each library, and libunwind opens a pipe as it starts: in the
+ * program's table (as the writer's first stack of a call in flight once loaded it, in a program
+ * that dup2s onto the next free number: forker fdlowest found libunwind-x86_64.so.8 where its
+ * /dev/null should have been, 1 run in 10) those numbers are the program's to take. */
 static void load_stacks(void)
 {
 	pthread_mutex_lock(&wlock);
 	dsp_stack_load();
+	dsp_call_stack_load();
 	pthread_mutex_unlock(&wlock);
 }
 
