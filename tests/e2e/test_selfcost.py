@@ -2,7 +2,8 @@
 measured by its writer thread at start (preload/selfcost.c), and the report turns it into a share
 of each rank's step (ranks[i].overhead_share, job.overhead_share). Checked: the measure against
 `make bench`'s own figure, the extra ns a recorded call that does not block costs
-(build/bench/overhead, plain and traced side by side in this run), within a factor of 2; and the
+(build/bench/overhead, plain and traced side by side in this run), within a factor of 2 and the
+spread the rounds measured; and the
 report's share against its own events per step, cost and step time."""
 import json
 import os
@@ -38,9 +39,13 @@ def side_by_side(k):
         stated += cost_of(out)
     extra = statistics.median(traced) - statistics.median(plain)
     ns = statistics.median(stated) if stated else 0
-    return [(len(stated) == 3 and extra > 0 and extra / 2 <= ns <= 2 * extra,
-             "the cost each file states, %.1f ns per event (%s), within a factor of 2 of what a recorded call costs "
-             "beside the plain one, %.1f ns (traced %s, plain %s)" % (ns, stated, extra, traced, plain))]
+    # (the live measure's own spread widens the comparison, as lib.margin does for every live one:
+    # a traced process's rounds swing 70-200 ns apart at times on this VM, docs/performance.md)
+    m = margin(extra, 0, traced, plain)
+    return [(len(stated) == 3 and extra > 0 and (extra - m) / 2 <= ns <= 2 * (extra + m),
+             "the cost each file states, %.1f ns per event (%s), within a factor of 2 (and the rounds' spread, "
+             "%.1f ns) of what a recorded call costs beside the plain one, %.1f ns (traced %s, plain %s)"
+             % (ns, stated, m, extra, traced, plain))]
 
 
 live("selfcost-bench", side_by_side)
