@@ -302,10 +302,8 @@ static void add_site(struct gpuproc *g, const struct trace_event *e, int what)
  * times the kernel's wait for its peer as a collective's. Unknown rank or order: none. */
 static void msg_instance(const struct gpuproc *g, const struct ev *v, struct gcall *c)
 {
-	int me = -1;
-	for (int i = 0; i < g->ncomms && me < 0; i++)
-		if (g->comms[i].comm == v->comm)
-			me = g->comms[i].rank;
+	const struct gcomm *m = an_gpu_comm(g, v->comm);
+	int me = m ? m->rank : -1;
 	if (me < 0 || v->peer < 0 || v->order < 0)
 		return;
 	int send = v->op == DDPSPY_OP_SEND, src = send ? me : v->peer, dst = send ? v->peer : me;

@@ -172,6 +172,8 @@ void an_gpu_place(struct proc *p);
 /* gpujoin.c: g's work joined to its calls and collectives, in launch order (an_gpu_cmp_launch:
  * the order of any two works that differ) */
 void an_gpu_identify(struct gpuproc *g);
+/* g's communicator comm (its nccl_init), NULL when unknown */
+const struct gcomm *an_gpu_comm(const struct gpuproc *g, int32_t comm);
 int an_gpu_cmp_launch(const void *x, const void *y);
 
 #endif

@@ -87,7 +87,7 @@ int an_gpu_cmp_launch(const void *x, const void *y)
 
 /* Each work's launch time, and NCCL kernels' collectives (by the call's external id, else by
  * their order), once the file is read; times on the process's own clock. */
-static const struct gcomm *comm_of(const struct gpuproc *g, int32_t comm)
+const struct gcomm *an_gpu_comm(const struct gpuproc *g, int32_t comm)
 {
 	for (int i = 0; i < g->ncomms; i++)
 		if (g->comms[i].comm == comm)
@@ -100,7 +100,7 @@ static const struct gcomm *comm_of(const struct gpuproc *g, int32_t comm)
  * one rank alone launches no kernel (an in-place collective nothing, an out-of-place one a copy) */
 static int waiting_unit(const struct gpuproc *g, const struct gcall *c)
 {
-	const struct gcomm *m = c->unit && !c->used ? comm_of(g, c->comm) : NULL;
+	const struct gcomm *m = c->unit && !c->used ? an_gpu_comm(g, c->comm) : NULL;
 	return m && !m->blocking && m->nranks != 1;
 }
 

@@ -124,6 +124,21 @@ void pipe_free(struct pipe *p)
 	free(p);
 }
 
+/* the stage's gradients: [*lo, *lo + n) of the flat buffer (laid out in reverse layer order) */
+static size_t stage_grads(const struct pipe *p, size_t *lo)
+{
+	size_t first, count;
+	model_layer_range(p->m, p->l1 - 1, lo, &count);
+	model_layer_range(p->m, p->l0, &first, &count);
+	return first + count - *lo;
+}
+
+/* the forwards stage runs before its first backward: GPipe all, 1F1B S - stage - 1 */
+static int warmup(const struct pipe *p)
+{
+	return p->gpipe ? p->M : p->S - p->stage - 1 < p->M ? p->S - p->stage - 1 : p->M;
+}
+
 double pipe_loss(const struct pipe *p)
 {
 	return p->loss;
@@ -201,13 +216,10 @@ void pipe_step(struct pipe *p, const struct batch *b, double slowdown, double *c
 	double t0 = now_ms();
 	p->comm_ms = p->wait_ms = p->loss = 0;
 	p->nreq = 0;
-	size_t lo, n, first, count;
-	model_layer_range(p->m, p->l1 - 1, &lo, &count);
-	model_layer_range(p->m, p->l0, &first, &count);
-	n = first + count - lo;
+	size_t lo, n = stage_grads(p, &lo);
 	float *g = model_grad(p->m) + lo;
 	memset(g, 0, n * sizeof(float));
-	int M = p->M, warm = p->gpipe ? M : p->S - p->stage - 1 < M ? p->S - p->stage - 1 : M;
+	int M = p->M, warm = warmup(p);
 	for (int j = 0; j < warm; j++)
 		forward(p, b, j, slowdown);
 	for (int j = warm; j < M; j++) { /* 1F1B's steady state */
@@ -247,7 +259,7 @@ void pipe_gpu_step(struct pipe *p, const struct gpu_ops *G, const double *ns, do
 	int next = p->next == MPI_PROC_NULL ? -1 : p->next;
 	size_t in = (size_t)R * model_dim(p->m, p->l0), out = (size_t)R * model_dim(p->m, p->l1);
 	double slow = p->slow_ms * 1e6 / 2, f = ns[0] + slow, b = ns[1] + slow;
-	int warm = p->gpipe ? M : p->S - p->stage - 1 < M ? p->S - p->stage - 1 : M, steady = M - warm;
+	int warm = warmup(p), steady = M - warm;
 	for (int j = 0; j < warm; j++) {
 		G->p2p(-1, 0, prev, in);
 		G->kernel(GPU_FORWARD, f);
@@ -266,12 +278,9 @@ void pipe_gpu_step(struct pipe *p, const struct gpu_ops *G, const double *ns, do
 		G->kernel(GPU_BACKWARD, b);
 		G->p2p(prev, in, -1, 0);
 	}
-	size_t lo, n, first, count;
-	model_layer_range(p->m, p->l1 - 1, &lo, &count);
-	model_layer_range(p->m, p->l0, &first, &count);
-	n = first + count - lo;
+	size_t lo;
 	if (p->D > 1)
-		G->dp_reduce(n);
+		G->dp_reduce(stage_grads(p, &lo));
 	G->kernel(GPU_OPTIMIZER, ns[2]);
 	*compute_ms += (M * (f + b) + ns[2]) / 1e6;
 }
