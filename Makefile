@@ -59,6 +59,7 @@ COLLECTOR_OBJ := $(COLLECTOR_SRC:%.c=$(B)/cobj/%.o)
 SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13 $(B)/simgpu/libcuda.so.1 \
 	$(B)/simgpu/libnccl.so.2) \
 	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app $(B)/testapps/gpu_app_pt $(B)/testapps/gpu_app_static \
+		$(B)/testapps/cupti_rules \
 		$(B)/testapps/gpu_probe) \
 	$(if $(and $(HAVE_NCCL),$(NVCC)),$(B)/testapps/nccl_app $(B)/libddpbench_gpu.so $(B)/testapps/libnccl-profiler-test.so) \
 	$(if $(HAVE_CUDA),$(B)/testapps/cuda_c $(B)/testapps/cuda_c_ctor) \
@@ -233,6 +234,9 @@ $(B)/testapps/libnccl-profiler-test.so: testapps/ncclprof_test.c common/nccl_pro
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -fPIC -shared -o $@ $< -lpthread
 $(B)/testapps/gpu_app: testapps/gpu_app.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $<
+$(B)/testapps/cupti_rules: testapps/cupti_rules.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $<
 $(B)/testapps/gpu_probe: testapps/gpu_probe.cu

@@ -469,6 +469,8 @@ void an_gpu_job(const struct analysis *a, struct gpujob *j);
 struct gpucover {
 	const char *source;   /* "cupti", "cupti-shared" (with another CUPTI client), "host-only" */
 	const char *client;   /* cupti-shared: the other client, as the rank's file names it; else NULL */
+	const char *client_api; /* its CUDA call kinds ("runtime,driver") served with ddpspy's calls
+				 * only (cupti/share.c); NULL none */
 	const char *why;      /* how capture started, or why it did not */
 	int kernels, copies, nccl_timing; /* 1: missing (no device timeline: only host calls) */
 	uint64_t dropped;     /* CUPTI's records lost on this rank: holes in what it has */

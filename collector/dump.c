@@ -406,6 +406,7 @@ static void print_gpu(struct dumpctx *d, const struct trace_file *f)
 			json_int(&j, "client_records", g->client_records);
 			json_int(&j, "client_dropped", g->client_dropped);
 			json_int(&j, "client_refused", g->client_refused);
+			json_str(&j, "client_api_limited", g->client_api_limited);
 		}
 		json_int(&j, "lead_ns", g->lead_ns);
 		json_int(&j, "checked", g->checked);
@@ -421,8 +422,10 @@ static void print_gpu(struct dumpctx *d, const struct trace_file *f)
 		       (int64_t)trace_gpu_untimed(g), g->checked, g->lead_ns > 0 ? g->lead_ns : 0);
 	if (g->client[0])
 		printf("gpu CUPTI shared with another client (%s): %" PRId64 " records copied to it, %" PRId64
-		       " it asked for found no buffer of its, %" PRId64 " activity kinds refused to it\n",
-		       T(g->client), g->client_records, g->client_dropped, g->client_refused);
+		       " it asked for found no buffer of its, %" PRId64 " activity kinds refused to it%s%s%s\n",
+		       T(g->client), g->client_records, g->client_dropped, g->client_refused,
+		       g->client_api_limited[0] ? "; its CUDA calls (" : "", g->client_api_limited,
+		       g->client_api_limited[0] ? ") only those ddpspy records" : "");
 }
 
 static void print_end(struct dumpctx *d, struct trace_file *f)

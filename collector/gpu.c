@@ -536,6 +536,7 @@ static void part_loaded(struct proc *p, const struct trace_file *f, const char *
 		p->gpu->dropped = f->gpu.dropped + f->gpu.refused;
 		p->gpu->lead_ns = f->gpu.lead_ns;
 		snprintf(p->gpu->client, sizeof p->gpu->client, "%s", f->gpu.client);
+		snprintf(p->gpu->client_api, sizeof p->gpu->client_api, "%s", f->gpu.client_api_limited);
 	}
 	struct gpuproc *g = p->gpu;
 	if (g && !g->over) {
@@ -775,6 +776,7 @@ void an_gpu_cover(const struct analysis *a, int r, struct gpucover *c)
 	int plug = g && g->nccl_src == NSRC_PLUGIN;
 	*c = (struct gpucover){ .source = on ? (g->client[0] ? "cupti-shared" : "cupti") : plug ? "nccl-plugin" : "host-only",
 				.client = on && g->client[0] ? g->client : NULL,
+				.client_api = on && g->client[0] && g->client_api[0] ? g->client_api : NULL,
 				.why = g && g->why[0] ? g->why : "no GPU capture recorded in this rank's file",
 				.kernels = !on, .copies = !on, .nccl_timing = !on && !plug,
 				.dropped = g && g->dropped > 0 ? (uint64_t)g->dropped : 0,
@@ -800,7 +802,8 @@ static void cover_group(FILE *f, const struct analysis *a, int r0, int r1, const
 	else
 		fprintf(f, "ranks %d-%d ", a->ranks[r0].rank, a->ranks[r1].rank);
 	if (c->client)
-		fprintf(f, "CUPTI, shared with another client (%s)", c->client);
+		fprintf(f, "CUPTI, shared with another client (%s%s)", c->client,
+			c->client_api ? "; of the CUDA calls it gets only those ddpspy records" : "");
 	else if (c->kernels && !c->nccl_timing)
 		fprintf(f, "NCCL kernel times from NCCL's profiler plugin, no CUPTI (%s): no kernels or copies", c->why);
 	else if (c->kernels)
@@ -831,6 +834,7 @@ char *an_gpu_cover_line(const struct analysis *a)
 			an_gpu_cover(a, r, &d);
 		int same = r < a->nranks && !strcmp(d.source, c.source) &&
 			   (!c.kernels || !strcmp(d.why, c.why)) && (!c.client || !strcmp(d.client, c.client)) &&
+			   !d.client_api == !c.client_api &&
 			   !strcmp(d.nccl, c.nccl);
 		if (same) {
 			dropped += d.dropped;

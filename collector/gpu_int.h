@@ -148,6 +148,7 @@ struct gpuproc {
 	char state[16], why[160];
 	int64_t dropped, lead_ns;
 	char client[64];      /* another CUPTI client that shared ddpspy's subscription ("" none) */
+	char client_api[24];  /* its CUDA call kinds served with ddpspy's calls only ("runtime,driver"; "" none) */
 	/* NCCL's profiler plugin (ncclplug.c): its events as read, and what became of them */
 	struct gplug *plug;
 	size_t np, cp;

@@ -101,6 +101,8 @@ static void json_coverage(struct json *j, const struct analysis *a)
 		json_str(j, "gpu", gc.source);
 		if (gc.client)
 			json_str(j, "client", gc.client);
+		if (gc.client_api) /* (what the client's own trace lacks: calls ddpspy does not record) */
+			json_str(j, "client_calls_limited", gc.client_api);
 		json_str(j, "why", gc.why);
 		json_arr(j, "missing");
 		if (gc.kernels)

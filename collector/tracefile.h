@@ -50,6 +50,8 @@ struct trace_gpu {
 	char client[64];    /* since 2.7: another CUPTI client that shares ddpspy's subscription ("" none) */
 	int64_t client_records, client_dropped, client_refused; /* since 2.7: records handed to it, those
 			     * it asked for that found no buffer of its, kinds refused to it */
+	char client_api_limited[24]; /* since 2.11: its API kinds ("runtime", "driver", both comma-joined)
+				      * served with the calls ddpspy records only ("" none) */
 	uint64_t read;      /* CUPTI records read from the file */
 	uint64_t untimed_read; /* records with a time of 0 met while reading (files before 2.6), skipped */
 };

@@ -43,7 +43,8 @@ extern struct dsp_cupti_fns dsp_cupti;
 struct dsp_cupti_hooks {
 	void (*seen)(const uint8_t *buf, size_t valid);
 	void (*forward)(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data);
-	uint64_t (*info)(const char **client, uint64_t *records, uint64_t *dropped, uint64_t *refused);
+	uint64_t (*info)(const char **client, uint64_t *records, uint64_t *dropped, uint64_t *refused,
+			 uint64_t *limited);
 };
 extern struct dsp_cupti_hooks dsp_cupti_hooks;
 
@@ -54,6 +55,5 @@ int dsp_cupti_claim(const char *why, CUpti_SubscriberHandle *sub);
 /* whether ddpspy itself records this activity kind, or this API call (driver: 1 for the driver's) */
 int dsp_cupti_own_kind(CUpti_ActivityKind kind);
 int dsp_cupti_own_api(int driver, uint32_t cbid);
-void dsp_cupti_own_calls(void); /* ddpspy's calls on again after a client turned some off */
 
 #endif

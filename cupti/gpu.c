@@ -149,6 +149,9 @@ static const char *result(CUptiResult r)
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
 {
 	__typeof__(dsp_cupti_hooks.forward) fwd = __atomic_load_n(&dsp_cupti_hooks.forward, __ATOMIC_ACQUIRE);
+	static int told;
+	if (!fwd && told < 4 && __atomic_fetch_add(&told, 1, __ATOMIC_RELAXED) < 4)
+		dsp_log("CUPTI: callback domain %d id %u before any client", (int)d, id);
 	if (fwd)
 		fwd(ud, d, id, data);
 }
@@ -382,24 +385,6 @@ static int enable_calls(void)
 	int drv = C.Enable(CUPTI_ACTIVITY_KIND_DRIVER) == CUPTI_SUCCESS;
 	api_all = rt || drv;
 	return api_all ? -1 : 0;
-}
-
-/* ddpspy's own calls on again after another client turned calls or callbacks off (cupti/share.c):
- * on an H100 ddpspy's launch records stopped once torch.profiler's window ended, its callbacks on
- * the shared subscriber turned off (docs/gpu.md; the cause not established). On is on: a call
- * already on stays so. */
-void dsp_cupti_own_calls(void)
-{
-	if (api_all) {
-		C.Enable(CUPTI_ACTIVITY_KIND_RUNTIME);
-		C.Enable(CUPTI_ACTIVITY_KIND_DRIVER);
-		return;
-	}
-	for (uint32_t i = 0; C.EnableRuntimeApi && i < CUPTI_RUNTIME_TRACE_CBID_SIZE; i++)
-		if (keep_rt[i])
-			C.EnableRuntimeApi(i, 1);
-	if (C.EnableDriverApi)
-		enable_driver_launches();
 }
 
 /* Once per process, from cuInit's thread (injection) or the writer's. The guard is held as
@@ -803,7 +788,8 @@ void dsp_gpu_get_info(struct dsp_gpu_info *info)
 	__typeof__(dsp_cupti_hooks.info) more = __atomic_load_n(&dsp_cupti_hooks.info, __ATOMIC_ACQUIRE);
 	info->client = NULL;
 	if (more)
-		info->changes += more(&info->client, &info->client_records, &info->client_dropped, &info->client_refused);
+		info->changes += more(&info->client, &info->client_records, &info->client_dropped, &info->client_refused,
+				      &info->client_api_limited);
 }
 
 void dsp_gpu_stop(void)

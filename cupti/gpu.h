@@ -41,6 +41,7 @@ struct dsp_gpu_info {
 	const char *client;   /* another CUPTI client sharing ddpspy's subscription (share.c), NULL none */
 	uint64_t client_records, client_dropped, client_refused; /* records handed to it; those it asked
 			       * for that found no buffer of its or could not be put on its clock; kinds refused */
+	uint64_t client_api_limited; /* its API kinds served with ddpspy's calls only: 1 runtime, 2 driver */
 	uint64_t changes;     /* counts changes of the above: the writer writes a record when it moves */
 };
 

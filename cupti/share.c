@@ -6,8 +6,11 @@
  * libddpspy.so is preloaded; ddpspy then keeps the real subscription and stands in for CUPTI:
  * - the client's subscriber is a stand-in handle: its callback ids are enabled on ddpspy's
  *   subscriber, and each callback that comes is passed on to it;
- * - its activity kinds and callback ids are enabled on the real CUPTI where ddpspy does not record
- *   them already, and disabled again only where ddpspy does not want them;
+ * - its activity kinds are enabled on the real CUPTI where ddpspy does not record them already,
+ *   and disabled again only where ddpspy does not want them; its API records (the RUNTIME and
+ *   DRIVER kinds, their callback ids) are copies of the calls ddpspy records, and no further call
+ *   is turned on for it: on an H200 that stopped CUPTI's API and synchronization records for the
+ *   whole process (api_limited, below; docs/gpu.md);
  * - every record of a buffer CUPTI completes into ddpspy's callback is copied into the client's
  *   own buffers (its buffer-requested callback) when the client had that kind on when the work was
  *   launched (an API call's start; device work: its launching call's start when that record was
@@ -64,7 +67,6 @@ static struct {
 	CUpti_TimestampCallbackFunc ts; /* the client's clock; NULL: CLOCK_REALTIME */
 	uint64_t kinds;          /* CUpti_ActivityKind bits the client has on */
 	int8_t rt[CUPTI_RUNTIME_TRACE_CBID_SIZE], drv[CUPTI_DRIVER_TRACE_CBID_SIZE]; /* 1 on, -1 off, 0 the kind's */
-	uint8_t real_rt[CUPTI_RUNTIME_TRACE_CBID_SIZE], real_drv[CUPTI_DRIVER_TRACE_CBID_SIZE]; /* set for it */
 	int all_sync;            /* cuptiActivityEnableAllSyncRecords, as the client set it (CUPTI's default: 1) */
 	int real_sync;           /* as the real CUPTI has it: ddpspy's 0 unless the client's records need 1 */
 	struct { uint64_t t, kinds; } hist[HIST]; /* its kinds from t on (ddpspy's clock) */
@@ -72,6 +74,7 @@ static struct {
 	uint8_t *buf;            /* the client's buffer being filled */
 	size_t size, used;
 	uint64_t records, dropped, unread, refused, changes;
+	uint64_t limited;        /* bits RUNTIME, DRIVER: API kinds it asked for, served with ddpspy's calls */
 	uint64_t cut[CUTS];      /* the client's forced flushes (ddpspy's clock); fan_lock */
 	int ncut;
 } S;
@@ -158,27 +161,17 @@ static int client_api(int driver, uint32_t cbid, uint64_t kinds)
 	return sel ? sel > 0 : (kinds >> k & 1) != 0;
 }
 
-/* API records on the real CUPTI: by callback id, each one ddpspy or the client wants (never by
- * kind, which would override ddpspy's choice: cupti_activity.h); under lock */
-static void apply_api(void)
+/* A client's API kinds and callback ids change nothing in the real CUPTI: it gets copies of the
+ * calls ddpspy records (gpu.c's selection), those it asked for. On an H200 with torch.profiler
+ * (docs/gpu.md, 2026-11-28), passing its CUDA_DRIVER kind on as every driver call's id but the
+ * three it turns off stopped all of the process's API and synchronization records some 270 ms
+ * into its window, for the rest of the run, none counted as dropped; passing its runtime kind so
+ * lost a sixth of ddpspy's API records; and the kind itself cannot be passed on, as disabling it
+ * ends ddpspy's selection by id for good (testapps/cupti_rules). Returns the kind's bit in
+ * S.limited where ddpspy records calls one by one, 0 where it records them all (DDPSPY_GPU_API_ALL). */
+static uint64_t api_limited(CUpti_ActivityKind k)
 {
-	if (!C.EnableRuntimeApi || !C.EnableDriverApi)
-		return;
-	int off = 0;
-	for (uint32_t i = 0; i < CUPTI_RUNTIME_TRACE_CBID_SIZE; i++) {
-		uint8_t want = client_api(0, i, S.kinds) && !dsp_cupti_own_api(0, i);
-		off |= want != S.real_rt[i] && !want;
-		if (want != S.real_rt[i] && C.EnableRuntimeApi(i, want) == CUPTI_SUCCESS)
-			S.real_rt[i] = want;
-	}
-	for (uint32_t i = 0; i < CUPTI_DRIVER_TRACE_CBID_SIZE; i++) {
-		uint8_t want = client_api(1, i, S.kinds) && !dsp_cupti_own_api(1, i);
-		off |= want != S.real_drv[i] && !want;
-		if (want != S.real_drv[i] && C.EnableDriverApi(i, want) == CUPTI_SUCCESS)
-			S.real_drv[i] = want;
-	}
-	if (off) /* (ddpspy's own, on whatever the client's change did to them) */
-		dsp_cupti_own_calls();
+	return dsp_cupti_own_kind(k) ? 0 : k == CUPTI_ACTIVITY_KIND_RUNTIME ? 1 : 2;
 }
 
 /* the records of queries of unfinished work: on in the real CUPTI while the client records
@@ -200,16 +193,15 @@ static CUptiResult set_kind(CUpti_ActivityKind k, int on)
 	}
 	CUptiResult r = CUPTI_SUCCESS;
 	int api = k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
-	if (api) /* (the kind's on or off overrides the callback ids' own choices: cupti_activity.h) */
+	if (api) { /* (the kind's on or off overrides the callback ids' own choices: cupti_activity.h) */
 		memset(k == CUPTI_ACTIVITY_KIND_RUNTIME ? S.rt : S.drv, 0,
 		       k == CUPTI_ACTIVITY_KIND_RUNTIME ? sizeof S.rt : sizeof S.drv);
-	else if (!dsp_cupti_own_kind(k) && (on ? C.Enable : C.Disable))
+		S.limited |= on ? api_limited(k) : 0;
+	} else if (!dsp_cupti_own_kind(k) && (on ? C.Enable : C.Disable))
 		r = (on ? C.Enable : C.Disable)(k);
 	if (r == CUPTI_SUCCESS) {
 		__atomic_store_n(&S.kinds, on ? S.kinds | 1ull << k : S.kinds & ~(1ull << k), __ATOMIC_RELEASE);
 		hist_add();
-		if (api)
-			apply_api();
 		apply_sync();
 	}
 	return r;
@@ -432,17 +424,22 @@ static void forward(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id, const
 {
 	(void)ud;
 	CUpti_CallbackFunc cb = S.subscribed ? S.cb : NULL;
+	static int told;
+	if (told < 6 && __atomic_fetch_add(&told, 1, __ATOMIC_RELAXED) < 6)
+		dsp_log("CUPTI: callback domain %d id %u %s", (int)d, id, cb ? "passed on" : "with no client callback");
 	if (cb)
 		cb(S.ud, d, id, data);
 }
 
-static uint64_t info(const char **client, uint64_t *records, uint64_t *dropped, uint64_t *refused)
+static uint64_t info(const char **client, uint64_t *records, uint64_t *dropped, uint64_t *refused,
+		     uint64_t *limited)
 {
 	pthread_mutex_lock(&lock);
 	*client = S.name[0] ? S.name : "unnamed";
 	*records = S.records;
 	*dropped = S.dropped;
 	*refused = S.refused;
+	*limited = S.limited;
 	uint64_t c = S.changes;
 	pthread_mutex_unlock(&lock);
 	return c;
@@ -498,6 +495,7 @@ static CUptiResult subscribe(CUpti_SubscriberHandle *h, CUpti_CallbackFunc cb, v
 	int taken = S.subscribed;
 	if (taken && old && oldsz)
 		snprintf(old, oldsz, "CUPTI for %s", S.name[0] ? S.name : "another client");
+	dsp_log("CUPTI client: cuptiSubscribe%s", taken ? " refused: the client has one" : "");
 	if (!taken) {
 		S.subscribed = 1;
 		S.cb = cb;
@@ -527,10 +525,8 @@ CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *h, CUpti_CallbackFunc cb, 
 /* the client's subscriber and its callbacks gone; under lock */
 static void unsubscribe(void)
 {
-	if (S.subscribed && C.EnableAllDomains) { /* (ddpspy enables none of its own) */
+	if (S.subscribed && C.EnableAllDomains) /* (ddpspy enables none of its own) */
 		C.EnableAllDomains(0, S.real);
-		dsp_cupti_own_calls();
-	}
 	S.subscribed = 0;
 	S.cb = NULL;
 	S.changes++;
@@ -539,6 +535,7 @@ static void unsubscribe(void)
 CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle h)
 {
 	SHARED_OR_PASS(cuptiUnsubscribe, h);
+	dsp_log("CUPTI client: cuptiUnsubscribe");
 	pthread_mutex_lock(&lock);
 	int mine = S.subscribed && h == (CUpti_SubscriberHandle)(void *)&S;
 	if (mine)
@@ -553,8 +550,7 @@ CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle h, CUpti
 	if (h != (CUpti_SubscriberHandle)(void *)&S || !S.subscribed || !C.EnableCallback)
 		return LEAVE(CUPTI_ERROR_INVALID_PARAMETER);
 	CUptiResult r = C.EnableCallback(enable, S.real, d, id);
-	if (!enable) /* (ddpspy's own calls' records stay on) */
-		dsp_cupti_own_calls();
+	dsp_log("CUPTI client: cuptiEnableCallback(%u, domain %d, id %u): %d", enable, (int)d, id, (int)r);
 	return LEAVE(r);
 }
 
@@ -564,8 +560,7 @@ CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle h, CUpti_C
 	if (h != (CUpti_SubscriberHandle)(void *)&S || !S.subscribed || !C.EnableDomain)
 		return LEAVE(CUPTI_ERROR_INVALID_PARAMETER);
 	CUptiResult r = C.EnableDomain(enable, S.real, d);
-	if (!enable) /* (ddpspy's own calls' records stay on) */
-		dsp_cupti_own_calls();
+	dsp_log("CUPTI client: cuptiEnableDomain(%u, domain %d): %d", enable, (int)d, (int)r);
 	return LEAVE(r);
 }
 
@@ -575,8 +570,7 @@ CUptiResult cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHandle h)
 	if (h != (CUpti_SubscriberHandle)(void *)&S || !S.subscribed || !C.EnableAllDomains)
 		return LEAVE(CUPTI_ERROR_INVALID_PARAMETER);
 	CUptiResult r = C.EnableAllDomains(enable, S.real);
-	if (!enable) /* (ddpspy's own calls' records stay on) */
-		dsp_cupti_own_calls();
+	dsp_log("CUPTI client: cuptiEnableAllDomains(%u): %d", enable, (int)r);
 	return LEAVE(r);
 }
 
@@ -596,6 +590,7 @@ CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
 CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc fn)
 {
 	SHARED_OR_PASS(cuptiActivityRegisterTimestampCallback, fn);
+	dsp_log("CUPTI client: cuptiActivityRegisterTimestampCallback");
 	if (!fn)
 		return LEAVE(CUPTI_ERROR_INVALID_PARAMETER);
 	pthread_mutex_lock(&fan_lock);
@@ -619,6 +614,7 @@ CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 	pthread_mutex_lock(&lock);
 	CUptiResult r = set_kind(k, 1);
 	pthread_mutex_unlock(&lock);
+	dsp_log("CUPTI client: cuptiActivityEnable(%d): %d", (int)k, (int)r);
 	pthread_mutex_lock(&fan_lock);
 	keep_buffer();
 	pthread_mutex_unlock(&fan_lock);
@@ -631,6 +627,7 @@ CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
 	pthread_mutex_lock(&lock);
 	CUptiResult r = (unsigned)k < 64 && (S.kinds >> k & 1) ? set_kind(k, 0) : CUPTI_SUCCESS;
 	pthread_mutex_unlock(&lock);
+	dsp_log("CUPTI client: cuptiActivityDisable(%d): %d", (int)k, (int)r);
 	return LEAVE(r);
 }
 
@@ -641,9 +638,10 @@ static CUptiResult select_api(int driver, CUpti_CallbackId id, uint8_t enable)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	pthread_mutex_lock(&lock);
 	(driver ? S.drv : S.rt)[id] = enable ? 1 : -1;
+	S.limited |= enable ? api_limited(driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME) : 0;
 	hist_add();
-	apply_api();
 	pthread_mutex_unlock(&lock);
+	dsp_log("CUPTI client: cuptiActivityEnable%sApi(%u, %u)", driver ? "Driver" : "Runtime", id, enable);
 	return CUPTI_SUCCESS;
 }
 
@@ -664,6 +662,7 @@ CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId id, uint8_t enable)
 CUptiResult cuptiActivityEnableAllSyncRecords(uint8_t enable)
 {
 	SHARED_OR_PASS(cuptiActivityEnableAllSyncRecords, enable);
+	dsp_log("CUPTI client: cuptiActivityEnableAllSyncRecords(%u)", enable);
 	pthread_mutex_lock(&lock);
 	S.all_sync = enable != 0;
 	apply_sync();
@@ -696,6 +695,7 @@ static void flush_for_client(uint32_t flag)
 CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
 	SHARED_OR_PASS(cuptiActivityFlushAll, flag);
+	dsp_log("CUPTI client: cuptiActivityFlushAll(%u)", flag);
 	flush_for_client(flag);
 	return LEAVE(CUPTI_SUCCESS);
 }
@@ -712,6 +712,28 @@ CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream, si
 	return LEAVE(CUPTI_SUCCESS);
 }
 
+/* An attribute of the activity API. Device buffer and semaphore sizes are CUPTI's and passed on.
+ * Per-thread activity buffers are not: "changing this attribute in the middle of the profiling
+ * session will result in undefined behavior" (cupti_activity.h, default 1), and Kineto sets 0 at
+ * each profile's end (CuptiActivityApi::activityBuffers), in the middle of ddpspy's session (on an
+ * H200 withholding it was not what kept ddpspy's API records: docs/gpu.md). How CUPTI fills its
+ * own buffers is not the client's concern here: its records come in buffers of its own (seen()). */
+CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *size, void *value)
+{
+	SHARED_OR_PASS(cuptiActivitySetAttribute, a, size, value);
+	CUptiResult r;
+	if (!size || !value) {
+		r = CUPTI_ERROR_INVALID_PARAMETER;
+	} else if (a == CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER) {
+		r = *size == sizeof(uint8_t) ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+	} else {
+		__typeof__(&cuptiActivitySetAttribute) real_fn = REAL(cuptiActivitySetAttribute, "cuptiActivitySetAttribute");
+		r = real_fn ? real_fn(a, size, value) : CUPTI_ERROR_UNKNOWN;
+	}
+	dsp_log("CUPTI client: cuptiActivitySetAttribute(%d, %zu bytes): %d", (int)a, size ? *size : 0, (int)r);
+	return LEAVE(r);
+}
+
 /* The client detaches: what was copied for it is delivered, then its kinds, callback ids,
  * callbacks and subscriber are gone, as a real cuptiFinalize would leave it; ddpspy's capture
  * goes on. No flush of CUPTI's own: the client flushes before ("CUPTI client needs to make sure
@@ -720,6 +742,7 @@ CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream, si
 CUptiResult cuptiFinalize(void)
 {
 	SHARED_OR_PASS(cuptiFinalize);
+	dsp_log("CUPTI client: cuptiFinalize");
 	pthread_mutex_lock(&fan_lock);
 	if (S.buf) /* (an empty one too: the client's memory back to it) */
 		complete();
@@ -730,7 +753,6 @@ CUptiResult cuptiFinalize(void)
 			set_kind((CUpti_ActivityKind)k, 0);
 	memset(S.rt, 0, sizeof S.rt);
 	memset(S.drv, 0, sizeof S.drv);
-	apply_api();
 	S.all_sync = 1;
 	apply_sync();
 	unsubscribe();

@@ -85,7 +85,7 @@ template <typename F> static float between(F fn)
 // ---- the CUPTI client ----
 
 static struct {
-	int api, kernels, memcpy, memset, sync, ext, other, deliveries, from_main;
+	int api, driver, kernels, memcpy, memset, sync, ext, other, deliveries, from_main;
 	int kernel_bad_time, launch_corr_ok, ext_corr;
 	double spin_ms, tick_ms;
 	unsigned long long bytes_h2d;
@@ -124,6 +124,7 @@ static uint64_t started(const CUpti_Activity *r)
 {
 	switch (r->kind) {
 	case CUPTI_ACTIVITY_KIND_RUNTIME:
+	case CUPTI_ACTIVITY_KIND_DRIVER:
 		return ((const CUpti_ActivityAPI *)r)->start;
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
 		return ((const CUpti_ActivityKernel10 *)r)->start;
@@ -195,6 +196,9 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 			break;
 		case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
 			sum.sync++;
+			break;
+		case CUPTI_ACTIVITY_KIND_DRIVER:
+			sum.driver++;
 			break;
 		case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
 			CUpti_ActivityExternalCorrelation *x = (CUpti_ActivityExternalCorrelation *)r;
@@ -315,6 +319,8 @@ static struct {
 	FN(cuptiActivityEnable);
 	FN(cuptiActivityDisable);
 	FN(cuptiActivityEnableRuntimeApi);
+	FN(cuptiActivityEnableDriverApi);
+	FN(cuptiActivitySetAttribute);
 	FN(cuptiActivityFlushAll);
 	FN(cuptiActivityGetNumDroppedRecords);
 	FN(cuptiActivityPushExternalCorrelationId);
@@ -339,6 +345,8 @@ static int global_cupti()
 	SYM(cuptiActivityEnable);
 	SYM(cuptiActivityDisable);
 	SYM(cuptiActivityEnableRuntimeApi);
+	SYM(cuptiActivityEnableDriverApi);
+	SYM(cuptiActivitySetAttribute);
 	SYM(cuptiActivityFlushAll);
 	SYM(cuptiActivityGetNumDroppedRecords);
 	SYM(cuptiActivityPushExternalCorrelationId);
@@ -364,19 +372,29 @@ static void CUPTIAPI kineto_callback(void *, CUpti_CallbackDomain d, CUpti_Callb
 		torn_down = K.cuptiFinalize() == CUPTI_SUCCESS;
 }
 
-// torch.profiler's kinds on, as CuptiActivityApi::enableCuptiActivities turns them on; returns how many
-static CUpti_ActivityKind kineto_kinds[] = { CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-					     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-					     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_RUNTIME };
+// torch.profiler's kinds on, as CuptiActivityApi::enableCuptiActivities turns them on (PyTorch
+// 2.11 on an H200: these kinds, in this order, but synchronization; docs/gpu.md), with the calls it
+// leaves out; returns how many
+static CUpti_ActivityKind kineto_kinds[] = { CUPTI_ACTIVITY_KIND_MEMCPY,	  CUPTI_ACTIVITY_KIND_MEMSET,
+					     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+					     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_RUNTIME,
+					     CUPTI_ACTIVITY_KIND_DRIVER,	  CUPTI_ACTIVITY_KIND_OVERHEAD };
 
 static int kineto_on()
 {
 	int ts_ok = K.cuptiActivityRegisterTimestampCallback(realtime_ts) == CUPTI_SUCCESS;
 	K.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
 	int enabled = 0;
-	for (CUpti_ActivityKind k : kineto_kinds)
+	for (CUpti_ActivityKind k : kineto_kinds) {
 		enabled += K.cuptiActivityEnable(k) == CUPTI_SUCCESS;
-	K.cuptiActivityEnableRuntimeApi(CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, 0);
+		if (k == CUPTI_ACTIVITY_KIND_RUNTIME)
+			K.cuptiActivityEnableRuntimeApi(CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, 0);
+		if (k == CUPTI_ACTIVITY_KIND_DRIVER)
+			for (CUpti_CallbackId id : { CUPTI_DRIVER_TRACE_CBID_cuKernelGetAttribute,
+						     CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
+						     CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent })
+				K.cuptiActivityEnableDriverApi(id, 0);
+	}
 	return ts_ok ? enabled : -1;
 }
 
@@ -443,6 +461,9 @@ static int kineto_client()
 	int taken = __atomic_load_n(&outstanding, __ATOMIC_SEQ_CST) > 0;
 	if (taken)
 		K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	uint8_t per_thread = 0; // (activityBuffers again: the per-thread buffers off, whatever they were)
+	size_t per_thread_size = sizeof per_thread;
+	K.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &per_thread_size, &per_thread);
 	int finalized = 0;
 	if (callbacks) {
 		K.cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
@@ -459,9 +480,9 @@ static int kineto_client()
 		K.cuptiUnsubscribe(sub);
 	size_t dropped = 0;
 	K.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped);
-	int in_window = sum.kernels, api_in_window = sum.api;
+	int in_window = sum.kernels, api_in_window = sum.api, driver_in_window = sum.driver;
 	if (!taken) // (what came later is not in Kineto's trace either)
-		in_window = api_in_window = 0;
+		in_window = api_in_window = driver_in_window = 0;
 
 	for (int i = 0; i < 6; i++) // after the window: none of it is the client's
 		spin<<<n / 256, 256, 0, s1>>>(d, n);
@@ -483,10 +504,11 @@ static int kineto_client()
 	printf("{\"subscribe\": 0, \"timestamp\": %d, \"enabled\": %d, \"kernels\": %d, \"ticks\": %d, "
 	       "\"spins\": %d, \"inside\": %d, \"api\": %d, \"getdevice\": %d, \"memcpy\": %d, \"ext\": %d, "
 	       "\"ext7\": %u, \"launch_corr_ok\": %d, \"dropped\": %zu, \"finalized\": %d, \"after\": %d, "
-	       "\"deliveries\": %d, \"sync\": %d, \"callbacks\": %d}\n",
+	       "\"deliveries\": %d, \"sync\": %d, \"callbacks\": %d, \"driver\": %d}\n",
 	       ts_ok, enabled, in_window, ticks, spins, inside, api_in_window, getdevice_records, sum.memcpy, sum.ext,
-	       ext7, sum.launch_corr_ok, dropped, finalized, sum.kernels + sum.api - in_window - api_in_window,
-	       sum.deliveries, sum.sync, launch_callbacks);
+	       ext7, sum.launch_corr_ok, dropped, finalized,
+	       sum.kernels + sum.api + sum.driver - in_window - api_in_window - driver_in_window, sum.deliveries, sum.sync,
+	       launch_callbacks, driver_in_window);
 	return 0;
 }
 

@@ -40,7 +40,19 @@
  * cuptiActivityEnableAllSyncRecords(0) leaves those of unfinished work out. cuptiGetCallbackName
  * names every callback id of the installed headers (cupti_runtime_cbid.h, cupti_driver_cbid.h).
  * cuptiSubscribe_v2 takes a subscriber name; a refused one gets the holder's, "CUPTI for <name>"
- * (cupti_callbacks.h, CUpti_SubscriberParams), or SIMGPU_CUPTI_TAKEN's value when that is not 1. */
+ * (cupti_callbacks.h, CUpti_SubscriberParams), or SIMGPU_CUPTI_TAKEN's value when that is not 1.
+ *
+ * What an H200's CUPTI did when its API selection was pushed around (CUDA 13.0, docs/gpu.md,
+ * 2026-11-28, testapps/cupti_rules and torch.profiler under ddpspy), modelled so:
+ * - once a kind's Disable ended a selection by callback id (RUNTIME or DRIVER), turning ids of
+ *   that domain on again one by one recorded nothing more, nor did turning them off and on;
+ * - with a client's CUDA_DRIVER kind passed on as every driver call's id but three (some 690 ids
+ *   on one by one), the process's API and synchronization records stopped for good some 270 ms
+ *   later, none counted as dropped; what triggers it is not known (all ids on and off in one
+ *   thread of a small program did not), modelled as: more than 64 driver ids on by id at once;
+ * - the per-thread activity buffer attribute changed after a kind was enabled: "undefined
+ *   behavior" (cupti_activity.h, CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER), modelled as the
+ *   same stop of API and synchronization records. */
 #include <cupti.h>
 #include <cupti_runtime_cbid.h>
 #include <cupti_driver_cbid.h>
@@ -69,6 +81,8 @@ static int subscribed;
 static uint64_t enabled;                 /* bit k: CUpti_ActivityKind k */
 static int8_t rt_sel[CUPTI_RUNTIME_TRACE_CBID_SIZE], drv_sel[CUPTI_DRIVER_TRACE_CBID_SIZE]; /* 1 on, -1 off, 0 the kind's */
 static int all_sync = 1;                 /* cuptiActivityEnableAllSyncRecords */
+static int sel_ended[2];                 /* runtime, driver: a selection by id ended by its kind's Disable */
+static int host_off;                     /* API and synchronization records stopped for good */
 static char holder[64];                  /* the subscriber's name, as cuptiSubscribe_v2 gave it */
 static CUpti_BuffersCallbackRequestFunc requested;
 static CUpti_BuffersCallbackCompleteFunc completed;
@@ -227,7 +241,8 @@ static int api_wanted(int driver, int cbid)
 {
 	int sel = driver ? (cbid >= 0 && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE ? drv_sel[cbid] : 0) :
 			   (cbid >= 0 && cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE ? rt_sel[cbid] : 0);
-	return sel ? sel > 0 : (enabled & (1ull << (driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME))) != 0;
+	return !host_off &&
+	       (sel ? sel > 0 : (enabled & (1ull << (driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME))) != 0);
 }
 
 /* room for a record of kind, enabled or not (under lock) */
@@ -378,7 +393,8 @@ static void observe(const struct simgpu_item *it)
 		break;
 	}
 	case SIMGPU_SYNC: {
-		CUpti_ActivitySynchronization2 *y = all_sync || !it->ret ? add(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) : NULL;
+		CUpti_ActivitySynchronization2 *y =
+			!host_off && (all_sync || !it->ret) ? add(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) : NULL;
 		if (y) {
 			y->type = (CUpti_ActivitySynchronizationType)it->sync;
 			y->start = it->start + off;
@@ -628,10 +644,13 @@ static void kind_set(CUpti_ActivityKind kind, int on)
 {
 	pthread_mutex_lock(&lock);
 	enabled = on ? enabled | 1ull << kind : enabled & ~(1ull << kind);
-	if (kind == CUPTI_ACTIVITY_KIND_RUNTIME)
+	int api = kind == CUPTI_ACTIVITY_KIND_RUNTIME ? 0 : kind == CUPTI_ACTIVITY_KIND_DRIVER ? 1 : -1;
+	if (api == 0)
 		memset(rt_sel, 0, sizeof rt_sel);
-	if (kind == CUPTI_ACTIVITY_KIND_DRIVER)
+	if (api == 1)
 		memset(drv_sel, 0, sizeof drv_sel);
+	if (api >= 0 && !on)
+		sel_ended[api] = 1;
 	pthread_mutex_unlock(&lock);
 }
 
@@ -656,7 +675,12 @@ static CUptiResult select_api(int8_t *sel, uint32_t size, CUpti_CallbackId cbid,
 	if (cbid >= size)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	pthread_mutex_lock(&lock);
-	sel[cbid] = enable ? 1 : -1;
+	int driver = sel == drv_sel, on = 0;
+	if (!sel_ended[driver] || !enable)
+		sel[cbid] = enable ? 1 : -1;
+	for (uint32_t i = 0; driver && i < size; i++)
+		on += sel[i] > 0;
+	host_off |= on > 64;
 	pthread_mutex_unlock(&lock);
 	hook();
 	return CUPTI_SUCCESS;
@@ -670,6 +694,18 @@ CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable)
 CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable)
 {
 	return select_api(drv_sel, CUPTI_DRIVER_TRACE_CBID_SIZE, cbid, enable);
+}
+
+/* sizes are taken and ignored; the per-thread buffer attribute changed once a kind is on stops
+ * API and synchronization records (above) */
+CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t *size, void *value)
+{
+	if (!size || !value)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	host_off |= attr == CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER && enabled;
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
 }
 
 CUptiResult cuptiActivityEnableAllSyncRecords(uint8_t enable)
@@ -771,6 +807,7 @@ CUptiResult cuptiFinalize(void)
 	enabled = 0;
 	memset(rt_sel, 0, sizeof rt_sel);
 	memset(drv_sel, 0, sizeof drv_sel);
+	sel_ended[0] = sel_ended[1] = host_off = 0; /* (assumed: a finalized CUPTI starts afresh) */
 	all_sync = 1;
 	requested = NULL;
 	completed = NULL;

@@ -5,7 +5,10 @@ clock, with cudaGetDevice's records turned off). Its ground truth is the same pr
 ddpspy: with ddpspy in front it must get exactly those records, in its own buffers and clock, while
 ddpspy's file holds every kernel of the run and nothing the client asked for beyond ddpspy's own
 choice; its callbacks must reach it, and its cuptiFinalize (from a callback, as Kineto's teardown)
-must not end ddpspy's capture; a client that subscribes before cuInit
+must not end ddpspy's capture. Its CUDA call kinds (runtime, driver) get copies of the calls ddpspy
+records and turn nothing more on in CUPTI: on an H200 torch.profiler's driver kind so passed on
+stopped every API record of the process, which the simulated CUPTI models (docs/gpu.md), so that
+ddpspy's own launch calls after the window are the check; the file says the client's were limited; a client that subscribes before cuInit
 starts ddpspy first; and a holder that calls libcupti through its own handle (as nsys's injection
 does) keeps CUPTI, ddpspy saying who holds it."""
 import json
@@ -92,9 +95,10 @@ for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}), ("e
     if case == "warmup":  # (and the warm-up's calls and external ids, handed to it and thrown away at its flush)
         total = g.get("client_records") if g.get("client_records", 0) >= total else -1
     ok(g.get("client") == "unnamed" and g.get("client_records") == total and g.get("client_dropped") == 0
-       and g.get("foreign") == 0,
-       "%s: the file names the client it shared CUPTI with and the %d records handed to it: %s"
-       % (case, total, {k: g.get(k) for k in ("client", "client_records", "client_dropped", "foreign")}))
+       and g.get("foreign") == 0 and g.get("client_api_limited") == "runtime,driver",
+       "%s: the file names the client it shared CUPTI with, the %d records handed to it, and that its CUDA call "
+       "records were those ddpspy records: %s" % (case, total, {k: g.get(k) for k in (
+           "client", "client_records", "client_dropped", "foreign", "client_api_limited")}))
     if case == "early":
         ok(g.get("why", "").startswith("started at another CUPTI client's first call (cuptiSubscribe)"),
            "early: a client that subscribes before cuInit starts ddpspy's capture first: %s" % g.get("why"))
@@ -107,8 +111,10 @@ r = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=
 j = json.loads(r.stdout) if r.stdout.startswith("{") else {}
 t = subprocess.run([DDPSPY, "report", out], capture_output=True, text=True, timeout=120).stdout
 line = next((x for x in t.splitlines() if x.startswith("coverage: ")), "")
-ok([(c["gpu"], c.get("client")) for c in j.get("coverage", [])] == [("cupti-shared", "unnamed")] and
-   not report_errors(j) and line == "coverage: rank 0 CUPTI, shared with another client (unnamed)",
+ok([(c["gpu"], c.get("client"), c.get("client_calls_limited")) for c in j.get("coverage", [])] ==
+   [("cupti-shared", "unnamed", "runtime,driver")] and not report_errors(j) and
+   line == "coverage: rank 0 CUPTI, shared with another client (unnamed; of the CUDA calls it gets only those "
+   "ddpspy records)",
    "the report's coverage: rank 0's GPU figures from CUPTI shared with the client: %s; %s" % (j.get("coverage"), line))
 
 # a holder that reached CUPTI through its own handle before cuInit (nsys's injection does): it keeps

@@ -129,4 +129,27 @@ t = cupti({"GPU_APP_TINY_BUFFERS": "1"})
 ok(t.get("dropped") == 22 and t.get("kernels") == 0, "CUPTI: with buffers too small every record is dropped and counted: %s" % t)
 x = cupti({"SIMGPU_CUPTI_TAKEN": "1"})
 ok(x.get("subscribe") == 39, "CUPTI: with the subscriber taken, cuptiSubscribe fails with 39: %s" % x)
+
+# what an H200's CUPTI did when its API selection was pushed around (docs/gpu.md, 2026-11-28;
+# testapps/cupti_rules: set up as ddpspy sets CUPTI up, one change, launch records before, during,
+# after it, after the kept ids on again, after off and on)
+RULES = os.path.join(APPS, "cupti_rules")
+r = subprocess.run([RULES, "runtime_kind", "runtime_ids", "driver_ids", "per_thread_0", "domain_runtime"],
+                   env=dict(os.environ, LD_LIBRARY_PATH=SIMDIR), capture_output=True, text=True, timeout=60)
+rules = {j["case"]: j for j in map(json.loads, r.stdout.splitlines())}
+seq = lambda c, k="launch_api": [rules.get(c, {}).get(p, {}).get(k) for p in ("before", "during", "after", "own_calls",
+                                                                             "toggled")]
+ok(seq("runtime_kind") == [10, 10, 0, 0, 0],
+   "CUPTI: a RUNTIME kind's Disable ends the selection by id for good, as on the H200: %s" % seq("runtime_kind"))
+ok(seq("runtime_ids") == [10] * 5 and seq("runtime_ids", "sync") == [1] * 5,
+   "CUPTI: other runtime ids on and off leave the kept ones recording, as on the H200: %s" % seq("runtime_ids"))
+ok(seq("driver_ids") == [10, 0, 0, 0, 0] and seq("driver_ids", "sync") == [1, 0, 0, 0, 0]
+   and seq("driver_ids", "kernels") == [10] * 5,
+   "CUPTI: with every driver id on one by one, API and synchronization records stop for good, kernels go on "
+   "(as torch.profiler's driver kind passed on so did on the H200): %s %s" % (seq("driver_ids"), seq("driver_ids", "sync")))
+ok(seq("per_thread_0") == [10, 0, 0, 0, 0],
+   "CUPTI: the per-thread buffer attribute changed mid-session (undefined, cupti_activity.h) stops them too: %s"
+   % seq("per_thread_0"))
+ok(seq("domain_runtime", "cb_getdevice") == [0, 2, 0, 0, 0],
+   "CUPTI: a subscriber's runtime domain gets each call's callback while on: %s" % seq("domain_runtime", "cb_getdevice"))
 done()

@@ -195,9 +195,11 @@ def share_checks(app):
            "%s: the Kineto-shaped client gets with ddpspy in front what it gets alone: %s" % (case, diff or alone))
         n = 31 + 5 * (case == "warmup")
         nl = len([e for e in gpu_events(recs, "cuda_api") if "aunch" in (e.get("fn") or "")])
-        ok(len(kern) == n and nl == n and not g.get("untimed") and g.get("client") and g.get("client_dropped") == 0,
-           "%s: ddpspy keeps all %d kernels, timed, and their launch calls (%d), and names the client: %d, %s" % (
-               case, n, nl, len(kern), {k: g.get(k) for k in ("client", "client_records", "client_dropped", "untimed")}))
+        ok(len(kern) == n and nl == n and not g.get("untimed") and g.get("client") and g.get("client_dropped") == 0
+           and g.get("client_api_limited") == "runtime,driver",
+           "%s: ddpspy keeps all %d kernels, timed, and their launch calls (%d), and names the client and what of its "
+           "calls it got: %d, %s" % (case, n, nl, len(kern), {k: g.get(k) for k in (
+               "client", "client_records", "client_dropped", "untimed", "client_api_limited")}))
         fact("share_" + case, {"alone": alone, "shared": shared, "ddpspy_kernels": len(kern),
                                "gpu": {k: g.get(k) for k in ("state", "why", "client", "client_records", "client_dropped")}})
     # a holder that reached CUPTI through its own handle before cuInit (as nsys's injection does): it
@@ -215,6 +217,33 @@ def share_checks(app):
        and not gpu_events(recs, "gpu_kernel"),
        "a holder through its own handle keeps CUPTI (%s kernels, alone %s); ddpspy's file: %s, %s"
        % (held.get("kernels"), alone.get("kernels"), g.get("state"), (g.get("why") or "")[:90]))
+
+
+def rules_checks(app):
+    """the real CUPTI's rules that cupti/share.c rests on, asked of libcupti alone (testapps/cupti_rules:
+    one process per case, set up as ddpspy sets CUPTI up, one change a client could make): a kind's
+    Disable ends a selection by callback id for good, so a client's API kind is never passed on; other
+    ids turned on and off leave ddpspy's on; a subscriber gets its domain's callbacks"""
+    p = subprocess.run([app], capture_output=True, text=True, timeout=120, env=dict(os.environ, **env_for()))
+    cases = {}
+    for line in p.stdout.splitlines():
+        try:
+            j = json.loads(line)
+        except ValueError:
+            continue
+        cases[j.get("case")] = j
+    fact("cupti_rules", cases)
+    launches = lambda c: [cases.get(c, {}).get(ph, {}).get("launch_api") for ph in ("before", "during", "after",
+                                                                                  "own_calls", "toggled")]
+    ok(launches("runtime_kind") == [10, 10, 0, 0, 0],
+       "a RUNTIME kind's Disable ends the selection of calls by id for good (launch records before, during, after, "
+       "after the ids on again, after off and on): %s" % launches("runtime_kind"))
+    ok(launches("runtime_ids") == [10] * 5,
+       "every other runtime id on and off leaves the kept ones recording: %s" % launches("runtime_ids"))
+    cb = [cases.get(c, {}).get("during", {}).get("cb_getdevice") for c in ("domain_runtime", "callback_getdevice",
+                                                                            "callback_sequence")]
+    ok(cb == [2, 2, 2], "a subscriber's runtime domain or one id gets the calls' callbacks (2 cudaGetDevice "
+       "each): %s" % cb)
 
 
 def static_checks(built):
@@ -625,7 +654,8 @@ def profiler_checks():
         return [len(t), round((t[-1] - t[0]) / 1e9, 3) if t else None]
     fact("torch_profiler_training", {"alone": pa, "under_ddpspy": pb, "step_ms_p50": [t and t["step_ms_p50"] for t in (ta, tp, tb)],
                                      "ddpspy_gpu": {k: g.get(k) for k in ("state", "clock", "client", "client_records", "client_dropped",
-                                                                          "client_refused", "untimed", "dropped")},
+                                                                          "client_refused", "client_api_limited", "untimed",
+                                                                          "dropped")},
                                      # (what ddpspy's file holds with and without the profiler: records per kind, launch calls)
                                      "records": {n: per_kind(r) for n, r in recs.items()},
                                      "launch_calls": {n: launches(r) for n, r in recs.items()}})
@@ -785,12 +815,14 @@ def main():
                 if os.path.exists(os.path.join(d, "libnccl.so.2"))])
     fact("libraries", {"lib_dirs": libs, "nccl_h": nccl_h[:1], "nccl_so": nccl_so[:1]})
     # every program built at once (nvcc takes seconds each)
-    todo = {"gpu_app": ("gpu_app.cu", [], "shared"), "gpu_probe": ("gpu_probe.cu", [], "shared")}
+    todo = {"gpu_app": ("gpu_app.cu", [], "shared"), "gpu_probe": ("gpu_probe.cu", [], "shared"),
+            "cupti_rules": ("cupti_rules.cu", [], "shared")}
     if not SIM:
         todo["gpu_app_static"] = ("gpu_app.cu", [], "static")
     if nccl_h and nccl_so:
         todo["nccl_app"] = ("nccl_app.cu", ["-I" + nccl_h[0], "-Xlinker", nccl_so[0]], "shared")
-    if ONLY and not set(ONLY) & {"gpu_app", "sharing CUPTI", "gpu_probe", "static cudart", "nccl_app", "launch cost"}:
+    if ONLY and not set(ONLY) & {"gpu_app", "sharing CUPTI", "CUPTI's rules", "gpu_probe", "static cudart", "nccl_app",
+                                 "launch cost"}:
         todo = {}  # (--only parts that need none of them)
     procs = {n: subprocess.Popen([NVCC, "-O2", "-std=c++17", "-cudart", c, "-o", os.path.join(bin_, n),
                                   os.path.join(ROOT, "testapps", src)] + x, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -804,6 +836,8 @@ def main():
         part("gpu_app", gpu_app_checks, app)
     if built.get("gpu_app") and fits("sharing CUPTI", 20):
         part("sharing CUPTI", share_checks, app)
+    if built.get("cupti_rules") and fits("CUPTI's rules", 30):
+        part("CUPTI's rules", rules_checks, os.path.join(bin_, "cupti_rules"))
     if built.get("gpu_probe") and fits("gpu_probe", 30):
         part("gpu_probe", probe_checks, os.path.join(bin_, "gpu_probe"))
     part("static cudart", static_checks, built.get("gpu_app_static"))
