@@ -174,7 +174,8 @@ live("data stall", data_stall)
 # report's top over the same run, within 0.15 of its severity, and the finished run watched again, in
 # one interval, within 0.05 of it. That is cpu_contention where the job has the host to itself; with a
 # core taken by another program the ranks' turns on the one left make their compute uneven, and the
-# report puts work_skew first (0.27 over cpu_contention 0.16 in one such run): watch follows it. The
+# report puts work_skew first (0.27 over cpu_contention 0.16 in one such run): watch follows it. Where
+# the report puts two findings within 0.05 of each other, an interval may have either on top. The
 # same job without the decode has cpu_contention on top of no interval above the report's (0 when
 # none) by 0.15 ----
 def top_of(l):
@@ -201,11 +202,18 @@ def contention(k):
         first = top_of(again.stdout) if "top: " in again.stdout else ""
         if name == "decode":
             top = max(found, key=lambda f: f["severity"]) if found else {"kind": "-", "severity": 0}
-            same = [t for t in tops if t.split()[0] == top["kind"] and abs(float(t.split()[-1]) - top["severity"]) <= 0.15]
+            # (the report's top, or a finding it puts within 0.05 of the top: a tie, which an interval
+            # may order either way; a busy host's run had work_skew 0.23 on top and intervals
+            # alternating it with collective_volume at 0.20-0.25)
+            sev = {}
+            for f in found:
+                sev[f["kind"]] = max(sev.get(f["kind"], 0), f["severity"])
+            tied = {k for k, v in sev.items() if v >= top["severity"] - 0.05}
+            same = [t for t in tops if t.split()[0] in tied and abs(float(t.split()[-1]) - sev[t.split()[0]]) <= 0.15]
             checks += [(want >= 0.1 and len(tops) >= 3 and len(same) >= len(tops) - 1,
-                        "CPU contention (the report's cpu_contention over the run %.2f, its top %s %.2f): every full "
-                        "interval's top finding but one at most is the report's top within 0.15: %s"
-                        % (want, top["kind"], top["severity"], tops)),
+                        "CPU contention (the report's cpu_contention over the run %.2f, its top %s %.2f, tied with it "
+                        "within 0.05: %s): every full interval's top finding but one at most is one of those within "
+                        "0.15 of the report's severity: %s" % (want, top["kind"], top["severity"], sorted(tied), tops)),
                        (first.split()[:1] == [top["kind"]] and abs(float(first.split()[-1]) - top["severity"]) <= 0.05,
                         "CPU contention: the finished run watched again, in one interval: the report's top %s within "
                         "0.05 of its %.2f: %s" % (top["kind"], top["severity"], first))]
