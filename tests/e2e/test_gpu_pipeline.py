@@ -86,11 +86,9 @@ if ok(j is not None and t is not None, "a pipeline of 2 stages on the device tra
 
 
 # ---- a slow stage: its rank named, at what balancing it wins ----
-# (three pairs; within 25% and the spread, as on the CPU: what balancing wins is estimated as if the
-# balanced stages then idled only the schedule's fill and drain, and the simulated device's sends
-# wait for their receives (NCCL allows it), which couples stages of equal work: the healthy GPipe
-# run's pace stage idles 2.9 ms a step where the schedule leaves 2.5, which nothing in the slow run
-# shows (severity 0.246 against a loss of 0.212; 1F1B and 4 stages within 5%))
+# (three pairs; within 15% and the spread, as the GPU's data-parallel cases. The testbed's GPU
+# stages are equal in their forwards and backwards, so that switching the slowdown off is what
+# balancing the stage wins: docs/testbed.md)
 def waits(name):
     def more(j):
         ev = findings(j, "stage_imbalance")
@@ -104,7 +102,7 @@ def waits(name):
 
 
 def slow_stage(name, stage, args, np=2, stages=2):
-    pipecases.slow_stage(name, stage, args, lambda n, a: traced(n, a, np, stages), 3, 0.25, 1, waits(name))
+    pipecases.slow_stage(name, stage, args, lambda n, a: traced(n, a, np, stages), 3, 0.15, 1, waits(name))
 
 
 slow_stage("gpu slow last stage, gpipe", 1, ["--microbatches", "4"])
