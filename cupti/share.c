@@ -167,11 +167,14 @@ static int client_api(int driver, uint32_t cbid, uint64_t kinds)
  * three it turns off stopped all of the process's API and synchronization records some 270 ms
  * into its window, for the rest of the run, none counted as dropped; passing its runtime kind so
  * lost a sixth of ddpspy's API records; and the kind itself cannot be passed on, as disabling it
- * ends ddpspy's selection by id for good (testapps/cupti_rules). Returns the kind's bit in
- * S.limited where ddpspy records calls one by one, 0 where it records them all (DDPSPY_GPU_API_ALL). */
-static uint64_t api_limited(CUpti_ActivityKind k)
+ * ends ddpspy's selection by id for good (testapps/cupti_rules). The client asked for kind k's
+ * calls: its bit in S.limited where ddpspy records them one by one, none where it records them
+ * all (DDPSPY_GPU_API_ALL); under lock. */
+static void api_limited(CUpti_ActivityKind k)
 {
-	return dsp_cupti_own_kind(k) ? 0 : k == CUPTI_ACTIVITY_KIND_RUNTIME ? 1 : 2;
+	uint64_t was = S.limited;
+	S.limited |= dsp_cupti_own_kind(k) ? 0 : k == CUPTI_ACTIVITY_KIND_RUNTIME ? 1 : 2;
+	S.changes += S.limited != was; /* (the gpu record says it) */
 }
 
 /* the records of queries of unfinished work: on in the real CUPTI while the client records
@@ -196,7 +199,8 @@ static CUptiResult set_kind(CUpti_ActivityKind k, int on)
 	if (api) { /* (the kind's on or off overrides the callback ids' own choices: cupti_activity.h) */
 		memset(k == CUPTI_ACTIVITY_KIND_RUNTIME ? S.rt : S.drv, 0,
 		       k == CUPTI_ACTIVITY_KIND_RUNTIME ? sizeof S.rt : sizeof S.drv);
-		S.limited |= on ? api_limited(k) : 0;
+		if (on)
+			api_limited(k);
 	} else if (!dsp_cupti_own_kind(k) && (on ? C.Enable : C.Disable))
 		r = (on ? C.Enable : C.Disable)(k);
 	if (r == CUPTI_SUCCESS) {
@@ -424,9 +428,6 @@ static void forward(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id, const
 {
 	(void)ud;
 	CUpti_CallbackFunc cb = S.subscribed ? S.cb : NULL;
-	static int told;
-	if (told < 6 && __atomic_fetch_add(&told, 1, __ATOMIC_RELAXED) < 6)
-		dsp_log("CUPTI: callback domain %d id %u %s", (int)d, id, cb ? "passed on" : "with no client callback");
 	if (cb)
 		cb(S.ud, d, id, data);
 }
@@ -638,7 +639,8 @@ static CUptiResult select_api(int driver, CUpti_CallbackId id, uint8_t enable)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	pthread_mutex_lock(&lock);
 	(driver ? S.drv : S.rt)[id] = enable ? 1 : -1;
-	S.limited |= enable ? api_limited(driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME) : 0;
+	if (enable)
+		api_limited(driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME);
 	hist_add();
 	pthread_mutex_unlock(&lock);
 	dsp_log("CUPTI client: cuptiActivityEnable%sApi(%u, %u)", driver ? "Driver" : "Runtime", id, enable);
