@@ -219,8 +219,8 @@ static int change(const char *c, int on)
 		// gpu_app kineto's teardown through ddpspy: a launch callback on and off, ddpspy's
 		// own calls on again, then the whole runtime domain for a call's exit
 		if (on) {
-			K.cuptiEnableCallback(1, sub, rt, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
-			K.cuptiEnableCallback(0, sub, rt, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
+			K.cuptiEnableCallback(1, sub, rt, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+			K.cuptiEnableCallback(0, sub, rt, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
 			for (CUpti_CallbackId k : KEPT)
 				K.cuptiActivityEnableRuntimeApi(k, 1);
 		}

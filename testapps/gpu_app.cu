@@ -159,8 +159,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 			CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)r;
 			sum.api++;
 			getdevice_records += a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020;
-			if ((a->cbid == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000 ||
-			     a->cbid == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000) && nlaunch < 64) {
+			if ((a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 ||
+			     a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000) && nlaunch < 64) {
 				launch_corr[nlaunch] = a->correlationId;
 				launch_start[nlaunch++] = a->start;
 			}
@@ -367,7 +367,7 @@ static void CUPTIAPI kineto_callback(void *, CUpti_CallbackDomain d, CUpti_Callb
 	const CUpti_CallbackData *cb = (const CUpti_CallbackData *)data;
 	if (d != CUPTI_CB_DOMAIN_RUNTIME_API || !cb || cb->callbackSite != CUPTI_API_EXIT)
 		return;
-	launch_callbacks += id == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000;
+	launch_callbacks += id == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
 	if (teardown && !torn_down)
 		torn_down = K.cuptiFinalize() == CUPTI_SUCCESS;
 }
@@ -427,7 +427,7 @@ static int kineto_client()
 	}
 	int enabled = kineto_on(), ts_ok = enabled >= 0;
 	if (callbacks)
-		K.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
+		K.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
 	if (getenv("GPU_APP_WARMUP")) {
 		// torch.profiler's schedule: a warm-up step with the kinds on (its kernels still running when
 		// the window opens), then CuptiActivityApi::clearActivities: a forced flush, if it has a buffer
@@ -466,7 +466,7 @@ static int kineto_client()
 	K.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &per_thread_size, &per_thread);
 	int finalized = 0;
 	if (callbacks) {
-		K.cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
+		K.cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
 		if (getenv("GPU_APP_FINALIZE")) { // Kineto's teardown: cuptiFinalize at a runtime call's exit
 			teardown = 1;
 			K.cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API);

@@ -1276,17 +1276,22 @@ uint32_t simgpu_collective(void *stream, int per_thread, struct simgpu_coll *c)
 	return corr;
 }
 
+/* CUDA 13.0's <<<>>> entry points. The real runtime reports them to CUPTI as cudaLaunchKernel
+ * (callback id 211, _ptsz 214), not as cupti_runtime_cbid.h's __cudaLaunchKernel_v13000 (505): on
+ * the H100 and the H200 (docs/gpu-runs/h100-2026-11-27-first.tap, check 23) nvcc 13.0's launches were
+ * 2004 cudaLaunchKernel_v7000 records and no other, a callback on 211 came for each launch and one
+ * on 505 never (h200-2026-11-28-rules.jsonl, h200-2026-11-28-diagnosis.txt) */
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 			       cudaStream_t stream)
 {
-	return launch(kernel, gridDim, blockDim, args, stream_of(stream, 0), CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
+	return launch(kernel, gridDim, blockDim, args, stream_of(stream, 0), CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
 }
 
 cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 				    cudaStream_t stream)
 {
 	return launch(kernel, gridDim, blockDim, args, stream_of(stream, 1),
-		      CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000);
+		      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000);
 }
 
 cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,

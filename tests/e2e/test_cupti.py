@@ -124,7 +124,7 @@ kern = gpu_events(recs, "gpu_kernel")
 api = {e["corr"]: e for e in gpu_events(recs, "cuda_api")}
 fns = sorted({api.get(k["corr"], {}).get("fn") for k in kern})
 st = [k["stream"] for k in kern]
-ok(p.returncode == 0 and len(kern) == 8 and fns == ["__cudaLaunchKernel_ptsz_v13000"] and st[7] not in (7, st[0], st[5]),
+ok(p.returncode == 0 and len(kern) == 8 and fns == ["cudaLaunchKernel_ptsz_v7000"] and st[7] not in (7, st[0], st[5]),
    "per-thread default stream: every launch a _ptsz one (%s), the last kernel on the thread's own default stream, "
    "not the legacy one: %s" % (fns, st))
 
@@ -237,7 +237,7 @@ for name, extra in (("calls-selected", {}), ("calls-all", {"DDPSPY_GPU_API_ALL":
     if name == "calls-selected":
         ok(p.returncode == 0 and g.get("api") == "selected" and not any(f in fns for f in flood)
            and g.get("dropped") == 0 and g.get("refused") == 0
-           and fns.get("__cudaLaunchKernel_v13000", 0) >= 2000 and fns.get("cudaGraphLaunch_v10000") == 3
+           and fns.get("cudaLaunchKernel_v7000", 0) >= 2000 and fns.get("cudaGraphLaunch_v10000") == 3
            and fns.get("cuLaunchKernelEx") == 3 and fns.get("cudaEventQuery_v3020", 0) > 0 and not pending
            and len(kern) == 2012 and not unjoined,
            "only the calls the analysis reads are recorded (api %s): %s; every kernel joins its launch (%d unjoined); "

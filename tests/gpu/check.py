@@ -176,8 +176,8 @@ def gpu_app_checks(app):
 def share_checks(app):
     """CUPTI shared with a second client in Kineto's shape (gpu_app kineto: test_cupti_share's checks):
     it gets what it gets alone, and ddpspy keeps every kernel of the run"""
-    same = ("subscribe", "enabled", "kernels", "ticks", "spins", "inside", "getdevice", "memcpy", "ext7", "dropped", "after",
-            "callbacks", "finalized")
+    same = ("subscribe", "enabled", "kernels", "ticks", "spins", "inside", "getdevice", "memcpy", "ext7", "launch_corr_ok",
+            "dropped", "after", "callbacks", "finalized")
     for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}),
                         ("callbacks", {"GPU_APP_CALLBACK": "1", "GPU_APP_FINALIZE": "1"}), ("warmup", {"GPU_APP_WARMUP": "1"})):
         env = dict(env_for(), **extra)
