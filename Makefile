@@ -25,7 +25,8 @@ NVCC := $(wildcard $(CUDA_HOME)/bin/nvcc)
 PRELOAD_SRC := preload/init.c preload/config.c preload/clock.c preload/ring.c \
 	preload/registry.c preload/writer.c preload/record.c preload/resolve.c \
 	preload/fdclass.c preload/identity.c preload/pthread.c preload/sleep.c preload/io.c \
-	preload/gloo.c preload/markers.c preload/selfcost.c preload/inflight.c preload/blocked.c common/format.c
+	preload/gloo.c preload/markers.c preload/selfcost.c preload/inflight.c preload/blocked.c \
+	preload/pyframes.c common/format.c
 ifneq ($(MPI_CFLAGS),)
 PRELOAD_SRC += preload/mpi.c
 endif
@@ -69,7 +70,7 @@ SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13 
 
 TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
 	$(B)/testapps/gloo_host $(B)/testapps/libfakegloo.so \
-	$(B)/testapps/libglooplugin.so $(B)/bench/overhead
+	$(B)/testapps/libglooplugin.so $(B)/bench/overhead $(B)/testapps/fakepy $(B)/testapps/fakepy312
 ifneq ($(MPICC),)
 TESTAPPS += $(B)/testapps/mpi_app $(B)/testapps/stencil $(B)/testapps/hang_mpi $(B)/ddpbench
 endif
@@ -284,6 +285,14 @@ $(B)/tests/test_pattern: tests/unit/test_pattern.c $(COLLECTOR_LIB_SRC) collecto
 $(B)/tests/test_identity: tests/unit/test_identity.c preload/identity.c common/format.c tests/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -o $@ tests/unit/test_identity.c preload/identity.c common/format.c
+
+# (its symbols exported, as an interpreter's are: ddpspy looks CPython up by them)
+$(B)/testapps/fakepy: testapps/fakepy.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -rdynamic -o $@ $<
+$(B)/testapps/fakepy312: testapps/fakepy.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -rdynamic -DPY_MINOR=12 -o $@ $<
 
 $(B)/testapps/%: testapps/%.c 
 	@mkdir -p $(dir $@)

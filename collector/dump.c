@@ -86,6 +86,17 @@ static void print_stack_json(struct json *j, const struct trace_file *f, uint32_
 {
 	const struct trace_stack *s = trace_stack(f, id);
 	char hex[32];
+	if (s && s->npy) { /* (2.12: the thread's Python frames, innermost first) */
+		json_arr(j, "python");
+		for (uint32_t i = 0; i < s->npy; i++) {
+			json_obj(j, NULL);
+			json_str(j, "file", s->py[i].file);
+			json_int(j, "line", s->py[i].line);
+			json_str(j, "function", s->py[i].func);
+			json_close(j);
+		}
+		json_close(j);
+	}
 	json_arr(j, "frames");
 	for (uint32_t i = 0; s && i < s->n; i++) {
 		const struct trace_module *m = trace_module_of(f, s->ips[i]);
@@ -287,6 +298,10 @@ static void stack_text(const struct trace_file *f, uint32_t id)
 {
 	const struct trace_stack *s = trace_stack(f, id);
 	printf("  stack#%u", id);
+	for (uint32_t i = 0; s && i < s->npy && i < 8; i++)
+		printf("%s%s (%s:%d)", i ? " <-" : " py ", T(s->py[i].func), T(s->py[i].file), s->py[i].line);
+	if (s && s->npy)
+		printf(" |");
 	for (uint32_t i = 0; s && i < s->n && i < 8; i++) {
 		const struct trace_module *m = trace_module_of(f, s->ips[i]);
 		const char *base = m ? strrchr(m->path, '/') : NULL;
@@ -453,6 +468,8 @@ static void print_end(struct dumpctx *d, struct trace_file *f)
 			json_num(&j, "event_ns", f->event_ns);
 		else
 			json_str(&j, "event_ns", NULL);
+		json_str(&j, "python", f->py_version[0] ? f->py_version : NULL);
+		json_str(&j, "python_why", f->py_why[0] ? f->py_why : NULL);
 		json_end(&j);
 		return;
 	}
@@ -467,6 +484,8 @@ static void print_end(struct dumpctx *d, struct trace_file *f)
 		printf("sched: no thread's CPU time read (%s)\n", T(f->sched_error));
 	if (f->event_ns > 0)
 		printf("cost: %.1f ns per recorded event (ddpspy's own, measured at its start)\n", f->event_ns);
+	if (f->py_version[0])
+		printf("python: CPython %s, %s\n", T(f->py_version), f->py_why[0] ? T(f->py_why) : "its frames read");
 	if (f->ended)
 		printf("end %s: %" PRIu64 " events, %" PRIu64 " dropped%s\n", T(f->end_reason), f->events,
 		       f->dropped, unwritten);

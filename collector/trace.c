@@ -170,9 +170,7 @@ void trace_close(struct trace_file *f)
 	free(f->cmdline);
 	free(f->calib);
 	free(f->threads);
-	for (size_t i = 0; i < f->nstacks; i++)
-		free(f->stacks[i].ips);
-	free(f->stacks);
+	trace_free_stacks(f);
 	for (size_t i = 0; i < f->nnames; i++)
 		free(f->names[i].s);
 	free(f->names);

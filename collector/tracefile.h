@@ -25,9 +25,17 @@ struct trace_module {
 	uint64_t bias, lo, hi;
 };
 
+/* a Python frame of a stack (2.12): file (its last 200 bytes), line (-1 unknown), function */
+struct trace_pyframe {
+	char *file, *func;
+	int line;
+};
+
 struct trace_stack {
 	uint32_t id, n;
 	uint64_t *ips;
+	uint32_t npy;              /* 2.12: the thread's Python frames then, innermost first */
+	struct trace_pyframe *py;
 };
 
 /* an entry of the file's string table (2.2: kernel and CUDA API names) */
@@ -137,6 +145,8 @@ struct trace_file {
 	char write_error[64];    /* that write's error, "" for none */
 	char sched_error[64];    /* since 2.4: why no thread's schedstat was read ("" read, or none written) */
 	double event_ns;         /* since 2.8: ddpspy's own cost per recorded event ("cost"), 0 unknown */
+	char py_version[32];     /* since 2.12: the CPython the process ran ("python"), "" none */
+	char py_why[160];        /* and why its frames were not read, "" when they were */
 	/* where reading stopped early, and why (error[0] == 0: the whole file was read) */
 	size_t stop_offset;
 	size_t resume;      /* trace_follow: where the next reading starts (0: the file's first record) */

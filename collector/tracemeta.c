@@ -273,6 +273,7 @@ static int add_stack(struct trace_file *f, uint32_t id, const msgpack_object *e)
 		return -1;
 	f->stacks = n;
 	struct trace_stack *s = &f->stacks[f->nstacks++];
+	*s = (struct trace_stack){0};
 	s->id = id;
 	s->n = e->via.array.size - 1;
 	s->ips = malloc((s->n + 1) * sizeof *s->ips);
@@ -347,6 +348,56 @@ void trace_rd_unwritten(struct trace_file *f, const msgpack_object *m)
 int trace_rd_stacks(struct trace_file *f, const msgpack_object *m)
 {
 	return rd_table(f, m, 1, add_stack);
+}
+
+/* [id, [file, line, function], ...]: the Python frames of a stack of the table (2.12); an
+ * entry that does not read as that is left out */
+static int add_pyframes(struct trace_file *f, uint32_t id, const msgpack_object *e)
+{
+	struct trace_stack *s = (struct trace_stack *)trace_stack(f, id);
+	if (!s || s->py)
+		return 0;
+	uint32_t n = e->via.array.size - 1;
+	if (!(s->py = calloc(n ? n : 1, sizeof *s->py)))
+		return -1;
+	for (uint32_t k = 0; k < n; k++) {
+		const msgpack_object *fr = &e->via.array.ptr[k + 1];
+		int64_t line;
+		if (fr->type != MSGPACK_OBJECT_ARRAY || fr->via.array.size < 3 ||
+		    !trace_mp_int(&fr->via.array.ptr[1], &line))
+			continue;
+		struct trace_pyframe *p = &s->py[s->npy];
+		p->file = trace_mp_dup_str(&fr->via.array.ptr[0]);
+		p->func = trace_mp_dup_str(&fr->via.array.ptr[2]);
+		p->line = line < -1 || line > INT32_MAX ? -1 : (int)line;
+		if (!p->file || !p->func) {
+			free(p->file);
+			free(p->func);
+			continue;
+		}
+		s->npy++;
+	}
+	return 0;
+}
+
+void trace_free_stacks(struct trace_file *f)
+{
+	for (size_t i = 0; i < f->nstacks; i++) {
+		free(f->stacks[i].ips);
+		for (uint32_t k = 0; k < f->stacks[i].npy; k++) {
+			free(f->stacks[i].py[k].file);
+			free(f->stacks[i].py[k].func);
+		}
+		free(f->stacks[i].py);
+	}
+	free(f->stacks);
+	f->stacks = NULL;
+	f->nstacks = 0;
+}
+
+int trace_rd_pyframes(struct trace_file *f, const msgpack_object *m)
+{
+	return rd_table(f, m, 1, add_pyframes);
 }
 
 int trace_rd_names(struct trace_file *f, const msgpack_object *m)
@@ -448,6 +499,13 @@ int trace_rd_record(struct trace_file *f, const char *kind, const msgpack_object
 		}
 	} else if (!strcmp(kind, DDPSPY_REC_STACKS)) {
 		bad = trace_rd_stacks(f, m) < 0;
+	} else if (!strcmp(kind, DDPSPY_REC_PYFRAMES)) {
+		bad = trace_rd_pyframes(f, m) < 0;
+	} else if (!strcmp(kind, DDPSPY_REC_PYTHON)) {
+		trace_mp_str_into(m, "version", f->py_version, sizeof f->py_version);
+		f->py_why[0] = 0;
+		if (trace_mp_get(m, "why"))
+			trace_mp_str_into(m, "why", f->py_why, sizeof f->py_why);
 	} else if (!strcmp(kind, DDPSPY_REC_MODULES)) {
 		bad = trace_rd_modules(f, m) < 0;
 	} else if (!strcmp(kind, DDPSPY_REC_NAMES)) {

@@ -22,6 +22,8 @@ void trace_rd_identity(struct trace_file *f, const msgpack_object *m);
 int trace_rd_modules(struct trace_file *f, const msgpack_object *m);
 int trace_rd_stacks(struct trace_file *f, const msgpack_object *m);
 int trace_rd_names(struct trace_file *f, const msgpack_object *m);
+int trace_rd_pyframes(struct trace_file *f, const msgpack_object *m);
+void trace_free_stacks(struct trace_file *f); /* the stack table and its Python frames */
 void trace_rd_gpu(struct trace_file *f, const msgpack_object *m);
 struct trace_inflight;
 int trace_rd_inflight(const msgpack_object *m, struct trace_inflight *c);

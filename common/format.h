@@ -15,7 +15,7 @@
 #define DDPSPY_MAGIC_LEN 8
 #define DDPSPY_FILE_HEADER_LEN 16
 #define DDPSPY_FORMAT_MAJOR 2
-#define DDPSPY_FORMAT_MINOR 11
+#define DDPSPY_FORMAT_MINOR 12
 /* the oldest major this reader still reads (1.x: events as msgpack arrays, modules snapshots) */
 #define DDPSPY_FORMAT_MAJOR_OLDEST 1
 
@@ -40,6 +40,8 @@
 #define DDPSPY_REC_SCHED "sched"       /* 2.4: the threads' CPU time and run-queue delay (schedstat) */
 #define DDPSPY_REC_COST "cost"         /* 2.8: ddpspy's own cost per recorded event */
 #define DDPSPY_REC_INFLIGHT "inflight" /* 2.9: a call in flight long, or when the file ended */
+#define DDPSPY_REC_PYTHON "python"     /* 2.12: the CPython found, and whether its frames are read */
+#define DDPSPY_REC_PYFRAMES "pyframes" /* 2.12: the Python frames of new stack table entries */
 
 /* Process roles (header "role"). */
 #define DDPSPY_ROLES(X)                                                                  \

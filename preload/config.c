@@ -34,6 +34,7 @@ static const struct option {
 	{"DDPSPY_NVTX", OPT_BOOL, 1, 0, 1, NULL, offsetof(struct dsp_config, nvtx)},
 	{"DDPSPY_NCCL_PLUGIN", OPT_BOOL, 1, 0, 1, NULL, offsetof(struct dsp_config, nccl_plugin)},
 	{"DDPSPY_INFLIGHT_MS", OPT_LONG, 1000, -1, 1L << 40, NULL, offsetof(struct dsp_config, inflight_ms)},
+	{"DDPSPY_PYFRAMES", OPT_BOOL, 1, 0, 1, NULL, offsetof(struct dsp_config, pyframes)},
 };
 
 static void vsay(const char *fmt, va_list ap)

@@ -50,7 +50,7 @@ ssize_t dsp_peek(uintptr_t a, void *buf, size_t n)
 	size_t first = cut - a < n ? cut - a : n;
 	struct iovec local = { buf, n };
 	struct iovec remote[2] = { { (void *)a, first }, { (void *)cut, n - first } };
-	return n ? process_vm_readv(getpid(), &local, 1, remote, n > first ? 2 : 1, 0) : 0;
+	return n ? process_vm_readv(dsp_pid ? dsp_pid : getpid(), &local, 1, remote, n > first ? 2 : 1, 0) : 0;
 }
 
 /* The path a call in flight was given (c->str, read by dsp_call_read), copied without trusting

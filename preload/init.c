@@ -20,7 +20,7 @@
 
 int dsp_on;
 struct dsp_identity dsp_id;
-static pid_t my_pid;
+pid_t dsp_pid; /* this process (getpid is a system call): set at start and in a fork child */
 static int initialised;
 
 /* exec family: the calls programs make; glibc's execl/execvp reach execve internally (no PLT),
@@ -39,7 +39,7 @@ void dsp_writer_signal_flush(int sig, int timeout_ms);
 
 int dsp_vfork_child(void)
 {
-	return getpid() != my_pid;
+	return getpid() != dsp_pid;
 }
 
 static const char *env_get(const char *name)
@@ -54,7 +54,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 {
 	(void)uc;
 	int saved = errno;
-	if (getpid() == my_pid) /* not in a vfork child */
+	if (getpid() == dsp_pid) /* not in a vfork child */
 		dsp_writer_signal_flush(sig, 2000);
 	signal(sig, SIG_DFL);
 	errno = saved;
@@ -103,7 +103,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
 	int parent_rank = dsp_id.role == DDPSPY_ROLE_WORKER ? dsp_id.parent_rank : dsp_id.rank;
-	my_pid = getpid();
+	dsp_pid = getpid();
 	dsp_stack_atfork_child();
 	dsp_registry_fork_child();
 	/* a fork without exec of a rank is that rank's helper (a DataLoader worker); any fork
@@ -165,7 +165,7 @@ __attribute__((constructor)) static void ddpspy_init(void)
 
 	t->guard = 1;
 	dsp_config_load();
-	my_pid = getpid();
+	dsp_pid = getpid();
 	/* secure execution (setuid, setgid, file capabilities): the environment is the invoking
 	 * user's, the privileges are not; such a program is never traced and nothing is created */
 	if (dsp_cfg.disable || getauxval(AT_SECURE) || !preloaded()) {
@@ -191,6 +191,7 @@ __attribute__((constructor)) static void ddpspy_init(void)
 					      : (uint64_t)dsp_cfg.stack_us * 1000;
 	dsp_poll_ticks = (uint64_t)DSP_POLL_US * (dsp_use_tsc ? 3000 : 1000);
 	if (dsp_writer_start() == 0) {
+		dsp_py_modules_changed(); /* (an interpreter's executable: its frames from the first event) */
 		dsp_gpu_init();
 		dsp_ncclprof_init();
 #ifdef DDPSPY_NVTX
@@ -210,7 +211,7 @@ __attribute__((constructor)) static void ddpspy_init(void)
 static void finish(const char *reason)
 {
 	struct dsp_tls *t = &dsp_tls;
-	if (!initialised || getpid() != my_pid) /* never from a vfork child */
+	if (!initialised || getpid() != dsp_pid) /* never from a vfork child */
 		return;
 	initialised = 0;
 	t->guard++;
@@ -297,7 +298,7 @@ void dsp_identity_from_comm(int rank, int size, const char *source)
 static int exec_begin(void)
 {
 	struct dsp_tls *t = &dsp_tls;
-	if (!initialised || t->guard || getpid() != my_pid)
+	if (!initialised || t->guard || getpid() != dsp_pid)
 		return 0;
 	t->guard++;
 	dsp_writer_exec_begin();

@@ -81,6 +81,7 @@ struct dsp_config {
 	long ring_kb;         /* DDPSPY_RING_KB */
 	long flush_ms;        /* DDPSPY_FLUSH_MS */
 	long stack_us;        /* DDPSPY_STACK_US; events blocking longer get a call stack */
+	int pyframes;         /* DDPSPY_PYFRAMES: a stack of a thread in Python code has its Python frames */
 	int disable;          /* DDPSPY_DISABLE */
 	int log;              /* DDPSPY_LOG */
 	int signals;          /* DDPSPY_SIGNALS: flush on fatal signals */
@@ -317,6 +318,19 @@ void dsp_stack_atfork_prepare(void);
 void dsp_stack_atfork_parent(void);
 void dsp_stack_atfork_child(void);
 
+/* Python frames (pyframes.c). dsp_py_modules_changed looks for CPython among the loaded objects
+ * (constructor, writer), 1 when it settled what it found; dsp_py_capture writes the calling
+ * thread's Python frames, innermost first, into out (cap bytes): u32 frame count, u32 bytes used,
+ * then per frame u32 line, u16 file length, u16 function length, the file's last bytes, the
+ * function's qualified name; returns the bytes (a multiple of 8), 0 none. dsp_py_state: what
+ * was found (version, and why no frames are read, NULL when they are), and a count that moves
+ * when it changes (0: nothing found yet). */
+#define DSP_PY_FRAMES 24
+#define DSP_PY_BYTES 4096
+int dsp_py_modules_changed(void);
+int dsp_py_capture(uint8_t *out, int cap);
+unsigned dsp_py_state(const char **version, const char **why);
+
 /* ---- file descriptors (fdclass.c) ---- */
 int dsp_fdclass_probe(int fd);  /* fstat/getsockopt: the class of fd now (a few syscalls) */
 int dsp_pathclass_probe(const char *path); /* stat: the class of what path names now */
@@ -396,6 +410,7 @@ void dsp_call_stack_load(void);
  * bad address fails instead of faulting: the bytes read before the first page that could not be
  * read, -1 when none */
 ssize_t dsp_peek(uintptr_t a, void *buf, size_t n);
+extern pid_t dsp_pid; /* this process (init.c) */
 /* the path a call in flight was given (c->str), copied safely; "" when none or the call ended */
 void dsp_call_path(struct dsp_thread *th, const struct dsp_call *c, char *buf, size_t n);
 void dsp_thread_set_name(struct dsp_tls *t, const char *name);

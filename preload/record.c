@@ -99,7 +99,8 @@ void dsp_emit_full(struct dsp_tls *t, int kind, uint64_t t0, uint64_t t1, int na
 		   const int64_t *args, const char *str, int want_stack)
 {
 	void *ips[STACK_MAX + 8];
-	int nf = 0;
+	uint8_t py[DSP_PY_BYTES] __attribute__((aligned(8)));
+	int nf = 0, npy = 0;
 	size_t slen = 0;
 
 	struct ring *r = dsp_thread_ring(t);
@@ -109,20 +110,21 @@ void dsp_emit_full(struct dsp_tls *t, int kind, uint64_t t0, uint64_t t1, int na
 		int saved = errno; /* libunwind may touch it; the wrapper does not restore it */
 		nf = dsp_stack_capture(ips, STACK_MAX + 8);
 		nf = nf > STACK_MAX ? STACK_MAX : nf;
+		npy = dsp_py_capture(py, sizeof py);
 		errno = saved;
 	}
 	if (str) {
 		slen = strnlen(str, STR_MAX);
 	}
 	uint32_t len = (uint32_t)(sizeof(struct rec) + 8 * (unsigned)nargs + ((slen + 7) & ~7u) +
-				  (nf ? 8 + 8 * (unsigned)nf : 0));
+				  (nf ? 8 + 8 * (unsigned)nf : 0) + (unsigned)npy);
 	struct rec *e = ring_reserve(r, len);
 	if (!e)
 		return;
 	e->kind = (uint16_t)kind;
 	e->len = (uint16_t)len;
 	e->nargs = (uint8_t)nargs;
-	e->flags = (uint8_t)((str ? REC_STR : 0) | (nf ? REC_STACK : 0));
+	e->flags = (uint8_t)((str ? REC_STR : 0) | (nf ? REC_STACK : 0) | (npy ? REC_PY : 0));
 	e->slen = (uint16_t)slen;
 	e->t0 = t0;
 	e->dur = t1 - t0;
@@ -137,6 +139,9 @@ void dsp_emit_full(struct dsp_tls *t, int kind, uint64_t t0, uint64_t t1, int na
 		uint64_t n = (uint64_t)nf;
 		memcpy(p, &n, 8);
 		memcpy(p + 8, ips, 8 * (size_t)nf);
+		p += 8 + 8 * (size_t)nf;
 	}
+	if (npy)
+		memcpy(p, py, (size_t)npy);
 	ring_commit(r);
 }

@@ -14,12 +14,13 @@
 #include <stddef.h>
 
 /* A record in the ring: this header, nargs 8-byte arguments, then the string (slen bytes, no
- * terminator), then with REC_STACK a u64 frame count and the frames, padded to 8 bytes. */
+ * terminator), then with REC_STACK a u64 frame count and the frames, padded to 8 bytes, then with
+ * REC_PY the thread's Python frames as dsp_py_capture wrote them (internal.h). */
 struct rec {
 	uint16_t kind;  /* enum ddpspy_event_kind, or REC_PAD */
 	uint16_t len;   /* whole record in bytes, a multiple of 8 */
 	uint8_t nargs;
-	uint8_t flags;  /* REC_STR, REC_STACK */
+	uint8_t flags;  /* REC_STR, REC_STACK, REC_PY */
 	uint16_t slen;
 	uint64_t t0;    /* raw timestamp at entry */
 	uint64_t dur;   /* raw ticks */
@@ -29,6 +30,7 @@ struct rec {
 #define REC_PAD 0xffff
 #define REC_STR 1
 #define REC_STACK 2
+#define REC_PY 4
 #define REC_MAX 0xfff8 /* longest record */
 
 struct ring {

@@ -68,6 +68,7 @@ struct writer_state {
 	uint64_t total_written, total_dropped_reported;
 	uint64_t gpu_written, gpu_unwritten; /* CUPTI's records in the file; those it did not take */
 	uint64_t gpu_changes;       /* dsp_gpu_info's change count at the last "gpu" record */
+	unsigned py_changes;        /* dsp_py_state's at the last "python" record */
 	size_t frame_start;         /* where the record being built starts in out */
 	struct modent *msnap;       /* the loaded objects the file last described */
 	size_t nmsnap;
@@ -199,10 +200,51 @@ static void tab_clear(struct table *t)
 	msgpack_sbuffer_clear(&t->pend);
 }
 
+/* A stack with Python frames has the key PY_KEY, the native frame count, the frames, then the
+ * Python frames as the ring holds them (dsp_py_capture): its native frames go to the "stacks"
+ * record and its Python frames, by the same id, to the "pyframes" record after it. */
+#define PY_KEY UINT64_MAX
+static struct {
+	msgpack_sbuffer pend;
+	msgpack_packer pk;
+	uint32_t pending;
+} pyst;
+
+static void pack_pyframes(uint32_t id, const unsigned char *b, uint32_t bytes)
+{
+	uint32_t n, used;
+	memcpy(&n, b, 4);
+	memcpy(&used, b + 4, 4);
+	msgpack_pack_array(&pyst.pk, n + 1);
+	msgpack_pack_uint32(&pyst.pk, id);
+	for (uint32_t i = 0, at = 8; i < n; i++) {
+		int32_t line;
+		uint16_t len[2] = {0, 0};
+		if (at + 8 <= used && used <= bytes)
+			memcpy(len, b + at + 4, 4);
+		if (at + 8u + len[0] + len[1] > used || used > bytes) { /* (not as dsp_py_capture writes) */
+			msgpack_pack_nil(&pyst.pk);
+			continue;
+		}
+		memcpy(&line, b + at, 4);
+		msgpack_pack_array(&pyst.pk, 3);
+		msgpack_pack_str_with_body(&pyst.pk, b + at + 8, len[0]);
+		msgpack_pack_int32(&pyst.pk, line);
+		msgpack_pack_str_with_body(&pyst.pk, b + at + 8 + len[0], len[1]);
+		at += 8u + len[0] + len[1];
+	}
+	pyst.pending++;
+}
+
 static void pack_stack(msgpack_packer *p, uint32_t id, const void *key, uint32_t bytes)
 {
 	const uintptr_t *ips = key;
 	uint32_t n = bytes / sizeof *ips;
+	if (bytes >= 16 && ips[0] == PY_KEY) {
+		n = (uint32_t)ips[1];
+		pack_pyframes(id, (const unsigned char *)(ips + 2 + n), bytes - 16 - 8 * n);
+		ips += 2;
+	}
 	msgpack_pack_array(p, n + 1);
 	msgpack_pack_uint32(p, id);
 	for (uint32_t i = 0; i < n; i++)
@@ -219,6 +261,21 @@ static void pack_name(msgpack_packer *p, uint32_t id, const void *key, uint32_t 
 static uint32_t stack_id(const uintptr_t *ips, uint32_t n)
 {
 	return tab_id(&stacks, ips, n * (uint32_t)sizeof *ips, pack_stack);
+}
+
+/* a stack with Python frames (py: as the ring holds them, its bytes in its header) */
+static uint32_t pystack_id(const uintptr_t *ips, uint32_t n, const unsigned char *py)
+{
+	static uintptr_t key[2 + 64 + DSP_PY_BYTES / sizeof(uintptr_t)];
+	uint32_t used;
+	memcpy(&used, py + 4, 4);
+	if (n > 64 || used < 8 || used > DSP_PY_BYTES)
+		return n ? stack_id(ips, n) : 0;
+	key[0] = PY_KEY;
+	key[1] = n;
+	memcpy(key + 2, ips, n * sizeof *ips);
+	memcpy(key + 2 + n, py, used);
+	return tab_id(&stacks, key, (uint32_t)((2 + n) * sizeof *key + used), pack_stack);
 }
 
 static uint32_t name_id(const char *name)
@@ -258,6 +315,15 @@ static void kv_int(const char *k, int64_t v)
 {
 	key(k);
 	msgpack_pack_int64(&pk, v);
+}
+
+static void kv_bool(const char *k, int v)
+{
+	key(k);
+	if (v)
+		msgpack_pack_true(&pk);
+	else
+		msgpack_pack_false(&pk);
 }
 
 static void kv_str(const char *k, const char *v)
@@ -534,11 +600,28 @@ static void rec_modules_if_changed(void)
 		frame_end();
 	}
 	dsp_gpu_modules_changed();
+	dsp_py_modules_changed();
 	modents_free(W.msnap, W.nmsnap);
 	W.msnap = w.v;
 	W.nmsnap = w.n;
 	W.mod_adds = adds;
 	W.mod_subs = subs;
+}
+
+/* What the file's Python frames come from, once CPython is found (and again if that changes) */
+static void rec_python_if_changed(void)
+{
+	const char *version, *why;
+	unsigned c = dsp_py_state(&version, &why);
+	if (c == W.py_changes)
+		return;
+	frame_begin(DDPSPY_REC_PYTHON, 2 + !!why);
+	kv_str("version", version);
+	kv_bool("frames", !why);
+	if (why)
+		kv_str("why", why);
+	frame_end();
+	W.py_changes = c;
 }
 
 static void rec_identity(void)
@@ -617,6 +700,15 @@ static void flush_table(struct table *t, const char *rec)
 static void flush_stacks(void)
 {
 	flush_table(&stacks, DDPSPY_REC_STACKS);
+	if (!pyst.pending)
+		return;
+	frame_begin(DDPSPY_REC_PYFRAMES, 1);
+	key("list");
+	msgpack_pack_array(&pk, pyst.pending);
+	msgpack_sbuffer_write(&out, pyst.pend.data, pyst.pend.size);
+	frame_end();
+	msgpack_sbuffer_clear(&pyst.pend);
+	pyst.pending = 0;
 }
 
 /* An "events" record is packed straight into out: its map up to the bin of events, whose count
@@ -691,10 +783,15 @@ static void pack_event(void *ctx, const struct rec *e)
 		str = (const char *)tailp;
 		tailp += (e->slen + 7u) & ~7u;
 	}
-	if (e->flags & REC_STACK) {
-		uint64_t nf;
-		memcpy(&nf, tailp, sizeof nf);
-		sid = stack_id((const uintptr_t *)(tailp + 8), (uint32_t)nf);
+	if (e->flags & (REC_STACK | REC_PY)) {
+		uint64_t nf = 0;
+		const uintptr_t *ips = NULL;
+		if (e->flags & REC_STACK) {
+			memcpy(&nf, tailp, sizeof nf);
+			ips = (const uintptr_t *)(tailp + 8);
+			tailp += 8 + 8 * nf;
+		}
+		sid = e->flags & REC_PY ? pystack_id(ips, (uint32_t)nf, tailp) : stack_id(ips, (uint32_t)nf);
 		if (stacks.pending) { /* a new stack: its entry goes before the record that uses it */
 			if (d->n)
 				end_events(d);
@@ -877,11 +974,7 @@ static void rec_call(struct dsp_thread *th, void *ctx)
 	kv_int("fdclass", cls);
 	kv_str("path", path[0] ? path : NULL);
 	kv_int("stack", sid);
-	key("end");
-	if (end)
-		msgpack_pack_true(&pk);
-	else
-		msgpack_pack_false(&pk);
+	kv_bool("end", end);
 	frame_end();
 }
 
@@ -1481,6 +1574,7 @@ static void flush_locked(int final, const char *end_reason)
 	if (final || (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - W.last_calib_mono >= CALIB_EVERY_NS)
 		rec_calib();
 	rec_modules_if_changed();
+	rec_python_if_changed();
 	rec_cost_once();
 	/* passes over every ring until all are empty, a bounded number: a program recording faster than
 	 * this drains is served by the next flush, which its half-full rings ask for at once */
@@ -1575,6 +1669,8 @@ static void buffers_init(void)
 	msgpack_packer_init(&stacks.pk, &stacks.pend, msgpack_sbuffer_write);
 	msgpack_sbuffer_init(&names.pend);
 	msgpack_packer_init(&names.pk, &names.pend, msgpack_sbuffer_write);
+	msgpack_sbuffer_init(&pyst.pend);
+	msgpack_packer_init(&pyst.pk, &pyst.pend, msgpack_sbuffer_write);
 }
 
 static int spawn_writer(void)
@@ -1697,6 +1793,8 @@ void dsp_writer_atfork_child(void)
 	msgpack_sbuffer_clear(&out);
 	tab_clear(&stacks);
 	tab_clear(&names);
+	msgpack_sbuffer_clear(&pyst.pend);
+	pyst.pending = 0;
 	dsp_gpu_atfork_child();
 	dsp_clock_sample(&W.start_raw, &W.start_mono, &W.start_real);
 	if (spawn_writer() < 0)

@@ -1,0 +1,392 @@
+/* Python frames: where in the program's Python code a thread was when it blocked. Read on the
+ * blocked thread itself (record.c, beside the native stack), from the interpreter's own frame
+ * state: no GIL, no call into the interpreter but PyGILState_GetThisThreadState (a thread-local
+ * lookup: no allocation, no lock), and every read of its memory through dsp_peek
+ * (process_vm_readv of this process), so that a torn or freed object fails the read instead of
+ * faulting. Each object read is checked for its type (code objects, str, bytes) and sizes before
+ * it is used; a frame that does not check out ends the stack. The layouts are CPython's own,
+ * checked on the interpreter they are for (docs/python.md); any other version gets no frames and
+ * the file says why (the "python" record). */
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* Where CPython keeps what is read, for one version (64-bit builds). */
+struct py_layout {
+	unsigned minor;
+	unsigned ts_cframe, cframe_current;          /* tstate->cframe->current_frame */
+	unsigned fr_code, fr_previous, fr_prev_instr, fr_owner; /* _PyInterpreterFrame */
+	unsigned co_firstlineno, co_filename, co_qualname, co_linetable, co_firsttraceable, co_code;
+	unsigned str_state, str_ascii_data, str_compact_data; /* PyASCIIObject's, PyCompactUnicodeObject's */
+	unsigned bytes_size, bytes_data;             /* PyBytesObject */
+	unsigned char owner_generator, owner_cstack; /* frame owners: a generator's; a C stack's (none: 255) */
+};
+
+/* CPython 3.11 (Include/internal/pycore_frame.h, Include/cpython/code.h, pystate.h,
+ * unicodeobject.h, bytesobject.h of v3.11.2), checked against Debian's python3.11 with ctypes
+ * (tests/e2e/test_pyframes.py reads the same fields back through the interpreter) */
+static const struct py_layout PY311 = {
+	.minor = 11,
+	.ts_cframe = 56, .cframe_current = 8,
+	.fr_code = 32, .fr_previous = 48, .fr_prev_instr = 56, .fr_owner = 69,
+	.co_firstlineno = 72, .co_filename = 112, .co_qualname = 128, .co_linetable = 136,
+	.co_firsttraceable = 168, .co_code = 184,
+	.str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
+	.bytes_size = 16, .bytes_data = 32,
+	.owner_generator = 1, .owner_cstack = 255,
+};
+
+static struct {
+	int looked;                 /* what was found is settled */
+	char version[32], why[160]; /* for the "python" record */
+	unsigned changes;           /* (dsp_py_state) */
+	const struct py_layout *L;
+	uintptr_t code_type, str_type, bytes_type;
+	void *(*this_ts)(void);
+	int on;                     /* published last: frames are read */
+} P;
+
+#define FILE_MAX 200 /* a file name's last bytes kept */
+#define FUNC_MAX 100
+
+/* Reads of the program's memory through the kernel: each of k ranges (remote a[i], n[i] bytes)
+ * into its buffer, in one system call; 0 when every one was read whole */
+static int peekv(const uintptr_t *a, void *const *buf, const size_t *n, int k)
+{
+	struct iovec l[3], r[3];
+	size_t want = 0;
+	for (int i = 0; i < k; i++) {
+		if (a[i] < 4096)
+			return -1;
+		l[i] = (struct iovec){buf[i], n[i]};
+		r[i] = (struct iovec){(void *)a[i], n[i]};
+		want += n[i];
+	}
+	return process_vm_readv(dsp_pid ? dsp_pid : getpid(), l, (unsigned long)k, r, (unsigned long)k, 0) ==
+			       (ssize_t)want ? 0 : -1;
+}
+
+static int peek(uintptr_t a, void *buf, size_t n)
+{
+	return a >= 4096 && dsp_peek(a, buf, n) == (ssize_t)n ? 0 : -1;
+}
+
+static uint64_t u64_at(const uint8_t *b, unsigned off)
+{
+	uint64_t v;
+	memcpy(&v, b + off, 8);
+	return v;
+}
+
+static uint32_t u32_at(const uint8_t *b, unsigned off)
+{
+	uint32_t v;
+	memcpy(&v, b + off, 4);
+	return v;
+}
+
+/* code points as UTF-8 into out (max bytes at most: the last ones when keep_tail, cut at a
+ * character's first byte); its length, -1 for a control character or no code point */
+static int utf8_of(const uint8_t *raw, unsigned kind, int count, char *out, int max, int keep_tail)
+{
+	char tmp[FILE_MAX * 4];
+	int n = 0;
+	for (int i = 0; i < count; i++) {
+		uint32_t c = kind == 1 ? raw[i]
+			     : kind == 2 ? (uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8
+					 : (uint32_t)raw[4 * i] | (uint32_t)raw[4 * i + 1] << 8 | (uint32_t)raw[4 * i + 2] << 16 |
+						   (uint32_t)raw[4 * i + 3] << 24;
+		if (c < 32 || c == 127 || c > 0x10ffff || (c >= 0xd800 && c < 0xe000))
+			return -1;
+		if (c < 0x80) {
+			tmp[n++] = (char)c;
+		} else if (c < 0x800) {
+			tmp[n++] = (char)(0xc0 | c >> 6);
+			tmp[n++] = (char)(0x80 | (c & 63));
+		} else if (c < 0x10000) {
+			tmp[n++] = (char)(0xe0 | c >> 12);
+			tmp[n++] = (char)(0x80 | (c >> 6 & 63));
+			tmp[n++] = (char)(0x80 | (c & 63));
+		} else {
+			tmp[n++] = (char)(0xf0 | c >> 18);
+			tmp[n++] = (char)(0x80 | (c >> 12 & 63));
+			tmp[n++] = (char)(0x80 | (c >> 6 & 63));
+			tmp[n++] = (char)(0x80 | (c & 63));
+		}
+	}
+	int from = 0, to = n;
+	if (n > max) {
+		from = keep_tail ? n - max : 0;
+		to = keep_tail ? n : max;
+		while (from < to && ((unsigned char)tmp[from] & 0xc0) == 0x80)
+			from++;
+		while (!keep_tail && to > 0 && ((unsigned char)tmp[to] & 0xc0) == 0x80)
+			to--;
+	}
+	memcpy(out, tmp + from, (size_t)(to - from));
+	return to - from;
+}
+
+/* A str object's text as UTF-8 into buf (at most max bytes: the last ones when keep_tail); its
+ * length, -1 when it is not a compact str or does not read as one. head: its first hn bytes,
+ * read already (the object's header and, for ASCII, text that follows it), or NULL. */
+static int read_str(uintptr_t s, const uint8_t *head, size_t hn, char *buf, int max, int keep_tail)
+{
+	const struct py_layout *L = P.L;
+	uint8_t h[80];
+	if (!head || hn < L->str_compact_data) {
+		if (peek(s, h, L->str_compact_data))
+			return -1;
+		head = h;
+		hn = L->str_compact_data;
+	}
+	int64_t len = (int64_t)u64_at(head, 16);
+	uint32_t state = u32_at(head, L->str_state);
+	unsigned kind = state >> 2 & 7, compact = state >> 5 & 1, ascii = state >> 6 & 1;
+	if (u64_at(head, 8) != P.str_type || !compact || len <= 0 || len > 1 << 20 || (kind != 1 && kind != 2 && kind != 4) ||
+	    (ascii && kind != 1))
+		return -1;
+	int count = len > max ? max : (int)len;
+	uintptr_t first = keep_tail ? (uintptr_t)(len - count) : 0;
+	uint8_t raw[FILE_MAX * 4];
+	unsigned data = ascii ? L->str_ascii_data : L->str_compact_data;
+	size_t at = data + first * kind, need = (size_t)count * kind;
+	if (at + need <= hn)
+		memcpy(raw, head + at, need);
+	else if (count > FILE_MAX || peek(s + at, raw, need))
+		return -1;
+	return utf8_of(raw, kind, count, buf, max, keep_tail);
+}
+
+/* the location table (PEP 657's, Objects/locations.md) read a byte at a time through a window */
+struct lt {
+	uintptr_t at, end;
+	unsigned char b[256];
+	unsigned pos, len;
+};
+
+static int lt_byte(struct lt *r, unsigned *v)
+{
+	if (r->pos == r->len) {
+		size_t n = r->end - r->at < sizeof r->b ? r->end - r->at : sizeof r->b;
+		if (!n || peek(r->at, r->b, n))
+			return -1;
+		r->at += n;
+		r->pos = 0;
+		r->len = (unsigned)n;
+	}
+	*v = r->b[r->pos++];
+	return 0;
+}
+
+static int lt_varint(struct lt *r, unsigned first, uint32_t *v)
+{
+	unsigned b = first, shift = 0;
+	*v = b & 63;
+	while (b & 64) {
+		if (lt_byte(r, &b) || (shift += 6) > 30)
+			return -1;
+		*v |= (uint32_t)(b & 63) << shift;
+	}
+	return 0;
+}
+
+/* the line of the code unit at unit (co_firstlineno first), as PyCode_Addr2Line gives it: -1
+ * where the table says no line or cannot be read. The table's first bytes are in r already. */
+static int line_of(struct lt *r, int first, uint32_t unit)
+{
+	uint32_t start = 0;
+	int computed = first;
+	unsigned b;
+	if (lt_byte(r, &b))
+		return -1;
+	for (;;) {
+		if (!(b & 128))
+			return -1;
+		unsigned code = b >> 3 & 15;
+		uint32_t end = start + (b & 7) + 1;
+		int delta = 0;
+		if (code == 13 || code == 14) { /* (no columns; long form): a signed varint */
+			uint32_t u;
+			if (lt_byte(r, &b) || lt_varint(r, b, &u))
+				return -1;
+			delta = u & 1 ? -(int)(u >> 1) : (int)(u >> 1);
+		} else if (code == 11 || code == 12) {
+			delta = (int)code - 10;
+		}
+		int line = code == 15 ? -1 : computed + delta;
+		computed += delta;
+		if (unit < end)
+			return line;
+		start = end;
+		do /* (the entry's other bytes, up to the next entry's first) */
+			if (lt_byte(r, &b))
+				return -1;
+		while (!(b & 128));
+	}
+}
+
+/* One frame appended to out at *at (cap bytes): u32 line, u16 file length, u16 name length, the
+ * file, the name. co: the code object's first L->co_code bytes. 0, or -1 when it does not fit or
+ * does not check out. Its file name, name and location table are read in one system call, each
+ * with what follows its header (an ASCII name's text, the table's first bytes); one that the
+ * memory after it keeps from reading whole is read again by parts. */
+static int put_frame(uint8_t *out, int cap, int *at, uintptr_t code, const uint8_t *co, uintptr_t prev_instr)
+{
+	const struct py_layout *L = P.L;
+	char file[FILE_MAX], func[FUNC_MAX];
+	uint8_t fh[48 + FILE_MAX], qh[48 + FUNC_MAX], tb[32 + 128];
+	int32_t first = (int32_t)u32_at(co, L->co_firstlineno);
+	uintptr_t a[3] = {u64_at(co, L->co_filename), u64_at(co, L->co_qualname), u64_at(co, L->co_linetable)};
+	void *const bufs[3] = {fh, qh, tb};
+	const size_t lens[3] = {sizeof fh, sizeof qh, L->bytes_data + 128};
+	int whole = peekv(a, bufs, lens, 3) == 0;
+	int fl = read_str(a[0], whole ? fh : NULL, sizeof fh, file, FILE_MAX, 1);
+	int nl = read_str(a[1], whole ? qh : NULL, sizeof qh, func, FUNC_MAX, 0);
+	if (fl <= 0 || nl <= 0 || *at + 8 + fl + nl > cap)
+		return -1;
+	int64_t unit = prev_instr >= code + L->co_code ? (int64_t)(prev_instr - code - L->co_code) / 2 : -1;
+	int32_t line = first;
+	if (!whole && peek(a[2], tb, L->bytes_data))
+		unit = -1;
+	int64_t tsize = (int64_t)u64_at(tb, L->bytes_size);
+	if (unit >= 0 && u64_at(tb, 8) == P.bytes_type && tsize > 0 && tsize < 1 << 24) {
+		/* (its first bytes read above, when they were) */
+		uintptr_t data = a[2] + L->bytes_data;
+		unsigned have = whole ? (unsigned)(tsize < 128 ? tsize : 128) : 0;
+		struct lt r = {.at = data + have, .end = data + (uintptr_t)tsize, .pos = 0, .len = have};
+		memcpy(r.b, tb + L->bytes_data, have);
+		line = line_of(&r, first, (uint32_t)unit);
+	}
+	uint16_t lens16[2] = {(uint16_t)fl, (uint16_t)nl};
+	memcpy(out + *at, &line, 4);
+	memcpy(out + *at + 4, lens16, 4);
+	memcpy(out + *at + 8, file, (size_t)fl);
+	memcpy(out + *at + 8 + fl, func, (size_t)nl);
+	*at += 8 + fl + nl;
+	return 0;
+}
+
+int dsp_py_capture(uint8_t *out, int cap)
+{
+	if (!__atomic_load_n(&P.on, __ATOMIC_ACQUIRE) || cap < 16)
+		return 0;
+	const struct py_layout *L = P.L;
+	uintptr_t ts = (uintptr_t)P.this_ts(), cf, fr;
+	if (!ts || peek(ts + L->ts_cframe, &cf, 8) || peek(cf + L->cframe_current, &fr, 8))
+		return 0;
+	uint32_t n = 0;
+	int at = 8;
+	uintptr_t seen[4 * DSP_PY_FRAMES];
+	for (int hops = 0; fr && n < DSP_PY_FRAMES && hops < 4 * DSP_PY_FRAMES; hops++) {
+		for (int k = 0; k < hops; k++)
+			if (seen[k] == fr) /* (a loop: not a thread's frames, however they read) */
+				return 0;
+		seen[hops] = fr;
+		uint8_t fb[80], co[192];
+		if (peek(fr, fb, L->fr_owner + 1u))
+			break;
+		uintptr_t code = u64_at(fb, L->fr_code), prev = u64_at(fb, L->fr_previous),
+			  instr = u64_at(fb, L->fr_prev_instr);
+		unsigned char owner = fb[L->fr_owner];
+		if (peek(code, co, L->co_code) || u64_at(co, 8) != P.code_type)
+			break;
+		/* a frame not started yet (_PyFrame_IsIncomplete) or of a C call (3.12) is not the
+		 * program's: passed over, as tracebacks do */
+		uint32_t traceable = u32_at(co, L->co_firsttraceable);
+		int incomplete = owner == L->owner_cstack ||
+				 (owner != L->owner_generator && instr < code + L->co_code + 2 * (uintptr_t)traceable);
+		if (!incomplete) {
+			if (put_frame(out, cap, &at, code, co, instr) < 0)
+				break;
+			n++;
+		}
+		fr = prev;
+	}
+	if (!n)
+		return 0;
+	uint32_t head[2] = {n, (uint32_t)at};
+	memcpy(out, head, sizeof head);
+	return (at + 7) & ~7;
+}
+
+/* ---- finding the interpreter (writer thread) ---- */
+
+struct find {
+	char path[512];
+};
+
+static int find_libpython(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	struct find *f = ctx;
+	const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+	(void)size;
+	if (base && !strncmp(base + 1, "libpython3", 10)) {
+		snprintf(f->path, sizeof f->path, "%s", info->dlpi_name);
+		return 1;
+	}
+	return 0;
+}
+
+/* a symbol of the program's CPython: in the global scope (an interpreter's executable, or a
+ * libpython linked in), else in a libpython loaded RTLD_LOCAL */
+static void *py_sym(void *h, const char *name)
+{
+	void *s = dlsym(RTLD_DEFAULT, name);
+	return s ? s : h ? dlsym(h, name) : NULL;
+}
+
+int dsp_py_modules_changed(void)
+{
+	if (P.looked || dsp_cfg.stack_us < 0 || !dsp_cfg.pyframes)
+		return 0;
+	struct find f = {{0}};
+	void *h = NULL;
+	if (!dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {
+		dl_iterate_phdr(find_libpython, &f);
+		if (!f.path[0] || !(h = dlopen(f.path, RTLD_LAZY | RTLD_NOLOAD)))
+			return 0; /* (no CPython, yet) */
+	}
+	P.looked = 1;
+	const unsigned long *ver = py_sym(h, "Py_Version");
+	if (!ver) {
+		snprintf(P.version, sizeof P.version, "3.10 or older");
+		snprintf(P.why, sizeof P.why, "CPython before 3.11 (no Py_Version): no Python frames");
+		goto out;
+	}
+	unsigned major = (unsigned)(*ver >> 24 & 0xff), minor = (unsigned)(*ver >> 16 & 0xff);
+	snprintf(P.version, sizeof P.version, "%u.%u.%lu", major, minor, *ver >> 8 & 0xff);
+	if (major != 3 || minor != PY311.minor || sizeof(void *) != 8) {
+		snprintf(P.why, sizeof P.why, "CPython %u.%u: its frame layout is not known to this ddpspy (3.11 is): "
+			 "no Python frames", major, minor);
+		goto out;
+	}
+	P.code_type = (uintptr_t)py_sym(h, "PyCode_Type");
+	P.str_type = (uintptr_t)py_sym(h, "PyUnicode_Type");
+	P.bytes_type = (uintptr_t)py_sym(h, "PyBytes_Type");
+	P.this_ts = (void *(*)(void))py_sym(h, "PyGILState_GetThisThreadState");
+	if (!P.code_type || !P.str_type || !P.bytes_type || !P.this_ts) {
+		snprintf(P.why, sizeof P.why, "CPython %u.%u lacks a symbol ddpspy reads: no Python frames", major, minor);
+		goto out;
+	}
+	P.L = &PY311;
+	__atomic_store_n(&P.on, 1, __ATOMIC_RELEASE);
+	P.why[0] = 0;
+out: /* (a libpython's handle is kept: it stays loaded while its functions may be called) */
+	__atomic_store_n(&P.changes, 1, __ATOMIC_RELEASE);
+	dsp_log("Python frames: CPython %s%s%s", P.version, P.why[0] ? ": " : ", read", P.why);
+	return 1;
+}
+
+unsigned dsp_py_state(const char **version, const char **why)
+{
+	unsigned c = __atomic_load_n(&P.changes, __ATOMIC_ACQUIRE);
+	*version = P.version;
+	*why = P.why[0] ? P.why : NULL;
+	return c;
+}
