@@ -212,6 +212,11 @@ struct proc {
 		double ms, calls;
 		int64_t first, last;         /* its first and last call's start (the file's clock) */
 		char frames[AN_FRAMES][112]; /* innermost first, "module+0xoffset" */
+		/* where the thread ran Python: its frames, innermost first, "function (file:line)", and
+		 * the site, its innermost frame outside Python's own library (hostsite.c) */
+		int npy, py_line;
+		char py_file[160], py_func[96];
+		char pyframes[AN_FRAMES][160];
 	} hsite[AN_HSITES];
 	int nhsite;
 	struct an_hang hang;   /* calls in flight and the last collectives (inflight.c) */

@@ -14,19 +14,6 @@
 
 #define MIN_EXCESS 0.05 /* of the step: less is noise on a shared host */
 
-/* The share of site s's calls in rank r's analysed steps: its calls taken as evenly spread from its
- * first call to one interval past its last (a call every step: its steps' share of them) */
-static double in_steps(const struct analysis *a, int r, const struct hsite *s)
-{
-	const struct proc *p = a->ranks[r].p;
-	const struct span *sp = &a->sd->span[r];
-	double lo = (double)an_job_time(p, s->first), hi = (double)an_job_time(p, s->last);
-	if (s->calls < 2 || hi <= lo)
-		return lo >= (double)sp->t0 && lo < (double)sp->t1;
-	hi += (hi - lo) / (s->calls - 1);
-	return fmax(0, fmin(hi, (double)sp->t1) - fmax(lo, (double)sp->t0)) / (hi - lo);
-}
-
 /* per analysed step, the time rank r's training thread spent in host calls of each kind (and
  * sites, into ms and calls[DDPSPY_EV_COUNT] (calls may be NULL)) */
 static void kind_ms(const struct analysis *a, int r, double *ms, double *calls)
@@ -41,7 +28,7 @@ static void kind_ms(const struct analysis *a, int r, double *ms, double *calls)
 		const struct hsite *s = &p->hsite[i];
 		if (s->tid != t->tid || s->kind < 0 || s->kind >= DDPSPY_EV_COUNT)
 			continue;
-		double in = in_steps(a, r, s) / sp->n;
+		double in = an_hsite_share(a, r, s) / sp->n;
 		ms[s->kind] += s->ms * in;
 		if (calls)
 			calls[s->kind] += s->calls * in;
@@ -111,7 +98,7 @@ static void calls_evidence(struct finding *f, const struct analysis *a, int L, d
 		const struct hsite *top = NULL; /* (the most time in the analysed steps) */
 		double top_in = 0;
 		for (int i = 0; i < p->nhsite; i++) {
-			double in = p->hsite[i].ms * in_steps(a, L, &p->hsite[i]);
+			double in = p->hsite[i].ms * an_hsite_share(a, L, &p->hsite[i]);
 			if (t && p->hsite[i].tid == t->tid && p->hsite[i].kind == k && in > top_in) {
 				top = &p->hsite[i];
 				top_in = in;
@@ -142,6 +129,7 @@ static void calls_evidence(struct finding *f, const struct analysis *a, int L, d
 	an_ev_hidden_str(f, "top_frame", top_frame);
 	an_ev_hidden_num(f, "top_ms", top_ms);
 	an_ev_hidden_num(f, "top_peers_ms", top_peers);
+	an_sites(f, a, L);
 }
 
 /* every rank's kind_ms (NULL: out of memory) */

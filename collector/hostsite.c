@@ -63,9 +63,39 @@ static int cmp_site(const void *x, const void *y)
 	       AN_ORDER(a->kind, b->kind) ? AN_ORDER(a->kind, b->kind) : AN_ORDER(a->stack, b->stack);
 }
 
+/* code of Python's own library (its stdlib, a frozen module, code from a string), not the
+ * program's: a site is the frame that called into it (queue.get's caller, not Condition.wait) */
+static int python_own(const char *file)
+{
+	return file[0] == '<' || (strstr(file, "/lib/python3") && !strstr(file, "-packages/"));
+}
+
+/* s's Python frames, from its stack (2.12), and its site */
+static void py_site(struct hsite *s, const struct trace_file *f)
+{
+	const struct trace_stack *st = s->stack ? trace_stack(f, s->stack) : NULL;
+	s->npy = 0;
+	if (!st || !st->npy)
+		return;
+	uint32_t at = 0;
+	while (at + 1 < st->npy && python_own(st->py[at].file))
+		at++;
+	size_t fl = strlen(st->py[at].file);
+	snprintf(s->py_file, sizeof s->py_file, "%s", st->py[at].file + (fl >= sizeof s->py_file ? fl - sizeof s->py_file + 1 : 0));
+	snprintf(s->py_func, sizeof s->py_func, "%s", st->py[at].func);
+	s->py_line = st->py[at].line;
+	for (uint32_t k = 0; k < st->npy && s->npy < AN_FRAMES; k++) {
+		const char *file = st->py[k].file, *base = strrchr(file, '/');
+		snprintf(s->pyframes[s->npy++], sizeof s->pyframes[0], "%s (%s:%d)", st->py[k].func, base ? base + 1 : file,
+			 st->py[k].line);
+	}
+}
+
 void an_hsite_loaded(struct proc *p, const struct trace_file *f)
 {
-	for (int i = 0; i < p->nhsite; i++)
+	for (int i = 0; i < p->nhsite; i++) {
 		p->hsite[i].nframes = an_frames(f, p->hsite[i].stack, p->hsite[i].frames, AN_FRAMES);
+		py_site(&p->hsite[i], f);
+	}
 	sort_n(p->hsite, (size_t)p->nhsite, sizeof p->hsite[0], cmp_site);
 }

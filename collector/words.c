@@ -83,8 +83,10 @@ static void rank0_words(struct finding *f)
 {
 	const char *op = str(f, "op");
 	double host = num(f, "host_ms_per_step"), wait = num(f, "wait_ms_per_step");
+	const char *site = strn(f, "top_site");
 	snprintf(f->title, sizeof f->title, "rank %d does %.1f ms of host work per step right before a%s %s "
-		 "that every other rank waits at", f->rank, host, strchr("aeiou", op[0]) ? "n" : "", op);
+		 "that every other rank waits at%s%s", f->rank, host, strchr("aeiou", op[0]) ? "n" : "", op,
+		 site ? "; most of it in " : "", site ? site : "");
 	snprintf(f->text, sizeof f->text, "last at %.0f of %.0f %s calls, straight from host work (%.1f ms more "
 		 "than its peers per step); the others wait %.1f ms per step there", num(f, "last_at"),
 		 num(f, "instances"), op, host, wait);
@@ -107,9 +109,10 @@ static void straggler_words(struct finding *f)
 	else
 		snprintf(f->title, sizeof f->title, "rank %d is late to collectives in %" PRId64 " of %" PRId64 " steps: "
 			 "the others wait %.1f ms per step for its %s", f->rank, cnt, N, wait, cause);
-	const char *call = strn(f, "top_call"), *frame = strn(f, "top_frame");
+	const char *call = strn(f, "top_call"), *frame = strn(f, "top_site");
 	const struct fv *unc = ev_at(f, "severity_uncontended");
 	size_t n = strlen(f->title);
+	frame = frame ? frame : strn(f, "top_frame");
 	if (call) /* (its host calls: the one its peers make least of, and where) */
 		snprintf(f->title + n, sizeof f->title - n, " (mostly %s%s%s)", call, frame ? " at " : "", frame ? frame : "");
 	snprintf(f->text, sizeof f->text, "late in %" PRId64 "/%" PRId64 " steps by %.1f ms (p50); others wait %.1f "
@@ -144,7 +147,8 @@ static void straggler_words(struct finding *f)
  * wins now and once the host's CPU contention is fixed ---- */
 static void host_asym_words(struct finding *f)
 {
-	const char *call = strn(f, "top_call"), *frame = strn(f, "top_frame");
+	const char *call = strn(f, "top_call"), *frame = strn(f, "top_site");
+	frame = frame ? frame : strn(f, "top_frame");
 	const struct fv *unc = ev_at(f, "severity_uncontended");
 	double exc = num(f, "excess_ms_per_step"), waited = num(f, "waited_for_ms_per_step");
 	char later[160] = "";

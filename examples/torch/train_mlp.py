@@ -73,6 +73,20 @@ def make_modules(root, n):
             os.rename(path + ".tmp", path)
 
 
+def log_metrics(step, ms):
+    """rank 0's bookkeeping of a step (--rank0-log): a report to a metrics service that answers in
+    ms milliseconds; the ms spent"""
+    time.sleep(ms / 1000.0)  # (waiting for the service's answer)
+    return ms
+
+
+def fetch_shard_index(ms):
+    """the straggler's extra host work of a step (--straggler-delay): a lookup that takes ms
+    milliseconds; the ms spent"""
+    time.sleep(ms / 1000.0)
+    return ms
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", required=True, help="directory of sample files (written when empty)")
@@ -93,6 +107,9 @@ def main():
     p.add_argument("--rank0-work", type=float, default=0, metavar="MS",
                    help="rank 0 spends MS ms per step on host bookkeeping (waiting on a metrics or "
                         "checkpoint service: a sleep), then every rank meets it at a barrier")
+    p.add_argument("--rank0-log", type=float, default=0, metavar="MS",
+                   help="the same in a named function: rank 0's log_metrics() waits MS ms per step on a "
+                        "(simulated) metrics service, then every rank meets it at a barrier")
     p.add_argument("--slow-data", type=float, default=0, metavar="MS",
                    help="each sample takes MS ms to load (a starved DataLoader)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
@@ -182,8 +199,7 @@ def main():
             x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
         host = 0.0
         if straggler and a.straggler_delay:
-            time.sleep(a.straggler_delay / 1000.0)
-            host += a.straggler_delay
+            host += fetch_shard_index(a.straggler_delay)
         if straggler and a.straggler_compute:
             with model.no_sync():  # extra work, not extra gradients to reduce
                 for _ in range(a.straggler_compute):
@@ -201,6 +217,10 @@ def main():
             if rank == 0:
                 time.sleep(a.rank0_work / 1000.0)
                 host += a.rank0_work
+            dist.barrier()
+        if a.rank0_log:
+            if rank == 0:
+                host += log_metrics(s, a.rank0_log)
             dist.barrier()
         if cuda:
             ends[s % 2].record()

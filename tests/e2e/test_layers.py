@@ -34,7 +34,7 @@ LAYERS = [["common/format.c", "collector/json.c", "collector/cli.c", "collector/
           ["collector/clocks.c"], ["collector/steps.c", "collector/sweep.c", "collector/sweepcore.c", "collector/lsweep.c",
            "collector/pattern.c"],
           ["collector/split.c", "collector/splitmpi.c", "collector/gpustep.c", "collector/gpushard.c", "collector/cpu.c"],
-          ["collector/findings.c", "collector/finddata.c", "collector/findgpu.c", "collector/findhost.c", "collector/findhang.c",
+          ["collector/findings.c", "collector/finddata.c", "collector/findgpu.c", "collector/findhost.c", "collector/findsite.c", "collector/findhang.c",
            "collector/findpipe.c", "collector/findshard.c", "collector/evidence.c"],
           ["collector/verdict.c"], ["collector/analyze.c"],
           ["collector/words.c", "collector/report.c", "collector/compare.c", "viewer/html.c", "viewer/view.c", "viewer/tracks.c",

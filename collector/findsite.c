@@ -1,0 +1,101 @@
+/* evidence.sites: the code a rank's host time went to, from its longest host calls by stack
+ * (hostsite.c): the Python function and line where the thread ran Python, else the innermost native
+ * frame; the most time per analysed step first. A finding about host work (rank 0's before a
+ * collective, a straggler's or an asymmetric rank's host excess) says where it is spent. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "analysis_int.h"
+#include "findings_int.h"
+
+#define SITES 3        /* shown */
+#define SITE_FRAMES 6  /* frames shown of each */
+
+double an_hsite_share(const struct analysis *a, int r, const struct hsite *s)
+{
+	const struct proc *p = a->ranks[r].p;
+	const struct span *sp = &a->sd->span[r];
+	double lo = (double)an_job_time(p, s->first), hi = (double)an_job_time(p, s->last);
+	if (s->calls < 2 || hi <= lo)
+		return lo >= (double)sp->t0 && lo < (double)sp->t1;
+	hi += (hi - lo) / (s->calls - 1);
+	return fmax(0, fmin(hi, (double)sp->t1) - fmax(lo, (double)sp->t0)) / (hi - lo);
+}
+
+/* two call sites of one place in the code: the same Python line, or with no Python frames the
+ * same innermost native frame */
+static int same_site(const struct hsite *x, const struct hsite *y)
+{
+	if (x->npy || y->npy)
+		return x->npy && y->npy && x->py_line == y->py_line && !strcmp(x->py_file, y->py_file) &&
+		       !strcmp(x->py_func, y->py_func);
+	return x->nframes && y->nframes && !strcmp(x->frames[0], y->frames[0]);
+}
+
+void an_sites(struct finding *f, const struct analysis *a, int L)
+{
+	const struct proc *p = a->ranks[L].p;
+	const struct thr *t = an_train_thread(p);
+	const struct span *sp = &a->sd->span[L];
+	struct { const struct hsite *h; double ms; } g[AN_HSITES];
+	int ng = 0;
+	for (int i = 0; t && sp->n > 0 && i < p->nhsite; i++) {
+		const struct hsite *s = &p->hsite[i];
+		double ms = s->tid == t->tid ? s->ms * an_hsite_share(a, L, s) / sp->n : 0;
+		if (ms <= 0 || (!s->npy && !s->nframes))
+			continue;
+		int k = 0;
+		while (k < ng && !same_site(g[k].h, s))
+			k++;
+		if (k == ng) {
+			g[ng].h = s;
+			g[ng++].ms = 0;
+		}
+		g[k].ms += ms;
+	}
+	for (int i = 1; i < ng; i++) /* (the most time first; ties in the order read) */
+		for (int j = i; j > 0 && g[j].ms > g[j - 1].ms; j--) {
+			__typeof__(g[0]) x = g[j];
+			g[j] = g[j - 1];
+			g[j - 1] = x;
+		}
+	if (!ng)
+		return;
+	char top[320];
+	an_ev_open(f, "sites", FV_LIST);
+	for (int k = 0; k < ng && k < SITES; k++) {
+		const struct hsite *s = g[k].h;
+		char module[112];
+		an_ev_open(f, NULL, FV_OBJ);
+		if (s->npy) {
+			an_ev_str(f, "file", s->py_file);
+			an_ev_int(f, "line", s->py_line);
+			an_ev_str(f, "function", s->py_func);
+		} else { /* ("module+0xoffset": the module, and the frame as the function) */
+			snprintf(module, sizeof module, "%s", s->frames[0]);
+			char *plus = strrchr(module, '+');
+			if (plus)
+				*plus = 0;
+			an_ev_str(f, "file", module);
+			an_ev_str(f, "line", NULL);
+			an_ev_str(f, "function", s->frames[0]);
+		}
+		an_ev_num(f, "ms_per_step", g[k].ms, 3);
+		an_ev_open(f, "frames", FV_LIST);
+		for (int i = 0; i < (s->npy ? s->npy : s->nframes) && i < SITE_FRAMES; i++)
+			an_ev_str(f, NULL, s->npy ? s->pyframes[i] : s->frames[i]);
+		an_ev_end(f);
+		an_ev_end(f);
+	}
+	an_ev_end(f);
+	/* (for the words: the costliest, as "function (file:line)" or its native frame) */
+	const struct hsite *s = g[0].h;
+	const char *base = strrchr(s->py_file, '/');
+	if (s->npy)
+		snprintf(top, sizeof top, "%s (%s:%d)", s->py_func, base ? base + 1 : s->py_file, s->py_line);
+	else
+		snprintf(top, sizeof top, "%s", s->frames[0]);
+	an_ev_hidden_str(f, "top_site", top);
+	an_ev_hidden_num(f, "top_site_ms", g[0].ms);
+}
