@@ -115,7 +115,7 @@ struct thr {
 	size_t nsched, sched_seen, sched_stride;
 };
 
-#define AN_HSITES 12
+#define AN_HSITES 16
 #define AN_FRAMES 8
 #define AN_HSITE_NS 100000 /* 0.1 ms */
 #define AN_STUCK 8         /* calls in flight kept per process (the earliest started) */
@@ -201,19 +201,20 @@ struct proc {
 	struct dirstat { char *dir; double calls, ms, bytes; } *dstat;
 	int ndstat;
 	struct sweep *lsw;     /* the steps' sweep begun while the file was read (lsweep.c), till taken */
-	/* its longest host calls (sleeps, lock and condition waits, reads of devices) of AN_HSITE_NS or
-	 * more, by thread, kind and stack, over the whole run, the most time first once read: what a
+	/* its longest host calls (sleeps, lock and condition waits, reads of devices) and input calls of
+	 * AN_HSITE_NS or more, by thread, kind, category and stack, over the whole run, the most time first once read: what a
 	 * rank does that its peers do not (findings.c). Inline: report --mpi sends it with the rest. */
 	struct hsite {
 		int tid;
 		uint32_t stack;
 		int16_t kind;
+		int8_t cat;                  /* CAT_HOST or CAT_DATA */
 		int nframes;
 		double ms, calls;
 		int64_t first, last;         /* its first and last call's start (the file's clock) */
 		char frames[AN_FRAMES][112]; /* innermost first, "module+0xoffset" */
-		/* where the thread ran Python: its frames, innermost first, "function (file:line)", and
-		 * the site, its innermost frame outside Python's own library (hostsite.c) */
+		/* where the thread ran Python: the site, its innermost frame outside Python's own library,
+		 * and that frame and its callers, innermost first, "function (file:line)" (hostsite.c) */
 		int npy, py_line;
 		char py_file[160], py_func[96];
 		char pyframes[AN_FRAMES][160];

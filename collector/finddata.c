@@ -176,6 +176,7 @@ void an_find_data(struct analysis *a)
 		an_ev_end(f);
 	}
 	an_ev_end(f);
+	an_sites(f, a, worst, CAT_DATA);
 	an_ev_open(f, "files", FV_LIST);
 	for (int i = 0; i < nd && i < 3; i++) {
 		an_ev_open(f, NULL, FV_OBJ);

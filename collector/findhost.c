@@ -26,7 +26,7 @@ static void kind_ms(const struct analysis *a, int r, double *ms, double *calls)
 		memset(calls, 0, DDPSPY_EV_COUNT * sizeof *calls);
 	for (int i = 0; t && sp->n > 0 && i < p->nhsite; i++) {
 		const struct hsite *s = &p->hsite[i];
-		if (s->tid != t->tid || s->kind < 0 || s->kind >= DDPSPY_EV_COUNT)
+		if (s->tid != t->tid || s->cat != CAT_HOST || s->kind < 0 || s->kind >= DDPSPY_EV_COUNT)
 			continue;
 		double in = an_hsite_share(a, r, s) / sp->n;
 		ms[s->kind] += s->ms * in;
@@ -99,7 +99,7 @@ static void calls_evidence(struct finding *f, const struct analysis *a, int L, d
 		double top_in = 0;
 		for (int i = 0; i < p->nhsite; i++) {
 			double in = p->hsite[i].ms * an_hsite_share(a, L, &p->hsite[i]);
-			if (t && p->hsite[i].tid == t->tid && p->hsite[i].kind == k && in > top_in) {
+			if (t && p->hsite[i].tid == t->tid && p->hsite[i].cat == CAT_HOST && p->hsite[i].kind == k && in > top_in) {
 				top = &p->hsite[i];
 				top_in = in;
 			}
@@ -129,7 +129,7 @@ static void calls_evidence(struct finding *f, const struct analysis *a, int L, d
 	an_ev_hidden_str(f, "top_frame", top_frame);
 	an_ev_hidden_num(f, "top_ms", top_ms);
 	an_ev_hidden_num(f, "top_peers_ms", top_peers);
-	an_sites(f, a, L);
+	an_sites(f, a, L, CAT_HOST);
 }
 
 /* every rank's kind_ms (NULL: out of memory) */

@@ -82,7 +82,7 @@ static int find_serialized(struct analysis *a)
 	an_ev_num(f, "wait_ms_per_step", wait, 3);
 	an_ev_num(f, "last_at", cnt[best * R + best_L], 0);
 	an_ev_num(f, "instances", sig[best].total, 0);
-	an_sites(f, a, best_L);
+	an_sites(f, a, best_L, CAT_HOST);
 out:
 	free(cnt);
 	free(wsum);

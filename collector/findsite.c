@@ -1,7 +1,7 @@
-/* evidence.sites: the code a rank's host time went to, from its longest host calls by stack
- * (hostsite.c): the Python function and line where the thread ran Python, else the innermost native
- * frame; the most time per analysed step first. A finding about host work (rank 0's before a
- * collective, a straggler's or an asymmetric rank's host excess) says where it is spent. */
+/* evidence.sites: the code a rank's host time (or input waits) went to, from its longest calls by
+ * stack (hostsite.c): the Python function and line where the thread ran Python, else the innermost
+ * native frame; the most time per analysed step first. A finding about host work (rank 0's before a
+ * collective, a straggler's or an asymmetric rank's host excess) or a data stall says where. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,7 +33,7 @@ static int same_site(const struct hsite *x, const struct hsite *y)
 	return x->nframes && y->nframes && !strcmp(x->frames[0], y->frames[0]);
 }
 
-void an_sites(struct finding *f, const struct analysis *a, int L)
+void an_sites(struct finding *f, const struct analysis *a, int L, int cat)
 {
 	const struct proc *p = a->ranks[L].p;
 	const struct thr *t = an_train_thread(p);
@@ -42,7 +42,7 @@ void an_sites(struct finding *f, const struct analysis *a, int L)
 	int ng = 0;
 	for (int i = 0; t && sp->n > 0 && i < p->nhsite; i++) {
 		const struct hsite *s = &p->hsite[i];
-		double ms = s->tid == t->tid ? s->ms * an_hsite_share(a, L, s) / sp->n : 0;
+		double ms = s->tid == t->tid && s->cat == cat ? s->ms * an_hsite_share(a, L, s) / sp->n : 0;
 		if (ms <= 0 || (!s->npy && !s->nframes))
 			continue;
 		int k = 0;

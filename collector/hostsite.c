@@ -1,5 +1,6 @@
 /* A process's host call sites while its file is read (the load phase): its longest host calls
- * (sleeps, lock and condition waits, reads of devices and pipes) by thread, kind and stack, and
+ * (sleeps, lock and condition waits, reads of devices and pipes) and input calls (waits for input
+ * workers, reads of samples) by thread, kind and stack, and
  * their stacks as "module+0xoffset" frames once the file's modules are known. What a rank does
  * that its peers do not is named from them (findings.c). */
 #include <inttypes.h>
@@ -12,11 +13,13 @@
 
 void an_hsite_add(struct proc *p, const struct trace_event *e, const struct ev *v)
 {
-	if (v->d < AN_HSITE_NS || an_category(v) != CAT_HOST || (an_kind(v->kind)->m & (DDPSPY_KM_COLL | DDPSPY_KM_P2P |
-												DDPSPY_KM_WAITS)))
+	int cat = an_category(v);
+	if (v->d < AN_HSITE_NS || (cat != CAT_HOST && cat != CAT_DATA) ||
+	    (an_kind(v->kind)->m & (DDPSPY_KM_COLL | DDPSPY_KM_P2P | DDPSPY_KM_WAITS)))
 		return;
 	int i = 0;
-	while (i < p->nhsite && !(p->hsite[i].tid == e->tid && p->hsite[i].stack == e->stack && p->hsite[i].kind == v->kind))
+	while (i < p->nhsite && !(p->hsite[i].tid == e->tid && p->hsite[i].stack == e->stack && p->hsite[i].kind == v->kind &&
+				  p->hsite[i].cat == cat))
 		i++;
 	if (i == AN_HSITES) { /* full: the site of the least time goes, unless this call is less */
 		i = 0;
@@ -36,6 +39,7 @@ void an_hsite_add(struct proc *p, const struct trace_event *e, const struct ev *
 	s->tid = e->tid;
 	s->stack = e->stack;
 	s->kind = v->kind;
+	s->cat = (int8_t)cat;
 	s->ms += MS(v->d);
 	s->calls++;
 }
@@ -84,7 +88,7 @@ static void py_site(struct hsite *s, const struct trace_file *f)
 	snprintf(s->py_file, sizeof s->py_file, "%s", st->py[at].file + (fl >= sizeof s->py_file ? fl - sizeof s->py_file + 1 : 0));
 	snprintf(s->py_func, sizeof s->py_func, "%s", st->py[at].func);
 	s->py_line = st->py[at].line;
-	for (uint32_t k = 0; k < st->npy && s->npy < AN_FRAMES; k++) {
+	for (uint32_t k = at; k < st->npy && s->npy < AN_FRAMES; k++) {
 		const char *file = st->py[k].file, *base = strrchr(file, '/');
 		snprintf(s->pyframes[s->npy++], sizeof s->pyframes[0], "%s (%s:%d)", st->py[k].func, base ? base + 1 : file,
 			 st->py[k].line);

@@ -604,6 +604,9 @@ static void data_words(struct finding *f)
 	for (int i = 0; i < 3 && describe_op(f, i, d, sizeof d); i++)
 		if (toff < sizeof f->text)
 			toff += (size_t)snprintf(f->text + toff, sizeof f->text - toff, "; %s", d);
+	const char *site = strn(f, "top_site");
+	if (site && toff < sizeof f->text) /* (where the training thread waits: the DataLoader's path) */
+		toff += (size_t)snprintf(f->text + toff, sizeof f->text - toff, "; waiting in %s", site);
 	const struct fv *files = ev_at(f, "files");
 	if (files && files + 3 < f->ev + f->nev && files[1].type == FV_OBJ && files[2].type == FV_STR &&
 	    toff < sizeof f->text)

@@ -209,7 +209,20 @@ def slow_data(k):
             # they are among the top three directories, the evidence must show it
             (files and files[0]["dir"] == data and all(x["bytes_per_step"] > files[0]["bytes_per_step"] for x in mods),
              "the workers' own file reads are in the evidence, the samples' directory first, before the modules "
-             "they imported during the steps (24 times the bytes, less time): %s" % files)]
+             "they imported during the steps (24 times the bytes, less time): %s" % files),
+            (loader_site(ev), "its top site is where the training thread waits: in the DataLoader, from its "
+             "__next__, called from train_mlp.py's main: %s" % (ev.get("sites") or [None])[0])]
+
+
+def loader_site(ev):
+    """the data stall's costliest site is in torch's DataLoader (its file), on the path from
+    _BaseDataLoaderIter.__next__ called by train_mlp.py, and takes a good part of the input wait"""
+    s = (ev.get("sites") or [{}])[0]
+    fr = s.get("frames", [])
+    nxt = [i for i, x in enumerate(fr) if x.startswith("_BaseDataLoaderIter.__next__ (dataloader.py:")]
+    return (s.get("file", "").endswith("torch/utils/data/dataloader.py") and nxt
+            and (nxt[0] + 1 == len(fr) or fr[nxt[0] + 1].startswith("main (train_mlp.py:"))
+            and s.get("ms_per_step", 0) >= 0.5 * ev.get("data_ms_per_step", 1e9))
 
 
 live("slow-data", slow_data)
