@@ -300,7 +300,7 @@ static void stack_text(const struct trace_file *f, uint32_t id)
 	printf("  stack#%u", id);
 	for (uint32_t i = 0; s && i < s->npy && i < 8; i++)
 		printf("%s%s (%s:%d)", i ? " <-" : " py ", T(s->py[i].func), T(s->py[i].file), s->py[i].line);
-	if (s && s->npy)
+	if (s && s->npy && s->n)
 		printf(" |");
 	for (uint32_t i = 0; s && i < s->n && i < 8; i++) {
 		const struct trace_module *m = trace_module_of(f, s->ips[i]);
@@ -347,6 +347,28 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	dur_text("dur", e->dur_ns);
 	if (e->stack)
 		stack_text(f, e->stack);
+	putchar('\n');
+	return 0;
+}
+
+/* A sample of the main thread's Python frames (2.12) */
+static int on_sample(void *ctx, struct trace_file *f, int tid, uint64_t raw, uint32_t stack)
+{
+	struct dumpctx *d = ctx;
+	int64_t t = trace_raw_to_ns(f, raw);
+	if (d->json) {
+		struct json j;
+		json_head(&j, "sample", f);
+		json_int(&j, "rank", f->rank);
+		json_int(&j, "tid", tid);
+		json_int(&j, "t_ns", t);
+		json_int(&j, "stack", stack);
+		print_stack_json(&j, f, stack);
+		json_end(&j);
+		return 0;
+	}
+	printf("  %12.6f %6d %-13s", (double)(t - d->t_base) / 1e9, tid, "py_sample");
+	stack_text(f, stack);
 	putchar('\n');
 	return 0;
 }
@@ -470,6 +492,9 @@ static void print_end(struct dumpctx *d, struct trace_file *f)
 			json_str(&j, "event_ns", NULL);
 		json_str(&j, "python", f->py_version[0] ? f->py_version : NULL);
 		json_str(&j, "python_why", f->py_why[0] ? f->py_why : NULL);
+		json_int(&j, "py_samples", (int64_t)f->py_samples);
+		json_int(&j, "py_samples_dropped", (int64_t)f->py_samples_dropped);
+		json_int(&j, "py_samples_torn", (int64_t)f->py_samples_torn);
 		json_end(&j);
 		return;
 	}
@@ -485,7 +510,9 @@ static void print_end(struct dumpctx *d, struct trace_file *f)
 	if (f->event_ns > 0)
 		printf("cost: %.1f ns per recorded event (ddpspy's own, measured at its start)\n", f->event_ns);
 	if (f->py_version[0])
-		printf("python: CPython %s, %s\n", T(f->py_version), f->py_why[0] ? T(f->py_why) : "its frames read");
+		printf("python: CPython %s, %s; %" PRIu64 " samples of the main thread's frames, %" PRIu64 " dropped, %" PRIu64
+		       " torn\n", T(f->py_version), f->py_why[0] ? T(f->py_why) : "its frames read", f->py_samples,
+		       f->py_samples_dropped, f->py_samples_torn);
 	if (f->ended)
 		printf("end %s: %" PRIu64 " events, %" PRIu64 " dropped%s\n", T(f->end_reason), f->events,
 		       f->dropped, unwritten);
@@ -548,7 +575,8 @@ int cmd_dump(int argc, char **argv)
 			struct trace_file f;
 			struct trace_visitor v = {&d, on_header, on_identity, on_thread,
 						  d.summary ? NULL : on_event, NULL, NULL, d.summary ? NULL : on_event,
-						  d.summary ? NULL : on_sched, d.summary ? NULL : on_inflight};
+						  d.summary ? NULL : on_sched, d.summary ? NULL : on_inflight,
+						  d.summary ? NULL : on_sample};
 			if (trace_open(&f, files[k]) < 0) {
 				print_error(&d, files[k], 0, f.error);
 				trace_close(&f);

@@ -683,7 +683,7 @@ static int span_cut(const struct trace_file *f, size_t off)
 static int span_skips(const char *k, uint32_t kl)
 {
 	return kind_is(k, kl, DDPSPY_REC_EVENTS) || kind_is(k, kl, DDPSPY_REC_GPU_EVENTS) ||
-	       kind_is(k, kl, DDPSPY_REC_SCHED) || kind_is(k, kl, DDPSPY_REC_INFLIGHT);
+	       kind_is(k, kl, DDPSPY_REC_SCHED) || kind_is(k, kl, DDPSPY_REC_INFLIGHT) || kind_is(k, kl, DDPSPY_REC_PYSAMPLES);
 }
 
 int trace_read(struct trace_file *f, const struct trace_visitor *v)

@@ -40,6 +40,9 @@ struct trace_visitor {
 	int (*on_sched)(void *ctx, struct trace_file *f, const struct trace_sched *s);
 	/* 2.9: each call in flight the writer recorded */
 	int (*on_inflight)(void *ctx, struct trace_file *f, const struct trace_inflight *c);
+	/* 2.12: each sample of the main thread's Python frames: its raw time (trace_raw_to_ns), a stack
+	 * of Python frames alone (trace_stack) */
+	int (*on_sample)(void *ctx, struct trace_file *f, int tid, uint64_t raw, uint32_t stack);
 };
 
 /* Opens and maps path. Returns 0, or -1 with f->error set (unreadable, not a ddpspy file,

@@ -147,6 +147,9 @@ struct trace_file {
 	double event_ns;         /* since 2.8: ddpspy's own cost per recorded event ("cost"), 0 unknown */
 	char py_version[32];     /* since 2.12: the CPython the process ran ("python"), "" none */
 	char py_why[160];        /* and why its frames were not read, "" when they were */
+	/* since 2.12: the main thread's Python samples, those lost to a full queue, and those given up
+	 * because the frames moved under every walk */
+	uint64_t py_samples, py_samples_dropped, py_samples_torn;
 	/* where reading stopped early, and why (error[0] == 0: the whole file was read) */
 	size_t stop_offset;
 	size_t resume;      /* trace_follow: where the next reading starts (0: the file's first record) */

@@ -380,6 +380,24 @@ static int add_pyframes(struct trace_file *f, uint32_t id, const msgpack_object 
 	return 0;
 }
 
+/* a "pysamples" record (2.12): each sample to v; -1 when malformed */
+static int rd_pysamples(struct trace_file *f, const msgpack_object *m, const struct trace_visitor *v, int *stop)
+{
+	const msgpack_object *t = trace_mp_get(m, "t"), *st = trace_mp_get(m, "stack");
+	int tid = (int)trace_mp_int_or(m, "tid", -1);
+	if (!t || !st || t->type != MSGPACK_OBJECT_ARRAY || st->type != MSGPACK_OBJECT_ARRAY ||
+	    t->via.array.size != st->via.array.size)
+		return -1;
+	f->py_samples += t->via.array.size;
+	for (uint32_t i = 0; v->on_sample && !*stop && i < t->via.array.size; i++) {
+		int64_t raw, id;
+		if (!trace_mp_int(&t->via.array.ptr[i], &raw) || !trace_mp_int(&st->via.array.ptr[i], &id) || id < 0)
+			return -1;
+		*stop = v->on_sample(v->ctx, f, tid, (uint64_t)raw, (uint32_t)id);
+	}
+	return 0;
+}
+
 void trace_free_stacks(struct trace_file *f)
 {
 	for (size_t i = 0; i < f->nstacks; i++) {
@@ -501,6 +519,10 @@ int trace_rd_record(struct trace_file *f, const char *kind, const msgpack_object
 		bad = trace_rd_stacks(f, m) < 0;
 	} else if (!strcmp(kind, DDPSPY_REC_PYFRAMES)) {
 		bad = trace_rd_pyframes(f, m) < 0;
+	} else if (!strcmp(kind, DDPSPY_REC_PYSAMPLES)) {
+		bad = rd_pysamples(f, m, v, stop) < 0;
+		f->py_samples_dropped = (uint64_t)trace_mp_int_or(m, "dropped", (int64_t)f->py_samples_dropped);
+		f->py_samples_torn = (uint64_t)trace_mp_int_or(m, "torn", (int64_t)f->py_samples_torn);
 	} else if (!strcmp(kind, DDPSPY_REC_PYTHON)) {
 		trace_mp_str_into(m, "version", f->py_version, sizeof f->py_version);
 		f->py_why[0] = 0;

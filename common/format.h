@@ -42,6 +42,7 @@
 #define DDPSPY_REC_INFLIGHT "inflight" /* 2.9: a call in flight long, or when the file ended */
 #define DDPSPY_REC_PYTHON "python"     /* 2.12: the CPython found, and whether its frames are read */
 #define DDPSPY_REC_PYFRAMES "pyframes" /* 2.12: the Python frames of new stack table entries */
+#define DDPSPY_REC_PYSAMPLES "pysamples" /* 2.12: samples of the main thread's Python frames */
 
 /* Process roles (header "role"). */
 #define DDPSPY_ROLES(X)                                                                  \

@@ -35,6 +35,7 @@ static const struct option {
 	{"DDPSPY_NCCL_PLUGIN", OPT_BOOL, 1, 0, 1, NULL, offsetof(struct dsp_config, nccl_plugin)},
 	{"DDPSPY_INFLIGHT_MS", OPT_LONG, 1000, -1, 1L << 40, NULL, offsetof(struct dsp_config, inflight_ms)},
 	{"DDPSPY_PYFRAMES", OPT_BOOL, 1, 0, 1, NULL, offsetof(struct dsp_config, pyframes)},
+	{"DDPSPY_SAMPLE_HZ", OPT_LONG, 100, 0, 1000, NULL, offsetof(struct dsp_config, sample_hz)},
 };
 
 static void vsay(const char *fmt, va_list ap)

@@ -11,8 +11,10 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -25,6 +27,7 @@ struct py_layout {
 	unsigned str_state, str_ascii_data, str_compact_data; /* PyASCIIObject's, PyCompactUnicodeObject's */
 	unsigned bytes_size, bytes_data;             /* PyBytesObject */
 	unsigned char owner_generator, owner_cstack; /* frame owners: a generator's; a C stack's (none: 255) */
+	unsigned interp_threads, ts_next, ts_native_id; /* the interpreter's threads: head, next, thread id */
 };
 
 /* CPython 3.11 (Include/internal/pycore_frame.h, Include/cpython/code.h, pystate.h,
@@ -39,6 +42,7 @@ static const struct py_layout PY311 = {
 	.str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
 	.bytes_size = 16, .bytes_data = 32,
 	.owner_generator = 1, .owner_cstack = 255,
+	.interp_threads = 16, .ts_next = 8, .ts_native_id = 160,
 };
 
 static struct {
@@ -48,6 +52,7 @@ static struct {
 	const struct py_layout *L;
 	uintptr_t code_type, str_type, bytes_type;
 	void *(*this_ts)(void);
+	void *(*interp_main)(void); /* PyInterpreterState_Main: the field it returns, no lock */
 	int on;                     /* published last: frames are read */
 } P;
 
@@ -272,14 +277,16 @@ static int put_frame(uint8_t *out, int cap, int *at, uintptr_t code, const uint8
 	return 0;
 }
 
-int dsp_py_capture(uint8_t *out, int cap)
+/* thread state ts's frames into out (dsp_py_capture's form), the bytes; top: its innermost frame
+ * (read first), or NULL */
+static int walk(uintptr_t ts, uint8_t *out, int cap, uintptr_t *top)
 {
-	if (!__atomic_load_n(&P.on, __ATOMIC_ACQUIRE) || cap < 16)
-		return 0;
 	const struct py_layout *L = P.L;
-	uintptr_t ts = (uintptr_t)P.this_ts(), cf, fr;
-	if (!ts || peek(ts + L->ts_cframe, &cf, 8) || peek(cf + L->cframe_current, &fr, 8))
+	uintptr_t cf, fr;
+	if (!ts || cap < 16 || peek(ts + L->ts_cframe, &cf, 8) || peek(cf + L->cframe_current, &fr, 8))
 		return 0;
+	if (top)
+		*top = fr;
 	uint32_t n = 0;
 	int at = 8;
 	uintptr_t seen[4 * DSP_PY_FRAMES];
@@ -313,6 +320,154 @@ int dsp_py_capture(uint8_t *out, int cap)
 	uint32_t head[2] = {n, (uint32_t)at};
 	memcpy(out, head, sizeof head);
 	return (at + 7) & ~7;
+}
+
+int dsp_py_capture(uint8_t *out, int cap)
+{
+	if (!__atomic_load_n(&P.on, __ATOMIC_ACQUIRE))
+		return 0;
+	return walk((uintptr_t)P.this_ts(), out, cap, NULL);
+}
+
+/* ---- the sampler: the main thread's Python frames DDPSPY_SAMPLE_HZ times a second, read from a
+ * thread of ddpspy's own while the main thread runs: no signal, nothing it can see. The frames
+ * move under the reader, so every read is checked as on the thread itself, and a sample is kept
+ * only if the innermost frame is the same frame of the same code after the walk as before (the
+ * frames below cannot change while it runs; its own line may have moved on: it is the line read
+ * during the walk). A walk spoilt so is tried again, three times in all. Samples wait in a queue of their own
+ * for the writer (dsp_py_sample_take); a full queue drops and counts. ---- */
+#define QUEUE 64 /* samples; the writer takes them every flush (100 ms: 10 at 100 Hz) */
+static struct {
+	int started;
+	uint64_t dropped, taken, torn; /* (torn: samples given up, the thread moving on under three walks) */
+	unsigned head, tail; /* (head: the sampler's, tail: the writer's) */
+	struct sample {
+		uint64_t t;
+		int tid, bytes;
+		uint8_t blob[DSP_PY_BYTES] __attribute__((aligned(8)));
+	} q[QUEUE];
+} Q;
+
+/* the main thread's thread state in the main interpreter's list (tstate->native_thread_id) */
+static uintptr_t find_ts(int tid)
+{
+	const struct py_layout *L = P.L;
+	uintptr_t interp = P.interp_main ? (uintptr_t)P.interp_main() : 0, ts;
+	if (!interp || peek(interp + L->interp_threads, &ts, 8))
+		return 0;
+	for (int i = 0; ts && i < 1024; i++) {
+		uint64_t id;
+		if (peek(ts + L->ts_native_id, &id, 8))
+			return 0;
+		if (id == (uint64_t)tid)
+			return ts;
+		if (peek(ts + L->ts_next, &ts, 8))
+			return 0;
+	}
+	return 0;
+}
+
+/* the thread's innermost frame and its code object now; 0 none */
+static int frame_now(uintptr_t ts, uintptr_t v[2])
+{
+	const struct py_layout *L = P.L;
+	uintptr_t cf;
+	return !peek(ts + L->ts_cframe, &cf, 8) && !peek(cf + L->cframe_current, &v[0], 8) && v[0] &&
+	       !peek(v[0] + L->fr_code, &v[1], 8);
+}
+
+static void *sampler(void *arg)
+{
+	(void)arg;
+	dsp_tls.state = TS_OFF; /* (nothing of it recorded: a thread of ddpspy's) */
+	dsp_tls.guard = 1;
+	pthread_setname_np(pthread_self(), "ddpspy-pysample");
+	long period = 1000000000L / dsp_cfg.sample_hz;
+	struct timespec next;
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	uintptr_t ts = 0;
+	int tid = dsp_pid;
+	for (;;) {
+		next.tv_nsec += period;
+		while (next.tv_nsec >= 1000000000L) {
+			next.tv_nsec -= 1000000000L;
+			next.tv_sec++;
+		}
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+		if (!__atomic_load_n(&dsp_on, __ATOMIC_RELAXED))
+			continue;
+		uint64_t id = 0;
+		if (!ts || peek(ts + P.L->ts_native_id, &id, 8) || id != (uint64_t)tid)
+			ts = find_ts(tid);
+		unsigned h = Q.head;
+		if (!ts)
+			continue;
+		if (h - __atomic_load_n(&Q.tail, __ATOMIC_ACQUIRE) >= QUEUE) {
+			__atomic_fetch_add(&Q.dropped, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		struct sample *sm = &Q.q[h % QUEUE];
+		int try = 0;
+		for (; try < 3; try++) { /* (the thread moved on meanwhile: not one moment's frames) */
+			uintptr_t before[2], after[2], top = 0;
+			sm->t = dsp_now();
+			if (!frame_now(ts, before))
+				break;
+			sm->bytes = walk(ts, sm->blob, sizeof sm->blob, &top);
+			if (sm->bytes && top == before[0] && frame_now(ts, after) && after[0] == before[0] &&
+			    after[1] == before[1]) {
+				sm->tid = tid;
+				__atomic_store_n(&Q.head, h + 1, __ATOMIC_RELEASE);
+				break;
+			}
+		}
+		if (try == 3)
+			__atomic_fetch_add(&Q.torn, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+void dsp_py_sampler_start(void)
+{
+	if (Q.started || !__atomic_load_n(&P.on, __ATOMIC_ACQUIRE) || dsp_cfg.sample_hz <= 0 || !P.interp_main ||
+	    dsp_id.role == DDPSPY_ROLE_LAUNCHER || dsp_id.role == DDPSPY_ROLE_WORKER)
+		return;
+	Q.started = 1;
+	pthread_attr_t a;
+	pthread_t th;
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 128 * 1024);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &a, sampler, NULL) != 0)
+		dsp_log("Python sampler: not started");
+	pthread_attr_destroy(&a);
+}
+
+int dsp_py_sample_take(uint64_t *t, int *tid, uint8_t *out, int cap)
+{
+	unsigned tl = Q.tail;
+	if (tl == __atomic_load_n(&Q.head, __ATOMIC_ACQUIRE))
+		return -1;
+	struct sample *sm = &Q.q[tl % QUEUE];
+	int n = sm->bytes <= cap ? sm->bytes : 0;
+	memcpy(out, sm->blob, (size_t)n);
+	*t = sm->t;
+	*tid = sm->tid;
+	__atomic_store_n(&Q.tail, tl + 1, __ATOMIC_RELEASE);
+	Q.taken++;
+	return n;
+}
+
+void dsp_py_samples(uint64_t *taken, uint64_t *dropped, uint64_t *torn)
+{
+	*taken = Q.taken;
+	*dropped = __atomic_load_n(&Q.dropped, __ATOMIC_RELAXED);
+	*torn = __atomic_load_n(&Q.torn, __ATOMIC_RELAXED);
+}
+
+void dsp_py_atfork_child(void)
+{
+	memset(&Q, 0, sizeof Q); /* (the sampler is not in the child: the child's writer starts its own) */
 }
 
 /* ---- finding the interpreter (writer thread) ---- */
@@ -370,6 +525,7 @@ int dsp_py_modules_changed(void)
 	P.str_type = (uintptr_t)py_sym(h, "PyUnicode_Type");
 	P.bytes_type = (uintptr_t)py_sym(h, "PyBytes_Type");
 	P.this_ts = (void *(*)(void))py_sym(h, "PyGILState_GetThisThreadState");
+	P.interp_main = (void *(*)(void))py_sym(h, "PyInterpreterState_Main");
 	if (!P.code_type || !P.str_type || !P.bytes_type || !P.this_ts) {
 		snprintf(P.why, sizeof P.why, "CPython %u.%u lacks a symbol ddpspy reads: no Python frames", major, minor);
 		goto out;

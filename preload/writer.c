@@ -69,6 +69,7 @@ struct writer_state {
 	uint64_t gpu_written, gpu_unwritten; /* CUPTI's records in the file; those it did not take */
 	uint64_t gpu_changes;       /* dsp_gpu_info's change count at the last "gpu" record */
 	unsigned py_changes;        /* dsp_py_state's at the last "python" record */
+	uint64_t py_dropped;        /* the Python sampler's dropped and torn samples at the last "pysamples" record */
 	size_t frame_start;         /* where the record being built starts in out */
 	struct modent *msnap;       /* the loaded objects the file last described */
 	size_t nmsnap;
@@ -622,6 +623,39 @@ static void rec_python_if_changed(void)
 		kv_str("why", why);
 	frame_end();
 	W.py_changes = c;
+}
+
+static void flush_stacks(void);
+
+/* The Python sampler's samples since the last flush (pyframes.c): their raw times and stack ids
+ * (stacks of Python frames alone), and the samples dropped so far */
+static void rec_pysamples(void)
+{
+	static uint8_t blob[DSP_PY_BYTES] __attribute__((aligned(8)));
+	uint64_t t[64], taken, dropped, torn;
+	uint32_t sid[64];
+	int n = 0, tid = 0, b;
+	while (n < 64 && (b = dsp_py_sample_take(&t[n], &tid, blob, sizeof blob)) >= 0)
+		if (b && (sid[n] = pystack_id(NULL, 0, blob)) != 0)
+			n++;
+	dsp_py_samples(&taken, &dropped, &torn);
+	if (!n && dropped + torn == W.py_dropped)
+		return;
+	flush_stacks();
+	frame_begin(DDPSPY_REC_PYSAMPLES, 5);
+	kv_int("tid", tid);
+	key("t");
+	msgpack_pack_array(&pk, (size_t)n);
+	for (int i = 0; i < n; i++)
+		msgpack_pack_uint64(&pk, t[i]);
+	key("stack");
+	msgpack_pack_array(&pk, (size_t)n);
+	for (int i = 0; i < n; i++)
+		msgpack_pack_uint32(&pk, sid[i]);
+	kv_int("dropped", (int64_t)dropped);
+	kv_int("torn", (int64_t)torn);
+	frame_end();
+	W.py_dropped = dropped + torn;
 }
 
 static void rec_identity(void)
@@ -1575,6 +1609,7 @@ static void flush_locked(int final, const char *end_reason)
 		rec_calib();
 	rec_modules_if_changed();
 	rec_python_if_changed();
+	dsp_py_sampler_start(); /* (once CPython is found; a no-op after) */
 	rec_cost_once();
 	/* passes over every ring until all are empty, a bounded number: a program recording faster than
 	 * this drains is served by the next flush, which its half-full rings ask for at once */
@@ -1591,6 +1626,7 @@ static void flush_locked(int final, const char *end_reason)
 	drain_gpu(!end_reason ? DSP_GPU_COLLECT : !strcmp(end_reason, "exec") ? DSP_GPU_COLLECT_FORCED
 									      : DSP_GPU_COLLECT_DELIVERED);
 	rec_gpu_if_changed(final || end_reason);
+	rec_pysamples();
 	if (dsp_cfg.inflight_ms >= 0)
 		dsp_registry_walk(rec_call, &f);
 	dsp_registry_walk(snap_loss, &f);
@@ -1795,6 +1831,7 @@ void dsp_writer_atfork_child(void)
 	tab_clear(&names);
 	msgpack_sbuffer_clear(&pyst.pend);
 	pyst.pending = 0;
+	dsp_py_atfork_child();
 	dsp_gpu_atfork_child();
 	dsp_clock_sample(&W.start_raw, &W.start_mono, &W.start_real);
 	if (spawn_writer() < 0)

@@ -68,6 +68,13 @@ def real_line(file, line):
     return 1 <= line <= (lines_in(src) if src else 1 << 30)
 
 
+def sleep_line_of(path, fn):
+    """the line of the time.sleep call in path's function fn"""
+    import ast
+    f = next(n for n in ast.walk(ast.parse(open(path).read())) if isinstance(n, ast.FunctionDef) and n.name == fn)
+    return next(n.lineno for n in ast.walk(f) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "sleep")
+
+
 def end_of(recs):
     e = of(recs, "end")
     return e[0] if e else {}
@@ -116,6 +123,59 @@ else:
     ok(p.returncode == 0 and len(truth["sleeps"]) > 16 and not wrong and not bad and seen,
        "while other threads churn frames: %d sleeps, each with CPython's frames (%s), and every one of the "
        "%d frames recorded is a real file's line (%s)" % (len(truth["sleeps"]), wrong[:1] or "all", seen, bad[:3]))
+
+# ---- the sampler: the main thread's frames 100 times a second from a thread of ddpspy's ----
+SAMPLER = os.path.join(ROOT, "testapps", "pysample_app.py")
+
+
+def samples(recs):
+    return [r for r in recs if r.get("type") == "sample"]
+
+
+if os.path.exists(PY) and sys.version_info[:2] == (3, 11):
+    # where the time went, by the program's own clock: 1 s computing in hot(), 0.5 s sleeping in
+    # cold(); the samples in each must split as the time did (within 3 standard deviations of a
+    # binomial share of that many samples, and 0.05 for the first flush's 0.1 s before sampling)
+    out = os.path.join(d, "phases")
+    p = traced([PY, SAMPLER, "phases"], out)
+    truth = json.loads(p.stdout) if p.returncode == 0 else {"hot_s": 1, "cold_s": 1}
+    recs = dump(out)[0]
+    sm = samples(recs)
+    inner = [x["python"][0]["function"] for x in sm if x.get("python")]
+    h, c = inner.count("hot"), inner.count("cold")
+    want = truth["hot_s"] / (truth["hot_s"] + truth["cold_s"])
+    n = max(1, h + c)
+    tol = 3 * (want * (1 - want) / n) ** 0.5 + 0.05
+    end = end_of(recs)
+    ok(p.returncode == 0 and n >= 60 and abs(h / n - want) <= tol and all(x["tid"] == x["pid"] for x in sm),
+       "the main thread's samples split between hot() and cold() as its own clock says: %d and %d samples, "
+       "%.2f against %.2f (within %.2f); %d in all, %s dropped, %s torn" % (h, c, h / n, want, tol, len(sm),
+                                                                      end.get("py_samples_dropped"), end.get("py_samples_torn")))
+    line = {x["python"][0]["line"] for x in sm if x.get("python") and x["python"][0]["function"] == "cold"}
+    ok(line == {sleep_line_of(SAMPLER, "cold")}, "a sample in cold() is at its sleep's line: %s" % sorted(line))
+
+    # frames made and unmade as fast as the main thread can while the sampler reads them: every
+    # sampled frame a real line of the program or of Python's library, every function of the program
+    # one it ran
+    out = os.path.join(d, "churn-main")
+    p = traced([PY, SAMPLER, "churn", "2"], out)
+    funcs = set(json.loads(p.stdout)["functions"]) if p.returncode == 0 else set()
+    recs = dump(out)[0]
+    sm = samples(recs)
+    frames = [f for x in sm for f in x.get("python", [])]
+    bad = [(f["file"], f["line"], f["function"]) for f in frames if not real_line(f["file"], f["line"]) or
+           (f["file"] == SAMPLER and f["function"] not in funcs)]
+    deep = max((len(x.get("python", [])) for x in sm), default=0)
+    ok(p.returncode == 0 and len(sm) >= 100 and not bad and deep == 24,
+       "while the main thread churns frames (recursion 150 deep, generators, exceptions), %d samples, %d frames, "
+       "each a real line and a function it ran (%s), the deepest cut at 24 (%d); %s torn" % (
+           len(sm), len(frames), bad[:3] or "all", deep, end_of(recs).get("py_samples_torn")))
+
+    out = os.path.join(d, "no-sampler")
+    p = traced([PY, SAMPLER, "phases"], out, env={"DDPSPY_SAMPLE_HZ": "0"})
+    recs = dump(out)[0]
+    ok(p.returncode == 0 and not samples(recs) and end_of(recs).get("py_samples") == 0,
+       "DDPSPY_SAMPLE_HZ=0: no samples (%d)" % len(samples(recs)))
 
 # CPython 3.11's objects built by hand (testapps/fakepy): what is whole is read, exactly
 FAKE = os.path.join(APPS, "fakepy")
