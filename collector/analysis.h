@@ -220,6 +220,14 @@ struct proc {
 		char pyframes[AN_FRAMES][160];
 	} hsite[AN_HSITES];
 	int nhsite;
+	/* 2.12: the main thread's Python samples taken outside its recorded calls (its time on a CPU
+	 * between calls, or waiting for one), by the innermost frame of the program's own code (not
+	 * Python's library or an installed package), cat CAT_COMPUTE, kind -1, ms a sample's period
+	 * each; the most time first once read (hostsite.c) */
+	struct hsite psite[AN_HSITES];
+	int npsite;
+	double psamples, psamples_in_calls;
+	void *recent; /* (while read: the main thread's latest calls, to tell samples in them) */
 	struct an_hang hang;   /* calls in flight and the last collectives (inflight.c) */
 };
 

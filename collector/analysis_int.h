@@ -264,6 +264,10 @@ void an_load_free(struct analysis *a);
  * frames in f, innermost first, as "module+0xoffset", at most max; how many */
 void an_hsite_add(struct proc *p, const struct trace_event *e, const struct ev *v);
 void an_hsite_loaded(struct proc *p, const struct trace_file *f);
+/* the main thread's calls as read (an_psite_call), to tell its Python samples taken in them; a
+ * sample (an_psite_add: own-clock time, stack, its period) into p->psite when not in one */
+void an_psite_call(struct proc *p, int tid, const struct ev *v);
+void an_psite_add(struct proc *p, const struct trace_file *f, int64_t t, uint32_t stack, double ms);
 int an_frames(const struct trace_file *f, uint32_t stack, char (*frames)[112], int max);
 /* (inflight.c) a call in flight c of p's file f into p->hang; e (v converted: NULL for records
  * that are no call), an event of p's, ending one or moving its collectives on; at the end of the

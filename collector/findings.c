@@ -205,6 +205,8 @@ static void find_late_ranks(struct analysis *a, int serialized, const char *skip
 		an_ev_end(f);
 		if (cause == CAT_HOST)
 			an_host_calls(f, a, L);
+		else if (cause == CAT_COMPUTE)
+			an_sites(f, a, L, CAT_COMPUTE);
 	}
 out:
 	free(dom);

@@ -47,7 +47,8 @@ void an_find_hang(struct analysis *a);
 void an_host_calls(struct finding *f, const struct analysis *a, int L);
 /* findsite.c: into f, a finding about rank index L, "sites": the code L's training thread spent its
  * calls of category cat (CAT_HOST: host calls; CAT_DATA: input) in (Python function and line where
- * it ran Python, else its native frame), the most time per analysed step first; an_hsite_share:
+ * it ran Python, else its native frame), or CAT_COMPUTE its time between calls (the main thread's
+ * Python samples), the most time per analysed step first; an_hsite_share:
  * the share of site s's calls in rank r's analysed steps */
 void an_sites(struct finding *f, const struct analysis *a, int L, int cat);
 double an_hsite_share(const struct analysis *a, int r, const struct hsite *s);

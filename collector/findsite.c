@@ -1,7 +1,9 @@
 /* evidence.sites: the code a rank's host time (or input waits) went to, from its longest calls by
  * stack (hostsite.c): the Python function and line where the thread ran Python, else the innermost
- * native frame; the most time per analysed step first. A finding about host work (rank 0's before a
- * collective, a straggler's or an asymmetric rank's host excess) or a data stall says where. */
+ * native frame; or its compute, from the main thread's Python samples between calls: the
+ * program's own line. The most time per analysed step first. A finding about host work (rank 0's
+ * before a collective, a straggler's or an asymmetric rank's host excess), a data stall or a
+ * straggler of compute says where. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,8 +42,11 @@ void an_sites(struct finding *f, const struct analysis *a, int L, int cat)
 	const struct span *sp = &a->sd->span[L];
 	struct { const struct hsite *h; double ms; } g[AN_HSITES];
 	int ng = 0;
-	for (int i = 0; t && sp->n > 0 && i < p->nhsite; i++) {
-		const struct hsite *s = &p->hsite[i];
+	/* (compute: the main thread's Python samples between its calls) */
+	const struct hsite *pool = cat == CAT_COMPUTE ? p->psite : p->hsite;
+	int npool = cat == CAT_COMPUTE ? p->npsite : p->nhsite;
+	for (int i = 0; t && sp->n > 0 && i < npool; i++) {
+		const struct hsite *s = &pool[i];
 		double ms = s->tid == t->tid && s->cat == cat ? s->ms * an_hsite_share(a, L, s) / sp->n : 0;
 		if (ms <= 0 || (!s->npy && !s->nframes))
 			continue;

@@ -5,6 +5,7 @@
  * that its peers do not is named from them (findings.c). */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/format.h"
@@ -74,15 +75,22 @@ static int python_own(const char *file)
 	return file[0] == '<' || (strstr(file, "/lib/python3") && !strstr(file, "-packages/"));
 }
 
-/* s's Python frames, from its stack (2.12), and its site */
-static void py_site(struct hsite *s, const struct trace_file *f)
+/* an installed package's code (site-packages, Debian's dist-packages) */
+static int installed(const char *file)
+{
+	return strstr(file, "-packages/") != NULL;
+}
+
+/* s's Python frames, from its stack (2.12), and its site: its innermost frame not of Python's own
+ * library, or with own_code not of an installed package either (the program's own line) */
+static void py_site(struct hsite *s, const struct trace_file *f, int own_code)
 {
 	const struct trace_stack *st = s->stack ? trace_stack(f, s->stack) : NULL;
 	s->npy = 0;
 	if (!st || !st->npy)
 		return;
 	uint32_t at = 0;
-	while (at + 1 < st->npy && python_own(st->py[at].file))
+	while (at + 1 < st->npy && (python_own(st->py[at].file) || (own_code && installed(st->py[at].file))))
 		at++;
 	size_t fl = strlen(st->py[at].file);
 	snprintf(s->py_file, sizeof s->py_file, "%s", st->py[at].file + (fl >= sizeof s->py_file ? fl - sizeof s->py_file + 1 : 0));
@@ -95,11 +103,84 @@ static void py_site(struct hsite *s, const struct trace_file *f)
 	}
 }
 
+/* the main thread's latest calls, by start (its events come in time order) */
+#define RECENT 1024
+struct recent {
+	int64_t t0[RECENT], t1[RECENT];
+	unsigned n;
+};
+
+void an_psite_call(struct proc *p, int tid, const struct ev *v)
+{
+	if (tid != p->pid || v->d <= 0 || (!p->recent && !(p->recent = calloc(1, sizeof(struct recent)))))
+		return;
+	struct recent *r = p->recent;
+	r->t0[r->n % RECENT] = v->t;
+	r->t1[r->n % RECENT] = v->t + v->d;
+	r->n++;
+}
+
+static int in_call(const struct recent *r, int64_t t)
+{
+	for (unsigned k = 0; r && k < RECENT && k < r->n; k++) {
+		unsigned i = (r->n - 1 - k) % RECENT;
+		if (r->t0[i] <= t && t < r->t1[i])
+			return 1;
+		if (r->t1[i] < t - 1000000000) /* (a second before it: none older holds it) */
+			break;
+	}
+	return 0;
+}
+
+static int cmp_site(const void *x, const void *y);
+
+void an_psite_add(struct proc *p, const struct trace_file *f, int64_t t, uint32_t stack, double ms)
+{
+	p->psamples++;
+	if (in_call(p->recent, t)) {
+		p->psamples_in_calls++;
+		return;
+	}
+	struct hsite probe = {.stack = stack};
+	py_site(&probe, f, 1);
+	if (!probe.npy)
+		return;
+	int i = 0;
+	while (i < p->npsite && !(p->psite[i].py_line == probe.py_line && !strcmp(p->psite[i].py_file, probe.py_file) &&
+				  !strcmp(p->psite[i].py_func, probe.py_func)))
+		i++;
+	if (i == AN_HSITES) { /* full: the site of the least time goes (this one's sample replaces it) */
+		i = 0;
+		for (int k = 1; k < AN_HSITES; k++)
+			if (p->psite[k].ms < p->psite[i].ms)
+				i = k;
+		if (p->psite[i].ms > ms)
+			return;
+		memset(&p->psite[i], 0, sizeof p->psite[i]);
+	} else if (i == p->npsite) {
+		p->npsite++;
+	}
+	struct hsite *s = &p->psite[i];
+	if (!s->calls) {
+		*s = probe;
+		s->first = t;
+		s->tid = p->pid;
+		s->kind = -1;
+		s->cat = CAT_COMPUTE;
+	}
+	s->last = t;
+	s->ms += ms;
+	s->calls++;
+}
+
 void an_hsite_loaded(struct proc *p, const struct trace_file *f)
 {
+	free(p->recent);
+	p->recent = NULL;
+	sort_n(p->psite, (size_t)p->npsite, sizeof p->psite[0], cmp_site);
 	for (int i = 0; i < p->nhsite; i++) {
 		p->hsite[i].nframes = an_frames(f, p->hsite[i].stack, p->hsite[i].frames, AN_FRAMES);
-		py_site(&p->hsite[i], f);
+		py_site(&p->hsite[i], f, 0);
 	}
 	sort_n(p->hsite, (size_t)p->nhsite, sizeof p->hsite[0], cmp_site);
 }

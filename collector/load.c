@@ -287,6 +287,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		t->last = v->t + v->d;
 	account(c, v);
 	an_hsite_add(c->p, e, v);
+	an_psite_call(c->p, e->tid, v);
 	if (!an_kept_sync(v)) {
 		if (t->runs_ok)
 			an_run_add(t, v);
@@ -558,6 +559,16 @@ static int cmp_span(const void *key, const void *elem)
 	return strcmp(key, ((const struct an_span *)elem)->path);
 }
 
+/* a sample of the main thread's Python frames (2.12), at the file's sampling period */
+static int on_sample(void *ctx, struct trace_file *f, int tid, uint64_t raw, uint32_t stack)
+{
+	struct loadctx *c = ctx;
+	(void)tid;
+	if (c->keep)
+		an_psite_add(c->p, f, trace_raw_to_ns(f, raw), stack, f->py_sample_hz > 0 ? 1000.0 / f->py_sample_hz : 0);
+	return 0;
+}
+
 /* one trace file into s->p, with its rank's training thread chosen (proc.train); an unreadable
  * file is a warning, not an error (s->ok 0) */
 static void load_file(const struct analysis *a, struct slot *s)
@@ -576,7 +587,7 @@ static void load_file(const struct analysis *a, struct slot *s)
 			     .path = s->open ? s->open : path };
 	struct trace_visitor v = { .ctx = &c, .on_header = on_header, .on_identity = on_identity,
 				   .on_thread = on_thread, .on_event = on_event, .on_gpu = on_gpu,
-				   .on_sched = on_sched, .on_inflight = on_inflight };
+				   .on_sched = on_sched, .on_inflight = on_inflight, .on_sample = on_sample };
 	int rc = trace_open(&f, s->open ? s->open : path);
 	f.span = p->part;
 	if (rc == 0)

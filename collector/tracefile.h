@@ -150,6 +150,7 @@ struct trace_file {
 	/* since 2.12: the main thread's Python samples, those lost to a full queue, and those given up
 	 * because the frames moved under every walk */
 	uint64_t py_samples, py_samples_dropped, py_samples_torn;
+	long py_sample_hz;       /* their rate (the "pysamples" record's hz), 0 unknown */
 	/* where reading stopped early, and why (error[0] == 0: the whole file was read) */
 	size_t stop_offset;
 	size_t resume;      /* trace_follow: where the next reading starts (0: the file's first record) */

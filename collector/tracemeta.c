@@ -389,6 +389,7 @@ static int rd_pysamples(struct trace_file *f, const msgpack_object *m, const str
 	    t->via.array.size != st->via.array.size)
 		return -1;
 	f->py_samples += t->via.array.size;
+	f->py_sample_hz = (long)trace_mp_int_or(m, "hz", f->py_sample_hz);
 	for (uint32_t i = 0; v->on_sample && !*stop && i < t->via.array.size; i++) {
 		int64_t raw, id;
 		if (!trace_mp_int(&t->via.array.ptr[i], &raw) || !trace_mp_int(&st->via.array.ptr[i], &id) || id < 0)

@@ -115,6 +115,8 @@ static void straggler_words(struct finding *f)
 	frame = frame ? frame : strn(f, "top_frame");
 	if (call) /* (its host calls: the one its peers make least of, and where) */
 		snprintf(f->title + n, sizeof f->title - n, " (mostly %s%s%s)", call, frame ? " at " : "", frame ? frame : "");
+	else if (frame && !strcmp(cause, "compute")) /* (its compute: where the samples found it most) */
+		snprintf(f->title + n, sizeof f->title - n, " (most of it in %s)", frame);
 	snprintf(f->text, sizeof f->text, "late in %" PRId64 "/%" PRId64 " steps by %.1f ms (p50); others wait %.1f "
 		 "ms/step at %s; its excess per step: compute %.1f ms, data %.1f ms, host %.1f ms", cnt, N,
 		 num(f, "late_ms_p50"), wait, str(f, "op"), num(f, "excess_ms_per_step.compute"),

@@ -642,8 +642,9 @@ static void rec_pysamples(void)
 	if (!n && dropped + torn == W.py_dropped)
 		return;
 	flush_stacks();
-	frame_begin(DDPSPY_REC_PYSAMPLES, 5);
+	frame_begin(DDPSPY_REC_PYSAMPLES, 6);
 	kv_int("tid", tid);
+	kv_int("hz", dsp_cfg.sample_hz);
 	key("t");
 	msgpack_pack_array(&pk, (size_t)n);
 	for (int i = 0; i < n; i++)

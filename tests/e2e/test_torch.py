@@ -158,8 +158,19 @@ def compute(k):
     if j is None:
         return [(False, "straggler by extra compute reported")]
     f = find(j, "straggler")
+    ev = f[0]["evidence"] if f else {}
+    site = (ev.get("sites") or [{}])[0]
+    line = next(i for i, l in enumerate(open(TRAIN), 1) if "loss_fn(model(x), y).backward()" in l)
+    exc = ev.get("excess_ms_per_step", {}).get("compute", 0)
     return [(f and f[0]["rank"] == 1 and f[0]["evidence"]["cause"] == "compute" and f[0]["severity"] >= 0.3,
-             "straggler rank 1, cause compute, severity at least 0.3 (it does three times the work): %s" % kinds(j))]
+             "straggler rank 1, cause compute, severity at least 0.3 (it does three times the work): %s" % kinds(j)),
+            # (the main thread's samples between its calls: the extra forward and backward's line, about
+            # the rank's compute excess, and named in the title)
+            (site.get("file") == TRAIN and site.get("line") == line and site.get("function") == "main"
+             and 0.5 * exc <= site.get("ms_per_step", 0) <= 1.5 * exc
+             and "main (train_mlp.py:%d)" % line in f[0]["title"],
+             "its top site, from the samples, is the line of its extra forward and backward, train_mlp.py:%d, about "
+             "its compute excess of %.1f ms per step: %s" % (line, exc, site))]
 
 
 live("compute", compute)
