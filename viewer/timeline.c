@@ -351,6 +351,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		call.pathlen = c->fdlen[fd];
 	}
 	call.win = vw_window_of(c->w, c->nw, call.v.t, call.v.t + call.v.d);
+	call.stack = e->stack ? trace_stack(f, e->stack) : NULL;
 	if (call.win >= 0)
 		c->r->call(c->r->ctx, c->p, &call);
 	if ((k->m & DDPSPY_KM_OPENS) && fd >= 0)
@@ -360,11 +361,23 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	return 0;
 }
 
+static int on_sample(void *ctx, struct trace_file *f, int tid, uint64_t raw, uint32_t stack)
+{
+	struct rdctx *c = ctx;
+	int64_t t = an_job_time(c->p, trace_raw_to_ns(f, raw));
+	int win = vw_window_of(c->w, c->nw, t, t);
+	const struct trace_stack *s = trace_stack(f, stack);
+	if (win >= 0 && s && s->npy)
+		c->r->sample(c->r->ctx, c->p, tid, t, win, s);
+	return 0;
+}
+
 int vw_read(const struct proc *p, const struct vwin *w, int nw, const struct vw_reader *r)
 {
 	struct trace_file f;
 	struct rdctx c = { .p = p, .w = w, .nw = nw, .r = r };
-	struct trace_visitor v = { .ctx = &c, .on_event = on_event, .on_inflight = on_inflight };
+	struct trace_visitor v = { .ctx = &c, .on_event = on_event, .on_inflight = on_inflight,
+				   .on_sample = r->sample ? on_sample : NULL };
 	int rc = trace_open(&f, p->file);
 	if (rc == 0 && p->clock)
 		rc = trace_set_clock(&f, p->clock);

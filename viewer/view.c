@@ -50,6 +50,21 @@ static void arg_value(FILE *o, const char *name, int kind, int64_t x)
 		fprintf(o, "%lld", (long long)x);
 }
 
+/* "python": a stack's Python frames, innermost first, "function (file:line)"; after another
+ * argument when comma */
+static void python_arg(FILE *o, const struct trace_stack *s, int comma)
+{
+	fputs(comma ? ",\"python\":[" : "\"python\":[", o);
+	for (uint32_t i = 0; i < s->npy; i++) {
+		char fr[512];
+		snprintf(fr, sizeof fr, "%s (%s:%d)", s->py[i].func, s->py[i].file, s->py[i].line);
+		if (i)
+			fputc(',', o);
+		json_put_string(o, fr, SIZE_MAX);
+	}
+	fputc(']', o);
+}
+
 static void on_call(void *ctx, const struct proc *p, const struct vw_call *c)
 {
 	struct view *v = ctx;
@@ -112,8 +127,30 @@ static void on_call(void *ctx, const struct proc *p, const struct vw_call *c)
 	}
 	if (c->inflight)
 		fputs(",\"in_flight\":true", v->o);
+	if (c->stack && c->stack->npy)
+		python_arg(v->o, c->stack, 1);
 	fputs("}}", v->o);
 	vo_seen_tid(v, te->tid);
+}
+
+/* a sample of the main thread's Python frames: an instant on its thread, named by the innermost
+ * frame, the frames in its args */
+static void on_sample(void *ctx, const struct proc *p, int tid, int64_t t, int win, const struct trace_stack *s)
+{
+	struct view *v = ctx;
+	(void)p, (void)win;
+	if (!vo_take(v, 0, 1))
+		return;
+	char name[256];
+	const char *base = strrchr(s->py[0].file, '/');
+	snprintf(name, sizeof name, "%s (%s:%d)", s->py[0].func, base ? base + 1 : s->py[0].file, s->py[0].line);
+	vo_ev(v, "i", v->pid[v->r], tid, t);
+	fputs(",\"s\":\"t\",\"name\":", v->o);
+	json_put_string(v->o, name, SIZE_MAX);
+	fputs(",\"cat\":\"python sample\",\"args\":{", v->o);
+	python_arg(v->o, s, 0);
+	fputs("}}", v->o);
+	vo_seen_tid(v, tid);
 }
 
 static void on_thread(void *ctx, const struct proc *p, int tid, const char *name)
@@ -328,7 +365,7 @@ static void view_setup(struct view *v, long maxev)
 static void view_ranks(struct view *v)
 {
 	const struct analysis *a = v->a;
-	struct vw_reader rd = { .ctx = v, .call = on_call, .thread = on_thread, .nvtx = vo_on_nvtx };
+	struct vw_reader rd = { .ctx = v, .call = on_call, .thread = on_thread, .nvtx = vo_on_nvtx, .sample = on_sample };
 	for (int r = 0; r < a->nranks; r++) {
 		const struct proc *p = a->ranks[r].p;
 		v->r = r;

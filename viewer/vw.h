@@ -46,6 +46,7 @@ struct vw_call {
 	size_t pathlen;
 	int win;                       /* the window it overlaps */
 	int inflight;                  /* a call in flight that never returned: v.d until the last look */
+	const struct trace_stack *stack; /* its stack (its Python frames, 2.12), NULL none */
 };
 struct vw_reader {
 	void *ctx;
@@ -54,6 +55,9 @@ struct vw_reader {
 	/* the program's NVTX points (push, pop, start, end, mark), wherever they are: t on the job's
 	 * clock (a range pushed before a window may end in it); NULL skips them */
 	void (*nvtx)(void *ctx, const struct proc *p, const struct trace_event *e, int64_t t);
+	/* the main thread's Python samples in a window (2.12): t on the job's clock, the stack of its
+	 * Python frames; NULL skips them */
+	void (*sample)(void *ctx, const struct proc *p, int tid, int64_t t, int win, const struct trace_stack *s);
 };
 int vw_read(const struct proc *p, const struct vwin *w, int nw, const struct vw_reader *r);
 

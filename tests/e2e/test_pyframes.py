@@ -136,8 +136,9 @@ if os.path.exists(PY) and sys.version_info[:2] == (3, 11):
     # where the time went, by the program's own clock: 1 s computing in hot(), 0.5 s sleeping in
     # cold(); the samples in each must split as the time did (within 3 standard deviations of a
     # binomial share of that many samples, and 0.05 for the first flush's 0.1 s before sampling)
+    # (as rank 0 of 1, as torchrun would name it: `ddpspy view` shows ranks)
     out = os.path.join(d, "phases")
-    p = traced([PY, SAMPLER, "phases"], out)
+    p = traced([PY, SAMPLER, "phases"], out, env={"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"})
     truth = json.loads(p.stdout) if p.returncode == 0 else {"hot_s": 1, "cold_s": 1}
     recs = dump(out)[0]
     sm = samples(recs)
@@ -153,6 +154,22 @@ if os.path.exists(PY) and sys.version_info[:2] == (3, 11):
                                                                       end.get("py_samples_dropped"), end.get("py_samples_torn")))
     line = {x["python"][0]["line"] for x in sm if x.get("python") and x["python"][0]["function"] == "cold"}
     ok(line == {sleep_line_of(SAMPLER, "cold")}, "a sample in cold() is at its sleep's line: %s" % sorted(line))
+    # the Perfetto view of all its steps (no collectives: 20 time windows between its first and last
+    # call): the samples in them as instants on the main thread, each named by its innermost frame,
+    # and the sleeps' slices with their Python frames
+    vf = os.path.join(d, "phases.json")
+    q = subprocess.run([DDPSPY, "view", out, "-o", vf, "--steps", "0-19"], capture_output=True, text=True)
+    ev = json.load(open(vf))["traceEvents"] if q.returncode == 0 else []
+    inst = [e for e in ev if e.get("cat") == "python sample"]
+    names = {"%s (%s:%d)" % (x["python"][0]["function"], os.path.basename(x["python"][0]["file"]),
+                             x["python"][0]["line"]) for x in sm}
+    slept = [e for e in ev if e.get("name") == "sleep" and e.get("dur", 0) >= 1000]
+    ok(q.returncode == 0 and len(inst) >= 0.9 * len(sm) and {e["name"] for e in inst} <= names
+       and all(e["tid"] == e["pid"] for e in inst)
+       and slept and all(e["args"].get("python", [""])[0].startswith("cold (%s:" % SAMPLER) for e in slept),
+       "ddpspy view: %d of the %d samples as instants on the main thread, named by their innermost frame, and the "
+       "%d sleeps of 1 ms or more with their Python frames (%s)" % (len(inst), len(sm), len(slept),
+                                                                  slept[0]["args"].get("python") if slept else None))
 
     # frames made and unmade as fast as the main thread can while the sampler reads them: every
     # sampled frame a real line of the program or of Python's library, every function of the program
