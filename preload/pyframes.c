@@ -498,7 +498,7 @@ static void *py_sym(void *h, const char *name)
 
 int dsp_py_modules_changed(void)
 {
-	if (P.looked || dsp_cfg.stack_us < 0 || !dsp_cfg.pyframes)
+	if (P.looked || !dsp_cfg.pyframes)
 		return 0;
 	struct find f = {{0}};
 	void *h = NULL;
