@@ -153,6 +153,15 @@ struct an_hang {
 	int nspace;
 };
 
+/* A call site's Python frames (trace format 2.12), from its stack: the site, its innermost frame
+ * outside Python's own library (or outside installed packages too: the program's own line), and
+ * that frame and its callers, innermost first, "function (file:line)"; n 0: none (hostsite.c) */
+struct pysite {
+	int n, line;
+	char file[160], func[96];
+	char frames[AN_FRAMES][160];
+};
+
 struct proc {
 	char *file, host[256];
 	char *open;            /* report --mpi, another process: the file by process 0's absolute path (NULL: file) */
@@ -213,11 +222,7 @@ struct proc {
 		double ms, calls;
 		int64_t first, last;         /* its first and last call's start (the file's clock) */
 		char frames[AN_FRAMES][112]; /* innermost first, "module+0xoffset" */
-		/* where the thread ran Python: the site, its innermost frame outside Python's own library,
-		 * and that frame and its callers, innermost first, "function (file:line)" (hostsite.c) */
-		int npy, py_line;
-		char py_file[160], py_func[96];
-		char pyframes[AN_FRAMES][160];
+		struct pysite py; /* where the thread ran Python (hostsite.c) */
 	} hsite[AN_HSITES];
 	int nhsite;
 	/* 2.12: the main thread's Python samples taken outside its recorded calls (its time on a CPU

@@ -267,6 +267,10 @@ void an_hsite_loaded(struct proc *p, const struct trace_file *f);
 /* the main thread's calls as read (an_psite_call), to tell its Python samples taken in them; a
  * sample (an_psite_add: own-clock time, stack, its period) into p->psite when not in one */
 void an_psite_call(struct proc *p, int tid, const struct ev *v);
+/* stack's Python frames and site into ps (own_code: the program's own line, not an installed
+ * package's); its frame count, 0 none. an_same_pysite: the same place in the code */
+int an_pysite(const struct trace_file *f, uint32_t stack, int own_code, struct pysite *ps);
+int an_same_pysite(const struct pysite *x, const struct pysite *y);
 void an_psite_add(struct proc *p, const struct trace_file *f, int64_t t, uint32_t stack, double ms);
 int an_frames(const struct trace_file *f, uint32_t stack, char (*frames)[112], int max);
 /* (inflight.c) a call in flight c of p's file f into p->hang; e (v converted: NULL for records
@@ -681,9 +685,10 @@ struct hostlanes *an_gpu_lanes_new(const struct proc *p);
 void an_gpu_lanes_event(struct hostlanes *h, const struct ev *e);
 void an_gpu_lanes_free(struct hostlanes *h);
 /* p's call site i that waited for the device: its event kind's name (NULL: none), frames
- * (innermost first, "module+0xoffset"), time, calls, kind, and what (cuda_sync "what", cuda_memcpy "dir") */
+ * (innermost first, "module+0xoffset"), time, calls, kind, what (cuda_sync "what", cuda_memcpy
+ * "dir") and its Python frames */
 const char *an_gpu_site(const struct proc *p, int i, const char *(*frames)[8], int *nframes, double *ms,
-			double *calls, int *kind, int *what);
+			double *calls, int *kind, int *what, const struct pysite **py);
 
 /* ---- p2p.c: point-to-point wait states ----
  * an_p2p_number: while reading a thread's calls in order, number its point-to-point ones (seq,

@@ -144,7 +144,8 @@ static void find_host_sync(struct analysis *a)
 	const char *frames[8];
 	int nf = 0, kind = 0, what = -1;
 	double ms = 0, calls = 0;
-	const char *call = an_gpu_site(ri->p, ri->gpu.site, &frames, &nf, &ms, &calls, &kind, &what);
+	const struct pysite *py = NULL;
+	const char *call = an_gpu_site(ri->p, ri->gpu.site, &frames, &nf, &ms, &calls, &kind, &what, &py);
 	struct finding *f = an_add_finding(a, "host_sync", rank, sev);
 	if (!f)
 		return;
@@ -160,6 +161,15 @@ static void find_host_sync(struct analysis *a)
 	for (int i = 0; i < nf; i++)
 		an_ev_str(f, NULL, frames[i]);
 	an_ev_end(f);
+	if (call) { /* (the site, as the other findings give theirs: its Python line where it ran Python) */
+		char fr[8][112];
+		for (int i = 0; i < nf; i++)
+			snprintf(fr[i], sizeof fr[i], "%s", frames[i]);
+		an_ev_open(f, "sites", FV_LIST);
+		an_ev_site(f, py, (const char (*)[112])fr, nf, ms / steps);
+		an_ev_end(f);
+		an_site_words(f, py, (const char (*)[112])fr, nf, ms / steps);
+	}
 }
 
 static void find_launch_bound(struct analysis *a)

@@ -51,6 +51,10 @@ void an_host_calls(struct finding *f, const struct analysis *a, int L);
  * Python samples), the most time per analysed step first; an_hsite_share:
  * the share of site s's calls in rank r's analysed steps */
 void an_sites(struct finding *f, const struct analysis *a, int L, int cat);
+/* one site of "sites" (an object: the Python site py, else the native frames), ms per step; and
+ * the words' top_site from it */
+void an_ev_site(struct finding *f, const struct pysite *py, const char (*frames)[112], int nframes, double ms);
+void an_site_words(struct finding *f, const struct pysite *py, const char (*frames)[112], int nframes, double ms);
 double an_hsite_share(const struct analysis *a, int r, const struct hsite *s);
 
 #endif

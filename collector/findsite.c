@@ -29,9 +29,8 @@ double an_hsite_share(const struct analysis *a, int r, const struct hsite *s)
  * same innermost native frame */
 static int same_site(const struct hsite *x, const struct hsite *y)
 {
-	if (x->npy || y->npy)
-		return x->npy && y->npy && x->py_line == y->py_line && !strcmp(x->py_file, y->py_file) &&
-		       !strcmp(x->py_func, y->py_func);
+	if (x->py.n || y->py.n)
+		return an_same_pysite(&x->py, &y->py);
 	return x->nframes && y->nframes && !strcmp(x->frames[0], y->frames[0]);
 }
 
@@ -48,7 +47,7 @@ void an_sites(struct finding *f, const struct analysis *a, int L, int cat)
 	for (int i = 0; t && sp->n > 0 && i < npool; i++) {
 		const struct hsite *s = &pool[i];
 		double ms = s->tid == t->tid && s->cat == cat ? s->ms * an_hsite_share(a, L, s) / sp->n : 0;
-		if (ms <= 0 || (!s->npy && !s->nframes))
+		if (ms <= 0 || (!s->py.n && !s->nframes))
 			continue;
 		int k = 0;
 		while (k < ng && !same_site(g[k].h, s))
@@ -67,40 +66,48 @@ void an_sites(struct finding *f, const struct analysis *a, int L, int cat)
 		}
 	if (!ng)
 		return;
-	char top[320];
 	an_ev_open(f, "sites", FV_LIST);
-	for (int k = 0; k < ng && k < SITES; k++) {
-		const struct hsite *s = g[k].h;
-		char module[112];
-		an_ev_open(f, NULL, FV_OBJ);
-		if (s->npy) {
-			an_ev_str(f, "file", s->py_file);
-			an_ev_int(f, "line", s->py_line);
-			an_ev_str(f, "function", s->py_func);
-		} else { /* ("module+0xoffset": the module, and the frame as the function) */
-			snprintf(module, sizeof module, "%s", s->frames[0]);
-			char *plus = strrchr(module, '+');
-			if (plus)
-				*plus = 0;
-			an_ev_str(f, "file", module);
-			an_ev_str(f, "line", NULL);
-			an_ev_str(f, "function", s->frames[0]);
-		}
-		an_ev_num(f, "ms_per_step", g[k].ms, 3);
-		an_ev_open(f, "frames", FV_LIST);
-		for (int i = 0; i < (s->npy ? s->npy : s->nframes) && i < SITE_FRAMES; i++)
-			an_ev_str(f, NULL, s->npy ? s->pyframes[i] : s->frames[i]);
-		an_ev_end(f);
-		an_ev_end(f);
-	}
+	for (int k = 0; k < ng && k < SITES; k++)
+		an_ev_site(f, &g[k].h->py, g[k].h->frames, g[k].h->nframes, g[k].ms);
 	an_ev_end(f);
-	/* (for the words: the costliest, as "function (file:line)" or its native frame) */
-	const struct hsite *s = g[0].h;
-	const char *base = strrchr(s->py_file, '/');
-	if (s->npy)
-		snprintf(top, sizeof top, "%s (%s:%d)", s->py_func, base ? base + 1 : s->py_file, s->py_line);
+	an_site_words(f, &g[0].h->py, g[0].h->frames, g[0].h->nframes, g[0].ms);
+}
+
+void an_ev_site(struct finding *f, const struct pysite *py, const char (*frames)[112], int nframes, double ms)
+{
+	char module[112];
+	an_ev_open(f, NULL, FV_OBJ);
+	if (py->n) {
+		an_ev_str(f, "file", py->file);
+		an_ev_int(f, "line", py->line);
+		an_ev_str(f, "function", py->func);
+	} else { /* ("module+0xoffset": the module, and the frame as the function) */
+		snprintf(module, sizeof module, "%s", nframes ? frames[0] : "?");
+		char *plus = strrchr(module, '+');
+		if (plus)
+			*plus = 0;
+		an_ev_str(f, "file", module);
+		an_ev_str(f, "line", NULL);
+		an_ev_str(f, "function", nframes ? frames[0] : NULL);
+	}
+	an_ev_num(f, "ms_per_step", ms, 3);
+	an_ev_open(f, "frames", FV_LIST);
+	for (int i = 0; i < (py->n ? py->n : nframes) && i < SITE_FRAMES; i++)
+		an_ev_str(f, NULL, py->n ? py->frames[i] : frames[i]);
+	an_ev_end(f);
+	an_ev_end(f);
+}
+
+void an_site_words(struct finding *f, const struct pysite *py, const char (*frames)[112], int nframes, double ms)
+{
+	char top[320];
+	const char *base = strrchr(py->file, '/');
+	if (py->n)
+		snprintf(top, sizeof top, "%s (%s:%d)", py->func, base ? base + 1 : py->file, py->line);
+	else if (nframes)
+		snprintf(top, sizeof top, "%s", frames[0]);
 	else
-		snprintf(top, sizeof top, "%s", s->frames[0]);
+		return;
 	an_ev_hidden_str(f, "top_site", top);
-	an_ev_hidden_num(f, "top_site_ms", g[0].ms);
+	an_ev_hidden_num(f, "top_site_ms", ms);
 }

@@ -561,8 +561,10 @@ static void part_loaded(struct proc *p, const struct trace_file *f, const char *
 		}
 		sort_n(g->names, g->nnames, sizeof *g->names, cmp_name);
 	}
-	for (int i = 0; g && i < g->nsites; i++)
+	for (int i = 0; g && i < g->nsites; i++) {
 		g->site[i].nframes = an_frames(f, g->site[i].stack, g->site[i].frames, 8);
+		an_pysite(f, g->site[i].stack, 0, &g->site[i].py);
+	}
 }
 
 static int cmp_name(const void *x, const void *y)
@@ -735,12 +737,13 @@ size_t an_gpu_nccl_ends(const struct proc *p, struct gend **out)
 }
 
 const char *an_gpu_site(const struct proc *p, int i, const char *(*frames)[8], int *nframes, double *ms,
-			double *calls, int *kind, int *what)
+			double *calls, int *kind, int *what, const struct pysite **py)
 {
 	const struct gpuproc *g = p->gpu;
 	if (!g || i < 0 || i >= g->nsites)
 		return NULL;
 	const struct gsite *s = &g->site[i];
+	*py = &s->py;
 	for (int k = 0; k < s->nframes; k++)
 		(*frames)[k] = s->frames[k];
 	*nframes = s->nframes;

@@ -99,6 +99,7 @@ struct gsite {            /* a call site that waited for the device: thread, sta
 	double ms, calls;
 	char frames[8][112];
 	int nframes;
+	struct pysite py;     /* its Python frames (2.12) */
 };
 
 #define MAX_SITES 16

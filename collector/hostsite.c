@@ -75,32 +75,36 @@ static int python_own(const char *file)
 	return file[0] == '<' || (strstr(file, "/lib/python3") && !strstr(file, "-packages/"));
 }
 
+int an_same_pysite(const struct pysite *x, const struct pysite *y)
+{
+	return x->n && y->n && x->line == y->line && !strcmp(x->file, y->file) && !strcmp(x->func, y->func);
+}
+
 /* an installed package's code (site-packages, Debian's dist-packages) */
 static int installed(const char *file)
 {
 	return strstr(file, "-packages/") != NULL;
 }
 
-/* s's Python frames, from its stack (2.12), and its site: its innermost frame not of Python's own
- * library, or with own_code not of an installed package either (the program's own line) */
-static void py_site(struct hsite *s, const struct trace_file *f, int own_code)
+int an_pysite(const struct trace_file *f, uint32_t stack, int own_code, struct pysite *ps)
 {
-	const struct trace_stack *st = s->stack ? trace_stack(f, s->stack) : NULL;
-	s->npy = 0;
+	const struct trace_stack *st = stack ? trace_stack(f, stack) : NULL;
+	ps->n = 0;
 	if (!st || !st->npy)
-		return;
+		return 0;
 	uint32_t at = 0;
 	while (at + 1 < st->npy && (python_own(st->py[at].file) || (own_code && installed(st->py[at].file))))
 		at++;
 	size_t fl = strlen(st->py[at].file);
-	snprintf(s->py_file, sizeof s->py_file, "%s", st->py[at].file + (fl >= sizeof s->py_file ? fl - sizeof s->py_file + 1 : 0));
-	snprintf(s->py_func, sizeof s->py_func, "%s", st->py[at].func);
-	s->py_line = st->py[at].line;
-	for (uint32_t k = at; k < st->npy && s->npy < AN_FRAMES; k++) {
+	snprintf(ps->file, sizeof ps->file, "%s", st->py[at].file + (fl >= sizeof ps->file ? fl - sizeof ps->file + 1 : 0));
+	snprintf(ps->func, sizeof ps->func, "%s", st->py[at].func);
+	ps->line = st->py[at].line;
+	for (uint32_t k = at; k < st->npy && ps->n < AN_FRAMES; k++) {
 		const char *file = st->py[k].file, *base = strrchr(file, '/');
-		snprintf(s->pyframes[s->npy++], sizeof s->pyframes[0], "%s (%s:%d)", st->py[k].func, base ? base + 1 : file,
+		snprintf(ps->frames[ps->n++], sizeof ps->frames[0], "%s (%s:%d)", st->py[k].func, base ? base + 1 : file,
 			 st->py[k].line);
 	}
+	return ps->n;
 }
 
 /* the main thread's latest calls, by start (its events come in time order) */
@@ -142,12 +146,10 @@ void an_psite_add(struct proc *p, const struct trace_file *f, int64_t t, uint32_
 		return;
 	}
 	struct hsite probe = {.stack = stack};
-	py_site(&probe, f, 1);
-	if (!probe.npy)
+	if (!an_pysite(f, stack, 1, &probe.py))
 		return;
 	int i = 0;
-	while (i < p->npsite && !(p->psite[i].py_line == probe.py_line && !strcmp(p->psite[i].py_file, probe.py_file) &&
-				  !strcmp(p->psite[i].py_func, probe.py_func)))
+	while (i < p->npsite && !an_same_pysite(&p->psite[i].py, &probe.py))
 		i++;
 	if (i == AN_HSITES) { /* full: the site of the least time goes (this one's sample replaces it) */
 		i = 0;
@@ -180,7 +182,7 @@ void an_hsite_loaded(struct proc *p, const struct trace_file *f)
 	sort_n(p->psite, (size_t)p->npsite, sizeof p->psite[0], cmp_site);
 	for (int i = 0; i < p->nhsite; i++) {
 		p->hsite[i].nframes = an_frames(f, p->hsite[i].stack, p->hsite[i].frames, AN_FRAMES);
-		py_site(&p->hsite[i], f, 0);
+		an_pysite(f, p->hsite[i].stack, 0, &p->hsite[i].py);
 	}
 	sort_n(p->hsite, (size_t)p->nhsite, sizeof p->hsite[0], cmp_site);
 }

@@ -270,8 +270,9 @@ static void gpu_idle_words(struct finding *f)
 /* ---- host_sync: the call that waited for the device, as its kind and what it did say ---- */
 static void host_sync_words(struct finding *f)
 {
-	const char *call = strn(f, "call"), *w = strn(f, "what"), *frame = first_of(f, "stack");
+	const char *call = strn(f, "call"), *w = strn(f, "what"), *frame = strn(f, "top_site");
 	const char *how = "a synchronize";
+	frame = frame ? frame : first_of(f, "stack");
 	if (!call || strcmp(call, ddpspy_event_names[DDPSPY_EV_CUDA_SYNC]))
 		how = "a blocking copy";
 	else if (w && !strcmp(w, ddpspy_name(ddpspy_cuda_sync_names, DDPSPY_SYNC_COUNT, DDPSPY_SYNC_FREE)))
