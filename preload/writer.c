@@ -274,7 +274,8 @@ static uint32_t pystack_id(const uintptr_t *ips, uint32_t n, const unsigned char
 		return n ? stack_id(ips, n) : 0;
 	key[0] = PY_KEY;
 	key[1] = n;
-	memcpy(key + 2, ips, n * sizeof *ips);
+	if (n)
+		memcpy(key + 2, ips, n * sizeof *ips);
 	memcpy(key + 2 + n, py, used);
 	return tab_id(&stacks, key, (uint32_t)((2 + n) * sizeof *key + used), pack_stack);
 }
