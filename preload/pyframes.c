@@ -4,9 +4,10 @@
  * lookup: no allocation, no lock), and every read of its memory through dsp_peek
  * (process_vm_readv of this process), so that a torn or freed object fails the read instead of
  * faulting. Each object read is checked for its type (code objects, str, bytes) and sizes before
- * it is used; a frame that does not check out ends the stack. The layouts are CPython's own,
- * checked on the interpreter they are for (docs/python.md); any other version gets no frames and
- * the file says why (the "python" record). */
+ * it is used; a frame that does not check out ends the stack. The layouts are CPython's own:
+ * 3.11's written here, 3.13's read from the interpreter's own table of them (_Py_DebugOffsets),
+ * each checked on that interpreter (docs/design.md, "Python frames"); any other version gets no
+ * frames and the file says why (the "python" record). */
 #include "internal.h"
 
 #include <dlfcn.h>
@@ -19,9 +20,12 @@
 #include <unistd.h>
 
 /* Where CPython keeps what is read, for one version (64-bit builds). */
+#define DIRECT 0xffffffffu
+#define LAYOUT_MAX 512 /* the frame and code object fields read lie in their first bytes */
 struct py_layout {
 	unsigned minor;
-	unsigned ts_cframe, cframe_current;          /* tstate->cframe->current_frame */
+	unsigned ts_cframe, cframe_current;          /* tstate->cframe->current_frame; cframe_current
+						      * DIRECT: tstate->current_frame at ts_cframe */
 	unsigned fr_code, fr_previous, fr_prev_instr, fr_owner; /* _PyInterpreterFrame */
 	unsigned co_firstlineno, co_filename, co_qualname, co_linetable, co_firsttraceable, co_code;
 	unsigned str_state, str_ascii_data, str_compact_data; /* PyASCIIObject's, PyCompactUnicodeObject's */
@@ -31,8 +35,8 @@ struct py_layout {
 };
 
 /* CPython 3.11 (Include/internal/pycore_frame.h, Include/cpython/code.h, pystate.h,
- * unicodeobject.h, bytesobject.h of v3.11.2), checked against Debian's python3.11 with ctypes
- * (tests/e2e/test_pyframes.py reads the same fields back through the interpreter) */
+ * unicodeobject.h, bytesobject.h of v3.11.2), checked against Debian's python3.11: each field read
+ * back with ctypes, and tests/e2e/test_pyframes.py compares what is read with sys._getframe's */
 static const struct py_layout PY311 = {
 	.minor = 11,
 	.ts_cframe = 56, .cframe_current = 8,
@@ -44,6 +48,63 @@ static const struct py_layout PY311 = {
 	.owner_generator = 1, .owner_cstack = 255,
 	.interp_threads = 16, .ts_next = 8, .ts_native_id = 160,
 };
+
+/* CPython 3.13's table of its own offsets, first in _PyRuntime (Include/internal/pycore_runtime.h
+ * of v3.13.5, lines 62-188: _Py_DebugOffsets up to its unicode_object part; cookie "xdebugpy") */
+struct debug_offsets_313 {
+	char cookie[8];
+	uint64_t version, free_threaded;
+	struct { uint64_t size, finalizing, interpreters_head; } runtime_state;
+	struct { uint64_t size, id, next, threads_head, gc, imports_modules, sysdict, builtins, ceval_gil,
+		 gil_runtime_state, gil_runtime_state_enabled, gil_runtime_state_locked,
+		 gil_runtime_state_holder; } interpreter_state;
+	struct { uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id, datastack_chunk,
+		 status; } thread_state;
+	struct { uint64_t size, previous, executable, instr_ptr, localsplus, owner; } interpreter_frame;
+	struct { uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames,
+		 localspluskinds, co_code_adaptive; } code_object;
+	struct { uint64_t size, ob_type; } pyobject;
+	struct { uint64_t size, tp_name, tp_repr, tp_flags; } type_object;
+	struct { uint64_t size, ob_item, ob_size; } tuple_object, list_object;
+	struct { uint64_t size, ma_keys, ma_values; } dict_object;
+	struct { uint64_t size, ob_fval; } float_object;
+	struct { uint64_t size, lv_tag, ob_digit; } long_object;
+	struct { uint64_t size, ob_size, ob_sval; } bytes_object;
+	struct { uint64_t size, state, length, asciiobject_size; } unicode_object;
+};
+
+/* 3.13's layout from its table; what the table does not give is from v3.13.5's headers:
+ * _co_firsttraceable the int 16 bytes before co_code_adaptive (code.h: then co_extra), compact
+ * text 16 bytes after PyASCIIObject (utf8_length, utf8), a str's length at 16, frames owned by a
+ * generator 1 and by a C stack 3 (pycore_frame.h); checked against that interpreter with ctypes */
+static int layout_313(const struct debug_offsets_313 *d, struct py_layout *L)
+{
+	if (memcmp(d->cookie, "xdebugpy", 8) || d->free_threaded || d->code_object.co_code_adaptive < 16 ||
+	    d->code_object.co_code_adaptive > LAYOUT_MAX || d->interpreter_frame.owner >= LAYOUT_MAX)
+		return -1;
+	*L = (struct py_layout){
+		.minor = 13,
+		.ts_cframe = (unsigned)d->thread_state.current_frame, .cframe_current = DIRECT,
+		.fr_code = (unsigned)d->interpreter_frame.executable, .fr_previous = (unsigned)d->interpreter_frame.previous,
+		.fr_prev_instr = (unsigned)d->interpreter_frame.instr_ptr, .fr_owner = (unsigned)d->interpreter_frame.owner,
+		.co_firstlineno = (unsigned)d->code_object.firstlineno, .co_filename = (unsigned)d->code_object.filename,
+		.co_qualname = (unsigned)d->code_object.qualname, .co_linetable = (unsigned)d->code_object.linetable,
+		.co_firsttraceable = (unsigned)d->code_object.co_code_adaptive - 16,
+		.co_code = (unsigned)d->code_object.co_code_adaptive,
+		.str_state = (unsigned)d->unicode_object.state, .str_ascii_data = (unsigned)d->unicode_object.asciiobject_size,
+		.str_compact_data = (unsigned)d->unicode_object.asciiobject_size + 16,
+		.bytes_size = (unsigned)d->bytes_object.ob_size, .bytes_data = (unsigned)d->bytes_object.ob_sval,
+		.owner_generator = 1, .owner_cstack = 3,
+		.interp_threads = (unsigned)d->interpreter_state.threads_head, .ts_next = (unsigned)d->thread_state.next,
+		.ts_native_id = (unsigned)d->thread_state.native_thread_id,
+	};
+	/* (everything read must lie inside the objects the table sizes) */
+	return L->fr_owner < d->interpreter_frame.size && L->ts_cframe < d->thread_state.size &&
+			       L->ts_native_id < d->thread_state.size && L->co_qualname < d->code_object.size &&
+			       L->bytes_data <= d->bytes_object.size && L->str_state < d->unicode_object.size ? 0 : -1;
+}
+
+static struct py_layout layout; /* the one in use */
 
 static struct {
 	int looked;                 /* what was found is settled */
@@ -279,11 +340,20 @@ static int put_frame(uint8_t *out, int cap, int *at, uintptr_t code, const uint8
 
 /* thread state ts's frames into out (dsp_py_capture's form), the bytes; top: its innermost frame
  * (read first), or NULL */
+static int current_frame(uintptr_t ts, uintptr_t *fr)
+{
+	const struct py_layout *L = P.L;
+	uintptr_t cf;
+	if (L->cframe_current == DIRECT) /* (3.12 and later: the thread state holds it) */
+		return peek(ts + L->ts_cframe, fr, 8);
+	return peek(ts + L->ts_cframe, &cf, 8) || peek(cf + L->cframe_current, fr, 8) ? -1 : 0;
+}
+
 static int walk(uintptr_t ts, uint8_t *out, int cap, uintptr_t *top)
 {
 	const struct py_layout *L = P.L;
-	uintptr_t cf, fr;
-	if (!ts || cap < 16 || peek(ts + L->ts_cframe, &cf, 8) || peek(cf + L->cframe_current, &fr, 8))
+	uintptr_t fr;
+	if (!ts || cap < 16 || current_frame(ts, &fr))
 		return 0;
 	if (top)
 		*top = fr;
@@ -295,19 +365,22 @@ static int walk(uintptr_t ts, uint8_t *out, int cap, uintptr_t *top)
 			if (seen[k] == fr) /* (a loop: not a thread's frames, however they read) */
 				return 0;
 		seen[hops] = fr;
-		uint8_t fb[80], co[192];
+		uint8_t fb[LAYOUT_MAX], co[LAYOUT_MAX];
 		if (peek(fr, fb, L->fr_owner + 1u))
 			break;
 		uintptr_t code = u64_at(fb, L->fr_code), prev = u64_at(fb, L->fr_previous),
 			  instr = u64_at(fb, L->fr_prev_instr);
 		unsigned char owner = fb[L->fr_owner];
+		if (owner == L->owner_cstack) { /* (3.12 and later: where C called into Python; no code) */
+			fr = prev;
+			continue;
+		}
 		if (peek(code, co, L->co_code) || u64_at(co, 8) != P.code_type)
 			break;
-		/* a frame not started yet (_PyFrame_IsIncomplete) or of a C call (3.12) is not the
-		 * program's: passed over, as tracebacks do */
+		/* a frame not started yet (_PyFrame_IsIncomplete) is not the program's: passed over,
+		 * as tracebacks do */
 		uint32_t traceable = u32_at(co, L->co_firsttraceable);
-		int incomplete = owner == L->owner_cstack ||
-				 (owner != L->owner_generator && instr < code + L->co_code + 2 * (uintptr_t)traceable);
+		int incomplete = owner != L->owner_generator && instr < code + L->co_code + 2 * (uintptr_t)traceable;
 		if (!incomplete) {
 			if (put_frame(out, cap, &at, code, co, instr) < 0)
 				break;
@@ -370,10 +443,7 @@ static uintptr_t find_ts(int tid)
 /* the thread's innermost frame and its code object now; 0 none */
 static int frame_now(uintptr_t ts, uintptr_t v[2])
 {
-	const struct py_layout *L = P.L;
-	uintptr_t cf;
-	return !peek(ts + L->ts_cframe, &cf, 8) && !peek(cf + L->cframe_current, &v[0], 8) && v[0] &&
-	       !peek(v[0] + L->fr_code, &v[1], 8);
+	return !current_frame(ts, &v[0]) && v[0] && !peek(v[0] + P.L->fr_code, &v[1], 8);
 }
 
 static void *sampler(void *arg)
@@ -516,9 +586,16 @@ int dsp_py_modules_changed(void)
 	}
 	unsigned major = (unsigned)(*ver >> 24 & 0xff), minor = (unsigned)(*ver >> 16 & 0xff);
 	snprintf(P.version, sizeof P.version, "%u.%u.%lu", major, minor, *ver >> 8 & 0xff);
-	if (major != 3 || minor != PY311.minor || sizeof(void *) != 8) {
-		snprintf(P.why, sizeof P.why, "CPython %u.%u: its frame layout is not known to this ddpspy (3.11 is): "
-			 "no Python frames", major, minor);
+	struct debug_offsets_313 d;
+	void *runtime = py_sym(h, "_PyRuntime");
+	int known = major == 3 && minor == 11 && sizeof(void *) == 8;
+	if (known) /* (3.13: its own table, for the version it says it is) */
+		layout = PY311;
+	else if (major == 3 && minor == 13 && sizeof(void *) == 8 && runtime && !peek((uintptr_t)runtime, &d, sizeof d))
+		known = (d.version >> 16) == (*ver >> 16) && !layout_313(&d, &layout);
+	if (!known) {
+		snprintf(P.why, sizeof P.why, "CPython %u.%u: its frame layout is not known to this ddpspy (3.11 and "
+			 "3.13 are): no Python frames", major, minor);
 		goto out;
 	}
 	P.code_type = (uintptr_t)py_sym(h, "PyCode_Type");
@@ -530,7 +607,7 @@ int dsp_py_modules_changed(void)
 		snprintf(P.why, sizeof P.why, "CPython %u.%u lacks a symbol ddpspy reads: no Python frames", major, minor);
 		goto out;
 	}
-	P.L = &PY311;
+	P.L = &layout;
 	__atomic_store_n(&P.on, 1, __ATOMIC_RELEASE);
 	P.why[0] = 0;
 out: /* (a libpython's handle is kept: it stays loaded while its functions may be called) */
