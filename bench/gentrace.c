@@ -13,6 +13,9 @@
  * JSON line: steps, step_ms, and per step the main thread's comms (its wait while an all-reduce
  * runs) and host (its wait between the two) in ms.
  *
+ * With "dense" and "dense4", as "sync" with 512 and 2048 preads a step instead of 128: the same
+ * steps for four times the events (memory must not grow with events: tests/e2e/test_collector.py).
+ *
  * With "warmup", as "sync", after 20,000 reads on the training thread before its first step (a
  * dataset scanned first): more calls before its first synchronizing one than the collector sums.
  *
@@ -28,7 +31,7 @@
  * /usr/lib/python3/__pycache__ (a read of 64 KiB, 20 us each: four times the bytes of the
  * samples in a twentieth of their time). data_stall's evidence must name /data/train first.
  *
- * usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | warmup | irregular | apart | stall | gloo SEED] */
+ * usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | dense | dense4 | warmup | irregular | apart | stall | gloo SEED] */
 #include <math.h>
 #include <msgpack.h>
 #include <stdint.h>
@@ -302,10 +305,13 @@ int main(int argc, char **argv)
 	int gloo = argc == 6 && !strcmp(argv[4], "gloo");
 	const char *mode = argc == 5 ? argv[4] : "";
 	int irregular = !strcmp(mode, "irregular"), sync = !strcmp(mode, "sync"), stall = !strcmp(mode, "stall");
-	int apart = !strcmp(mode, "apart"), warmup = !strcmp(mode, "warmup");
-	sync |= warmup;
+	int apart = !strcmp(mode, "apart"), warmup = !strcmp(mode, "warmup"), dense = !strcmp(mode, "dense"),
+	    dense4 = !strcmp(mode, "dense4");
+	sync |= warmup | dense | dense4;
+	int reads = dense4 ? 2048 : dense ? 512 : 128; /* a step's sample preads */
 	if (argc < 4 || argc > 6 || (argc == 5 && !sync && !irregular && !stall && !apart) || (argc == 6 && !gloo)) {
-		fprintf(stderr, "usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | warmup | irregular | apart | stall | gloo SEED]\n");
+		fprintf(stderr, "usage: gentrace DIR RANKS EVENTS_PER_RANK [sync | dense | dense4 | warmup | irregular | apart | "
+				"stall | gloo SEED]\n");
 		return 2;
 	}
 	uint64_t seed = gloo ? strtoull(argv[5], NULL, 10) : 0;
@@ -362,7 +368,7 @@ int main(int argc, char **argv)
 		 * compute, three Iallreduces during backward, the Waitall; rank r is a little late */
 		while (!gloo && !stall && n < per) {
 			int64_t s0 = t;
-			for (int i = 0; i < 128; i++) {
+			for (int i = 0; i < reads; i++) {
 				int64_t a[5] = { 5, DDPSPY_FD_FILE, 4096, 4096, (int64_t)i * 4096 };
 				add(sync ? &train : &input, DDPSPY_EV_PREAD, s0 + i * 2000, 1500, 5, a);
 			}
@@ -376,7 +382,7 @@ int main(int argc, char **argv)
 			}
 			int64_t a3[4] = { DDPSPY_OP_WAITALL, 3, 0x1000, 0 };
 			add(&train, DDPSPY_EV_MPI_WAIT, s0 + 36000000 + r * 1000, 2000000 - r * 1000, 4, a3);
-			n += sync ? 132 : 133;
+			n += reads + (sync ? 4 : 5);
 			t += 40000000;
 		}
 		flush(&train);
