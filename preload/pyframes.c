@@ -464,6 +464,10 @@ static void *sampler(void *arg)
 			next.tv_sec++;
 		}
 		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - next.tv_sec) * 1000000000L + now.tv_nsec - next.tv_nsec > period)
+			next = now; /* (behind by more than a period, stopped or starved: no burst to catch up) */
 		if (!__atomic_load_n(&dsp_on, __ATOMIC_RELAXED))
 			continue;
 		uint64_t id = 0;
