@@ -107,8 +107,11 @@ int an_pysite(const struct trace_file *f, uint32_t stack, int own_code, struct p
 	return ps->n;
 }
 
-/* the main thread's latest calls, by start (its events come in time order) */
-#define RECENT 1024
+/* the main thread's latest calls of 20 us or more, by start (its events come in time order; a
+ * sample 10 ms apart falls in a shorter one rarely, and a ring of the many short ones would not
+ * reach back to the samples of the last flush) */
+#define RECENT 4096
+#define RECENT_NS 20000
 struct recent {
 	int64_t t0[RECENT], t1[RECENT];
 	unsigned n;
@@ -116,7 +119,7 @@ struct recent {
 
 void an_psite_call(struct proc *p, int tid, const struct ev *v)
 {
-	if (tid != p->pid || v->d <= 0 || (!p->recent && !(p->recent = calloc(1, sizeof(struct recent)))))
+	if (tid != p->pid || v->d < RECENT_NS || (!p->recent && !(p->recent = calloc(1, sizeof(struct recent)))))
 		return;
 	struct recent *r = p->recent;
 	r->t0[r->n % RECENT] = v->t;
@@ -135,8 +138,6 @@ static int in_call(const struct recent *r, int64_t t)
 	}
 	return 0;
 }
-
-static int cmp_site(const void *x, const void *y);
 
 void an_psite_add(struct proc *p, const struct trace_file *f, int64_t t, uint32_t stack, double ms)
 {
