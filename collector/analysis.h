@@ -231,7 +231,6 @@ struct proc {
 	 * each; the most time first once read (hostsite.c) */
 	struct hsite psite[AN_HSITES];
 	int npsite;
-	double psamples, psamples_in_calls;
 	void *recent; /* (while read: the main thread's latest calls, to tell samples in them) */
 	struct an_hang hang;   /* calls in flight and the last collectives (inflight.c) */
 };

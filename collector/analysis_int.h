@@ -687,7 +687,7 @@ void an_gpu_lanes_free(struct hostlanes *h);
 /* p's call site i that waited for the device: its event kind's name (NULL: none), frames
  * (innermost first, "module+0xoffset"), time, calls, kind, what (cuda_sync "what", cuda_memcpy
  * "dir") and its Python frames */
-const char *an_gpu_site(const struct proc *p, int i, const char *(*frames)[8], int *nframes, double *ms,
+const char *an_gpu_site(const struct proc *p, int i, const char (**frames)[112], int *nframes, double *ms,
 			double *calls, int *kind, int *what, const struct pysite **py);
 
 /* ---- p2p.c: point-to-point wait states ----

@@ -141,7 +141,7 @@ static void find_host_sync(struct analysis *a)
 	const struct rankinfo *ri = gpu_rank(a, rank);
 	if (sev < 0.03 || !ri)
 		return;
-	const char *frames[8];
+	const char (*frames)[112] = NULL;
 	int nf = 0, kind = 0, what = -1;
 	double ms = 0, calls = 0;
 	const struct pysite *py = NULL;
@@ -162,13 +162,10 @@ static void find_host_sync(struct analysis *a)
 		an_ev_str(f, NULL, frames[i]);
 	an_ev_end(f);
 	if (call) { /* (the site, as the other findings give theirs: its Python line where it ran Python) */
-		char fr[8][112];
-		for (int i = 0; i < nf; i++)
-			snprintf(fr[i], sizeof fr[i], "%s", frames[i]);
 		an_ev_open(f, "sites", FV_LIST);
-		an_ev_site(f, py, (const char (*)[112])fr, nf, ms / steps);
+		an_ev_site(f, py, frames, nf, ms / steps);
 		an_ev_end(f);
-		an_site_words(f, py, (const char (*)[112])fr, nf, ms / steps);
+		an_site_words(f, py, frames, nf, ms / steps);
 	}
 }
 

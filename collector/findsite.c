@@ -34,12 +34,26 @@ static int same_site(const struct hsite *x, const struct hsite *y)
 	return x->nframes && y->nframes && !strcmp(x->frames[0], y->frames[0]);
 }
 
+/* a place in the code and its time per step; seen: its order among those read */
+struct gsum {
+	const struct hsite *h;
+	double ms;
+	int seen;
+};
+
+/* the most time first; ties in the order read */
+static int cmp_sum(const void *x, const void *y)
+{
+	const struct gsum *a = x, *b = y;
+	return a->ms != b->ms ? (a->ms < b->ms ? 1 : -1) : AN_ORDER(a->seen, b->seen);
+}
+
 void an_sites(struct finding *f, const struct analysis *a, int L, int cat)
 {
 	const struct proc *p = a->ranks[L].p;
 	const struct thr *t = an_train_thread(p);
 	const struct span *sp = &a->sd->span[L];
-	struct { const struct hsite *h; double ms; } g[AN_HSITES];
+	struct gsum g[AN_HSITES];
 	int ng = 0;
 	/* (compute: the main thread's Python samples between its calls) */
 	const struct hsite *pool = cat == CAT_COMPUTE ? p->psite : p->hsite;
@@ -53,17 +67,12 @@ void an_sites(struct finding *f, const struct analysis *a, int L, int cat)
 		while (k < ng && !same_site(g[k].h, s))
 			k++;
 		if (k == ng) {
-			g[ng].h = s;
-			g[ng++].ms = 0;
+			g[ng] = (struct gsum){s, 0, ng};
+			ng++;
 		}
 		g[k].ms += ms;
 	}
-	for (int i = 1; i < ng; i++) /* (the most time first; ties in the order read) */
-		for (int j = i; j > 0 && g[j].ms > g[j - 1].ms; j--) {
-			__typeof__(g[0]) x = g[j];
-			g[j] = g[j - 1];
-			g[j - 1] = x;
-		}
+	sort_n(g, (size_t)ng, sizeof g[0], cmp_sum);
 	if (!ng)
 		return;
 	an_ev_open(f, "sites", FV_LIST);

@@ -736,7 +736,7 @@ size_t an_gpu_nccl_ends(const struct proc *p, struct gend **out)
 	return n;
 }
 
-const char *an_gpu_site(const struct proc *p, int i, const char *(*frames)[8], int *nframes, double *ms,
+const char *an_gpu_site(const struct proc *p, int i, const char (**frames)[112], int *nframes, double *ms,
 			double *calls, int *kind, int *what, const struct pysite **py)
 {
 	const struct gpuproc *g = p->gpu;
@@ -744,8 +744,7 @@ const char *an_gpu_site(const struct proc *p, int i, const char *(*frames)[8], i
 		return NULL;
 	const struct gsite *s = &g->site[i];
 	*py = &s->py;
-	for (int k = 0; k < s->nframes; k++)
-		(*frames)[k] = s->frames[k];
+	*frames = s->frames;
 	*nframes = s->nframes;
 	*ms = s->ms;
 	*calls = s->calls;

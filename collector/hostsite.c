@@ -141,11 +141,8 @@ static int in_call(const struct recent *r, int64_t t)
 
 void an_psite_add(struct proc *p, const struct trace_file *f, int64_t t, uint32_t stack, double ms)
 {
-	p->psamples++;
-	if (in_call(p->recent, t)) {
-		p->psamples_in_calls++;
+	if (in_call(p->recent, t))
 		return;
-	}
 	struct hsite probe = {.stack = stack};
 	if (!an_pysite(f, stack, 1, &probe.py))
 		return;

@@ -334,11 +334,11 @@ unsigned dsp_py_state(const char **version, const char **why);
 /* The sampler of the main thread's Python frames (DDPSPY_SAMPLE_HZ; a rank's or a lone process's,
  * not a launcher's or an input worker's): started by the writer once CPython is found; the writer
  * takes each sample (its raw time, the thread, its frames in dsp_py_capture's form: the bytes, -1
- * when none is left) and the counts of those taken, dropped (a full queue) and torn (given up: the
+ * when none is left) and the counts of those dropped (a full queue) and torn (given up: the
  * thread's frames moved under three walks) */
 void dsp_py_sampler_start(void);
 int dsp_py_sample_take(uint64_t *t, int *tid, uint8_t *out, int cap);
-void dsp_py_samples(uint64_t *taken, uint64_t *dropped, uint64_t *torn);
+void dsp_py_samples(uint64_t *dropped, uint64_t *torn);
 void dsp_py_atfork_child(void);
 
 /* ---- file descriptors (fdclass.c) ---- */

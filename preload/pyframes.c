@@ -23,7 +23,6 @@
 #define DIRECT 0xffffffffu
 #define LAYOUT_MAX 512 /* the frame and code object fields read lie in their first bytes */
 struct py_layout {
-	unsigned minor;
 	unsigned ts_cframe, cframe_current;          /* tstate->cframe->current_frame; cframe_current
 						      * DIRECT: tstate->current_frame at ts_cframe */
 	unsigned fr_code, fr_previous, fr_prev_instr, fr_owner; /* _PyInterpreterFrame */
@@ -38,7 +37,6 @@ struct py_layout {
  * unicodeobject.h, bytesobject.h of v3.11.2), checked against Debian's python3.11: each field read
  * back with ctypes, and tests/e2e/test_pyframes.py compares what is read with sys._getframe's */
 static const struct py_layout PY311 = {
-	.minor = 11,
 	.ts_cframe = 56, .cframe_current = 8,
 	.fr_code = 32, .fr_previous = 48, .fr_prev_instr = 56, .fr_owner = 69,
 	.co_firstlineno = 72, .co_filename = 112, .co_qualname = 128, .co_linetable = 136,
@@ -83,7 +81,6 @@ static int layout_313(const struct debug_offsets_313 *d, struct py_layout *L)
 	    d->code_object.co_code_adaptive > LAYOUT_MAX || d->interpreter_frame.owner >= LAYOUT_MAX)
 		return -1;
 	*L = (struct py_layout){
-		.minor = 13,
 		.ts_cframe = (unsigned)d->thread_state.current_frame, .cframe_current = DIRECT,
 		.fr_code = (unsigned)d->interpreter_frame.executable, .fr_previous = (unsigned)d->interpreter_frame.previous,
 		.fr_prev_instr = (unsigned)d->interpreter_frame.instr_ptr, .fr_owner = (unsigned)d->interpreter_frame.owner,
@@ -412,7 +409,7 @@ int dsp_py_capture(uint8_t *out, int cap)
 #define QUEUE 64 /* samples; the writer takes them every flush (100 ms: 10 at 100 Hz) */
 static struct {
 	int started;
-	uint64_t dropped, taken, torn; /* (torn: samples given up, the thread moving on under three walks) */
+	uint64_t dropped, torn; /* (torn: samples given up, the thread moving on under three walks) */
 	unsigned head, tail; /* (head: the sampler's, tail: the writer's) */
 	struct sample {
 		uint64_t t;
@@ -528,13 +525,11 @@ int dsp_py_sample_take(uint64_t *t, int *tid, uint8_t *out, int cap)
 	*t = sm->t;
 	*tid = sm->tid;
 	__atomic_store_n(&Q.tail, tl + 1, __ATOMIC_RELEASE);
-	Q.taken++;
 	return n;
 }
 
-void dsp_py_samples(uint64_t *taken, uint64_t *dropped, uint64_t *torn)
+void dsp_py_samples(uint64_t *dropped, uint64_t *torn)
 {
-	*taken = Q.taken;
 	*dropped = __atomic_load_n(&Q.dropped, __ATOMIC_RELAXED);
 	*torn = __atomic_load_n(&Q.torn, __ATOMIC_RELAXED);
 }

@@ -633,13 +633,13 @@ static void flush_stacks(void);
 static void rec_pysamples(void)
 {
 	static uint8_t blob[DSP_PY_BYTES] __attribute__((aligned(8)));
-	uint64_t t[64], taken, dropped, torn;
+	uint64_t t[64], dropped, torn;
 	uint32_t sid[64];
 	int n = 0, tid = 0, b;
 	while (n < 64 && (b = dsp_py_sample_take(&t[n], &tid, blob, sizeof blob)) >= 0)
 		if (b && (sid[n] = pystack_id(NULL, 0, blob)) != 0)
 			n++;
-	dsp_py_samples(&taken, &dropped, &torn);
+	dsp_py_samples(&dropped, &torn);
 	if (!n && dropped + torn == W.py_dropped)
 		return;
 	flush_stacks();

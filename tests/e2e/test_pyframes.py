@@ -92,13 +92,6 @@ def sampled_line(f):
     return real_line(f["file"], f["line"])
 
 
-def sleep_line_of(path, fn):
-    """the line of the time.sleep call in path's function fn"""
-    import ast
-    f = next(n for n in ast.walk(ast.parse(open(path).read())) if isinstance(n, ast.FunctionDef) and n.name == fn)
-    return next(n.lineno for n in ast.walk(f) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "sleep")
-
-
 def end_of(recs):
     e = of(recs, "end")
     return e[0] if e else {}
@@ -177,7 +170,7 @@ if os.path.exists(PY) and sys.version_info[:2] == (3, 11):
        "%.2f against %.2f (within %.2f); %d in all, %s dropped, %s torn" % (h, c, h / n, want, tol, len(sm),
                                                                       end.get("py_samples_dropped"), end.get("py_samples_torn")))
     line = {x["python"][0]["line"] for x in sm if x.get("python") and x["python"][0]["function"] == "cold"}
-    ok(line == {sleep_line_of(SAMPLER, "cold")}, "a sample in cold() is at its sleep's line: %s" % sorted(line))
+    ok(line == {sleep_line(SAMPLER, "cold")}, "a sample in cold() is at its sleep's line: %s" % sorted(line))
     # the Perfetto view of all its steps (no collectives: 20 time windows between its first and last
     # call): the samples in them as instants on the main thread, each named by its innermost frame,
     # and the sleeps' slices with their Python frames

@@ -44,19 +44,11 @@ def traced(name, args, via_run=False, script=None, env_extra=None):
     return truth, checked_report(out)[0]
 
 
-def sleep_line(fn):
-    """the line of the time.sleep call in train_mlp.py's function fn: where a site must point"""
-    import ast
-    tree = ast.parse(open(TRAIN).read())
-    f = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == fn)
-    return next(n.lineno for n in ast.walk(f) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "sleep")
-
-
 def top_site(f, fn):
     """(f's costliest site is train_mlp.py's fn at its sleep, that site)"""
     sites = f["evidence"].get("sites") or [{}]
     s = sites[0]
-    return (s.get("file") == TRAIN and s.get("function") == fn and s.get("line") == sleep_line(fn)
+    return (s.get("file") == TRAIN and s.get("function") == fn and s.get("line") == sleep_line(TRAIN, fn)
             and s.get("frames", [""])[0].startswith(fn + " (train_mlp.py:")), s
 
 
@@ -143,7 +135,7 @@ def delay(k):
              "(%.1f ms, at least half the sleep of 60), %.2f: %s" % (late, want, kinds(j))),
             (site_ok and 0.5 * 60 <= site.get("ms_per_step", 0) <= 1.5 * 60,
              "its top site is the Python function that sleeps, fetch_shard_index at train_mlp.py:%d, about 60 ms "
-             "per step: %s" % (sleep_line("fetch_shard_index"), site)),
+             "per step: %s" % (sleep_line(TRAIN, "fetch_shard_index"), site)),
             (len(off) == 2 and res is not None and abs(off[1] - off[0] + 500000) <= tol,
              "rank 1's clock, 500 ms ahead, corrected by %.1f us, within %.0f us (residual %s us, %s)"
              % (off[1] - off[0] if len(off) == 2 else 0, tol, res, j["job"]["clock"]["method"]))]
@@ -188,9 +180,9 @@ def rank0(k):
              "rank0_serialization on rank 0 at the barrier, severity within 50%% of its work over the step, %.2f: %s"
              % (want, kinds(j))),
             (site_ok and 20 <= site.get("ms_per_step", 0) <= 60 and "log_metrics (train_mlp.py:%d)"
-             % sleep_line("log_metrics") in f[0]["title"],
+             % sleep_line(TRAIN, "log_metrics") in f[0]["title"],
              "its top site, in the JSON and the title, is the function that does the work, log_metrics at "
-             "train_mlp.py:%d, about 40 ms per step: %s" % (sleep_line("log_metrics"), site)),
+             "train_mlp.py:%d, about 40 ms per step: %s" % (sleep_line(TRAIN, "log_metrics"), site)),
             (not [x for x in find(j, "straggler") if x["rank"] == 0 and x["evidence"]["cause"] == "host"],
              "and rank 0's host work is not also called a straggler: %s" % kinds(j))]
 
