@@ -409,7 +409,7 @@ static void gather_rank(struct analysis *a, struct match *m, int r, int clocks)
 		while (i1 > i0 && t->ev[i1 - 1].t >= a->sd->span[r].t1)
 			i1--;
 	}
-	gather_calls(m, p, r, t->ev + i0, i1 - i0, NULL, clocks ? p->spk : 0, &q, INT64_MIN);
+	gather_calls(m, p, r, t->ev ? t->ev + i0 : NULL, i1 - i0, NULL, clocks ? p->spk : 0, &q, INT64_MIN); /* (none: NULL) */
 	if (clocks)
 		gather_calls(m, p, r, t->spr, t->nspr, t->slv, 0, &q, t->n ? t->ev[t->n - 1].t : INT64_MIN);
 	free(q.v);
