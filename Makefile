@@ -47,7 +47,7 @@ PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(B)/obj/%.o)
 
 COLLECTOR_SRC := collector/main.c collector/cli.c collector/run.c collector/dump.c collector/trace.c collector/tracemeta.c collector/tracedir.c \
 	collector/json.c collector/analyze.c collector/kinds.c collector/stats.c collector/load.c \
-	collector/hostsite.c collector/inflight.c collector/tracefollow.c collector/watch.c collector/watchprom.c collector/watchfind.c collector/prom.c collector/clocks.c collector/pattern.c collector/steps.c collector/sweep.c collector/sweepcore.c collector/lsweep.c collector/p2p.c collector/split.c collector/splitmpi.c collector/gpushard.c collector/cpu.c collector/evidence.c collector/findings.c collector/finddata.c collector/findhost.c collector/findsite.c collector/findhang.c collector/findpipe.c collector/findshard.c collector/findgpu.c collector/words.c collector/verdict.c \
+	collector/hostsite.c collector/ranges.c collector/inflight.c collector/tracefollow.c collector/watch.c collector/watchprom.c collector/watchfind.c collector/prom.c collector/clocks.c collector/pattern.c collector/steps.c collector/sweep.c collector/sweepcore.c collector/lsweep.c collector/p2p.c collector/split.c collector/splitmpi.c collector/gpushard.c collector/cpu.c collector/evidence.c collector/findings.c collector/finddata.c collector/findhost.c collector/findsite.c collector/findphase.c collector/findhang.c collector/findpipe.c collector/findshard.c collector/findgpu.c collector/words.c collector/verdict.c \
 	collector/report.c collector/compare.c collector/gpu.c collector/gpujoin.c collector/gpustep.c collector/ncclplug.c collector/par.c collector/runs.c collector/spread.c collector/proc.c collector/stream.c collector/loadmpi.c collector/mpijob.c collector/model.c collector/waits.c common/format.c \
 	viewer/timeline.c viewer/tracks.c viewer/view.c viewer/html.c
 # (every header a collector object may include: a change to one rebuilds them all)
@@ -308,7 +308,8 @@ $(B)/testapps/hang_mpi: testapps/hang_mpi.c
 	$(MPICC) $(BASE) -o $@ $<
 # the testbed: optimized like a real trainer's kernels would be
 $(B)/ddpbench: $(DDPBENCH_SRC) testapps/ddpbench/ddpbench.h include/ddpspy.h
-	$(MPICC) $(BASE) -O3 -ffast-math -o $@ $(DDPBENCH_SRC) -lm -lpthread -ldl
+	$(MPICC) $(BASE) -O3 -ffast-math $(if $(HAVE_NVTX),-DDDPBENCH_NVTX -isystem $(CUDA_HOME)/include) -o $@ $(DDPBENCH_SRC) \
+		-lm -lpthread -ldl
 $(B)/testapps/libfakegloo.so: testapps/fakegloo.cc testapps/fakegloo.h
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -fPIC -shared -o $@ $<

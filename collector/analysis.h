@@ -117,6 +117,9 @@ struct thr {
 
 #define AN_HSITES 16
 #define AN_FRAMES 8
+#define AN_RANGES 24      /* NVTX ranges kept per process, by thread, domain and name */
+#define AN_RANGE_NAME 64
+#define AN_RANGE_ENDS 8
 #define AN_HSITE_NS 100000 /* 0.1 ms */
 #define AN_STUCK 8         /* calls in flight kept per process (the earliest started) */
 #define AN_STUCK_CALLERS 7 /* and the frames of each one's stack kept above its call site */
@@ -223,6 +226,8 @@ struct proc {
 		int64_t first, last;         /* its first and last call's start (the file's clock) */
 		char frames[AN_FRAMES][112]; /* innermost first, "module+0xoffset" */
 		struct pysite py; /* where the thread ran Python (hostsite.c) */
+		char range[AN_RANGE_NAME]; /* the innermost NVTX range open on its thread when its calls
+					    * began (or its samples were taken), "" none (ranges.c) */
 	} hsite[AN_HSITES];
 	int nhsite;
 	/* 2.12: the main thread's Python samples taken outside its recorded calls (its time on a CPU
@@ -232,6 +237,24 @@ struct proc {
 	struct hsite psite[AN_HSITES];
 	int npsite;
 	void *recent; /* (while read: the main thread's latest calls, to tell samples in them) */
+	/* the program's NVTX ranges (ranges.c), by thread, domain and name (the message, cut before
+	 * torch's ", seq = " and its like): a push-pop range's nesting level (the least seen), its time
+	 * over the whole run, and the recorded calls' time in it and in none of its inner ranges by
+	 * category; a start-end range counts on the thread that started it (depth -1). The most time
+	 * first once read; ranges_lost: ranges not counted (more names than AN_RANGES, or deeper than
+	 * ranges.c follows) */
+	struct nvrange {
+		int tid, depth;
+		char name[AN_RANGE_NAME], domain[32]; /* (domain: its name, "" NVTX's default one) */
+		double ms, calls, cat_ms[CAT_COUNT];
+		int64_t first, last;         /* its first and last start (the file's clock) */
+		/* its first AN_RANGE_ENDS and latest AN_RANGE_ENDS (a ring, at calls % AN_RANGE_ENDS) as
+		 * start and duration: the warm-up's and the end's, told from the analysed steps exactly */
+		struct { int64_t t, d; } head[AN_RANGE_ENDS], tail[AN_RANGE_ENDS];
+	} range[AN_RANGES];
+	int nrange;
+	uint64_t ranges_lost;
+	void *nvload; /* (while read: the threads' open ranges, the main thread's latest closed ones) */
 	struct an_hang hang;   /* calls in flight and the last collectives (inflight.c) */
 };
 

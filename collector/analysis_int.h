@@ -273,6 +273,18 @@ int an_pysite(const struct trace_file *f, uint32_t stack, int own_code, struct p
 int an_same_pysite(const struct pysite *x, const struct pysite *y);
 void an_psite_add(struct proc *p, const struct trace_file *f, int64_t t, uint32_t stack, double ms);
 int an_frames(const struct trace_file *f, uint32_t stack, char (*frames)[112], int max);
+/* (ranges.c) e, an "nvtx" event of p's, into p's NVTX ranges; the innermost range open on thread
+ * tid now (an_range_now) or on the main thread at t (an_range_at), "" none; a call v of tid's
+ * into the time of the range it runs in (an_range_call); at the end of p's file, the ranges by time */
+void an_range_event(struct proc *p, const struct trace_event *e);
+const char *an_range_now(struct proc *p, int tid);
+const char *an_range_at(struct proc *p, int64_t t);
+void an_range_call(struct proc *p, int tid, const struct ev *v);
+void an_range_loaded(struct proc *p);
+/* (findphase.c) a range's time (and calls) per analysed step of rank index r; rank r's training
+ * thread's ranges, the most time first, at most max; how many */
+double an_range_ms(const struct analysis *a, int r, const struct nvrange *g, double *calls);
+int an_train_ranges(const struct analysis *a, int r, const struct nvrange **out, int max);
 /* (inflight.c) a call in flight c of p's file f into p->hang; e (v converted: NULL for records
  * that are no call), an event of p's, ending one or moving its collectives on; at the end of the
  * file, how it ended */
@@ -686,9 +698,9 @@ void an_gpu_lanes_event(struct hostlanes *h, const struct ev *e);
 void an_gpu_lanes_free(struct hostlanes *h);
 /* p's call site i that waited for the device: its event kind's name (NULL: none), frames
  * (innermost first, "module+0xoffset"), time, calls, kind, what (cuda_sync "what", cuda_memcpy
- * "dir") and its Python frames */
+ * "dir"), its Python frames and the NVTX range it waited in ("" none) */
 const char *an_gpu_site(const struct proc *p, int i, const char (**frames)[112], int *nframes, double *ms,
-			double *calls, int *kind, int *what, const struct pysite **py);
+			double *calls, int *kind, int *what, const struct pysite **py, const char **range);
 
 /* ---- p2p.c: point-to-point wait states ----
  * an_p2p_number: while reading a thread's calls in order, number its point-to-point ones (seq,

@@ -145,7 +145,8 @@ static void find_host_sync(struct analysis *a)
 	int nf = 0, kind = 0, what = -1;
 	double ms = 0, calls = 0;
 	const struct pysite *py = NULL;
-	const char *call = an_gpu_site(ri->p, ri->gpu.site, &frames, &nf, &ms, &calls, &kind, &what, &py);
+	const char *range = NULL;
+	const char *call = an_gpu_site(ri->p, ri->gpu.site, &frames, &nf, &ms, &calls, &kind, &what, &py, &range);
 	struct finding *f = an_add_finding(a, "host_sync", rank, sev);
 	if (!f)
 		return;
@@ -163,7 +164,7 @@ static void find_host_sync(struct analysis *a)
 	an_ev_end(f);
 	if (call) { /* (the site, as the other findings give theirs: its Python line where it ran Python) */
 		an_ev_open(f, "sites", FV_LIST);
-		an_ev_site(f, py, frames, nf, ms / steps);
+		an_ev_site(f, py, frames, nf, ms / steps, range);
 		an_ev_end(f);
 		an_site_words(f, py, frames, nf, ms / steps);
 	}

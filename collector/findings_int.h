@@ -53,8 +53,12 @@ void an_host_calls(struct finding *f, const struct analysis *a, int L);
 void an_sites(struct finding *f, const struct analysis *a, int L, int cat);
 /* one site of "sites" (an object: the Python site py, else the native frames), ms per step; and
  * the words' top_site from it */
-void an_ev_site(struct finding *f, const struct pysite *py, const char (*frames)[112], int nframes, double ms);
+void an_ev_site(struct finding *f, const struct pysite *py, const char (*frames)[112], int nframes, double ms,
+		const char *range);
 void an_site_words(struct finding *f, const struct pysite *py, const char (*frames)[112], int nframes, double ms);
 double an_hsite_share(const struct analysis *a, int r, const struct hsite *s);
+/* findphase.c: into f, evidence.range: the NVTX range rank index L's cost of category cat is in
+ * (CAT_DATA: its input waits; else its excess over its peers), none when no range holds enough */
+void an_range_evidence(struct finding *f, const struct analysis *a, int L, int cat);
 
 #endif

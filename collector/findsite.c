@@ -34,11 +34,13 @@ static int same_site(const struct hsite *x, const struct hsite *y)
 	return x->nframes && y->nframes && !strcmp(x->frames[0], y->frames[0]);
 }
 
-/* a place in the code and its time per step; seen: its order among those read */
+/* a place in the code and its time per step; seen: its order among those read; the range of its
+ * calls with the most of that time */
 struct gsum {
 	const struct hsite *h;
-	double ms;
+	double ms, range_ms;
 	int seen;
+	const char *range;
 };
 
 /* the most time first; ties in the order read */
@@ -55,6 +57,7 @@ void an_sites(struct finding *f, const struct analysis *a, int L, int cat)
 	const struct span *sp = &a->sd->span[L];
 	struct gsum g[AN_HSITES];
 	int ng = 0;
+	an_range_evidence(f, a, L, cat);
 	/* (compute: the main thread's Python samples between its calls) */
 	const struct hsite *pool = cat == CAT_COMPUTE ? p->psite : p->hsite;
 	int npool = cat == CAT_COMPUTE ? p->npsite : p->nhsite;
@@ -67,22 +70,27 @@ void an_sites(struct finding *f, const struct analysis *a, int L, int cat)
 		while (k < ng && !same_site(g[k].h, s))
 			k++;
 		if (k == ng) {
-			g[ng] = (struct gsum){s, 0, ng};
+			g[ng] = (struct gsum){s, 0, 0, ng, NULL};
 			ng++;
 		}
 		g[k].ms += ms;
+		if (ms > g[k].range_ms) { /* (the same code in two ranges: the range of more of its time) */
+			g[k].range_ms = ms;
+			g[k].range = s->range;
+		}
 	}
 	sort_n(g, (size_t)ng, sizeof g[0], cmp_sum);
 	if (!ng)
 		return;
 	an_ev_open(f, "sites", FV_LIST);
 	for (int k = 0; k < ng && k < SITES; k++)
-		an_ev_site(f, &g[k].h->py, g[k].h->frames, g[k].h->nframes, g[k].ms);
+		an_ev_site(f, &g[k].h->py, g[k].h->frames, g[k].h->nframes, g[k].ms, g[k].range);
 	an_ev_end(f);
 	an_site_words(f, &g[0].h->py, g[0].h->frames, g[0].h->nframes, g[0].ms);
 }
 
-void an_ev_site(struct finding *f, const struct pysite *py, const char (*frames)[112], int nframes, double ms)
+void an_ev_site(struct finding *f, const struct pysite *py, const char (*frames)[112], int nframes, double ms,
+		const char *range)
 {
 	char module[112];
 	an_ev_open(f, NULL, FV_OBJ);
@@ -100,6 +108,7 @@ void an_ev_site(struct finding *f, const struct pysite *py, const char (*frames)
 		an_ev_str(f, "function", nframes ? frames[0] : NULL);
 	}
 	an_ev_num(f, "ms_per_step", ms, 3);
+	an_ev_str(f, "range", range && range[0] ? range : NULL);
 	an_ev_open(f, "frames", FV_LIST);
 	for (int i = 0; i < (py->n ? py->n : nframes) && i < SITE_FRAMES; i++)
 		an_ev_str(f, NULL, py->n ? py->frames[i] : frames[i]);

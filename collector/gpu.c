@@ -270,11 +270,12 @@ static int part_record(struct proc *p, const struct trace_file *f, const struct 
 	return rc;
 }
 
-/* a call site that waited for the device: the same thread and stack add up */
-static void add_site(struct gpuproc *g, const struct trace_event *e, int what)
+/* a call site that waited for the device: the same thread, stack and NVTX range add up */
+static void add_site(struct gpuproc *g, const struct trace_event *e, int what, const char *range)
 {
 	int i = 0;
-	while (i < g->nsites && !(g->site[i].tid == e->tid && g->site[i].stack == e->stack && g->site[i].kind == e->kind))
+	while (i < g->nsites && !(g->site[i].tid == e->tid && g->site[i].stack == e->stack && g->site[i].kind == e->kind &&
+				  !strcmp(g->site[i].range, range)))
 		i++;
 	if (i == MAX_SITES) { /* full: the smallest goes */
 		i = 0;
@@ -292,6 +293,7 @@ static void add_site(struct gpuproc *g, const struct trace_event *e, int what)
 	s->stack = e->stack;
 	s->kind = e->kind;
 	s->what = what;
+	snprintf(s->range, sizeof s->range, "%s", range);
 	s->ms += MS(e->dur_ns);
 	s->calls++;
 }
@@ -371,11 +373,11 @@ static int part_host(struct proc *p, const struct trace_event *e, const struct e
 		}
 	} else if (e->kind == DDPSPY_EV_CUDA_SYNC) {
 		g->host_cuda = 1;
-		add_site(g, e, (int)an_arg(e, P.y_what, -1));
+		add_site(g, e, (int)an_arg(e, P.y_what, -1), an_range_now(p, e->tid));
 	} else {
 		g->host_cuda = 1;
 		if (!an_arg(e, P.c_async, 1) || e->dur_ns >= SYNC_MIN_NS)
-			add_site(g, e, (int)an_arg(e, P.c_dir, -1));
+			add_site(g, e, (int)an_arg(e, P.c_dir, -1), an_range_now(p, e->tid));
 	}
 	return 0;
 }
@@ -737,13 +739,14 @@ size_t an_gpu_nccl_ends(const struct proc *p, struct gend **out)
 }
 
 const char *an_gpu_site(const struct proc *p, int i, const char (**frames)[112], int *nframes, double *ms,
-			double *calls, int *kind, int *what, const struct pysite **py)
+			double *calls, int *kind, int *what, const struct pysite **py, const char **range)
 {
 	const struct gpuproc *g = p->gpu;
 	if (!g || i < 0 || i >= g->nsites)
 		return NULL;
 	const struct gsite *s = &g->site[i];
 	*py = &s->py;
+	*range = s->range;
 	*frames = s->frames;
 	*nframes = s->nframes;
 	*ms = s->ms;

@@ -100,6 +100,7 @@ struct gsite {            /* a call site that waited for the device: thread, sta
 	char frames[8][112];
 	int nframes;
 	struct pysite py;     /* its Python frames (2.12) */
+	char range[AN_RANGE_NAME]; /* the innermost NVTX range open around it, "" none */
 };
 
 #define MAX_SITES 16

@@ -18,9 +18,10 @@ void an_hsite_add(struct proc *p, const struct trace_event *e, const struct ev *
 	if (v->d < AN_HSITE_NS || (cat != CAT_HOST && cat != CAT_DATA) ||
 	    (an_kind(v->kind)->m & (DDPSPY_KM_COLL | DDPSPY_KM_P2P | DDPSPY_KM_WAITS)))
 		return;
+	const char *range = an_range_now(p, e->tid);
 	int i = 0;
 	while (i < p->nhsite && !(p->hsite[i].tid == e->tid && p->hsite[i].stack == e->stack && p->hsite[i].kind == v->kind &&
-				  p->hsite[i].cat == cat))
+				  p->hsite[i].cat == cat && !strcmp(p->hsite[i].range, range)))
 		i++;
 	if (i == AN_HSITES) { /* full: the site of the least time goes, unless this call is less */
 		i = 0;
@@ -41,6 +42,7 @@ void an_hsite_add(struct proc *p, const struct trace_event *e, const struct ev *
 	s->stack = e->stack;
 	s->kind = v->kind;
 	s->cat = (int8_t)cat;
+	snprintf(s->range, sizeof s->range, "%s", range);
 	s->ms += MS(v->d);
 	s->calls++;
 }
@@ -146,8 +148,9 @@ void an_psite_add(struct proc *p, const struct trace_file *f, int64_t t, uint32_
 	struct hsite probe = {.stack = stack};
 	if (!an_pysite(f, stack, 1, &probe.py))
 		return;
+	snprintf(probe.range, sizeof probe.range, "%s", p->nvload ? an_range_at(p, t) : "");
 	int i = 0;
-	while (i < p->npsite && !an_same_pysite(&p->psite[i].py, &probe.py))
+	while (i < p->npsite && !(an_same_pysite(&p->psite[i].py, &probe.py) && !strcmp(p->psite[i].range, probe.range)))
 		i++;
 	if (i == AN_HSITES) { /* full: the site of the least time goes (this one's sample replaces it) */
 		i = 0;

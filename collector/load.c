@@ -255,6 +255,8 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	struct ev ev, *v = &ev;
 	int call = an_convert(e, v);
 	an_stuck_event(c->p, e, call ? v : NULL);
+	if (e->kind == DDPSPY_EV_NVTX)
+		an_range_event(c->p, e);
 	if (!call)
 		return 0;
 	struct thr *t = c->last >= 0 && c->p->thr[c->last].tid == e->tid ? &c->p->thr[c->last] :
@@ -288,6 +290,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	account(c, v);
 	an_hsite_add(c->p, e, v);
 	an_psite_call(c->p, e->tid, v);
+	an_range_call(c->p, e->tid, v);
 	if (!an_kept_sync(v)) {
 		if (t->runs_ok)
 			an_run_add(t, v);
@@ -598,6 +601,7 @@ static void load_file(const struct analysis *a, struct slot *s)
 	}
 	an_parts.gpu.loaded(p, &f, s->open ? s->open : path);
 	an_hsite_loaded(p, &f);
+	an_range_loaded(p);
 	an_stuck_loaded(p, &f);
 	uint64_t wilds = 0, after = 0;
 	for (int k = 0; k < p->nthr; k++) {

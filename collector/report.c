@@ -246,6 +246,56 @@ static void text_pipeline(FILE *out, const struct analysis *a)
 }
 
 /* a rank's NCCL kernels, and where their times came from (CUPTI or NCCL's profiler plugin) */
+/* rank index r's NVTX ranges on its training thread, per analysed step (findphase.c): their time,
+ * calls, and the recorded calls' time in them and in none of their inner ranges by category */
+#define RANGES_SHOWN 12
+static void json_ranges(struct json *j, const struct analysis *a, int r)
+{
+	const struct nvrange *g[RANGES_SHOWN];
+	int n = a->ranks[r].steps ? an_train_ranges(a, r, g, RANGES_SHOWN) : 0;
+	if (!n)
+		return;
+	json_arr(j, "ranges");
+	for (int i = 0; i < n; i++) {
+		double calls, ms = an_range_ms(a, r, g[i], &calls), in = g[i]->ms > 0 ? ms / g[i]->ms : 0;
+		json_obj(j, NULL);
+		json_str(j, "name", g[i]->name);
+		json_str(j, "domain", g[i]->domain[0] ? g[i]->domain : NULL);
+		json_int(j, "depth", g[i]->depth);
+		json_num(j, "ms_per_step", round(ms * 1000) / 1000);
+		json_num(j, "calls_per_step", round(calls * 100) / 100);
+		json_obj(j, "calls_ms_per_step");
+		for (int c = CAT_DATA; c < CAT_COUNT; c++)
+			json_num(j, ddpspy_category_names[c], round(g[i]->cat_ms[c] * in * 1000) / 1000);
+		json_close(j);
+		json_close(j);
+	}
+	json_close(j);
+	if (a->ranks[r].p->ranges_lost)
+		json_int(j, "ranges_lost", (int64_t)a->ranks[r].p->ranges_lost);
+}
+
+/* the text report's ranges: each rank's costliest few in a line */
+static void text_ranges(FILE *out, const struct analysis *a)
+{
+	int any = 0;
+	for (int r = 0; r < a->nranks; r++) {
+		const struct nvrange *g[6];
+		int n = a->ranks[r].steps ? an_train_ranges(a, r, g, 6) : 0;
+		if (!n)
+			continue;
+		if (!any++)
+			fputs("\nrank  NVTX ranges of its training thread, ms per step\n", out);
+		fprintf(out, "%4d ", a->ranks[r].rank);
+		for (int i = 0; i < n; i++) {
+			fprintf(out, " %s", text_safe(g[i]->name, SIZE_MAX));
+			if (g[i]->domain[0])
+				fprintf(out, " (%s)", text_safe(g[i]->domain, SIZE_MAX));
+			fprintf(out, " %.1f%s", an_range_ms(a, r, g[i], NULL), i + 1 < n ? "," : "\n");
+		}
+	}
+}
+
 static void json_rank_nccl(struct json *j, const struct gpustat *g)
 {
 	json_obj(j, "nccl");
@@ -349,6 +399,7 @@ static void print_json(const struct analysis *a)
 		json_num(&j, "clock_offset_us",
 			 (double)(ri->p->offset + (int64_t)(ri->p->drift * (double)(a->t0 - ri->p->drift_ref))) / 1e3);
 		json_num(&j, "clock_drift_us_per_s", round(ri->p->drift * 1e7) / 10);
+		json_ranges(&j, a, r);
 		if (ri->cpu.have) {
 			/* the training thread's time on a CPU and waiting for one, of the analysed span */
 			json_obj(&j, "cpu");
@@ -398,6 +449,41 @@ static void print_overhead(FILE *out, const struct analysis *a)
 			a->ranks[most].p->event_ns);
 }
 
+/* the text report's GPU table: each rank's device step by part, and how its NCCL kernels were joined */
+static void text_gpu(FILE *out, const struct analysis *a)
+{
+	int gpu = 0;
+	for (int r = 0; r < a->nranks; r++)
+		gpu |= a->ranks[r].gpu.have;
+	if (!gpu)
+		return;
+	fprintf(out, "\nrank  GPU: compute  copy  nccl (wait)   idle: data  sync launch comms other   kernels/step\n");
+	for (int r = 0; r < a->nranks; r++) {
+		const struct gpustat *g = &a->ranks[r].gpu;
+		double all = 0;
+		for (int c = 0; c < GP_COUNT; c++)
+			all += g->part[c];
+		if (!g->have || all <= 0)
+			continue;
+#define P(x) (100 * (x) / all)
+		fprintf(out, "%4d  %11.0f%% %4.0f%% %4.0f%% %5.0f%%  %10.0f%% %4.0f%% %5.0f%% %4.0f%% %4.0f%%   %12.0f\n",
+			a->ranks[r].rank, P(g->part[GP_COMPUTE]), P(g->part[GP_COPY] + g->part[GP_COPY_IN]),
+			P(g->part[GP_NCCL_WAIT] + g->part[GP_NCCL]), P(g->part[GP_NCCL_WAIT]), P(g->part[GP_IDLE_DATA]),
+			P(g->part[GP_IDLE_SYNC] + g->part[GP_IDLE_PAGEABLE]), P(g->part[GP_IDLE_LAUNCH]), P(g->part[GP_IDLE_COMMS]),
+			P(g->part[GP_IDLE_OTHER]), g->kernels);
+#undef P
+	}
+	fprintf(out, "(shares of the GPU's step: busy in the first that applies, else idle by what the host did then)\n");
+	for (int r = 0; r < a->nranks; r++) { /* how NCCL kernels found their calls, where not all by their id */
+		const uint32_t *n = a->ranks[r].gpu.nccl_join;
+		if (a->ranks[r].gpu.have && (n[1] || n[2]))
+			fprintf(out, "rank %d: NCCL kernels joined to their calls: %u by external id, %u by their "
+				"communicator's order (launched by NCCL's own thread: a nonblocking communicator), "
+				"%u by order alone%s\n", a->ranks[r].rank, n[0], n[1], n[2],
+				n[2] ? " (not matched across ranks where the process has several communicators)" : "");
+	}
+}
+
 static void print_text(const struct analysis *a)
 {
 	FILE *out = stdout;
@@ -433,36 +519,8 @@ static void print_text(const struct analysis *a)
 	}
 	fprintf(out, "(shares of each rank's own step; wait: in collectives before the last peer arrived%s)\n",
 		p2p_waits(a) ? ", or in point-to-point calls for a late sender or receiver" : "");
-	int gpu = 0;
-	for (int r = 0; r < a->nranks; r++)
-		gpu |= a->ranks[r].gpu.have;
-	if (gpu) {
-		fprintf(out, "\nrank  GPU: compute  copy  nccl (wait)   idle: data  sync launch comms other   kernels/step\n");
-		for (int r = 0; r < a->nranks; r++) {
-			const struct gpustat *g = &a->ranks[r].gpu;
-			double all = 0;
-			for (int c = 0; c < GP_COUNT; c++)
-				all += g->part[c];
-			if (!g->have || all <= 0)
-				continue;
-#define P(x) (100 * (x) / all)
-			fprintf(out, "%4d  %11.0f%% %4.0f%% %4.0f%% %5.0f%%  %10.0f%% %4.0f%% %5.0f%% %4.0f%% %4.0f%%   %12.0f\n",
-				a->ranks[r].rank, P(g->part[GP_COMPUTE]), P(g->part[GP_COPY] + g->part[GP_COPY_IN]),
-				P(g->part[GP_NCCL_WAIT] + g->part[GP_NCCL]), P(g->part[GP_NCCL_WAIT]), P(g->part[GP_IDLE_DATA]),
-				P(g->part[GP_IDLE_SYNC] + g->part[GP_IDLE_PAGEABLE]), P(g->part[GP_IDLE_LAUNCH]), P(g->part[GP_IDLE_COMMS]),
-				P(g->part[GP_IDLE_OTHER]), g->kernels);
-#undef P
-		}
-		fprintf(out, "(shares of the GPU's step: busy in the first that applies, else idle by what the host did then)\n");
-		for (int r = 0; r < a->nranks; r++) { /* how NCCL kernels found their calls, where not all by their id */
-			const uint32_t *n = a->ranks[r].gpu.nccl_join;
-			if (a->ranks[r].gpu.have && (n[1] || n[2]))
-				fprintf(out, "rank %d: NCCL kernels joined to their calls: %u by external id, %u by their "
-					"communicator's order (launched by NCCL's own thread: a nonblocking communicator), "
-					"%u by order alone%s\n", a->ranks[r].rank, n[0], n[1], n[2],
-					n[2] ? " (not matched across ranks where the process has several communicators)" : "");
-		}
-	}
+	text_ranges(out, a);
+	text_gpu(out, a);
 	/* NCCL's profiler plugin: where it timed NCCL, and its check against CUPTI (the ranks' in one line) */
 	unsigned ck = 0, both = 0, conly = 0, ponly = 0;
 	double ds = 0, dd = 0, dmax = 0;

@@ -807,12 +807,33 @@ const char *an_finding_kind(int i)
 	return i >= 0 && (size_t)i < sizeof ROWS / sizeof *ROWS ? ROWS[i].kind : NULL;
 }
 
+/* the NVTX range a finding's cost is in (evidence.range), after its evidence line */
+static void range_words(struct finding *f)
+{
+	const char *name = strn(f, "range.name"), *domain = strn(f, "range.domain");
+	const struct fv *peers = ev_at(f, "range.peers_ms_per_step");
+	size_t n = strlen(f->text);
+	if (!name || n >= sizeof f->text || strstr(f->text, "; in NVTX range \"")) /* (words made again: once) */
+		return;
+	n += (size_t)snprintf(f->text + n, sizeof f->text - n, "; in NVTX range \"%s\"%s%s%s: %.1f ms per step", name,
+			      domain ? " (domain " : "", domain ? domain : "", domain ? ")" : "", num(f, "range.ms_per_step"));
+	if (n >= sizeof f->text)
+		return;
+	if (ev_at(f, "range.input_wait_ms_per_step"))
+		snprintf(f->text + n, sizeof f->text - n, ", %.1f ms of it waiting for input",
+			 num(f, "range.input_wait_ms_per_step"));
+	else if (peers && peers->type == FV_NUM)
+		snprintf(f->text + n, sizeof f->text - n, " against its peers' %.1f", peers->v.d);
+}
+
 void an_words(struct analysis *a)
 {
-	for (int i = 0; i < a->nfindings; i++)
+	for (int i = 0; i < a->nfindings; i++) {
 		for (size_t k = 0; k < sizeof ROWS / sizeof *ROWS; k++)
 			if (!strcmp(ROWS[k].kind, a->findings[i].kind) && ROWS[k].words)
 				ROWS[k].words(&a->findings[i]);
+		range_words(&a->findings[i]);
+	}
 	if (a->verdict_finding >= 0 && a->verdict_finding < a->nfindings) {
 		const struct finding *f = &a->findings[a->verdict_finding];
 		if (!strcmp(f->kind, "hang") && !strcmp(a->bound, "unknown"))

@@ -458,6 +458,33 @@ static void gpu_tables(FILE *out, const struct analysis *a)
 	}
 }
 
+/* each rank's NVTX ranges on its training thread, per analysed step (ranks[].ranges) */
+static void range_table(FILE *out, const struct analysis *a)
+{
+	int any = 0;
+	for (int r = 0; r < a->nranks; r++) {
+		const struct nvrange *g[12];
+		int n = a->ranks[r].steps ? an_train_ranges(a, r, g, 12) : 0;
+		if (n && !any++)
+			fprintf(out, "<div class=\"wide\"><table id=\"ranges\"><tr><th>rank</th><th>NVTX range</th><th>domain</th>"
+				     "<th>level</th><th>ms per step</th><th>calls per step</th><th>in its calls: data</th>"
+				     "<th>comms</th><th>host (ms)</th></tr>\n");
+		for (int i = 0; i < n; i++) {
+			double calls, ms = an_range_ms(a, r, g[i], &calls), in = g[i]->ms > 0 ? ms / g[i]->ms : 0;
+			fprintf(out, "<tr><td>%d</td><td>", a->ranks[r].rank);
+			H(g[i]->name);
+			fprintf(out, "</td><td>");
+			H(g[i]->domain[0] ? g[i]->domain : "-");
+			fprintf(out, "</td><td>%d</td><td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td></tr>\n",
+				g[i]->depth, ms, calls, g[i]->cat_ms[CAT_DATA] * in, g[i]->cat_ms[CAT_COMMS] * in,
+				g[i]->cat_ms[CAT_HOST] * in);
+		}
+	}
+	if (any)
+		fprintf(out, "</table></div>\n<p>The program's own phases (its NVTX ranges) on each rank's training thread: "
+			     "their time per step, and the recorded calls in them and in none of their inner ranges.</p>\n");
+}
+
 /* the slowest step and a typical one, across the ranks */
 static void timelines(FILE *out, const struct analysis *a, int straggler)
 {
@@ -629,6 +656,7 @@ int html_report(const struct analysis *a, const char *path, char *err, size_t er
 	fprintf(out, "</svg>\n");
 	legend(out);
 	gpu_tables(out, a);
+	range_table(out, a);
 	fprintf(out, "</section>\n");
 
 	timelines(out, a, straggler);

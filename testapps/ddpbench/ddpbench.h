@@ -40,6 +40,7 @@ struct options {
 	int uniform_len;
 	uint64_t seed;
 	int markers;                   /* call ddpspy_step_begin/end around each step */
+	int nvtx;                      /* NVTX ranges around the step and its phases */
 	/* --gpu: the step's work on a GPU (gpu.cu) */
 	int gpu;
 	double gpu_ms;                 /* forward + backward + optimizer kernels per step */

@@ -28,6 +28,9 @@ static const char usage[] = USAGE_HEAD
 	"  --prefetch P            batches each input thread reads ahead (default 2)\n"
 	"  --seed S                sampler and initialization seed (default 1)\n"
 	"  --markers               mark each step with ddpspy_step_begin/end (include/ddpspy.h)\n"
+	"  --nvtx                  NVTX ranges as torch.cuda.nvtx would make them: step, and in it\n"
+	"                          prepare (the straggler's delay), data, forward, backward, optimizer,\n"
+	"                          log (rank 0's work), loss (--host-sync's read)\n"
 	"sharded data parallel (MLP task; with --gpu, its gathers and reduce-scatters NCCL's):\n"
 	"  --fsdp                  parameters and gradients sharded over the ranks (FSDP, ZeRO-3): each\n"
 	"                          layer all-gathered before its forward and again before its backward,\n"
@@ -146,7 +149,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 {
 	enum { O_DATA = 256, O_STEPS, O_WARMUP, O_BATCH, O_GBATCH, O_HIDDEN, O_LAYERS, O_BUCKET,
 		O_NOOVERLAP, O_WORKERS, O_PREFETCH, O_SEED, O_VARLEN, O_ULEN, O_BATCHING, O_BUDGET,
-		O_SRANK, O_SMS, O_SFROM, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY, O_DECODE, O_MARKERS, O_ACCUM,
+		O_SRANK, O_SMS, O_SFROM, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY, O_DECODE, O_MARKERS, O_NVTX, O_ACCUM,
 		O_GPU, O_GPUMS, O_INPUT, O_PAGEABLE, O_HOSTSYNC, O_KERNELS, O_HOSTMS, O_D2D, O_SYNCBY, O_SIDE,
 		O_FSDP, O_NOPREFETCH, O_PIPE, O_MICRO, O_SCHED, O_SLOWSTAGE, O_SLOWSTAGEMS };
 	static const struct option opts[] = {
@@ -163,7 +166,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 		{ "slow-data", 1, 0, O_SLOWDATA }, { "slow-rank", 1, 0, O_SLOWRANK },
 		{ "read-chunk", 1, 0, O_CHUNK }, { "read-delay-ms", 1, 0, O_DELAY },
 		{ "decode-us", 1, 0, O_DECODE },
-		{ "markers", 0, 0, O_MARKERS }, { "accum", 1, 0, O_ACCUM }, { "gpu", 0, 0, O_GPU },
+		{ "markers", 0, 0, O_MARKERS }, { "nvtx", 0, 0, O_NVTX }, { "accum", 1, 0, O_ACCUM }, { "gpu", 0, 0, O_GPU },
 		{ "gpu-ms", 1, 0, O_GPUMS }, { "input-mb", 1, 0, O_INPUT }, { "pageable", 0, 0, O_PAGEABLE },
 		{ "host-sync", 0, 0, O_HOSTSYNC }, { "gpu-kernels", 1, 0, O_KERNELS }, { "host-ms", 1, 0, O_HOSTMS },
 		{ "d2d-mb", 1, 0, O_D2D }, { "sync-by", 1, 0, O_SYNCBY }, { "side-gpu-ms", 1, 0, O_SIDE },
@@ -223,6 +226,14 @@ static int parse_train(int argc, char **argv, struct options *o)
 		case O_DELAY: bad = num(optarg, 0, 1e6, &o->read_delay_ms); break;
 		case O_DECODE: bad = num(optarg, 0, 1e6, &o->decode_us); break;
 		case O_MARKERS: o->markers = 1; break;
+		case O_NVTX:
+#ifdef DDPBENCH_NVTX
+			o->nvtx = 1;
+			break;
+#else
+			fprintf(stderr, "ddpbench: --nvtx: built without CUDA's NVTX headers (CUDA_HOME/include/nvtx3)\n");
+			return -1;
+#endif
 		case O_ACCUM: bad = integer(optarg, 1, 1 << 16, &o->accum); break;
 		case O_GPU: o->gpu = 1; break;
 		case O_FSDP: o->fsdp = 1; break;

@@ -13,6 +13,17 @@
 #include "ddpbench.h"
 #include "../../include/ddpspy.h"
 
+/* --nvtx: the step's phases as NVTX ranges, as a script annotates them with torch.cuda.nvtx
+ * (header-only NVTX: nothing is recorded unless a tool is injected) */
+#ifdef DDPBENCH_NVTX
+#include <nvtx3/nvToolsExt.h>
+#define RANGE_PUSH(o, name) ((o)->nvtx ? (void)nvtxRangePushA(name) : (void)0)
+#define RANGE_POP(o) ((o)->nvtx ? (void)nvtxRangePop() : (void)0)
+#else
+#define RANGE_PUSH(o, name) ((void)0)
+#define RANGE_POP(o) ((void)0)
+#endif
+
 enum { F_STEP, F_DATA, F_COMPUTE, F_COMM, F_HOST, F_SAMPLES, F_TOKENS, F_PADDED, F_GPUWAIT, F_DATACPU, F_PIPEWAIT,
 	NF };
 
@@ -391,11 +402,14 @@ int train(const struct options *o, const struct dataset *ds)
 	for (int step = 0; step < total; step++) {
 		if (o->markers)
 			ddpspy_step_begin();
+		RANGE_PUSH(o, "step");
 		double t0 = now_ms(), t, v[NF] = { 0 };
 		if (step == o->warmup)
 			start = t0;
+		RANGE_PUSH(o, "prepare");
 		if (rank == o->straggler_rank && o->straggler_ms > 0 && step >= o->straggler_from)
 			sleep_ms(o->straggler_ms); /* host delay before fetching the batch, as in seed 001 */
+		RANGE_POP(o);
 		t = now_ms();
 		v[F_HOST] += t - t0;
 		double samples = 0, tokens = 0, padded = 0;
@@ -405,7 +419,9 @@ int train(const struct options *o, const struct dataset *ds)
 			if (mb)
 				t = now_ms();
 			double c = cpu_ms();
+			RANGE_PUSH(o, "data");
 			struct batch *b = ld ? loader_next(ld) : NULL;
+			RANGE_POP(o);
 			if (!b && ld) {
 				fprintf(stderr, "ddpbench: rank %d: reading the batch of step %d from %s failed\n",
 					rank, step, ds->dir);
@@ -463,7 +479,10 @@ int train(const struct options *o, const struct dataset *ds)
 				continue;
 			}
 			t = now_ms();
+			RANGE_PUSH(o, "forward");
 			model_forward(m, b, slowdown);
+			RANGE_POP(o);
+			RANGE_PUSH(o, "backward");
 			for (int l = nl - 1; l >= 0; l--) {
 				model_backward_layer(m, l, slowdown, last && o->overlap ? progress : NULL, &fl);
 				if (o->accum > 1) {
@@ -486,6 +505,7 @@ int train(const struct options *o, const struct dataset *ds)
 					fl.ms += now_ms() - tc;
 				}
 			}
+			RANGE_POP(o);
 			v[F_COMPUTE] += now_ms() - t - fl.ms;
 		}
 		v[F_COMM] += fl.ms;
@@ -508,7 +528,9 @@ int train(const struct options *o, const struct dataset *ds)
 		v[F_COMM] += now_ms() - t;
 		t = now_ms();
 		if (!G && !F && !P) {
+			RANGE_PUSH(o, "optimizer");
 			model_step(m, 1.0f / (float)(ws * o->accum));
+			RANGE_POP(o);
 			v[F_COMPUTE] += now_ms() - t;
 		}
 
@@ -519,8 +541,10 @@ int train(const struct options *o, const struct dataset *ds)
 		}
 		if (o->rank0_work_ms > 0) {
 			t = now_ms();
+			RANGE_PUSH(o, "log");
 			if (rank == 0)
 				sleep_ms(o->rank0_work_ms); /* stands in for logging, checkpoint bookkeeping */
+			RANGE_POP(o);
 			double tb = now_ms();
 			v[F_HOST] += tb - t;
 			if (G)
@@ -532,8 +556,11 @@ int train(const struct options *o, const struct dataset *ds)
 		if (G) {
 			/* the host's own waits for the device: the loss read back, the bound on running ahead */
 			t = now_ms();
-			if (o->host_sync)
+			if (o->host_sync) {
+				RANGE_PUSH(o, "loss");
 				G->read_loss();
+				RANGE_POP(o);
+			}
 			if (G->end_step(why, sizeof why) != 0) {
 				fprintf(stderr, "ddpbench: rank %d, step %d: %s\n", rank, step, why);
 				MPI_Abort(MPI_COMM_WORLD, 1);
@@ -541,6 +568,7 @@ int train(const struct options *o, const struct dataset *ds)
 			v[F_GPUWAIT] += now_ms() - t;
 		}
 		v[F_STEP] = now_ms() - t0;
+		RANGE_POP(o);
 		if (o->markers)
 			ddpspy_step_end();
 		v[F_SAMPLES] = samples;
