@@ -187,6 +187,9 @@ static void find_launch_bound(struct analysis *a)
 	an_ev_num(f, "launches_per_step", g->launches, 1);
 	an_ev_num(f, "kernel_us_mean", us, 2);
 	an_ev_num(f, "idle_ms_per_step", gpu_ms(a, GP_IDLE_LAUNCH, rank), 3);
+	/* where the host launches them from: its main thread's Python samples between its longer calls
+	 * (a launch is shorter than a sample's period: the line that launches holds the samples) */
+	an_sites(f, a, (int)(ri - a->ranks), CAT_COMPUTE);
 }
 
 static void find_pageable(struct analysis *a)

@@ -57,7 +57,8 @@ void an_sites(struct finding *f, const struct analysis *a, int L, int cat)
 	const struct span *sp = &a->sd->span[L];
 	struct gsum g[AN_HSITES];
 	int ng = 0;
-	an_range_evidence(f, a, L, cat);
+	if (cat == CAT_DATA || f->rank >= 0) /* (a rank's excess over its peers, or its input waits) */
+		an_range_evidence(f, a, L, cat);
 	/* (compute: the main thread's Python samples between its calls) */
 	const struct hsite *pool = cat == CAT_COMPUTE ? p->psite : p->hsite;
 	int npool = cat == CAT_COMPUTE ? p->npsite : p->nhsite;

@@ -299,6 +299,10 @@ static void launch_words(struct finding *f)
 	double kernels = num(f, "kernels_per_step"), us = num(f, "kernel_us_mean");
 	snprintf(f->title, sizeof f->title, "%.0f kernels per step of %.1f us each on average: the GPU idles %.0f%% "
 		 "of the step between them while the host launches", kernels, us, 100 * f->severity);
+	const char *site = strn(f, "top_site");
+	size_t n = strlen(f->title);
+	if (site) /* (the line that launches them, where the main thread ran Python) */
+		snprintf(f->title + n, sizeof f->title - n, "; most of the host's time in %s", site);
 	snprintf(f->text, sizeof f->text, "%.0f kernels and %.0f launch calls per step, %.1f us of GPU work each; "
 		 "%.2f ms per step idle while launching", kernels, num(f, "launches_per_step"), us, num(f, "idle_ms_per_step"));
 	f->advice[0] = "Launch fewer, larger kernels: fuse element-wise work (torch.compile), use fused optimizers "

@@ -234,12 +234,12 @@ def events(recs, kind=None, **match):
     return [r for r in of(recs, "event", **match) if kind is None or r["kind"] == kind]
 
 
-def sleep_line(path, fn):
-    """the line of the time.sleep call in the Python file path's function fn: where a site or a
-    sample of it must point"""
+def sleep_line(path, fn, call="sleep"):
+    """the line of the time.sleep call (or of another method call) in the Python file path's
+    function fn: where a site or a sample of it must point"""
     import ast
     f = next(n for n in ast.walk(ast.parse(open(path).read())) if isinstance(n, ast.FunctionDef) and n.name == fn)
-    return next(n.lineno for n in ast.walk(f) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "sleep")
+    return next(n.lineno for n in ast.walk(f) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == call)
 
 
 def ms(ns):

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from lib import *
@@ -301,6 +302,35 @@ ok(p.returncode == 0 and end and end.get("python") is None and sl and sl[0].get(
    and not any(frames_of(e) for e in events(recs)),
    "a program with no Python (sleep 0.05): its native stack, no Python frames and no python record (%s)"
    % end.get("python"))
+
+# ---- a launch-bound Python trainer on the simulated device: launch_bound names the line that launches ----
+APP = os.path.join(ROOT, "testapps", "pylaunch_app.py")
+GPULIB = os.path.join(BUILD, "libddpbench_gpu.so")
+if os.path.exists(os.path.join(SIMDIR, "libcupti.so.13")) and os.path.exists(GPULIB):
+    def launch_bound(k):
+        out = os.path.join(d, "launch")
+        shutil.rmtree(out, ignore_errors=True)
+        p = traced([PY, APP, GPULIB, "300", "800", "200"], out, timeout=300,
+                   env={"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LD_LIBRARY_PATH": SIMDIR,
+                        "SIMGPU_KERNELS": "ddpbench_=arg", "SIMGPU_MOVE_BYTES": "0"})
+        j, _ = checked_report(out) if p.returncode == 0 else (None, None)
+        f = next((x for x in (j or {}).get("findings", []) if x["kind"] == "launch_bound"), None)
+        sites = f["evidence"].get("sites", []) if f else []
+        line = sleep_line(APP, "tiny_ops", "kernel")
+        idle = f["evidence"]["idle_ms_per_step"] if f else 0
+        top = sites[0] if sites else {}
+        return [(f is not None, "a Python loop of 800 tiny kernels a step is launch_bound (%s)"
+                 % [x["kind"] for x in (j or {}).get("findings", [])] + (p.stderr[-300:] if p.returncode else "")),
+                (top.get("function") == "tiny_ops" and top.get("line") == line and top.get("file") == APP,
+                 "its top site is the line that launches, tiny_ops at pylaunch_app.py:%d: %s" % (line, top)),
+                (top and 0.5 * idle <= top["ms_per_step"] <= 1.5 * idle + 0.2,
+                 "its time there, %.2f ms per step, is about the GPU's idle while launching, %.2f"
+                 % (top.get("ms_per_step", 0), idle)),
+                (top and top["frames"][1].startswith("one_step (pylaunch_app.py:"), "called from one_step: %s"
+                 % top.get("frames"))]
+    live("launch-bound", launch_bound)
+else:
+    skip("launch_bound's sites", "make sim did not build the simulated device and the testbed's GPU half")
 
 cleanup(d)
 done()
