@@ -120,6 +120,7 @@ struct thr {
 #define AN_RANGES 24      /* NVTX ranges kept per process, by thread, domain and name */
 #define AN_RANGE_NAME 64
 #define AN_RANGE_ENDS 8
+#define AN_NVMARKS 65536
 #define AN_HSITE_NS 100000 /* 0.1 ms */
 #define AN_STUCK 8         /* calls in flight kept per process (the earliest started) */
 #define AN_STUCK_CALLERS 7 /* and the frames of each one's stack kept above its call site */
@@ -254,6 +255,12 @@ struct proc {
 	} range[AN_RANGES];
 	int nrange;
 	uint64_t ranges_lost;
+	/* its push-pop ranges of nesting level 0 or 1 as they closed, by thread and an_range_key of
+	 * their domain and name (ranges.c): a range that repeats once a step marks the steps where
+	 * collectives do not (steps.c); at most AN_NVMARKS (nvmark_over: there were more) */
+	struct an_nvmark { int64_t t0, t1; uint64_t key; int tid; } *nvmark;
+	size_t nnvmark, cnvmark;
+	int nvmark_over;
 	void *nvload; /* (while read: the threads' open ranges, the main thread's latest closed ones) */
 	struct an_hang hang;   /* calls in flight and the last collectives (inflight.c) */
 };
@@ -434,6 +441,9 @@ struct analysis {
 	int steps_detected, nsteps;
 	int nsampled;                  /* of nsteps, those the per-step figures come from */
 	const char *step_source;       /* collectives, markers, windows, none */
+	/* markers that are the program's NVTX range (steps.c): its name and domain ("" default); name ""
+	 * none */
+	char step_range[AN_RANGE_NAME], step_range_domain[32];
 	double wall_s;
 	int64_t t0;            /* the job's start on its clock: its ranks' first event */
 	uint64_t events, dropped;

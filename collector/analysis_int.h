@@ -281,6 +281,8 @@ const char *an_range_now(struct proc *p, int tid);
 const char *an_range_at(struct proc *p, int64_t t);
 void an_range_call(struct proc *p, int tid, const struct ev *v);
 void an_range_loaded(struct proc *p);
+/* the key of a range's domain and name, as proc.nvmark's */
+uint64_t an_range_key(const char *domain, const char *name);
 /* (findphase.c) a range's time (and calls) per analysed step of rank index r; rank r's training
  * thread's ranges, the most time first, at most max; how many */
 double an_range_ms(const struct analysis *a, int r, const struct nvrange *g, double *calls);

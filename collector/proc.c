@@ -39,6 +39,7 @@ void an_proc_free(struct proc *p)
 	for (int k = 0; k < p->ndstat; k++)
 		free(p->dstat[k].dir);
 	free(p->dstat);
+	free(p->nvmark);
 }
 
 /* ---- a process record as bytes, and back (report --mpi: records read by other processes) ---- */
@@ -93,6 +94,7 @@ void an_pack_proc(struct an_buf *b, const struct proc *p, int whole)
 		an_put_str(b, p->paths[k]);
 	an_put(b, p->fd_path, (size_t)p->nfd * sizeof *p->fd_path);
 	an_put(b, p->rbins, p->nbins * sizeof *p->rbins);
+	an_put(b, p->nvmark, p->nnvmark * sizeof *p->nvmark);
 	for (int k = 0; k < p->ndstat; k++) {
 		an_put(b, &p->dstat[k], sizeof p->dstat[k]);
 		an_put_str(b, p->dstat[k].dir);
@@ -108,6 +110,7 @@ int an_unpack_proc(struct an_rd *r, struct proc *p)
 	int clock = p->clock != NULL, nthr = p->nthr, npaths = p->npaths, ndstat = p->ndstat;
 	p->file = NULL, p->open = NULL, p->clock = NULL, p->gpu = NULL, p->comms = NULL, p->thr = NULL, p->paths = NULL;
 	p->fd_path = NULL, p->rbins = NULL, p->dstat = NULL, p->hostcpu.ev = NULL, p->hostcpu.sched = NULL, p->lsw = NULL;
+	p->nvmark = NULL, p->nvload = NULL, p->recent = NULL;
 	p->nthr = p->npaths = p->ndstat = 0;
 	p->file = an_get_str(r);
 	if (clock && (p->clock = calloc(1, sizeof *p->clock))) {
@@ -137,6 +140,8 @@ int an_unpack_proc(struct an_rd *r, struct proc *p)
 	p->cpaths = p->npaths;
 	p->fd_path = an_get_arr(r, (size_t)p->nfd, sizeof *p->fd_path, 0);
 	p->rbins = an_get_arr(r, p->nbins, sizeof *p->rbins, 0);
+	p->nvmark = an_get_arr(r, p->nnvmark, sizeof *p->nvmark, 0);
+	p->cnvmark = p->nnvmark;
 	if (r->err || ndstat < 0 || (size_t)ndstat > (size_t)(r->end - r->p) / sizeof *p->dstat ||
 	    !(p->dstat = calloc((size_t)ndstat + 1, sizeof *p->dstat)))
 		return -1;

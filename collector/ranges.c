@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../common/format.h"
+#include "../common/hash.h"
 #include "analysis_int.h"
 #include "trace.h"
 
@@ -151,6 +152,21 @@ static void count(struct proc *p, int tid, int depth, const char *domain, const 
 		r->cat_ms[c] += cat_ns[c] / 1e6;
 }
 
+uint64_t an_range_key(const char *domain, const char *name)
+{
+	uint64_t h = ddpspy_fnv_bytes(DDPSPY_FNV_SEED, domain, strlen(domain) + 1);
+	return ddpspy_fnv_bytes(h, name, strlen(name));
+}
+
+static void mark(struct proc *p, int tid, uint64_t key, int64_t t0, int64_t t1)
+{
+	struct an_nvmark *m = NULL;
+	if (p->nnvmark < AN_NVMARKS && (m = room_for(p->nvmark, p->nnvmark, &p->cnvmark, sizeof *m, 256)))
+		(p->nvmark = m)[p->nnvmark++] = (struct an_nvmark){ t0, t1, key, tid };
+	else
+		p->nvmark_over = 1;
+}
+
 static void pop(struct proc *p, struct nvload *L, const struct trace_event *e, int64_t domain)
 {
 	struct tstack *s = stack_of(L, e->tid, 0);
@@ -170,6 +186,8 @@ static void pop(struct proc *p, struct nvload *L, const struct trace_event *e, i
 	memmove(&s->o[i], &s->o[i + 1], (size_t)(s->n - 1 - i) * sizeof s->o[0]);
 	s->n--;
 	count(p, e->tid, o.depth, domain_name(L, o.domain), o.name, o.t, e->t_ns - o.t, o.cat_ns);
+	if (o.depth <= 1) /* (a step-level range, perhaps: kept for the steps) */
+		mark(p, e->tid, an_range_key(domain_name(L, o.domain), o.name), o.t, e->t_ns);
 	if (e->tid != p->pid || (!L->ring && !(L->ring = malloc(RING * sizeof *L->ring))))
 		return;
 	struct closed *c = &L->ring[L->nring++ % RING];

@@ -308,6 +308,62 @@ static void json_rank_nccl(struct json *j, const struct gpustat *g)
 	json_close(j);
 }
 
+/* ranks[]: each rank's step, its split and the figures beside it */
+static void json_ranks(struct json *j, const struct analysis *a)
+{
+	json_arr(j, "ranks");
+	for (int r = 0; r < a->nranks; r++) {
+		const struct rankinfo *ri = &a->ranks[r];
+		json_obj(j, NULL);
+		json_int(j, "rank", ri->rank);
+		json_str(j, "host", ri->p->host);
+		json_int(j, "pid", ri->p->pid);
+		json_num(j, "step_p50_ms", ri->step_p50);
+		json_num(j, "step_p95_ms", ri->step_p95);
+		report_json_shares(j, "shares", ri->shares);
+		json_num(j, "comms_wait_share", round(ri->wait_share * 10000) / 10000);
+		json_num(j, "late_ms_p50", ri->late_p50);
+		json_num(j, "p2p_wait_share", round(ri->p2p_wait_share * 10000) / 10000);
+		json_obj(j, "p2p_wait_states");
+		json_num(j, "late_sender_share", round(ri->p2p_share[1] * 10000) / 10000);
+		json_num(j, "late_receiver_share", round(ri->p2p_share[0] * 10000) / 10000);
+		json_close(j);
+		json_obj(j, "bytes_per_step");
+		json_num(j, "collective", round(ri->coll_bytes));
+		json_num(j, "read", round(ri->read_bytes));
+		json_close(j);
+		json_num(j, "events_per_step", round(ri->events_step * 10) / 10);
+		json_num_or_null(j, "overhead_share", ri->steps && ri->overhead_share >= 0, round(ri->overhead_share * 1e6) / 1e6);
+		if (a->pipe_stage && a->pipe_stage[r] >= 0)
+			json_int(j, "pipeline_stage", a->pipe_stage[r]);
+		/* the correction at the job's start, and how it changes per second after */
+		json_num(j, "clock_offset_us",
+			 (double)(ri->p->offset + (int64_t)(ri->p->drift * (double)(a->t0 - ri->p->drift_ref))) / 1e3);
+		json_num(j, "clock_drift_us_per_s", round(ri->p->drift * 1e7) / 10);
+		json_ranges(j, a, r);
+		if (ri->cpu.have) {
+			/* the training thread's time on a CPU and waiting for one, of the analysed span */
+			json_obj(j, "cpu");
+			json_num(j, "on_cpu_share", round(ri->cpu.on_cpu * 10000) / 10000);
+			json_num(j, "runqueue_share", round(ri->cpu.runq * 10000) / 10000);
+			json_int(j, "cpus", ri->cpu.cpus);
+			json_close(j);
+		}
+		if (ri->p->bg) {
+			json_obj(j, "background_collectives");
+			json_num(j, "ms_per_step", round(ri->bg_ms * 1000) / 1000);
+			json_num(j, "overlapped_share", round(ri->bg_overlap * 10000) / 10000);
+			json_close(j);
+		}
+		if (ri->gpu.have)
+			json_rank_gpu(j, &ri->gpu);
+		if (ri->gpu.nccl_src && (ri->gpu.have || ri->gpu.nccl_src == 2))
+			json_rank_nccl(j, &ri->gpu);
+		json_close(j);
+	}
+	json_close(j);
+}
+
 static void print_json(const struct analysis *a)
 {
 	struct json j;
@@ -331,6 +387,12 @@ static void print_json(const struct analysis *a)
 	json_int(&j, "steps_sampled", a->nsampled);
 	json_int(&j, "skipped", a->skip);
 	json_str(&j, "step_source", a->step_source);
+	if (a->step_range[0]) { /* (the markers are the program's NVTX range) */
+		json_obj(&j, "step_range");
+		json_str(&j, "name", a->step_range);
+		json_str(&j, "domain", a->step_range_domain[0] ? a->step_range_domain : NULL);
+		json_close(&j);
+	}
 	json_num(&j, "wall_s", a->wall_s);
 	json_int(&j, "events", (int64_t)a->events);
 	json_int(&j, "dropped_events", (int64_t)a->dropped);
@@ -370,57 +432,7 @@ static void print_json(const struct analysis *a)
 	json_num(&j, "max_ms", a->step_max);
 	json_close(&j);
 
-	json_arr(&j, "ranks");
-	for (int r = 0; r < a->nranks; r++) {
-		const struct rankinfo *ri = &a->ranks[r];
-		json_obj(&j, NULL);
-		json_int(&j, "rank", ri->rank);
-		json_str(&j, "host", ri->p->host);
-		json_int(&j, "pid", ri->p->pid);
-		json_num(&j, "step_p50_ms", ri->step_p50);
-		json_num(&j, "step_p95_ms", ri->step_p95);
-		report_json_shares(&j, "shares", ri->shares);
-		json_num(&j, "comms_wait_share", round(ri->wait_share * 10000) / 10000);
-		json_num(&j, "late_ms_p50", ri->late_p50);
-		json_num(&j, "p2p_wait_share", round(ri->p2p_wait_share * 10000) / 10000);
-		json_obj(&j, "p2p_wait_states");
-		json_num(&j, "late_sender_share", round(ri->p2p_share[1] * 10000) / 10000);
-		json_num(&j, "late_receiver_share", round(ri->p2p_share[0] * 10000) / 10000);
-		json_close(&j);
-		json_obj(&j, "bytes_per_step");
-		json_num(&j, "collective", round(ri->coll_bytes));
-		json_num(&j, "read", round(ri->read_bytes));
-		json_close(&j);
-		json_num(&j, "events_per_step", round(ri->events_step * 10) / 10);
-		json_num_or_null(&j, "overhead_share", ri->steps && ri->overhead_share >= 0, round(ri->overhead_share * 1e6) / 1e6);
-		if (a->pipe_stage && a->pipe_stage[r] >= 0)
-			json_int(&j, "pipeline_stage", a->pipe_stage[r]);
-		/* the correction at the job's start, and how it changes per second after */
-		json_num(&j, "clock_offset_us",
-			 (double)(ri->p->offset + (int64_t)(ri->p->drift * (double)(a->t0 - ri->p->drift_ref))) / 1e3);
-		json_num(&j, "clock_drift_us_per_s", round(ri->p->drift * 1e7) / 10);
-		json_ranges(&j, a, r);
-		if (ri->cpu.have) {
-			/* the training thread's time on a CPU and waiting for one, of the analysed span */
-			json_obj(&j, "cpu");
-			json_num(&j, "on_cpu_share", round(ri->cpu.on_cpu * 10000) / 10000);
-			json_num(&j, "runqueue_share", round(ri->cpu.runq * 10000) / 10000);
-			json_int(&j, "cpus", ri->cpu.cpus);
-			json_close(&j);
-		}
-		if (ri->p->bg) {
-			json_obj(&j, "background_collectives");
-			json_num(&j, "ms_per_step", round(ri->bg_ms * 1000) / 1000);
-			json_num(&j, "overlapped_share", round(ri->bg_overlap * 10000) / 10000);
-			json_close(&j);
-		}
-		if (ri->gpu.have)
-			json_rank_gpu(&j, &ri->gpu);
-		if (ri->gpu.nccl_src && (ri->gpu.have || ri->gpu.nccl_src == 2))
-			json_rank_nccl(&j, &ri->gpu);
-		json_close(&j);
-	}
-	json_close(&j);
+	json_ranks(&j, a);
 
 	json_findings(&j, a);
 	json_end(&j);
@@ -492,10 +504,15 @@ static void print_text(const struct analysis *a)
 		100 * a->shares[CAT_COMPUTE], 100 * a->shares[CAT_DATA], 100 * a->shares[CAT_COMMS],
 		100 * a->shares[CAT_HOST]);
 	fprintf(out, "  step: p50 %.1f ms, p95 %.1f ms, max %.1f ms\n", a->step_p50, a->step_p95, a->step_max);
+	char source[AN_RANGE_NAME + 64];
+	if (a->step_range[0])
+		snprintf(source, sizeof source, "NVTX range \"%s\"", text_safe(a->step_range, SIZE_MAX));
+	else
+		snprintf(source, sizeof source, "%s", a->step_source);
 	fprintf(out, "job: %d rank%s on %d host%s, %d process%s; %d step%s analysed of %d (steps from %s, "
 		"%d warm-up skipped); %.1f s, %llu events, %llu dropped; clock: %s, ",
 		a->nranks, a->nranks == 1 ? "" : "s", a->nhosts, a->nhosts == 1 ? "" : "s", a->nprocs,
-		a->nprocs == 1 ? "" : "es", a->nsteps, a->nsteps == 1 ? "" : "s", a->steps_detected, a->step_source,
+		a->nprocs == 1 ? "" : "es", a->nsteps, a->nsteps == 1 ? "" : "s", a->steps_detected, source,
 		a->skip, a->wall_s, (unsigned long long)a->events, (unsigned long long)a->dropped, a->clock_method);
 	if (isnan(a->clock_residual_us))
 		fprintf(out, "residual unknown\n");

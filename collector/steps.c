@@ -67,6 +67,72 @@ static int marker_bounds(struct analysis *a, int64_t **b, size_t *nb, size_t *K)
 }
 
 
+/* The training thread's NVTX range that marks its steps, where neither markers nor collectives
+ * give them: a push-pop range of the least nesting level that every rank's training thread has,
+ * three times at least, the most time first (rank 0's "step", not its "forward" inside it) */
+static const struct nvrange *step_range(const struct analysis *a)
+{
+	const struct proc *p0 = a->ranks[0].p;
+	const struct thr *t0 = an_train_thread(p0);
+	const struct nvrange *best = NULL;
+	for (int i = 0; t0 && i < p0->nrange; i++) {
+		const struct nvrange *g = &p0->range[i];
+		if (g->tid != t0->tid || g->depth < 0 || g->depth > 1 || g->calls < 3 ||
+		    (best && (g->depth > best->depth || (g->depth == best->depth && g->ms <= best->ms))))
+			continue;
+		int all = 1;
+		for (int r = 1; r < a->nranks && all; r++) {
+			const struct proc *p = a->ranks[r].p;
+			const struct thr *t = an_train_thread(p);
+			int k = 0;
+			while (t && k < p->nrange && !(p->range[k].tid == t->tid && p->range[k].depth == g->depth &&
+						       !strcmp(p->range[k].name, g->name) && !strcmp(p->range[k].domain, g->domain)))
+				k++;
+			all = t && k < p->nrange && p->range[k].calls >= 3;
+		}
+		if (all)
+			best = g;
+	}
+	return best;
+}
+
+/* steps by that range: each from one of its starts to the next, the last to its end */
+static int range_bounds(struct analysis *a, int64_t **b, size_t *nb, size_t *K)
+{
+	const struct nvrange *g = step_range(a);
+	if (!g)
+		return -1;
+	uint64_t key = an_range_key(g->domain, g->name);
+	for (int r = 0; r < a->nranks; r++) {
+		const struct proc *p = a->ranks[r].p;
+		const struct thr *t = an_train_thread(p);
+		if (p->nvmark_over)
+			return -1;
+		size_t n = 0;
+		int64_t last_end = INT64_MIN;
+		free(b[r]);
+		b[r] = malloc((p->nnvmark + 1) * sizeof **b);
+		if (!b[r])
+			return -1;
+		for (size_t k = 0; k < p->nnvmark; k++)
+			if (p->nvmark[k].tid == t->tid && p->nvmark[k].key == key) {
+				b[r][n++] = an_job_time(p, p->nvmark[k].t0);
+				last_end = an_job_time(p, p->nvmark[k].t1) > last_end ? an_job_time(p, p->nvmark[k].t1) : last_end;
+			}
+		if (n < 2)
+			return -1;
+		sort_n(b[r], n, sizeof *b[r], an_cmp_i64);
+		if (last_end > b[r][n - 1])
+			b[r][n++] = last_end;
+		nb[r] = n;
+		if (n - 1 < *K)
+			*K = n - 1;
+	}
+	snprintf(a->step_range, sizeof a->step_range, "%s", g->name);
+	snprintf(a->step_range_domain, sizeof a->step_range_domain, "%s", g->domain);
+	return 0;
+}
+
 /* Steps by point-to-point calls: when rank 0's training thread makes more of them than
  * collectives (a halo exchange or a pipeline with a rare reduction) */
 static int by_p2p(const struct analysis *a)
@@ -427,8 +493,52 @@ out:
 	return rc;
 }
 
+/* each rank's step bounds into b (nb of them) by markers, else the pattern of the synchronizing
+ * calls, else (a trace read whole) the program's NVTX step range, else windows; the steps found
+ * and how (mode) */
+static size_t bounds(struct analysis *a, struct sync *syn, struct pattern *pts, size_t *first, int64_t **b, size_t *nb,
+		     int p2p, int trunc, int *mode)
+{
+	int R = a->nranks;
+	size_t K = SIZE_MAX;
+	if (marker_bounds(a, b, nb, &K) == 0) {
+		a->step_source = "markers";
+		*mode = BY_MARKERS;
+	} else if ((K = SIZE_MAX) && syn[0].n && an_find_pattern(&syn[0], &pts[0]) == 0 &&
+		   (p2p ? p2p_align(a, syn, pts, first) : same_pattern(syn, R, pts, first)) == 0) {
+		/* (K: what marker_bounds took from the ranks with markers is forgotten) */
+		for (int r = 0; r < R; r++) {
+			free(b[r]);
+			b[r] = malloc((pts[r].nsteps + 1) * sizeof **b);
+			nb[r] = b[r] ? an_rank_bounds(&syn[r], &pts[r], first[r], b[r]) : 0;
+			K = nb[r] > 1 && nb[r] - 1 < K ? nb[r] - 1 : nb[r] > 1 ? K : 0;
+		}
+	}
+	if (K != SIZE_MAX && K > 0) {
+		if (strcmp(a->step_source, "markers"))
+			a->step_source = p2p ? "p2p" : "collectives";
+	} else if (!trunc && (K = SIZE_MAX) && range_bounds(a, b, nb, &K) == 0) {
+		/* (no collectives to go by, on a trace read whole: the program's own step range) */
+		a->step_source = "markers";
+		*mode = BY_MARKERS;
+	} else {
+		K = 20;
+		*mode = BY_WINDOWS;
+		for (int r = 0; r < R; r++) {
+			free(b[r]);
+			b[r] = malloc((K + 1) * sizeof **b);
+		}
+		windows(a, b, nb, K);
+		for (int r = 0; r < R; r++)
+			if (nb[r] < 2)
+				K = 0;
+		a->step_source = K ? "windows" : "none";
+	}
+	return K;
+}
+
 /* The analysed steps, the same number on every rank: boundaries by markers, else by the pattern
- * of rank 0's synchronizing calls, else by windows; a->ranks[r].steps gets each kept step's start
+ * of rank 0's synchronizing calls, else by the program's NVTX step range, else by windows; a->ranks[r].steps gets each kept step's start
  * and end, a->sd the sample's indices and each rank's whole span. */
 void an_find_steps(struct analysis *a)
 {
@@ -455,35 +565,7 @@ void an_find_steps(struct analysis *a)
 	int mode = BY_PATTERN;
 	if (!pts || !first)
 		goto out;
-	if (marker_bounds(a, b, nb, &K) == 0) {
-		a->step_source = "markers";
-		mode = BY_MARKERS;
-	} else if ((K = SIZE_MAX) && syn[0].n && an_find_pattern(&syn[0], &pts[0]) == 0 &&
-		   (p2p ? p2p_align(a, syn, pts, first) : same_pattern(syn, R, pts, first)) == 0) {
-		/* (K: what marker_bounds took from the ranks with markers is forgotten) */
-		for (int r = 0; r < R; r++) {
-			free(b[r]);
-			b[r] = malloc((pts[r].nsteps + 1) * sizeof **b);
-			nb[r] = b[r] ? an_rank_bounds(&syn[r], &pts[r], first[r], b[r]) : 0;
-			K = nb[r] > 1 && nb[r] - 1 < K ? nb[r] - 1 : nb[r] > 1 ? K : 0;
-		}
-	}
-	if (K != SIZE_MAX && K > 0) {
-		if (strcmp(a->step_source, "markers"))
-			a->step_source = p2p ? "p2p" : "collectives";
-	} else {
-		K = 20;
-		mode = BY_WINDOWS;
-		for (int r = 0; r < R; r++) {
-			free(b[r]);
-			b[r] = malloc((K + 1) * sizeof **b);
-		}
-		windows(a, b, nb, K);
-		for (int r = 0; r < R; r++)
-			if (nb[r] < 2)
-				K = 0;
-		a->step_source = K ? "windows" : "none";
-	}
+	K = bounds(a, syn, pts, first, b, nb, p2p, trunc, &mode);
 	if (trunc && K)
 		K = an_sweep_steps(a, syn, mode, pts, first, p2p, &w);
 	if (!strcmp(a->step_source, "windows") && K)

@@ -104,7 +104,8 @@ def per_rank(k):
     j, p = checked_report(out) if s else (None, None)
     if not j:
         return [(False, "the annotated testbed ran and was reported")]
-    checks = []
+    checks = [(j["job"]["step_source"] == "collectives" and "step_range" not in j["job"],
+               "where collectives give the steps, they do, not the range (%s)" % j["job"]["step_source"])]
     for r in range(2):
         g = ranges(j, r)
         checks.append((set(g) >= {"step", "prepare", "data", "forward", "backward", "optimizer"},
@@ -155,6 +156,20 @@ if os.path.exists(os.path.join(SIMDIR, "libcupti.so.13")) and os.path.exists(os.
     live("host-sync", host_sync)
 else:
     skip("host_sync's range", "make sim did not build the simulated device and the testbed's GPU half")
+
+# ---- no collectives: the program's "step" range marks the steps (steps of 2, 6 and 10 ms in turn,
+# which no time window matches) ----
+out = os.path.join(d, "steps")
+p = traced([os.path.join(APPS, "nvtx_app"), "9", "4"], out, env={"RANK": "0", "WORLD_SIZE": "1"})
+j, _ = checked_report(out) if p.returncode == 0 else (None, None)
+job, st = (j or {}).get("job", {}), (j or {}).get("step", {})
+ok(job.get("step_source") == "markers" and job.get("step_range") == {"name": "step", "domain": None}
+   and job.get("steps_detected") == 9,
+   "no collectives: the steps are the NVTX range \"step\", 9 of them (%s, %s, %s)"
+   % (job.get("step_source"), job.get("step_range"), job.get("steps_detected")))
+ok(6 <= st.get("p50_ms", 0) <= 7 and 10 <= st.get("max_ms", 0) <= 11.5,
+   "their times are the program's: p50 %.2f ms of 2, 6 and 10 in turn, max %.2f (want 6 and 10, +sleep's lateness)"
+   % (st.get("p50_ms", 0), st.get("max_ms", 0)))
 
 # ---- nvtx_app: domains, a start-end range ended on another thread, nesting ----
 app = os.path.join(APPS, "nvtx_app")
