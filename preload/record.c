@@ -95,27 +95,11 @@ int dsp_stack_capture(void **ips, int max)
 	return n > skip ? n - skip : 0;
 }
 
-void dsp_emit_full(struct dsp_tls *t, int kind, uint64_t t0, uint64_t t1, int nargs,
-		   const int64_t *args, const char *str, int want_stack)
+/* one event into ring r: its arguments, its string, nf native frames and npy bytes of Python frames */
+static void emit(struct ring *r, int kind, uint64_t t0, uint64_t t1, int nargs, const int64_t *args, const char *str,
+		 void *const *ips, int nf, const uint8_t *py, int npy)
 {
-	void *ips[STACK_MAX + 8];
-	uint8_t py[DSP_PY_BYTES] __attribute__((aligned(8)));
-	int nf = 0, npy = 0;
-	size_t slen = 0;
-
-	struct ring *r = dsp_thread_ring(t);
-	if (!r)
-		return;
-	if (want_stack) {
-		int saved = errno; /* libunwind may touch it; the wrapper does not restore it */
-		nf = dsp_stack_capture(ips, STACK_MAX + 8);
-		nf = nf > STACK_MAX ? STACK_MAX : nf;
-		npy = dsp_py_capture(py, sizeof py);
-		errno = saved;
-	}
-	if (str) {
-		slen = strnlen(str, STR_MAX);
-	}
+	size_t slen = str ? strnlen(str, STR_MAX) : 0;
 	uint32_t len = (uint32_t)(sizeof(struct rec) + 8 * (unsigned)nargs + ((slen + 7) & ~7u) +
 				  (nf ? 8 + 8 * (unsigned)nf : 0) + (unsigned)npy);
 	struct rec *e = ring_reserve(r, len);
@@ -144,4 +128,31 @@ void dsp_emit_full(struct dsp_tls *t, int kind, uint64_t t0, uint64_t t1, int na
 	if (npy)
 		memcpy(p, py, (size_t)npy);
 	ring_commit(r);
+}
+
+/* the same with the calling thread's stacks, native and Python: their buffers (4.5 KiB) on the
+ * stack of this call alone, not of every event's (a wrapper may run on a small signal stack) */
+__attribute__((noinline)) static void emit_stacked(struct ring *r, int kind, uint64_t t0, uint64_t t1, int nargs,
+						   const int64_t *args, const char *str)
+{
+	void *ips[STACK_MAX + 8];
+	uint8_t py[DSP_PY_BYTES] __attribute__((aligned(8)));
+	int saved = errno; /* libunwind may touch it; the wrapper does not restore it */
+	int nf = dsp_stack_capture(ips, STACK_MAX + 8);
+	nf = nf > STACK_MAX ? STACK_MAX : nf;
+	int npy = dsp_py_capture(py, sizeof py);
+	errno = saved;
+	emit(r, kind, t0, t1, nargs, args, str, ips, nf, py, npy);
+}
+
+void dsp_emit_full(struct dsp_tls *t, int kind, uint64_t t0, uint64_t t1, int nargs,
+		   const int64_t *args, const char *str, int want_stack)
+{
+	struct ring *r = dsp_thread_ring(t);
+	if (!r)
+		return;
+	if (want_stack)
+		emit_stacked(r, kind, t0, t1, nargs, args, str);
+	else
+		emit(r, kind, t0, t1, nargs, args, str, NULL, 0, NULL, 0);
 }

@@ -2,9 +2,10 @@
 one_step() calls tiny_ops(), which launches OPS tiny kernels one Python call at a time, each after
 a few microseconds of host work in C (as eager PyTorch dispatches an element-wise op per line), then all-reduces one bucket and waits for the step,
 through the testbed's GPU half (build/libddpbench_gpu.so, its struct gpu_ops read with ctypes) on
-the simulated device. One rank. Usage: pylaunch_app.py LIBDDPBENCH_GPU STEPS OPS KERNEL_NS"""
+the simulated device. One rank. It prints each step's time in tiny_ops (ms, its own clock). Usage: pylaunch_app.py LIBDDPBENCH_GPU STEPS OPS KERNEL_NS"""
 import ctypes as C
 import sys
+import time
 
 CONF = [("rank", C.c_int), ("ws", C.c_int), ("local_rank", C.c_int), ("grad_floats", C.c_size_t),
         ("extra_floats", C.c_size_t), ("input_bytes", C.c_size_t), ("d2d_bytes", C.c_size_t), ("pageable", C.c_int),
@@ -37,8 +38,10 @@ def tiny_ops(ops, n, ns):
         ops.kernel(0, ns + 0 * sum(sorted(SHAPE)))
 
 
-def one_step(ops, n, ns, err):
+def one_step(ops, n, ns, err, spent):
+    t = time.perf_counter()
     tiny_ops(ops, n, ns)
+    spent.append(1e3 * (time.perf_counter() - t))
     ops.bucket(0, 1024)
     if ops.end_step(err, len(err)) != 0:
         sys.exit("end_step: %s" % err.value.decode())
@@ -55,10 +58,11 @@ def main():
     conf = Conf(rank=0, ws=1, local_rank=0, grad_floats=1024, input_bytes=4096, kernels=1, overlap=0, dp_color=-1)
     if ops.init(C.byref(conf), uid, err, len(err)) != 0:
         sys.exit("init: %s" % err.value.decode())
+    spent = []
     for _ in range(steps):
-        one_step(ops, n, ns, err)
+        one_step(ops, n, ns, err, spent)
     ops.finish()
-    print('{"steps": %d, "kernels_per_step": %d}' % (steps, n))
+    print('{"steps": %d, "kernels_per_step": %d, "tiny_ops_ms": [%s]}' % (steps, n, ", ".join("%.3f" % x for x in spent)))
 
 
 main()
