@@ -119,11 +119,11 @@ static void count(struct proc *p, int tid, int depth, const char *domain, const 
 		for (int k = 1; k < AN_RANGES; k++)
 			if (p->range[k].ms < p->range[i].ms)
 				i = k;
-		p->ranges_lost += (uint64_t)p->range[i].calls;
 		if (p->range[i].ms > d / 1e6) {
 			p->ranges_lost++;
 			return;
 		}
+		p->ranges_lost += (uint64_t)p->range[i].calls; /* (the one that gives way) */
 		memset(&p->range[i], 0, sizeof p->range[i]);
 	} else if (i == p->nrange) {
 		memset(&p->range[i], 0, sizeof p->range[i]);

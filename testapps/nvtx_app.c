@@ -1,7 +1,8 @@
 /* NVTX ranges as a training script annotates them (torch.cuda.nvtx, libraries' own domains), for
- * the tests: nvtx_app [STEPS [VARY_MS]]. An "epoch" range holds STEPS "step" ranges, step k a sleep
- * of 2 ms + VARY_MS x (k % 3) (steps of unequal length: no time window matches them), a mark after
- * each; a start/end range "checkpoint" crosses threads (started here, ended by a
+ * the tests: nvtx_app [STEPS [VARY_MS [OPS]]]. An "epoch" range holds STEPS "step" ranges, step k a
+ * sleep of 2 ms + VARY_MS x (k % 3) (steps of unequal length: no time window matches them), then
+ * OPS ranges named as torch's emit_nvtx names ops ("aten::op3, seq = 12, op_id = 19, ..."), a mark
+ * after each; a start/end range "checkpoint" crosses threads (started here, ended by a
  * second thread); a domain "ddp" pushes a registered "forward" and an ASCII "backward". Uses NVTX's
  * header-only API (nvtx3), so it records nothing unless a tool is injected. */
 #include <nvtx3/nvToolsExt.h>
@@ -21,13 +22,21 @@ static void *ender(void *arg)
 
 int main(int argc, char **argv)
 {
-	int steps = argc > 1 ? atoi(argv[1]) : 3, vary = argc > 2 ? atoi(argv[2]) : 0;
+	int steps = argc > 1 ? atoi(argv[1]) : 3, vary = argc > 2 ? atoi(argv[2]) : 0, ops = argc > 3 ? atoi(argv[3]) : 0;
+	int seq = 0;
 	struct timespec two_ms = {0, 2000000};
 	nvtxRangePushA("epoch");
 	for (int s = 0; s < steps; s++) {
 		nvtxRangePushA("step");
 		struct timespec t = {0, 2000000 + 1000000L * vary * (s % 3)};
 		nanosleep(&t, NULL);
+		for (int k = 0; k < ops; k++) { /* (as torch's emit_nvtx names each op's range) */
+			char name[96];
+			snprintf(name, sizeof name, "aten::op%d, seq = %d, op_id = %d, sizes = [[4, 4]]", k, seq, seq + 7);
+			seq++;
+			nvtxRangePushA(name);
+			nvtxRangePop();
+		}
 		nvtxRangePop();
 		nvtxMarkA("step done");
 	}

@@ -171,6 +171,18 @@ ok(6 <= st.get("p50_ms", 0) <= 7 and 10 <= st.get("max_ms", 0) <= 11.5,
    "their times are the program's: p50 %.2f ms of 2, 6 and 10 in turn, max %.2f (want 6 and 10, +sleep's lateness)"
    % (st.get("p50_ms", 0), st.get("max_ms", 0)))
 
+# ---- 30 op ranges a step named as torch's emit_nvtx names them: one name an op, the table of 24
+# names full (what gave way counted), the steps still from "step" ----
+out = os.path.join(d, "ops")
+p = traced([os.path.join(APPS, "nvtx_app"), "9", "4", "30"], out, env={"RANK": "0", "WORLD_SIZE": "1"})
+j, _ = checked_report(out) if p.returncode == 0 else (None, None)
+r0 = j["ranks"][0] if j else {}
+names = [g["name"] for g in r0.get("ranges", [])]
+ok(j and j["job"].get("step_range", {}).get("name") == "step" and "step" in names and
+   all("," not in n for n in names) and any(n.startswith("aten::op") for n in names) and r0.get("ranges_lost", 0) > 0,
+   "emit_nvtx's op names cut before \", seq = \" (%s), the names past 24 counted lost (%s), the steps still from "
+   "\"step\"" % (names[:6], r0.get("ranges_lost")))
+
 # ---- nvtx_app: domains, a start-end range ended on another thread, nesting ----
 app = os.path.join(APPS, "nvtx_app")
 out = os.path.join(d, "app")
