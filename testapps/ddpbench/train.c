@@ -416,18 +416,20 @@ int train(const struct options *o, const struct dataset *ds)
 		for (int mb = 0; mb < o->accum; mb++) {
 			/* micro-batches before the last only accumulate their gradients */
 			int last = mb == o->accum - 1;
+			/* (the range holds all of data_ms: cpu_ms is a system call, where a loaded host may
+			 * take the CPU away for milliseconds) */
+			RANGE_PUSH(o, "data");
 			if (mb)
 				t = now_ms();
 			double c = cpu_ms();
-			RANGE_PUSH(o, "data");
 			struct batch *b = ld ? loader_next(ld) : NULL;
-			RANGE_POP(o);
 			if (!b && ld) {
 				fprintf(stderr, "ddpbench: rank %d: reading the batch of step %d from %s failed\n",
 					rank, step, ds->dir);
 				MPI_Abort(MPI_COMM_WORLD, 1);
 			}
 			v[F_DATA] += now_ms() - t;
+			RANGE_POP(o);
 			v[F_DATACPU] += cpu_ms() - c;
 			fl.n = 0;
 			fl.ms = 0;
