@@ -55,6 +55,8 @@ struct writer_state {
 	ino_t own_ino;
 	int file_failed;            /* the file is gone: nothing can be written */
 	int write_err;              /* errno of a write the file did not take in full; 0: none */
+	int no_reserve;             /* the file system does not reserve room past the end (fallocate) */
+	int ending;                 /* the flush with the end record is being written */
 	uint64_t file_size;         /* bytes of whole frames in the file */
 	uint64_t events_on_disk, unwritten; /* events in the file; events it did not take */
 	uint64_t unwritten_reported;
@@ -1399,9 +1401,29 @@ static int pick_fd(void)
 	}
 }
 
+/* Room kept allocated past the file's end (fallocate, the size unchanged) for its last records:
+ * a full disk then still takes the loss and end records that say what it did not take */
+#define END_RESERVE 65536
+
+static void reserve_end(int fd)
+{
+	if (W.no_reserve || fd < 0)
+		return;
+	/* (ENOSPC: a page at least, where the disk has that; none, and the next write may free some) */
+	for (off_t len = END_RESERVE; len >= 4096; len /= 16) {
+		if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)W.file_size, len) == 0)
+			return;
+		if (errno != ENOSPC) {
+			W.no_reserve = errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL;
+			return;
+		}
+	}
+}
+
 /* Writes the frames in out. When the file takes them only in part (a full disk, a write error),
  * the cut frame is removed again and the file takes no more events: later flushes count what the
- * threads record as not written, and small loss and end records say so, if they fit. */
+ * threads record as not written, and the last one's loss and end records say so, in the room
+ * reserved for them (reserve_end); the flushes between write nothing, so as to leave it to them. */
 static void write_out(void)
 {
 	const char *p = out.data;
@@ -1410,6 +1432,10 @@ static void write_out(void)
 
 	if (n == 0)
 		return;
+	if (W.write_err && !W.ending) {
+		msgpack_sbuffer_clear(&out);
+		return;
+	}
 	int fd = pick_fd();
 	while (n > 0 && fd >= 0) {
 		ssize_t w = write(fd, p, n);
@@ -1431,9 +1457,16 @@ static void write_out(void)
 	if (n == 0) {
 		W.file_size += out.size;
 		W.events_on_disk = W.total_written;
+		if (W.ending) /* (the last records are in: the reserve past them is given back) */
+			(void)!ftruncate(fd, (off_t)W.file_size);
+		else
+			reserve_end(fd);
 	} else {
-		if (fd >= 0 && n < out.size && ftruncate(fd, (off_t)W.file_size) < 0)
+		/* (the cut frame taken back frees what it took, the reserve among it: taken again) */
+		if (fd >= 0 && ftruncate(fd, (off_t)W.file_size) < 0)
 			err = err ? err : errno;
+		if (!W.ending)
+			reserve_end(fd);
 		W.unwritten += W.total_written - W.events_on_disk;
 		W.total_written = W.events_on_disk;
 		if (!W.write_err)
@@ -1647,7 +1680,9 @@ static void flush_locked(int final, const char *end_reason)
 		rec_end(end_reason);
 		W.finished = final;
 	}
+	W.ending = end_reason != NULL;
 	write_out();
+	W.ending = 0;
 }
 
 /* ring.c's hook: a thread's ring passed half full. Wakes the writer unless it was woken already;
