@@ -1448,12 +1448,7 @@ static void write_out(void)
 		p += w;
 		n -= (size_t)w;
 	}
-	__atomic_store_n(&W.writing_fd, -1, __ATOMIC_SEQ_CST);
-	if (fd < 0) {
-		err = EBADF;
-		W.file_failed = 1; /* nothing more can reach the file */
-		__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED);
-	}
+	/* (fd is used below while writing_fd still names it: the program cannot take its number) */
 	if (n == 0) {
 		W.file_size += out.size;
 		W.events_on_disk = W.total_written;
@@ -1461,12 +1456,20 @@ static void write_out(void)
 			(void)!ftruncate(fd, (off_t)W.file_size);
 		else
 			reserve_end(fd);
-	} else {
+	} else if (fd >= 0) {
 		/* (the cut frame taken back frees what it took, the reserve among it: taken again) */
-		if (fd >= 0 && ftruncate(fd, (off_t)W.file_size) < 0)
+		if (ftruncate(fd, (off_t)W.file_size) < 0)
 			err = err ? err : errno;
 		if (!W.ending)
 			reserve_end(fd);
+	}
+	__atomic_store_n(&W.writing_fd, -1, __ATOMIC_SEQ_CST);
+	if (fd < 0) {
+		err = EBADF;
+		W.file_failed = 1; /* nothing more can reach the file */
+		__atomic_store_n(&dsp_on, 0, __ATOMIC_RELAXED);
+	}
+	if (n != 0) {
 		W.unwritten += W.total_written - W.events_on_disk;
 		W.total_written = W.events_on_disk;
 		if (!W.write_err)
