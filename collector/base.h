@@ -34,4 +34,27 @@ static inline void *room_for(void *v, size_t n, size_t *cap, size_t size, size_t
 	return p;
 }
 
+/* A table kept by time (the longest calls' sites, NVTX ranges): at most cap entries, *n in use,
+ * each with its time, a double, at byte ms_at. Entry i was found for a new item (i == *n: none
+ * was); returns the entry it goes in: i, the next one free, or in a full table the one of least
+ * time unless that is more than ms (*taken 1: the caller counts and clears the one it replaces);
+ * -1 when it is not kept */
+static inline int an_keep(void *base, int *n, int cap, size_t size, size_t ms_at, int i, double ms, int *taken)
+{
+	const char *b = base;
+	*taken = 0;
+	if (i < *n)
+		return i;
+	if (*n < cap)
+		return (*n)++;
+	int least = 0;
+	for (int k = 1; k < cap; k++)
+		if (*(const double *)(b + (size_t)k * size + ms_at) < *(const double *)(b + (size_t)least * size + ms_at))
+			least = k;
+	if (*(const double *)(b + (size_t)least * size + ms_at) > ms)
+		return -1;
+	*taken = 1;
+	return least;
+}
+
 #endif

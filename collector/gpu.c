@@ -277,17 +277,12 @@ static void add_site(struct gpuproc *g, const struct trace_event *e, int what, c
 	while (i < g->nsites && !(g->site[i].tid == e->tid && g->site[i].stack == e->stack && g->site[i].kind == e->kind &&
 				  !strcmp(g->site[i].range, range)))
 		i++;
-	if (i == MAX_SITES) { /* full: the smallest goes */
-		i = 0;
-		for (int k = 1; k < MAX_SITES; k++)
-			if (g->site[k].ms < g->site[i].ms)
-				i = k;
-		if (g->site[i].ms > MS(e->dur_ns))
-			return;
+	int taken;
+	if ((i = an_keep(g->site, &g->nsites, MAX_SITES, sizeof g->site[0], offsetof(struct gsite, ms), i, MS(e->dur_ns),
+			 &taken)) < 0)
+		return;
+	if (taken)
 		memset(&g->site[i], 0, sizeof g->site[i]);
-	} else if (i == g->nsites) {
-		g->nsites++;
-	}
 	struct gsite *s = &g->site[i];
 	s->tid = e->tid;
 	s->stack = e->stack;

@@ -23,17 +23,12 @@ void an_hsite_add(struct proc *p, const struct trace_event *e, const struct ev *
 	while (i < p->nhsite && !(p->hsite[i].tid == e->tid && p->hsite[i].stack == e->stack && p->hsite[i].kind == v->kind &&
 				  p->hsite[i].cat == cat && !strcmp(p->hsite[i].range, range)))
 		i++;
-	if (i == AN_HSITES) { /* full: the site of the least time goes, unless this call is less */
-		i = 0;
-		for (int k = 1; k < AN_HSITES; k++)
-			if (p->hsite[k].ms < p->hsite[i].ms)
-				i = k;
-		if (p->hsite[i].ms > MS(v->d))
-			return;
+	int taken;
+	if ((i = an_keep(p->hsite, &p->nhsite, AN_HSITES, sizeof p->hsite[0], offsetof(struct hsite, ms), i, MS(v->d),
+			 &taken)) < 0)
+		return;
+	if (taken)
 		memset(&p->hsite[i], 0, sizeof p->hsite[i]);
-	} else if (i == p->nhsite) {
-		p->nhsite++;
-	}
 	struct hsite *s = &p->hsite[i];
 	if (!s->calls)
 		s->first = v->t;
@@ -152,17 +147,11 @@ void an_psite_add(struct proc *p, const struct trace_file *f, int64_t t, uint32_
 	int i = 0;
 	while (i < p->npsite && !(an_same_pysite(&p->psite[i].py, &probe.py) && !strcmp(p->psite[i].range, probe.range)))
 		i++;
-	if (i == AN_HSITES) { /* full: the site of the least time goes (this one's sample replaces it) */
-		i = 0;
-		for (int k = 1; k < AN_HSITES; k++)
-			if (p->psite[k].ms < p->psite[i].ms)
-				i = k;
-		if (p->psite[i].ms > ms)
-			return;
+	int taken;
+	if ((i = an_keep(p->psite, &p->npsite, AN_HSITES, sizeof p->psite[0], offsetof(struct hsite, ms), i, ms, &taken)) < 0)
+		return;
+	if (taken)
 		memset(&p->psite[i], 0, sizeof p->psite[i]);
-	} else if (i == p->npsite) {
-		p->npsite++;
-	}
 	struct hsite *s = &p->psite[i];
 	if (!s->calls) {
 		*s = probe;

@@ -114,20 +114,15 @@ static void count(struct proc *p, int tid, int depth, const char *domain, const 
 	while (i < p->nrange && !(p->range[i].tid == tid && !strcmp(p->range[i].name, name) &&
 				  !strcmp(p->range[i].domain, domain)))
 		i++;
-	if (i == AN_RANGES) {
-		i = 0;
-		for (int k = 1; k < AN_RANGES; k++)
-			if (p->range[k].ms < p->range[i].ms)
-				i = k;
-		if (p->range[i].ms > d / 1e6) {
-			p->ranges_lost++;
-			return;
-		}
-		p->ranges_lost += (uint64_t)p->range[i].calls; /* (the one that gives way) */
+	int taken;
+	if ((i = an_keep(p->range, &p->nrange, AN_RANGES, sizeof p->range[0], offsetof(struct nvrange, ms), i, d / 1e6,
+			 &taken)) < 0) {
+		p->ranges_lost++;
+		return;
+	}
+	if (taken) { /* (the one that gives way) */
+		p->ranges_lost += (uint64_t)p->range[i].calls;
 		memset(&p->range[i], 0, sizeof p->range[i]);
-	} else if (i == p->nrange) {
-		memset(&p->range[i], 0, sizeof p->range[i]);
-		p->nrange++;
 	}
 	struct nvrange *r = &p->range[i];
 	if (!r->calls) {
