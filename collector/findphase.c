@@ -16,9 +16,9 @@
 static double clip(const struct analysis *a, int r, int64_t t, int64_t d, int *in)
 {
 	const struct span *sp = &a->sd->span[r];
-	int64_t lo = an_job_time(a->ranks[r].p, t), hi = lo + d;
-	*in = lo >= sp->t0 && lo < sp->t1;
-	return hi > lo ? fmax(0, (double)(hi < sp->t1 ? hi : sp->t1) - (double)(lo > sp->t0 ? lo : sp->t0)) / 1e6 : 0;
+	int64_t lo = an_job_time(a->ranks[r].p, t);
+	*in = an_span_part(sp, lo, lo) > 0;
+	return d > 0 ? an_span_part(sp, lo, lo + d) * (double)d / 1e6 : 0;
 }
 
 double an_range_ms(const struct analysis *a, int r, const struct nvrange *g, double *calls)
@@ -40,8 +40,7 @@ double an_range_ms(const struct analysis *a, int r, const struct nvrange *g, dou
 	if (mid > 0) {
 		int64_t lo = an_job_time(a->ranks[r].p, g->head[nh - 1].t + g->head[nh - 1].d);
 		int64_t hi = an_job_time(a->ranks[r].p, g->tail[(nc - nt) % AN_RANGE_ENDS].t);
-		double share = hi > lo ? fmax(0, (double)(hi < sp->t1 ? hi : sp->t1) - (double)(lo > sp->t0 ? lo : sp->t0)) /
-					 (double)(hi - lo) : lo >= sp->t0 && lo < sp->t1;
+		double share = an_span_part(sp, lo, hi);
 		ms += share * fmax(0, g->ms - known_ms);
 		n += share * mid;
 	}

@@ -14,15 +14,23 @@
 #define SITES 3        /* shown */
 #define SITE_FRAMES 6  /* frames shown of each */
 
+double an_span_part(const struct span *sp, int64_t lo, int64_t hi)
+{
+	if (hi <= lo)
+		return lo >= sp->t0 && lo < sp->t1;
+	int64_t a = lo > sp->t0 ? lo : sp->t0, b = hi < sp->t1 ? hi : sp->t1;
+	return b > a ? (double)(b - a) / (double)(hi - lo) : 0;
+}
+
 double an_hsite_share(const struct analysis *a, int r, const struct hsite *s)
 {
 	const struct proc *p = a->ranks[r].p;
-	const struct span *sp = &a->sd->span[r];
-	double lo = (double)an_job_time(p, s->first), hi = (double)an_job_time(p, s->last);
-	if (s->calls < 2 || hi <= lo)
-		return lo >= (double)sp->t0 && lo < (double)sp->t1;
-	hi += (hi - lo) / (s->calls - 1);
-	return fmax(0, fmin(hi, (double)sp->t1) - fmax(lo, (double)sp->t0)) / (hi - lo);
+	int64_t lo = an_job_time(p, s->first), hi = an_job_time(p, s->last);
+	if (s->calls >= 2 && hi > lo) /* (the last call's start, and one call's spacing more) */
+		hi += (int64_t)((double)(hi - lo) / (s->calls - 1));
+	else
+		hi = lo;
+	return an_span_part(&a->sd->span[r], lo, hi);
 }
 
 /* two call sites of one place in the code: the same Python line, or with no Python frames the
