@@ -57,7 +57,7 @@ void an_ev_site(struct finding *f, const struct pysite *py, const char (*frames)
 		const char *range);
 void an_site_words(struct finding *f, const struct pysite *py, const char (*frames)[112], int nframes, double ms);
 double an_hsite_share(const struct analysis *a, int r, const struct hsite *s);
-/* the part of [lo, hi) (the job's clock) in the analysed steps' span sp; an empty one: 1 when lo is
+/* (findphase.c) the part of [lo, hi) (the job's clock) in the analysed steps' span sp; an empty one: 1 when lo is
  * in it, else 0 */
 double an_span_part(const struct span *sp, int64_t lo, int64_t hi);
 /* findphase.c: into f, evidence.range: the NVTX range rank index L's cost of category cat is in

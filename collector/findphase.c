@@ -12,6 +12,14 @@
 #include "analysis_int.h"
 #include "findings_int.h"
 
+double an_span_part(const struct span *sp, int64_t lo, int64_t hi)
+{
+	if (hi <= lo)
+		return lo >= sp->t0 && lo < sp->t1;
+	int64_t a = lo > sp->t0 ? lo : sp->t0, b = hi < sp->t1 ? hi : sp->t1;
+	return b > a ? (double)(b - a) / (double)(hi - lo) : 0;
+}
+
 /* the part of [t, t + d) (the file's clock) in rank r's analysed steps, in ms; in: whether it began there */
 static double clip(const struct analysis *a, int r, int64_t t, int64_t d, int *in)
 {

@@ -14,14 +14,6 @@
 #define SITES 3        /* shown */
 #define SITE_FRAMES 6  /* frames shown of each */
 
-double an_span_part(const struct span *sp, int64_t lo, int64_t hi)
-{
-	if (hi <= lo)
-		return lo >= sp->t0 && lo < sp->t1;
-	int64_t a = lo > sp->t0 ? lo : sp->t0, b = hi < sp->t1 ? hi : sp->t1;
-	return b > a ? (double)(b - a) / (double)(hi - lo) : 0;
-}
-
 double an_hsite_share(const struct analysis *a, int r, const struct hsite *s)
 {
 	const struct proc *p = a->ranks[r].p;
