@@ -28,6 +28,21 @@ static void windows(struct analysis *a, int64_t **b, size_t *nb, size_t K)
 	}
 }
 
+/* a rank's step starts b (n of them, in any order) and the latest end: its bounds in order, the
+ * end after the last start when it is later; K lowered to its steps; -1 when it has no step */
+static int close_bounds(int64_t *b, size_t n, int64_t last_end, size_t *nb, size_t *K)
+{
+	sort_n(b, n, sizeof *b, an_cmp_i64);
+	if (n && last_end > b[n - 1])
+		b[n++] = last_end;
+	*nb = n;
+	if (n < 2)
+		return -1;
+	if (n - 1 < *K)
+		*K = n - 1;
+	return 0;
+}
+
 static int marker_bounds(struct analysis *a, int64_t **b, size_t *nb, size_t *K)
 {
 	for (int r = 0; r < a->nranks; r++) {
@@ -52,16 +67,8 @@ static int marker_bounds(struct analysis *a, int64_t **b, size_t *nb, size_t *K)
 				}
 				b[r][n++] = e->t;
 			}
-		if (!n)
+		if (!n || close_bounds(b[r], n, last_end, &nb[r], K) < 0)
 			return -1;
-		sort_n(b[r], n, sizeof *b[r], an_cmp_i64);
-		if (last_end > b[r][n - 1])
-			b[r][n++] = last_end;
-		nb[r] = n;
-		if (n < 2)
-			return -1;
-		if (n - 1 < *K)
-			*K = n - 1;
 	}
 	return 0;
 }
@@ -116,17 +123,12 @@ static int range_bounds(struct analysis *a, int64_t **b, size_t *nb, size_t *K)
 			return -1;
 		for (size_t k = 0; k < p->nnvmark; k++)
 			if (p->nvmark[k].tid == t->tid && p->nvmark[k].key == key) {
+				int64_t end = an_job_time(p, p->nvmark[k].t1);
 				b[r][n++] = an_job_time(p, p->nvmark[k].t0);
-				last_end = an_job_time(p, p->nvmark[k].t1) > last_end ? an_job_time(p, p->nvmark[k].t1) : last_end;
+				last_end = end > last_end ? end : last_end;
 			}
-		if (n < 2)
+		if (n < 2 || close_bounds(b[r], n, last_end, &nb[r], K) < 0)
 			return -1;
-		sort_n(b[r], n, sizeof *b[r], an_cmp_i64);
-		if (last_end > b[r][n - 1])
-			b[r][n++] = last_end;
-		nb[r] = n;
-		if (n - 1 < *K)
-			*K = n - 1;
 	}
 	snprintf(a->step_range, sizeof a->step_range, "%s", g->name);
 	snprintf(a->step_range_domain, sizeof a->step_range_domain, "%s", g->domain);
