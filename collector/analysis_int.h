@@ -281,6 +281,8 @@ const char *an_range_now(struct proc *p, int tid);
 const char *an_range_at(struct proc *p, int64_t t);
 void an_range_call(struct proc *p, int tid, const struct ev *v);
 void an_range_loaded(struct proc *p);
+/* the index in p->range of thread tid's range of that domain and name, p->nrange when none */
+int an_range_find(const struct proc *p, int tid, const char *domain, const char *name);
 /* the key of a range's domain and name, as proc.nvmark's */
 uint64_t an_range_key(const char *domain, const char *name);
 /* (findphase.c) a range's time (and calls) per analysed step of rank index r; rank r's training

@@ -7,7 +7,6 @@
  * (each wait counts in the innermost range open around it). */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "analysis_int.h"
 #include "findings_int.h"
@@ -71,12 +70,10 @@ int an_train_ranges(const struct analysis *a, int r, const struct nvrange **out,
 /* rank index r's training thread's range of g's domain and name, NULL none */
 static const struct nvrange *same_range(const struct analysis *a, int r, const struct nvrange *g)
 {
-	const struct nvrange *mine[AN_RANGES];
-	int n = an_train_ranges(a, r, mine, AN_RANGES);
-	for (int i = 0; i < n; i++)
-		if (!strcmp(mine[i]->name, g->name) && !strcmp(mine[i]->domain, g->domain))
-			return mine[i];
-	return NULL;
+	const struct proc *p = a->ranks[r].p;
+	const struct thr *t = an_train_thread(p);
+	int k = t ? an_range_find(p, t->tid, g->domain, g->name) : p->nrange;
+	return k < p->nrange ? &p->range[k] : NULL;
 }
 
 /* the median of the peers' time per step in a range like g (0 where a peer has none), -1 no peers */

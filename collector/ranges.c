@@ -105,15 +105,21 @@ static const char *domain_name(const struct nvload *L, int64_t id)
 	return "";
 }
 
-/* a closed range into p->range: a new name takes the place of the one of least time when that is
- * less than its own, else it is lost */
-static void count(struct proc *p, int tid, int depth, const char *domain, const char *name, int64_t t, int64_t d,
-		  const double *cat_ns)
+int an_range_find(const struct proc *p, int tid, const char *domain, const char *name)
 {
 	int i = 0;
 	while (i < p->nrange && !(p->range[i].tid == tid && !strcmp(p->range[i].name, name) &&
 				  !strcmp(p->range[i].domain, domain)))
 		i++;
+	return i;
+}
+
+/* a closed range into p->range: a new name takes the place of the one of least time when that is
+ * less than its own, else it is lost */
+static void count(struct proc *p, int tid, int depth, const char *domain, const char *name, int64_t t, int64_t d,
+		  const double *cat_ns)
+{
+	int i = an_range_find(p, tid, domain, name);
 	int taken;
 	if ((i = an_keep(p->range, &p->nrange, AN_RANGES, sizeof p->range[0], offsetof(struct nvrange, ms), i, d / 1e6,
 			 &taken)) < 0) {

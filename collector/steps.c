@@ -91,11 +91,8 @@ static const struct nvrange *step_range(const struct analysis *a)
 		for (int r = 1; r < a->nranks && all; r++) {
 			const struct proc *p = a->ranks[r].p;
 			const struct thr *t = an_train_thread(p);
-			int k = 0;
-			while (t && k < p->nrange && !(p->range[k].tid == t->tid && p->range[k].depth == g->depth &&
-						       !strcmp(p->range[k].name, g->name) && !strcmp(p->range[k].domain, g->domain)))
-				k++;
-			all = t && k < p->nrange && p->range[k].calls >= 3;
+			int k = t ? an_range_find(p, t->tid, g->domain, g->name) : p->nrange;
+			all = k < p->nrange && p->range[k].depth == g->depth && p->range[k].calls >= 3;
 		}
 		if (all)
 			best = g;
