@@ -38,8 +38,8 @@ def case(name, args, kind, want_range, truth):
         s, out = testbed(os.path.join(d, name), data, TINY + args)
         j, p = checked_report(out) if s else (None, None)
         f = finding(j, kind)
-        if not f:
-            return [(False, "%s: a %s finding (%s)" % (name, kind, [x["kind"] for x in (j or {}).get("findings", [])]))]
+        if not f:  # (on a host another job holds, not judged: busy_host)
+            return busy_host([(False, "%s: a %s finding (%s)" % (name, kind, [x["kind"] for x in (j or {}).get("findings", [])]))], j)
         rg = f["evidence"].get("range") or {}
         sites = f["evidence"].get("sites", [])
         checks = [(rg.get("name") == want_range, "%s: the %s finding's evidence.range is %r (%s)" % (name, kind, want_range, rg)),
@@ -159,17 +159,23 @@ else:
 
 # ---- no collectives: the program's "step" range marks the steps (steps of 2, 6 and 10 ms in turn,
 # which no time window matches) ----
-out = os.path.join(d, "steps")
-p = traced([os.path.join(APPS, "nvtx_app"), "9", "4"], out, env={"RANK": "0", "WORLD_SIZE": "1"})
-j, _ = checked_report(out) if p.returncode == 0 else (None, None)
-job, st = (j or {}).get("job", {}), (j or {}).get("step", {})
-ok(job.get("step_source") == "markers" and job.get("step_range") == {"name": "step", "domain": None}
-   and job.get("steps_detected") == 9,
-   "no collectives: the steps are the NVTX range \"step\", 9 of them (%s, %s, %s)"
-   % (job.get("step_source"), job.get("step_range"), job.get("steps_detected")))
-ok(6 <= st.get("p50_ms", 0) <= 7 and 10 <= st.get("max_ms", 0) <= 11.5,
-   "their times are the program's: p50 %.2f ms of 2, 6 and 10 in turn, max %.2f (want 6 and 10, +sleep's lateness)"
-   % (st.get("p50_ms", 0), st.get("max_ms", 0)))
+def steps(k):
+    out = os.path.join(d, "steps")
+    shutil.rmtree(out, ignore_errors=True)  # (a rerun's file alone)
+    p = traced([os.path.join(APPS, "nvtx_app"), "9", "4"], out, env={"RANK": "0", "WORLD_SIZE": "1"})
+    j, _ = checked_report(out) if p.returncode == 0 else (None, None)
+    job, st = (j or {}).get("job", {}), (j or {}).get("step", {})
+    # (the times are sleeps': a loaded host wakes them late, so a miss is run again)
+    return [(job.get("step_source") == "markers" and job.get("step_range") == {"name": "step", "domain": None}
+             and job.get("steps_detected") == 9,
+             "no collectives: the steps are the NVTX range \"step\", 9 of them (%s, %s, %s)"
+             % (job.get("step_source"), job.get("step_range"), job.get("steps_detected"))),
+            (6 <= st.get("p50_ms", 0) <= 7 and 10 <= st.get("max_ms", 0) <= 11.5,
+             "their times are the program's: p50 %.2f ms of 2, 6 and 10 in turn, max %.2f (want 6 and 10, "
+             "+sleep's lateness)" % (st.get("p50_ms", 0), st.get("max_ms", 0)))]
+
+
+live("nvtx-steps", steps)
 
 # ---- 30 op ranges a step named as torch's emit_nvtx names them: one name an op, the table of 24
 # names full (what gave way counted), the steps still from "step" ----
