@@ -4,12 +4,23 @@
  * OPS ranges named as torch's emit_nvtx names ops ("aten::op3, seq = 12, op_id = 19, ..."), a mark
  * after each; a start/end range "checkpoint" crosses threads (started here, ended by a
  * second thread); a domain "ddp" pushes a registered "forward" and an ASCII "backward". Uses NVTX's
- * header-only API (nvtx3), so it records nothing unless a tool is injected. */
+ * header-only API (nvtx3), so it records nothing unless a tool is injected. Prints its own step
+ * times as ddpspy bounds them from the range, each push to the next, the last to its pop:
+ * {"steps": N, "step_ms": [...]} (the tests' truth, whatever a loaded host does to the sleeps). */
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#define MAX_STEPS 1024
+
+static double now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
 
 static nvtxRangeId_t ckpt;
 
@@ -25,8 +36,11 @@ int main(int argc, char **argv)
 	int steps = argc > 1 ? atoi(argv[1]) : 3, vary = argc > 2 ? atoi(argv[2]) : 0, ops = argc > 3 ? atoi(argv[3]) : 0;
 	int seq = 0;
 	struct timespec two_ms = {0, 2000000};
+	static double at[MAX_STEPS + 1]; /* each step's push, then the last step's pop */
+	steps = steps > MAX_STEPS ? MAX_STEPS : steps;
 	nvtxRangePushA("epoch");
 	for (int s = 0; s < steps; s++) {
+		at[s] = now_ms();
 		nvtxRangePushA("step");
 		struct timespec t = {0, 2000000 + 1000000L * vary * (s % 3)};
 		nanosleep(&t, NULL);
@@ -38,6 +52,7 @@ int main(int argc, char **argv)
 			nvtxRangePop();
 		}
 		nvtxRangePop();
+		at[s + 1] = now_ms();
 		nvtxMarkA("step done");
 	}
 	ckpt = nvtxRangeStartA("checkpoint");
@@ -59,6 +74,9 @@ int main(int argc, char **argv)
 	nvtxRangePop();
 	/* a last call after the ranges: the thread's calls span them all (a view of the whole run shows them) */
 	nanosleep(&two_ms, NULL);
-	printf("{\"steps\": %d}\n", steps);
+	printf("{\"steps\": %d, \"step_ms\": [", steps);
+	for (int s = 0; s < steps; s++)
+		printf("%s%.4f", s ? ", " : "", at[s + 1] - at[s]);
+	printf("]}\n");
 	return 0;
 }
