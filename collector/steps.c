@@ -492,30 +492,68 @@ out:
 	return rc;
 }
 
+/* the steps by the pattern of the ranks' synchronizing calls (point-to-point ones where p2p): each
+ * rank's bounds into b (nb of them) and the steps every rank has, 0 when no pattern holds */
+static size_t pattern_bounds(struct analysis *a, struct sync *syn, struct pattern *pts, size_t *first, int64_t **b,
+			     size_t *nb, int p2p)
+{
+	int R = a->nranks;
+	size_t K = SIZE_MAX;
+	if (!syn[0].n || an_find_pattern(&syn[0], &pts[0]) < 0 ||
+	    (p2p ? p2p_align(a, syn, pts, first) : same_pattern(syn, R, pts, first)) < 0)
+		return 0;
+	for (int r = 0; r < R; r++) {
+		free(b[r]);
+		b[r] = malloc((pts[r].nsteps + 1) * sizeof **b);
+		nb[r] = b[r] ? an_rank_bounds(&syn[r], &pts[r], first[r], b[r]) : 0;
+		K = nb[r] > 1 && nb[r] - 1 < K ? nb[r] - 1 : nb[r] > 1 ? K : 0;
+	}
+	return K == SIZE_MAX ? 0 : K;
+}
+
+/* the training thread of rank 0 makes numbered collectives: steps can be found by them */
+static int has_colls(const struct analysis *a)
+{
+	const struct thr *t = a->nranks ? an_train_thread(a->ranks[0].p) : NULL;
+	for (size_t i = 0; t && i < t->n; i++)
+		if (an_numbered_coll(&t->ev[i]))
+			return 1;
+	return 0;
+}
+
 /* each rank's step bounds into b (nb of them) by markers, else the pattern of the synchronizing
  * calls, else (a trace read whole) the program's NVTX step range, else windows; the steps found
- * and how (mode) */
+ * and how (mode). A program that sends and receives more than it makes collectives (*p2p) is
+ * stepped by its messages' pattern; where they give none (a halo exchange's alike calls, their
+ * pause behind an all-reduce that ends each iteration), by its collectives': the sync lists are
+ * made again for them and *p2p cleared. */
 static size_t bounds(struct analysis *a, struct sync *syn, struct pattern *pts, size_t *first, int64_t **b, size_t *nb,
-		     int p2p, int trunc, int *mode)
+		     int *p2p, int trunc, int *mode)
 {
 	int R = a->nranks;
 	size_t K = SIZE_MAX;
 	if (marker_bounds(a, b, nb, &K) == 0) {
 		a->step_source = "markers";
 		*mode = BY_MARKERS;
-	} else if ((K = SIZE_MAX) && syn[0].n && an_find_pattern(&syn[0], &pts[0]) == 0 &&
-		   (p2p ? p2p_align(a, syn, pts, first) : same_pattern(syn, R, pts, first)) == 0) {
+	} else {
 		/* (K: what marker_bounds took from the ranks with markers is forgotten) */
-		for (int r = 0; r < R; r++) {
-			free(b[r]);
-			b[r] = malloc((pts[r].nsteps + 1) * sizeof **b);
-			nb[r] = b[r] ? an_rank_bounds(&syn[r], &pts[r], first[r], b[r]) : 0;
-			K = nb[r] > 1 && nb[r] - 1 < K ? nb[r] - 1 : nb[r] > 1 ? K : 0;
+		K = pattern_bounds(a, syn, pts, first, b, nb, *p2p);
+		if (!K && *p2p && has_colls(a)) {
+			*p2p = 0;
+			memset(pts, 0, (size_t)R * sizeof *pts);
+			memset(first, 0, (size_t)R * sizeof *first);
+			for (int r = 0; r < R; r++) {
+				free(syn[r].e);
+				an_sync_list(a->ranks[r].p, &syn[r], 0);
+			}
+			K = pattern_bounds(a, syn, pts, first, b, nb, 0);
 		}
+		if (!K)
+			K = SIZE_MAX;
 	}
 	if (K != SIZE_MAX && K > 0) {
 		if (strcmp(a->step_source, "markers"))
-			a->step_source = p2p ? "p2p" : "collectives";
+			a->step_source = *p2p ? "p2p" : "collectives";
 	} else if (!trunc && (K = SIZE_MAX) && range_bounds(a, b, nb, &K) == 0) {
 		/* (no collectives to go by, on a trace read whole: the program's own step range) */
 		a->step_source = "markers";
@@ -564,7 +602,7 @@ void an_find_steps(struct analysis *a)
 	int mode = BY_PATTERN;
 	if (!pts || !first)
 		goto out;
-	K = bounds(a, syn, pts, first, b, nb, p2p, trunc, &mode);
+	K = bounds(a, syn, pts, first, b, nb, &p2p, trunc, &mode);
 	if (trunc && K)
 		K = an_sweep_steps(a, syn, mode, pts, first, p2p, &w);
 	if (!strcmp(a->step_source, "windows") && K)

@@ -17,7 +17,9 @@ wait states; the verdict is compute; its severity is within 0.1 of the part of t
 light ranks lose (their own figures); no collective_volume; balanced runs name no straggler. The
 same analysis comes out when the steps are found again from every call streamed (the long-trace
 path). Wildcard receives (MPI_ANY_SOURCE), blocking and nonblocking (resolved by the status of the
-wait that completed them), give the same analysis."""
+wait that completed them), give the same analysis. A small block whose blocking halos all look alike,
+an all-reduce ending each iteration, is stepped by its iterations too (by the all-reduces where
+the messages give no pattern), never by time windows."""
 import json
 import os
 import shutil
@@ -90,6 +92,22 @@ def report(path, env=None):
     p = subprocess.run([DDPSPY, "report", "--json", path], capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, **(env or {})))
     return json.loads(p.stdout) if p.returncode == 0 and p.stdout.startswith("{") else None
+
+
+# a small block, blocking halos and an all-reduce ending every iteration: the exchange's calls all
+# look alike and its pause hides behind the all-reduce, so the messages may give no pattern; the
+# steps are then the all-reduces', one per iteration, never time windows (2 runs of 3 were windows)
+for k in range(3):
+    sout = os.path.join(d, "small%d" % k)
+    p = subprocess.run([DDPSPY, "run", "-o", sout, "--"] + MPIRUN + ["-np", "2", app, "--iters", "100", "--reduce-every",
+                       "1"], capture_output=True, text=True, timeout=300)
+    sj = report(sout) if p.returncode == 0 else None
+    sjob = sj["job"] if sj else {}
+    ok(sj and sjob["step_source"] in ("p2p", "collectives") and 98 <= sjob["steps_detected"] <= 100 and
+       not any("time windows" in w for w in sjob["warnings"]),
+       "small blocking stencil, an all-reduce each iteration (run %d of 3): 100 iterations, %s steps from %s%s"
+       % (k + 1, sjob.get("steps_detected"), sjob.get("step_source"),
+          "".join("; " + w for w in sjob.get("warnings", []) if "windows" in w)))
 
 
 def judge(name, path, truth, heavy, iters, states=("late_sender",)):
