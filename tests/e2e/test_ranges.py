@@ -7,6 +7,7 @@ per domain, a start-end range ended on another thread, nesting levels."""
 import json
 import os
 import shutil
+import statistics
 import subprocess
 from lib import *
 
@@ -161,14 +162,6 @@ else:
 # ---- no collectives: the program's "step" range marks the steps (steps of 2, 6 and 10 ms in turn,
 # which no time window matches); their times against the program's own clock of the same bounds
 # (each push to the next, the last to its pop), whatever a loaded host makes of the sleeps ----
-def quantile(v, q):
-    """an_quantile's: linear between the two nearest of the sorted values"""
-    v = sorted(v)
-    pos = q * (len(v) - 1)
-    i = int(pos)
-    return v[i] + (pos - i) * (v[i + 1] - v[i]) if i + 1 < len(v) else v[i]
-
-
 def steps(k):
     out = os.path.join(d, "steps")
     shutil.rmtree(out, ignore_errors=True)  # (a rerun's file alone)
@@ -177,7 +170,7 @@ def steps(k):
     job, st = (j or {}).get("job", {}), (j or {}).get("step", {})
     own = json.loads(p.stdout.splitlines()[-1])["step_ms"] if p.returncode == 0 else []
     mine = own[job.get("skipped", 0):]
-    want = (quantile(mine, 0.5), max(mine)) if mine else (0, 0)
+    want = (statistics.median(mine), max(mine)) if mine else (0, 0)  # (an_quantile's p50)
     got = (st.get("p50_ms", 0), st.get("max_ms", 0))
     # (2% or 0.1 ms: the program reads its clock just outside the push; a preemption between the
     # two on a loaded host is a miss run again)
