@@ -45,13 +45,13 @@ endif
 PRELOAD_SRC += preload/ncclprof.c
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(B)/obj/%.o)
 
-COLLECTOR_SRC := collector/main.c collector/cli.c collector/run.c collector/dump.c collector/trace.c collector/tracemeta.c collector/tracedir.c \
+COLLECTOR_SRC := collector/main.c collector/cli.c collector/run.c collector/dump.c collector/trace.c collector/tracemeta.c collector/elfsym.c collector/tracedir.c \
 	collector/json.c collector/analyze.c collector/kinds.c collector/stats.c collector/load.c \
 	collector/hostsite.c collector/ranges.c collector/inflight.c collector/tracefollow.c collector/watch.c collector/watchprom.c collector/watchfind.c collector/prom.c collector/clocks.c collector/pattern.c collector/steps.c collector/sweep.c collector/sweepcore.c collector/lsweep.c collector/p2p.c collector/split.c collector/splitmpi.c collector/gpushard.c collector/cpu.c collector/evidence.c collector/findings.c collector/finddata.c collector/findhost.c collector/findsite.c collector/findphase.c collector/findhang.c collector/findpipe.c collector/findshard.c collector/findgpu.c collector/words.c collector/verdict.c \
 	collector/report.c collector/compare.c collector/gpu.c collector/gpujoin.c collector/gpustep.c collector/ncclplug.c collector/par.c collector/runs.c collector/spread.c collector/proc.c collector/stream.c collector/loadmpi.c collector/mpijob.c collector/model.c collector/waits.c common/format.c \
 	viewer/timeline.c viewer/tracks.c viewer/view.c viewer/html.c
 # (every header a collector object may include: a change to one rebuilds them all)
-COLLECTOR_HDR := common/format.h common/evcodec.h common/hash.h collector/base.h collector/trace.h collector/tracefile.h \
+COLLECTOR_HDR := common/format.h common/evcodec.h common/hash.h collector/base.h collector/trace.h collector/tracefile.h collector/elfsym.h \
 	collector/tracemeta.h collector/mpread.h collector/json.h collector/cli.h collector/analysis.h collector/analysis_int.h \
 	collector/load_int.h collector/gpu_int.h collector/steps_int.h collector/split_int.h collector/findings_int.h \
 	collector/prom.h viewer/vw.h viewer/view_int.h

@@ -10,6 +10,7 @@
 
 #include "../common/format.h"
 #include "cli.h"
+#include "elfsym.h"
 #include "json.h"
 #include "trace.h"
 
@@ -104,9 +105,17 @@ static void print_stack_json(struct json *j, const struct trace_file *f, uint32_
 		snprintf(hex, sizeof hex, "0x%" PRIx64, s->ips[i]);
 		json_str(j, "ip", hex);
 		if (m) {
+			uint64_t off = s->ips[i] - m->bias, foff;
+			char fn[1024];
 			json_str(j, "module", m->path);
-			snprintf(hex, sizeof hex, "0x%" PRIx64, s->ips[i] - m->bias);
+			snprintf(hex, sizeof hex, "0x%" PRIx64, off);
 			json_str(j, "offset", hex);
+			/* (the function from the module's symbols, where a file of its build id has them) */
+			if (elfsym_function(m, off, 1, fn, sizeof fn, &foff)) {
+				json_str(j, "function", fn);
+				snprintf(hex, sizeof hex, "0x%" PRIx64, foff);
+				json_str(j, "function_offset", hex);
+			}
 		}
 		json_close(j);
 	}
@@ -303,12 +312,9 @@ static void stack_text(const struct trace_file *f, uint32_t id)
 	if (s && s->npy && s->n)
 		printf(" |");
 	for (uint32_t i = 0; s && i < s->n && i < 8; i++) {
-		const struct trace_module *m = trace_module_of(f, s->ips[i]);
-		const char *base = m ? strrchr(m->path, '/') : NULL;
-		if (m)
-			printf(" %s+0x%" PRIx64, T(base ? base + 1 : m->path), s->ips[i] - m->bias);
-		else
-			printf(" 0x%" PRIx64, s->ips[i]);
+		char fr[512];
+		trace_frame_text(f, s->ips[i], 1, fr, sizeof fr);
+		printf(" %s", T(fr));
 	}
 }
 

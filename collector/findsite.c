@@ -99,9 +99,9 @@ void an_ev_site(struct finding *f, const struct pysite *py, const char (*frames)
 		an_ev_str(f, "file", py->file);
 		an_ev_int(f, "line", py->line);
 		an_ev_str(f, "function", py->func);
-	} else { /* ("module+0xoffset": the module, and the frame as the function) */
+	} else { /* ("module+0xoffset (function+0xoffset)": the module, and the frame as the function) */
 		snprintf(module, sizeof module, "%s", nframes ? frames[0] : "?");
-		char *plus = strrchr(module, '+');
+		char *plus = strstr(module, "+0x"); /* (the first: a module's name may hold "+", libstdc++'s) */
 		if (plus)
 			*plus = 0;
 		an_ev_str(f, "file", module);

@@ -1,15 +1,15 @@
 /* A process's host call sites while its file is read (the load phase): its longest host calls
  * (sleeps, lock and condition waits, reads of devices and pipes) and input calls (waits for input
  * workers, reads of samples) by thread, kind and stack, and
- * their stacks as "module+0xoffset" frames once the file's modules are known. What a rank does
+ * their stacks as "module+0xoffset (function+0xoffset)" frames once the file's modules are known. What a rank does
  * that its peers do not is named from them (findings.c). */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/format.h"
 #include "analysis_int.h"
+#include "elfsym.h"
 #include "trace.h"
 
 void an_hsite_add(struct proc *p, const struct trace_event *e, const struct ev *v)
@@ -46,15 +46,8 @@ int an_frames(const struct trace_file *f, uint32_t stack, char (*frames)[112], i
 {
 	const struct trace_stack *st = stack ? trace_stack(f, stack) : NULL;
 	int n = 0;
-	for (uint32_t k = 0; st && k < st->n && n < max; k++) {
-		const struct trace_module *m = trace_module_of(f, st->ips[k]);
-		const char *base = m && m->path ? strrchr(m->path, '/') : NULL;
-		if (m)
-			snprintf(frames[n++], sizeof frames[0], "%s+0x%" PRIx64, base ? base + 1 : m->path ? m->path : "?",
-				 st->ips[k] - m->bias);
-		else
-			snprintf(frames[n++], sizeof frames[0], "0x%" PRIx64, st->ips[k]);
-	}
+	for (uint32_t k = 0; st && k < st->n && n < max; k++) /* (a stack's frames are return addresses) */
+		trace_frame_text(f, st->ips[k], 1, frames[n++], sizeof frames[0]);
 	return n;
 }
 

@@ -23,6 +23,8 @@ struct trace_span {
 struct trace_module {
 	char *path;
 	uint64_t bias, lo, hi;
+	uint8_t bid[32]; /* since 2.13: its GNU build id, nbid bytes; 0 none (elfsym.c names its frames) */
+	int nbid;
 };
 
 /* a Python frame of a stack (2.12): file (its last 200 bytes), line (-1 unknown), function */

@@ -225,11 +225,11 @@ int trace_rd_modules(struct trace_file *f, const msgpack_object *m)
 			if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 4 || !trace_mp_int(&a[1], &b) ||
 			    !trace_mp_int(&a[2], &lo) || !trace_mp_int(&a[3], &hi))
 				continue;
-			f->modules[f->nmodules++] = (struct trace_module){trace_mp_dup_str(&a[0]), (uint64_t)b, (uint64_t)lo,
-									  (uint64_t)hi};
+			f->modules[f->nmodules++] = (struct trace_module){.path = trace_mp_dup_str(&a[0]), .bias = (uint64_t)b,
+									  .lo = (uint64_t)lo, .hi = (uint64_t)hi};
 			continue;
 		}
-		/* 2.x: [bytes shared with the name before, the rest, bias, lo - bias, hi - lo] */
+		/* 2.x: [bytes shared with the name before, the rest, bias, lo - bias, hi - lo, (2.13) build id] */
 		if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size < 5 || !trace_mp_int(&a[0], &same) ||
 		    a[1].type != MSGPACK_OBJECT_STR || !trace_mp_int(&a[2], &b) || !trace_mp_int(&a[3], &lo) || !trace_mp_int(&a[4], &hi) ||
 		    same < 0 || (size_t)same > strlen(prev))
@@ -241,7 +241,14 @@ int trace_rd_modules(struct trace_file *f, const msgpack_object *m)
 		memcpy(name + same, a[1].via.str.ptr, a[1].via.str.size);
 		name[same + a[1].via.str.size] = 0;
 		uint64_t mlo = (uint64_t)b + (uint64_t)lo;
-		f->modules[f->nmodules++] = (struct trace_module){name, (uint64_t)b, mlo, mlo + (uint64_t)hi};
+		struct trace_module *tm = &f->modules[f->nmodules++];
+		*tm = (struct trace_module){.path = name, .bias = (uint64_t)b, .lo = mlo, .hi = mlo + (uint64_t)hi};
+		/* (2.13: its build id, where it has one) */
+		if (e->via.array.size >= 6 && a[5].type == MSGPACK_OBJECT_BIN && a[5].via.bin.size >= 1 &&
+		    a[5].via.bin.size <= sizeof tm->bid) {
+			memcpy(tm->bid, a[5].via.bin.ptr, a[5].via.bin.size);
+			tm->nbid = (int)a[5].via.bin.size;
+		}
 		prev = name;
 	}
 	return 0;

@@ -143,6 +143,7 @@ void *dsp_resolve_early(const char *name, const char *version);
 /* The address range [lo, hi) of a loaded object's PT_LOAD segments (0, 0 when it has none). */
 struct dl_phdr_info;
 void dsp_object_range(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi);
+int dsp_object_build_id(const struct dl_phdr_info *info, uint8_t *id, int cap); /* its length, 0 none */
 
 /* The same for a symbol with several versions (pthread_cond_wait has GLIBC_2.2.5 and 2.3.2:
  * plain dlsym may hand back the old one, which expects a different pthread_cond_t). */

@@ -95,6 +95,35 @@ void dsp_object_range(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t 
 		*lo = 0;
 }
 
+/* The object's GNU build id (its NT_GNU_BUILD_ID note, gABI "Note Section": a 4-byte name size,
+ * a 4-byte descriptor size, a 4-byte type, then the name and the descriptor, each padded to 4
+ * bytes), read through dsp_peek: a note that cannot be read is no build id, never a fault. The
+ * collector names frames from the object's symbols only when the file it finds has the same id. */
+int dsp_object_build_id(const struct dl_phdr_info *info, uint8_t *id, int cap)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE)
+			continue;
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr, end = a + ph->p_memsz;
+		while (a + 12 <= end) {
+			uint32_t h[3];
+			char name[4];
+			if (dsp_peek(a, h, sizeof h) != (ssize_t)sizeof h)
+				break;
+			uintptr_t desc = a + 12 + ((h[0] + 3u) & ~3u), next = desc + ((h[1] + 3u) & ~3u);
+			if (next > end || next <= a)
+				break;
+			if (h[2] == NT_GNU_BUILD_ID && h[0] == 4 && h[1] >= 1 && (int)h[1] <= cap &&
+			    dsp_peek(a + 12, name, 4) == 4 && !memcmp(name, "GNU", 4) &&
+			    dsp_peek(desc, id, h[1]) == (ssize_t)h[1])
+				return (int)h[1];
+			a = next;
+		}
+	}
+	return 0;
+}
+
 void *dsp_resolve_early(const char *name, const char *version)
 {
 	struct dsp_tls *t = &dsp_tls;

@@ -486,6 +486,8 @@ static void rec_cost_once(void)
 struct modent {
 	uint64_t lo, hi, bias, hash;
 	char *name;
+	uint8_t bid[32]; /* its GNU build id, nbid bytes (0: none) */
+	int nbid;
 };
 
 struct modwalk {
@@ -520,6 +522,7 @@ static int mod_cb(struct dl_phdr_info *info, size_t size, void *ctx)
 	const char *name = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : exe;
 	dsp_object_range(info, &e->lo, &e->hi);
 	e->bias = info->dlpi_addr;
+	e->nbid = dsp_object_build_id(info, e->bid, (int)sizeof e->bid);
 	e->name = strdup(name);
 	if (!e->name) {
 		w->nomem = 1;
@@ -583,17 +586,20 @@ static void rec_modules_if_changed(void)
 			const struct modent *e = &w.v[i];
 			if (mod_in(e, W.msnap, W.nmsnap))
 				continue;
-			/* [bytes shared with the name before, the rest, bias, lo - bias, hi - lo]: the
-			 * names share long directories, the addresses their high bits */
+			/* [bytes shared with the name before, the rest, bias, lo - bias, hi - lo, and
+			 * (2.13) the build id where it has one]: the names share long directories, the
+			 * addresses their high bits */
 			size_t same = 0;
 			while (prev[same] && prev[same] == e->name[same])
 				same++;
-			msgpack_pack_array(&pk, 5);
+			msgpack_pack_array(&pk, e->nbid ? 6 : 5);
 			msgpack_pack_uint64(&pk, same);
 			msgpack_pack_str_with_body(&pk, e->name + same, strlen(e->name + same));
 			msgpack_pack_uint64(&pk, e->bias);
 			msgpack_pack_int64(&pk, (int64_t)(e->lo - e->bias));
 			msgpack_pack_uint64(&pk, e->hi - e->lo);
+			if (e->nbid)
+				msgpack_pack_bin_with_body(&pk, e->bid, (size_t)e->nbid);
 			prev = e->name;
 		}
 		key("gone");

@@ -25,7 +25,7 @@ ok(all("collector/ncclplug.c" not in c for c in circles) and g and "collector/gp
    g["calls"].get("collector/ncclplug.c", []),
    "ncclplug.c (NCCL's profiler plugin's kernels) calls down only: never back into gpu.c")
 # the layers as docs/design.md draws them: no file calls one of a layer above its own
-LAYERS = [["common/format.c", "collector/json.c", "collector/cli.c", "collector/prom.c"], ["collector/trace.c", "collector/tracemeta.c", "collector/tracedir.c", "collector/tracefollow.c"],
+LAYERS = [["common/format.c", "collector/json.c", "collector/cli.c", "collector/prom.c"], ["collector/trace.c", "collector/tracemeta.c", "collector/tracedir.c", "collector/tracefollow.c", "collector/elfsym.c"],
           ["collector/model.c", "collector/waits.c", "collector/stats.c", "collector/kinds.c", "collector/par.c",
            "collector/mpijob.c"],
           ["collector/load.c", "collector/loadmpi.c", "collector/proc.c", "collector/runs.c", "collector/spread.c",
