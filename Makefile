@@ -26,7 +26,7 @@ PRELOAD_SRC := preload/init.c preload/config.c preload/clock.c preload/ring.c \
 	preload/registry.c preload/writer.c preload/record.c preload/resolve.c \
 	preload/fdclass.c preload/identity.c preload/pthread.c preload/sleep.c preload/io.c \
 	preload/gloo.c preload/markers.c preload/selfcost.c preload/inflight.c preload/blocked.c \
-	preload/pyframes.c common/format.c
+	preload/pyframes.c preload/cpusample.c common/format.c
 ifneq ($(MPI_CFLAGS),)
 PRELOAD_SRC += preload/mpi.c
 endif
@@ -68,7 +68,7 @@ SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13 
 		$(B)/testapps/cuda_c12) \
 	$(if $(and $(HAVE_CUDA),$(NVCC)),$(B)/testapps/gpu_app12)
 
-TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker \
+TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker $(B)/testapps/cpuhot \
 	$(B)/testapps/gloo_host $(B)/testapps/libfakegloo.so \
 	$(B)/testapps/libglooplugin.so $(B)/bench/overhead $(B)/testapps/fakepy $(B)/testapps/fakepy312
 ifneq ($(MPICC),)
@@ -332,11 +332,11 @@ test:
 	@$(MAKE) --no-print-directory all testapps $(UNIT) $(B)/bench/gentrace $(SANITIZED) sim
 	@bash tests/run.sh
 
-# (each target builds what it runs: bench's capture limits run testapps/threads)
+# (each target builds what it runs: bench's capture limits run testapps/threads, its CPU sampler part cpuhot)
 bench:
 	@bash .ci/deps --quiet
 	@$(MAKE) --no-print-directory all sim $(B)/bench/overhead $(B)/bench/libddpspy-nocall.so $(B)/bench/gentrace $(B)/bench/decode \
-		$(B)/testapps/threads $(if $(MPICC),$(B)/ddpbench)
+		$(B)/testapps/threads $(B)/testapps/cpuhot $(if $(MPICC),$(B)/ddpbench)
 	@bash bench/run.sh
 	@echo
 	@bash bench/collector.sh

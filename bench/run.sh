@@ -61,6 +61,8 @@ fi
 # a blocking call's stack with its Python frames and without (skipped without CPython 3.11)
 echo
 /usr/bin/python3 bench/pyframes.py
+echo
+/usr/bin/python3 bench/cpusample.py
 # ... and on a healthy PyTorch DDP trainer (skipped, saying so, without Debian's PyTorch)
 echo
 /usr/bin/python3 bench/torch_side_by_side.py

@@ -225,7 +225,7 @@ struct proc {
 		int nframes;
 		double ms, calls;
 		int64_t first, last;         /* its first and last call's start (the file's clock) */
-		char frames[AN_FRAMES][112]; /* innermost first, "module+0xoffset" */
+		char frames[AN_FRAMES][112]; /* innermost first, "module+0xoffset (function+0xoffset)" */
 		struct pysite py; /* where the thread ran Python (hostsite.c) */
 		char range[AN_RANGE_NAME]; /* the innermost NVTX range open on its thread when its calls
 					    * began (or its samples were taken), "" none (ranges.c) */
@@ -234,7 +234,8 @@ struct proc {
 	/* 2.12: the main thread's Python samples taken outside its recorded calls (its time on a CPU
 	 * between calls, or waiting for one), by the innermost frame of the program's own code (not
 	 * Python's library or an installed package), cat CAT_COMPUTE, kind -1, ms a sample's period
-	 * each; the most time first once read (hostsite.c) */
+	 * each; the most time first once read (hostsite.c). 2.13, where no Python frames are read:
+	 * its native samples on a CPU the same way, by function (py.n 0, frames[0] the function) */
 	struct hsite psite[AN_HSITES];
 	int npsite;
 	void *recent; /* (while read: the main thread's latest calls, to tell samples in them) */

@@ -265,13 +265,18 @@ void an_load_free(struct analysis *a);
 void an_hsite_add(struct proc *p, const struct trace_event *e, const struct ev *v);
 void an_hsite_loaded(struct proc *p, const struct trace_file *f);
 /* the main thread's calls as read (an_psite_call), to tell its Python samples taken in them; a
- * sample (an_psite_add: own-clock time, stack, its period) into p->psite when not in one */
-void an_psite_call(struct proc *p, int tid, const struct ev *v);
+ * sample (an_psite_add: own-clock time, stack, its period) into p->psite when not in one, once
+ * the thread's events have passed its time (hostsite.c) */
+void an_psite_call(struct proc *p, const struct trace_file *f, int tid, const struct ev *v);
 /* stack's Python frames and site into ps (own_code: the program's own line, not an installed
  * package's); its frame count, 0 none. an_same_pysite: the same place in the code */
 int an_pysite(const struct trace_file *f, uint32_t stack, int own_code, struct pysite *ps);
 int an_same_pysite(const struct pysite *x, const struct pysite *y);
 void an_psite_add(struct proc *p, const struct trace_file *f, int64_t t, uint32_t stack, double ms);
+/* a sample of the main thread's native stack on a CPU (2.13; an_psite_add's arguments) into
+ * p->psite, by the function of its innermost frame outside the system's libraries, when not in a
+ * recorded call: a process whose Python frames are not read gets its compute's sites so */
+void an_csite_add(struct proc *p, const struct trace_file *f, int64_t t, uint32_t stack, double ms);
 int an_frames(const struct trace_file *f, uint32_t stack, char (*frames)[112], int max);
 /* (ranges.c) e, an "nvtx" event of p's, into p's NVTX ranges; the innermost range open on thread
  * tid now (an_range_now) or on the main thread at t (an_range_at), "" none; a call v of tid's

@@ -357,6 +357,44 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 	return 0;
 }
 
+/* a sample's JSON line, up to its frames */
+static void sample_head(struct json *j, const char *type, const struct trace_file *f, int tid, int64_t t, uint32_t stack)
+{
+	json_head(j, type, f);
+	json_int(j, "rank", f->rank);
+	json_int(j, "tid", tid);
+	json_int(j, "t_ns", t);
+	json_int(j, "stack", stack);
+}
+
+/* A sample of the main thread's native stack on a CPU (2.13): its first frame is the sampled
+ * instruction, the others return addresses */
+static int on_cpusample(void *ctx, struct trace_file *f, int tid, int64_t t, uint32_t stack)
+{
+	struct dumpctx *d = ctx;
+	const struct trace_stack *s = trace_stack(f, stack);
+	char fr[512];
+	if (d->json) {
+		struct json j;
+		sample_head(&j, "cpu_sample", f, tid, t, stack);
+		json_arr(&j, "frames");
+		for (uint32_t i = 0; s && i < s->n; i++) {
+			trace_frame_text(f, s->ips[i], i > 0, fr, sizeof fr);
+			json_str(&j, NULL, fr);
+		}
+		json_close(&j);
+		json_end(&j);
+		return 0;
+	}
+	printf("  %12.6f %6d %-13s  stack#%u", (double)(t - d->t_base) / 1e9, tid, "cpu_sample", stack);
+	for (uint32_t i = 0; s && i < s->n && i < 8; i++) {
+		trace_frame_text(f, s->ips[i], i > 0, fr, sizeof fr);
+		printf(" %s", T(fr));
+	}
+	putchar('\n');
+	return 0;
+}
+
 /* A sample of the main thread's Python frames (2.12) */
 static int on_sample(void *ctx, struct trace_file *f, int tid, uint64_t raw, uint32_t stack)
 {
@@ -364,11 +402,7 @@ static int on_sample(void *ctx, struct trace_file *f, int tid, uint64_t raw, uin
 	int64_t t = trace_raw_to_ns(f, raw);
 	if (d->json) {
 		struct json j;
-		json_head(&j, "sample", f);
-		json_int(&j, "rank", f->rank);
-		json_int(&j, "tid", tid);
-		json_int(&j, "t_ns", t);
-		json_int(&j, "stack", stack);
+		sample_head(&j, "sample", f, tid, t, stack);
 		print_stack_json(&j, f, stack);
 		json_end(&j);
 		return 0;
@@ -501,6 +535,10 @@ static void print_end(struct dumpctx *d, struct trace_file *f)
 		json_int(&j, "py_samples", (int64_t)f->py_samples);
 		json_int(&j, "py_samples_dropped", (int64_t)f->py_samples_dropped);
 		json_int(&j, "py_samples_torn", (int64_t)f->py_samples_torn);
+		json_int(&j, "cpu_samples", (int64_t)f->cpu_samples);
+		json_int(&j, "cpu_samples_lost", (int64_t)f->cpu_samples_lost);
+		json_int(&j, "cpu_sample_hz", f->cpu_sample_hz);
+		json_str(&j, "cpu_samples_why", f->cpu_why[0] ? f->cpu_why : NULL);
 		json_end(&j);
 		return;
 	}
@@ -519,6 +557,10 @@ static void print_end(struct dumpctx *d, struct trace_file *f)
 		printf("python: CPython %s, %s; %" PRIu64 " samples of the main thread's frames, %" PRIu64 " dropped, %" PRIu64
 		       " torn\n", T(f->py_version), f->py_why[0] ? T(f->py_why) : "its frames read", f->py_samples,
 		       f->py_samples_dropped, f->py_samples_torn);
+	if (f->cpu_samples || f->cpu_samples_lost || f->cpu_why[0])
+		printf("cpu samples: %" PRIu64 " of the main thread's native stacks on a CPU at %ld Hz, %" PRIu64 " lost%s%s\n",
+		       f->cpu_samples, f->cpu_sample_hz, f->cpu_samples_lost, f->cpu_why[0] ? "; none taken: " : "",
+		       f->cpu_why[0] ? T(f->cpu_why) : "");
 	if (f->ended)
 		printf("end %s: %" PRIu64 " events, %" PRIu64 " dropped%s\n", T(f->end_reason), f->events,
 		       f->dropped, unwritten);
@@ -582,7 +624,7 @@ int cmd_dump(int argc, char **argv)
 			struct trace_visitor v = {&d, on_header, on_identity, on_thread,
 						  d.summary ? NULL : on_event, NULL, NULL, d.summary ? NULL : on_event,
 						  d.summary ? NULL : on_sched, d.summary ? NULL : on_inflight,
-						  d.summary ? NULL : on_sample};
+						  d.summary ? NULL : on_sample, d.summary ? NULL : on_cpusample};
 			if (trace_open(&f, files[k]) < 0) {
 				print_error(&d, files[k], 0, f.error);
 				trace_close(&f);

@@ -246,6 +246,14 @@ int elfsym_function(const struct trace_module *m, uint64_t off, int ret, char *b
 	const char *name = n >= 4 ? elfsym_find(m->path, m->bid, m->nbid, ret && off ? off - 1 : off, &start) : NULL;
 	if (!name)
 		return 0;
+	/* (without its symbol version, "pthread_mutex_lock@@GLIBC_2.2.5": the name as written) */
+	char bare[1024];
+	size_t bl = strcspn(name, "@");
+	if (name[bl] && bl < sizeof bare) {
+		memcpy(bare, name, bl);
+		bare[bl] = 0;
+		name = bare;
+	}
 	char *plain = NULL;
 	int st = -1;
 	if (name[0] == '_' && name[1] == 'Z') {
@@ -284,4 +292,16 @@ int trace_frame_text(const struct trace_file *f, uint64_t ip, int ret, char *buf
 		return k;
 	memcpy(buf + k, " (", 2);
 	return k + 2 + l + snprintf(buf + k + 2 + l, t + 1, "+0x%" PRIx64 ")", foff);
+}
+
+int trace_function_text(const struct trace_file *f, uint64_t ip, int ret, char *buf, size_t n)
+{
+	const struct trace_module *m = trace_module_of(f, ip);
+	uint64_t foff;
+	char name[512];
+	if (!m || !elfsym_function(m, ip - m->bias, ret, name, sizeof name, &foff))
+		return trace_frame_text(f, ip, ret, buf, n);
+	const char *base = m->path ? strrchr(m->path, '/') : NULL;
+	return snprintf(buf, n, "%s+0x%" PRIx64 " (%s)", base ? base + 1 : m->path ? m->path : "?",
+			ip - m->bias - foff, name);
 }

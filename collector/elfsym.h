@@ -27,4 +27,9 @@ int elfsym_function(const struct trace_module *m, uint64_t off, int ret, char *b
  * known, or "0xaddress" outside every object; ret as above. snprintf's result. */
 int trace_frame_text(const struct trace_file *f, uint64_t ip, int ret, char *buf, size_t n);
 
+/* The function holding ip as text, "module+0xstart (function)" (start: the function's first
+ * byte), so that every address in one function reads the same; trace_frame_text's where the
+ * function is not known. */
+int trace_function_text(const struct trace_file *f, uint64_t ip, int ret, char *buf, size_t n);
+
 #endif

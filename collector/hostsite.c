@@ -97,25 +97,27 @@ int an_pysite(const struct trace_file *f, uint32_t stack, int own_code, struct p
 	return ps->n;
 }
 
-/* the main thread's latest calls of 20 us or more, by start (its events come in time order; a
+/* The main thread's latest calls of 20 us or more, by start (its events come in time order; a
  * sample 10 ms apart falls in a shorter one rarely, and a ring of the many short ones would not
- * reach back to the samples of the last flush) */
+ * reach back to the samples of the last flush), and the samples waiting to be told in or out of
+ * them: a call is written when it ends, so a sample taken in a call that outlasts the writer's
+ * flush comes before the call in the file (rank 0's 100-200 ms waits for a straggler on 2 busy
+ * cores: 23 of 94 samples). A sample waits until the thread's next event that began after it:
+ * then every call that holds it has been read. A full queue decides its oldest sample at once. */
 #define RECENT 4096
 #define RECENT_NS 20000
+#define PENDING 1024
 struct recent {
 	int64_t t0[RECENT], t1[RECENT];
 	unsigned n;
+	struct pending {
+		int64_t t;
+		uint32_t stack;
+		int native; /* (a "cpusamples" sample: native frames) */
+		double ms;
+	} q[PENDING];
+	unsigned qh, qt; /* (head: the next added; tail: the oldest waiting) */
 };
-
-void an_psite_call(struct proc *p, int tid, const struct ev *v)
-{
-	if (tid != p->pid || v->d < RECENT_NS || (!p->recent && !(p->recent = calloc(1, sizeof(struct recent)))))
-		return;
-	struct recent *r = p->recent;
-	r->t0[r->n % RECENT] = v->t;
-	r->t1[r->n % RECENT] = v->t + v->d;
-	r->n++;
-}
 
 static int in_call(const struct recent *r, int64_t t)
 {
@@ -129,25 +131,23 @@ static int in_call(const struct recent *r, int64_t t)
 	return 0;
 }
 
-void an_psite_add(struct proc *p, const struct trace_file *f, int64_t t, uint32_t stack, double ms)
+/* the site of psite a probe is, else a new one or the least taken over; NULL when it counts too
+ * little to keep */
+static struct hsite *site_for(struct proc *p, const struct hsite *probe, double ms, int64_t t)
 {
-	if (in_call(p->recent, t))
-		return;
-	struct hsite probe = {.stack = stack};
-	if (!an_pysite(f, stack, 1, &probe.py))
-		return;
-	snprintf(probe.range, sizeof probe.range, "%s", p->nvload ? an_range_at(p, t) : "");
 	int i = 0;
-	while (i < p->npsite && !(an_same_pysite(&p->psite[i].py, &probe.py) && !strcmp(p->psite[i].range, probe.range)))
+	while (i < p->npsite && !((probe->py.n ? an_same_pysite(&p->psite[i].py, &probe->py)
+					       : !p->psite[i].py.n && !strcmp(p->psite[i].frames[0], probe->frames[0])) &&
+				  !strcmp(p->psite[i].range, probe->range)))
 		i++;
 	int taken;
 	if ((i = an_keep(p->psite, &p->npsite, AN_HSITES, sizeof p->psite[0], offsetof(struct hsite, ms), i, ms, &taken)) < 0)
-		return;
+		return NULL;
 	if (taken)
 		memset(&p->psite[i], 0, sizeof p->psite[i]);
 	struct hsite *s = &p->psite[i];
 	if (!s->calls) {
-		*s = probe;
+		*s = *probe;
 		s->first = t;
 		s->tid = p->pid;
 		s->kind = -1;
@@ -156,10 +156,90 @@ void an_psite_add(struct proc *p, const struct trace_file *f, int64_t t, uint32_
 	s->last = t;
 	s->ms += ms;
 	s->calls++;
+	return s;
+}
+
+/* an object of the system's (the C library, the loader, libm, the vDSO), not the program's: a
+ * sampled site is the frame that called into it (memcpy's caller) */
+static int system_lib(const struct trace_file *f, uint64_t ip)
+{
+	const struct trace_module *m = trace_module_of(f, ip);
+	if (!m || !m->path)
+		return 0;
+	return m->path[0] != '/' ? !strncmp(m->path, "linux-vdso", 10) :
+	       (!strncmp(m->path, "/lib/", 5) || !strncmp(m->path, "/usr/lib/", 9) || !strncmp(m->path, "/lib64/", 7)) &&
+	       !strstr(m->path, "-packages/");
+}
+
+/* a sample out of every call: its site's time */
+static void sample_add(struct proc *p, const struct trace_file *f, const struct pending *q)
+{
+	struct hsite probe = {.stack = q->stack};
+	snprintf(probe.range, sizeof probe.range, "%s", p->nvload ? an_range_at(p, q->t) : "");
+	if (!q->native) {
+		if (an_pysite(f, q->stack, 1, &probe.py))
+			site_for(p, &probe, q->ms, q->t);
+		return;
+	}
+	const struct trace_stack *st = q->stack ? trace_stack(f, q->stack) : NULL;
+	if (!st || !st->n)
+		return;
+	uint32_t at = 0;
+	while (at + 1 < st->n && system_lib(f, st->ips[at]))
+		at++;
+	/* (the site: its function, whatever the address in it sampled; then its callers) */
+	trace_function_text(f, st->ips[at], at > 0, probe.frames[0], sizeof probe.frames[0]);
+	struct hsite *s = site_for(p, &probe, q->ms, q->t);
+	if (s && s->calls == 1)
+		for (s->nframes = 1; at + s->nframes < st->n && s->nframes < AN_FRAMES; s->nframes++)
+			trace_frame_text(f, st->ips[at + s->nframes], 1, s->frames[s->nframes], sizeof s->frames[0]);
+}
+
+/* the waiting samples taken before t (all of them: t INT64_MAX), each told in or out of the calls */
+static void decide(struct proc *p, const struct trace_file *f, int64_t t)
+{
+	struct recent *r = p->recent;
+	for (; r && r->qt != r->qh && r->q[r->qt % PENDING].t < t; r->qt++)
+		if (!in_call(r, r->q[r->qt % PENDING].t))
+			sample_add(p, f, &r->q[r->qt % PENDING]);
+}
+
+void an_psite_call(struct proc *p, const struct trace_file *f, int tid, const struct ev *v)
+{
+	if (tid != p->pid)
+		return;
+	if (v->d >= RECENT_NS && (p->recent || (p->recent = calloc(1, sizeof(struct recent))))) {
+		struct recent *r = p->recent;
+		r->t0[r->n % RECENT] = v->t;
+		r->t1[r->n % RECENT] = v->t + v->d;
+		r->n++;
+	}
+	decide(p, f, v->t);
+}
+
+static void pend(struct proc *p, const struct trace_file *f, int64_t t, uint32_t stack, int native, double ms)
+{
+	if (!p->recent && !(p->recent = calloc(1, sizeof(struct recent))))
+		return;
+	struct recent *r = p->recent;
+	if (r->qh - r->qt == PENDING) /* (full: its oldest decided on what is known) */
+		decide(p, f, r->q[r->qt % PENDING].t + 1);
+	r->q[r->qh++ % PENDING] = (struct pending){t, stack, native, ms};
+}
+
+void an_psite_add(struct proc *p, const struct trace_file *f, int64_t t, uint32_t stack, double ms)
+{
+	pend(p, f, t, stack, 0, ms);
+}
+
+void an_csite_add(struct proc *p, const struct trace_file *f, int64_t t, uint32_t stack, double ms)
+{
+	pend(p, f, t, stack, 1, ms);
 }
 
 void an_hsite_loaded(struct proc *p, const struct trace_file *f)
 {
+	decide(p, f, INT64_MAX); /* (those after the thread's last event: out of every call read) */
 	free(p->recent);
 	p->recent = NULL;
 	sort_n(p->psite, (size_t)p->npsite, sizeof p->psite[0], cmp_site);

@@ -289,7 +289,7 @@ static int on_event(void *ctx, struct trace_file *f, const struct trace_event *e
 		t->last = v->t + v->d;
 	account(c, v);
 	an_hsite_add(c->p, e, v);
-	an_psite_call(c->p, e->tid, v);
+	an_psite_call(c->p, f, e->tid, v);
 	an_range_call(c->p, e->tid, v);
 	if (!an_kept_sync(v)) {
 		if (t->runs_ok)
@@ -572,6 +572,17 @@ static int on_sample(void *ctx, struct trace_file *f, int tid, uint64_t raw, uin
 	return 0;
 }
 
+/* a sample of the main thread's native stack on a CPU (2.13): a site of its compute where no
+ * Python frames are read (where they are, the Python samples name the program's lines) */
+static int on_cpusample(void *ctx, struct trace_file *f, int tid, int64_t t_ns, uint32_t stack)
+{
+	struct loadctx *c = ctx;
+	(void)tid;
+	if (c->keep && !(f->py_version[0] && !f->py_why[0]))
+		an_csite_add(c->p, f, t_ns, stack, f->cpu_sample_hz > 0 ? 1000.0 / f->cpu_sample_hz : 0);
+	return 0;
+}
+
 /* one trace file into s->p, with its rank's training thread chosen (proc.train); an unreadable
  * file is a warning, not an error (s->ok 0) */
 static void load_file(const struct analysis *a, struct slot *s)
@@ -590,7 +601,8 @@ static void load_file(const struct analysis *a, struct slot *s)
 			     .path = s->open ? s->open : path };
 	struct trace_visitor v = { .ctx = &c, .on_header = on_header, .on_identity = on_identity,
 				   .on_thread = on_thread, .on_event = on_event, .on_gpu = on_gpu,
-				   .on_sched = on_sched, .on_inflight = on_inflight, .on_sample = on_sample };
+				   .on_sched = on_sched, .on_inflight = on_inflight, .on_sample = on_sample,
+				   .on_cpusample = on_cpusample };
 	int rc = trace_open(&f, s->open ? s->open : path);
 	f.span = p->part;
 	if (rc == 0)

@@ -683,7 +683,8 @@ static int span_cut(const struct trace_file *f, size_t off)
 static int span_skips(const char *k, uint32_t kl)
 {
 	return kind_is(k, kl, DDPSPY_REC_EVENTS) || kind_is(k, kl, DDPSPY_REC_GPU_EVENTS) ||
-	       kind_is(k, kl, DDPSPY_REC_SCHED) || kind_is(k, kl, DDPSPY_REC_INFLIGHT) || kind_is(k, kl, DDPSPY_REC_PYSAMPLES);
+	       kind_is(k, kl, DDPSPY_REC_SCHED) || kind_is(k, kl, DDPSPY_REC_INFLIGHT) || kind_is(k, kl, DDPSPY_REC_PYSAMPLES) ||
+	       kind_is(k, kl, DDPSPY_REC_CPUSAMPLES);
 }
 
 int trace_read(struct trace_file *f, const struct trace_visitor *v)

@@ -43,6 +43,9 @@ struct trace_visitor {
 	/* 2.12: each sample of the main thread's Python frames: its raw time (trace_raw_to_ns), a stack
 	 * of Python frames alone (trace_stack) */
 	int (*on_sample)(void *ctx, struct trace_file *f, int tid, uint64_t raw, uint32_t stack);
+	/* 2.13: each sample of the main thread's native stack on a CPU: its time in CLOCK_MONOTONIC
+	 * ns, a stack of native frames whose first is the sampled instruction (not a return address) */
+	int (*on_cpusample)(void *ctx, struct trace_file *f, int tid, int64_t t_ns, uint32_t stack);
 };
 
 /* Opens and maps path. Returns 0, or -1 with f->error set (unreadable, not a ddpspy file,

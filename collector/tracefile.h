@@ -153,6 +153,11 @@ struct trace_file {
 	 * because the frames moved under every walk */
 	uint64_t py_samples, py_samples_dropped, py_samples_torn;
 	long py_sample_hz;       /* their rate (the "pysamples" record's hz), 0 unknown */
+	/* since 2.13: the main thread's native samples on a CPU ("cpusamples"), those lost (the
+	 * kernel's ring or the queue full), their rate, and why none were taken ("" none said) */
+	uint64_t cpu_samples, cpu_samples_lost;
+	long cpu_sample_hz;
+	char cpu_why[96];
 	/* where reading stopped early, and why (error[0] == 0: the whole file was read) */
 	size_t stop_offset;
 	size_t resume;      /* trace_follow: where the next reading starts (0: the file's first record) */

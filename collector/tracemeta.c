@@ -406,6 +406,29 @@ static int rd_pysamples(struct trace_file *f, const msgpack_object *m, const str
 	return 0;
 }
 
+/* a "cpusamples" record (2.13): each sample to v (its time CLOCK_MONOTONIC ns already); -1 when
+ * malformed */
+static int rd_cpusamples(struct trace_file *f, const msgpack_object *m, const struct trace_visitor *v, int *stop)
+{
+	const msgpack_object *t = trace_mp_get(m, "t"), *st = trace_mp_get(m, "stack");
+	int tid = (int)trace_mp_int_or(m, "tid", -1);
+	if (!t || !st || t->type != MSGPACK_OBJECT_ARRAY || st->type != MSGPACK_OBJECT_ARRAY ||
+	    t->via.array.size != st->via.array.size)
+		return -1;
+	f->cpu_samples += t->via.array.size;
+	f->cpu_sample_hz = (long)trace_mp_int_or(m, "hz", f->cpu_sample_hz);
+	f->cpu_samples_lost = (uint64_t)trace_mp_int_or(m, "lost", (int64_t)f->cpu_samples_lost);
+	if (trace_mp_get(m, "why"))
+		trace_mp_str_into(m, "why", f->cpu_why, sizeof f->cpu_why);
+	for (uint32_t i = 0; v->on_cpusample && !*stop && i < t->via.array.size; i++) {
+		int64_t ns, id;
+		if (!trace_mp_int(&t->via.array.ptr[i], &ns) || !trace_mp_int(&st->via.array.ptr[i], &id) || id < 0)
+			return -1;
+		*stop = v->on_cpusample(v->ctx, f, tid, ns, (uint32_t)id);
+	}
+	return 0;
+}
+
 void trace_free_stacks(struct trace_file *f)
 {
 	for (size_t i = 0; i < f->nstacks; i++) {
@@ -531,6 +554,8 @@ int trace_rd_record(struct trace_file *f, const char *kind, const msgpack_object
 		bad = rd_pysamples(f, m, v, stop) < 0;
 		f->py_samples_dropped = (uint64_t)trace_mp_int_or(m, "dropped", (int64_t)f->py_samples_dropped);
 		f->py_samples_torn = (uint64_t)trace_mp_int_or(m, "torn", (int64_t)f->py_samples_torn);
+	} else if (!strcmp(kind, DDPSPY_REC_CPUSAMPLES)) {
+		bad = rd_cpusamples(f, m, v, stop) < 0;
 	} else if (!strcmp(kind, DDPSPY_REC_PYTHON)) {
 		trace_mp_str_into(m, "version", f->py_version, sizeof f->py_version);
 		f->py_why[0] = 0;

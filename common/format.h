@@ -43,6 +43,7 @@
 #define DDPSPY_REC_PYTHON "python"     /* 2.12: the CPython found, and whether its frames are read */
 #define DDPSPY_REC_PYFRAMES "pyframes" /* 2.12: the Python frames of new stack table entries */
 #define DDPSPY_REC_PYSAMPLES "pysamples" /* 2.12: samples of the main thread's Python frames */
+#define DDPSPY_REC_CPUSAMPLES "cpusamples" /* 2.13: samples of the main thread's native stacks on a CPU */
 
 /* Process roles (header "role"). */
 #define DDPSPY_ROLES(X)                                                                  \

@@ -7,26 +7,34 @@
  * frame information, every read of the program's memory made through process_vm_readv of this
  * very process: a bad address fails the read instead of faulting, so a frame that changed or a
  * stack that went away ends the stack and never the process. The caller checks afterwards that
- * the thread is still in that call; docs/design.md ("Calls in flight"). */
+ * the thread is still in that call; docs/design.md ("Calls in flight"). The CPU sampler's stacks
+ * (cpusample.c) are walked the same way from a sample's registers and a copy of its stack's top. */
 #include "internal.h"
 
 #include <dlfcn.h>
 #include <link.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <libunwind.h> /* (the types only: its functions are looked up in libunwind-x86_64) */
 
 static struct {
 	int tried, ready;
-	unw_addr_space_t as;
+	unw_addr_space_t as, as_sample; /* (the writer's; the CPU sampler's thread's) */
 	int (*init_remote)(unw_cursor_t *, unw_addr_space_t, void *);
 	int (*step)(unw_cursor_t *);
 	int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
 	int (*search)(unw_addr_space_t, unw_word_t, unw_dyn_info_t *, unw_proc_info_t *, int, void *);
+	void (*flush)(unw_addr_space_t, unw_word_t, unw_word_t);
 } U;
 
+/* The registers known, and for a sample a copy of its stack's top: [lo, hi) as it was, the rest
+ * of the thread's stack, up to top, gone (not read live: those frames may have returned since). */
 struct regs {
 	unw_word_t ip, sp, bp;
+	const struct dsp_sample_regs *more; /* (a sample's: bx, r12-r15 too) */
+	const uint8_t *stk;
+	uintptr_t lo, hi, top;
 };
 
 /* n bytes at address a of this process (dsp_peek): -1 where any of it cannot be read */
@@ -37,8 +45,17 @@ static int peek(uintptr_t a, void *buf, size_t n)
 
 static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)
 {
-	(void)as, (void)arg;
-	return !write && peek(addr, val, sizeof *val) == 0 ? 0 : -UNW_EINVAL;
+	const struct regs *r = arg;
+	(void)as;
+	if (write)
+		return -UNW_EINVAL;
+	if (r->stk && addr >= r->lo && addr <= r->hi - sizeof *val) {
+		memcpy(val, r->stk + (addr - r->lo), sizeof *val);
+		return 0;
+	}
+	if (r->stk && addr >= r->lo && addr < r->top)
+		return -UNW_EINVAL;
+	return peek(addr, val, sizeof *val) == 0 ? 0 : -UNW_EINVAL;
 }
 
 /* the registers known at the call: the others are not, and a frame that needs them ends the stack */
@@ -54,6 +71,10 @@ static int access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, in
 		*val = r->sp;
 	else if (reg == UNW_X86_64_RBP)
 		*val = r->bp;
+	else if (r->more && reg == UNW_X86_64_RBX)
+		*val = r->more->bx;
+	else if (r->more && reg >= UNW_X86_64_R12 && reg <= UNW_X86_64_R15)
+		*val = r->more->r12_15[reg - UNW_X86_64_R12];
 	else
 		return -UNW_EBADREG;
 	return 0;
@@ -117,11 +138,84 @@ static int find_obj(struct dl_phdr_info *info, size_t size, void *data)
 /* The procedure holding ip, from its object's .eh_frame_hdr binary search table (LSB: version 1,
  * a 4-byte eh_frame pointer, a 4-byte count, entries of two datarel sdata4 words), the form every
  * linker on this platform writes; another form: no information, and the stack ends there. */
+/* The CPU sampler's copy of the loaded objects' segments (by lo), so that a sample's frames are
+ * not each a walk of the loader's list (300 objects in a PyTorch process); made again when the
+ * loader's counters move (and libunwind's cache of what it read of them flushed). Its thread's
+ * alone. */
+#define SEGS 2048
+static struct {
+	unsigned long long adds, subs;
+	int n, full;
+	struct obj s[SEGS];
+} G;
+
+static int seg_add(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size, (void)data;
+	uintptr_t hdr = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_GNU_EH_FRAME)
+			hdr = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		if (p->p_type != PT_LOAD || !(p->p_flags & PF_X))
+			continue;
+		if (G.n == SEGS) {
+			G.full = 1;
+			return 1;
+		}
+		uintptr_t lo = info->dlpi_addr + p->p_vaddr;
+		G.s[G.n++] = (struct obj){0, lo, lo + p->p_memsz, hdr};
+	}
+	return 0;
+}
+
+static int cmp_seg(const void *x, const void *y)
+{
+	const struct obj *a = x, *b = y;
+	return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+static void segs_refresh(void)
+{
+	unsigned long long c[2] = {0, 0};
+	dsp_dl_counters(c);
+	if (G.n && !G.full && c[0] == G.adds && c[1] == G.subs)
+		return;
+	G.n = G.full = 0;
+	dl_iterate_phdr(seg_add, NULL);
+	qsort(G.s, (size_t)G.n, sizeof G.s[0], cmp_seg);
+	G.adds = c[0];
+	G.subs = c[1];
+	if (U.flush)
+		U.flush(U.as_sample, 0, 0);
+}
+
+/* the sampler's segment holding ip: 0 with o filled, -1 none (a full copy: the loader's list) */
+static int seg_find(uintptr_t ip, struct obj *o)
+{
+	if (G.full)
+		return dl_iterate_phdr(find_obj, o) ? 0 : -1;
+	int lo = 0, hi = G.n;
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+		if (G.s[mid].lo <= ip)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || ip >= G.s[lo - 1].hi)
+		return -1;
+	*o = G.s[lo - 1];
+	return 0;
+}
+
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi, int need, void *arg)
 {
+	const struct regs *r = arg;
 	struct obj o = { .ip = ip };
 	unsigned char h[12];
-	if (!dl_iterate_phdr(find_obj, &o) || !o.hdr || peek(o.hdr, h, sizeof h) < 0)
+	if ((r->more ? seg_find(ip, &o) < 0 : !dl_iterate_phdr(find_obj, &o)) || !o.hdr || peek(o.hdr, h, sizeof h) < 0)
 		return -UNW_ENOINFO;
 	/* version 1; eh_frame_ptr udata4 or sdata4 (any application); count udata4; table datarel sdata4 */
 	if (h[0] != 1 || ((h[1] & 0x0f) != 0x03 && (h[1] & 0x0f) != 0x0b) || h[2] != 0x03 || h[3] != 0x3b)
@@ -159,8 +253,14 @@ static int load(void)
 		dlsym(h, "_Ux86_64_dwarf_search_unwind_table");
 	if (!create || !U.init_remote || !U.step || !U.get_reg || !U.search || !(U.as = create(&acc, 0)))
 		return -1;
-	if (policy) /* (objects come and go with dlopen: nothing remembered by address) */
+	U.as_sample = create(&acc, 0);
+	U.flush = (void (*)(unw_addr_space_t, unw_word_t, unw_word_t))dlsym(h, "_Ux86_64_flush_cache");
+	if (policy) { /* (objects come and go with dlopen: nothing remembered by address) */
 		policy(U.as, UNW_CACHE_NONE);
+		/* (the sampler's: remembered, and forgotten when objects come or go, segs_refresh) */
+		if (U.as_sample)
+			policy(U.as_sample, U.flush ? UNW_CACHE_GLOBAL : UNW_CACHE_NONE);
+	}
 	return 0;
 }
 
@@ -174,18 +274,12 @@ void dsp_call_stack_load(void)
 	__atomic_store_n(&U.ready, 1, __ATOMIC_RELEASE);
 }
 
-int dsp_call_stack(const struct dsp_call *c, uintptr_t *pc, int max)
+/* the frames from r's registers into pc (max), innermost first: its instruction, then each caller's
+ * return address */
+static int walk(unw_addr_space_t as, struct regs *r, uintptr_t *pc, int max)
 {
-	if (!c->fp || max < 1 || !__atomic_load_n(&U.ready, __ATOMIC_ACQUIRE))
-		return 0;
-	/* the wrapper's frame: the caller's frame pointer, then the return address, which must be the
-	 * call site the wrapper published (else its frame is not what we think: the site alone) */
-	uintptr_t fr[2];
-	if (!U.as || peek(c->fp, fr, sizeof fr) < 0 || fr[1] != c->site)
-		return 0;
-	struct regs r = { c->site, c->fp + 16, fr[0] };
 	unw_cursor_t cur;
-	if (U.init_remote(&cur, U.as, &r) < 0)
+	if (U.init_remote(&cur, as, r) < 0)
 		return 0;
 	int n = 0;
 	do {
@@ -195,4 +289,31 @@ int dsp_call_stack(const struct dsp_call *c, uintptr_t *pc, int max)
 		pc[n++] = ip;
 	} while (n < max && U.step(&cur) > 0);
 	return n;
+}
+
+int dsp_call_stack(const struct dsp_call *c, uintptr_t *pc, int max)
+{
+	if (!c->fp || max < 1 || !__atomic_load_n(&U.ready, __ATOMIC_ACQUIRE))
+		return 0;
+	/* the wrapper's frame: the caller's frame pointer, then the return address, which must be the
+	 * call site the wrapper published (else its frame is not what we think: the site alone) */
+	uintptr_t fr[2];
+	if (!U.as || peek(c->fp, fr, sizeof fr) < 0 || fr[1] != c->site)
+		return 0;
+	struct regs r = { c->site, c->fp + 16, fr[0], NULL, NULL, 0, 0, 0 };
+	return walk(U.as, &r, pc, max);
+}
+
+int dsp_sample_stack(const struct dsp_sample_regs *s, const uint8_t *stk, size_t n, uintptr_t top, uintptr_t *pc,
+		     int max)
+{
+	if (max < 1)
+		return 0;
+	if (!__atomic_load_n(&U.ready, __ATOMIC_ACQUIRE) || !U.as_sample) {
+		pc[0] = s->ip; /* (libunwind not loaded (yet): the sampled instruction alone) */
+		return 1;
+	}
+	segs_refresh();
+	struct regs r = { s->ip, s->sp, s->bp, s, stk, s->sp, s->sp + n, top > s->sp + n ? top : s->sp + n };
+	return walk(U.as_sample, &r, pc, max);
 }

@@ -144,6 +144,8 @@ void *dsp_resolve_early(const char *name, const char *version);
 struct dl_phdr_info;
 void dsp_object_range(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi);
 int dsp_object_build_id(const struct dl_phdr_info *info, uint8_t *id, int cap); /* its length, 0 none */
+/* the loader's counts of objects loaded and unloaded so far (they move when the objects change) */
+void dsp_dl_counters(unsigned long long c[2]);
 
 /* The same for a symbol with several versions (pthread_cond_wait has GLIBC_2.2.5 and 2.3.2:
  * plain dlsym may hand back the old one, which expects a different pthread_cond_t). */
@@ -341,6 +343,16 @@ void dsp_py_sampler_start(void);
 int dsp_py_sample_take(uint64_t *t, int *tid, uint8_t *out, int cap);
 void dsp_py_samples(uint64_t *dropped, uint64_t *torn);
 void dsp_py_atfork_child(void);
+/* The CPU sampler (cpusample.c): the main thread's native stacks DDPSPY_SAMPLE_HZ times a second
+ * of its CPU time, from the kernel's task clock, read by a thread of ddpspy's (a rank's or a lone
+ * process's); started by the writer. The writer takes each sample (its CLOCK_MONOTONIC time, its
+ * frames: their count, -1 when none is left), and the counts kept and lost so far with why
+ * nothing is sampled ("" sampling, NULL not started or not yet known). */
+#define DSP_CPU_FRAMES 48
+void dsp_cpu_sampler_start(void);
+int dsp_cpu_sample_take(uint64_t *t, uintptr_t *pc, int max);
+const char *dsp_cpu_samples(uint64_t *kept, uint64_t *lost);
+void dsp_cpu_atfork_child(void);
 
 /* ---- file descriptors (fdclass.c) ---- */
 int dsp_fdclass_probe(int fd);  /* fstat/getsockopt: the class of fd now (a few syscalls) */
@@ -417,6 +429,15 @@ void dsp_fd_path(int64_t fd, char *buf, size_t n);
  * own (writer.c's load_stacks), as libunwind's own load */
 int dsp_call_stack(const struct dsp_call *c, uintptr_t *pc, int max);
 void dsp_call_stack_load(void);
+/* blocked.c: a CPU sample's stack (cpusample.c): from its registers and the copy of its stack's
+ * top (n bytes from sp), the rest of its stack up to top not read; into pc (max), innermost first
+ * (the sampled instruction, then return addresses); the instruction alone until libunwind is
+ * loaded. From one thread only (the CPU sampler's). */
+struct dsp_sample_regs {
+	uintptr_t ip, sp, bp, bx, r12_15[4];
+};
+int dsp_sample_stack(const struct dsp_sample_regs *s, const uint8_t *stk, size_t n, uintptr_t top, uintptr_t *pc,
+		     int max);
 /* n bytes at address a of this process, read through the kernel (process_vm_readv), so that a
  * bad address fails instead of faulting: the bytes read before the first page that could not be
  * read, -1 when none */

@@ -95,6 +95,20 @@ void dsp_object_range(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t 
 		*lo = 0;
 }
 
+static int counters(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	unsigned long long *c = ctx;
+	(void)size;
+	c[0] = info->dlpi_adds;
+	c[1] = info->dlpi_subs;
+	return 1;
+}
+
+void dsp_dl_counters(unsigned long long c[2])
+{
+	dl_iterate_phdr(counters, c); /* (the counters come with the first object) */
+}
+
 /* The object's GNU build id (its NT_GNU_BUILD_ID note, gABI "Note Section": a 4-byte name size,
  * a 4-byte descriptor size, a 4-byte type, then the name and the descriptor, each padded to 4
  * bytes), read through dsp_peek: a note that cannot be read is no build id, never a fault. The

@@ -72,6 +72,8 @@ struct writer_state {
 	uint64_t gpu_changes;       /* dsp_gpu_info's change count at the last "gpu" record */
 	unsigned py_changes;        /* dsp_py_state's at the last "python" record */
 	uint64_t py_dropped;        /* the Python sampler's dropped and torn samples at the last "pysamples" record */
+	uint64_t cpu_lost;          /* the CPU sampler's lost samples at the last "cpusamples" record */
+	int cpu_told;               /* a "cpusamples" record said why the CPU sampler was refused */
 	size_t frame_start;         /* where the record being built starts in out */
 	struct modent *msnap;       /* the loaded objects the file last described */
 	size_t nmsnap;
@@ -533,15 +535,6 @@ static int mod_cb(struct dl_phdr_info *info, size_t size, void *ctx)
 	return 0;
 }
 
-static int mod_counters(struct dl_phdr_info *info, size_t size, void *ctx)
-{
-	unsigned long long *c = ctx;
-	(void)size;
-	c[0] = info->dlpi_adds;
-	c[1] = info->dlpi_subs;
-	return 1;
-}
-
 static void modents_free(struct modent *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -563,7 +556,7 @@ static void rec_modules_if_changed(void)
 {
 	struct modwalk w = {0};
 	unsigned long long cnt[2] = {0, 0};
-	dl_iterate_phdr(mod_counters, cnt); /* (the counters come with the first object) */
+	dsp_dl_counters(cnt);
 	if (cnt[0] == W.mod_adds && cnt[1] == W.mod_subs && W.msnap)
 		return;
 	dl_iterate_phdr(mod_cb, &w);
@@ -636,6 +629,19 @@ static void rec_python_if_changed(void)
 
 static void flush_stacks(void);
 
+/* a samples record's times and stack ids, n each */
+static void pack_samples(const uint64_t *t, const uint32_t *sid, int n)
+{
+	key("t");
+	msgpack_pack_array(&pk, (size_t)n);
+	for (int i = 0; i < n; i++)
+		msgpack_pack_uint64(&pk, t[i]);
+	key("stack");
+	msgpack_pack_array(&pk, (size_t)n);
+	for (int i = 0; i < n; i++)
+		msgpack_pack_uint32(&pk, sid[i]);
+}
+
 /* The Python sampler's samples since the last flush (pyframes.c): their raw times and stack ids
  * (stacks of Python frames alone), and the samples dropped so far */
 static void rec_pysamples(void)
@@ -654,18 +660,42 @@ static void rec_pysamples(void)
 	frame_begin(DDPSPY_REC_PYSAMPLES, 6);
 	kv_int("tid", tid);
 	kv_int("hz", dsp_cfg.sample_hz);
-	key("t");
-	msgpack_pack_array(&pk, (size_t)n);
-	for (int i = 0; i < n; i++)
-		msgpack_pack_uint64(&pk, t[i]);
-	key("stack");
-	msgpack_pack_array(&pk, (size_t)n);
-	for (int i = 0; i < n; i++)
-		msgpack_pack_uint32(&pk, sid[i]);
+	pack_samples(t, sid, n);
 	kv_int("dropped", (int64_t)dropped);
 	kv_int("torn", (int64_t)torn);
 	frame_end();
 	W.py_dropped = dropped + torn;
+}
+
+/* The CPU sampler's samples since the last flush (cpusample.c): their CLOCK_MONOTONIC times and
+ * stack ids (native frames, the sampled instruction first), the samples kept and lost so far, and
+ * once why none are taken where the sampler was refused */
+static void rec_cpusamples(void)
+{
+	uint64_t t[64], kept, lost;
+	uintptr_t pc[DSP_CPU_FRAMES];
+	uint32_t sid[64];
+	int n = 0, k;
+	while (n < 64 && (k = dsp_cpu_sample_take(&t[n], pc, DSP_CPU_FRAMES)) >= 0)
+		if (k && (sid[n] = stack_id(pc, (uint32_t)k)) != 0)
+			n++;
+	const char *why = dsp_cpu_samples(&kept, &lost);
+	if (!why || (!n && lost == W.cpu_lost && (!why[0] || W.cpu_told)))
+		return;
+	flush_stacks();
+	frame_begin(DDPSPY_REC_CPUSAMPLES, 8 + !!why[0]);
+	kv_int("tid", dsp_pid);
+	kv_int("hz", dsp_cfg.sample_hz);
+	kv_str("clock", "monotonic");
+	kv_str("source", "task-clock");
+	pack_samples(t, sid, n);
+	kv_int("kept", (int64_t)kept);
+	kv_int("lost", (int64_t)lost);
+	if (why[0])
+		kv_str("why", why);
+	frame_end();
+	W.cpu_lost = lost;
+	W.cpu_told = why[0] != 0;
 }
 
 static void rec_identity(void)
@@ -1671,6 +1701,7 @@ static void flush_locked(int final, const char *end_reason)
 									      : DSP_GPU_COLLECT_DELIVERED);
 	rec_gpu_if_changed(final || end_reason);
 	rec_pysamples();
+	rec_cpusamples();
 	if (dsp_cfg.inflight_ms >= 0)
 		dsp_registry_walk(rec_call, &f);
 	dsp_registry_walk(snap_loss, &f);
@@ -1720,6 +1751,7 @@ static void *writer_main(void *arg)
 	pthread_setname_np(pthread_self(), "ddpspy-writer");
 	if (spawn_sampler() < 0)
 		load_stacks(); /* (no thread with a table of its own: from here, in the program's) */
+	dsp_cpu_sampler_start(); /* (from the start: the program's first steps are sampled too) */
 	for (;;) {
 		struct timespec to = {dsp_cfg.flush_ms / 1000, (dsp_cfg.flush_ms % 1000) * 1000000};
 		futex(&W.wake_word, FUTEX_WAIT_PRIVATE, WAKE_NONE, &to);
@@ -1878,6 +1910,7 @@ void dsp_writer_atfork_child(void)
 	msgpack_sbuffer_clear(&pyst.pend);
 	pyst.pending = 0;
 	dsp_py_atfork_child();
+	dsp_cpu_atfork_child();
 	dsp_gpu_atfork_child();
 	dsp_clock_sample(&W.start_raw, &W.start_mono, &W.start_real);
 	if (spawn_writer() < 0)
