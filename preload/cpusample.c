@@ -7,8 +7,10 @@
  * (blocked.c's remote walk: CFI, never the live stack, which has moved on) and queues the frames
  * for the writer, which writes them as "cpusamples" records (stack ids; format 2.13). The event's
  * descriptor lives in a descriptor table of the thread's own (unshare(CLONE_FILES), as the
- * ddpspy-sched thread's), never in the program's. Where the kernel or a seccomp profile refuses
- * (perf_event_paranoid 3, Docker's default profile), nothing is sampled and the file says why. */
+ * ddpspy-sched thread's), never in the program's. Where the kernel refuses (perf_event_paranoid
+ * 3) or a seccomp filter is in force (Docker's default profile, which refuses it anyway; a filter
+ * that kills for a system call it does not allow must not be tried), nothing is sampled and the
+ * file says why. */
 #include "internal.h"
 
 #include <errno.h>
@@ -44,6 +46,10 @@ static struct {
 	} q[QUEUE];
 } C;
 
+/* held while the sampler reads the ring and walks stacks, and by a fork from its prepare to its
+ * end: the child must not inherit the loader's or libunwind's locks held by a thread it has not */
+static pthread_mutex_t walking = PTHREAD_MUTEX_INITIALIZER;
+
 static void refuse(const char *what, int err)
 {
 	snprintf(C.why, sizeof C.why, "%s: %s", what, strerror(err));
@@ -62,6 +68,22 @@ static uintptr_t stack_top(void)
 	if (f)
 		fclose(f);
 	return top;
+}
+
+/* a seccomp filter applies to this thread ("Seccomp: 2"): a system call it does not allow may be
+ * refused, or may kill the process (systemd's SystemCallFilter=, some sandboxes); Docker's
+ * default profile refuses perf_event_open anyway without CAP_PERFMON */
+static int seccomp_filtered(void)
+{
+	FILE *f = fopen("/proc/thread-self/status", "re");
+	char line[128];
+	int mode = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "Seccomp: %d", &mode) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return mode == 2;
 }
 
 /* one PERF_RECORD_SAMPLE's body (after its header), in sample_type's order: ip, pid and tid,
@@ -121,6 +143,11 @@ static void *sampler(void *arg)
 		refuse("close_range", errno);
 		return NULL;
 	}
+	if (seccomp_filtered()) {
+		snprintf(C.why, sizeof C.why, "a seccomp filter is in force: perf_event_open not tried (a filter may kill for it)");
+		__atomic_store_n(&C.state, 2, __ATOMIC_RELEASE);
+		return NULL;
+	}
 	struct perf_event_attr a;
 	memset(&a, 0, sizeof a);
 	a.type = PERF_TYPE_SOFTWARE;
@@ -157,6 +184,7 @@ static void *sampler(void *arg)
 	for (;;) {
 		struct timespec ts = { 0, READ_MS * 1000000L };
 		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&walking);
 		uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE), tail = mp->data_tail;
 		while (head - tail >= sizeof(struct perf_event_header)) {
 			struct perf_event_header eh;
@@ -174,6 +202,7 @@ static void *sampler(void *arg)
 				__atomic_fetch_add(&C.lost, *(const uint64_t *)(rec + sizeof eh + 8), __ATOMIC_RELAXED);
 		}
 		__atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&walking);
 	}
 	return NULL;
 }
@@ -215,7 +244,18 @@ const char *dsp_cpu_samples(uint64_t *kept, uint64_t *lost)
 	return !C.started ? NULL : st == 2 ? C.why : st == 1 ? "" : NULL;
 }
 
+void dsp_cpu_atfork_prepare(void)
+{
+	pthread_mutex_lock(&walking);
+}
+
+void dsp_cpu_atfork_parent(void)
+{
+	pthread_mutex_unlock(&walking);
+}
+
 void dsp_cpu_atfork_child(void)
 {
 	memset(&C, 0, sizeof C); /* (the sampler is not in the child: the child's writer starts its own) */
+	pthread_mutex_init(&walking, NULL);
 }

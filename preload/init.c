@@ -89,12 +89,14 @@ static void atfork_prepare(void)
 	t->guard++;
 	dsp_writer_atfork_prepare();
 	dsp_stack_atfork_prepare();
+	dsp_cpu_atfork_prepare();
 	dsp_registry_fork_prepare();
 }
 
 static void atfork_parent(void)
 {
 	dsp_registry_fork_parent();
+	dsp_cpu_atfork_parent();
 	dsp_stack_atfork_parent();
 	dsp_writer_atfork_parent();
 	dsp_tls.guard--;

@@ -352,6 +352,8 @@ void dsp_py_atfork_child(void);
 void dsp_cpu_sampler_start(void);
 int dsp_cpu_sample_take(uint64_t *t, uintptr_t *pc, int max);
 const char *dsp_cpu_samples(uint64_t *kept, uint64_t *lost);
+void dsp_cpu_atfork_prepare(void); /* (a fork waits for the sampler's walk in progress) */
+void dsp_cpu_atfork_parent(void);
 void dsp_cpu_atfork_child(void);
 
 /* ---- file descriptors (fdclass.c) ---- */

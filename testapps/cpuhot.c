@@ -5,10 +5,16 @@
  * sample may fall there). It prints, as one JSON line, the CPU time each function really took
  * (CLOCK_THREAD_CPUTIME_ID around it), the thread's whole CPU time, and the descriptors open at
  * its end (a profiler's own must not be among them) and its threads' names.
+ *   cpuhot filtered STEPS A_MS B_MS SLEEP_MS
+ * runs the same after putting itself under a seccomp filter that allows every system call (and
+ * exec'ing itself): ddpspy must not try perf_event_open there, and its file says why.
  *   cpuhot work N
  * does N fixed chunks of the same arithmetic and prints its CPU and wall time and the CPU time of
  * ddpspy's sampler thread (make bench: the sampler's cost to the program). */
 #include <dirent.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +117,17 @@ int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "work"))
 		return work(atol(argv[2]));
+	if (argc == 6 && !strcmp(argv[1], "filtered")) {
+		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+		struct sock_fprog prog = { 1, &allow };
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+			perror("cpuhot: seccomp");
+			return 1;
+		}
+		execv("/proc/self/exe", (char *[]){ argv[0], argv[2], argv[3], argv[4], argv[5], NULL });
+		perror("cpuhot: exec");
+		return 1;
+	}
 	if (argc != 5) {
 		fprintf(stderr, "usage: cpuhot STEPS A_MS B_MS SLEEP_MS\n");
 		return 2;

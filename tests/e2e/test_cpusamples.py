@@ -4,7 +4,8 @@ thread of ddpspy's with no signal sent to the program. Judged against build/test
 which spends known CPU time in hot_a (called from run_step) and hot_b (from b_outer) and sleeps
 between: the samples' split between the two functions and their total against the CPU time the
 program measured itself, no sample in a sleep, the frames by name (collector/elfsym.c), the
-program's descriptors without ddpspy's perf event, DDPSPY_SAMPLE_HZ=0 for none; and on the
+program's descriptors without ddpspy's perf event, DDPSPY_SAMPLE_HZ=0 for none, none under a
+seccomp filter (and the file's reason); and on the
 testbed, a straggler of compute named where its compute goes."""
 import json
 import math
@@ -71,6 +72,13 @@ ok(truth0 is not None and not of(recs0, "cpu_sample") and "ddpspy-cpusamp" not i
    "DDPSPY_SAMPLE_HZ=0: no samples and no sampler thread: %s" % (truth0["threads"] if truth0 else None))
 ok(truth and "ddpspy-cpusamp" in truth["threads"], "sampled: the sampler is a thread of ddpspy's, named so: %s"
    % (truth["threads"] if truth else None))
+# under a seccomp filter (one that allows everything: another may kill for perf_event_open) the
+# sampler does not try, and the file says why
+truthf, recsf, outf = run("filtered", ["filtered", 5, 5, 5, 5])
+summ = subprocess.run([DDPSPY, "dump", "--summary", "--json", outf], capture_output=True, text=True).stdout
+ff = [json.loads(l) for l in summ.splitlines() if '"cpu_samples"' in l]
+ok(truthf is not None and ff and ff[-1]["cpu_samples"] == 0 and "seccomp" in (ff[-1]["cpu_samples_why"] or ""),
+   "under a seccomp filter: no samples, and why: %s" % (ff[-1]["cpu_samples_why"] if ff else None))
 # a higher rate: as many more samples, none lost
 truth1, recs1, _ = run("fast", [10, 30, 10, 10], {"DDPSPY_SAMPLE_HZ": "1000"})
 n1 = len(of(recs1, "cpu_sample"))
