@@ -305,3 +305,25 @@ int trace_function_text(const struct trace_file *f, uint64_t ip, int ret, char *
 	return snprintf(buf, n, "%s+0x%" PRIx64 " (%s)", base ? base + 1 : m->path ? m->path : "?",
 			ip - m->bias - foff, name);
 }
+
+/* an object of the system's (the C library, the loader, libm, the vDSO, libunwind) or ddpspy's
+ * own, not the program's */
+static int not_program(const struct trace_module *m)
+{
+	const char *base = m && m->path ? strrchr(m->path, '/') : NULL;
+	if (!m || !m->path)
+		return 0;
+	if (base && !strncmp(base + 1, "libddpspy", 9))
+		return 1;
+	return m->path[0] != '/' ? !strncmp(m->path, "linux-vdso", 10) :
+	       (!strncmp(m->path, "/lib/", 5) || !strncmp(m->path, "/usr/lib/", 9) || !strncmp(m->path, "/lib64/", 7)) &&
+	       !strstr(m->path, "-packages/");
+}
+
+uint32_t trace_sample_site(const struct trace_file *f, const struct trace_stack *s)
+{
+	uint32_t at = 0;
+	while (at + 1 < s->n && not_program(trace_module_of(f, s->ips[at])))
+		at++;
+	return at;
+}

@@ -32,4 +32,11 @@ int trace_frame_text(const struct trace_file *f, uint64_t ip, int ret, char *buf
  * function is not known. */
 int trace_function_text(const struct trace_file *f, uint64_t ip, int ret, char *buf, size_t n);
 
+/* A CPU sample's site (stack s, its first frame the sampled instruction): the index of its
+ * innermost frame in the program's own code, past the system's libraries (the C library, the
+ * loader, libm, the vDSO; not an installed package's) and ddpspy's own (its recording of a call,
+ * which is that call's cost): memcpy's caller; the outermost when every frame is theirs. */
+struct trace_stack;
+uint32_t trace_sample_site(const struct trace_file *f, const struct trace_stack *s);
+
 #endif

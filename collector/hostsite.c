@@ -159,18 +159,6 @@ static struct hsite *site_for(struct proc *p, const struct hsite *probe, double 
 	return s;
 }
 
-/* an object of the system's (the C library, the loader, libm, the vDSO), not the program's: a
- * sampled site is the frame that called into it (memcpy's caller) */
-static int system_lib(const struct trace_file *f, uint64_t ip)
-{
-	const struct trace_module *m = trace_module_of(f, ip);
-	if (!m || !m->path)
-		return 0;
-	return m->path[0] != '/' ? !strncmp(m->path, "linux-vdso", 10) :
-	       (!strncmp(m->path, "/lib/", 5) || !strncmp(m->path, "/usr/lib/", 9) || !strncmp(m->path, "/lib64/", 7)) &&
-	       !strstr(m->path, "-packages/");
-}
-
 /* a sample out of every call: its site's time */
 static void sample_add(struct proc *p, const struct trace_file *f, const struct pending *q)
 {
@@ -184,9 +172,7 @@ static void sample_add(struct proc *p, const struct trace_file *f, const struct 
 	const struct trace_stack *st = q->stack ? trace_stack(f, q->stack) : NULL;
 	if (!st || !st->n)
 		return;
-	uint32_t at = 0;
-	while (at + 1 < st->n && system_lib(f, st->ips[at]))
-		at++;
+	uint32_t at = trace_sample_site(f, st);
 	/* (the site: its function, whatever the address in it sampled; then its callers) */
 	trace_function_text(f, st->ips[at], at > 0, probe.frames[0], sizeof probe.frames[0]);
 	struct hsite *s = site_for(p, &probe, q->ms, q->t);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../collector/elfsym.h"
 #include "vw.h"
 
 int vw_step_number(const struct analysis *a, size_t k)
@@ -372,12 +373,31 @@ static int on_sample(void *ctx, struct trace_file *f, int tid, uint64_t raw, uin
 	return 0;
 }
 
+static int on_cpusample(void *ctx, struct trace_file *f, int tid, int64_t t_ns, uint32_t stack)
+{
+	struct rdctx *c = ctx;
+	int64_t t = an_job_time(c->p, t_ns);
+	int win = vw_window_of(c->w, c->nw, t, t);
+	const struct trace_stack *s = trace_stack(f, stack);
+	if (win < 0 || !s || !s->n)
+		return 0;
+	char site[VW_FRAME], fr[VW_FRAMES][VW_FRAME];
+	int n = 0;
+	uint32_t at = trace_sample_site(f, s);
+	trace_function_text(f, s->ips[at], at > 0, site, sizeof site);
+	for (; n < VW_FRAMES && (uint32_t)n < s->n; n++) /* (the first the sampled instruction itself) */
+		trace_frame_text(f, s->ips[n], n > 0, fr[n], sizeof fr[n]);
+	c->r->cpusample(c->r->ctx, c->p, tid, t, win, site, (const char (*)[VW_FRAME])fr, n);
+	return 0;
+}
+
 int vw_read(const struct proc *p, const struct vwin *w, int nw, const struct vw_reader *r)
 {
 	struct trace_file f;
 	struct rdctx c = { .p = p, .w = w, .nw = nw, .r = r };
 	struct trace_visitor v = { .ctx = &c, .on_event = on_event, .on_inflight = on_inflight,
-				   .on_sample = r->sample ? on_sample : NULL };
+				   .on_sample = r->sample ? on_sample : NULL,
+				   .on_cpusample = r->cpusample ? on_cpusample : NULL };
 	int rc = trace_open(&f, p->file);
 	if (rc == 0 && p->clock)
 		rc = trace_set_clock(&f, p->clock);

@@ -153,6 +153,28 @@ static void on_sample(void *ctx, const struct proc *p, int tid, int64_t t, int w
 	vo_seen_tid(v, tid);
 }
 
+/* a sample of the main thread's native stack on a CPU: an instant on its thread, named by its
+ * innermost function, the frames in its args */
+static void on_cpusample(void *ctx, const struct proc *p, int tid, int64_t t, int win, const char *site,
+			 const char (*frames)[VW_FRAME], int n)
+{
+	struct view *v = ctx;
+	(void)p, (void)win;
+	if (!vo_take(v, 0, 1))
+		return;
+	vo_ev(v, "i", v->pid[v->r], tid, t);
+	fputs(",\"s\":\"t\",\"name\":", v->o);
+	json_put_string(v->o, site, SIZE_MAX);
+	fputs(",\"cat\":\"cpu sample\",\"args\":{\"frames\":[", v->o);
+	for (int i = 0; i < n; i++) {
+		if (i)
+			fputc(',', v->o);
+		json_put_string(v->o, frames[i], SIZE_MAX);
+	}
+	fputs("]}}", v->o);
+	vo_seen_tid(v, tid);
+}
+
 static void on_thread(void *ctx, const struct proc *p, int tid, const char *name)
 {
 	struct view *v = ctx;
@@ -365,7 +387,8 @@ static void view_setup(struct view *v, long maxev)
 static void view_ranks(struct view *v)
 {
 	const struct analysis *a = v->a;
-	struct vw_reader rd = { .ctx = v, .call = on_call, .thread = on_thread, .nvtx = vo_on_nvtx, .sample = on_sample };
+	struct vw_reader rd = { .ctx = v, .call = on_call, .thread = on_thread, .nvtx = vo_on_nvtx, .sample = on_sample,
+				 .cpusample = on_cpusample };
 	for (int r = 0; r < a->nranks; r++) {
 		const struct proc *p = a->ranks[r].p;
 		v->r = r;

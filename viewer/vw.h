@@ -48,6 +48,8 @@ struct vw_call {
 	int inflight;                  /* a call in flight that never returned: v.d until the last look */
 	const struct trace_stack *stack; /* its stack (its Python frames, 2.12), NULL none */
 };
+#define VW_FRAME 160 /* a native frame's text, "module+0xoffset (function+0xoffset)" */
+#define VW_FRAMES 8  /* a sample's frames given */
 struct vw_reader {
 	void *ctx;
 	void (*call)(void *ctx, const struct proc *p, const struct vw_call *c);
@@ -58,6 +60,10 @@ struct vw_reader {
 	/* the main thread's Python samples in a window (2.12): t on the job's clock, the stack of its
 	 * Python frames; NULL skips them */
 	void (*sample)(void *ctx, const struct proc *p, int tid, int64_t t, int win, const struct trace_stack *s);
+	/* the main thread's native samples on a CPU in a window (2.13): t on the job's clock, its site
+	 * (the innermost frame's function) and its frames as text, innermost first; NULL skips them */
+	void (*cpusample)(void *ctx, const struct proc *p, int tid, int64_t t, int win, const char *site,
+			  const char (*frames)[VW_FRAME], int n);
 };
 int vw_read(const struct proc *p, const struct vwin *w, int nw, const struct vw_reader *r);
 

@@ -26,11 +26,13 @@ def run(name, args, env=None):
 
 
 def fn(frame):
-    """the function a frame names ("module+0xoff (name+0xoff)"), None when unnamed"""
-    return frame.split(" (", 1)[1].rsplit("+0x", 1)[0] if " (" in frame else None
+    """the function a frame names ("module+0xoff (name+0xoff)" or "module+0xstart (name)"), None
+    when unnamed"""
+    return frame.split(" (", 1)[1].rstrip(")").rsplit("+0x", 1)[0] if " (" in frame else None
 
 
-truth, recs, out = run("hot", [30, 30, 10, 20])
+# (a rank of its own, for the view below)
+truth, recs, out = run("hot", [30, 30, 10, 20], {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"})
 ss = of(recs, "cpu_sample")
 ok(truth is not None and len(ss) > 0, "cpuhot ran under the preload and its main thread was sampled (%d samples)" % len(ss))
 summ = subprocess.run([DDPSPY, "dump", "--summary", "--json", out], capture_output=True, text=True).stdout
@@ -65,6 +67,18 @@ inside = [s for s in ss if any(a + 1e6 < s["t_ns"] < b - 1e6 for a, b in sleeps)
 ok(len(sleeps) >= 28 and not inside, "no sample inside the program's %d sleeps (%d)" % (len(sleeps), len(inside)))
 ok(truth and not any("perf_event" in f for f in truth["fds"]),
    "the perf event's descriptor is not in the program's table: %s" % (truth["fds"] if truth else None))
+
+# the Perfetto view of its steps (no collectives: time windows): the samples as instants on the
+# main thread, named by their function, their frames in args
+vf = os.path.join(d, "hot.json")
+q = subprocess.run([DDPSPY, "view", out, "-o", vf, "--steps", "0-19"], capture_output=True, text=True)
+ev = json.load(open(vf))["traceEvents"] if q.returncode == 0 else []
+inst = [e for e in ev if e.get("cat") == "cpu sample"]
+ok(q.returncode == 0 and len(inst) >= 0.5 * len(ss) and all(e["tid"] == e["pid"] for e in inst)
+   and {fn(e["name"]) for e in inst} <= {"hot_a", "hot_b", "run_step"} and all(len(e["args"]["frames"]) >= 3 for e in inst),
+   "ddpspy view: %d of the %d samples as instants on the main thread, named by hot_a or hot_b (or run_step, "
+   "where ddpspy recorded its sleep's stack: its own frames are passed over to the call's site): %s"
+   % (len(inst), len(ss), sorted({e["name"] for e in inst})[:3]))
 
 # off
 truth0, recs0, _ = run("off", [10, 10, 5, 5], {"DDPSPY_SAMPLE_HZ": "0"})
