@@ -45,7 +45,7 @@ static struct {
 /* a file mapped read-only; NULL when it cannot be */
 static const unsigned char *map_file(const char *path, size_t *size)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* (a FIFO named so must not block) */
 	if (fd < 0)
 		return NULL;
 	struct stat st;

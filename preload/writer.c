@@ -504,6 +504,15 @@ static uint64_t hash_str(const char *s)
 	return ddpspy_fnv_bytes(DDPSPY_FNV_SEED, s, strlen(s));
 }
 
+/* e's entry in v (n), the same object at the same place; NULL when it is not there */
+static const struct modent *mod_find(const struct modent *e, const struct modent *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i].lo == e->lo && v[i].hash == e->hash)
+			return &v[i];
+	return NULL;
+}
+
 static int mod_cb(struct dl_phdr_info *info, size_t size, void *ctx)
 {
 	struct modwalk *w = ctx;
@@ -524,13 +533,20 @@ static int mod_cb(struct dl_phdr_info *info, size_t size, void *ctx)
 	const char *name = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : exe;
 	dsp_object_range(info, &e->lo, &e->hi);
 	e->bias = info->dlpi_addr;
-	e->nbid = dsp_object_build_id(info, e->bid, (int)sizeof e->bid);
 	e->name = strdup(name);
 	if (!e->name) {
 		w->nomem = 1;
 		return 1;
 	}
 	e->hash = hash_str(name) ^ e->bias;
+	/* its build id: read once, when it is new (a PyTorch import loads objects in many flushes) */
+	const struct modent *had = mod_find(e, W.msnap, W.nmsnap);
+	if (had) {
+		memcpy(e->bid, had->bid, sizeof e->bid);
+		e->nbid = had->nbid;
+	} else {
+		e->nbid = dsp_object_build_id(info, e->bid, (int)sizeof e->bid);
+	}
 	w->n++;
 	return 0;
 }
@@ -540,14 +556,6 @@ static void modents_free(struct modent *v, size_t n)
 	for (size_t i = 0; i < n; i++)
 		free(v[i].name);
 	free(v);
-}
-
-static int mod_in(const struct modent *e, const struct modent *v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (v[i].lo == e->lo && v[i].hash == e->hash)
-			return 1;
-	return 0;
 }
 
 /* When objects were loaded or unloaded since the last look (the loader's counters moved): a
@@ -567,9 +575,9 @@ static void rec_modules_if_changed(void)
 	}
 	size_t nadd = 0, ngone = 0;
 	for (size_t i = 0; i < w.n; i++)
-		nadd += !mod_in(&w.v[i], W.msnap, W.nmsnap);
+		nadd += !mod_find(&w.v[i], W.msnap, W.nmsnap);
 	for (size_t i = 0; i < W.nmsnap; i++)
-		ngone += !mod_in(&W.msnap[i], w.v, w.n);
+		ngone += !mod_find(&W.msnap[i], w.v, w.n);
 	if (nadd || ngone) {
 		frame_begin(DDPSPY_REC_MODULES, 2);
 		key("list");
@@ -577,7 +585,7 @@ static void rec_modules_if_changed(void)
 		const char *prev = "";
 		for (size_t i = 0; i < w.n; i++) {
 			const struct modent *e = &w.v[i];
-			if (mod_in(e, W.msnap, W.nmsnap))
+			if (mod_find(e, W.msnap, W.nmsnap))
 				continue;
 			/* [bytes shared with the name before, the rest, bias, lo - bias, hi - lo, and
 			 * (2.13) the build id where it has one]: the names share long directories, the
@@ -598,7 +606,7 @@ static void rec_modules_if_changed(void)
 		key("gone");
 		msgpack_pack_array(&pk, ngone);
 		for (size_t i = 0; i < W.nmsnap; i++)
-			if (!mod_in(&W.msnap[i], w.v, w.n))
+			if (!mod_find(&W.msnap[i], w.v, w.n))
 				msgpack_pack_uint64(&pk, W.msnap[i].lo);
 		frame_end();
 	}
