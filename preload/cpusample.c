@@ -25,8 +25,8 @@
 #include <unistd.h>
 
 #define READ_MS 10
-#define RING_PAGES 128 /* data pages: 512 KiB, about 30 samples of STACK_COPY (a second at 100 Hz
-			* is 10 reads) */
+#define RING_PAGES 128 /* data pages at most (a power of two): 512 KiB, about 30 samples of
+			* STACK_COPY (a second at 100 Hz is 10 reads) */
 #define STACK_COPY 16384 /* bytes of the stack's top copied with each sample */
 #define QUEUE 256        /* samples waiting for the writer (it takes them every flush, 100 ms) */
 #define REG_MASK ((1ull << PERF_REG_X86_BX) | (1ull << PERF_REG_X86_BP) | (1ull << PERF_REG_X86_SP) | \
@@ -167,17 +167,23 @@ static void *sampler(void *arg)
 		refuse("perf_event_open (the main thread's task clock)", errno);
 		return NULL;
 	}
+	/* (a user's perf rings beyond perf_event_mlock_kb, 516 KiB, count against the process's
+	 * RLIMIT_MEMLOCK: where that is small, a smaller ring, which holds fewer samples between
+	 * reads) */
 	long pg = sysconf(_SC_PAGESIZE);
-	size_t len = (size_t)pg * (RING_PAGES + 1);
-	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	uint8_t *m = MAP_FAILED;
+	size_t pages = RING_PAGES;
+	for (; m == MAP_FAILED && pages >= 8; pages /= 4)
+		m = mmap(NULL, (size_t)pg * (pages + 1), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
 		refuse("mmap of perf's ring", errno);
 		close(fd);
 		return NULL;
 	}
+	pages *= 4; /* (the size mapped) */
 	struct perf_event_mmap_page *mp = (struct perf_event_mmap_page *)m;
 	const uint8_t *data = m + pg;
-	const uint64_t dsz = (uint64_t)pg * RING_PAGES;
+	const uint64_t dsz = (uint64_t)pg * pages;
 	static uint8_t rec[STACK_COPY + 4096];
 	uintptr_t top = stack_top();
 	__atomic_store_n(&C.state, 1, __ATOMIC_RELEASE);
