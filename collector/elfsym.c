@@ -107,6 +107,31 @@ static int cmp_sym(const void *x, const void *y)
 	return AN_ORDER(a->lo, b->lo) ? AN_ORDER(a->lo, b->lo) : AN_ORDER(b->hi, a->hi);
 }
 
+/* The procedure linkage table's sections (.plt, .plt.sec, .plt.got: the stubs a call to another
+ * object's function goes through, which no symbol covers) into v as ELFSYM_PLT, by their section
+ * names; how many */
+#define PLTS 4
+static size_t plts(const unsigned char *m, size_t size, const Elf64_Shdr *sh, unsigned nsh, struct sym *v)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)m;
+	if (eh->e_shstrndx >= nsh)
+		return 0;
+	const Elf64_Shdr *names = &sh[eh->e_shstrndx];
+	if (names->sh_type != SHT_STRTAB || !within(names->sh_offset, names->sh_size, size) || !names->sh_size ||
+	    m[names->sh_offset + names->sh_size - 1] != 0)
+		return 0;
+	size_t n = 0;
+	for (unsigned i = 0; i < nsh && n < PLTS; i++) {
+		uint64_t at = sh[i].sh_name;
+		if (at >= names->sh_size || !sh[i].sh_size || !sh[i].sh_addr)
+			continue;
+		const char *nm = (const char *)m + names->sh_offset + at; /* (ends within: its last byte is 0) */
+		if (!strcmp(nm, ".plt") || !strcmp(nm, ".plt.sec") || !strcmp(nm, ".plt.got"))
+			v[n++] = (struct sym){sh[i].sh_addr, sh[i].sh_addr + sh[i].sh_size, ELFSYM_PLT};
+	}
+	return n;
+}
+
 /* The functions of one symbol table section (SHT_SYMTAB or SHT_DYNSYM) with a size, by address;
  * 0 when the file has no such section or it does not check out. */
 static size_t functions(const unsigned char *m, size_t size, const Elf64_Shdr *sh, unsigned nsh, uint32_t type,
@@ -123,7 +148,7 @@ static size_t functions(const unsigned char *m, size_t size, const Elf64_Shdr *s
 			continue;
 		const Elf64_Sym *y = (const Elf64_Sym *)(m + s->sh_offset);
 		size_t ny = s->sh_size / sizeof *y, n = 0;
-		struct sym *v = malloc((ny ? ny : 1) * sizeof *v);
+		struct sym *v = malloc((ny + PLTS) * sizeof *v);
 		if (!v)
 			return 0;
 		for (size_t k = 0; k < ny; k++) {
@@ -138,6 +163,7 @@ static size_t functions(const unsigned char *m, size_t size, const Elf64_Shdr *s
 			free(v);
 			continue;
 		}
+		n += plts(m, size, sh, nsh, v + n);
 		sort_n(v, n, sizeof *v, cmp_sym);
 		*out = v;
 		return n;
@@ -320,10 +346,19 @@ static int not_program(const struct trace_module *m)
 	       !strstr(m->path, "-packages/");
 }
 
+/* ip (a return address when ret) is in a procedure linkage table's stub */
+static int in_plt(const struct trace_module *m, uint64_t ip, int ret)
+{
+	uint64_t start, off = ip - m->bias;
+	const char *name = m->nbid ? elfsym_find(m->path, m->bid, m->nbid, ret && off ? off - 1 : off, &start) : NULL;
+	return name && !strcmp(name, ELFSYM_PLT);
+}
+
 uint32_t trace_sample_site(const struct trace_file *f, const struct trace_stack *s)
 {
 	uint32_t at = 0;
-	while (at + 1 < s->n && not_program(trace_module_of(f, s->ips[at])))
-		at++;
+	for (const struct trace_module *m; at + 1 < s->n; at++)
+		if (!(m = trace_module_of(f, s->ips[at])) || !(not_program(m) || in_plt(m, s->ips[at], at > 0)))
+			break;
 	return at;
 }

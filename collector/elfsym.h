@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #define ELFSYM_BID_MAX 32 /* bytes of a build id kept (GNU's are 20: SHA-1) */
+#define ELFSYM_PLT "@plt" /* the name of an address in a procedure linkage table's stub */
 
 struct trace_file;
 
@@ -34,8 +35,9 @@ int trace_function_text(const struct trace_file *f, uint64_t ip, int ret, char *
 
 /* A CPU sample's site (stack s, its first frame the sampled instruction): the index of its
  * innermost frame in the program's own code, past the system's libraries (the C library, the
- * loader, libm, the vDSO; not an installed package's) and ddpspy's own (its recording of a call,
- * which is that call's cost): memcpy's caller; the outermost when every frame is theirs. */
+ * loader, libm, the vDSO; not an installed package's), ddpspy's own (its recording of a call,
+ * which is that call's cost) and linkage stubs (@plt): memcpy's caller; the outermost when every
+ * frame is theirs. */
 struct trace_stack;
 uint32_t trace_sample_site(const struct trace_file *f, const struct trace_stack *s);
 

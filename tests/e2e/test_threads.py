@@ -2,6 +2,7 @@
 threads, and a program that exits from a secondary thread."""
 import json
 import os
+import time
 import shutil
 import subprocess
 from lib import *
@@ -117,10 +118,22 @@ ok(len([e for e in ev if e["kind"] == "thread_exit"]) == 1000 and of(recs, "end"
    "each with its exit, nothing dropped")
 
 # CPU time and run-queue delay: the writer reads every thread's schedstat at most every 100 ms and at
-# the end ("sched" records). Two busy threads on one CPU: each waits for it about half the time.
-out = os.path.join(d, "sched")
-if shutil.which("taskset"):
+# the end ("sched" records). Two busy threads on one CPU: each waits for it about half the time, and
+# more where other work shares that CPU: with a share o of it taken by anything else, the two split
+# the rest and each waits (1 + o) / 2 of its time. o is measured beside it from /proc/stat's CPU 0
+# (its busy time over the run, less the two threads'): the bound assumed an idle CPU 0, and a fresh
+# clone's make test with both cores busy saw each wait 0.74 (stop 58).
+def cpu0_busy_ns():
+    f = open("/proc/stat").read().splitlines()
+    v = [int(x) for x in next(l for l in f if l.startswith("cpu0 ")).split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) * 1e9 / os.sysconf("SC_CLK_TCK")  # (less idle and iowait)
+
+
+def sched_case(k):
+    out = os.path.join(d, "sched%d" % k)
+    b0, w0 = cpu0_busy_ns(), time.monotonic()
     p = traced(["taskset", "-c", "0", threads, "spin", "2", "1.0"], out, timeout=60)
+    b1, w1 = cpu0_busy_ns(), time.monotonic()
     recs, rc, _ = dump(out)
     sc = of(recs, "sched")
     busy = sorted({r["tid"] for r in sc if r["run_ns"] > 2e8})
@@ -128,10 +141,18 @@ if shutil.which("taskset"):
     mono = all(a["run_ns"] <= b["run_ns"] and a["wait_ns"] <= b["wait_ns"] and a["t_ns"] < b["t_ns"]
                for t in busy for a, b in zip([r for r in sc if r["tid"] == t], [r for r in sc if r["tid"] == t][1:]))
     shares = [round(x["wait_ns"] / (x["run_ns"] + x["wait_ns"]), 2) for x in last.values()]
-    ok(p.returncode == 0 and len(busy) == 2 and all(r["cpus"] == 1 for r in sc) and mono and
-       all(len([r for r in sc if r["tid"] == t]) >= 5 for t in busy) and all(0.35 <= x <= 0.65 for x in shares),
-       "two busy threads on one CPU: schedstat read every 100 ms, counters growing, 1 CPU allowed, each waiting for the "
-       "CPU %s of its time (about half)" % shares)
+    other = max(0.0, min(1.0, (b1 - b0 - sum(x["run_ns"] for x in last.values())) / ((w1 - w0) * 1e9)))
+    want = (1 + other) / 2
+    return [(p.returncode == 0 and len(busy) == 2 and all(r["cpus"] == 1 for r in sc) and mono and
+             all(len([r for r in sc if r["tid"] == t]) >= 5 for t in busy),
+             "two busy threads on one CPU: schedstat read every 100 ms, counters growing, 1 CPU allowed"),
+            (len(shares) == 2 and all(abs(x - want) <= 0.15 for x in shares),
+             "each waiting for the CPU %s of its time: (1 + %.2f) / 2 = %.2f expected within 0.15, %.2f of CPU 0 "
+             "taken by other work" % (shares, other, want, other))]
+
+
+if shutil.which("taskset"):
+    live("run-queue delay", sched_case)
 else:
     skip("run-queue delay", "taskset (util-linux) missing")
 
