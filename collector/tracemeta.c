@@ -387,13 +387,21 @@ static int add_pyframes(struct trace_file *f, uint32_t id, const msgpack_object 
 	return 0;
 }
 
+/* a samples record's "t" and "stack" arrays, one entry each per sample; -1 when they are not */
+static int sample_arrays(const msgpack_object *m, const msgpack_object **t, const msgpack_object **st)
+{
+	*t = trace_mp_get(m, "t");
+	*st = trace_mp_get(m, "stack");
+	return *t && *st && (*t)->type == MSGPACK_OBJECT_ARRAY && (*st)->type == MSGPACK_OBJECT_ARRAY &&
+	       (*t)->via.array.size == (*st)->via.array.size ? 0 : -1;
+}
+
 /* a "pysamples" record (2.12): each sample to v; -1 when malformed */
 static int rd_pysamples(struct trace_file *f, const msgpack_object *m, const struct trace_visitor *v, int *stop)
 {
-	const msgpack_object *t = trace_mp_get(m, "t"), *st = trace_mp_get(m, "stack");
+	const msgpack_object *t, *st;
 	int tid = (int)trace_mp_int_or(m, "tid", -1);
-	if (!t || !st || t->type != MSGPACK_OBJECT_ARRAY || st->type != MSGPACK_OBJECT_ARRAY ||
-	    t->via.array.size != st->via.array.size)
+	if (sample_arrays(m, &t, &st) < 0)
 		return -1;
 	f->py_samples += t->via.array.size;
 	f->py_sample_hz = (long)trace_mp_int_or(m, "hz", f->py_sample_hz);
@@ -410,10 +418,9 @@ static int rd_pysamples(struct trace_file *f, const msgpack_object *m, const str
  * malformed */
 static int rd_cpusamples(struct trace_file *f, const msgpack_object *m, const struct trace_visitor *v, int *stop)
 {
-	const msgpack_object *t = trace_mp_get(m, "t"), *st = trace_mp_get(m, "stack");
+	const msgpack_object *t, *st;
 	int tid = (int)trace_mp_int_or(m, "tid", -1);
-	if (!t || !st || t->type != MSGPACK_OBJECT_ARRAY || st->type != MSGPACK_OBJECT_ARRAY ||
-	    t->via.array.size != st->via.array.size)
+	if (sample_arrays(m, &t, &st) < 0)
 		return -1;
 	f->cpu_samples += t->via.array.size;
 	f->cpu_sample_hz = (long)trace_mp_int_or(m, "hz", f->cpu_sample_hz);
