@@ -68,7 +68,8 @@ static void align_workers(struct analysis *a)
 }
 
 /* A collective instance (comm, seq) as one rank saw it: when it joined (called a blocking
- * collective, posted a nonblocking one, launched its NCCL kernel) and when it saw it done (left
+ * collective, posted a nonblocking one, launched its NCCL kernel), when it began to wait for it
+ * (from: the blocking call's or the kernel's start, the wait's) and when it saw it done (left
  * the call, left the wait that completed it, the kernel ended), on its own clock, anchored. An
  * instance of a symmetric collective (all-reduce, all-gather, all-to-all, barrier, reduce-scatter)
  * is done only once every rank joined it: no rank saw it done before the last one joined.
@@ -79,7 +80,7 @@ static void align_workers(struct analysis *a)
 #define WAIT_BLOCKED 20000
 struct cpt {
 	int32_t comm, seq;
-	int64_t join, done;
+	int64_t join, from, done;
 };
 
 struct cpts {
@@ -87,11 +88,11 @@ struct cpts {
 	size_t n, cap;
 };
 
-static void cpt_add(struct cpts *c, int32_t comm, int32_t seq, int64_t join, int64_t done)
+static void cpt_add(struct cpts *c, int32_t comm, int32_t seq, int64_t join, int64_t from, int64_t done)
 {
 	struct cpt *v = room_for(c->v, c->n, &c->cap, sizeof *v, 256);
 	if (v)
-		(c->v = v)[c->n++] = (struct cpt){ comm, seq, join, done };
+		(c->v = v)[c->n++] = (struct cpt){ comm, seq, join, from, done };
 }
 
 /* whether instance e counts: a spread's (spread) always, the prefix's at the spread's level */
@@ -118,11 +119,11 @@ static void host_calls(const struct proc *p, const struct ev *ev, size_t n, cons
 		struct ev e = lv ? an_job_ev(p, &ev[k]) : ev[k];
 		if (an_exit_aligns(&e)) {
 			if (at_level(p, &e, lv != NULL))
-				cpt_add(c, e.comm, e.seq, e.t, e.t + e.d);
+				cpt_add(c, e.comm, e.seq, e.t, e.t, e.t + e.d);
 		} else if (!an_post(q, &e) && an_posts_of(q, &e, &i, &last)) {
 			for (int j = i; j < last; j++)
 				if (an_op_is(&q->v[j], DDPSPY_OPF_SYM) && at_level(p, &q->v[j], lv != NULL))
-					cpt_add(c, q->v[j].comm, q->v[j].seq, q->v[j].t,
+					cpt_add(c, q->v[j].comm, q->v[j].seq, q->v[j].t, e.t,
 						e.d < WAIT_BLOCKED ? NO_EXIT : e.t + e.d);
 			an_posts_done(q, i, last);
 		}
@@ -143,7 +144,7 @@ static void gpu_points(const struct proc *p, struct cpts *c)
 	struct gend *e;
 	size_t n = an_gpu_nccl_ends(p, &e);
 	for (size_t i = 0; i < n; i++)
-		cpt_add(c, e[i].comm, e[i].seq, e[i].start, e[i].end);
+		cpt_add(c, e[i].comm, e[i].seq, e[i].start, e[i].start, e[i].end);
 	free(e);
 }
 
@@ -152,7 +153,13 @@ static void gpu_points(const struct proc *p, struct cpts *c)
  * together, to within microseconds, when each was on a CPU as it ended: the median of r's exits
  * against the lowest rank's is o_r. A rank off its CPU then (milliseconds at a time when a host
  * has fewer cores than busy threads) leaves late; the median resists that while it is the
- * exception.
+ * exception. An exit says when the instance ended only if the rank waited for it across that
+ * moment: a wait that began after it ended (a nonblocking all-reduce waited for after the work it
+ * overlapped, its own progress taking tens of us) leaves at no shared moment, and a few such
+ * waits, longer than WAIT_BLOCKED by chance, would put the clocks a step apart. Two waits that
+ * spanned one moment overlap on the job's clock, however late either rank woke: o_r lies in
+ * [from_r - done_0, done_r - from_0]. So the exits measure o_r only when at least half of them
+ * agree with their median so; else the rank is measured by its bounds, as one without exits.
  *
  * Causality bounds the estimate besides. r saw instance k done only after every rank L joined it,
  * so done_r,k - o_r >= join_L,k - o_L, that is o_r - o_L <= done_r,k - join_L,k; and a receive
@@ -355,6 +362,22 @@ static size_t exits(const struct mat *m, size_t k0, size_t k1, int r, double b, 
 	return n;
 }
 
+/* how many of r's exits in [k0, k1) agree with its lead e over the lowest rank: moved by e, the
+ * two ranks' waits overlap (its drift b about tc taken out) */
+static size_t agreeing(const struct mat *m, size_t k0, size_t k1, int r, double b, int64_t tc, double e)
+{
+	size_t n = 0;
+	for (size_t k = k0; k < k1; k++) {
+		const struct cpt *x0 = X(m, k, 0), *xr = X(m, k, r);
+		if (x0->join == INT64_MIN || xr->join == INT64_MIN || x0->done == NO_EXIT || xr->done == NO_EXIT)
+			continue;
+		double lo = undrift(b, xr->from, tc) - undrift(0, x0->done, tc);
+		double hi = undrift(b, xr->done, tc) - undrift(0, x0->from, tc);
+		n += lo <= e && e <= hi;
+	}
+	return n;
+}
+
 /* the median distance of v's n values from e (v is overwritten) */
 static double spread(double *v, size_t n, double e)
 {
@@ -364,16 +387,18 @@ static double spread(double *v, size_t n, double e)
 }
 
 /* Rank r's lead over the lowest rank in window w, its drift b taken out, *res how far off it may
- * be: from 3 or more exits, their median moved into [lo, hi]; else from [lo, hi] alone where both
- * ends are known, its middle. Returns 0 from exits, 1 from the bounds, -1 neither. */
+ * be: from 3 or more exits, half of them agreeing with their median, it moved into [lo, hi]; else
+ * from [lo, hi] alone where both ends are known, its middle. Returns 0 from exits, 1 from the
+ * bounds, -1 neither. */
 static int estimate(const struct sig *g, size_t w, int r, double b, double lo, double hi, double *v, double *est,
 		    double *res, double *se)
 {
 	size_t k0 = w < g->W ? g->k[w] : 0, k1 = w < g->W ? g->k[w + 1] : g->m.K;
 	size_t n = exits(&g->m, k0, k1, r, b, g->tc, v);
 	double flat = isfinite(hi - lo) ? fabs(hi - lo) / sqrt(12) : INFINITY; /* (uniform in [lo, hi]) */
-	if (n >= 3) {
-		*est = an_quantile(v, n, 0.5);
+	double mid = n >= 3 ? an_quantile(v, n, 0.5) : 0;
+	if (n >= 3 && 2 * agreeing(&g->m, k0, k1, r, b, g->tc, mid) >= n) {
+		*est = mid;
 		if (lo <= hi)
 			*est = fmin(fmax(*est, lo), hi);
 		*res = spread(v, n, *est);
