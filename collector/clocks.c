@@ -350,13 +350,19 @@ static void bounds(const struct sig *g, size_t w, const double *b, double *U, st
 		lo[r] = -lo[r];
 }
 
+/* an instance both ranks saw done at an exit (x0: the lowest rank's view of it, xr: rank r's) */
+static int both_exit(const struct cpt *x0, const struct cpt *xr)
+{
+	return x0->join != INT64_MIN && xr->join != INT64_MIN && x0->done != NO_EXIT && xr->done != NO_EXIT;
+}
+
 /* rank r's exits against the lowest rank's in [k0, k1), its drift (b about tc) taken out, into v */
 static size_t exits(const struct mat *m, size_t k0, size_t k1, int r, double b, int64_t tc, double *v)
 {
 	size_t n = 0;
 	for (size_t k = k0; k < k1; k++) {
 		const struct cpt *x0 = X(m, k, 0), *xr = X(m, k, r);
-		if (x0->join != INT64_MIN && xr->join != INT64_MIN && x0->done != NO_EXIT && xr->done != NO_EXIT)
+		if (both_exit(x0, xr))
 			v[n++] = undrift(b, xr->done, tc) - undrift(0, x0->done, tc);
 	}
 	return n;
@@ -369,7 +375,7 @@ static size_t agreeing(const struct mat *m, size_t k0, size_t k1, int r, double 
 	size_t n = 0;
 	for (size_t k = k0; k < k1; k++) {
 		const struct cpt *x0 = X(m, k, 0), *xr = X(m, k, r);
-		if (x0->join == INT64_MIN || xr->join == INT64_MIN || x0->done == NO_EXIT || xr->done == NO_EXIT)
+		if (!both_exit(x0, xr))
 			continue;
 		double lo = undrift(b, xr->from, tc) - undrift(0, x0->done, tc);
 		double hi = undrift(b, xr->done, tc) - undrift(0, x0->from, tc);

@@ -265,11 +265,17 @@ static void demangle_load(void)
 		*(void **)&demangle = dlsym(h, "__cxa_demangle");
 }
 
+/* the symbol of m holding offset off, a return address when ret: a return address may be the
+ * first byte after a call at its function's very end, so the byte before it is looked up */
+static const char *frame_symbol(const struct trace_module *m, uint64_t off, int ret, uint64_t *start)
+{
+	return elfsym_find(m->path, m->bid, m->nbid, ret && off ? off - 1 : off, start);
+}
+
 int elfsym_function(const struct trace_module *m, uint64_t off, int ret, char *buf, size_t n, uint64_t *foff)
 {
 	uint64_t start;
-	/* (a return address may be the first byte after a call at its function's very end) */
-	const char *name = n >= 4 ? elfsym_find(m->path, m->bid, m->nbid, ret && off ? off - 1 : off, &start) : NULL;
+	const char *name = n >= 4 ? frame_symbol(m, off, ret, &start) : NULL;
 	if (!name)
 		return 0;
 	/* (without its symbol version, "pthread_mutex_lock@@GLIBC_2.2.5": the name as written) */
@@ -349,8 +355,8 @@ static int not_program(const struct trace_module *m)
 /* ip (a return address when ret) is in a procedure linkage table's stub */
 static int in_plt(const struct trace_module *m, uint64_t ip, int ret)
 {
-	uint64_t start, off = ip - m->bias;
-	const char *name = m->nbid ? elfsym_find(m->path, m->bid, m->nbid, ret && off ? off - 1 : off, &start) : NULL;
+	uint64_t start;
+	const char *name = frame_symbol(m, ip - m->bias, ret, &start);
 	return name && !strcmp(name, ELFSYM_PLT);
 }
 
