@@ -70,7 +70,7 @@ SIM := $(if $(HAVE_CUDA),$(B)/simgpu/libcudart.so.13 $(B)/simgpu/libcupti.so.13 
 
 TESTAPPS := $(B)/testapps/families $(B)/testapps/threads $(B)/testapps/forker $(B)/testapps/cpuhot \
 	$(B)/testapps/gloo_host $(B)/testapps/libfakegloo.so \
-	$(B)/testapps/libglooplugin.so $(B)/bench/overhead $(B)/testapps/fakepy $(B)/testapps/fakepy312
+	$(B)/testapps/libglooplugin.so $(B)/bench/overhead $(B)/testapps/fakepy $(B)/testapps/fakepy314
 ifneq ($(MPICC),)
 TESTAPPS += $(B)/testapps/mpi_app $(B)/testapps/stencil $(B)/testapps/hang_mpi $(B)/ddpbench
 endif
@@ -290,9 +290,9 @@ $(B)/tests/test_identity: tests/unit/test_identity.c preload/identity.c common/f
 $(B)/testapps/fakepy: testapps/fakepy.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -rdynamic -o $@ $<
-$(B)/testapps/fakepy312: testapps/fakepy.c
+$(B)/testapps/fakepy314: testapps/fakepy.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) -rdynamic -DPY_MINOR=12 -o $@ $<
+	$(CC) $(BASE) -rdynamic -DPY_MINOR=14 -o $@ $<
 
 $(B)/testapps/%: testapps/%.c 
 	@mkdir -p $(dir $@)

@@ -5,7 +5,7 @@
  * (process_vm_readv of this process), so that a torn or freed object fails the read instead of
  * faulting. Each object read is checked for its type (code objects, str, bytes) and sizes before
  * it is used; a frame that does not check out ends the stack. The layouts are CPython's own:
- * 3.11's written here, 3.13's read from the interpreter's own table of them (_Py_DebugOffsets),
+ * 3.11's and 3.12's written here, 3.13's read from the interpreter's own table of them (_Py_DebugOffsets),
  * each checked on that interpreter (docs/design.md, "Python frames"); any other version gets no
  * frames and the file says why (the "python" record). */
 #include "internal.h"
@@ -45,6 +45,22 @@ static const struct py_layout PY311 = {
 	.bytes_size = 16, .bytes_data = 32,
 	.owner_generator = 1, .owner_cstack = 255,
 	.interp_threads = 16, .ts_next = 8, .ts_native_id = 160,
+};
+
+/* CPython 3.12 (the same headers of v3.12.1, read with Py_BUILD_CORE: each offset is offsetof the
+ * field, as 3.11's above also come out): a frame's code at 0, previous 8, prev_instr 56, owner 70
+ * (FRAME_OWNED_BY_CSTACK 3: where C called into Python), PyASCIIObject 40 bytes (wstr gone), the
+ * cframe still between thread state and frame; checked against pyenv's CPython 3.12.1 by
+ * tests/e2e/test_pyframes.py, as 3.11 is against Debian's */
+static const struct py_layout PY312 = {
+	.ts_cframe = 56, .cframe_current = 0,
+	.fr_code = 0, .fr_previous = 8, .fr_prev_instr = 56, .fr_owner = 70,
+	.co_firstlineno = 68, .co_filename = 112, .co_qualname = 128, .co_linetable = 136,
+	.co_firsttraceable = 176, .co_code = 192,
+	.str_state = 32, .str_ascii_data = 40, .str_compact_data = 56,
+	.bytes_size = 16, .bytes_data = 32,
+	.owner_generator = 1, .owner_cstack = 3,
+	.interp_threads = 72, .ts_next = 8, .ts_native_id = 144,
 };
 
 /* CPython 3.13's table of its own offsets, first in _PyRuntime (Include/internal/pycore_runtime.h
@@ -341,7 +357,7 @@ static int current_frame(uintptr_t ts, uintptr_t *fr)
 {
 	const struct py_layout *L = P.L;
 	uintptr_t cf;
-	if (L->cframe_current == DIRECT) /* (3.12 and later: the thread state holds it) */
+	if (L->cframe_current == DIRECT) /* (3.13 and later: the thread state holds it) */
 		return peek(ts + L->ts_cframe, fr, 8);
 	return peek(ts + L->ts_cframe, &cf, 8) || peek(cf + L->cframe_current, fr, 8) ? -1 : 0;
 }
@@ -587,13 +603,13 @@ int dsp_py_modules_changed(void)
 	snprintf(P.version, sizeof P.version, "%u.%u.%lu", major, minor, *ver >> 8 & 0xff);
 	struct debug_offsets_313 d;
 	void *runtime = py_sym(h, "_PyRuntime");
-	int known = major == 3 && minor == 11 && sizeof(void *) == 8;
+	int known = major == 3 && (minor == 11 || minor == 12) && sizeof(void *) == 8;
 	if (known) /* (3.13: its own table, for the version it says it is) */
-		layout = PY311;
+		layout = minor == 11 ? PY311 : PY312;
 	else if (major == 3 && minor == 13 && sizeof(void *) == 8 && runtime && !peek((uintptr_t)runtime, &d, sizeof d))
 		known = (d.version >> 16) == (*ver >> 16) && !layout_313(&d, &layout);
 	if (!known) {
-		snprintf(P.why, sizeof P.why, "CPython %u.%u: its frame layout is not known to this ddpspy (3.11 and "
+		snprintf(P.why, sizeof P.why, "CPython %u.%u: its frame layout is not known to this ddpspy (3.11 to "
 			 "3.13 are): no Python frames", major, minor);
 		goto out;
 	}

@@ -3,7 +3,7 @@
  * frames, code objects and strings of CPython 3.11's layout, then blocks (usleep) with them in
  * place. The ground truth of what the reader must record, or that it must record nothing.
  *
- * usage: fakepy MODE [N]   (built as fakepy, CPython 3.11; fakepy312 says 3.12)
+ * usage: fakepy MODE [N]   (built as fakepy, CPython 3.11; fakepy314 says 3.14)
  *   crafted: two frames with known files, functions and lines; prints them as JSON
  *   broken:  N sleeps, each after one field of that state was broken (a wrong type, a length, a
  *            string with a control byte, a pointer to unmapped memory, a frame that is its own
