@@ -22,6 +22,7 @@
 /* Where CPython keeps what is read, for one version (64-bit builds). */
 #define DIRECT 0xffffffffu
 #define LAYOUT_MAX 512 /* the frame and code object fields read lie in their first bytes */
+#define CODE_HEAD 256  /* a code object's bytes read: L->co_code at most (3.13.0's 200) */
 struct py_layout {
 	unsigned ts_cframe, cframe_current;          /* tstate->cframe->current_frame; cframe_current
 						      * DIRECT: tstate->current_frame at ts_cframe */
@@ -94,7 +95,7 @@ struct debug_offsets_313 {
 static int layout_313(const struct debug_offsets_313 *d, struct py_layout *L)
 {
 	if (memcmp(d->cookie, "xdebugpy", 8) || d->free_threaded || d->code_object.co_code_adaptive < 16 ||
-	    d->code_object.co_code_adaptive > LAYOUT_MAX || d->interpreter_frame.owner >= LAYOUT_MAX)
+	    d->code_object.co_code_adaptive > CODE_HEAD || d->interpreter_frame.owner >= LAYOUT_MAX)
 		return -1;
 	*L = (struct py_layout){
 		.ts_cframe = (unsigned)d->thread_state.current_frame, .cframe_current = DIRECT,
@@ -133,21 +134,25 @@ static struct {
 #define FILE_MAX 200 /* a file name's last bytes kept */
 #define FUNC_MAX 100
 
-/* Reads of the program's memory through the kernel: each of k ranges (remote a[i], n[i] bytes)
- * into its buffer, in one system call; 0 when every one was read whole */
+#define PEEKV 4 /* ranges read in one system call at most */
+
+/* Reads of the program's memory through the kernel: each of k ranges (remote a[i], n[i] bytes,
+ * k at most PEEKV) into its buffer, in one system call; how many of them, from the first, were
+ * read whole (the kernel stops at the first it cannot read) */
 static int peekv(const uintptr_t *a, void *const *buf, const size_t *n, int k)
 {
-	struct iovec l[3], r[3];
-	size_t want = 0;
-	for (int i = 0; i < k; i++) {
-		if (a[i] < 4096)
-			return -1;
-		l[i] = (struct iovec){buf[i], n[i]};
-		r[i] = (struct iovec){(void *)a[i], n[i]};
-		want += n[i];
+	struct iovec l[PEEKV], r[PEEKV];
+	int m = 0;
+	for (; m < k && m < PEEKV && a[m] >= 4096; m++) {
+		l[m] = (struct iovec){buf[m], n[m]};
+		r[m] = (struct iovec){(void *)a[m], n[m]};
 	}
-	return process_vm_readv(dsp_pid ? dsp_pid : getpid(), l, (unsigned long)k, r, (unsigned long)k, 0) ==
-			       (ssize_t)want ? 0 : -1;
+	ssize_t got = m ? process_vm_readv(dsp_pid ? dsp_pid : getpid(), l, (unsigned long)m, r, (unsigned long)m, 0)
+			: 0;
+	int whole = 0;
+	for (size_t sum = 0; whole < m && got >= 0 && sum + n[whole] <= (size_t)got; whole++)
+		sum += n[whole];
+	return whole;
 }
 
 static int peek(uintptr_t a, void *buf, size_t n)
@@ -310,38 +315,101 @@ static int line_of(struct lt *r, int first, uint32_t unit)
 	}
 }
 
+/* What is read of a code object: its header's fields that a frame's record needs */
+struct code {
+	uintptr_t file, func, table; /* co_filename, co_qualname, co_linetable */
+	int32_t first;               /* co_firstlineno */
+	uint32_t traceable;          /* _co_firsttraceable */
+};
+
+/* What the sampler keeps of a code object it has read, so that the next samples of the same code
+ * read only its header: the header's fields (all the same: the same object, whose names and
+ * table, held by it, are as they were), the names, and the lines of the last code units asked
+ * for. The sampler's thread's alone (no lock); direct-mapped by the code object's address. */
+#define MEMO 256
+#define MEMO_LINES 4
+struct memo {
+	uintptr_t at;
+	struct code c;
+	int fl, nl;
+	char file[FILE_MAX], func[FUNC_MAX];
+	unsigned next;
+	struct {
+		int64_t unit;
+		int32_t line;
+	} lines[MEMO_LINES];
+};
+static struct memo memos[MEMO];
+
+/* the line of code unit unit from a location table (the bytes object at table, its first bytes
+ * already in tb when have: up to 128 of them), first: co_firstlineno; first where the table does
+ * not check out */
+static int32_t table_line(uintptr_t table, const uint8_t *tb, int have, int32_t first, int64_t unit)
+{
+	const struct py_layout *L = P.L;
+	int64_t tsize = (int64_t)u64_at(tb, L->bytes_size);
+	if (unit < 0 || u64_at(tb, 8) != P.bytes_type || tsize <= 0 || tsize >= 1 << 24)
+		return first;
+	unsigned n = have ? (unsigned)(tsize < 128 ? tsize : 128) : 0;
+	uintptr_t data = table + L->bytes_data;
+	struct lt r = {.at = data + n, .end = data + (uintptr_t)tsize, .pos = 0, .len = n};
+	memcpy(r.b, tb + L->bytes_data, n);
+	return line_of(&r, first, (uint32_t)unit);
+}
+
 /* One frame appended to out at *at (cap bytes): u32 line, u16 file length, u16 name length, the
- * file, the name. co: the code object's first L->co_code bytes. 0, or -1 when it does not fit or
- * does not check out. Its file name, name and location table are read in one system call, each
- * with what follows its header (an ASCII name's text, the table's first bytes); one that the
- * memory after it keeps from reading whole is read again by parts. */
-static int put_frame(uint8_t *out, int cap, int *at, uintptr_t code, const uint8_t *co, uintptr_t prev_instr)
+ * file, the name. 0, or -1 when it does not fit or does not check out. Its file name, name and
+ * location table are read in one system call, each with what follows its header (an ASCII name's
+ * text, the table's first bytes); one that the memory after it keeps from reading whole is read
+ * again by parts. With m (the sampler's), what m holds of the same code object is not read again,
+ * and what is read is kept there. */
+static int put_frame(uint8_t *out, int cap, int *at, uintptr_t code, const struct code *c, uintptr_t prev_instr,
+		     struct memo *m)
 {
 	const struct py_layout *L = P.L;
 	char file[FILE_MAX], func[FUNC_MAX];
 	uint8_t fh[48 + FILE_MAX], qh[48 + FUNC_MAX], tb[32 + 128];
-	int32_t first = (int32_t)u32_at(co, L->co_firstlineno);
-	uintptr_t a[3] = {u64_at(co, L->co_filename), u64_at(co, L->co_qualname), u64_at(co, L->co_linetable)};
-	void *const bufs[3] = {fh, qh, tb};
-	const size_t lens[3] = {sizeof fh, sizeof qh, L->bytes_data + 128};
-	int whole = peekv(a, bufs, lens, 3) == 0;
-	int fl = read_str(a[0], whole ? fh : NULL, sizeof fh, file, FILE_MAX, 1);
-	int nl = read_str(a[1], whole ? qh : NULL, sizeof qh, func, FUNC_MAX, 0);
-	if (fl <= 0 || nl <= 0 || *at + 8 + fl + nl > cap)
-		return -1;
 	int64_t unit = prev_instr >= code + L->co_code ? (int64_t)(prev_instr - code - L->co_code) / 2 : -1;
-	int32_t line = first;
-	if (!whole && peek(a[2], tb, L->bytes_data))
-		unit = -1;
-	int64_t tsize = (int64_t)u64_at(tb, L->bytes_size);
-	if (unit >= 0 && u64_at(tb, 8) == P.bytes_type && tsize > 0 && tsize < 1 << 24) {
-		/* (its first bytes read above, when they were) */
-		uintptr_t data = a[2] + L->bytes_data;
-		unsigned have = whole ? (unsigned)(tsize < 128 ? tsize : 128) : 0;
-		struct lt r = {.at = data + have, .end = data + (uintptr_t)tsize, .pos = 0, .len = have};
-		memcpy(r.b, tb + L->bytes_data, have);
-		line = line_of(&r, first, (uint32_t)unit);
+	int32_t line;
+	int fl, nl, k = 0;
+	if (m && m->at == code && !memcmp(&m->c, c, sizeof *c)) {
+		fl = m->fl;
+		nl = m->nl;
+		memcpy(file, m->file, (size_t)fl);
+		memcpy(func, m->func, (size_t)nl);
+		while (k < MEMO_LINES && m->lines[k].unit != unit)
+			k++;
+		if (k < MEMO_LINES)
+			line = m->lines[k].line;
+		else if (!peek(c->table, tb, L->bytes_data + 128u)) /* (a shorter table: the heap's bytes after it) */
+			line = table_line(c->table, tb, 1, c->first, unit);
+		else
+			line = peek(c->table, tb, L->bytes_data) ? c->first : table_line(c->table, tb, 0, c->first, unit);
+	} else {
+		const uintptr_t a[3] = {c->file, c->func, c->table};
+		void *const bufs[3] = {fh, qh, tb};
+		const size_t lens[3] = {sizeof fh, sizeof qh, L->bytes_data + 128};
+		int whole = peekv(a, bufs, lens, 3) == 3;
+		fl = read_str(a[0], whole ? fh : NULL, sizeof fh, file, FILE_MAX, 1);
+		nl = read_str(a[1], whole ? qh : NULL, sizeof qh, func, FUNC_MAX, 0);
+		if (fl <= 0 || nl <= 0)
+			return -1;
+		line = whole || !peek(a[2], tb, L->bytes_data) ? table_line(a[2], tb, whole, c->first, unit) : c->first;
+		if (m) {
+			*m = (struct memo){.at = code, .c = *c, .fl = fl, .nl = nl};
+			memcpy(m->file, file, (size_t)fl);
+			memcpy(m->func, func, (size_t)nl);
+			for (int i = 0; i < MEMO_LINES; i++)
+				m->lines[i].unit = -2; /* (no unit is) */
+		}
+		k = m ? MEMO_LINES : 0;
 	}
+	if (k == MEMO_LINES) {
+		m->lines[m->next % MEMO_LINES].unit = unit;
+		m->lines[m->next++ % MEMO_LINES].line = line;
+	}
+	if (*at + 8 + fl + nl > cap)
+		return -1;
 	uint16_t lens16[2] = {(uint16_t)fl, (uint16_t)nl};
 	memcpy(out + *at, &line, 4);
 	memcpy(out + *at + 4, lens16, 4);
@@ -351,8 +419,7 @@ static int put_frame(uint8_t *out, int cap, int *at, uintptr_t code, const uint8
 	return 0;
 }
 
-/* thread state ts's frames into out (dsp_py_capture's form), the bytes; top: its innermost frame
- * (read first), or NULL */
+/* the innermost frame of thread state ts */
 static int current_frame(uintptr_t ts, uintptr_t *fr)
 {
 	const struct py_layout *L = P.L;
@@ -362,44 +429,97 @@ static int current_frame(uintptr_t ts, uintptr_t *fr)
 	return peek(ts + L->ts_cframe, &cf, 8) || peek(cf + L->cframe_current, fr, 8) ? -1 : 0;
 }
 
-static int walk(uintptr_t ts, uint8_t *out, int cap, uintptr_t *top)
+/* A thread's frames as read, innermost first: each frame's code object (its address and fields),
+ * the code unit it is at and its owner; the innermost frame and its code, frames of C calls too */
+#define CHAIN_MAX (DSP_PY_FRAMES + 4) /* (frames not started yet are passed over when put) */
+struct chain {
+	int n;
+	uintptr_t top, top_code;
+	struct {
+		uintptr_t code, instr;
+		unsigned char owner;
+		struct code c;
+	} f[CHAIN_MAX];
+};
+
+/* thread state ts's frames into ch: the frames first, a read each (each gives the next one's
+ * address), then their code objects PEEKV to a system call. The chain ends at the first frame or
+ * code object that does not read or check out; ch->n 0 for none, or for a chain that comes back
+ * on itself. Reading the frames before the names keeps short what a sampler checks did not move
+ * under it. */
+static void chain(uintptr_t ts, struct chain *ch)
 {
 	const struct py_layout *L = P.L;
-	uintptr_t fr;
-	if (!ts || cap < 16 || current_frame(ts, &fr))
-		return 0;
-	if (top)
-		*top = fr;
-	uint32_t n = 0;
-	int at = 8;
-	uintptr_t seen[4 * DSP_PY_FRAMES];
-	for (int hops = 0; fr && n < DSP_PY_FRAMES && hops < 4 * DSP_PY_FRAMES; hops++) {
+	uintptr_t fr, seen[4 * DSP_PY_FRAMES];
+	int n = 0;
+	ch->n = 0;
+	ch->top = 0;
+	if (!ts || current_frame(ts, &fr) || !fr)
+		return;
+	ch->top = fr;
+	for (int hops = 0; fr && n < CHAIN_MAX && hops < 4 * DSP_PY_FRAMES; hops++) {
 		for (int k = 0; k < hops; k++)
 			if (seen[k] == fr) /* (a loop: not a thread's frames, however they read) */
-				return 0;
+				return;
 		seen[hops] = fr;
-		uint8_t fb[LAYOUT_MAX], co[LAYOUT_MAX];
+		uint8_t fb[LAYOUT_MAX];
 		if (peek(fr, fb, L->fr_owner + 1u))
 			break;
-		uintptr_t code = u64_at(fb, L->fr_code), prev = u64_at(fb, L->fr_previous),
-			  instr = u64_at(fb, L->fr_prev_instr);
-		unsigned char owner = fb[L->fr_owner];
-		if (owner == L->owner_cstack) { /* (3.12 and later: where C called into Python; no code) */
-			fr = prev;
-			continue;
+		uintptr_t code = u64_at(fb, L->fr_code);
+		if (!hops)
+			ch->top_code = code;
+		ch->f[n].code = code;
+		ch->f[n].instr = u64_at(fb, L->fr_prev_instr);
+		ch->f[n].owner = fb[L->fr_owner];
+		fr = u64_at(fb, L->fr_previous);
+		if (ch->f[n].owner != L->owner_cstack) /* (3.12 and later: where C called into Python; no code) */
+			n++;
+	}
+	for (int i = 0; i < n; i += PEEKV) {
+		uint8_t co[PEEKV][CODE_HEAD];
+		uintptr_t a[PEEKV];
+		void *bufs[PEEKV];
+		size_t lens[PEEKV];
+		int k = n - i < PEEKV ? n - i : PEEKV;
+		for (int j = 0; j < k; j++) {
+			a[j] = ch->f[i + j].code;
+			bufs[j] = co[j];
+			lens[j] = L->co_code;
 		}
-		if (peek(code, co, L->co_code) || u64_at(co, 8) != P.code_type)
-			break;
+		int got = peekv(a, bufs, lens, k);
+		for (int j = 0; j < k; j++) {
+			if ((j >= got && peek(a[j], co[j], L->co_code)) || u64_at(co[j], 8) != P.code_type) {
+				ch->n = i + j;
+				return;
+			}
+			ch->f[i + j].c = (struct code){
+				.file = u64_at(co[j], L->co_filename), .func = u64_at(co[j], L->co_qualname),
+				.table = u64_at(co[j], L->co_linetable), .first = (int32_t)u32_at(co[j], L->co_firstlineno),
+				.traceable = u32_at(co[j], L->co_firsttraceable),
+			};
+		}
+	}
+	ch->n = n;
+}
+
+/* a chain's frames into out (dsp_py_capture's form): the bytes, 0 for none. memo: the sampler's
+ * memos, or NULL. */
+static int render(const struct chain *ch, uint8_t *out, int cap, struct memo *memo)
+{
+	const struct py_layout *L = P.L;
+	uint32_t n = 0;
+	int at = 8;
+	for (int i = 0; i < ch->n && n < DSP_PY_FRAMES; i++) {
+		uintptr_t code = ch->f[i].code;
 		/* a frame not started yet (_PyFrame_IsIncomplete) is not the program's: passed over,
 		 * as tracebacks do */
-		uint32_t traceable = u32_at(co, L->co_firsttraceable);
-		int incomplete = owner != L->owner_generator && instr < code + L->co_code + 2 * (uintptr_t)traceable;
-		if (!incomplete) {
-			if (put_frame(out, cap, &at, code, co, instr) < 0)
-				break;
-			n++;
-		}
-		fr = prev;
+		if (ch->f[i].owner != L->owner_generator &&
+		    ch->f[i].instr < code + L->co_code + 2 * (uintptr_t)ch->f[i].c.traceable)
+			continue;
+		if (put_frame(out, cap, &at, code, &ch->f[i].c, ch->f[i].instr,
+			      memo ? &memo[(code >> 4 ^ code >> 12) % MEMO] : NULL) < 0)
+			break;
+		n++;
 	}
 	if (!n)
 		return 0;
@@ -412,7 +532,11 @@ int dsp_py_capture(uint8_t *out, int cap)
 {
 	if (!__atomic_load_n(&P.on, __ATOMIC_ACQUIRE))
 		return 0;
-	return walk((uintptr_t)P.this_ts(), out, cap, NULL);
+	struct chain ch;
+	if (cap < 16)
+		return 0;
+	chain((uintptr_t)P.this_ts(), &ch);
+	return render(&ch, out, cap, NULL);
 }
 
 /* ---- the sampler: the main thread's Python frames DDPSPY_SAMPLE_HZ times a second, read from a
@@ -420,8 +544,11 @@ int dsp_py_capture(uint8_t *out, int cap)
  * move under the reader, so every read is checked as on the thread itself, and a sample is kept
  * only if the innermost frame is the same frame of the same code after the walk as before (the
  * frames below cannot change while it runs; its own line may have moved on: it is the line read
- * during the walk). A walk spoilt so is tried again, three times in all. Samples wait in a queue of their own
- * for the writer (dsp_py_sample_take); a full queue drops and counts. ---- */
+ * during the walk). A walk spoilt so is tried again, three times in all. What it has read of a code
+ * object (names, the lines of its last code units) it keeps (struct memo), so that the walk of
+ * frames it has seen reads the frames and their code objects' headers alone: N + N/4 reads for N
+ * frames instead of 3N. Samples wait in a queue of their own for the writer (dsp_py_sample_take);
+ * a full queue drops and counts. ---- */
 #define QUEUE 64 /* samples; the writer takes them every flush (100 ms: 10 at 100 Hz) */
 static struct {
 	int started;
@@ -496,13 +623,14 @@ static void *sampler(void *arg)
 		struct sample *sm = &Q.q[h % QUEUE];
 		int try = 0;
 		for (; try < 3; try++) { /* (the thread moved on meanwhile: not one moment's frames) */
-			uintptr_t before[2], after[2], top = 0;
+			uintptr_t after[2];
+			struct chain ch;
 			sm->t = dsp_now();
-			if (!frame_now(ts, before))
+			chain(ts, &ch);
+			if (!ch.top) /* (no frame: the thread runs no Python now) */
 				break;
-			sm->bytes = walk(ts, sm->blob, sizeof sm->blob, &top);
-			if (sm->bytes && top == before[0] && frame_now(ts, after) && after[0] == before[0] &&
-			    after[1] == before[1]) {
+			sm->bytes = ch.n ? render(&ch, sm->blob, sizeof sm->blob, memos) : 0;
+			if (sm->bytes && frame_now(ts, after) && after[0] == ch.top && after[1] == ch.top_code) {
 				sm->tid = tid;
 				__atomic_store_n(&Q.head, h + 1, __ATOMIC_RELEASE);
 				break;
