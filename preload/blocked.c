@@ -43,6 +43,8 @@ static int peek(uintptr_t a, void *buf, size_t n)
 	return dsp_peek(a, buf, n) == (ssize_t)n ? 0 : -1;
 }
 
+static int ro_word(uintptr_t addr, unw_word_t *val);
+
 static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)
 {
 	const struct regs *r = arg;
@@ -55,6 +57,8 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
 	}
 	if (r->stk && addr >= r->lo && addr < r->top)
 		return -UNW_EINVAL;
+	if (r->more) /* (the CPU sampler's: the objects' unwind tables, read once) */
+		return ro_word(addr, val);
 	return peek(addr, val, sizeof *val) == 0 ? 0 : -UNW_EINVAL;
 }
 
@@ -143,10 +147,16 @@ static int find_obj(struct dl_phdr_info *info, size_t size, void *data)
  * loader's counters move (and libunwind's cache of what it read of them flushed). Its thread's
  * alone. */
 #define SEGS 2048
+#define WORDS 4096 /* words of the objects' read-only segments kept */
 static struct {
 	unsigned long long adds, subs;
-	int n, full;
+	int n, full, nro;
 	struct obj s[SEGS];
+	struct obj ro[SEGS]; /* (the segments the program cannot write: text, unwind tables, constants) */
+	struct {
+		uintptr_t at;
+		unw_word_t v;
+	} w[WORDS]; /* (direct-mapped by address; at 0: empty) */
 } G;
 
 static int seg_add(struct dl_phdr_info *info, size_t size, void *data)
@@ -158,6 +168,10 @@ static int seg_add(struct dl_phdr_info *info, size_t size, void *data)
 			hdr = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		if (p->p_type == PT_LOAD && !(p->p_flags & PF_W) && G.nro < SEGS) {
+			uintptr_t lo = info->dlpi_addr + p->p_vaddr;
+			G.ro[G.nro++] = (struct obj){0, lo, lo + p->p_memsz, hdr};
+		}
 		if (p->p_type != PT_LOAD || !(p->p_flags & PF_X))
 			continue;
 		if (G.n == SEGS) {
@@ -182,13 +196,30 @@ static void segs_refresh(void)
 	dsp_dl_counters(c);
 	if (G.n && !G.full && c[0] == G.adds && c[1] == G.subs)
 		return;
-	G.n = G.full = 0;
+	G.n = G.full = G.nro = 0;
+	memset(G.w, 0, sizeof G.w);
 	dl_iterate_phdr(seg_add, NULL);
 	qsort(G.s, (size_t)G.n, sizeof G.s[0], cmp_seg);
+	qsort(G.ro, (size_t)G.nro, sizeof G.ro[0], cmp_seg);
 	G.adds = c[0];
 	G.subs = c[1];
 	if (U.flush)
 		U.flush(U.as_sample, 0, 0);
+}
+
+/* of n segments sorted by lo, the one that may hold a: the last that starts at or below it; NULL
+ * none */
+static const struct obj *seg_below(const struct obj *s, int n, uintptr_t a)
+{
+	int lo = 0, hi = n;
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+		if (s[mid].lo <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? &s[lo - 1] : NULL;
 }
 
 /* the sampler's segment holding ip: 0 with o filled, -1 none (a full copy: the loader's list) */
@@ -196,17 +227,33 @@ static int seg_find(uintptr_t ip, struct obj *o)
 {
 	if (G.full)
 		return dl_iterate_phdr(find_obj, o) ? 0 : -1;
-	int lo = 0, hi = G.n;
-	while (lo < hi) {
-		int mid = (lo + hi) / 2;
-		if (G.s[mid].lo <= ip)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (!lo || ip >= G.s[lo - 1].hi)
+	const struct obj *s = seg_below(G.s, G.n, ip);
+	if (!s || ip >= s->hi)
 		return -1;
-	*o = G.s[lo - 1];
+	*o = *s;
+	return 0;
+}
+
+/* A word at addr for the CPU sampler: where it lies in a segment the program cannot write, as it
+ * was read before, else read (and kept). What the sampler's walks read outside a sample's stack
+ * is almost all the objects' unwind tables (the binary search of .eh_frame_hdr, then the frame's
+ * entry): 60 to 80 reads a Python sample, each a system call. Kept until objects come or go
+ * (segs_refresh), as libunwind's own cache of them is. */
+static int ro_word(uintptr_t addr, unw_word_t *val)
+{
+	const struct obj *s = seg_below(G.ro, G.nro, addr);
+	int ro = s && addr + sizeof *val <= s->hi && !G.full;
+	unsigned slot = (unsigned)(addr >> 3 ^ addr >> 15) % WORDS;
+	if (ro && G.w[slot].at == addr) {
+		*val = G.w[slot].v;
+		return 0;
+	}
+	if (peek(addr, val, sizeof *val) < 0)
+		return -UNW_EINVAL;
+	if (ro) {
+		G.w[slot].at = addr;
+		G.w[slot].v = *val;
+	}
 	return 0;
 }
 
