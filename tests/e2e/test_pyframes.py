@@ -198,6 +198,7 @@ if os.path.exists(PY) and sys.version_info[:2] == (3, 11):
         p = traced([PY, SAMPLER, "phases"], out, env={"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"})
         truth = json.loads(p.stdout) if p.returncode == 0 else {"hot_s": 1, "cold_s": 1}
         recs = dump(out)[0]
+        got["recs"] = recs
         sm = got["sm"] = samples(recs)
         inner = [x["python"][0]["function"] for x in sm if x.get("python")]
         h, c = inner.count("hot"), inner.count("cold")
@@ -216,7 +217,7 @@ if os.path.exists(PY) and sys.version_info[:2] == (3, 11):
     # cold()'s loop: caught in a run of 2026-12-02, line 24, 10 us before the next sleep began)
     fn = next(n for n in ast.walk(ast.parse(open(SAMPLER).read())) if isinstance(n, ast.FunctionDef) and n.name == "cold")
     body = set(range(fn.lineno, fn.end_lineno + 1))
-    slept = [(e["t_ns"], e["t_ns"] + e["dur_ns"]) for e in events(dump(out)[0], "sleep")]
+    slept = [(e["t_ns"], e["t_ns"] + e["dur_ns"]) for e in events(got["recs"], "sleep")]
     cold = [x for x in sm if x.get("python") and x["python"][0]["function"] == "cold"]
     inside = [x["python"][0]["line"] for x in cold if any(a <= x["t_ns"] <= b for a, b in slept)]
     between = [x["python"][0]["line"] for x in cold if not any(a <= x["t_ns"] <= b for a, b in slept)]
