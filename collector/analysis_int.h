@@ -683,10 +683,11 @@ struct gpuitem {
 	int op, pageable, nccl;
 	int plugin;            /* an NCCL kernel NCCL's profiler plugin timed (no stream, no name) */
 	const char *cls;       /* "kernel", "copy", "copy_in" (host to device), "nccl" */
-	const char *name;      /* kernels: their name (NULL unknown) */
 };
 size_t an_gpu_nwork(const struct proc *p);
 int an_gpu_work(const struct proc *p, size_t i, struct gpuitem *it);
+/* the i-th work's kernel name (NULL: unknown, or not a kernel); apart, since a search */
+const char *an_gpu_work_name(const struct proc *p, size_t i);
 
 /* gpustep.c: after the host split (split.c), before the critical path: the steps of ranks rs[0, n) (those
  * split here) with device work split from the device's timeline instead (report --mpi: every

@@ -147,38 +147,6 @@ static int sane(const struct trace_event *e)
 	return e->t_ns >= 0 && e->t_ns < (INT64_C(1) << 62) && e->dur_ns >= 0 && e->dur_ns < (INT64_C(1) << 46);
 }
 
-/* w's device and context, counted */
-static void on_device(struct gpuproc *g, struct gwork *w, int64_t device, int64_t ctx)
-{
-	w->device = device >= 0 && device < MAX_GDEV ? (int8_t)device : -1;
-	w->ctx = (uint32_t)ctx;
-	if (w->device >= 0) {
-		g->on_dev[w->device]++;
-		g->nccl_on_dev[w->device] += w->cls == GW_NCCL;
-	}
-}
-
-/* A process's work may be on several devices (a second GPU for evaluation, a model split over
- * two): its rank's split follows one, where most of its NCCL kernels ran (its communicator's
- * device), else most of its work; the rest is left out and counted (an_gpu_warn says so). */
-static void devices_chosen(struct gpuproc *g)
-{
-	int best = -1;
-	for (int d = 0; d < MAX_GDEV; d++)
-		if (g->on_dev[d] && (best < 0 || g->nccl_on_dev[d] > g->nccl_on_dev[best] ||
-				     (g->nccl_on_dev[d] == g->nccl_on_dev[best] && g->on_dev[d] > g->on_dev[best])))
-			best = d;
-	g->device = best;
-	size_t n = 0;
-	g->other_dev = 0;
-	for (size_t i = 0; i < g->nw; i++)
-		if (best < 0 || g->w[i].device == best)
-			g->w[n++] = g->w[i];
-		else
-			g->other_dev++;
-	g->nw = n;
-}
-
 /* a CUPTI record into g: kept (work 1) or, of the kernels, copies, sets and runtime calls, none
  * (work 0: a rank over its share, reading its file the first time) */
 static int take(struct gpuproc *g, const struct trace_file *f, const struct trace_event *e, int work)
@@ -194,7 +162,7 @@ static int take(struct gpuproc *g, const struct trace_file *f, const struct trac
 		w.stream = (uint32_t)an_arg(e, P.k_stream, 0);
 		w.name = (uint32_t)kn;
 		w.cls = memo(&g->nccl_name, f, kn, has_any, NCCL_KERNELS) ? GW_NCCL : GW_COMPUTE;
-		on_device(g, &w, an_arg(e, P.k_device, 0), an_arg(e, P.k_ctx, 0));
+		an_gpu_on_device(g, &w, an_arg(e, P.k_device, 0), an_arg(e, P.k_ctx, 0));
 		break;
 	}
 	case DDPSPY_EV_GPU_MEMCPY: {
@@ -207,22 +175,24 @@ static int take(struct gpuproc *g, const struct trace_file *f, const struct trac
 			     (copy == DDPSPY_GCOPY_DTOH && an_arg(e, P.m_dst, 0) == DDPSPY_GMEM_PAGEABLE);
 		w.pinned = (copy == DDPSPY_GCOPY_HTOD && an_arg(e, P.m_src, 0) == DDPSPY_GMEM_PINNED) ||
 			   (copy == DDPSPY_GCOPY_DTOH && an_arg(e, P.m_dst, 0) == DDPSPY_GMEM_PINNED);
-		on_device(g, &w, an_arg(e, P.m_device, 0), an_arg(e, P.m_ctx, 0));
+		an_gpu_on_device(g, &w, an_arg(e, P.m_device, 0), an_arg(e, P.m_ctx, 0));
 		break;
 	}
 	case DDPSPY_EV_GPU_MEMSET:
 		w.corr = (uint32_t)an_arg(e, P.s_corr, 0);
 		w.stream = (uint32_t)an_arg(e, P.s_stream, 0);
 		w.cls = GW_COPY;
-		on_device(g, &w, an_arg(e, P.s_device, 0), an_arg(e, P.s_ctx, 0));
+		an_gpu_on_device(g, &w, an_arg(e, P.s_device, 0), an_arg(e, P.s_ctx, 0));
 		break;
 	case DDPSPY_EV_CUDA_API: {
 		device_work = 0;
 		if (!work)
 			break;
 		int64_t fn = an_arg(e, P.a_fn, 0);
-		struct gapi a = { e->t_ns, e->dur_ns, (uint32_t)an_arg(e, P.a_corr, 0), (uint32_t)an_arg(e, P.a_thread, 0),
-				  memo(&g->launch_name, f, fn, has_any, LAUNCHES), memo(&g->wait_name, f, fn, api_wait, NULL) };
+		struct gapi a = { e->t_ns, e->dur_ns, (uint32_t)an_arg(e, P.a_corr, 0),
+				  an_gpu_api_thread(g, (uint32_t)an_arg(e, P.a_thread, 0)),
+				  memo(&g->launch_name, f, fn, has_any, LAUNCHES) != 0,
+				  (uint8_t)memo(&g->wait_name, f, fn, api_wait, NULL) };
 		struct gapi *grown = room_for(g->api, g->na, &g->ca, sizeof *grown, 256);
 		if (!grown)
 			return 1;
@@ -247,6 +217,8 @@ static int take(struct gpuproc *g, const struct trace_file *f, const struct trac
 		if (!grown)
 			return 1;
 		(g->w = grown)[g->nw++] = w;
+		int dev = an_gpu_work_device(g, &w);
+		g->kept_on[dev >= 0 ? dev : 0] += dev >= 0;
 	}
 	return 0;
 }
@@ -266,6 +238,7 @@ static int part_record(struct proc *p, const struct trace_file *f, const struct 
 		free(g->api);
 		g->w = NULL, g->api = NULL;
 		g->nw = g->cw = g->na = g->ca = 0;
+		memset(g->kept_on, 0, sizeof g->kept_on);
 	}
 	return rc;
 }
@@ -381,11 +354,8 @@ static int part_host(struct proc *p, const struct trace_event *e, const struct e
  * them; where it did, checked against them */
 static void plugin_kernels(struct gpuproc *g)
 {
-	size_t nc = 0, n = 0;
-	for (size_t i = 0; i < g->nw; i++) /* (read again: none of the plugin's yet) */
-		if (!g->w[i].plugin)
-			nc += (g->w[n++] = g->w[i]).cls == GW_NCCL;
-	g->nw = n;
+	size_t nc = g->nccl; /* (none of the plugin's yet: they come in here, and a reading again
+			       * starts from none, clear) */
 	struct gwork *k;
 	size_t nk = an_plug_kernels(g, &k);
 	g->nccl_src = nc ? NSRC_CUPTI : nk ? NSRC_PLUGIN : NSRC_NONE;
@@ -413,7 +383,7 @@ static void joined(struct gpuproc *g)
 	memset(&g->nccl_name, 0, sizeof g->nccl_name); /* (another file's ids are other names) */
 	memset(&g->launch_name, 0, sizeof g->launch_name);
 	memset(&g->wait_name, 0, sizeof g->wait_name);
-	devices_chosen(g);
+	an_gpu_devices_chosen(g);
 	an_gpu_identify(g);
 	plugin_kernels(g);
 	size_t na = 0;
@@ -437,6 +407,7 @@ static void clear(struct gpuproc *g)
 	free(g->api);
 	g->w = NULL, g->api = NULL;
 	g->nw = g->cw = g->na = g->ca = 0;
+	memset(g->kept_on, 0, sizeof g->kept_on);
 	g->placed = 0;
 }
 
@@ -874,10 +845,15 @@ int an_gpu_work(const struct proc *p, size_t i, struct gpuitem *it)
 				.stream = w->plugin ? UINT32_MAX : w->stream, .corr = w->corr, .comm = w->comm, .seq = w->seq, .op = w->op,
 				.pageable = w->pageable, .cls = cls[w->cls], .nccl = w->cls == GW_NCCL,
 				.plugin = w->plugin };
-	if (w->cls == GW_COMPUTE || w->cls == GW_NCCL) {
-		struct trace_name k = { .id = w->name };
-		const struct trace_name *n = w->name && g->nnames ? bsearch(&k, g->names, g->nnames, sizeof k, cmp_name) : NULL;
-		it->name = n ? n->s : NULL;
-	}
 	return 0;
+}
+
+const char *an_gpu_work_name(const struct proc *p, size_t i)
+{
+	const struct gpuproc *g = p->gpu;
+	if (!g || i >= g->nw || (g->w[i].cls != GW_COMPUTE && g->w[i].cls != GW_NCCL) || !g->w[i].name || !g->nnames)
+		return NULL;
+	struct trace_name k = { .id = g->w[i].name };
+	const struct trace_name *n = bsearch(&k, g->names, g->nnames, sizeof k, cmp_name);
+	return n ? n->s : NULL;
 }

@@ -14,15 +14,18 @@ struct gwork {            /* a kernel, copy or set */
 	int64_t t, d, launch; /* launch: its launching call's host time (t when unknown) */
 	int64_t bytes;
 	uint32_t corr, stream;
-	uint32_t ctx;         /* its context: CUPTI's stream ids are its context's (every legacy stream is 7) */
 	int32_t comm, seq;    /* NCCL kernels: their collective (seq -1 unknown) */
 	uint32_t name;        /* kernels: the name's id in the file's string table (gpuproc.names) */
-	int8_t cls, pageable;
-	int8_t pinned;        /* copies between the device and pinned host memory */
-	int8_t device;        /* its device (-1 beyond MAX_GDEV) */
+	uint8_t ctx;          /* its context and device: gpuproc.ctxs[ctx] (GCTX_NONE: none known). CUPTI's
+			       * stream ids are their context's (every legacy stream is 7) */
 	int8_t op;            /* NCCL kernels: their call's operation (-1 unknown) */
-	int8_t plugin;        /* an NCCL kernel as NCCL's profiler plugin told it (ncclplug.c), not CUPTI */
+	int8_t cls;
+	uint8_t pageable : 1;
+	uint8_t pinned : 1;   /* copies between the device and pinned host memory */
+	uint8_t plugin : 1;   /* an NCCL kernel as NCCL's profiler plugin told it (ncclplug.c), not CUPTI */
 };
+/* (a GPU job's trace is mostly kernels and their launches: every byte here is one per kernel) */
+_Static_assert(sizeof(struct gwork) == 56, "struct gwork grew");
 
 /* work's place: its context's stream */
 static inline uint64_t lane(const struct gwork *w)
@@ -36,10 +39,15 @@ static inline uint64_t lane(const struct gwork *w)
 struct gapi {             /* a CUDA runtime or driver call, as CUPTI saw it */
 	int64_t t, d;
 	uint32_t corr;
-	uint32_t thread;      /* CUPTI's id of its thread (the low half of its pthread_t) */
-	int8_t launch;
-	int8_t wait;          /* W_*: a call that may wait for the device */
+	uint16_t thread;      /* its thread: gpuproc.cthreads[thread], CUPTI's id (the low half of its
+			       * pthread_t); GTHR_NONE: unknown */
+	uint8_t launch;
+	uint8_t wait;         /* W_*: a call that may wait for the device */
 };
+/* (no bit-fields here: GCC stores one into the array by reading its byte first, and a read of a
+ * page not yet written maps the zero page, so each page of the array faulted twice and flushed
+ * the other CPUs' TLBs: 330,000 flushes reading bench's GPU trace on 2 threads, against 11,000) */
+_Static_assert(sizeof(struct gapi) == 24, "struct gapi grew");
 
 /* runtime calls that hold the host for the device, by their names (api_wait) */
 enum { W_NONE, W_ALWAYS, W_POLL, W_LONG };
@@ -90,6 +98,10 @@ enum { NSRC_NONE, NSRC_CUPTI, NSRC_PLUGIN };
 
 #define MAX_GCOMMS 16
 #define MAX_GDEV 16 /* devices told apart in one process */
+#define MAX_GCTX 64 /* contexts told apart in one process: work in more is left out, as on other devices */
+#define GCTX_NONE 255
+#define MAX_GTHR 256 /* threads told apart in one process's CUPTI records of calls */
+#define GTHR_NONE UINT16_MAX
 enum { JOIN_EXT, JOIN_COMM_ORDER, JOIN_ORDER, JOIN_KINDS };
 
 struct gsite {            /* a call site that waited for the device: thread, stack, kind */
@@ -139,13 +151,23 @@ struct gpuproc {
 	int device;           /* the device its split follows: where most of its NCCL kernels ran, else most of its
 			       * work (devices_chosen); -1 none */
 	uint32_t on_dev[MAX_GDEV], nccl_on_dev[MAX_GDEV]; /* its work, and its NCCL kernels, by device */
+	uint32_t kept_on[MAX_GDEV]; /* of its work, what w holds, by device (devices_chosen) */
+	struct gctx {         /* the contexts its work ran in (gwork.ctx), in the order they came */
+		uint32_t id;      /* CUPTI's contextId */
+		int8_t device;    /* its device (-1 beyond MAX_GDEV) */
+	} ctxs[MAX_GCTX];
+	int nctxs;
+	uint32_t cthreads[MAX_GTHR]; /* the threads of its CUPTI records of calls (gapi.thread) */
+	int ncthreads;
 	uint64_t other_dev;   /* records of its work on other devices, left out */
+	uint64_t other_ctx;   /* and in contexts past the first MAX_GCTX, left out */
 	struct gcomm {        /* its communicators (nccl_init): the first MAX_GCOMMS */
 		int32_t comm, nranks, rank;
 		int8_t blocking;
 	} comms[MAX_GCOMMS];
 	int ncomms, allcomms;
 	uint32_t join[JOIN_KINDS]; /* its NCCL kernels, by how they were joined to their calls */
+	uint32_t nccl;        /* its NCCL kernels as CUPTI told them (an_gpu_identify) */
 	/* the file's "gpu" record: capture's state and losses */
 	char state[16], why[160];
 	int64_t dropped, lead_ns;
@@ -169,6 +191,18 @@ size_t an_plug_kernels(struct gpuproc *g, struct gwork **out);
 /* the plugin's kernels k (n) against the CUPTI kernels in g->w: g->pstat's second part */
 void an_plug_check(struct gpuproc *g, const struct gwork *k, size_t n);
 void an_plug_free(struct gpuproc *g);
+
+/* gpudev.c: the device of w's context (-1 none known) */
+int an_gpu_work_device(const struct gpuproc *g, const struct gwork *w);
+/* w's context and device, as a record names them, into g's table and w (counted by device) */
+void an_gpu_on_device(struct gpuproc *g, struct gwork *w, int64_t device, int64_t ctx);
+/* CUPTI's id of a call's thread as its index in g's table, added (GTHR_NONE: unknown, or past it) */
+uint16_t an_gpu_api_thread(struct gpuproc *g, uint32_t id);
+/* the same, looked up only: -1 not there */
+int an_gpu_thread_of(const struct gpuproc *g, uint32_t id);
+/* the device g's split follows (g->device); its work on others, and in contexts past the table,
+ * left out of g->w and counted */
+void an_gpu_devices_chosen(struct gpuproc *g);
 
 /* gpu.c: p's device work onto the job's clock (after clocks.c), once */
 void an_gpu_place(struct proc *p);

@@ -172,13 +172,13 @@ static void join_by_stream(struct gpuproc *g, struct gwork **k, size_t n, const 
  * each takes the stream whose kernels are as many as its calls, where the counts pair them one to
  * one. Else they stay joined by order alone, and where the process has more than one
  * communicator are used for nothing across ranks (no instance, no clock point): the order of a
- * process's kernels is not its communicators' own. */
-static void join_by_order(struct gpuproc *g)
+ * process's kernels is not its communicators' own. n: how many (no walk of the work when none). */
+static void join_by_order(struct gpuproc *g, size_t n)
 {
-	size_t n = 0;
-	for (size_t i = 0; i < g->nw; i++)
-		n += g->w[i].cls == GW_NCCL && g->w[i].comm == INT32_MIN;
-	struct gwork **k = n ? malloc(n * sizeof *k) : NULL;
+	g->join[JOIN_ORDER] = 0;
+	if (!n)
+		return;
+	struct gwork **k = malloc(n * sizeof *k);
 	int32_t cs[MAX_GCOMMS];
 	size_t units[MAX_GCOMMS] = { 0 }, nc = 0;
 	if (k) {
@@ -202,7 +202,6 @@ static void join_by_order(struct gpuproc *g)
 	} else if (nc > 1) {
 		join_by_stream(g, k, n, cs, units, nc);
 	}
-	g->join[JOIN_ORDER] = 0;
 	for (size_t i = 0; i < g->nw; i++)
 		if (g->w[i].cls == GW_NCCL && g->w[i].comm == INT32_MIN) {
 			g->join[JOIN_ORDER]++;
@@ -217,9 +216,10 @@ void an_gpu_identify(struct gpuproc *g)
 	an_sort_near(g->api, g->na, sizeof *g->api, cmp_api_corr_t);
 	sort_n(g->xc, g->nx, sizeof *g->xc, cmp_xc);
 	sort_n(g->call, g->nc, sizeof *g->call, cmp_call);
-	int seq = 1; /* (the work in the order of its ids, as CUPTI mostly writes it: one walk joins it) */
-	for (size_t i = 1; i < g->nw && seq; i++)
-		seq = g->w[i].corr >= g->w[i - 1].corr;
+	/* (while the work comes in the order of its ids, as CUPTI mostly writes it, one walk of the calls
+	 * joins it; from the first that does not, a search each) */
+	int seq = 1;
+	uint32_t last = 0;
 	int32_t order = 0;
 	size_t at = 0;
 	memset(g->join, 0, sizeof g->join);
@@ -227,6 +227,10 @@ void an_gpu_identify(struct gpuproc *g)
 		g->call[i].used = 0;
 	for (size_t i = 0; i < g->nw; i++) {
 		struct gwork *w = &g->w[i];
+		if (w->corr) {
+			seq &= w->corr >= last;
+			last = w->corr;
+		}
 		const struct gapi *a = w->corr ? api_of(g, w->corr, seq, &at) : NULL;
 		w->launch = a ? a->t : w->t;
 		struct gxc kx = { .corr = w->corr };
@@ -251,5 +255,6 @@ void an_gpu_identify(struct gpuproc *g)
 	}
 	an_sort_near(g->api, g->na, sizeof *g->api, cmp_api_t);
 	an_sort_near(g->w, g->nw, sizeof *g->w, an_gpu_cmp_launch); /* (CUPTI's records come as work ends) */
-	join_by_order(g);
+	g->nccl = g->join[JOIN_EXT] + (uint32_t)order;
+	join_by_order(g, (size_t)order);
 }

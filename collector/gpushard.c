@@ -79,22 +79,35 @@ static int rank_shards(const struct analysis *a, int r, struct itab *tab, struct
 	size_t N = a->sd->K, n = 0, nk = 0;
 	if (an_gpu_open(p) < 0)
 		return 0;
-	size_t nw = an_gpu_nwork(p);
-	struct gend *c = malloc((nw + 1) * sizeof *c);
-	struct coll *k = malloc((nw + 1) * sizeof *k);
+	size_t nw = an_gpu_nwork(p), ck = 0;
+	struct gend *c = NULL;
+	struct coll *k = NULL;
 	int rc = -1;
-	if (!c || !k)
-		goto out;
-	for (size_t i = 0; i < nw; i++) { /* compute kernels (c), the collectives of the two classes (k) */
+	for (size_t i = 0; i < nw; i++) { /* the collectives of the two classes (k) */
 		struct gpuitem g;
 		if (an_gpu_work(p, i, &g) < 0)
 			break;
 		int cls = g.nccl && !g.plugin && g.seq >= 0 ? class_of(g.op) : -1;
+		if (cls < 0)
+			continue;
+		struct coll *grown = room_for(k, nk, &ck, sizeof *k, 256);
+		if (!grown)
+			goto out;
+		(k = grown)[nk++] = (struct coll){ g.t, g.t + g.d, g.bytes > 0 ? g.bytes : 0,
+						   g.comm == INT32_MIN ? -7 : g.comm, g.seq, cls, g.op };
+	}
+	if (!nk) { /* (a job that shards nothing: no compute kernels gathered) */
+		rc = 0;
+		goto out;
+	}
+	if (!(c = malloc((nw + 1) * sizeof *c)))
+		goto out;
+	for (size_t i = 0; i < nw; i++) { /* the compute kernels (c) */
+		struct gpuitem g;
+		if (an_gpu_work(p, i, &g) < 0)
+			break;
 		if (!g.nccl && g.cls[0] == 'k')
 			c[n++] = (struct gend){ 0, 0, g.t, g.t + g.d };
-		else if (cls >= 0)
-			k[nk++] = (struct coll){ g.t, g.t + g.d, g.bytes > 0 ? g.bytes : 0, g.comm == INT32_MIN ? -7 : g.comm,
-						 g.seq, cls, g.op };
 	}
 	sort_n(c, n, sizeof *c, cmp_start);
 	sort_n(k, nk, sizeof *k, cmp_coll);

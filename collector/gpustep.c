@@ -133,9 +133,9 @@ static void api_waits(const struct proc *p, struct hostlanes *h)
 {
 	const struct gpuproc *g = p->gpu;
 	const struct thr *t = an_train_thread(p);
-	uint32_t me = t ? t->cupti_id : 0;
+	int me = t ? an_gpu_thread_of(g, t->cupti_id) : -1; /* (its index in the calls' threads) */
 	int64_t p0 = 0, p1 = -1; /* the run of queries so far */
-	for (size_t i = 0; me && i < g->na; i++) { /* (in time order: identify) */
+	for (size_t i = 0; me >= 0 && i < g->na; i++) { /* (in time order: identify) */
 		const struct gapi *a = &g->api[i];
 		if (a->thread != me || !a->wait)
 			continue;
@@ -722,10 +722,10 @@ void an_gpu_warn(struct analysis *a)
 			an_warn(a, "rank %d: CUPTI lost %" PRIu64 " of its records: its device's timeline has holes, so its "
 				"steps are split from its host's calls, as without GPU capture (the other ranks' from "
 				"their devices')", a->ranks[r].rank, a->ranks[r].p->gpu_dropped);
-		if (g && g->other_dev)
-			an_warn(a, "rank %d: %" PRIu64 " records of device work on other devices than device %d, where its "
-				"%s ran, are left out of its split", a->ranks[r].rank, g->other_dev, g->device,
-				g->nccl_on_dev[g->device >= 0 ? g->device : 0] ? "NCCL kernels" : "most work");
+		if (g && (g->other_dev || g->other_ctx)) /* (so g->device is one: devices_chosen) */
+			an_warn(a, "rank %d: %" PRIu64 " records of device work on other devices than device %d (where its %s "
+				"ran) or in contexts past its first %d are left out of its split", a->ranks[r].rank,
+				g->other_dev + g->other_ctx, g->device, g->nccl_on_dev[g->device] ? "NCCL kernels" : "most work", MAX_GCTX);
 		if (a->ranks[r].gpu.reread_failed)
 			an_warn(a, "rank %d: %s could not be read again for its device's work: its steps are split from its "
 				"host calls", a->ranks[r].rank, a->ranks[r].p->file);

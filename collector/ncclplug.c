@@ -316,7 +316,7 @@ size_t an_plug_kernels(struct gpuproc *g, struct gwork **out)
 		for (size_t i = 0; i < n; i++) {
 			const struct gcall *k = c[i].unit ? c[i].unit : c[i].call;
 			w[i] = (struct gwork){ .t = c[i].gs + off[i], .d = c[i].ge - c[i].gs, .comm = INT32_MIN, .seq = -1,
-					       .op = c[i].op, .cls = GW_NCCL, .device = -1, .plugin = 1, .ctx = UINT32_MAX };
+					       .op = c[i].op, .cls = GW_NCCL, .plugin = 1, .ctx = GCTX_NONE };
 			w[i].launch = k ? k->t : w[i].t;
 			if (k) { /* (a group's: its first call's collective, all its bytes, as CUPTI's kernel) */
 				w[i].comm = k->comm;
@@ -361,18 +361,19 @@ static int cmp_coll(const void *x, const void *y)
 
 void an_plug_check(struct gpuproc *g, const struct gwork *k, size_t n)
 {
-	size_t nc = 0;
-	for (size_t i = 0; i < g->nw; i++)
-		nc += g->w[i].cls == GW_NCCL && !g->w[i].plugin && g->w[i].seq >= 0 && plugged(g->w[i].op);
-	const struct gwork **cu = malloc((nc + 1) * sizeof *cu);
+	size_t nc = 0, cc = 0;
+	const struct gwork **cu = NULL;
 	double *ds = malloc((n + 1) * sizeof *ds), *dd = malloc((n + 1) * sizeof *dd);
 	double *dl = malloc((n + 1) * sizeof *dl);
-	if (!cu || !ds || !dd || !dl)
+	if (!ds || !dd || !dl)
 		goto out;
-	nc = 0;
-	for (size_t i = 0; i < g->nw; i++)
-		if (g->w[i].cls == GW_NCCL && !g->w[i].plugin && g->w[i].seq >= 0 && plugged(g->w[i].op))
-			cu[nc++] = &g->w[i];
+	for (size_t i = 0; i < g->nw; i++) /* (one walk: the work is mostly compute kernels) */
+		if (g->w[i].cls == GW_NCCL && !g->w[i].plugin && g->w[i].seq >= 0 && plugged(g->w[i].op)) {
+			const struct gwork **grown = room_for(cu, nc, &cc, sizeof *cu, 256);
+			if (!grown)
+				goto out;
+			(cu = grown)[nc++] = &g->w[i];
+		}
 	sort_n(cu, nc, sizeof *cu, cmp_coll);
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -380,7 +381,7 @@ void an_plug_check(struct gpuproc *g, const struct gwork *k, size_t n)
 			g->pstat.plugin_only++;
 			continue;
 		}
-		const struct gwork *kp = &k[i], *const *f = bsearch(&kp, cu, nc, sizeof *cu, cmp_coll);
+		const struct gwork *kp = &k[i], *const *f = nc ? bsearch(&kp, cu, nc, sizeof *cu, cmp_coll) : NULL;
 		if (!f) {
 			g->pstat.plugin_only++;
 			continue;

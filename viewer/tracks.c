@@ -174,8 +174,9 @@ void vo_gpu_tracks(struct view *v)
 		vo_ev(v, "X", v->pid[v->r], GPU_TID(v->r, s), g.t);
 		vo_us(v->o, "dur", g.d);
 		fputs(",\"name\":", v->o);
-		if (g.name) {
-			json_put_string(v->o, g.name, SIZE_MAX);
+		const char *name = an_gpu_work_name(p, i);
+		if (name) {
+			json_put_string(v->o, name, SIZE_MAX);
 		} else if (g.plugin) { /* (NCCL's profiler plugin names no kernel: its operation) */
 			char nm[48];
 			snprintf(nm, sizeof nm, "NCCL %s", g.op >= 0 && g.op < DDPSPY_OP_COUNT ? ddpspy_op_names[g.op] : "collective");
