@@ -257,12 +257,24 @@ static int ro_word(uintptr_t addr, unw_word_t *val)
 	return 0;
 }
 
+/* an object's .eh_frame_hdr's first 12 bytes: for the CPU sampler as two kept words (ro_word) */
+static int hdr_read(const struct regs *r, uintptr_t hdr, unsigned char h[16])
+{
+	if (!r->more)
+		return peek(hdr, h, 12);
+	unw_word_t w[2];
+	if (ro_word(hdr, &w[0]) < 0 || ro_word(hdr + sizeof w[0], &w[1]) < 0)
+		return peek(hdr, h, 12); /* (a header that ends its mapping: its 12 bytes alone) */
+	memcpy(h, w, sizeof w);
+	return 0;
+}
+
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi, int need, void *arg)
 {
 	const struct regs *r = arg;
 	struct obj o = { .ip = ip };
-	unsigned char h[12];
-	if ((r->more ? seg_find(ip, &o) < 0 : !dl_iterate_phdr(find_obj, &o)) || !o.hdr || peek(o.hdr, h, sizeof h) < 0)
+	unsigned char h[16];
+	if ((r->more ? seg_find(ip, &o) < 0 : !dl_iterate_phdr(find_obj, &o)) || !o.hdr || hdr_read(r, o.hdr, h) < 0)
 		return -UNW_ENOINFO;
 	/* version 1; eh_frame_ptr udata4 or sdata4 (any application); count udata4; table datarel sdata4 */
 	if (h[0] != 1 || ((h[1] & 0x0f) != 0x03 && (h[1] & 0x0f) != 0x0b) || h[2] != 0x03 || h[3] != 0x3b)
