@@ -20,7 +20,8 @@ struct gwork {            /* a kernel, copy or set */
 			       * stream ids are their context's (every legacy stream is 7) */
 	int8_t op;            /* NCCL kernels: their call's operation (-1 unknown) */
 	int8_t cls;
-	uint8_t pageable : 1;
+	uint8_t pageable : 1; /* (bit-fields: a record is stored whole, built apart, never field by
+			       * field into its array: see gapi) */
 	uint8_t pinned : 1;   /* copies between the device and pinned host memory */
 	uint8_t plugin : 1;   /* an NCCL kernel as NCCL's profiler plugin told it (ncclplug.c), not CUPTI */
 };

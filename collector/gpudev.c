@@ -33,8 +33,8 @@ void an_gpu_on_device(struct gpuproc *g, struct gwork *w, int64_t device, int64_
 
 int an_gpu_thread_of(const struct gpuproc *g, uint32_t id)
 {
-	int i = g->ncthreads - 1;
-	while (i >= 0 && !(id && g->cthreads[i] == id))
+	int i = id ? g->ncthreads - 1 : -1; /* (0: CUPTI knew no thread) */
+	while (i >= 0 && g->cthreads[i] != id)
 		i--;
 	return i;
 }
@@ -43,7 +43,7 @@ int an_gpu_thread_of(const struct gpuproc *g, uint32_t id)
 uint16_t an_gpu_api_thread(struct gpuproc *g, uint32_t id)
 {
 	int i = an_gpu_thread_of(g, id);
-	if (i < 0 && id && g->ncthreads < MAX_GTHR)
+	if (i < 0 && id && g->ncthreads < MAX_GTHR) /* (id 0 stays unknown) */
 		g->cthreads[i = g->ncthreads++] = id;
 	return i < 0 ? GTHR_NONE : (uint16_t)i;
 }

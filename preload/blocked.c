@@ -257,10 +257,11 @@ static int ro_word(uintptr_t addr, unw_word_t *val)
 	return 0;
 }
 
-/* an object's .eh_frame_hdr's first 12 bytes: for the CPU sampler as two kept words (ro_word) */
+/* an object's .eh_frame_hdr's first 12 bytes: for the CPU sampler as two kept words (ro_word;
+ * none kept while the segments are the loader's list, G.full: one read then) */
 static int hdr_read(const struct regs *r, uintptr_t hdr, unsigned char h[16])
 {
-	if (!r->more)
+	if (!r->more || G.full)
 		return peek(hdr, h, 12);
 	unw_word_t w[2];
 	if (ro_word(hdr, &w[0]) < 0 || ro_word(hdr + sizeof w[0], &w[1]) < 0)
