@@ -40,6 +40,47 @@ def worst(j, kind):
     return max(x["severity"] for x in f) if f else 0.0
 
 
+def excess_steps(t):
+    """Each rank's excess work over its peers' median, step by step, in ms: work being compute,
+    input and host (not only compute, since ddpspy counts the input thread's preemption below as
+    compute), from the testbed's own per-step figures (work_ms_steps)"""
+    work = [r["work_ms_steps"] for r in t["ranks"]]
+    R, S = len(work), len(work[0])
+    return [[max(0.0, work[L][k] - statistics.median(work[q][k] for q in range(R) if q != L)) for k in range(S)]
+            for L in range(R)]
+
+
+def work_gaps(t):
+    """Each rank's typical excess as a share of the median step (the median over steps), and the
+    rank with the most. Where a rank is late every step for its work, the others' median wait for
+    it, which a straggler's severity is (at most its mean excess: docs/report.md), is this; on a
+    busy machine the late rank alternates from step to step, and the mean gap, which nets the
+    steps out, can be a third of what a typical step loses."""
+    gaps = [statistics.median(x) / t["step_ms_p50"] for x in excess_steps(t)]
+    return gaps, gaps.index(max(gaps))
+
+
+def explained(j, t):
+    """None where each straggler of severity 0.1 or more the report names is explained by its
+    rank's extra work as the testbed measured it; else each rank's excess and the stragglers. The
+    severity is at most the rank's mean excess per step over the median step (docs/report.md: the
+    mean, so one long step counts as what it costs), so the bound is the testbed's same figure,
+    plus 0.1: a rank the others wait for without working longer is none."""
+    mean = [statistics.mean(x) / t["step_ms_p50"] for x in excess_steps(t)]
+    st = [(f["rank"], f["severity"]) for f in findings(j, "straggler") if f["severity"] >= 0.1]
+    if all(sev <= mean[r] + 0.1 for r, sev in st):
+        return None
+    return (["%.2f" % m for m in mean], st)
+
+
+def fixed_ratio(t):
+    """The testbed's own fixed cost over its work in one run, as small_work weighs them: the step
+    (its median) less the busiest rank's work (the median over steps), over that work"""
+    S = len(t["ranks"][0]["work_ms_steps"])
+    w = statistics.median(max(r["work_ms_steps"][k] for r in t["ranks"]) for k in range(S))
+    return (t["step_ms_p50"] - w) / w
+
+
 # ---- healthy ----
 # This VM's two vCPUs are at times 10-40% apart in speed for seconds on end; a "healthy" 2-rank run
 # then really has a straggler, which the testbed's own times show. So: no rank-0, volume or data
@@ -57,18 +98,8 @@ def healthy(k):
     bad = [(f["kind"], f["severity"]) for f in j["findings"]
            if (f["kind"] in ("rank0_serialization", "data_stall") and f["severity"] >= 0.1) or
            (f["kind"] == "collective_volume" and f["severity"] >= max(0.1, comm + 0.1))]
-    # A straggler's severity is the median over steps of the late rank's excess work (compute,
-    # input, host: not only compute, since ddpspy counts the input thread's preemption below as
-    # compute) over its peers, in units of the median step (docs/report.md). The testbed's own
-    # figure is the same statistic of its per-step work (work_ms_steps) and median step: on a
-    # busy machine the late rank alternates from step to step, and the mean gap, which nets the
-    # steps out, can be a third of what a typical step loses.
-    work = [r["work_ms_steps"] for r in truth_h["ranks"]]
-    R, S = len(work), len(work[0])
-    gaps = [statistics.median(max(0.0, work[L][k] - statistics.median(work[q][k] for q in range(R) if q != L))
-                              for k in range(S)) / truth_h["step_ms_p50"] for L in range(R)]
-    late = gaps.index(max(gaps))
-    comp = [round(statistics.mean(w), 3) for w in work]
+    gaps, late = work_gaps(truth_h)
+    comp = [round(statistics.mean(r["work_ms_steps"]), 3) for r in truth_h["ranks"]]
     st = [f for f in findings(j, "straggler") if f["severity"] >= 0.1]
     checks = [(j["verdict"]["bound"] == "compute", "healthy: compute-bound (%s)" % j["verdict"]["summary"]),
               (not bad, "healthy: no rank-0 or data finding of severity >= 0.1, no volume finding beyond the "
@@ -256,14 +287,15 @@ def trap(attempt):
         tried.append("%.1f/%.1f" % (comm_ms(t1), comm_ms(t8)))
         for t, j in ((t1, j1), (t8, j8)):
             c = [r["compute_ms"] + r["data_ms"] + r["host_ms"] for r in t["ranks"]]
-            balanced.append((round(max(c) / min(c), 2), worst(j, "straggler")))
+            balanced.append((round(max(c) / min(c), 2), explained(j, t)))
         if abs(comm_ms(t1) - comm_ms(t8)) > 0.35 * max(comm_ms(t1), comm_ms(t8)):
             continue
         won.append(1 - t1["samples_per_s"] / t8["samples_per_s"])
         f = findings(j1, "small_work") or findings(j1, "collective_volume")
         sev.append(f[0]["severity"] if f else 0)
-        kinds.append(sorted((x["kind"], round(x["evidence"]["ms_per_step"], 1), round(x["evidence"]["work_ms_per_step"], 1))
-                            for x in j1["findings"] if x["kind"] in ("small_work", "collective_volume")))
+        kinds.append((round(fixed_ratio(t1), 2),
+                      sorted((x["kind"], round(x["evidence"]["ms_per_step"], 1), round(x["evidence"]["work_ms_per_step"], 1))
+                             for x in j1["findings"] if x["kind"] in ("small_work", "collective_volume"))))
         accum.append((compute_ms(t8) > comm_ms(t8), worst(j8, "small_work"),
                       max(worst(j8, "small_work"), worst(j8, "collective_volume")), worst(j1, "small_work")))
     if len(won) != 3:
@@ -272,24 +304,36 @@ def trap(attempt):
         # to judge by, which their reports say (the host was shared)
         return busy_host([(False, "strong-scaling trap: three pairs whose collectives cost the same (comms ms per "
                            "step, 1 sample/8 micro-batches: %s)" % tried)], *reps)
-    # Where accumulating won at least half the step, the trap is plain: small_work. Below that the
-    # sync cost is about the work, and either kind is right.
-    plain = [x for x, w in zip(kinds, won) if w >= 0.5]
+    # The kind follows the run's own fixed cost against its work (small_work where the cost is at
+    # least the work): plain where the testbed's same figures are 20% or more to one side, either
+    # kind nearer (in 9 runs with the all-reduce at 3 ms the report's share of the step in fixed
+    # cost came 0.01-0.03 below the testbed's). What accumulating won does not decide it: the
+    # runs of a pair are matched on comms only, and where the all-reduce takes 3 ms (Open MPI's
+    # shared memory without its single-copy path, as OMPI_MCA_btl_vader_single_copy_mechanism=none
+    # makes it here; CI's pairs at 3-4 ms named collective_volume where the pair won 0.5 or more)
+    # a pair's gain came 0.55-0.59 from runs whose fixed cost was 0.79-0.98 of their work, where
+    # 7/8 of the cost would win 0.39-0.43.
+    plain = {"small_work": [x for r, x in kinds if r >= 1.2], "collective_volume": [x for r, x in kinds if r <= 1 / 1.2]}
     wm, sm = statistics.median(won), statistics.median(sev)
     tol = margin(wm, 0.25, won, [x * 7 / 8 for x in sev])
     # accumulating 8 cures the trap where the testbed computes longer than it communicates; where
     # the all-reduce is the slow kind it still outweighs 8 micro-batches: small_work, but less.
     # Open MPI finishes these nonblocking all-reduces on one rank well after the other, so one
-    # rank enters the next step's collectives late without working longer: not a straggler
-    return [(all(len(x) == 1 and x[0][0] == "small_work" for x in plain) and all(len(x) == 1 for x in kinds),
-             "trap: one comms finding per run, small_work where accumulating won >= 0.5 (%d of 3 pairs) (kind, sync "
-             "and work ms per step): %s" % (len(plain), kinds)),
+    # rank enters the next step's collectives late without working longer: not a straggler. A
+    # rank that does work longer is one, as large as its excess: with 8 micro-batches the step is
+    # nearly all work, and a rank working 13% longer costs its peers about 0.12 of it (seen on CI)
+    return [(all(len(x) == 1 and x[0][0] == kind for kind, xs in plain.items() for x in xs) and
+             all(len(x) == 1 for r, x in kinds),
+             "trap: one comms finding per run, small_work where the testbed's fixed cost is 1.2 times its work or "
+             "more, collective_volume where 1/1.2 or less (%d and %d of 3 pairs) (the testbed's ratio; kind, sync "
+             "and work ms per step): %s" % (len(plain["small_work"]), len(plain["collective_volume"]), kinds)),
             (abs(sm * 7 / 8 - wm) <= tol, "trap: severity %.2f (x 7/8 = %.2f) within %.2f (25%% and the pairs' spread) "
              "of what accumulating 8 micro-batches won, %.2f (pairs: %s)" % (sm, sm * 7 / 8, tol, wm,
                                                                            ["%.2f" % x for x in won])),
-            (all(s < 0.1 for b, s in balanced if b < 1.15),
-             "trap: no straggler >= 0.1 where the testbed's ranks work within 15%% of each other (work ratio, "
-             "straggler severity): %s" % balanced),
+            (all(m is None for b, m in balanced),
+             "trap: a straggler of severity >= 0.1 only as far as its rank's extra work explains it, within 0.1 "
+             "(per run: work ratio, and where it differed, each rank's mean excess as a share of the step and the "
+             "stragglers): %s" % balanced),
             (all((a[1] == 0) if a[0] else (0 < a[2] < a[3]) for a in accum),
              "trap with 8 micro-batches per all-reduce: no small_work where the testbed computes longer than it "
              "communicates, else a smaller comms finding: on a busy machine the all-reduce can still cost about "
