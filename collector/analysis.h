@@ -366,8 +366,9 @@ struct gpustat {
 	int device;                /* the device its work ran on (the first one seen) */
 	int site;                  /* the training thread's longest wait for the device (an_gpu_site) */
 	int reread_failed;         /* its device's work (over its share) could not be read again */
-	uint32_t nccl_join[3];     /* its NCCL kernels joined to their calls: by external id, by their
-				    * communicator's order (nonblocking), by order alone (gpu.c) */
+	uint32_t nccl_join[4];     /* its NCCL kernels joined to their calls: by external id, by their
+				    * communicator's order (nonblocking), by order alone (gpu.c), as a CUDA
+				    * graph's replays of a captured call (NCCL's plugin: ncclplug.c) */
 	int nccl_src;              /* where its NCCL kernels' times came from: 0 none, 1 CUPTI, 2 NCCL's
 				    * profiler plugin (then, without CUPTI, have is 0 and of the above only
 				    * the nccl_ figures are set, over its host's steps) */
@@ -528,8 +529,9 @@ struct gpucover {
 	uint64_t dropped;     /* CUPTI's records lost on this rank: holes in what it has */
 	const char *nccl;     /* where its NCCL kernels' times came from: "cupti", "nccl-plugin", "none" */
 	/* NCCL's profiler plugin: its collectives, those not joined to a call, the clock mapping's
-	 * median width (how late its times may be) and crossings (ncclplug.c) */
-	unsigned colls, unjoined, conflicts;
+	 * median width (how late its times may be) and crossings, the CUDA graphs' replays of
+	 * captured calls among them (ncclplug.c) */
+	unsigned colls, unjoined, conflicts, replays;
 	double bound_us, shift_us; /* (shift: how late the plugin's clock ran where CUPTI checked it,
 				    * taken off this rank's plugin kernels; 0 none) */
 	/* checked (CUPTI timed the same kernels): collectives in both, in one only; the medians of

@@ -756,6 +756,7 @@ void an_gpu_cover(const struct analysis *a, int r, struct gpucover *c)
 		return;
 	const struct plugstat *s = &g->pstat;
 	c->colls = s->colls, c->unjoined = s->unjoined, c->conflicts = s->conflicts, c->bound_us = s->bound_us;
+	c->replays = s->replays;
 	c->shift_us = (double)g->shift / 1e3;
 	if (g->nccl_src == NSRC_CUPTI) {
 		c->checked = 1;

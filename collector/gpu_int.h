@@ -79,7 +79,10 @@ struct gplug {
 	int64_t seq, count;   /* the plugin's sequence number: per operation in its communicator */
 	uint64_t hash;        /* NCCL's hash of its communicator (equal on every rank) */
 	int32_t comm, rank;   /* ddpspy's id of the communicator (-1 unknown), the rank's in it */
+	int32_t call_comm;    /* the call it was launched for (its CollApi event, 2.14): communicator, */
+	int64_t call;         /* and number there (-1 unknown) */
 	int8_t op;
+	int8_t replay;        /* a launch of a CUDA graph that captured that call */
 };
 
 /* what became of the plugin's events: their collectives, joined to calls or not, their clock, and
@@ -87,6 +90,7 @@ struct gplug {
 struct plugstat {
 	uint32_t colls;       /* collectives (channels' events merged) */
 	uint32_t unjoined;    /* of them, not joined to a call (no communicator or no such call) */
+	uint32_t replays;     /* of them, graph launches' of a captured call */
 	uint32_t conflicts;   /* of them, whose clock bounds crossed (the mapping's assumption broke) */
 	double bound_us;      /* the median width of the clock mapping's bounds: how late a time may be */
 	uint32_t matched, cupti_only, plugin_only; /* against CUPTI's NCCL kernels, by collective */
@@ -103,7 +107,7 @@ enum { NSRC_NONE, NSRC_CUPTI, NSRC_PLUGIN };
 #define GCTX_NONE 255
 #define MAX_GTHR 256 /* threads told apart in one process's CUPTI records of calls */
 #define GTHR_NONE UINT16_MAX
-enum { JOIN_EXT, JOIN_COMM_ORDER, JOIN_ORDER, JOIN_KINDS };
+enum { JOIN_EXT, JOIN_COMM_ORDER, JOIN_ORDER, JOIN_GRAPH, JOIN_KINDS };
 
 struct gsite {            /* a call site that waited for the device: thread, stack, kind */
 	int tid;
@@ -184,7 +188,9 @@ struct gpuproc {
 			       * clock ran where CUPTI checked it (an_gpu_split), 0 none */
 };
 
-/* ncclplug.c: an nccl_kernel event into g (1: out of memory) */
+/* ncclplug.c: an nccl_kernel event into g (1: out of memory). an_plug_kernels also names CUPTI's
+ * NCCL kernels in g->w that CUDA graphs' launches ran (no call's id joins them) by the plugin's
+ * replays, where they pair (join[JOIN_GRAPH]) */
 int an_plug_event(struct gpuproc *g, const struct trace_event *e);
 /* g's plugin events as NCCL kernels on the process's clock, joined to g's calls (its call list
  * and communicators whole): *out (malloc'ed), how many returned; g->pstat's first part filled */

@@ -3,12 +3,18 @@
  * it did (docs/gpu.md, "NCCL's profiler plugin").
  *
  * A collective's events (one per channel) become one kernel: its first channel's start to its
- * last channel's end, on the GPU's %globaltimer. It is joined to its call by communicator,
+ * last channel's end, on the GPU's %globaltimer. It is joined to its call: the one its event names
+ * (2.14: NCCL told the plugin of the call, inside it, and that CollApi event is the collective's
+ * parent). Files before that, and calls their event could not name, join by communicator,
  * operation and sequence number: the plugin numbers each operation's collectives in its
  * communicator apart (allreduce 0, 1, ...; allgather 0, ...), so the n-th allreduce call ddpspy
- * recorded on that communicator is allreduce n. A communicator the plugin could not name (made on
+ * recorded on that communicator is allreduce n; a communicator the plugin could not name (made on
  * a thread of NCCL's own, as a nonblocking one is) is the one of the process's communicators that
- * no other hash names, of that rank, whose calls are enough for the plugin's numbers. A group's
+ * no other hash names, of that rank, whose calls are enough for the plugin's numbers. That order
+ * breaks once a CUDA graph captured a collective: NCCL numbers each launch of the graph, when its
+ * stream reaches it, and not the capture. Such a replay is its captured call's k-th, in GPU order:
+ * an instance of its own on every rank (the call's communicator and number, and k), with the
+ * call's bytes; its launch, a cudaGraphLaunch, is not known to the plugin. A group's
  * collectives launch one kernel at its end: they become that one kernel, as CUPTI sees it. One
  * joined to no call (NCCL reached through a dlopen handle, which ddpspy's wrappers never see) is
  * still the same collective on every rank by NCCL's hash of its communicator, its operation and
@@ -35,7 +41,7 @@
 #define WINDOW 32 /* neighbours on each side whose bounds a kernel's clock takes */
 
 static struct {
-	int8_t comm, hash, op, seq, count, gs, ge, rank;
+	int8_t comm, hash, op, seq, count, gs, ge, rank, call_comm, call, replay;
 } P;
 
 __attribute__((constructor)) static void positions(void)
@@ -48,13 +54,19 @@ __attribute__((constructor)) static void positions(void)
 	P.gs = an_argpos(DDPSPY_EV_NCCL_KERNEL, "gpu_start");
 	P.ge = an_argpos(DDPSPY_EV_NCCL_KERNEL, "gpu_end");
 	P.rank = an_argpos(DDPSPY_EV_NCCL_KERNEL, "comm_rank");
+	P.call_comm = an_argpos(DDPSPY_EV_NCCL_KERNEL, "call_comm");
+	P.call = an_argpos(DDPSPY_EV_NCCL_KERNEL, "call");
+	P.replay = an_argpos(DDPSPY_EV_NCCL_KERNEL, "replay");
 }
 
 int an_plug_event(struct gpuproc *g, const struct trace_event *e)
 {
 	struct gplug p = { e->t_ns, an_arg(e, P.gs, 0), an_arg(e, P.ge, 0), an_arg(e, P.seq, -1), an_arg(e, P.count, 0),
 			   (uint64_t)an_arg(e, P.hash, 0), (int32_t)an_arg(e, P.comm, -1), (int32_t)an_arg(e, P.rank, -1),
-			   (int8_t)an_arg(e, P.op, -1) };
+			   (int32_t)an_arg(e, P.call_comm, -1), an_arg(e, P.call, -1), (int8_t)an_arg(e, P.op, -1),
+			   (int8_t)(an_arg(e, P.replay, 0) == 1) };
+	if (an_arg(e, P.call_comm, -1) == -1 || p.call < 0 || p.call > INT32_MAX) /* (ids as gpu.c's calls: low 32 bits) */
+		p.call = -1;
 	/* (a damaged or unfinished one: no place on any clock; below 2^62 ns, as gpu.c's sane, so that
 	 * no difference of two bounds overflows) */
 	if (p.gs <= 0 || p.ge < p.gs || p.ge >= (INT64_C(1) << 62) || p.ge - p.gs >= (INT64_C(1) << 46) ||
@@ -87,7 +99,9 @@ struct pcoll {            /* one collective: its channels' events merged */
 	uint64_t hash;
 	int64_t seq;
 	int32_t comm, rank;   /* (comm: ddpspy's id, -1 unknown) */
-	int8_t op;
+	int32_t call_comm;    /* the call its events named (call -1: none) */
+	int64_t call_seq;
+	int8_t op, replay;
 	const struct gcall *call, *unit; /* its call, and the group end that launched it (NULL none) */
 	int64_t lo, hi;       /* its bounds of the clock offset (INT64_MIN, INT64_MAX: none) */
 };
@@ -98,6 +112,8 @@ static int cmp_plug(const void *x, const void *y)
 	return AN_ORDER(a->hash, b->hash) ?:
 	       AN_ORDER(a->op, b->op) ?:
 	       AN_ORDER(a->seq, b->seq) ?:
+	       AN_ORDER(a->replay, b->replay) ?: /* (NCCL numbers a replay as the next collective where */
+	       AN_ORDER(a->call, b->call) ?:     /* KernelCh was not asked for: never here, but apart) */
 	       AN_ORDER(a->gs, b->gs) ?:
 	       AN_ORDER(a->ge, b->ge) ?:
 	       AN_ORDER(a->told, b->told) ?:
@@ -122,16 +138,20 @@ static size_t merged(struct gpuproc *g, struct pcoll *c)
 	for (size_t i = 0; i < g->np; i++) {
 		const struct gplug *p = &g->plug[i];
 		struct pcoll *l = n ? &c[n - 1] : NULL;
-		if (l && l->hash == p->hash && l->op == p->op && l->seq == p->seq) {
+		if (l && l->hash == p->hash && l->op == p->op && l->seq == p->seq && l->replay == p->replay &&
+		    l->call_seq == p->call) {
 			l->gs = p->gs < l->gs ? p->gs : l->gs;
 			l->ge = p->ge > l->ge ? p->ge : l->ge;
 			l->told = p->told > l->told ? p->told : l->told;
 			if (l->comm == -1)
 				l->comm = p->comm;
+			if (l->call_seq < 0 && p->call >= 0)
+				l->call_comm = p->call_comm, l->call_seq = p->call;
+			l->replay |= p->replay;
 			continue;
 		}
-		c[n++] = (struct pcoll){ p->gs, p->ge, p->told, p->hash, p->seq, p->comm, p->rank, p->op, NULL, NULL,
-					 INT64_MIN, INT64_MAX };
+		c[n++] = (struct pcoll){ p->gs, p->ge, p->told, p->hash, p->seq, p->comm, p->rank, p->call_comm, p->call,
+					 p->op, p->replay, NULL, NULL, INT64_MIN, INT64_MAX };
 	}
 	return n;
 }
@@ -222,8 +242,22 @@ static int cmp_grp(const void *x, const void *y)
 	return AN_ORDER((*a)->grp, (*b)->grp);
 }
 
-/* each collective's call and launching group end, and its bounds of the clock offset */
-static void joined_calls(const struct gpuproc *g, struct pcoll *c, size_t n, const struct ord *o, size_t no)
+/* g's calls by communicator and number (o: g->nc of room, op 0); returns how many */
+static size_t numbered(const struct gpuproc *g, struct ord *o)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < g->nc; i++)
+		if (a_call(&g->call[i]) && g->call[i].comm != -1 && g->call[i].seq >= 0)
+			o[n++] = (struct ord){ g->call[i].comm, 0, g->call[i].seq, &g->call[i] };
+	sort_n(o, n, sizeof *o, cmp_ord);
+	return n;
+}
+
+/* each collective's call and launching group end, and its bounds of the clock offset: the call its
+ * events named (by: by number), else by order (o); a graph's replay launched long after its call,
+ * which bounds nothing */
+static void joined_calls(const struct gpuproc *g, struct pcoll *c, size_t n, const struct ord *o, size_t no,
+			 const struct ord *by, size_t nb)
 {
 	const struct gcall **ends = malloc((g->nc + 1) * sizeof *ends);
 	size_t ne = 0;
@@ -233,8 +267,9 @@ static void joined_calls(const struct gpuproc *g, struct pcoll *c, size_t n, con
 	if (ends)
 		sort_n(ends, ne, sizeof *ends, cmp_grp);
 	for (size_t i = 0; i < n; i++) {
-		struct ord k = { c[i].comm, c[i].op, c[i].seq, NULL };
-		const struct ord *f = c[i].comm != -1 ? bsearch(&k, o, no, sizeof *o, cmp_ord) : NULL;
+		struct ord k = { c[i].comm, c[i].op, c[i].seq, NULL }, kb = { c[i].call_comm, 0, c[i].call_seq, NULL };
+		const struct ord *f = c[i].call_seq >= 0 ? bsearch(&kb, by, nb, sizeof *by, cmp_ord)
+				      : c[i].comm != -1 && !c[i].replay ? bsearch(&k, o, no, sizeof *o, cmp_ord) : NULL;
 		if (!f)
 			continue;
 		c[i].call = f->call;
@@ -245,7 +280,7 @@ static void joined_calls(const struct gpuproc *g, struct pcoll *c, size_t n, con
 			if (!u) /* (a group not ended in the file: its calls launch nothing yet) */
 				c[i].call = NULL;
 		}
-		if (c[i].call)
+		if (c[i].call && !c[i].replay)
 			c[i].lo = (c[i].unit ? c[i].unit->t : c[i].call->t) - c[i].gs;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -286,6 +321,54 @@ static void hkey(uint64_t hash, int64_t seq, int op, int32_t *comm, int32_t *s)
 	*s = seq < (INT32_MAX >> 5) && op >= 0 && op < 32 ? (int32_t)(seq << 5 | op) : -1;
 }
 
+/* a replay's instance: the k-th of the captured call (communicator, number) as a communicator
+ * number of its own, in hkey's range, and k */
+static void rkey(int32_t comm, int32_t seq, int64_t k, int32_t *kc, int32_t *ks)
+{
+	uint64_t h = ((uint64_t)(uint32_t)comm << 32 | (uint32_t)seq) * 0x9e3779b97f4a7c15ull;
+	*kc = (int32_t)(((h ^ (h >> 29)) & 0x3fffffff) | 0x40000000);
+	*ks = k < INT32_MAX ? (int32_t)k : -1;
+}
+
+static int cmp_start(const void *x, const void *y)
+{
+	const struct gwork *const *a = x, *const *b = y;
+	return AN_ORDER((*a)->t, (*b)->t) ?: AN_ORDER((*a)->corr, (*b)->corr);
+}
+
+/* CUPTI's NCCL kernels that CUDA graphs' launches ran: a kernel of a graph carries its
+ * cudaGraphLaunch's correlation id, so no call's id joined it (comm INT32_MIN, an_gpu_identify).
+ * Where they are as many as the plugin's replays (w, c: n in GPU order), the i-th in time is the
+ * i-th replay and takes its collective; else they stay as they are. */
+static void graph_kernels(struct gpuproc *g, const struct gwork *w, const struct pcoll *c, size_t n)
+{
+	size_t nr = 0, nu = 0;
+	for (size_t i = 0; i < n; i++)
+		nr += c[i].replay && c[i].call;
+	for (size_t i = 0; nr && i < g->nw; i++)
+		nu += g->w[i].cls == GW_NCCL && !g->w[i].plugin && g->w[i].comm == INT32_MIN;
+	struct gwork **u = nr && nu == nr ? malloc(nu * sizeof *u) : NULL;
+	if (!u)
+		return;
+	nu = 0;
+	for (size_t i = 0; i < g->nw; i++)
+		if (g->w[i].cls == GW_NCCL && !g->w[i].plugin && g->w[i].comm == INT32_MIN)
+			u[nu++] = &g->w[i];
+	sort_n(u, nu, sizeof *u, cmp_start);
+	for (size_t i = 0, k = 0; i < n; i++) {
+		if (!c[i].replay || !c[i].call)
+			continue;
+		u[k]->comm = w[i].comm;
+		u[k]->seq = w[i].seq;
+		u[k]->bytes = w[i].bytes;
+		u[k]->op = w[i].op;
+		k++;
+	}
+	g->join[JOIN_ORDER] = g->join[JOIN_ORDER] > nu ? g->join[JOIN_ORDER] - (uint32_t)nu : 0;
+	g->join[JOIN_GRAPH] = (uint32_t)nu;
+	free(u);
+}
+
 static int cmp_kernel(const void *x, const void *y)
 {
 	const struct gwork *a = x, *b = y;
@@ -302,32 +385,36 @@ size_t an_plug_kernels(struct gpuproc *g, struct gwork **out)
 	if (!g->np)
 		return 0;
 	struct pcoll *c = malloc(g->np * sizeof *c);
-	struct ord *o = malloc((g->nc + 1) * sizeof *o);
-	int64_t *off = malloc(g->np * sizeof *off);
+	struct ord *o = malloc((g->nc + 1) * sizeof *o), *by = malloc((g->nc + 1) * sizeof *by);
+	int64_t *off = malloc(g->np * sizeof *off), *nrep = calloc(g->nc + 1, sizeof *nrep);
 	struct gwork *w = malloc(g->np * sizeof *w);
 	size_t n = 0, nw = 0;
-	if (c && o && off && w) {
+	if (c && o && by && off && nrep && w) {
 		n = merged(g, c);
-		size_t no = ordinals(g, o);
+		size_t no = ordinals(g, o), nb = numbered(g, by);
 		named(g, c, n, o, no);
-		joined_calls(g, c, n, o, no);
+		joined_calls(g, c, n, o, no, by, nb);
 		sort_n(c, n, sizeof *c, cmp_gs);
 		offsets(g, c, n, off);
 		for (size_t i = 0; i < n; i++) {
 			const struct gcall *k = c[i].unit ? c[i].unit : c[i].call;
 			w[i] = (struct gwork){ .t = c[i].gs + off[i], .d = c[i].ge - c[i].gs, .comm = INT32_MIN, .seq = -1,
 					       .op = c[i].op, .cls = GW_NCCL, .plugin = 1, .ctx = GCTX_NONE };
-			w[i].launch = k ? k->t : w[i].t;
+			w[i].launch = k && !c[i].replay ? k->t : w[i].t;
 			if (k) { /* (a group's: its first call's collective, all its bytes, as CUPTI's kernel) */
 				w[i].comm = k->comm;
 				w[i].seq = k->seq;
 				w[i].bytes = k->bytes;
 				w[i].op = k->op;
+				if (c[i].replay) /* (its call's replays in GPU order: the same k on every rank) */
+					rkey(k->comm, k->seq, nrep[c[i].call - g->call]++, &w[i].comm, &w[i].seq);
 			} else {
 				hkey(c[i].hash, c[i].seq, c[i].op, &w[i].comm, &w[i].seq);
 			}
 			g->pstat.unjoined += !k;
+			g->pstat.replays += c[i].replay;
 		}
+		graph_kernels(g, w, c, n);
 		g->pstat.colls = (uint32_t)n;
 		/* a group's collectives: one kernel */
 		sort_n(w, n, sizeof *w, cmp_kernel);
@@ -344,7 +431,9 @@ size_t an_plug_kernels(struct gpuproc *g, struct gwork **out)
 	}
 	free(c);
 	free(o);
+	free(by);
 	free(off);
+	free(nrep);
 	if (!nw)
 		free(w), w = NULL;
 	*out = w;

@@ -118,6 +118,7 @@ static void json_coverage(struct json *j, const struct analysis *a)
 			json_obj(j, "nccl_plugin");
 			json_int(j, "collectives", gc.colls);
 			json_int(j, "unjoined", gc.unjoined);
+			json_int(j, "graph_replays", gc.replays);
 			json_num(j, "clock_bound_us", round(gc.bound_us * 10) / 10);
 			json_num(j, "clock_shift_us", round(gc.shift_us * 10) / 10);
 			json_int(j, "clock_conflicts", gc.conflicts);
@@ -173,6 +174,7 @@ static void json_rank_gpu(struct json *j, const struct gpustat *g)
 	json_int(j, "external_id", g->nccl_join[0]);
 	json_int(j, "communicator_order", g->nccl_join[1]);
 	json_int(j, "order_only", g->nccl_join[2]);
+	json_int(j, "graph_replay", g->nccl_join[3]);
 	json_close(j);
 	json_obj(j, "ms_per_step");
 	for (int c = 0; c < GP_COUNT; c++)
@@ -488,10 +490,11 @@ static void text_gpu(FILE *out, const struct analysis *a)
 	fprintf(out, "(shares of the GPU's step: busy in the first that applies, else idle by what the host did then)\n");
 	for (int r = 0; r < a->nranks; r++) { /* how NCCL kernels found their calls, where not all by their id */
 		const uint32_t *n = a->ranks[r].gpu.nccl_join;
-		if (a->ranks[r].gpu.have && (n[1] || n[2]))
+		if (a->ranks[r].gpu.have && (n[1] || n[2] || n[3]))
 			fprintf(out, "rank %d: NCCL kernels joined to their calls: %u by external id, %u by their "
 				"communicator's order (launched by NCCL's own thread: a nonblocking communicator), "
-				"%u by order alone%s\n", a->ranks[r].rank, n[0], n[1], n[2],
+				"%u as CUDA graphs' replays of a captured call (NCCL's profiler plugin), %u by order "
+				"alone%s\n", a->ranks[r].rank, n[0], n[1], n[3], n[2],
 				n[2] ? " (not matched across ranks where the process has several communicators)" : "");
 	}
 }

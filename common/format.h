@@ -15,7 +15,7 @@
 #define DDPSPY_MAGIC_LEN 8
 #define DDPSPY_FILE_HEADER_LEN 16
 #define DDPSPY_FORMAT_MAJOR 2
-#define DDPSPY_FORMAT_MINOR 13
+#define DDPSPY_FORMAT_MINOR 14
 /* the oldest major this reader still reads (1.x: events as msgpack arrays, modules snapshots) */
 #define DDPSPY_FORMAT_MAJOR_OLDEST 1
 
@@ -326,8 +326,10 @@ enum ddpspy_category {
 	/* 2.7: a collective's kernel on one channel, as NCCL's profiler plugin told it (once it ran):  \
 	 * comm (nccl_init's, -1 unknown), hash (NCCL's of the communicator, 62 bits), op, seq (of   \
 	 * that operation in the communicator, from 0), count, channel, and its start and end on the \
-	 * GPU's %globaltimer (ns); the event's own time is when NCCL told it */                      \
-	X(EV_NCCL_KERNEL, "nccl_kernel", "comm,hash,op,seq,count,channel,gpu_start,gpu_end,comm_rank", DDPSPY_CAT_NONE) \
+	 * GPU's %globaltimer (ns); the event's own time is when NCCL told it. 2.14: call_comm and    \
+	 * call (the nccl_coll call it was launched for: its comm and seq, -1 unknown) and replay (1: \
+	 * a launch of a CUDA graph that captured the call) */                                         \
+	X(EV_NCCL_KERNEL, "nccl_kernel", "comm,hash,op,seq,count,channel,gpu_start,gpu_end,comm_rank,call_comm,call,replay", DDPSPY_CAT_NONE) \
 	/* 2.10: c10d's point-to-point calls over gloo: a send or receive started (op, comm: 0 the    \
 	 * default group's, whose peers are world ranks, else -3 - its size; peer, -1 any of several; \
 	 * tag: gloo's slot; bytes; request: the transport's buffer), and the wait that completes it \

@@ -54,6 +54,8 @@ struct dsp_tls {
 	void (*at_exit)(struct dsp_tls *t);
 	void *nccl_pctx; /* NCCL's profiler plugin context made on this thread by the call in progress
 			  * (ncclprof.c), for nccl.c to name; NULL none */
+	int64_t nccl_comm, nccl_seq1; /* the collective call in progress (nccl.c): its communicator's id
+				       * and its number there + 1; nccl_seq1 0 none (for ncclprof.c) */
 	/* the gloo buffers this thread made for its next collective (gloo.c): how many, the first's,
 	 * largest and smallest sizes, and the gloo context's rank count */
 	struct {

@@ -290,6 +290,8 @@ static uint64_t coll_call(struct dsp_tls *t, int op, ncclComm_t comm, size_t cou
 	struct comm *c = comm_find(comm);
 	int64_t seq = c && op != DDPSPY_OP_SEND && op != DDPSPY_OP_RECV ? (int64_t)__atomic_load_n(&c->seq, __ATOMIC_RELAXED)
 									: -1;
+	t->nccl_comm = c ? c->id : -1; /* (NCCL's plugin is told of the call inside it: ncclprof.c) */
+	t->nccl_seq1 = seq + 1;
 	return dsp_call_begin(t, DDPSPY_EV_NCCL_COLL, site, fp, -1, NULL, 6,
 			      (const int64_t[]){op, c ? c->id : -1, seq, coll_bytes(c, count, type, per), root, peer});
 }
@@ -323,6 +325,7 @@ static void rec_coll(struct dsp_tls *t, uint64_t t0, int op, ncclComm_t comm, si
 		uint64_t t0 = coll_call(t, op, comm, count, type, per, root, peer,                  \
 					__builtin_return_address(0), __builtin_frame_address(0));  \
 		ncclResult_t rc = real_##name args;                                                 \
+		t->nccl_seq1 = 0;                                                                   \
 		dsp_gpu_pop();                                                                      \
 		rec_coll(t, t0, op, comm, count, type, per, root, peer, stream, ext, rc);           \
 		dsp_leave(t);                                                                       \

@@ -6,14 +6,21 @@
  *
  * init (every communicator): a context with NCCL's hash of it, and ddpspy's id of it where a
  * wrapped creation call made it on this thread (nccl.c fills it in when the call returns), asking
- * for Coll and KernelCh events. A Coll event (the launching thread) is the collective: its
- * function and that function's sequence number in the communicator, its count. Each KernelCh event
+ * for Coll and KernelCh events. NCCL then also tells of each collective call, inside it, as a
+ * CollApi event (src/enqueue.cc, collTaskAppend): its handle names the call ddpspy's wrapper is in
+ * (communicator and number, nccl.c), and whether its stream was capturing into a CUDA graph. A
+ * Coll event (the launching thread; for a captured call, each launch of its graph, from CUDA's
+ * host-function thread) is the collective: its function and that function's sequence number in
+ * the communicator, its count, and its call's CollApi handle as parent. Each KernelCh event
  * (NCCL's progress thread, once the kernel ran on a channel) carries the channel's start on the
  * GPU's %globaltimer, its stop in recordEventState(KernelChStop); at its stopEvent one nccl_kernel
  * event is written (docs/format.md) on the thread NCCL called from: what the collector needs to
- * join it to the nccl_coll call (communicator, operation, sequence number per operation).
+ * join it to the nccl_coll call: the call its CollApi event named, else by communicator,
+ * operation and sequence number per operation.
  * Handles are slots of fixed pools, never freed: NCCL may stop a Coll event before its channels'
- * events come (its progress thread is later), so a slot is reused only 4096 collectives on.
+ * events come (its progress thread is later), so a slot is reused only 4096 collectives on; a
+ * captured call's CollApi slot never is (its graph may be launched for the rest of the run): past
+ * 16384 such calls in a process their replays are told as replays of no known call.
  * Nothing here runs unless tracing is on (init fails otherwise: NCCL then disables the plugin). */
 #include "internal.h"
 #include "../common/nccl_profiler.h"
@@ -23,6 +30,7 @@
 
 #define CTXS 1024   /* communicators a process can be told of; later ones get no events */
 #define SLOTS 4096  /* collectives (and channels) whose events may be in flight */
+#define GRAPHED 16384 /* captured collective calls a process can name */
 
 struct pctx {
 	uint64_t hash;
@@ -30,11 +38,17 @@ struct pctx {
 	int rank, nranks;
 	uint64_t made; /* when NCCL told it (raw clock) */
 };
+struct papi {           /* a collective call's CollApi event */
+	uint64_t type;  /* NCCLP_COLL_API */
+	int64_t comm, seq; /* the nccl_coll call's communicator and number; seq -1: ddpspy recorded no call */
+	int captured;   /* its stream was capturing: what NCCL launches under it are its graph's replays */
+};
 struct pcoll {
 	uint64_t type; /* (NCCLP_COLL; first, as every handle's) */
 	struct pctx *ctx;
 	int op;
 	int64_t seq, count;
+	const struct papi *call; /* its call's CollApi event, NULL none */
 };
 struct pch {
 	uint64_t type; /* NCCLP_KERNEL_CH */
@@ -47,7 +61,9 @@ static struct pctx ctxs[CTXS];
 static unsigned nctx;
 static struct pcoll colls[SLOTS];
 static struct pch chans[SLOTS];
-static unsigned ncoll, nchan;
+static struct papi apis[SLOTS], graphed[GRAPHED];
+static struct papi graphed_lost = { NCCLP_COLL_API, -1, -1, 1 }; /* (past GRAPHED: a replay of an unknown call) */
+static unsigned ncoll, nchan, napi, ngraphed;
 static uint64_t group_handle = NCCLP_GROUP; /* (one handle for every Group event: nothing in it) */
 
 /* NCCL's function names (ncclFuncToString) as ddpspy's operations */
@@ -93,10 +109,24 @@ static int p_start(void *context, void **handle, ncclp_descr_v5_t *d)
 	*handle = NULL;
 	if (d->type == NCCLP_GROUP) {
 		*handle = &group_handle;
+	} else if (d->type == NCCLP_COLL_API) { /* (inside the call, on its thread) */
+		const struct dsp_tls *t = &dsp_tls;
+		struct papi *a = &graphed_lost;
+		if (!d->collApi.graphCaptured) {
+			a = &apis[__atomic_fetch_add(&napi, 1, __ATOMIC_RELAXED) % SLOTS];
+		} else {
+			unsigned i = __atomic_fetch_add(&ngraphed, 1, __ATOMIC_RELAXED);
+			a = i < GRAPHED ? &graphed[i] : a;
+		}
+		if (a != &graphed_lost)
+			*a = (struct papi){ NCCLP_COLL_API, t->nccl_seq1 ? t->nccl_comm : -1, t->nccl_seq1 - 1,
+					    d->collApi.graphCaptured };
+		*handle = a;
 	} else if (d->type == NCCLP_COLL && context) {
 		struct pcoll *c = &colls[__atomic_fetch_add(&ncoll, 1, __ATOMIC_RELAXED) % SLOTS];
+		const struct papi *a = d->parentObj && *(uint64_t *)d->parentObj == NCCLP_COLL_API ? d->parentObj : NULL;
 		*c = (struct pcoll){ NCCLP_COLL, context, op_of(d->coll.func), (int64_t)d->coll.seqNumber,
-				     (int64_t)d->coll.count };
+				     (int64_t)d->coll.count, a };
 		*handle = c;
 	} else if (d->type == NCCLP_KERNEL_CH && d->parentObj && *(uint64_t *)d->parentObj == NCCLP_COLL) {
 		struct pch *k = &chans[__atomic_fetch_add(&nchan, 1, __ATOMIC_RELAXED) % SLOTS];
@@ -125,9 +155,11 @@ static int p_stop(void *handle)
 	int g = t->guard;
 	t->guard = 1;
 	uint64_t now = dsp_now();
-	int64_t a[9] = { __atomic_load_n(&c->ctx->comm, __ATOMIC_ACQUIRE), (int64_t)(c->ctx->hash >> 2), c->op,
-			 c->seq, c->count, k->channel, (int64_t)k->start, (int64_t)k->stop, c->ctx->rank };
-	dsp_emit(t, DDPSPY_EV_NCCL_KERNEL, now, now, 9, a);
+	const struct papi *call = c->call && c->call->seq >= 0 && c->call->comm != -1 ? c->call : NULL;
+	int64_t a[12] = { __atomic_load_n(&c->ctx->comm, __ATOMIC_ACQUIRE), (int64_t)(c->ctx->hash >> 2), c->op, c->seq,
+			  c->count, k->channel, (int64_t)k->start, (int64_t)k->stop, c->ctx->rank, call ? call->comm : -1,
+			  call ? call->seq : -1, c->call ? c->call->captured : 0 };
+	dsp_emit(t, DDPSPY_EV_NCCL_KERNEL, now, now, 12, a);
 	t->guard = g;
 	return 0;
 }

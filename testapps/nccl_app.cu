@@ -23,6 +23,9 @@
 //   memory (cudaMemcpyAsync) and records an event it destroys at once, returning before either is
 //   done (as a loss read-back and PyTorch's caching allocator's events do): both are queued behind
 //   a collective that waits for a later rank.
+//   NCCL_APP_GRAPH=1: the step's allreduce is captured once into a CUDA graph (cudaStreamBeginCapture
+//   on the communication stream) and each step launches that graph instead (cudaGraphLaunch), as
+//   a training step captured whole (torch.cuda.graphs) replays its collectives.
 //   NCCL_APP_HANG=PATH: after the steps, the last rank blocks in a read of the FIFO PATH (nobody
 //   writes it) while the others enqueue one more allreduce and wait for it in cudaStreamSynchronize:
 //   a hang (rank 0 says "hanging" on stderr once it is about to; nothing ends it but a signal).
@@ -187,6 +190,15 @@ int main(int argc, char **argv)
 	if (getenv("NCCL_APP_SPLIT_STREAM"))
 		cuda(cudaStreamCreate(&subs), "cudaStreamCreate");
 	cuda(cudaEventCreate(&done), "cudaEventCreate");
+	cudaGraphExec_t graph = NULL;
+	if (getenv("NCCL_APP_GRAPH")) {
+		cudaGraph_t g;
+		cuda(cudaStreamBeginCapture(comms, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+		nccl(all_reduce(grad, sum, n, ncclFloat, ncclSum, comm, comms), "ncclAllReduce (captured)");
+		cuda(cudaStreamEndCapture(comms, &g), "cudaStreamEndCapture");
+		cuda(cudaGraphInstantiate(&graph, g, 0), "cudaGraphInstantiate");
+		cuda(cudaGraphDestroy(g), "cudaGraphDestroy");
+	}
 	printf("{\"rank\": %d, \"init\": [%lld, %lld], \"steps\": [", rank, i0, i1);
 	for (int s = 0; s < steps; s++) {
 		long long t0 = now_ns();
@@ -196,7 +208,10 @@ int main(int argc, char **argv)
 		cuda(cudaStreamWaitEvent(comms, done, 0), "cudaStreamWaitEvent");
 		usleep((useconds_t)(rank * skew_ms * 1000));
 		long long a0 = now_ns();
-		nccl(all_reduce(grad, sum, n, ncclFloat, ncclSum, comm, comms), "ncclAllReduce");
+		if (graph)
+			cuda(cudaGraphLaunch(graph, comms), "cudaGraphLaunch");
+		else
+			nccl(all_reduce(grad, sum, n, ncclFloat, ncclSum, comm, comms), "ncclAllReduce");
 		long long a1 = now_ns();
 		if (host)
 			tail(sum, host, comms);
@@ -220,6 +235,8 @@ int main(int argc, char **argv)
 		       t0, a0, a1, g1, t1);
 	}
 	printf("]}\n");
+	if (graph) // (before its communicator goes: the graph's collectives hold it)
+		cuda(cudaGraphExecDestroy(graph), "cudaGraphExecDestroy");
 	if (getenv("NCCL_APP_HANG")) {
 		fflush(stdout);
 		if (rank == 0)

@@ -4,7 +4,9 @@
  * build/testapps/libnccl-profiler-test.so (NCCL_PROFILER_PLUGIN=test finds it on the library path).
  * NCCLPROF_MASK: the activation mask it asks for (default Coll and KernelCh).
  *   init COMM NRANKS RANK            a communicator
- *   coll COMM SEQ FUNC COUNT TYPE    a collective's Coll event
+ *   api COMM ID FUNC COUNT CAPTURED  a collective call's CollApi event (ID: from 0 in the process;
+ *                                    CAPTURED 1: its stream was capturing into a CUDA graph)
+ *   coll COMM SEQ FUNC COUNT TYPE API  a collective's Coll event (API: its parent CollApi's ID, -1 none)
  *   kernel COMM SEQ START END CH     a KernelCh event: GPU start and end (%globaltimer ns), channel
  *   stop COMM SEQ                    the Coll event stopped
  *   finalize COMM */
@@ -21,7 +23,8 @@ static FILE *out;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 struct ctx { uint64_t comm; };
-struct ev { uint64_t type; struct ctx *c; uint64_t seq, start, end; struct ev *parent; int channel; };
+struct ev { uint64_t type; struct ctx *c; uint64_t seq, start, end; struct ev *parent; int channel; long id; };
+static long apis; /* CollApi events so far (theirs are never freed: a Coll event names one as parent) */
 
 static void line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #include <stdarg.h>
@@ -68,10 +71,15 @@ static int start(void *context, void **handle, ncclp_descr_v5_t *d)
 		return 0;
 	e->type = d->type;
 	e->c = c;
-	if (d->type == NCCLP_COLL) {
+	if (d->type == NCCLP_COLL_API) {
+		e->id = __atomic_fetch_add(&apis, 1, __ATOMIC_RELAXED);
+		line("api %llu %ld %s %zu %d\n", (unsigned long long)c->comm, e->id, d->collApi.func, d->collApi.count,
+		     (int)d->collApi.graphCaptured);
+	} else if (d->type == NCCLP_COLL) {
+		const struct ev *p = d->parentObj;
 		e->seq = d->coll.seqNumber;
-		line("coll %llu %llu %s %zu %s\n", (unsigned long long)c->comm, (unsigned long long)e->seq, d->coll.func,
-		     d->coll.count, d->coll.datatype);
+		line("coll %llu %llu %s %zu %s %ld\n", (unsigned long long)c->comm, (unsigned long long)e->seq, d->coll.func,
+		     d->coll.count, d->coll.datatype, p && p->type == NCCLP_COLL_API ? p->id : -1L);
 	} else if (d->type == NCCLP_KERNEL_CH) {
 		e->parent = d->parentObj;
 		e->start = d->kernelCh.pTimer;
@@ -99,7 +107,8 @@ static int stop(void *handle)
 		     (unsigned long long)e->end, e->channel);
 	else if (e->type == NCCLP_COLL)
 		line("stop %llu %llu\n", (unsigned long long)e->c->comm, (unsigned long long)e->seq);
-	free(e);
+	if (e->type != NCCLP_COLL_API)
+		free(e);
 	return 0;
 }
 

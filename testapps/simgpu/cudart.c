@@ -1255,24 +1255,38 @@ static cudaError_t launch(struct CUkern_st *k, dim3 grid, dim3 block, void **arg
 
 /* ---- collectives (simgpu.h): the NCCL stand-in's ---- */
 
+/* c queued on st as its kernel it (its correlation: the calling thread's call where 0), placed by
+ * the device's thread once what came before it is */
+void sim_coll_enqueue(struct CUstream_st *st, struct simgpu_coll *c, const struct simgpu_item *it)
+{
+	struct deferred *d = calloc(1, sizeof *d);
+	if (!d) { /* (no memory: it never runs, as a failed launch) */
+		c->done(c);
+		return;
+	}
+	*d = (struct deferred){ .what = D_COLL, .st = st, .enq = now_ns(), .coll = c, .it = *it };
+	d->it.stream = st->id;
+	d->it.device = st->device;
+	if (!d->it.correlation)
+		d->it.correlation = correlation;
+	d->it.tid = (uint32_t)(uintptr_t)pthread_self();
+	pthread_mutex_lock(&sim_lock);
+	defer(d);
+	pthread_mutex_unlock(&sim_lock);
+}
+
 uint32_t simgpu_collective(void *stream, int per_thread, struct simgpu_coll *c)
 {
 	struct CUstream_st *st = stream_of((cudaStream_t)stream, per_thread);
 	driver();
 	uint64_t t0 = now_ns();
-	struct deferred *d = calloc(1, sizeof *d);
-	if (!d)
-		return 0;
 	/* the launch, as NCCL 2.28 makes it: a driver call, cuLaunchKernelEx (seen on an H200) */
 	uint32_t corr = sim_driver_call(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, t0);
-	*d = (struct deferred){ .what = D_COLL, .st = st, .enq = t0, .coll = c };
-	d->it = (struct simgpu_item){ .what = SIMGPU_KERNEL, .stream = st->id, .device = st->device, .name = c->name,
-				      .grid = { c->grid, 1, 1 },
-				      .block = { c->block, 1, 1 }, .correlation = corr,
-				      .tid = (uint32_t)(uintptr_t)pthread_self() };
-	pthread_mutex_lock(&sim_lock);
-	defer(d);
-	pthread_mutex_unlock(&sim_lock);
+	struct simgpu_item it = { .what = SIMGPU_KERNEL, .stream = st->id, .name = c->name, .grid = { c->grid, 1, 1 },
+				  .block = { c->block, 1, 1 }, .correlation = corr };
+	/* (captured: the graph keeps c as its node, run anew at each of its launches) */
+	if (!sim_captured_coll(st, c, &it))
+		sim_coll_enqueue(st, c, &it);
 	return corr;
 }
 

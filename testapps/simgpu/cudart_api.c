@@ -10,8 +10,9 @@
  * CUPTI, their kernels are not); cudaGraphLaunch runs the instantiated graph's work in capture order
  * on its stream, and CUPTI reports each of its kernels as a kernel record that carries the
  * cudaGraphLaunch call's correlation id and the graph's id (on an H200: three kernels of one
- * launch, one correlation id, graphId set; docs/gpu.md). Captures of one stream only (no events
- * across streams), whatever the capture mode. */
+ * launch, one correlation id, graphId set; docs/gpu.md). A collective of the NCCL stand-in captured
+ * so is run anew at each launch (simgpu.h's replay), its ranks agreeing as at any other. Captures
+ * of one stream only (no events across streams), whatever the capture mode. */
 #include <cupti_activity.h>
 #include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
@@ -116,6 +117,7 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void
 struct sim_node {
 	uint64_t dur;
 	struct simgpu_item it;
+	struct simgpu_coll *coll; /* a collective's node: its template (simgpu.h's replay), else NULL */
 };
 
 struct sim_capture {
@@ -137,7 +139,7 @@ struct CUgraphExec_st {
 static __thread enum cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
 static uint32_t graph_ids;
 
-int sim_captured(struct CUstream_st *st, uint64_t dur, const struct simgpu_item *it)
+static int captured(struct CUstream_st *st, uint64_t dur, const struct simgpu_item *it, struct simgpu_coll *coll)
 {
 	pthread_mutex_lock(&sim_lock);
 	struct sim_capture *c = st->capture;
@@ -150,11 +152,22 @@ int sim_captured(struct CUstream_st *st, uint64_t dur, const struct simgpu_item 
 				c->n = n, c->cap = cap;
 		}
 		if (c->len < c->cap)
-			c->n[c->len++] = (struct sim_node){ dur, *it };
+			c->n[c->len++] = (struct sim_node){ dur, *it, coll };
 		took = 1; /* (no memory: the node is lost, as its launch failed) */
 	}
 	pthread_mutex_unlock(&sim_lock);
 	return took;
+}
+
+int sim_captured(struct CUstream_st *st, uint64_t dur, const struct simgpu_item *it)
+{
+	return captured(st, dur, it, NULL);
+}
+
+/* (the template stays as long as the program runs: a graph and each of its instances name it) */
+int sim_captured_coll(struct CUstream_st *st, struct simgpu_coll *c, const struct simgpu_item *it)
+{
+	return captured(st, 0, it, c);
 }
 
 static cudaError_t begin_capture(struct CUstream_st *st)
@@ -224,6 +237,12 @@ static cudaError_t is_capturing(struct CUstream_st *st, enum cudaStreamCaptureSt
 	return cudaSuccess;
 }
 
+int simgpu_capturing(void *stream)
+{
+	enum cudaStreamCaptureStatus st;
+	return is_capturing(sim_stream_of((cudaStream_t)stream, 0), &st) == cudaSuccess && st == cudaStreamCaptureStatusActive;
+}
+
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status)
 {
 	TOLD(1, cudaStreamIsCapturing_v10000, is_capturing(sim_stream_of(s, 0), status));
@@ -279,6 +298,13 @@ static cudaError_t graph_launch(cudaGraphExec_t x, struct CUstream_st *st)
 		it.stream = st->id;
 		it.graph = x->id;
 		it.graph_node = i + 1;
+		if (x->n[i].coll) { /* (a collective: this launch's own, after what came before it) */
+			struct simgpu_coll *c = x->n[i].coll->replay ? x->n[i].coll->replay(x->n[i].coll) : NULL;
+			it.correlation = 0;
+			if (c)
+				sim_coll_enqueue(st, c, &it);
+			continue;
+		}
 		sim_enqueue(st, x->n[i].dur, &it);
 	}
 	return cudaSuccess;

@@ -33,6 +33,10 @@
  *  - at world size 1 an in-place collective launches nothing and makes no CUDA call; an
  *    out-of-place one is one device-to-device cudaMemcpyAsync of its bytes on its stream; a send to
  *    itself is a SendRecv kernel.
+ * Under stream capture (cudaStreamBeginCapture) a call's kernel becomes a node of the graph: it is
+ * run, its ranks agreeing, and numbered at each of the graph's launches (simgpu.h's replay), as
+ * NCCL's "persistent" plans are; whether the stream captures is asked of the simulated cudart
+ * (simgpu_capturing) without a call CUPTI would see (NCCL asks with cudaStreamGetCaptureInfo).
  * A profiler plugin (NCCL_PROFILER_PLUGIN) is loaded and called as NCCL 2.28.9 does: nccl_prof.c. */
 #include <errno.h>
 #include <pthread.h>
@@ -97,10 +101,13 @@ struct op {
 	size_t count;
 	ncclDataType_t type;
 	void *prof;            /* its Coll event of the profiler plugin, NULL none */
+	void *capi;            /* its call's CollApi event of the plugin, NULL none */
+	int captured;          /* called on a stream capturing into a CUDA graph */
 };
 struct sim {
 	struct simgpu_coll c;  /* first: the device thread hands it back */
 	uint64_t t0, local;    /* when it started on every rank (the last rank's start), and here */
+	int replay;            /* a graph's replay of captured ops: their Coll events when it starts */
 	int nops;
 	struct op ops[];
 };
@@ -111,6 +118,7 @@ static __thread int ngrouped, cgrouped;
 static __thread ncclResult_t group_error;
 
 static uint32_t (*collective)(void *stream, int per_thread, struct simgpu_coll *c);
+static int (*capturing)(void *stream);
 
 static void pause_us(long us)
 {
@@ -170,10 +178,21 @@ static struct pslot *pslot_of(const struct op *o)
 	return &o->comm->shm->p2p[from][to][o->seq % NP2P];
 }
 
+/* the name NCCL gives a datatype (ncclDatatypeToString), for the profiler plugin */
+static const char *type_name(ncclDataType_t t);
+
 static uint64_t sim_start(struct simgpu_coll *c, uint64_t local)
 {
 	struct sim *s = (struct sim *)c;
 	uint64_t start = local, dur = 0;
+	for (int i = 0; s->replay && i < s->nops; i++) { /* (the graph's host node: its plan's events) */
+		struct op *o = &s->ops[i];
+		if (o->kind != OP_COLL)
+			continue;
+		o->prof = prof_coll(&o->comm->prof, o->func, o->src, o->dst, o->count, o->root, type_name(o->type),
+				    o->capi, 1);
+		prof_coll_launched(&o->comm->prof, o->prof, 1);
+	}
 	for (int i = 0; i < s->nops; i++) { /* every part published first: a group's parts wait together */
 		struct op *o = &s->ops[i];
 		if (o->kind == OP_COLL) {
@@ -211,7 +230,6 @@ static void sim_done(struct simgpu_coll *c)
 	free(c);
 }
 
-/* the name NCCL gives a datatype (ncclDatatypeToString), for the profiler plugin */
 static const char *type_name(ncclDataType_t t)
 {
 	static const char *const names[ncclNumTypes] = { "ncclInt8", "ncclUint8", "ncclInt32", "ncclUint32",
@@ -282,18 +300,41 @@ static void runtime_calls(void *stream)
 		RT.is_capturing(stream, &st);
 }
 
+/* a launch of a graph that captured tmpl's ops: their own collective, numbered anew (the same
+ * order on every rank, as the program launches its graphs alike), its Coll events when it starts */
+static struct simgpu_coll *replayed(struct simgpu_coll *tmpl)
+{
+	const struct sim *t = (const struct sim *)tmpl;
+	struct sim *s = malloc(sizeof *s + (size_t)t->nops * sizeof *t->ops);
+	if (!s)
+		return NULL;
+	memcpy(s, t, sizeof *s + (size_t)t->nops * sizeof *t->ops);
+	s->c.replay = NULL;
+	s->replay = 1;
+	for (int i = 0; i < s->nops; i++) {
+		struct op *o = &s->ops[i];
+		uint64_t *k = o->kind == OP_COLL ? &o->comm->seq : o->kind == OP_SEND ? &o->comm->sent[o->peer]
+										: &o->comm->received[o->peer];
+		o->seq = __atomic_fetch_add(k, 1, __ATOMIC_RELAXED);
+		o->prof = NULL;
+	}
+	return &s->c;
+}
+
 /* ops' work enqueued now, from the calling thread: at world size 1 a collective is a copy, or
- * nothing in place; the rest one kernel launched through the driver */
+ * nothing in place; the rest one kernel launched through the driver. Captured ops (a stream
+ * capturing into a graph) are the graph's: no profiler event until it is launched (replayed). */
 static ncclResult_t launch_now(const struct op *ops, int n)
 {
 	struct sim *s = calloc(1, sizeof *s + (size_t)n * sizeof *ops);
 	if (!s)
 		return ncclSystemError;
-	int p2p = 1, k = 0, calls = 0;
+	int p2p = 1, k = 0, calls = 0, captured = ops[0].captured;
 	for (int i = 0; i < n; i++) {
 		struct op o = ops[i];
-		if (o.kind == OP_COLL) /* (its profiler event on the launching thread) */
-			o.prof = prof_coll(&o.comm->prof, o.func, o.src, o.dst, o.count, o.root, type_name(o.type));
+		if (o.kind == OP_COLL && !captured) /* (its profiler event on the launching thread) */
+			o.prof = prof_coll(&o.comm->prof, o.func, o.src, o.dst, o.count, o.root, type_name(o.type),
+					   o.capi, 0);
 		if (o.kind == OP_COLL && o.comm->nranks == 1) { /* (one rank: nothing to wait for) */
 			if (o.src != o.dst && o.bytes) {
 				runtime_calls(o.stream);
@@ -314,8 +355,9 @@ static ncclResult_t launch_now(const struct op *ops, int n)
 	}
 	s->nops = k;
 	s->c = (struct simgpu_coll){ .start = sim_start, .done = sim_done, .dur = s->ops[0].dur,
-				     .name = p2p ? kernel_name("SendRecv", -1, -1) : s->ops[0].name, .grid = 2, .block = 640 };
-	for (int i = 0; i < k; i++) /* (before the device's thread may have run it) */
+				     .name = p2p ? kernel_name("SendRecv", -1, -1) : s->ops[0].name, .grid = 2, .block = 640,
+				     .replay = captured ? replayed : NULL };
+	for (int i = 0; i < k && !captured; i++) /* (before the device's thread may have run it) */
 		prof_coll_launched(&s->ops[i].comm->prof, s->ops[i].prof, 1);
 	collective(s->ops[0].stream, 0, &s->c);
 	return ncclSuccess;
@@ -371,7 +413,7 @@ static struct launcher *launcher_new(void)
 static ncclResult_t launch(const struct op *ops, int n)
 {
 	struct launcher *l = ops[0].comm->nb;
-	if (!l)
+	if (!l || ops[0].captured) /* (a captured call is the graph's at once: not modelled otherwise) */
 		return launch_now(ops, n);
 	struct job *j = malloc(sizeof *j);
 	struct op *copy = malloc((size_t)n * sizeof *ops);
@@ -424,12 +466,20 @@ static ncclResult_t coll(int func, const char *op, int redop, double factor, con
 	if (!comm || !type_size(t))
 		return ncclInvalidArgument;
 	double n = comm->nranks;
-	struct op o = { .kind = OP_COLL, .comm = comm, .seq = comm->seq++, .stream = stream,
-			.name = kernel_name(op, redop, redop >= 0 ? (int)t : -1),
+	int captured = capturing && capturing(stream);
+	/* (a captured one is numbered at each replay: a number taken now no rank would ever run) */
+	struct op o = { .kind = OP_COLL, .comm = comm, .seq = captured ? 0 : __atomic_fetch_add(&comm->seq, 1, __ATOMIC_RELAXED),
+			.stream = stream, .name = kernel_name(op, redop, redop >= 0 ? (int)t : -1),
 			.dur = model(factor < 0 ? (n - 1) / n * -factor : factor, count * type_size(t) * per),
 			.src = src, .dst = dst, .bytes = count * type_size(t) * recv_parts, .func = func, .root = root,
-			.count = count, .type = t };
-	return submit(o);
+			.count = count, .type = t, .captured = captured };
+	/* (one rank: NCCL launches its copy at once, src/enqueue.cc ncclLaunchOneRank, telling no CollApi) */
+	o.capi = comm->nranks > 1 ? prof_coll_api(&comm->prof, func, count, type_name(t), root, stream, depth, captured)
+				  : NULL;
+	ncclResult_t rc = submit(o);
+	if (!depth)
+		prof_group_api_end();
+	return rc;
 }
 
 static ncclResult_t p2p(int kind, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t stream)
@@ -437,8 +487,9 @@ static ncclResult_t p2p(int kind, size_t count, ncclDataType_t t, int peer, nccl
 	if (!comm || !type_size(t) || peer < 0 || peer >= comm->nranks)
 		return ncclInvalidArgument;
 	uint64_t *k = kind == OP_SEND ? &comm->sent[peer] : &comm->received[peer];
-	struct op o = { .kind = kind, .comm = comm, .seq = (*k)++, .peer = peer, .stream = stream,
-			.dur = model(1, count * type_size(t)) };
+	int captured = capturing && capturing(stream);
+	struct op o = { .kind = kind, .comm = comm, .seq = captured ? 0 : __atomic_fetch_add(k, 1, __ATOMIC_RELAXED),
+			.peer = peer, .stream = stream, .dur = model(1, count * type_size(t)), .captured = captured };
 	return submit(o);
 }
 
@@ -531,6 +582,7 @@ API(ncclResult_t, ncclGroupEnd, (void))
 	if (rc == ncclSuccess && ngrouped)
 		rc = launch(grouped, ngrouped);
 	ngrouped = 0;
+	prof_group_api_end();
 	return rc;
 }
 
@@ -585,6 +637,7 @@ static ncclResult_t join(ncclComm_t *out, int nranks, const char *name, int rank
 		return ncclInvalidArgument;
 	if (!collective) {
 		*(void **)&collective = dlsym(RTLD_DEFAULT, "simgpu_collective");
+		*(void **)&capturing = dlsym(RTLD_DEFAULT, "simgpu_capturing");
 		if (!collective)
 			return ncclSystemError; /* not on the simulated cudart */
 		void *h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);

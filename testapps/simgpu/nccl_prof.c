@@ -7,10 +7,23 @@
  *  - init for every communicator, with its hash (the same on every rank), the ranks and this one's;
  *    the activation mask it sets is the process's; an error from init leaves that communicator
  *    without the plugin; finalize when the communicator is destroyed or finalized;
+ *  - for each collective call, on the calling thread (src/enqueue.cc, collTaskAppend): a GroupApi
+ *    event for the outermost group (an ungrouped call is a group of its own, groupDepth 1) while
+ *    any event is asked for, stopped at the group's end, and under it the call's CollApi event
+ *    (function, count, datatype, root, stream, and graphCaptured: its stream was capturing),
+ *    started and stopped in the call, its handle kept with the collective;
  *  - for each collective, on the thread that launches it: a Group event (NCCLP_GROUP, or any of
  *    Coll and KernelCh asked for), the collective's Coll event under it (its function's sequence
  *    number in the communicator, function, count, datatype as NCCL names them: "AllReduce",
- *    "ncclFloat32"), both stopped once launched;
+ *    "ncclFloat32"; its parentObj the call's CollApi handle), both stopped once launched;
+ *  - a collective captured into a CUDA graph (src/enqueue.cc: a "persistent" plan, whose proxy
+ *    work is a host node of the graph, hostStreamPlanCallback): nothing at the capture; at each
+ *    replay, when its stream reaches it, the Group and Coll events as above, from a thread that
+ *    is not the program's (CUDA's host-function thread; here the device's), under the capture's
+ *    CollApi handle. The function's sequence number counts the replay only where the plugin
+ *    asked for KernelCh and gave the Group or CollApi event a handle (src/plugin/profiler.cc,
+ *    ncclProfilerStartTaskEvents: "graph-captured collectives" are left out of the count
+ *    otherwise, for RAS), else it repeats the next number;
  *  - NCCLP_KERNEL_CH: once the kernel has run, from a thread of NCCL's own (its profiler's progress
  *    thread), one KernelCh event per channel under the Coll event (ext-profiler/README.md: the
  *    kernel's channels are its events; the Coll event says nChannels), each with its channel's start
@@ -22,8 +35,8 @@
  * The GPU's %globaltimer is modelled as the host's CLOCK_REALTIME, in ns, plus
  * SIMGPU_GLOBALTIMER_SKEW_NS (default 0): the PTX ISA says only "a predefined, 64-bit global
  * nanosecond timer"; its relation to a host clock is assumed, not documented.
- * Not modelled: point-to-point (P2p) events, the API events (GroupApi, CollApi, P2pApi,
- * KernelLaunch), proxy events (no network here). */
+ * Not modelled: point-to-point (P2p, P2pApi) events, KernelLaunch events, proxy events (no network
+ * here). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -92,16 +105,60 @@ void prof_finalize(struct prof_comm *p)
 static const char *const FUNCS[PROF_FUNCS] = { "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce",
 					       "AlltoAll", "Gather", "Scatter" };
 
-void *prof_coll(struct prof_comm *p, int func, const void *src, void *dst, size_t count, int root, const char *dtype)
+/* the calling thread's GroupApi event: its handle, and whether one is started */
+static __thread void *group_api;
+static __thread int group_api_on;
+
+void *prof_coll_api(struct prof_comm *p, int func, size_t count, const char *dtype, int root, void *stream,
+		    int depth, int captured)
+{
+	const int any = NCCLP_GROUP_API | NCCLP_COLL_API | NCCLP_KERNEL_LAUNCH | NCCLP_GROUP | NCCLP_COLL | NCCLP_P2P |
+			NCCLP_PROXY_OP | NCCLP_PROXY_STEP | NCCLP_KERNEL_CH | NCCLP_NET_PLUGIN;
+	if (!p->on || func < 0 || func >= PROF_FUNCS || !(mask & any))
+		return NULL;
+	if (!group_api_on) {
+		ncclp_descr_v5_t g = { .type = NCCLP_GROUP_API, .rank = p->rank };
+		g.groupApi.graphCaptured = captured;
+		g.groupApi.groupDepth = depth + 1; /* (NCCL's implicit group inside the call counts) */
+		group_api = NULL;
+		plugin->startEvent(p->ctx, &group_api, &g);
+		group_api_on = 1;
+	}
+	void *api = NULL;
+	if (mask & (NCCLP_COLL_API | NCCLP_COLL | NCCLP_PROXY_OP | NCCLP_PROXY_STEP | NCCLP_KERNEL_CH | NCCLP_NET_PLUGIN)) {
+		ncclp_descr_v5_t c = { .type = NCCLP_COLL_API, .parentObj = group_api, .rank = p->rank,
+				       .collApi = { FUNCS[func], count, dtype, root, stream, captured } };
+		plugin->startEvent(p->ctx, &api, &c);
+		if (api)
+			plugin->stopEvent(api);
+	}
+	return api;
+}
+
+void prof_group_api_end(void)
+{
+	if (group_api_on && group_api)
+		plugin->stopEvent(group_api);
+	group_api = NULL;
+	group_api_on = 0;
+}
+
+void *prof_coll(struct prof_comm *p, int func, const void *src, void *dst, size_t count, int root, const char *dtype,
+		void *api, int replay)
 {
 	if (!p->on || func < 0 || func >= PROF_FUNCS)
 		return NULL;
-	uint64_t seq = p->seq[func]++;
-	if (!(mask & (NCCLP_GROUP | NCCLP_COLL | NCCLP_KERNEL_CH)))
+	if (!(mask & (NCCLP_GROUP | NCCLP_COLL | NCCLP_KERNEL_CH))) {
+		if (!replay)
+			__atomic_fetch_add(&p->seq[func], 1, __ATOMIC_RELAXED);
 		return NULL;
+	}
 	void *group = NULL, *coll = NULL;
 	ncclp_descr_v5_t g = { .type = NCCLP_GROUP };
 	plugin->startEvent(p->ctx, &group, &g);
+	uint64_t seq = !replay || ((group || api) && (mask & NCCLP_KERNEL_CH))
+			       ? __atomic_fetch_add(&p->seq[func], 1, __ATOMIC_RELAXED)
+			       : __atomic_load_n(&p->seq[func], __ATOMIC_RELAXED);
 	if (mask & (NCCLP_COLL | NCCLP_KERNEL_CH)) {
 		ncclp_descr_v5_t c = { .type = NCCLP_COLL, .rank = p->rank };
 		c.coll.seqNumber = seq;
@@ -116,6 +173,7 @@ void *prof_coll(struct prof_comm *p, int func, const void *src, void *dst, size_
 		c.coll.algo = "RING";
 		c.coll.proto = "LL";
 		c.coll.parentGroup = group;
+		c.parentObj = api;
 		plugin->startEvent(p->ctx, &coll, &c);
 	}
 	if (group)

@@ -48,12 +48,21 @@ struct simgpu_coll {
 	uint64_t dur;                        /* ns, from its start */
 	const char *name;                    /* its kernel's name */
 	uint32_t grid, block;
+	/* Captured into a CUDA graph (its stream capturing): c is kept as the graph's node and never
+	 * run; at each launch of the graph, on the launching thread, the collective that launch runs
+	 * (NULL: none, as one that cannot be captured). */
+	struct simgpu_coll *(*replay)(struct simgpu_coll *c);
 };
 
 /* Enqueues c on stream (per_thread: 0 means the calling thread's default stream). Tells a driver
  * launch call (cuLaunchKernel, as NCCL launches) at once and the kernel once placed, both with
- * the returned correlation id. */
+ * the returned correlation id. Where the stream is capturing, c becomes a node of its graph
+ * (replay, above); its kernels then carry the graph launch's correlation id and the graph's. */
 uint32_t simgpu_collective(void *stream, int per_thread, struct simgpu_coll *c);
+
+/* Whether stream (0: the legacy default) is capturing into a graph, 1; told to no one (the NCCL
+ * stand-in asks as NCCL asks cudaStreamGetCaptureInfo, inside its own static cudart). */
+int simgpu_capturing(void *stream);
 
 /* The driver stand-in's launch (cuLaunchKernelEx): func from cudaGetFuncBySymbol, told as the
  * driver call cbid; returns a CUresult. */

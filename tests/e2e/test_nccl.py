@@ -192,13 +192,13 @@ def check_nonblocking():
        % (len(kern), sorted(launchers)))
     j = report(out)
     joins = [r["gpu"]["nccl_join"] for r in j.get("ranks", [])]
-    ok(joins == [{"external_id": 0, "communicator_order": 2 * STEPS, "order_only": 0}] * 2
+    ok(joins == [{"external_id": 0, "communicator_order": 2 * STEPS, "order_only": 0, "graph_replay": 0}] * 2
        and j["job"]["clock"]["method"] == "nccl-kernel-end",
        "nonblocking: the report joins every NCCL kernel by its communicator's order (%s), and the ranks' clocks "
        "by their ends (%s)" % (joins, j.get("job", {}).get("clock")))
     blocking = report(os.path.join(d, "r2"))
     bj = [r["gpu"]["nccl_join"] for r in blocking.get("ranks", [])]
-    ok(bj == [{"external_id": 2 * STEPS, "communicator_order": 0, "order_only": 0}] * 2,
+    ok(bj == [{"external_id": 2 * STEPS, "communicator_order": 0, "order_only": 0, "graph_replay": 0}] * 2,
        "blocking: every NCCL kernel joined by its external id: %s" % bj)
     # two nonblocking communicators launching on one stream: no order pairs them with their calls
     ps, res, truth, recs, out = run(4, split=True, extra={"NCCL_APP_NONBLOCKING": "1"}, name="nonblocking-split")
@@ -206,7 +206,7 @@ def check_nonblocking():
         return
     j = report(out)
     joins = [r["gpu"]["nccl_join"] for r in j.get("ranks", [])]
-    ok(joins == [{"external_id": 0, "communicator_order": 0, "order_only": 3 * STEPS}] * 4
+    ok(joins == [{"external_id": 0, "communicator_order": 0, "order_only": 3 * STEPS, "graph_replay": 0}] * 4
        and j["job"]["clock"]["method"] != "nccl-kernel-end",
        "two nonblocking communicators on one stream: their kernels joined by order alone (%s), and then never "
        "matched across ranks (clock: %s)" % (joins, j.get("job", {}).get("clock")))
@@ -219,7 +219,7 @@ def check_nonblocking():
         return
     j = report(out)
     joins = [r["gpu"]["nccl_join"] for r in j.get("ranks", [])]
-    ok(joins == [{"external_id": 0, "communicator_order": 3 * STEPS, "order_only": 0}] * 4,
+    ok(joins == [{"external_id": 0, "communicator_order": 3 * STEPS, "order_only": 0, "graph_replay": 0}] * 4,
        "two nonblocking communicators on streams of their own: every kernel joined by its communicator's order, "
        "the stream paired with it by count (%s)" % joins)
 
@@ -450,6 +450,111 @@ def check_plugin_capture():
            "%s: no plugin events, the NCCL calls recorded as before" % name)
 
 
+def check_plugin_graph():
+    """A collective captured into a CUDA graph (NCCL_APP_GRAPH: the step's allreduce captured once,
+    the graph launched each step, beside the ring exchange's group of two allreduces). The stand-in
+    alone (the test plugin), as NCCL 2.28.9 does (src/enqueue.cc, src/plugin/profiler.cc): each
+    collective call's CollApi event, graphCaptured on the captured one; no Coll event at the capture;
+    one at each of the graph's launches, its parent the captured call's CollApi event, numbered in
+    the communicator's sequence when the plugin asked for KernelCh, and repeating the next number when
+    it did not; its kernel's channel events. Then ddpspy as the plugin: each replay names its
+    captured call, and the report joins every collective (the old join by order lost 5 of 18 and
+    crossed every clock bound), counts the replays, gives CUPTI's graph kernels their collective (the
+    same bytes as a run without the graph), and without CUPTI has the same NCCL figures."""
+    extra = {"NCCL_APP_GRAPH": "1", "NCCL_APP_GROUPED": "1"}
+    plug = os.path.join(APPS, "libnccl-profiler-test.so")
+    got = {}
+    for how, mask in (("kernelch", None), ("coll-only", "2")):
+        out = os.path.join(d, "prof-graph-" + how)
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        env = dict(os.environ, LD_LIBRARY_PATH=SIMDIR + ":" + APPS, SIMGPU_KERNELS="forward=2000,backward=3000",
+                   NCCL_PROFILER_PLUGIN=plug, NCCLPROF_OUT=os.path.join(out, "events"), **extra)
+        if mask:
+            env["NCCLPROF_MASK"] = mask
+        idfile = os.path.join(out, "id")
+        ps = [subprocess.Popen([APP, str(r), "2", idfile, str(STEPS)], env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True) for r in range(2)]
+        res = [p.communicate(timeout=120) for p in ps]
+        files = sorted(f for f in os.listdir(out) if f.startswith("events."))
+        got[how] = (all(p.returncode == 0 for p in ps), [[l.split() for l in open(os.path.join(out, f))] for f in files],
+                    [e[-200:] for o, e in res])
+    ran, lines, errs = got["kernelch"]
+    grad = str(GRAD // 4)
+    apis = [[l[2:] for l in f if l[0] == "api"] for f in lines]
+    ok(ran and len(apis) == 2 and all([a[1:] for a in x] == [["AllReduce", grad, "1"]] +
+                                      [["AllReduce", str(RING // 8), "0"]] * (2 * STEPS) for x in apis),
+       "graph, the stand-in: each allreduce call's CollApi event, the captured one graphCaptured, the grouped ones "
+       "not: %s %s" % ([x[:3] for x in apis], errs))
+    colls = [[l[2:] for l in f if l[0] == "coll" and l[3] == "AllReduce"] for f in lines]
+    cap = [x[0][0] if x else None for x in apis]
+    reps = [[int(c[0]) for c in x if c[4] == k] for x, k in zip(colls, cap)]
+    eager = [sorted(int(c[0]) for c in x if c[4] != k) for x, k in zip(colls, cap)]
+    ok(len(colls) == 2 and all(len(r) == STEPS for r in reps) and
+       all(sorted(r + e) == list(range(3 * STEPS)) for r, e in zip(reps, eager)) and
+       all(c[2] == grad for x, k in zip(colls, cap) for c in x if c[4] == k),
+       "graph, the stand-in: no Coll event at the capture, one at each of the %d launches, under the captured call's "
+       "CollApi event, numbered in the communicator's allreduces with the grouped ones (replays %s)" % (STEPS, reps))
+    kern = [[l for l in f if l[0] == "kernel"] for f in lines]
+    ok(all(sum(1 for k in x if int(k[2]) in set(r)) == 2 * STEPS for x, r in zip(kern, reps)),
+       "graph, the stand-in: each launch's kernel as its 2 channels' events")
+    ran, lines, errs = got["coll-only"]
+    colls = [[l[2:] for l in f if l[0] == "coll" and l[3] == "AllReduce"] for f in lines]
+    apis = [[l[2:] for l in f if l[0] == "api"] for f in lines]
+    cap = [x[0][0] if x else None for x in apis]
+    reps = [[int(c[0]) for c in x if c[4] == k] for x, k in zip(colls, cap)]
+    eager = [sorted(int(c[0]) for c in x if c[4] != k) for x, k in zip(colls, cap)]
+    ok(ran and len(colls) == 2 and all(e == list(range(2 * STEPS)) and len(r) == STEPS and
+                                       all(0 <= q <= 2 * STEPS for q in r) for r, e in zip(reps, eager)),
+       "graph, the stand-in, KernelCh not asked for: the launches are not counted (each repeats the next number, "
+       "as NCCL leaves graph-captured collectives out of its count for RAS): eager %s, replays %s"
+       % (eager[:1], reps[:1]))
+
+    # ddpspy as the plugin
+    ps, res, truth, recs, out = run(2, name="plugin-graph", extra=extra)
+    procs = {p["pid"]: int(p["cmdline"][1]) for p in of(recs, "process")}
+    ev = [e for e in events(recs, "nccl_kernel") if e["channel"] == 0]
+    capd = {r: [e for e in events(recs, "nccl_coll") if procs.get(e["pid"]) == r and e["op"] == "allreduce"] for r in (0, 1)}
+    first = {r: capd[r][0]["seq"] if capd[r] else None for r in capd}
+    rep = {r: [e for e in ev if procs.get(e["pid"]) == r and e["replay"] == 1] for r in (0, 1)}
+    own = {r: [e for e in ev if procs.get(e["pid"]) == r and e["replay"] == 0] for r in (0, 1)}
+    ok(all(p.returncode == 0 for p in ps) and
+       all(len(rep[r]) == STEPS and all(e["call"] == first[r] and e["call_comm"] == capd[r][0]["comm"] for e in rep[r])
+           for r in (0, 1)) and
+       all(sorted(e["call"] for e in own[r]) == sorted(c["seq"] for c in capd[r][1:]) for r in (0, 1)),
+       "graph, ddpspy's plugin events: each launch's kernel names the captured call (seq %s), every other its own "
+       "call: %s" % (first, {r: [(e["seq"], e["call"], e["replay"]) for e in ev if procs.get(e["pid"]) == r][:6]
+                             for r in (0, 1)}))
+    j = report(out)
+    ps, res, truth, recs, plain = run(2, name="plugin-graph-plain", extra={"NCCL_APP_GROUPED": "1"})
+    jp = report(plain)
+    cov, bj = j.get("coverage", []), [r.get("gpu", {}).get("nccl_join") for r in j.get("ranks", [])]
+    want = [r.get("nccl", {}).get("bytes_per_step") for r in jp.get("ranks", [])]
+    nc = [r.get("nccl") or {} for r in j.get("ranks", [])]
+    ok(len(cov) == 2 and
+       all(c["nccl_plugin"]["collectives"] == 3 * STEPS and c["nccl_plugin"]["unjoined"] == 0 and
+           c["nccl_plugin"]["graph_replays"] == STEPS and c["nccl_plugin"]["clock_conflicts"] == 0 and
+           c["nccl_check"]["matched"] == 2 * STEPS and c["nccl_check"]["plugin_only"] == 0 and
+           c["nccl_check"]["cupti_only"] == 0 and c["nccl_check"]["duration_us_max"] <= 1 for c in cov) and
+       bj == [{"external_id": STEPS, "communicator_order": 0, "order_only": 0, "graph_replay": STEPS}] * 2 and
+       [x.get("bytes_per_step") for x in nc] == want and all(x.get("kernels_per_step") == 2 for x in nc),
+       "graph, the report: every collective joined, %d replays, CUPTI's graph kernels the replays (joins %s), the "
+       "two checked against each other, the bytes of a run without the graph (%s against %s): %s"
+       % (STEPS, bj, [x.get("bytes_per_step") for x in nc], want,
+          [(c.get("nccl_plugin"), c.get("nccl_check")) for c in cov]))
+    ps, res, truth, recs, out = run(2, name="plugin-graph-taken", extra=dict(extra, SIMGPU_CUPTI_TAKEN="Nsight Systems"))
+    jt = report(out)
+    cov = jt.get("coverage", [])
+    nt = [r.get("nccl") or {} for r in jt.get("ranks", [])]
+    ok(len(cov) == 2 and all(c["nccl_timing"] == "nccl-plugin" and c["nccl_plugin"]["unjoined"] == 0 and
+                             c["nccl_plugin"]["graph_replays"] == STEPS and c["nccl_plugin"]["clock_conflicts"] == 0
+                             for c in cov) and
+       all(x.get("source") == "nccl-plugin" and x.get("kernels_per_step") == 2 for x in nt) and
+       [x.get("bytes_per_step") for x in nt] == want,
+       "graph, CUPTI held by another tool: 2 NCCL kernels a step from the plugin, the replays joined to their "
+       "captured call, the bytes of a run without the graph: %s against %s" % (nt, want))
+
+
 def taken(out, ks, what, joined=True, why="Nsight Systems"):
     """The report of a run whose CUPTI another tool held: coverage nccl-plugin on both ranks, the
     collectives (joined to calls or not) matched across the ranks, and the NCCL figures the
@@ -560,6 +665,7 @@ check(4)
 check_rank_from_comm(4)
 check_profiler_plugin()
 check_plugin_capture()
+check_plugin_graph()
 check_split(4)
 check_nonblocking()
 check_world1()

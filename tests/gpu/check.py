@@ -425,6 +425,27 @@ def nccl_checks(app):
                                                                               for c, p in cov) and
            all(x and x["source"] == "nccl-plugin" and x["kernels_per_step"] >= 1 for x in nc),
            "nonblocking without CUPTI: every collective's kernel from the plugin, joined to its call: %s %s" % (cov, nc))
+    # the step's allreduce captured into a CUDA graph, launched each step beside the group's two
+    # eager allreduces: NCCL numbers each launch as it runs, under the captured call's CollApi event
+    recs = nccl_run(app, "graph", n, {"NCCL_APP_GRAPH": "1", "NCCL_APP_GROUPED": "1"})
+    if recs is not None:
+        j = report("nccl-graph", os.path.join(OUT, "nccl-graph"))
+        pk = [k for k in events(recs, "nccl_kernel") if k["channel"] == 0]
+        pids = sorted({k["pid"] for k in pk})
+        seen = {p: [(k["seq"], k["call"], k["replay"]) for k in pk if k["pid"] == p] for p in pids}
+        cov = [(c.get("nccl_plugin"), c.get("nccl_check")) for c in (j or {}).get("coverage", [])]
+        joins = [r.get("gpu", {}).get("nccl_join") for r in (j or {}).get("ranks", [])]
+        fact("nccl_graph", {"plugin_events": {str(p): v[:12] for p, v in seen.items()}, "coverage": cov, "join": joins,
+                            "nccl": [r.get("nccl") for r in (j or {}).get("ranks", [])]})
+        ok(len(seen) == n and all(sum(1 for q, c, r in v if r == 1) == 4 and
+                                  len({c for q, c, r in v if r == 1}) == 1 for v in seen.values()),
+           "graph: each of the 4 launches' kernels told to the plugin under the one captured call: %s" % seen)
+        ok(j is not None and len(cov) == n and
+           all(p and p["unjoined"] == 0 and p["graph_replays"] == 4 and c and c["plugin_only"] == 0 and
+               c["matched"] == 8 and c["duration_us_max"] <= 20 for p, c in cov) and
+           all(x and x["graph_replay"] == 4 for x in joins),
+           "graph: the report joins every collective, CUPTI's graph kernels the plugin's replays, checked against "
+           "each other: %s %s" % (cov, joins))
     for name, extra in (("ws1-inplace", {}), ("ws1-outofplace", {"NCCL_APP_OOP": "1"})):
         recs = nccl_run(app, name, 1, extra)
         if recs is not None:
