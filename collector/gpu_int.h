@@ -92,7 +92,8 @@ struct plugstat {
 	uint32_t unjoined;    /* of them, not joined to a call (no communicator or no such call) */
 	uint32_t replays;     /* of them, graph launches' of a captured call */
 	uint32_t conflicts;   /* of them, whose clock bounds crossed (the mapping's assumption broke) */
-	double bound_us;      /* the median width of the clock mapping's bounds: how late a time may be */
+	double bound_us;      /* the median width of the clock mapping's bounds: how late a time may be
+			       * (NaN: no collective had both bounds) */
 	uint32_t matched, cupti_only, plugin_only; /* against CUPTI's NCCL kernels, by collective */
 	double start_us, dur_us, dur_us_max;  /* |plugin - CUPTI|: starts' and durations' median, and the
 					        * durations' largest */

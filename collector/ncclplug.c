@@ -309,7 +309,8 @@ static void offsets(struct gpuproc *g, const struct pcoll *c, size_t n, int64_t 
 		else if (half)
 			half[nh++] = (double)(hi - lo) / 1e3;
 	}
-	g->pstat.bound_us = half ? an_quantile(half, nh, 0.5) : 0;
+	/* (none with both bounds, as where every one is a graph's replay: its width is not known) */
+	g->pstat.bound_us = half && nh ? an_quantile(half, nh, 0.5) : nh || !n ? 0 : NAN;
 	free(half);
 }
 
@@ -336,37 +337,61 @@ static int cmp_start(const void *x, const void *y)
 	return AN_ORDER((*a)->t, (*b)->t) ?: AN_ORDER((*a)->corr, (*b)->corr);
 }
 
+static int cmp_inst(const void *x, const void *y)
+{
+	const struct gwork *a = x, *b = y;
+	return AN_ORDER(a->comm, b->comm) ?: AN_ORDER(a->seq, b->seq) ?: AN_ORDER(a->t, b->t);
+}
+
+static int cmp_t(const void *x, const void *y)
+{
+	const struct gwork *a = x, *b = y;
+	return AN_ORDER(a->t, b->t) ?: AN_ORDER(a->comm, b->comm) ?: AN_ORDER(a->seq, b->seq);
+}
+
 /* CUPTI's NCCL kernels that CUDA graphs' launches ran: a kernel of a graph carries its
  * cudaGraphLaunch's correlation id, so no call's id joined it (comm INT32_MIN, an_gpu_identify).
- * Where they are as many as the plugin's replays (w, c: n in GPU order), the i-th in time is the
- * i-th replay and takes its collective; else they stay as they are. */
+ * Where they are as many as the plugin's replays (w, c: n; a captured group's collectives one
+ * kernel, as CUPTI sees it), the i-th in time is the i-th replay and takes its collective; else
+ * they stay as they are. */
 static void graph_kernels(struct gpuproc *g, const struct gwork *w, const struct pcoll *c, size_t n)
 {
 	size_t nr = 0, nu = 0;
 	for (size_t i = 0; i < n; i++)
 		nr += c[i].replay && c[i].call;
-	for (size_t i = 0; nr && i < g->nw; i++)
-		nu += g->w[i].cls == GW_NCCL && !g->w[i].plugin && g->w[i].comm == INT32_MIN;
-	struct gwork **u = nr && nu == nr ? malloc(nu * sizeof *u) : NULL;
-	if (!u)
+	struct gwork *r = nr ? malloc(nr * sizeof *r) : NULL;
+	if (!r)
 		return;
-	nu = 0;
+	nr = 0;
+	for (size_t i = 0; i < n; i++)
+		if (c[i].replay && c[i].call)
+			r[nr++] = w[i];
+	sort_n(r, nr, sizeof *r, cmp_inst);
+	size_t m = 0;
+	for (size_t i = 0; i < nr; i++) /* (a group's: its first start) */
+		if (!m || r[i].comm != r[m - 1].comm || r[i].seq != r[m - 1].seq)
+			r[m++] = r[i];
 	for (size_t i = 0; i < g->nw; i++)
-		if (g->w[i].cls == GW_NCCL && !g->w[i].plugin && g->w[i].comm == INT32_MIN)
-			u[nu++] = &g->w[i];
-	sort_n(u, nu, sizeof *u, cmp_start);
-	for (size_t i = 0, k = 0; i < n; i++) {
-		if (!c[i].replay || !c[i].call)
-			continue;
-		u[k]->comm = w[i].comm;
-		u[k]->seq = w[i].seq;
-		u[k]->bytes = w[i].bytes;
-		u[k]->op = w[i].op;
-		k++;
+		nu += g->w[i].cls == GW_NCCL && !g->w[i].plugin && g->w[i].comm == INT32_MIN;
+	struct gwork **u = nu == m ? malloc((nu + 1) * sizeof *u) : NULL;
+	if (u) {
+		nu = 0;
+		for (size_t i = 0; i < g->nw; i++)
+			if (g->w[i].cls == GW_NCCL && !g->w[i].plugin && g->w[i].comm == INT32_MIN)
+				u[nu++] = &g->w[i];
+		sort_n(u, nu, sizeof *u, cmp_start);
+		sort_n(r, m, sizeof *r, cmp_t);
+		for (size_t i = 0; i < m; i++) {
+			u[i]->comm = r[i].comm;
+			u[i]->seq = r[i].seq;
+			u[i]->bytes = r[i].bytes;
+			u[i]->op = r[i].op;
+		}
+		g->join[JOIN_ORDER] = g->join[JOIN_ORDER] > nu ? g->join[JOIN_ORDER] - (uint32_t)nu : 0;
+		g->join[JOIN_GRAPH] = (uint32_t)nu;
 	}
-	g->join[JOIN_ORDER] = g->join[JOIN_ORDER] > nu ? g->join[JOIN_ORDER] - (uint32_t)nu : 0;
-	g->join[JOIN_GRAPH] = (uint32_t)nu;
 	free(u);
+	free(r);
 }
 
 static int cmp_kernel(const void *x, const void *y)

@@ -48,7 +48,8 @@ struct pcoll {
 	struct pctx *ctx;
 	int op;
 	int64_t seq, count;
-	const struct papi *call; /* its call's CollApi event, NULL none */
+	int64_t call_comm, call_seq; /* its call (its CollApi event's, copied: that slot is reused), seq -1 none */
+	int replay;     /* a launch of a graph that captured that call */
 };
 struct pch {
 	uint64_t type; /* NCCLP_KERNEL_CH */
@@ -126,7 +127,8 @@ static int p_start(void *context, void **handle, ncclp_descr_v5_t *d)
 		struct pcoll *c = &colls[__atomic_fetch_add(&ncoll, 1, __ATOMIC_RELAXED) % SLOTS];
 		const struct papi *a = d->parentObj && *(uint64_t *)d->parentObj == NCCLP_COLL_API ? d->parentObj : NULL;
 		*c = (struct pcoll){ NCCLP_COLL, context, op_of(d->coll.func), (int64_t)d->coll.seqNumber,
-				     (int64_t)d->coll.count, a };
+				     (int64_t)d->coll.count, a && a->seq >= 0 ? a->comm : -1, a ? a->seq : -1,
+				     a ? a->captured : 0 };
 		*handle = c;
 	} else if (d->type == NCCLP_KERNEL_CH && d->parentObj && *(uint64_t *)d->parentObj == NCCLP_COLL) {
 		struct pch *k = &chans[__atomic_fetch_add(&nchan, 1, __ATOMIC_RELAXED) % SLOTS];
@@ -155,10 +157,10 @@ static int p_stop(void *handle)
 	int g = t->guard;
 	t->guard = 1;
 	uint64_t now = dsp_now();
-	const struct papi *call = c->call && c->call->seq >= 0 && c->call->comm != -1 ? c->call : NULL;
+	int known = c->call_seq >= 0 && c->call_comm != -1;
 	int64_t a[12] = { __atomic_load_n(&c->ctx->comm, __ATOMIC_ACQUIRE), (int64_t)(c->ctx->hash >> 2), c->op, c->seq,
-			  c->count, k->channel, (int64_t)k->start, (int64_t)k->stop, c->ctx->rank, call ? call->comm : -1,
-			  call ? call->seq : -1, c->call ? c->call->captured : 0 };
+			  c->count, k->channel, (int64_t)k->start, (int64_t)k->stop, c->ctx->rank, known ? c->call_comm : -1,
+			  known ? c->call_seq : -1, c->replay };
 	dsp_emit(t, DDPSPY_EV_NCCL_KERNEL, now, now, 12, a);
 	t->guard = g;
 	return 0;

@@ -25,7 +25,8 @@
 //   a collective that waits for a later rank.
 //   NCCL_APP_GRAPH=1: the step's allreduce is captured once into a CUDA graph (cudaStreamBeginCapture
 //   on the communication stream) and each step launches that graph instead (cudaGraphLaunch), as
-//   a training step captured whole (torch.cuda.graphs) replays its collectives.
+//   a training step captured whole (torch.cuda.graphs) replays its collectives; NCCL_APP_GRAPH=2:
+//   the ring exchange's group too (the graph launched; nothing else called in the steps).
 //   NCCL_APP_HANG=PATH: after the steps, the last rank blocks in a read of the FIFO PATH (nobody
 //   writes it) while the others enqueue one more allreduce and wait for it in cudaStreamSynchronize:
 //   a hang (rank 0 says "hanging" on stderr once it is about to; nothing ends it but a signal).
@@ -100,6 +101,19 @@ static void nccl(ncclResult_t e, const char *what)
 		fprintf(stderr, "nccl_app: %s: %s\n", what, ncclGetErrorString(e));
 		exit(1);
 	}
+}
+
+// the ring exchange's group: to the next rank, from the one before (and grp's two halves allreduced)
+static void ring(ncclComm_t comm, cudaStream_t s, float *grp, float *out, float *in, int m, int rank, int nranks)
+{
+	nccl(ncclGroupStart(), "ncclGroupStart");
+	if (grp) {
+		nccl(ncclAllReduce(grp, grp, m / 2, ncclFloat, ncclSum, comm, s), "ncclAllReduce (grouped)");
+		nccl(ncclAllReduce(grp + m / 2, grp + m / 2, m / 2, ncclFloat, ncclSum, comm, s), "ncclAllReduce (grouped)");
+	}
+	nccl(ncclSend(out, m, ncclFloat, (rank + 1) % nranks, comm, s), "ncclSend");
+	nccl(ncclRecv(in, m, ncclFloat, (rank + nranks - 1) % nranks, comm, s), "ncclRecv");
+	nccl(ncclGroupEnd(), "ncclGroupEnd");
 }
 
 int main(int argc, char **argv)
@@ -191,10 +205,13 @@ int main(int argc, char **argv)
 		cuda(cudaStreamCreate(&subs), "cudaStreamCreate");
 	cuda(cudaEventCreate(&done), "cudaEventCreate");
 	cudaGraphExec_t graph = NULL;
+	int whole = getenv("NCCL_APP_GRAPH") && !strcmp(getenv("NCCL_APP_GRAPH"), "2");
 	if (getenv("NCCL_APP_GRAPH")) {
 		cudaGraph_t g;
 		cuda(cudaStreamBeginCapture(comms, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
 		nccl(all_reduce(grad, sum, n, ncclFloat, ncclSum, comm, comms), "ncclAllReduce (captured)");
+		if (whole)
+			ring(comm, comms, grp, out, in, m, rank, nranks);
 		cuda(cudaStreamEndCapture(comms, &g), "cudaStreamEndCapture");
 		cuda(cudaGraphInstantiate(&graph, g, 0), "cudaGraphInstantiate");
 		cuda(cudaGraphDestroy(g), "cudaGraphDestroy");
@@ -217,15 +234,8 @@ int main(int argc, char **argv)
 			tail(sum, host, comms);
 		if (sub)
 			nccl(ncclAllReduce(in, in, m, ncclFloat, ncclSum, sub, subs), "ncclAllReduce (split)");
-		nccl(ncclGroupStart(), "ncclGroupStart");
-		if (grp) {
-			nccl(ncclAllReduce(grp, grp, m / 2, ncclFloat, ncclSum, comm, comms), "ncclAllReduce (grouped)");
-			nccl(ncclAllReduce(grp + m / 2, grp + m / 2, m / 2, ncclFloat, ncclSum, comm, comms),
-			     "ncclAllReduce (grouped)");
-		}
-		nccl(ncclSend(out, m, ncclFloat, (rank + 1) % nranks, comm, comms), "ncclSend");
-		nccl(ncclRecv(in, m, ncclFloat, (rank + nranks - 1) % nranks, comm, comms), "ncclRecv");
-		nccl(ncclGroupEnd(), "ncclGroupEnd");
+		if (!whole)
+			ring(comm, comms, grp, out, in, m, rank, nranks);
 		long long g1 = now_ns();
 		cuda(cudaStreamSynchronize(comms), "cudaStreamSynchronize");
 		if (subs != comms)

@@ -553,6 +553,17 @@ def check_plugin_graph():
        [x.get("bytes_per_step") for x in nt] == want,
        "graph, CUPTI held by another tool: 2 NCCL kernels a step from the plugin, the replays joined to their "
        "captured call, the bytes of a run without the graph: %s against %s" % (nt, want))
+    # the ring exchange's group captured too (NCCL_APP_GRAPH=2): its two allreduces' launches are the
+    # group's one kernel at each launch, as CUPTI sees it
+    ps, res, truth, recs, out = run(2, name="plugin-graph-group", extra=dict(extra, NCCL_APP_GRAPH="2"))
+    jg = report(out)
+    cov, bj = jg.get("coverage", []), [r.get("gpu", {}).get("nccl_join") for r in jg.get("ranks", [])]
+    ok(len(cov) == 2 and all(c["nccl_plugin"]["collectives"] == 3 * STEPS and c["nccl_plugin"]["unjoined"] == 0 and
+                             c["nccl_plugin"]["graph_replays"] == 3 * STEPS and c["nccl_check"]["matched"] == 2 * STEPS
+                             and c["nccl_check"]["plugin_only"] == 0 and c["nccl_check"]["cupti_only"] == 0 for c in cov)
+       and bj == [{"external_id": 0, "communicator_order": 0, "order_only": 0, "graph_replay": 2 * STEPS}] * 2,
+       "graph with the group captured too: every launch's 3 collectives joined, the group's two one kernel, CUPTI's "
+       "2 graph kernels a launch named by them: %s %s" % ([(c.get("nccl_plugin"), c.get("nccl_check")) for c in cov], bj))
 
 
 def taken(out, ks, what, joined=True, why="Nsight Systems"):
