@@ -329,7 +329,8 @@ enum ddpspy_category {
 	 * GPU's %globaltimer (ns); the event's own time is when NCCL told it. 2.14: call_comm and    \
 	 * call (the nccl_coll call it was launched for: its comm and seq, -1 unknown) and replay (1: \
 	 * a launch of a CUDA graph that captured the call) */                                         \
-	X(EV_NCCL_KERNEL, "nccl_kernel", "comm,hash,op,seq,count,channel,gpu_start,gpu_end,comm_rank,call_comm,call,replay", DDPSPY_CAT_NONE) \
+	X(EV_NCCL_KERNEL, "nccl_kernel", "comm,hash,op,seq,count,channel,gpu_start,gpu_end,comm_rank,call_comm,call,replay",     \
+	  DDPSPY_CAT_NONE)                                                                        \
 	/* 2.10: c10d's point-to-point calls over gloo: a send or receive started (op, comm: 0 the    \
 	 * default group's, whose peers are world ranks, else -3 - its size; peer, -1 any of several; \
 	 * tag: gloo's slot; bytes; request: the transport's buffer), and the wait that completes it \

@@ -1255,16 +1255,14 @@ static cudaError_t launch(struct CUkern_st *k, dim3 grid, dim3 block, void **arg
 
 /* ---- collectives (simgpu.h): the NCCL stand-in's ---- */
 
-/* c queued on st as its kernel it (its correlation: the calling thread's call where 0), placed by
- * the device's thread once what came before it is */
-void sim_coll_enqueue(struct CUstream_st *st, struct simgpu_coll *c, const struct simgpu_item *it)
+/* c queued on st as its kernel it (its correlation: the calling thread's call where 0), enqueued at
+ * enq (0: now), placed by the device's thread once what came before it is */
+void sim_coll_enqueue(struct CUstream_st *st, struct simgpu_coll *c, const struct simgpu_item *it, uint64_t enq)
 {
 	struct deferred *d = calloc(1, sizeof *d);
-	if (!d) { /* (no memory: it never runs, as a failed launch) */
-		c->done(c);
+	if (!d) /* (no memory: it never runs, as a failed launch) */
 		return;
-	}
-	*d = (struct deferred){ .what = D_COLL, .st = st, .enq = now_ns(), .coll = c, .it = *it };
+	*d = (struct deferred){ .what = D_COLL, .st = st, .enq = enq ? enq : now_ns(), .coll = c, .it = *it };
 	d->it.stream = st->id;
 	d->it.device = st->device;
 	if (!d->it.correlation)
@@ -1286,7 +1284,7 @@ uint32_t simgpu_collective(void *stream, int per_thread, struct simgpu_coll *c)
 				  .block = { c->block, 1, 1 }, .correlation = corr };
 	/* (captured: the graph keeps c as its node, run anew at each of its launches) */
 	if (!sim_captured_coll(st, c, &it))
-		sim_coll_enqueue(st, c, &it);
+		sim_coll_enqueue(st, c, &it, t0);
 	return corr;
 }
 

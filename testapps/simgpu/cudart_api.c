@@ -302,7 +302,7 @@ static cudaError_t graph_launch(cudaGraphExec_t x, struct CUstream_st *st)
 			struct simgpu_coll *c = x->n[i].coll->replay ? x->n[i].coll->replay(x->n[i].coll) : NULL;
 			it.correlation = 0;
 			if (c)
-				sim_coll_enqueue(st, c, &it);
+				sim_coll_enqueue(st, c, &it, 0);
 			continue;
 		}
 		sim_enqueue(st, x->n[i].dur, &it);

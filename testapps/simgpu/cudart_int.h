@@ -50,9 +50,9 @@ cudaError_t sim_launch(struct CUkern_st *k, dim3 grid, dim3 block, void **args, 
 /* where st is capturing (cudaStreamBeginCapture): the work goes into its graph instead, 1 */
 int sim_captured(struct CUstream_st *st, uint64_t dur, const struct simgpu_item *it);
 /* a collective (simgpu.h) on st: captured into its graph where st is capturing, 1 (the graph owns
- * c then); and one queued on st now, as its kernel it */
+ * c then); and one queued on st, as its kernel it, enqueued at enq (0: now) */
 int sim_captured_coll(struct CUstream_st *st, struct simgpu_coll *c, const struct simgpu_item *it);
-void sim_coll_enqueue(struct CUstream_st *st, struct simgpu_coll *c, const struct simgpu_item *it);
+void sim_coll_enqueue(struct CUstream_st *st, struct simgpu_coll *c, const struct simgpu_item *it, uint64_t enq);
 /* the memory kind of an address: 1 device, 2 pinned, 0 pageable (cudart.c's MEM_*) */
 int sim_kind_of(const void *p);
 /* the calling thread's device (cudaSetDevice), and how many there are (SIMGPU_DEVICES, 1) */

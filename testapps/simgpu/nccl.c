@@ -468,8 +468,9 @@ static ncclResult_t coll(int func, const char *op, int redop, double factor, con
 	double n = comm->nranks;
 	int captured = capturing && capturing(stream);
 	/* (a captured one is numbered at each replay: a number taken now no rank would ever run) */
-	struct op o = { .kind = OP_COLL, .comm = comm, .seq = captured ? 0 : __atomic_fetch_add(&comm->seq, 1, __ATOMIC_RELAXED),
-			.stream = stream, .name = kernel_name(op, redop, redop >= 0 ? (int)t : -1),
+	uint64_t seq = captured ? 0 : __atomic_fetch_add(&comm->seq, 1, __ATOMIC_RELAXED);
+	struct op o = { .kind = OP_COLL, .comm = comm, .seq = seq, .stream = stream,
+			.name = kernel_name(op, redop, redop >= 0 ? (int)t : -1),
 			.dur = model(factor < 0 ? (n - 1) / n * -factor : factor, count * type_size(t) * per),
 			.src = src, .dst = dst, .bytes = count * type_size(t) * recv_parts, .func = func, .root = root,
 			.count = count, .type = t, .captured = captured };
