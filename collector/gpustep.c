@@ -5,7 +5,9 @@
  * A step on the device: each of the host's step bounds (steps.c) mapped to when the computation
  * enqueued before it ended (the work of the streams that run compute kernels), the latest over
  * the ranks, so that the device's steps tile its timeline as the host's tile the host's and are
- * the same on every rank. Within a step every instant is the first of: a compute kernel, a copy or
+ * the same on every rank. Steps that are time windows (no step found in the program) stay the
+ * host's windows: a window's edge is no point where the host enqueues a step, and mapped so they
+ * closed to nothing once the device had drained. Within a step every instant is the first of: a compute kernel, a copy or
  * set other than an input copy (compute); a host-to-device copy (data); an NCCL kernel (comms: its
  * part before the last rank's kernel of the same collective started is a wait for that rank, the
  * rest transfer); or idle, charged to what the training thread did then: waiting for input
@@ -211,12 +213,18 @@ static int compute_streams(const struct gpuproc *g, uint64_t *cs)
 
 /* Rank r's device step bounds (b: 2 per step): each of its host's step bounds mapped to when the
  * computation enqueued before it ended on its device (before the first work: the first work's
- * start). NCCL's own streams run behind the computation: a step ends when its computation does,
- * and a collective still running then is exposed in the next. Returns -1 when out of memory. */
-static int bounds(const struct rankinfo *ri, size_t N, int64_t *b)
+ * start); windows (1: the steps are time windows) as they are. NCCL's own streams run behind the
+ * computation: a step ends when its computation does, and a collective still running then is
+ * exposed in the next. Returns -1 when out of memory. */
+static int bounds(const struct rankinfo *ri, size_t N, int64_t *b, int windows)
 {
 	const struct gpuproc *g = ri->p->gpu;
 	size_t nw = g->nw;
+	if (windows) {
+		for (size_t k = 0; k < N; k++)
+			b[2 * k] = ri->steps[k].t0, b[2 * k + 1] = ri->steps[k].t1;
+		return 0;
+	}
 	int64_t *ends = malloc((nw + 1) * sizeof *ends);
 	if (!ends)
 		return -1;
@@ -700,7 +708,8 @@ static void gpu_one(void *ctx, size_t r)
 	if (j->phase == 1)
 		split_rank(j->a, j->sd, j->tab, (int)r, j->b, &j->sd->gadd[r]);
 	else
-		j->ok[r] = ri->steps && bounds(ri, N, j->mine + 2 * N * r) == 0;
+		j->ok[r] = ri->steps && bounds(ri, N, j->mine + 2 * N * r,
+					       j->a->step_source && !strcmp(j->a->step_source, "windows")) == 0;
 	an_gpu_close(ri->p);
 }
 

@@ -564,6 +564,13 @@ def check_plugin_graph():
        and bj == [{"external_id": 0, "communicator_order": 0, "order_only": 0, "graph_replay": 2 * STEPS}] * 2,
        "graph with the group captured too: every launch's 3 collectives joined, the group's two one kernel, CUPTI's "
        "2 graph kernels a launch named by them: %s %s" % ([(c.get("nccl_plugin"), c.get("nccl_check")) for c in cov], bj))
+    # no NCCL call left in the steps: they are time windows, and stay so on the device (mapped to
+    # where the device drained, each window after its step's kernels closed to 0 ms, all of them)
+    rk = jg.get("ranks", [])
+    ok(jg.get("job", {}).get("step_source") == "windows" and len(rk) == 2 and
+       all(r["step_p50_ms"] > 0.5 and r.get("gpu", {}).get("busy_share", 0) > 0.3 for r in rk),
+       "graph with the group captured too: steps are time windows, split on the device as they are (the device "
+       "runs 5 ms of kernels a 5.5 ms step): %s" % [(r["step_p50_ms"], r.get("gpu", {}).get("busy_share")) for r in rk])
 
 
 def taken(out, ks, what, joined=True, why="Nsight Systems"):
