@@ -1,9 +1,12 @@
-/* The collector's small helpers, under every layer: one sort, one compare, one growable array. */
+/* The collector's small helpers, under every layer: one sort, one compare, one search, one
+ * growable array. */
 #ifndef DDPSPY_BASE_H
 #define DDPSPY_BASE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* qsort that takes an empty array at NULL (qsort(NULL, 0, ...) is undefined behaviour), and
  * leaves an array already in order as it is without sorting it (what a stable sort would leave:
@@ -20,6 +23,23 @@ static inline void sort_n(void *base, size_t n, size_t size, int (*cmp)(const vo
 /* the order of a and b, two numbers of one type: -1, 0 or 1, the one compare helper; comparators
  * chain their fields with GNU C's ?: (the first field that differs decides) */
 #define AN_ORDER(a, b) (((a) > (b)) - ((a) < (b)))
+
+/* In n items of size bytes from base, sorted by the int64_t at byte offset off: the first whose
+ * value is t or more (n when none). */
+static inline size_t an_first_at(const void *base, size_t n, size_t size, size_t off, int64_t t)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t m = (lo + hi) / 2;
+		int64_t v;
+		memcpy(&v, (const char *)base + m * size + off, sizeof v);
+		if (v < t)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return lo;
+}
 
 /* an array v of n items of size bytes, with room for one more: v itself, or v grown (doubling
  * *cap from first); NULL when out of memory (v is left as it was) */

@@ -471,20 +471,6 @@ static int cmp_tmsg(const void *a, const void *b)
 	return AN_ORDER(x, y);
 }
 
-/* the first of n sorted times at or after x */
-static size_t first_at(const int64_t *t, size_t stride, size_t n, int64_t x)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (*(const int64_t *)((const char *)t + mid * stride) < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /* the messages placed in time by a first estimate over the whole job (est0), sorted; the windows:
  * of equal counts of instances, or of messages when there are fewer than 3 instances */
 static void windows(struct sig *g, const double *est0)
@@ -502,8 +488,9 @@ static void windows(struct sig *g, const double *est0)
 	for (size_t w = 0; w <= g->W; w++) {
 		size_t i = n * w / g->W;
 		int64_t at = w == 0 ? INT64_MIN : w == g->W ? INT64_MAX : by_inst ? m->t[i] : g->g[i].t;
-		g->k[w] = by_inst ? i : w == g->W ? m->K : first_at(m->t, sizeof *m->t, m->K, at);
-		g->j[w] = !by_inst ? i : w == g->W || !g->ng ? g->ng : first_at(&g->g[0].t, sizeof *g->g, g->ng, at);
+		g->k[w] = by_inst ? i : w == g->W ? m->K : an_first_at(m->t, m->K, sizeof *m->t, 0, at);
+		g->j[w] = !by_inst ? i : w == g->W || !g->ng ? g->ng
+							    : an_first_at(g->g, g->ng, sizeof *g->g, offsetof(struct tmsg, t), at);
 	}
 }
 

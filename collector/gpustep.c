@@ -7,15 +7,16 @@
  * the ranks, so that the device's steps tile its timeline as the host's tile the host's and are
  * the same on every rank. Steps that are time windows (no step found in the program) stay the
  * host's windows: a window's edge is no point where the host enqueues a step, and mapped so they
- * closed to nothing once the device had drained. Within a step every instant is the first of: a compute kernel, a copy or
- * set other than an input copy (compute); a host-to-device copy (data); an NCCL kernel (comms: its
- * part before the last rank's kernel of the same collective started is a wait for that rank, the
- * rest transfer); or idle, charged to what the training thread did then: waiting for input
- * (data), held by a pageable copy, waiting for the device or right after such a wait returned,
- * which had let the device's queue run dry (host: sync), launching kernels back to back (host:
- * launch), in a collective of its own (comms), or anything else (host). A rank whose only device
- * times are NCCL's profiler plugin's keeps its host's steps and gets its NCCL figures. The host's
- * lanes (what the training thread did, by kind) are gathered while split.c streams the thread. */
+ * closed to nothing once the device had drained. Within a step every instant is the first of: a
+ * compute kernel, a copy or set other than an input copy (compute); a host-to-device copy (data);
+ * an NCCL kernel (comms: its part before the last rank's kernel of the same collective started is
+ * a wait for that rank, the rest transfer); or idle, charged to what the training thread did then:
+ * waiting for input (data), held by a pageable copy, waiting for the device or right after such a
+ * wait returned, which had let the device's queue run dry (host: sync), launching kernels back to
+ * back (host: launch), in a collective of its own (comms), or anything else (host). A rank whose
+ * only device times are NCCL's profiler plugin's keeps its host's steps and gets its NCCL figures.
+ * The host's lanes (what the training thread did, by kind) are gathered while split.c streams the
+ * thread. */
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -32,28 +33,11 @@
 #define LAUNCH_RUN_NS 50000   /* launch calls closer than this are one run of launching */
 #define AFTER_SYNC_NS 200000  /* an idle gap that begins this soon after a wait for the device */
 
-/* In n elements of size bytes from base, sorted by the int64_t at byte offset off: the first whose
- * value is t or more (n when none). */
-static size_t first_at(const void *base, size_t n, size_t size, size_t off, int64_t t)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t m = (lo + hi) / 2;
-		int64_t v;
-		memcpy(&v, (const char *)base + m * size + off, sizeof v);
-		if (v < t)
-			lo = m + 1;
-		else
-			hi = m;
-	}
-	return lo;
-}
-
 /* when all the work launched before host time t ended: ends[] is the running maximum of the
  * works' ends in launch order */
 static int64_t drained(const struct gwork *w, const int64_t *ends, size_t n, int64_t t)
 {
-	size_t i = first_at(w, n, sizeof *w, offsetof(struct gwork, launch), t);
+	size_t i = an_first_at(w, n, sizeof *w, offsetof(struct gwork, launch), t);
 	return i ? ends[i - 1] : INT64_MIN;
 }
 
@@ -167,7 +151,7 @@ void an_gpu_lanes_event(struct hostlanes *h, const struct ev *e)
 		add_edge(h, e->t, e->d, H_DATA);
 	} else if (e->kind == DDPSPY_EV_CUDA_MEMCPY && e->d >= SYNC_MIN_NS) {
 		/* held by a copy: one of pageable memory if such a copy was launched inside the call */
-		size_t i = first_at(h->page, h->npage, sizeof *h->page, 0, e->t);
+		size_t i = an_first_at(h->page, h->npage, sizeof *h->page, 0, e->t);
 		add_edge(h, e->t, e->d, i < h->npage && h->page[i] < e->t + e->d ? H_PAGEABLE : H_SYNC);
 	} else if (e->kind == DDPSPY_EV_CUDA_SYNC) {
 		add_edge(h, e->t, e->d, H_SYNC);
@@ -192,7 +176,7 @@ static double p50(double *v, size_t n)
 /* the step of bounds b (2 per step, in order) that holds t, -1 none */
 static long step_of(const int64_t *b, size_t N, int64_t t)
 {
-	size_t k = first_at(b + 1, N, 2 * sizeof *b, 0, t + 1); /* the first step ending after t */
+	size_t k = an_first_at(b + 1, N, 2 * sizeof *b, 0, t + 1); /* the first step ending after t */
 	return k < N && b[2 * k] <= t ? (long)k : -1;
 }
 
@@ -325,7 +309,7 @@ static double overlap_left(const struct gpuproc *g, struct itab *tab, const int6
  * end of a block of a sample's steps in none, so a sample's counts would move by a block's edges. */
 static long launch_step(const struct rankinfo *ri, size_t N, const struct gwork *w)
 {
-	size_t k = first_at(ri->steps, N, sizeof *ri->steps, offsetof(struct rankstep, t1), w->launch + 1);
+	size_t k = an_first_at(ri->steps, N, sizeof *ri->steps, offsetof(struct rankstep, t1), w->launch + 1);
 	return k < N && ri->steps[k].t0 <= w->launch ? (long)k : -1;
 }
 
@@ -531,7 +515,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 	/* launch calls in the host's steps (a sample's steps are not contiguous) */
 	size_t launches = 0;
 	for (size_t k = 0; k < N; k++)
-		for (size_t i = first_at(g->api, g->na, sizeof *g->api, offsetof(struct gapi, t), ri->steps[k].t0);
+		for (size_t i = an_first_at(g->api, g->na, sizeof *g->api, offsetof(struct gapi, t), ri->steps[k].t0);
 		     i < g->na && g->api[i].t < ri->steps[k].t1; i++)
 			launches += g->api[i].launch;
 	/* the edges: the training thread's waits (gathered as split.c streamed it), runs of launch
