@@ -337,10 +337,12 @@ static int cmp_start(const void *x, const void *y)
 	return AN_ORDER((*a)->t, (*b)->t) ?: AN_ORDER((*a)->corr, (*b)->corr);
 }
 
-static int cmp_inst(const void *x, const void *y)
+static int cmp_kernel(const void *x, const void *y)
 {
 	const struct gwork *a = x, *b = y;
-	return AN_ORDER(a->comm, b->comm) ?: AN_ORDER(a->seq, b->seq) ?: AN_ORDER(a->t, b->t);
+	return AN_ORDER(a->comm, b->comm) ?:
+	       AN_ORDER(a->seq, b->seq) ?:
+	       AN_ORDER(a->t, b->t);
 }
 
 static int cmp_t(const void *x, const void *y)
@@ -366,7 +368,7 @@ static void graph_kernels(struct gpuproc *g, const struct gwork *w, const struct
 	for (size_t i = 0; i < n; i++)
 		if (c[i].replay && c[i].call)
 			r[nr++] = w[i];
-	sort_n(r, nr, sizeof *r, cmp_inst);
+	sort_n(r, nr, sizeof *r, cmp_kernel);
 	size_t m = 0;
 	for (size_t i = 0; i < nr; i++) /* (a group's: its first start) */
 		if (!m || r[i].comm != r[m - 1].comm || r[i].seq != r[m - 1].seq)
@@ -392,14 +394,6 @@ static void graph_kernels(struct gpuproc *g, const struct gwork *w, const struct
 	}
 	free(u);
 	free(r);
-}
-
-static int cmp_kernel(const void *x, const void *y)
-{
-	const struct gwork *a = x, *b = y;
-	return AN_ORDER(a->comm, b->comm) ?:
-	       AN_ORDER(a->seq, b->seq) ?:
-	       AN_ORDER(a->t, b->t);
 }
 
 size_t an_plug_kernels(struct gpuproc *g, struct gwork **out)
