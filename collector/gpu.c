@@ -97,6 +97,13 @@ static int8_t has_any(const struct trace_file *f, int64_t id, const void *arg)
 	return 0;
 }
 
+/* L_*: whether a call (its name) launches work, and a graph's */
+static int8_t launch_kind(const struct trace_file *f, int64_t id, const void *arg)
+{
+	(void)arg;
+	return name_has(f, id, "GraphLaunch") ? L_GRAPH : name_has(f, id, "Launch") ? L_WORK : L_NONE;
+}
+
 /* Whether a runtime call (its name) may hold the host for the device, as the preload's wrappers
  * take them (preload/cuda.c): synchronizes, synchronous copies, frees and pinning (W_ALWAYS);
  * queries (W_POLL: a run of them is a wait); asynchronous and peer copies (W_LONG: a wait when one
@@ -131,7 +138,12 @@ static int8_t memo(struct namememo *m, const struct trace_file *f, int64_t id, n
 }
 
 static const char *const NCCL_KERNELS[] = { "ncclDevKernel_", "ncclKernel_", NULL };
-static const char *const LAUNCHES[] = { "Launch", NULL };
+
+/* 0 not NCCL's kernel, 1 NCCL's, 2 NCCL's of sends and receives only (ncclDevKernel_SendRecv) */
+static int8_t nccl_kind(const struct trace_file *f, int64_t id, const void *arg)
+{
+	return has_any(f, id, arg) ? 1 + name_has(f, id, "SendRecv") : 0;
+}
 
 static struct gpuproc *gpu_of(struct proc *p)
 {
@@ -161,7 +173,9 @@ static int take(struct gpuproc *g, const struct trace_file *f, const struct trac
 		w.corr = (uint32_t)an_arg(e, P.k_corr, 0);
 		w.stream = (uint32_t)an_arg(e, P.k_stream, 0);
 		w.name = (uint32_t)kn;
-		w.cls = memo(&g->nccl_name, f, kn, has_any, NCCL_KERNELS) ? GW_NCCL : GW_COMPUTE;
+		int8_t nk = memo(&g->nccl_name, f, kn, nccl_kind, NCCL_KERNELS);
+		w.cls = nk ? GW_NCCL : GW_COMPUTE;
+		w.p2p = nk == 2;
 		an_gpu_on_device(g, &w, an_arg(e, P.k_device, 0), an_arg(e, P.k_ctx, 0));
 		break;
 	}
@@ -191,7 +205,7 @@ static int take(struct gpuproc *g, const struct trace_file *f, const struct trac
 		int64_t fn = an_arg(e, P.a_fn, 0);
 		struct gapi a = { e->t_ns, e->dur_ns, (uint32_t)an_arg(e, P.a_corr, 0),
 				  an_gpu_api_thread(g, (uint32_t)an_arg(e, P.a_thread, 0)),
-				  memo(&g->launch_name, f, fn, has_any, LAUNCHES) != 0,
+				  (uint8_t)memo(&g->launch_name, f, fn, launch_kind, NULL),
 				  (uint8_t)memo(&g->wait_name, f, fn, api_wait, NULL) };
 		struct gapi *grown = room_for(g->api, g->na, &g->ca, sizeof *grown, 256);
 		if (!grown)
@@ -300,8 +314,9 @@ static int part_host(struct proc *p, const struct trace_event *e, const struct e
 								(int32_t)an_arg(e, P.i_rank, -1),
 								(int8_t)(an_arg(e, P.i_blocking, 1) != 0) };
 	} else if (e->kind == DDPSPY_EV_NCCL_COLL) {
-		struct gcall c = { (uint64_t)an_arg(e, P.n_ext, 0), v->comm, v->seq, v->bytes, v->op, g->depth == 0, 0,
-				   e->t_ns, g->depth > 0 ? g->groups : 0, 0, -1 };
+		struct gcall c = { .ext = (uint64_t)an_arg(e, P.n_ext, 0), .comm = v->comm, .seq = v->seq,
+				   .bytes = v->bytes, .op = v->op, .unit = g->depth == 0, .t = e->t_ns,
+				   .grp = g->depth > 0 ? g->groups : 0, .mseq = -1 };
 		if (an_nccl_p2p(v))
 			msg_instance(g, v, &c);
 		struct gcall *grown = room_for(g->call, g->nc, &g->cc, sizeof *grown, 256);

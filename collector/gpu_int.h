@@ -24,6 +24,8 @@ struct gwork {            /* a kernel, copy or set */
 			       * field into its array: see gapi) */
 	uint8_t pinned : 1;   /* copies between the device and pinned host memory */
 	uint8_t plugin : 1;   /* an NCCL kernel as NCCL's profiler plugin told it (ncclplug.c), not CUPTI */
+	uint8_t graph : 1;    /* launched by a CUDA graph's launch (its call's L_GRAPH) */
+	uint8_t p2p : 1;      /* an NCCL kernel of sends and receives only, by its name */
 };
 /* (a GPU job's trace is mostly kernels and their launches: every byte here is one per kernel) */
 _Static_assert(sizeof(struct gwork) == 56, "struct gwork grew");
@@ -42,13 +44,17 @@ struct gapi {             /* a CUDA runtime or driver call, as CUPTI saw it */
 	uint32_t corr;
 	uint16_t thread;      /* its thread: gpuproc.cthreads[thread], CUPTI's id (the low half of its
 			       * pthread_t); GTHR_NONE: unknown */
-	uint8_t launch;
+	uint8_t launch;       /* L_*: a call that launches work */
 	uint8_t wait;         /* W_*: a call that may wait for the device */
 };
 /* (no bit-fields here: GCC stores one into the array by reading its byte first, and a read of a
  * page not yet written maps the zero page, so each page of the array faulted twice and flushed
  * the other CPUs' TLBs: 330,000 flushes reading bench's GPU trace on 2 threads, against 11,000) */
 _Static_assert(sizeof(struct gapi) == 24, "struct gapi grew");
+
+/* launching calls, by their names: a kernel's, a host function's, or a CUDA graph's (whose work
+ * CUPTI gives the graph launch's correlation id, one for all of it) */
+enum { L_NONE, L_WORK, L_GRAPH };
 
 /* runtime calls that hold the host for the device, by their names (api_wait) */
 enum { W_NONE, W_ALWAYS, W_POLL, W_LONG };
@@ -65,6 +71,8 @@ struct gcall {            /* an NCCL call, or the end of a group, by the externa
 	int8_t op;
 	int8_t unit;          /* what launches: a call outside a group, or a group's end */
 	int8_t used;          /* a kernel joined it by its external id */
+	int8_t captured;      /* captured into a CUDA graph (the plugin's replays name it, or its group):
+			       * it launches nothing itself, each of its graph's launches does */
 	int64_t t;            /* its call's start (a group's end: the group end call's) */
 	uint32_t grp;         /* the group it is in or ends (1, 2, ... in the process), 0 none */
 	int32_t mcomm, mseq;  /* NCCL's send and recv (a group's end: its least such message): the

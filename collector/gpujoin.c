@@ -2,7 +2,8 @@
  * its launching call (CUPTI's correlation id), and each NCCL kernel to its collective: by the
  * external id ddpspy pushed around the NCCL call (or the group's end) that launched it; a
  * nonblocking communicator's, launched by NCCL's own thread with no id, by the order of its
- * calls (several such communicators: each by the stream whose kernels are as many as its calls);
+ * calls (several such communicators: each by the stream whose kernels are as many as its calls;
+ * a CUDA graph's kernels and its captured calls left out of that order: ncclplug.c joins them);
  * the rest by their order alone. */
 #include <limits.h>
 #include <stdlib.h>
@@ -97,11 +98,50 @@ const struct gcomm *an_gpu_comm(const struct gpuproc *g, int32_t comm)
 
 /* a nonblocking communicator's launching call still without a kernel: its kernels are launched by
  * NCCL's own thread, after the call returned, with no external id (so on an H200, NCCL 2.28.9);
- * one rank alone launches no kernel (an in-place collective nothing, an out-of-place one a copy) */
+ * one rank alone launches no kernel (an in-place collective nothing, an out-of-place one a copy),
+ * nor does a captured call (its graph's launches do) */
 static int waiting_unit(const struct gpuproc *g, const struct gcall *c)
 {
-	const struct gcomm *m = c->unit && !c->used ? an_gpu_comm(g, c->comm) : NULL;
+	const struct gcomm *m = c->unit && !c->used && !c->captured ? an_gpu_comm(g, c->comm) : NULL;
 	return m && !m->blocking && m->nranks != 1;
+}
+
+static int cmp_key(const void *x, const void *y)
+{
+	const int64_t *a = x, *b = y;
+	return AN_ORDER(a[0], b[0]) ?: AN_ORDER(a[1], b[1]);
+}
+
+/* The calls captured into CUDA graphs: those NCCL's profiler plugin names as a replay's (its Coll
+ * event's CollApi parent, 2.14), and every call of a group one of them is in, its end too (NCCL
+ * captures a group whole or not at all: src/group.cc). Without the plugin none is known. */
+static void captured_calls(struct gpuproc *g)
+{
+	size_t nk = 0, ng = 0;
+	for (size_t i = 0; i < g->np; i++)
+		nk += g->plug[i].replay && g->plug[i].call >= 0;
+	int64_t(*key)[2] = nk ? malloc(nk * sizeof *key) : NULL;
+	int64_t *grp = key ? malloc(g->nc * sizeof *grp + 1) : NULL;
+	if (grp) {
+		nk = 0;
+		for (size_t i = 0; i < g->np; i++)
+			if (g->plug[i].replay && g->plug[i].call >= 0)
+				key[nk][0] = g->plug[i].call_comm, key[nk++][1] = g->plug[i].call;
+		sort_n(key, nk, sizeof *key, cmp_key);
+		for (size_t i = 0; i < g->nc; i++) {
+			struct gcall *c = &g->call[i];
+			const int64_t k[2] = { c->comm, c->seq };
+			c->captured = c->seq >= 0 && bsearch(k, key, nk, sizeof *key, cmp_key);
+			if (c->captured && c->grp)
+				grp[ng++] = c->grp;
+		}
+		sort_n(grp, ng, sizeof *grp, an_cmp_i64);
+		for (size_t i = 0; i < g->nc && ng; i++)
+			g->call[i].captured |= g->call[i].grp &&
+					       bsearch(&(int64_t){ g->call[i].grp }, grp, ng, sizeof *grp, an_cmp_i64);
+	}
+	free(key);
+	free(grp);
 }
 
 /* k's kernels take the waiting units of comm, in order (the unit's collective, its bytes) */
@@ -184,8 +224,8 @@ static void join_by_order(struct gpuproc *g, size_t n)
 	if (k) {
 		n = 0;
 		for (size_t i = 0; i < g->nw; i++) /* (in launch order) */
-			if (g->w[i].cls == GW_NCCL && g->w[i].comm == INT32_MIN)
-				k[n++] = &g->w[i];
+			if (g->w[i].cls == GW_NCCL && g->w[i].comm == INT32_MIN && !g->w[i].graph)
+				k[n++] = &g->w[i]; /* (a graph's: its captured calls', ncclplug.c) */
 		for (size_t i = 0; i < g->nc; i++) {
 			if (!waiting_unit(g, &g->call[i]))
 				continue;
@@ -225,6 +265,7 @@ void an_gpu_identify(struct gpuproc *g)
 	memset(g->join, 0, sizeof g->join);
 	for (size_t i = 0; i < g->nc; i++)
 		g->call[i].used = 0;
+	captured_calls(g);
 	for (size_t i = 0; i < g->nw; i++) {
 		struct gwork *w = &g->w[i];
 		if (w->corr) {
@@ -233,6 +274,7 @@ void an_gpu_identify(struct gpuproc *g)
 		}
 		const struct gapi *a = w->corr ? api_of(g, w->corr, seq, &at) : NULL;
 		w->launch = a ? a->t : w->t;
+		w->graph = a && a->launch == L_GRAPH;
 		struct gxc kx = { .corr = w->corr };
 		const struct gxc *x = w->corr && g->nx ? bsearch(&kx, g->xc, g->nx, sizeof *g->xc, cmp_xc) : NULL;
 		struct gcall kc = { .ext = x ? x->ext : 0 };

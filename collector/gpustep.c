@@ -517,7 +517,7 @@ static void split_rank(struct analysis *a, struct stepdata *sd, struct itab *tab
 	for (size_t k = 0; k < N; k++)
 		for (size_t i = an_first_at(g->api, g->na, sizeof *g->api, offsetof(struct gapi, t), ri->steps[k].t0);
 		     i < g->na && g->api[i].t < ri->steps[k].t1; i++)
-			launches += g->api[i].launch;
+			launches += g->api[i].launch != L_NONE;
 	/* the edges: the training thread's waits (gathered as split.c streamed it), runs of launch
 	 * calls, device work */
 	if (launch_edges(h, g))

@@ -27,6 +27,8 @@
 //   on the communication stream) and each step launches that graph instead (cudaGraphLaunch), as
 //   a training step captured whole (torch.cuda.graphs) replays its collectives; NCCL_APP_GRAPH=2:
 //   the ring exchange's group too (the graph launched; nothing else called in the steps).
+//   With NCCL_APP_NONBLOCKING too, the captured call is polled to its end, as every call is, before
+//   the capture ends: NCCL's own thread launches it into the capture.
 //   NCCL_APP_HANG=PATH: after the steps, the last rank blocks in a read of the FIFO PATH (nobody
 //   writes it) while the others enqueue one more allreduce and wait for it in cudaStreamSynchronize:
 //   a hang (rank 0 says "hanging" on stderr once it is about to; nothing ends it but a signal).

@@ -37,6 +37,10 @@
  * run, its ranks agreeing, and numbered at each of the graph's launches (simgpu.h's replay), as
  * NCCL's "persistent" plans are; whether the stream captures is asked of the simulated cudart
  * (simgpu_capturing) without a call CUPTI would see (NCCL asks with cudaStreamGetCaptureInfo).
+ * A nonblocking communicator's captured call is launched into the capture by its own thread, as
+ * its other calls are (src/group.cc: ncclGroupEndInternal starts a nonblocking group's job on a
+ * thread of its own whether or not its stream captures); the program waits for it
+ * (ncclCommGetAsyncError) before it ends the capture.
  * A profiler plugin (NCCL_PROFILER_PLUGIN) is loaded and called as NCCL 2.28.9 does: nccl_prof.c. */
 #include <errno.h>
 #include <pthread.h>
@@ -413,7 +417,7 @@ static struct launcher *launcher_new(void)
 static ncclResult_t launch(const struct op *ops, int n)
 {
 	struct launcher *l = ops[0].comm->nb;
-	if (!l || ops[0].captured) /* (a captured call is the graph's at once: not modelled otherwise) */
+	if (!l) /* (captured too: src/group.cc launches a nonblocking group on its own thread, graph or not) */
 		return launch_now(ops, n);
 	struct job *j = malloc(sizeof *j);
 	struct op *copy = malloc((size_t)n * sizeof *ops);

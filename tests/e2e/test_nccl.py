@@ -564,6 +564,44 @@ def check_plugin_graph():
        and bj == [{"external_id": 0, "communicator_order": 0, "order_only": 0, "graph_replay": 2 * STEPS}] * 2,
        "graph with the group captured too: every launch's 3 collectives joined, the group's two one kernel, CUPTI's "
        "2 graph kernels a launch named by them: %s %s" % ([(c.get("nccl_plugin"), c.get("nccl_check")) for c in cov], bj))
+    # a nonblocking communicator's captured allreduce: NCCL's own thread launches it into the
+    # capture (src/group.cc), as it launches the eager groups. The captured call is no launching
+    # call of the communicator's order (it launches nothing itself), and CUPTI's graph kernels,
+    # told by their graph launch, are the replays (before: 8 of 8 by order alone, no bytes, 0
+    # checked against the plugin)
+    ps, res, truth, recs, out = run(2, name="plugin-graph-nonblocking", extra=dict(extra, NCCL_APP_NONBLOCKING="1"))
+    jn = report(out)
+    cov, bj = jn.get("coverage", []), [r.get("gpu", {}).get("nccl_join") for r in jn.get("ranks", [])]
+    nn = [r.get("nccl") or {} for r in jn.get("ranks", [])]
+    ok(all(p.returncode == 0 for p in ps) and len(cov) == 2 and
+       all(c["nccl_plugin"]["collectives"] == 3 * STEPS and c["nccl_plugin"]["unjoined"] == 0 and
+           c["nccl_plugin"]["graph_replays"] == STEPS and c["nccl_check"]["matched"] == 2 * STEPS and
+           c["nccl_check"]["plugin_only"] == 0 and c["nccl_check"]["cupti_only"] == 0 for c in cov) and
+       bj == [{"external_id": 0, "communicator_order": STEPS, "order_only": 0, "graph_replay": STEPS}] * 2 and
+       [x.get("bytes_per_step") for x in nn] == want,
+       "graph on a nonblocking communicator: the eager groups' kernels joined by the communicator's order, the "
+       "captured call not among them, the graph kernels the replays, the bytes of a run without the graph (%s "
+       "against %s): %s %s" % ([x.get("bytes_per_step") for x in nn], want, bj,
+                               [(c.get("nccl_plugin"), c.get("nccl_check")) for c in cov]))
+    # without the plugin nothing says which call was captured: the communicator's calls outnumber its
+    # eager kernels, and none is joined by a count that does not pair
+    ps, res, truth, recs, out = run(2, name="graph-nonblocking-noplugin",
+                                    extra=dict(extra, NCCL_APP_NONBLOCKING="1", DDPSPY_NCCL_PLUGIN="0"))
+    bj = [r.get("gpu", {}).get("nccl_join") for r in report(out).get("ranks", [])]
+    ok(bj == [{"external_id": 0, "communicator_order": 0, "order_only": 2 * STEPS, "graph_replay": 0}] * 2,
+       "graph on a nonblocking communicator, no plugin: every kernel joined by order alone, none wrongly: %s" % bj)
+    # the step's allreduce and its ring exchange (sends and receives alone) captured: CUPTI's graph
+    # kernels of sends and receives are not the plugin's (it is told collectives only), the
+    # allreduce's are (before: 8 of 8 by order alone, 0 checked)
+    ps, res, truth, recs, out = run(2, name="plugin-graph-p2p", extra={"NCCL_APP_GRAPH": "2"})
+    jq = report(out)
+    cov, bj = jq.get("coverage", []), [r.get("gpu", {}).get("nccl_join") for r in jq.get("ranks", [])]
+    ok(all(p.returncode == 0 for p in ps) and len(cov) == 2 and
+       all(c["nccl_plugin"]["graph_replays"] == STEPS and c["nccl_plugin"]["unjoined"] == 0 and
+           c["nccl_check"]["matched"] == STEPS and c["nccl_check"]["plugin_only"] == 0 for c in cov) and
+       bj == [{"external_id": 0, "communicator_order": 0, "order_only": STEPS, "graph_replay": STEPS}] * 2,
+       "graph with the ring's sends and receives captured: the allreduce's graph kernels the replays, the "
+       "SendRecv ones by order alone: %s %s" % (bj, [(c.get("nccl_plugin"), c.get("nccl_check")) for c in cov]))
     # no NCCL call left in the steps: they are time windows, and stay so on the device (mapped to
     # where the device drained, each window after its step's kernels closed to 0 ms, all of them)
     rk = jg.get("ranks", [])

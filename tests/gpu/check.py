@@ -446,6 +446,23 @@ def nccl_checks(app):
            all(x and x["graph_replay"] == 4 for x in joins),
            "graph: the report joins every collective, CUPTI's graph kernels the plugin's replays, checked against "
            "each other: %s %s" % (cov, joins))
+    # the same on a nonblocking communicator: NCCL's own thread launches the captured call into the
+    # capture as it launches the eager groups (src/group.cc); CUPTI's graph kernels known by their
+    # launching call, a graph launch (the fact's launch_calls)
+    recs = nccl_run(app, "graph-nonblocking", n, {"NCCL_APP_GRAPH": "1", "NCCL_APP_GROUPED": "1",
+                                                  "NCCL_APP_NONBLOCKING": "1"})
+    if recs is not None:
+        j = report("nccl-graph-nonblocking", os.path.join(OUT, "nccl-graph-nonblocking"))
+        cov = [(c.get("nccl_plugin"), c.get("nccl_check")) for c in (j or {}).get("coverage", [])]
+        joins = [r.get("gpu", {}).get("nccl_join") for r in (j or {}).get("ranks", [])]
+        f = nccl_facts("graph_nonblocking", recs)
+        fact("nccl_graph_nonblocking_report", {"coverage": cov, "join": joins})
+        ok(j is not None and len(cov) == n and
+           all(p and p["unjoined"] == 0 and p["graph_replays"] == 4 and c and c["plugin_only"] == 0 and
+               c["matched"] == 8 for p, c in cov) and
+           all(x and x["graph_replay"] == 4 and x["communicator_order"] == 4 and x["order_only"] == 0 for x in joins),
+           "graph on a nonblocking communicator: the eager groups' kernels by the communicator's order, the graph's "
+           "the replays (launching calls %s): %s %s" % (f["launch_calls"], cov, joins))
     for name, extra in (("ws1-inplace", {}), ("ws1-outofplace", {"NCCL_APP_OOP": "1"})):
         recs = nccl_run(app, name, 1, extra)
         if recs is not None:
