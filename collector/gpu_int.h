@@ -56,6 +56,15 @@ _Static_assert(sizeof(struct gapi) == 24, "struct gapi grew");
  * CUPTI gives the graph launch's correlation id, one for all of it) */
 enum { L_NONE, L_WORK, L_GRAPH };
 
+/* a CUDA graph's launch of a captured NCCL call: the k-th of the call (communicator, number) as a
+ * communicator number of its own, in the range of NCCL's hashes (bit 30; ncclplug.c), and k */
+static inline void an_replay_key(int32_t comm, int32_t seq, int64_t k, int32_t *kc, int32_t *ks)
+{
+	uint64_t h = ((uint64_t)(uint32_t)comm << 32 | (uint32_t)seq) * 0x9e3779b97f4a7c15ull;
+	*kc = (int32_t)(((h ^ (h >> 29)) & 0x3fffffff) | 0x40000000);
+	*ks = k < INT32_MAX ? (int32_t)k : -1;
+}
+
 /* runtime calls that hold the host for the device, by their names (api_wait) */
 enum { W_NONE, W_ALWAYS, W_POLL, W_LONG };
 

@@ -144,6 +144,77 @@ static void captured_calls(struct gpuproc *g)
 	free(grp);
 }
 
+static int cmp_graph_kernel(const void *x, const void *y)
+{
+	const struct gwork *const *a = x, *const *b = y;
+	return AN_ORDER((*a)->launch, (*b)->launch) ?: AN_ORDER((*a)->corr, (*b)->corr) ?: AN_ORDER((*a)->t, (*b)->t);
+}
+
+/* c's captured calls (nc, in call order) for the graph kernels k (nk, by launch, then start): where
+ * each graph launch ran one kernel of each, in that order, a kernel of sends and receives where
+ * its call is one, the i-th of the L-th launch is the i-th call's L-th replay (its collective's
+ * instance as the plugin's replays name it: an_replay_key; a group of sends and receives only
+ * its bytes). Whether they paired so. */
+static int replays_by_launch(struct gpuproc *g, struct gcall **c, size_t nc, struct gwork **k, size_t nk)
+{
+	int fits = nc && nk % nc == 0;
+	for (size_t i = 0; fits && i < nk; i++)
+		fits = k[i]->p2p == (c[i % nc]->seq < 0) &&
+		       (i % nc ? k[i]->corr == k[i - 1]->corr : !i || k[i]->corr != k[i - 1]->corr);
+	for (size_t i = 0; fits && i < nk; i++) {
+		struct gcall *u = c[i % nc];
+		k[i]->bytes = u->bytes;
+		k[i]->op = u->op;
+		u->captured = 1;
+		if (u->seq >= 0) {
+			an_replay_key(u->comm, u->seq, (int64_t)(i / nc), &k[i]->comm, &k[i]->seq);
+			g->join[JOIN_GRAPH]++;
+		}
+	}
+	return fits;
+}
+
+/* CUPTI's own account of CUDA graphs: a blocking communicator's call captured into a graph made
+ * its launch call under its external id (CUPTI records it) yet ran no kernel of it; its kernels
+ * carry their graph launch's correlation id at each launch (replays_by_launch). What this leaves
+ * (a nonblocking communicator's, whose launch has no id) ncclplug.c joins by the plugin's replays,
+ * where it told them; where it joined, the plugin's replays are checked against it. Run before
+ * the calls are sorted by time (api_of). */
+static void graph_by_launch(struct gpuproc *g)
+{
+	size_t nk = 0, nl = 0, nc = 0;
+	for (size_t i = 0; i < g->nw; i++)
+		nk += g->w[i].cls == GW_NCCL && g->w[i].graph && g->w[i].comm == INT32_MIN;
+	int64_t *ext = nk ? malloc((g->nx + 1) * sizeof *ext) : NULL;
+	struct gcall **c = ext ? malloc((g->nc + 1) * sizeof *c) : NULL;
+	struct gwork **k = c ? malloc(nk * sizeof *k) : NULL;
+	if (k) {
+		size_t at = 0;
+		for (size_t i = 0; i < g->nx; i++) {
+			const struct gapi *a = api_of(g, g->xc[i].corr, 0, &at);
+			if (a && a->launch == L_WORK)
+				ext[nl++] = (int64_t)g->xc[i].ext;
+		}
+		sort_n(ext, nl, sizeof *ext, an_cmp_i64);
+		for (size_t i = 0; i < g->nc; i++) { /* (in call order) */
+			struct gcall *u = &g->call[i];
+			const struct gcomm *m = u->unit && !u->used ? an_gpu_comm(g, u->comm) : NULL;
+			if (m && m->blocking && m->nranks != 1 &&
+			    bsearch(&(int64_t){ (int64_t)u->ext }, ext, nl, sizeof *ext, an_cmp_i64))
+				c[nc++] = u;
+		}
+		nk = 0;
+		for (size_t i = 0; i < g->nw; i++)
+			if (g->w[i].cls == GW_NCCL && g->w[i].graph && g->w[i].comm == INT32_MIN)
+				k[nk++] = &g->w[i];
+		sort_n(k, nk, sizeof *k, cmp_graph_kernel);
+		replays_by_launch(g, c, nc, k, nk);
+	}
+	free(ext);
+	free(c);
+	free(k);
+}
+
 /* k's kernels take the waiting units of comm, in order (the unit's collective, its bytes) */
 static void take_units(struct gpuproc *g, struct gwork **k, size_t n, int32_t comm)
 {
@@ -295,6 +366,7 @@ void an_gpu_identify(struct gpuproc *g)
 			w->seq = order++;
 		}
 	}
+	graph_by_launch(g);
 	an_sort_near(g->api, g->na, sizeof *g->api, cmp_api_t);
 	an_sort_near(g->w, g->nw, sizeof *g->w, an_gpu_cmp_launch); /* (CUPTI's records come as work ends) */
 	g->nccl = g->join[JOIN_EXT] + (uint32_t)order;

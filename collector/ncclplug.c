@@ -322,15 +322,6 @@ static void hkey(uint64_t hash, int64_t seq, int op, int32_t *comm, int32_t *s)
 	*s = seq < (INT32_MAX >> 5) && op >= 0 && op < 32 ? (int32_t)(seq << 5 | op) : -1;
 }
 
-/* a replay's instance: the k-th of the captured call (communicator, number) as a communicator
- * number of its own, in hkey's range, and k */
-static void rkey(int32_t comm, int32_t seq, int64_t k, int32_t *kc, int32_t *ks)
-{
-	uint64_t h = ((uint64_t)(uint32_t)comm << 32 | (uint32_t)seq) * 0x9e3779b97f4a7c15ull;
-	*kc = (int32_t)(((h ^ (h >> 29)) & 0x3fffffff) | 0x40000000);
-	*ks = k < INT32_MAX ? (int32_t)k : -1;
-}
-
 static int cmp_start(const void *x, const void *y)
 {
 	const struct gwork *const *a = x, *const *b = y;
@@ -434,7 +425,7 @@ size_t an_plug_kernels(struct gpuproc *g, struct gwork **out)
 				w[i].bytes = k->bytes;
 				w[i].op = k->op;
 				if (c[i].replay) /* (its call's replays in GPU order: the same k on every rank) */
-					rkey(k->comm, k->seq, nrep[c[i].call - g->call]++, &w[i].comm, &w[i].seq);
+					an_replay_key(k->comm, k->seq, nrep[c[i].call - g->call]++, &w[i].comm, &w[i].seq);
 			} else {
 				hkey(c[i].hash, c[i].seq, c[i].op, &w[i].comm, &w[i].seq);
 			}

@@ -590,6 +590,23 @@ def check_plugin_graph():
     bj = [r.get("gpu", {}).get("nccl_join") for r in report(out).get("ranks", [])]
     ok(bj == [{"external_id": 0, "communicator_order": 0, "order_only": 2 * STEPS, "graph_replay": 0}] * 2,
        "graph on a nonblocking communicator, no plugin: every kernel joined by order alone, none wrongly: %s" % bj)
+    # CUPTI alone (no plugin): a blocking communicator's captured call made its launch call under its
+    # external id and ran no kernel of it; at each graph launch one kernel of each such call, in
+    # capture order, under the launch's correlation id. The same joins and bytes as the plugin's
+    # (before: the graph kernels by order alone, no bytes: 3 MiB a step, not 36.7 MB)
+    for name, more, joins in (("graph-noplugin", {}, {"external_id": STEPS, "graph_replay": STEPS}),
+                              ("graph-group-noplugin", {"NCCL_APP_GRAPH": "2"}, {"external_id": 0, "graph_replay": 2 * STEPS})):
+        ps, res, truth, recs, out = run(2, name=name, extra=dict(extra, DDPSPY_NCCL_PLUGIN="0", **more))
+        jc = report(out)
+        bj = [r.get("gpu", {}).get("nccl_join") for r in jc.get("ranks", [])]
+        nc = [r.get("nccl") or {} for r in jc.get("ranks", [])]
+        ok(all(p.returncode == 0 for p in ps) and not events(recs, "nccl_kernel") and
+           bj == [dict(joins, communicator_order=0, order_only=0)] * 2 and
+           (more or [x.get("bytes_per_step") for x in nc] == want) and all(x.get("kernels_per_step") == 2 for x in nc
+                                                                        if not more),
+           "%s: CUPTI's graph kernels joined to their captured calls by their place in each graph launch (%s), "
+           "the bytes of a run without the graph (%s against %s; with the group captured the steps are windows, "
+           "not compared)" % (name, bj, [x.get("bytes_per_step") for x in nc], want))
     # the step's allreduce and its ring exchange (sends and receives alone) captured: CUPTI's graph
     # kernels of sends and receives are not the plugin's (it is told collectives only), the
     # allreduce's are (before: 8 of 8 by order alone, 0 checked)

@@ -446,6 +446,18 @@ def nccl_checks(app):
            all(x and x["graph_replay"] == 4 for x in joins),
            "graph: the report joins every collective, CUPTI's graph kernels the plugin's replays, checked against "
            "each other: %s %s" % (cov, joins))
+    # CUPTI alone (no plugin): the captured call's launch under its external id ran no kernel of it,
+    # and each graph launch runs one kernel of each captured call: joined by that place
+    recs = nccl_run(app, "graph-noplugin", n, {"NCCL_APP_GRAPH": "1", "NCCL_APP_GROUPED": "1", "DDPSPY_NCCL_PLUGIN": "0"})
+    if recs is not None:
+        j = report("nccl-graph-noplugin", os.path.join(OUT, "nccl-graph-noplugin"))
+        joins = [r.get("gpu", {}).get("nccl_join") for r in (j or {}).get("ranks", [])]
+        nc = [r.get("nccl") for r in (j or {}).get("ranks", [])]
+        fact("nccl_graph_noplugin", {"join": joins, "nccl": nc})
+        ok(j is not None and len(joins) == n and
+           all(x and x["graph_replay"] == 4 and x["external_id"] == 4 and x["order_only"] == 0 for x in joins),
+           "graph without the plugin: CUPTI's graph kernels joined to the captured call by their place in each "
+           "launch: %s" % joins)
     # the same on a nonblocking communicator: NCCL's own thread launches the captured call into the
     # capture as it launches the eager groups (src/group.cc); CUPTI's graph kernels known by their
     # launching call, a graph launch (the fact's launch_calls)
