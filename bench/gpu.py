@@ -13,6 +13,10 @@
    no polling, which would time the device, not the host): host ns per kernel plain, under ddpspy recording every
    CUDA call (DDPSPY_GPU_API_ALL=1, as before issue 37) and under ddpspy recording the calls the
    analysis reads (the default).
+4. An NCCL call (build/bench/overhead mt cuda nccl: an in-place ncclAllReduce on a communicator of
+   one rank, which launches nothing): host ns a call plain, under ddpspy (the wrapper, its external
+   id pushed into CUPTI and popped, and NCCL's profiler plugin), and under ddpspy without the
+   plugin (DDPSPY_NCCL_PLUGIN=0). The plain figure is the stand-in NCCL's own cost, not NCCL's.
 Rounds alternate between the cases, so drift on a noisy machine hits all alike; each figure is the
 median over rounds of the program's median burst."""
 import json
@@ -53,7 +57,14 @@ with tempfile.TemporaryDirectory() as d:
     launch = {"plain": [], "ddpspy, DDPSPY_GPU=0": [], "ddpspy with GPU capture": [], "a profiler client alone": [],
               "ddpspy sharing with the client": []}
     flood = {"plain": [], "ddpspy, every CUDA call": [], "ddpspy, the calls read": []}
+    nccl = {"plain": [], "ddpspy": [], "ddpspy, DDPSPY_NCCL_PLUGIN=0": []}
+    ov = [os.path.join(B, "bench", "overhead"), "mt", "cuda", "nccl"]
+    has_nccl = os.path.exists(os.path.join(SIM, "libnccl.so.2"))
     for _ in range(ROUNDS):
+        if has_nccl:
+            nccl["plain"].append(run(ov, None)["nccl_allreduce_ns"])
+            nccl["ddpspy"].append(run(ov, t)["nccl_allreduce_ns"])
+            nccl["ddpspy, DDPSPY_NCCL_PLUGIN=0"].append(run(ov, t, None, {"DDPSPY_NCCL_PLUGIN": "0"})["nccl_allreduce_ns"])
         nopoll = {"GPU_PROBE_POLL": "0"}
         flood["plain"].append(run([PROBE, "flood"], None, None, nopoll)["host_ns_per_kernel"])
         flood["ddpspy, every CUDA call"].append(run([PROBE, "flood"], t, None, dict(nopoll, DDPSPY_GPU_API_ALL="1"))
@@ -88,3 +99,10 @@ print("sharing CUPTI with a torch.profiler-shaped client (every launch's records
 print("-- a flood-shaped loop (gpu_probe flood: 5 runtime calls and a launch a kernel), host ns a kernel")
 for k in flood:
     print("%-34s%9.1f%+9.1f" % (k, fmed[k], fmed[k] - fmed["plain"]))
+if has_nccl:
+    nmed = {k: statistics.median(v) for k, v in nccl.items()}
+    print("-- an NCCL call (in-place allreduce, one rank: the stand-in's own cost plain), host ns a call")
+    for k in nccl:
+        print("%-34s%9.1f%+9.1f" % (k, nmed[k], nmed[k] - nmed["plain"]))
+else:
+    print("-- an NCCL call: skipped (no stand-in libnccl.so.2: make sim needs nccl.h)")

@@ -1,7 +1,11 @@
 /* Per-call cost of intercepted calls that do not block, run with and without the preload by
  * bench/run.sh. Calls are timed in bursts short enough for the ring (ddpspy's writer drains
  * between bursts), after a warm-up that has touched every ring page: this is the steady state of
- * a long training run. Usage: overhead [mt|st [cuda]]. Prints one JSON line: ns per call for each case (median of bursts). */
+ * a long training run. Usage: overhead [mt|st [cuda [nccl]]]. Prints one JSON line: ns per call for each case
+ * (median of bursts). "nccl" times an in-place ncclAllReduce on a communicator of one rank instead
+ * (libnccl.so.2 from the library path: the simulated device's in make bench, which makes no CUDA
+ * call for it, as NCCL 2.28.9 does not): the NCCL wrapper's cost and, under the preload, the
+ * profiler plugin's. */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -62,6 +66,30 @@ static void op_mutex(void)
 	pthread_mutex_unlock(&mu);
 }
 
+/* NCCL's ABI, as nccl.h has it (not included: the bench builds without CUDA's headers) */
+typedef struct { char internal[128]; } nccl_id;
+static int (*nccl_all_reduce)(const void *, void *, size_t, int, int, void *, void *);
+static void *nccl_comm;
+static float nccl_buf[1];
+static void op_nccl(void)
+{
+	if (nccl_all_reduce(nccl_buf, nccl_buf, 1, 7 /* ncclFloat32 */, 0 /* ncclSum */, nccl_comm, NULL) != 0)
+		abort();
+}
+
+/* a communicator of this one rank; the calls found as the program's are, through the global
+ * scope (under the preload, its wrappers) */
+static int nccl_start(void)
+{
+	int (*get_id)(nccl_id *), (*init)(void **, int, nccl_id, int);
+	nccl_id id;
+	if (!dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL) || !(*(void **)&get_id = dlsym(RTLD_DEFAULT, "ncclGetUniqueId")) ||
+	    !(*(void **)&init = dlsym(RTLD_DEFAULT, "ncclCommInitRank")) ||
+	    !(*(void **)&nccl_all_reduce = dlsym(RTLD_DEFAULT, "ncclAllReduce")))
+		return -1;
+	return get_id(&id) || init(&nccl_comm, 1, id, 0) ? -1 : 0;
+}
+
 static double measure(void (*op)(void))
 {
 	double t[BURSTS];
@@ -98,13 +126,21 @@ int main(int argc, char **argv)
 	 * make bench), as a training process has, so that the calls below run with CUDA and, under
 	 * the preload, CUPTI loaded */
 	if (argc > 2 && !strcmp(argv[2], "cuda")) {
-		void *h = dlopen("libcudart.so.13", RTLD_NOW);
+		void *h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_GLOBAL); /* (as linked: NCCL takes from it) */
 		int (*count)(int *) = h ? (int (*)(int *))dlsym(h, "cudaGetDeviceCount") : NULL;
 		int n = 0;
 		if (!count || count(&n) != 0) {
 			fprintf(stderr, "overhead: no CUDA runtime to start: %s\n", h ? "cudaGetDeviceCount failed" : dlerror());
 			return 1;
 		}
+	}
+	if (argc > 3 && !strcmp(argv[3], "nccl")) {
+		if (nccl_start() < 0) {
+			fprintf(stderr, "overhead: no NCCL communicator of one rank: %s\n", dlerror());
+			return 1;
+		}
+		printf("{\"nccl_allreduce_ns\": %.1f}\n", measure(op_nccl));
+		return 0;
 	}
 	devnull = open("/dev/null", O_RDONLY);
 	if (devnull < 0)
