@@ -136,7 +136,8 @@ int main(int argc, char **argv)
 	}
 	if (argc > 3 && !strcmp(argv[3], "nccl")) {
 		if (nccl_start() < 0) {
-			fprintf(stderr, "overhead: no NCCL communicator of one rank: %s\n", dlerror());
+			const char *e = dlerror();
+			fprintf(stderr, "overhead: no NCCL communicator of one rank: %s\n", e ? e : "its creation failed");
 			return 1;
 		}
 		printf("{\"nccl_allreduce_ns\": %.1f}\n", measure(op_nccl));

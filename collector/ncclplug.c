@@ -364,11 +364,12 @@ static void graph_kernels(struct gpuproc *g, const struct gwork *w, const struct
 	for (size_t i = 0; i < nr; i++) /* (a group's: its first start) */
 		if (!m || r[i].comm != r[m - 1].comm || r[i].seq != r[m - 1].seq)
 			r[m++] = r[i];
-	/* (CUPTI's calls tell a graph's kernels: those alone, where any is told; and of sends and
-	 * receives none, whose events the plugin is not told) */
+	/* (CUPTI's calls tell a graph's kernels: those alone, where any is told, even if all were
+	 * joined already (an_gpu_identify); and of sends and receives none, whose events the plugin is
+	 * not told) */
 	int graphs = 0;
 	for (size_t i = 0; i < g->nw && !graphs; i++)
-		graphs = g->w[i].graph && g->w[i].cls == GW_NCCL && g->w[i].comm == INT32_MIN;
+		graphs = g->w[i].graph && g->w[i].cls == GW_NCCL;
 #define UNJOINED(w) \
 	((w).cls == GW_NCCL && !(w).plugin && !(w).p2p && (w).comm == INT32_MIN && ((w).graph || !graphs))
 	for (size_t i = 0; i < g->nw; i++)
