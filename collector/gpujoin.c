@@ -152,9 +152,9 @@ static int cmp_graph_kernel(const void *x, const void *y)
 
 /* c's captured calls (nc, in call order) for the graph kernels k (nk, by launch, then start): where
  * each graph launch ran one kernel of each, in that order, a kernel of sends and receives where
- * its call is one, the i-th of the L-th launch is the i-th call's L-th replay (its collective's
- * instance as the plugin's replays name it: an_replay_key; a group of sends and receives only
- * its bytes). Whether they paired so. */
+ * its call is one, the i-th of the L-th launch is the i-th call's L-th replay: its instance as the
+ * plugin's replays name it (an_replay_key), of its collective, or of its message where it is one
+ * (as an_gpu_identify names an eager one, the peer's the same). Whether they paired so. */
 static int replays_by_launch(struct gpuproc *g, struct gcall **c, size_t nc, struct gwork **k, size_t nk)
 {
 	int fits = nc && nk % nc == 0;
@@ -166,8 +166,9 @@ static int replays_by_launch(struct gpuproc *g, struct gcall **c, size_t nc, str
 		k[i]->bytes = u->bytes;
 		k[i]->op = u->op;
 		u->captured = 1;
-		if (u->seq >= 0) {
-			an_replay_key(u->comm, u->seq, (int64_t)(i / nc), &k[i]->comm, &k[i]->seq);
+		int32_t kc = u->mseq >= 0 ? u->mcomm : u->comm, ks = u->mseq >= 0 ? u->mseq : u->seq;
+		if (ks >= 0) {
+			an_replay_key(kc, ks, (int64_t)(i / nc), &k[i]->comm, &k[i]->seq);
 			g->join[JOIN_GRAPH]++;
 		}
 	}

@@ -607,18 +607,20 @@ def check_plugin_graph():
            "%s: CUPTI's graph kernels joined to their captured calls by their place in each graph launch (%s), "
            "the bytes of a run without the graph (%s against %s; with the group captured the steps are windows, "
            "not compared)" % (name, bj, [x.get("bytes_per_step") for x in nc], want))
-    # the step's allreduce and its ring exchange (sends and receives alone) captured: CUPTI's graph
-    # kernels of sends and receives are not the plugin's (it is told collectives only), the
-    # allreduce's are (before: 8 of 8 by order alone, 0 checked)
+    # the step's allreduce and its ring exchange (sends and receives alone) captured: CUPTI joins
+    # both (the ring's kernel as its message's replay, the instance its peer's kernel has too); the
+    # plugin, told of collectives only, checks the allreduce's (before: 8 of 8 by order alone, 0
+    # checked)
     ps, res, truth, recs, out = run(2, name="plugin-graph-p2p", extra={"NCCL_APP_GRAPH": "2"})
     jq = report(out)
     cov, bj = jq.get("coverage", []), [r.get("gpu", {}).get("nccl_join") for r in jq.get("ranks", [])]
     ok(all(p.returncode == 0 for p in ps) and len(cov) == 2 and
        all(c["nccl_plugin"]["graph_replays"] == STEPS and c["nccl_plugin"]["unjoined"] == 0 and
            c["nccl_check"]["matched"] == STEPS and c["nccl_check"]["plugin_only"] == 0 for c in cov) and
-       bj == [{"external_id": 0, "communicator_order": 0, "order_only": STEPS, "graph_replay": STEPS}] * 2,
-       "graph with the ring's sends and receives captured: the allreduce's graph kernels the replays, the "
-       "SendRecv ones by order alone: %s %s" % (bj, [(c.get("nccl_plugin"), c.get("nccl_check")) for c in cov]))
+       bj == [{"external_id": 0, "communicator_order": 0, "order_only": 0, "graph_replay": 2 * STEPS}] * 2,
+       "graph with the ring's sends and receives captured: the allreduce's and the SendRecv graph kernels the "
+       "replays, the allreduce's checked against the plugin: %s %s"
+       % (bj, [(c.get("nccl_plugin"), c.get("nccl_check")) for c in cov]))
     # no NCCL call left in the steps: they are time windows, and stay so on the device (mapped to
     # where the device drained, each window after its step's kernels closed to 0 ms, all of them)
     rk = jg.get("ranks", [])
