@@ -154,8 +154,8 @@ static int cmp_graph_kernel(const void *x, const void *y)
  * each graph launch ran one kernel of each, in that order, a kernel of sends and receives where
  * its call is one, the i-th of the L-th launch is the i-th call's L-th replay: its instance as the
  * plugin's replays name it (an_replay_key), of its collective, or of its message where it is one
- * (as an_gpu_identify names an eager one, the peer's the same). Whether they paired so. */
-static int replays_by_launch(struct gpuproc *g, struct gcall **c, size_t nc, struct gwork **k, size_t nk)
+ * (as an_gpu_identify names an eager one, the peer's the same). Else they stay as they are. */
+static void replays_by_launch(struct gpuproc *g, struct gcall **c, size_t nc, struct gwork **k, size_t nk)
 {
 	int fits = nc && nk % nc == 0;
 	for (size_t i = 0; fits && i < nk; i++)
@@ -172,7 +172,6 @@ static int replays_by_launch(struct gpuproc *g, struct gcall **c, size_t nc, str
 			g->join[JOIN_GRAPH]++;
 		}
 	}
-	return fits;
 }
 
 /* CUPTI's own account of CUDA graphs: a blocking communicator's call captured into a graph made
