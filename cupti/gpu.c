@@ -397,8 +397,9 @@ static void start(const char *how)
 
 	dsp_tls.guard += DSP_GUARD_OWN;
 	pthread_mutex_lock(&call_lock);
-	if (G.tried || G.stopped) {
+	if (G.tried || G.stopped) { /* (cuInit's call after a client's first call had started it) */
 		pthread_mutex_unlock(&call_lock);
+		dsp_tls.guard -= DSP_GUARD_OWN;
 		return;
 	}
 	G.tried = 1;

@@ -68,6 +68,7 @@ ok(truth.get("subscribe") == 0 and truth["kernels"] == 20 and truth["ticks"] == 
 # subscriber passing them on, and it tears down as Kineto does, cuptiFinalize from a call's exit)
 # ("warmup": a torch.profiler schedule's warm-up, whose kernels still run when the client's forced
 # flush throws its records away: ddpspy keeps theirs, and the client gets none of them, as alone)
+host = None  # the main thread's own events (the wrappers' copies and synchronizes) in the first case
 for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}), ("early", {"GPU_APP_EARLY": "1"}),
                     ("callbacks", {"GPU_APP_CALLBACK": "1", "GPU_APP_FINALIZE": "1"}), ("warmup", {"GPU_APP_WARMUP": "1"})):
     want = alone(extra) if extra else truth
@@ -99,6 +100,13 @@ for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}), ("e
        "%s: the file names the client it shared CUPTI with, the %d records handed to it, and that its CUDA call "
        "records were those ddpspy records: %s" % (case, total, {k: g.get(k) for k in (
            "client", "client_records", "client_dropped", "foreign", "client_api_limited")}))
+    # (before, a client's first call starting ddpspy's capture left cuInit's call into it holding
+    # ddpspy's guard: the main thread recorded nothing more for the rest of the run)
+    events = len([e for e in of(recs, "event") if e.get("kind", "").startswith("cuda_")])
+    host = host if host is not None else events
+    ok(events == host and host > 0,
+       "%s: ddpspy records the program's own CUDA calls (copies, synchronizes) as in the first case: %d events, "
+       "against %d" % (case, events, host))
     if case == "early":
         ok(g.get("why", "").startswith("started at another CUPTI client's first call (cuptiSubscribe)"),
            "early: a client that subscribes before cuInit starts ddpspy's capture first: %s" % g.get("why"))
