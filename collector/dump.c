@@ -484,6 +484,7 @@ static void print_gpu(struct dumpctx *d, const struct trace_file *f)
 			json_int(&j, "client_dropped", g->client_dropped);
 			json_int(&j, "client_refused", g->client_refused);
 			json_str(&j, "client_api_limited", g->client_api_limited);
+			json_int(&j, "client_tid_unknown", g->client_tid_unknown);
 		}
 		json_int(&j, "lead_ns", g->lead_ns);
 		json_int(&j, "checked", g->checked);
@@ -497,12 +498,16 @@ static void print_gpu(struct dumpctx *d, const struct trace_file *f)
 		       "its launch: %" PRId64 ", none earlier than %" PRId64 " ns before it\n",
 		       T(g->lib), g->version, T(g->clock), g->events, g->dropped, g->refused, g->unwritten,
 		       (int64_t)trace_gpu_untimed(g), g->checked, g->lead_ns > 0 ? g->lead_ns : 0);
+	char unnamed[128] = ""; /* (2.15: a client that asked for system thread ids) */
+	if (g->client_tid_unknown)
+		snprintf(unnamed, sizeof unnamed, "; %" PRId64 " name their thread by CUPTI's default id, not the "
+			 "system id it asked for", g->client_tid_unknown);
 	if (g->client[0])
 		printf("gpu CUPTI shared with another client (%s): %" PRId64 " records copied to it, %" PRId64
-		       " it asked for found no buffer of its, %" PRId64 " activity kinds refused to it%s%s%s\n",
+		       " it asked for found no buffer of its, %" PRId64 " activity kinds refused to it%s%s%s%s\n",
 		       T(g->client), g->client_records, g->client_dropped, g->client_refused,
 		       g->client_api_limited[0] ? "; its CUDA calls (" : "", g->client_api_limited,
-		       g->client_api_limited[0] ? ") only those ddpspy records" : "");
+		       g->client_api_limited[0] ? ") only those ddpspy records" : "", unnamed);
 }
 
 static void print_end(struct dumpctx *d, struct trace_file *f)

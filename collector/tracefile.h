@@ -62,6 +62,8 @@ struct trace_gpu {
 			     * it asked for that found no buffer of its, kinds refused to it */
 	char client_api_limited[24]; /* since 2.11: its API kinds ("runtime", "driver", both comma-joined)
 				      * served with the calls ddpspy records only ("" none) */
+	int64_t client_tid_unknown; /* since 2.15: records handed to it that name their thread by CUPTI's
+				     * default id though it asked for system ids (a thread ddpspy did not know) */
 	uint64_t read;      /* CUPTI records read from the file */
 	uint64_t untimed_read; /* records with a time of 0 met while reading (files before 2.6), skipped */
 };

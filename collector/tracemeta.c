@@ -331,6 +331,7 @@ void trace_rd_gpu(struct trace_file *f, const msgpack_object *m)
 	g->client_dropped = trace_mp_int_or(m, "client_dropped", 0);
 	g->client_refused = trace_mp_int_or(m, "client_refused", 0);
 	trace_mp_str_into(m, "client_api_limited", g->client_api_limited, sizeof g->client_api_limited);
+	g->client_tid_unknown = trace_mp_int_or(m, "client_tid_unknown", 0);
 	g->realtime = !strcmp(g->clock, "realtime");
 	g->version = trace_mp_int_or(m, "version", -1);
 	g->events = trace_mp_int_or(m, "events", -1);

@@ -15,7 +15,7 @@
 #define DDPSPY_MAGIC_LEN 8
 #define DDPSPY_FILE_HEADER_LEN 16
 #define DDPSPY_FORMAT_MAJOR 2
-#define DDPSPY_FORMAT_MINOR 14
+#define DDPSPY_FORMAT_MINOR 15
 /* the oldest major this reader still reads (1.x: events as msgpack arrays, modules snapshots) */
 #define DDPSPY_FORMAT_MAJOR_OLDEST 1
 

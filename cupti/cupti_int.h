@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpu.h"
+
 /* the real CUPTI's functions, from the library gpu.c dlopened (set once it started) */
 struct dsp_cupti_fns {
 	void *handle;
@@ -43,8 +45,7 @@ extern struct dsp_cupti_fns dsp_cupti;
 struct dsp_cupti_hooks {
 	void (*seen)(const uint8_t *buf, size_t valid);
 	void (*forward)(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data);
-	uint64_t (*info)(const char **client, uint64_t *records, uint64_t *dropped, uint64_t *refused,
-			 uint64_t *limited);
+	uint64_t (*info)(struct dsp_gpu_info *g); /* (its client fields) */
 };
 extern struct dsp_cupti_hooks dsp_cupti_hooks;
 

@@ -789,8 +789,7 @@ void dsp_gpu_get_info(struct dsp_gpu_info *info)
 	__typeof__(dsp_cupti_hooks.info) more = __atomic_load_n(&dsp_cupti_hooks.info, __ATOMIC_ACQUIRE);
 	info->client = NULL;
 	if (more)
-		info->changes += more(&info->client, &info->client_records, &info->client_dropped, &info->client_refused,
-				      &info->client_api_limited);
+		info->changes += more(info);
 }
 
 void dsp_gpu_stop(void)

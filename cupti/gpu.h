@@ -42,6 +42,8 @@ struct dsp_gpu_info {
 	uint64_t client_records, client_dropped, client_refused; /* records handed to it; those it asked
 			       * for that found no buffer of its or could not be put on its clock; kinds refused */
 	uint64_t client_api_limited; /* its API kinds served with ddpspy's calls only: 1 runtime, 2 driver */
+	uint64_t client_tid_unknown; /* records it got whose thread's system id, which it asked for, was
+			       * not known: left with CUPTI's default id */
 	uint64_t changes;     /* counts changes of the above: the writer writes a record when it moves */
 };
 

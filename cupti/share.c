@@ -25,7 +25,13 @@
  *   the records of that work are not the client's afterwards, as its forced flush would have
  *   given it them untimed;
  * - the client's cuptiFinalize ends the client's part only (its kinds, callbacks and subscriber),
- *   never ddpspy's capture.
+ *   never ddpspy's capture;
+ * - the client's thread id type is its own: the real CUPTI keeps the default (the low 32 bits of
+ *   pthread_self(), which the file's thread records carry), and a client that asked for system
+ *   ids (gettid) gets them in its copies, looked up among the threads ddpspy knows;
+ * - the deprecated cuptiActivityFlush is the client's flush, cuptiActivityEnableAndDump its
+ *   cuptiActivityEnable: passed on as they came, they would reach the real CUPTI past the client's
+ *   part (its buffer never completed to it, its kinds never known).
  * Kinds whose times ddpspy cannot put on the client's clock are refused to it
  * (CUPTI_ERROR_NOT_SUPPORTED) and counted. Where ddpspy does not hold CUPTI (it is off, CUPTI was
  * taken first, no usable library) every call goes to the real CUPTI as it came. ddpspy's own calls
@@ -39,11 +45,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define C dsp_cupti
 #define HIST 256     /* the client's changes of kinds remembered, for records delivered late */
 #define LAUNCHES 4096 /* recent API calls' starts by correlation id: when device work was launched */
 #define CUTS 16       /* the client's recent forced flushes */
+#define TIDS 4096     /* threads whose system id a client may ask for (a power of two) */
 
 /* CUDA 12's records put these times where CUDA 13's do (gpu.c checks the other fields) */
 _Static_assert(offsetof(CUpti_ActivityKernel9, completed) == offsetof(CUpti_ActivityKernel10, completed) &&
@@ -75,10 +83,17 @@ static struct {
 	size_t size, used;
 	uint64_t records, dropped, unread, refused, changes;
 	uint64_t limited;        /* bits RUNTIME, DRIVER: API kinds it asked for, served with ddpspy's calls */
+	CUpti_ActivityThreadIdType tid_type; /* how its records name a thread (cuptiSetThreadIdType) */
+	uint64_t tid_unknown;    /* records copied to it whose thread's system id ddpspy did not know */
 	uint64_t cut[CUTS];      /* the client's forced flushes (ddpspy's clock); fan_lock */
 	int ncut;
 } S;
 static struct { uint32_t corr; uint64_t start; } launched[LAUNCHES];
+/* CUPTI's default id of a thread (the low 32 bits of its pthread_t), its system id, and when it
+ * joined ddpspy's registry, for every thread known while a client wanted system ids: one id may
+ * name several threads in turn (glibc hands a gone thread's stack and pthread_t to the next one);
+ * fan_lock */
+static struct { uint32_t id; int tid; uint64_t since; } tids[TIDS];
 
 static const CUpti_ActivityKind SHAREABLE[] = {
 	CUPTI_ACTIVITY_KIND_MEMCPY,	     CUPTI_ACTIVITY_KIND_MEMSET,   CUPTI_ACTIVITY_KIND_KERNEL,
@@ -260,10 +275,63 @@ static void shift(uint64_t *t, int64_t off)
 		*t += (uint64_t)off;
 }
 
-/* a copied record's times on the client's clock */
-#define SPAN(T) (shift(&((T *)(void *)r)->start, off), shift(&((T *)(void *)r)->end, off))
-static void to_client(CUpti_Activity *r, int64_t off)
+/* ---- the client's thread ids: the threads ddpspy knows (preload/registry.c) ---- */
+
+static uint32_t tid_slot(uint32_t id)
 {
+	return (id * 2654435761u) >> 20 & (TIDS - 1);
+}
+
+/* thread th into tids, once; fan_lock. A thread joins at its start where ddpspy saw it start
+ * (preload/pthread.c), else at its first event; the main thread, whose pthread_t no other thread
+ * had before it, from the start. */
+static void learn_tid(struct dsp_thread *th, void *pid)
+{
+	uint32_t id = (uint32_t)dsp_thread_pthread(th);
+	int tid = dsp_thread_tid(th);
+	for (uint32_t i = tid_slot(id), n = 0; id && n < TIDS; i = (i + 1) & (TIDS - 1), n++) {
+		if (tids[i].id == id && tids[i].tid == tid)
+			return;
+		if (!tids[i].id) {
+			tids[i].id = id;
+			tids[i].tid = tid;
+			tids[i].since = tid == *(int *)pid ? 0 : dsp_thread_since(th);
+			return;
+		}
+	}
+}
+
+/* the system id of the thread CUPTI named id by default at time t (ddpspy's clock): the last to
+ * have joined by then; 0 none known (a thread that made CUDA calls before ddpspy knew it, or
+ * whose pthread_t a later thread took before these records came) */
+static uint32_t tid_of(uint32_t id, uint64_t t)
+{
+	uint32_t tid = 0;
+	uint64_t best = 0;
+	for (uint32_t i = tid_slot(id), n = 0; id && n < TIDS && tids[i].id; i = (i + 1) & (TIDS - 1), n++)
+		if (tids[i].id == id && tids[i].since <= t && (!tid || tids[i].since >= best)) {
+			tid = (uint32_t)tids[i].tid;
+			best = tids[i].since;
+		}
+	return tid;
+}
+
+/* *id, CUPTI's default id of the thread of a record made at t, as the system id the client asked
+ * for; 0 where that thread is not known (the id is left as it was); fan_lock */
+static int system_id(uint32_t *id, uint64_t t)
+{
+	uint32_t tid = tid_of(*id, t);
+	if (tid)
+		*id = tid;
+	return tid != 0;
+}
+
+/* a copied record on the client's clock, naming threads as it asked (system: by system id); 0
+ * where its thread could not be so named; fan_lock */
+#define SPAN(T) (shift(&((T *)(void *)r)->start, off), shift(&((T *)(void *)r)->end, off))
+static int to_client(CUpti_Activity *r, int64_t off, int system)
+{
+	uint64_t t = 0; /* (when it was made, on ddpspy's clock) */
 	switch (r->kind) {
 	case CUPTI_ACTIVITY_KIND_KERNEL:
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
@@ -280,17 +348,22 @@ static void to_client(CUpti_Activity *r, int64_t off)
 		break;
 	case CUPTI_ACTIVITY_KIND_RUNTIME:
 	case CUPTI_ACTIVITY_KIND_DRIVER:
+		t = ((CUpti_ActivityAPI *)(void *)r)->start;
 		SPAN(CUpti_ActivityAPI);
-		break;
+		return !system || system_id(&((CUpti_ActivityAPI *)(void *)r)->threadId, t);
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
 		SPAN(CUpti_ActivitySynchronization2);
 		break;
-	case CUPTI_ACTIVITY_KIND_OVERHEAD:
+	case CUPTI_ACTIVITY_KIND_OVERHEAD: {
+		CUpti_ActivityOverhead3 *o = (void *)r;
+		t = o->start;
 		SPAN(CUpti_ActivityOverhead3);
-		break;
+		return !system || o->objectKind != CUPTI_ACTIVITY_OBJECT_THREAD || system_id(&o->objectId.pt.threadId, t);
+	}
 	default:
 		break;
 	}
+	return 1;
 }
 
 /* when the work or call of record r ended (ddpspy's clock), 0 unknown */
@@ -380,7 +453,12 @@ static void seen(const uint8_t *b, size_t valid)
 		return;
 	pthread_mutex_lock(&fan_lock);
 	int64_t off = client_offset();
-	uint64_t last = 0, n = 0, lost = 0;
+	uint64_t last = 0, n = 0, lost = 0, unnamed = 0;
+	int system = __atomic_load_n(&S.tid_type, __ATOMIC_ACQUIRE) == CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM;
+	if (system) { /* (the threads known now: those that made the calls of this buffer, and earlier ones) */
+		int pid = (int)getpid();
+		dsp_registry_walk(learn_tid, &pid);
+	}
 	CUpti_Activity *r = NULL, *next;
 	/* the launching calls first: a kernel's record may come before its call's in a buffer */
 	while (C.GetNextRecord((uint8_t *)b, valid, &r) == CUPTI_SUCCESS)
@@ -412,12 +490,13 @@ static void seen(const uint8_t *b, size_t valid)
 			continue;
 		}
 		memcpy(to, r, size);
-		to_client((CUpti_Activity *)(void *)to, off);
+		unnamed += !to_client((CUpti_Activity *)(void *)to, off, system);
 		n++;
 	}
 	pthread_mutex_lock(&lock);
 	S.records += n;
 	S.dropped += lost;
+	S.tid_unknown += unnamed;
 	S.changes += n || lost;
 	pthread_mutex_unlock(&lock);
 	pthread_mutex_unlock(&fan_lock);
@@ -432,15 +511,15 @@ static void forward(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id, const
 		cb(S.ud, d, id, data);
 }
 
-static uint64_t info(const char **client, uint64_t *records, uint64_t *dropped, uint64_t *refused,
-		     uint64_t *limited)
+static uint64_t info(struct dsp_gpu_info *g)
 {
 	pthread_mutex_lock(&lock);
-	*client = S.name[0] ? S.name : "unnamed";
-	*records = S.records;
-	*dropped = S.dropped;
-	*refused = S.refused;
-	*limited = S.limited;
+	g->client = S.name[0] ? S.name : "unnamed";
+	g->client_records = S.records;
+	g->client_dropped = S.dropped;
+	g->client_refused = S.refused;
+	g->client_api_limited = S.limited;
+	g->client_tid_unknown = S.tid_unknown;
 	uint64_t c = S.changes;
 	pthread_mutex_unlock(&lock);
 	return c;
@@ -609,17 +688,31 @@ CUptiResult cuptiGetTimestamp(uint64_t *t)
 	return LEAVE(CUPTI_SUCCESS);
 }
 
-CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
+static CUptiResult enable_kind(CUpti_ActivityKind k, const char *fn)
 {
-	SHARED_OR_PASS(cuptiActivityEnable, k);
 	pthread_mutex_lock(&lock);
 	CUptiResult r = set_kind(k, 1);
 	pthread_mutex_unlock(&lock);
-	dsp_log("CUPTI client: cuptiActivityEnable(%d): %d", (int)k, (int)r);
+	dsp_log("CUPTI client: %s(%d): %d", fn, (int)k, (int)r);
 	pthread_mutex_lock(&fan_lock);
 	keep_buffer();
 	pthread_mutex_unlock(&fan_lock);
-	return LEAVE(r);
+	return r;
+}
+
+CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
+{
+	SHARED_OR_PASS(cuptiActivityEnable, k);
+	return LEAVE(enable_kind(k, "cuptiActivityEnable"));
+}
+
+/* "For other activities, the behavior is similar to the API cuptiActivityEnable" (cupti_activity.h);
+ * those it dumps records of (devices, contexts, streams, NVLink, PCIe) are not shareable, and are
+ * refused as cuptiActivityEnable refuses them */
+CUptiResult cuptiActivityEnableAndDump(CUpti_ActivityKind k)
+{
+	SHARED_OR_PASS(cuptiActivityEnableAndDump, k);
+	return LEAVE(enable_kind(k, "cuptiActivityEnableAndDump"));
 }
 
 CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
@@ -702,6 +795,40 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag)
 	return LEAVE(CUPTI_SUCCESS);
 }
 
+/* Deprecated: "CONTEXT and STREAMID will be ignored. Use cuptiActivityFlushAll to flush all data"
+ * (cupti_activity.h, CUDA 13) */
+CUptiResult cuptiActivityFlush(CUcontext ctx, uint32_t stream, uint32_t flag)
+{
+	SHARED_OR_PASS(cuptiActivityFlush, ctx, stream, flag);
+	dsp_log("CUPTI client: cuptiActivityFlush(%u)", flag);
+	flush_for_client(flag);
+	return LEAVE(CUPTI_SUCCESS);
+}
+
+/* How the client's records name a thread (cupti_activity.h, CUpti_ActivityThreadIdType): DEFAULT,
+ * pthread_self(); SYSTEM, gettid (tracers that match the system's thread ids ask for it). Not
+ * passed on: "Thread id type must not be changed during the profiling session to avoid thread-id
+ * value mismatch across activity records", and ddpspy's session names threads by the default (the
+ * file's thread records carry it). The client's copies are given the type it asked for. */
+CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType type)
+{
+	SHARED_OR_PASS(cuptiSetThreadIdType, type);
+	dsp_log("CUPTI client: cuptiSetThreadIdType(%d)", (int)type);
+	if ((unsigned)type >= CUPTI_ACTIVITY_THREAD_ID_TYPE_SIZE)
+		return LEAVE(CUPTI_ERROR_NOT_SUPPORTED);
+	__atomic_store_n(&S.tid_type, type, __ATOMIC_RELEASE);
+	return LEAVE(CUPTI_SUCCESS);
+}
+
+CUptiResult cuptiGetThreadIdType(CUpti_ActivityThreadIdType *type)
+{
+	SHARED_OR_PASS(cuptiGetThreadIdType, type);
+	if (!type)
+		return LEAVE(CUPTI_ERROR_INVALID_PARAMETER);
+	*type = __atomic_load_n(&S.tid_type, __ATOMIC_ACQUIRE);
+	return LEAVE(CUPTI_SUCCESS);
+}
+
 CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream, size_t *n)
 {
 	SHARED_OR_PASS(cuptiActivityGetNumDroppedRecords, ctx, stream, n);
@@ -756,6 +883,7 @@ CUptiResult cuptiFinalize(void)
 	memset(S.rt, 0, sizeof S.rt);
 	memset(S.drv, 0, sizeof S.drv);
 	S.all_sync = 1;
+	__atomic_store_n(&S.tid_type, CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT, __ATOMIC_RELEASE);
 	apply_sync();
 	unsubscribe();
 	pthread_mutex_unlock(&lock);

@@ -404,7 +404,7 @@ void dsp_writer_atfork_child(void);
 /* registry.c: the live threads */
 struct dsp_thread;
 typedef void (*dsp_thread_fn)(struct dsp_thread *th, void *ctx);
-void dsp_registry_walk(dsp_thread_fn fn, void *ctx);   /* RCU read side; writer only */
+void dsp_registry_walk(dsp_thread_fn fn, void *ctx);   /* RCU read side; the writer, and cupti/share.c */
 void dsp_registry_reap(void);                          /* frees drained rings of exited threads */
 void dsp_registry_init(void);
 void dsp_registry_fork_prepare(void);
@@ -414,6 +414,7 @@ struct ring *dsp_thread_ring_of(struct dsp_thread *th);
 int dsp_thread_tid(struct dsp_thread *th);
 const char *dsp_thread_name(struct dsp_thread *th);
 uint64_t dsp_thread_pthread(struct dsp_thread *th);
+uint64_t dsp_thread_since(struct dsp_thread *th);       /* when it joined, dsp_mono_ns */
 int dsp_thread_dead(struct dsp_thread *th);
 /* Words of per-thread state owned by the writer: DSP_WS_DROPPED the drop count the file states,
  * DSP_WS_SEEN the count read at this flush's drain. DSP_WS_FINAL: the thread is dead and its ring

@@ -23,6 +23,7 @@ struct dsp_thread {
 	int tid;
 	int dead;         /* release-stored by the exiting thread */
 	uint64_t pthread; /* its pthread_t (CUPTI may name threads by it) */
+	uint64_t since;   /* when it joined (dsp_mono_ns): a pthread_t is reused once its thread is gone */
 	char name[16];
 	uint64_t wstate[DSP_WS_N];
 	struct dsp_thread *reap_next; /* private list of unlinked threads awaiting a grace period */
@@ -110,6 +111,7 @@ static struct ring *thread_register(struct dsp_tls *t)
 	th->ring = r;
 	th->tid = dsp_gettid();
 	th->pthread = (uint64_t)pthread_self();
+	th->since = (uint64_t)dsp_mono_ns();
 	prctl(PR_GET_NAME, th->name);
 	t->tid = th->tid;
 	t->ring = r;
@@ -198,6 +200,7 @@ struct ring *dsp_thread_ring_of(struct dsp_thread *th) { return th->ring; }
 int dsp_thread_tid(struct dsp_thread *th) { return th->tid; }
 const char *dsp_thread_name(struct dsp_thread *th) { return th->name; }
 uint64_t dsp_thread_pthread(struct dsp_thread *th) { return th->pthread; }
+uint64_t dsp_thread_since(struct dsp_thread *th) { return th->since; }
 int dsp_thread_dead(struct dsp_thread *th) { return __atomic_load_n(&th->dead, __ATOMIC_ACQUIRE); }
 uint64_t *dsp_thread_writer_state(struct dsp_thread *th) { return th->wstate; }
 struct dsp_call *dsp_thread_call(struct dsp_thread *th) { return &th->call; }

@@ -1613,7 +1613,7 @@ static void rec_gpu_if_changed(int final)
 	dsp_gpu_get_info(&g);
 	if (g.state == DSP_GPU_NONE || (g.changes == W.gpu_changes && !final))
 		return;
-	frame_begin(DDPSPY_REC_GPU, g.client ? 21 : 16);
+	frame_begin(DDPSPY_REC_GPU, g.client ? 22 : 16);
 	kv_str("state", states[g.state]);
 	kv_str("why", g.why);
 	kv_str("lib", g.lib);
@@ -1641,6 +1641,7 @@ static void rec_gpu_if_changed(int final)
 		kv_int("client_refused", (int64_t)g.client_refused);
 		static const char *const api[] = {"", "runtime", "driver", "runtime,driver"};
 		kv_str("client_api_limited", api[g.client_api_limited & 3]); /* (2.11) */
+		kv_int("client_tid_unknown", (int64_t)g.client_tid_unknown); /* (2.15) */
 	}
 	frame_end();
 	W.gpu_changes = g.changes;

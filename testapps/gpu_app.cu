@@ -16,6 +16,13 @@
 //                            the callback API, and tear down (GPU_APP_FINALIZE) from a call's exit;
 //                            GPU_APP_WARMUP=1 opens its window as a torch.profiler schedule does: 5 spin
 //                            kernels with its kinds on, then a forced flush whose records it throws away.
+//                            GPU_APP_TID=1 asks for system thread ids (cuptiSetThreadIdType, as XLA's
+//                            profiler and many tracers do); =2 besides launches 5 kernels in its window from a thread
+//                            started through libc's own pthread_create (no wrapper sees it start);
+//                            =3 from a thread started as usual, whose pthread_t the next thread takes;
+//                            GPU_APP_OLDFLUSH=1 flushes with the deprecated
+//                            cuptiActivityFlush; GPU_APP_DUMP=1 turns its kinds on with
+//                            cuptiActivityEnableAndDump.
 //                            As Kineto, it counts only records that start in its window, and at its end
 //                            takes records only if it has a buffer out (CuptiActivityApi::activityBuffers)
 //        gpu_app launches    host ns per launch of a tiny kernel, launched back to back (make bench)
@@ -87,6 +94,8 @@ template <typename F> static float between(F fn)
 static struct {
 	int api, driver, kernels, memcpy, memset, sync, ext, other, deliveries, from_main;
 	int kernel_bad_time, launch_corr_ok, ext_corr;
+	int tid_system, tid_default; // runtime records naming the main thread by its gettid, by its pthread_t
+	int helper_system, helper_default; // the same of GPU_APP_TID=2's helper thread
 	double spin_ms, tick_ms;
 	unsigned long long bytes_h2d;
 	int pinned_src;
@@ -94,6 +103,8 @@ static struct {
 static unsigned spin_corr, launch_corr[64], nlaunch;
 static unsigned long long launch_start[64];
 static pid_t main_tid;
+static uint32_t main_pthread; // (CUPTI's default thread id: the low 32 bits of pthread_self())
+static uint32_t helper_tid, helper_pthread, next_pthread;
 static size_t buffer_bytes = 1 << 16;
 static int getdevice_records; // (the Kineto-shaped client's)
 static unsigned ext7;
@@ -158,6 +169,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 		case CUPTI_ACTIVITY_KIND_RUNTIME: {
 			CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)r;
 			sum.api++;
+			sum.tid_system += a->threadId == (uint32_t)main_tid;
+			sum.tid_default += a->threadId == main_pthread;
+			sum.helper_system += helper_tid && a->threadId == helper_tid;
+			sum.helper_default += helper_pthread && a->threadId == helper_pthread;
 			getdevice_records += a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020;
 			if ((a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 ||
 			     a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000) && nlaunch < 64) {
@@ -327,6 +342,10 @@ static struct {
 	FN(cuptiActivityPopExternalCorrelationId);
 	FN(cuptiEnableCallback);
 	FN(cuptiEnableDomain);
+	FN(cuptiSetThreadIdType);
+	FN(cuptiGetThreadIdType);
+	FN(cuptiActivityFlush);
+	FN(cuptiActivityEnableAndDump);
 #undef FN
 } K;
 
@@ -353,6 +372,10 @@ static int global_cupti()
 	SYM(cuptiActivityPopExternalCorrelationId);
 	SYM(cuptiEnableCallback);
 	SYM(cuptiEnableDomain);
+	SYM(cuptiSetThreadIdType);
+	SYM(cuptiGetThreadIdType);
+	SYM(cuptiActivityFlush);
+	SYM(cuptiActivityEnableAndDump);
 #undef SYM
 	get_next = (decltype(get_next))dlsym(RTLD_DEFAULT, "cuptiActivityGetNextRecord");
 	return 0;
@@ -384,9 +407,9 @@ static int kineto_on()
 {
 	int ts_ok = K.cuptiActivityRegisterTimestampCallback(realtime_ts) == CUPTI_SUCCESS;
 	K.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
-	int enabled = 0;
+	int enabled = 0, dump = getenv("GPU_APP_DUMP") != NULL;
 	for (CUpti_ActivityKind k : kineto_kinds) {
-		enabled += K.cuptiActivityEnable(k) == CUPTI_SUCCESS;
+		enabled += (dump ? K.cuptiActivityEnableAndDump(k) : K.cuptiActivityEnable(k)) == CUPTI_SUCCESS;
 		if (k == CUPTI_ACTIVITY_KIND_RUNTIME)
 			K.cuptiActivityEnableRuntimeApi(CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, 0);
 		if (k == CUPTI_ACTIVITY_KIND_DRIVER)
@@ -398,9 +421,55 @@ static int kineto_on()
 	return ts_ok ? enabled : -1;
 }
 
+// the client's flush: cuptiActivityFlushAll, or the deprecated cuptiActivityFlush (GPU_APP_OLDFLUSH)
+static void kineto_flush(uint32_t flag)
+{
+	if (getenv("GPU_APP_OLDFLUSH"))
+		K.cuptiActivityFlush(NULL, 0, flag);
+	else
+		K.cuptiActivityFlushAll(flag);
+}
+
+// GPU_APP_TID=2's helper: 5 tick kernels from a thread of its own, which makes no call a wrapper sees
+static float *helper_d;
+static cudaStream_t helper_s;
+
+static void *helper(void *)
+{
+	helper_tid = (uint32_t)syscall(SYS_gettid);
+	helper_pthread = (uint32_t)(uintptr_t)pthread_self();
+	for (int i = 0; i < 5; i++)
+		tick<<<(1 << 16) / 256, 256, 0, helper_s>>>(helper_d, 1 << 16);
+	return NULL;
+}
+
+static void *next_thread(void *)
+{
+	next_pthread = (uint32_t)(uintptr_t)pthread_self();
+	return NULL;
+}
+
+// the helper, started through libc's own pthread_create as a runtime that resolves it itself does
+// (unseen), or as usual and followed by a thread that takes its pthread_t (glibc reuses a gone
+// thread's stack, and the pthread_t with it)
+static void run_helper(float *d, cudaStream_t s, int unseen)
+{
+	helper_d = d;
+	helper_s = s;
+	void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+	auto create = unseen && libc ? (decltype(&pthread_create))dlsym(libc, "pthread_create") : &pthread_create;
+	pthread_t t;
+	if (!create || create(&t, NULL, helper, NULL) != 0 || pthread_join(t, NULL) != 0 ||
+	    (!unseen && (pthread_create(&t, NULL, next_thread, NULL) != 0 || pthread_join(t, NULL) != 0))) {
+		fprintf(stderr, "gpu_app: no helper thread\n");
+		exit(1);
+	}
+}
+
 static int kineto_client()
 {
 	main_tid = (pid_t)syscall(SYS_gettid);
+	main_pthread = (uint32_t)(uintptr_t)pthread_self();
 	const int n = 1 << 16;
 	float *d, *pinned;
 	cudaStream_t s1;
@@ -425,6 +494,12 @@ static int kineto_client()
 		printf("{\"subscribe\": %d}\n", (int)rc);
 		return 0;
 	}
+	// (a tracer that asks for system thread ids does so before its kinds; the type it then reads back)
+	CUpti_ActivityThreadIdType tid_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
+	if (getenv("GPU_APP_TID") && K.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) != CUPTI_SUCCESS)
+		tid_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_SIZE;
+	else if (K.cuptiGetThreadIdType(&tid_type) != CUPTI_SUCCESS)
+		tid_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_SIZE;
 	int enabled = kineto_on(), ts_ok = enabled >= 0;
 	if (callbacks)
 		K.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
@@ -436,7 +511,7 @@ static int kineto_client()
 			spin<<<n / 256, 256, 0, s1>>>(d, n);
 		if (__atomic_load_n(&outstanding, __ATOMIC_SEQ_CST)) {
 			discarding = 1;
-			K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+			kineto_flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 			discarding = 0;
 		}
 	}
@@ -449,6 +524,9 @@ static int kineto_client()
 		check(cudaGetDevice(&dev), "cudaGetDevice");
 		tick<<<n / 256, 256, 0, s1>>>(d, n);
 	}
+	const char *tid_mode = getenv("GPU_APP_TID");
+	if (tid_mode && (!strcmp(tid_mode, "2") || !strcmp(tid_mode, "3")))
+		run_helper(d, s1, !strcmp(tid_mode, "2"));
 	uint64_t popped = 0;
 	K.cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &popped);
 	check(cudaMemcpyAsync(pinned, d, n * sizeof(float), cudaMemcpyDeviceToHost, s1), "cudaMemcpyAsync");
@@ -460,7 +538,7 @@ static int kineto_client()
 		K.cuptiActivityDisable(k);
 	int taken = __atomic_load_n(&outstanding, __ATOMIC_SEQ_CST) > 0;
 	if (taken)
-		K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+		kineto_flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	uint8_t per_thread = 0; // (activityBuffers again: the per-thread buffers off, whatever they were)
 	size_t per_thread_size = sizeof per_thread;
 	K.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &per_thread_size, &per_thread);
@@ -481,15 +559,17 @@ static int kineto_client()
 	size_t dropped = 0;
 	K.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped);
 	int in_window = sum.kernels, api_in_window = sum.api, driver_in_window = sum.driver;
+	int tid_system = sum.tid_system, tid_default = sum.tid_default;
+	int helper_system = sum.helper_system, helper_default = sum.helper_default;
 	if (!taken) // (what came later is not in Kineto's trace either)
-		in_window = api_in_window = driver_in_window = 0;
+		in_window = api_in_window = driver_in_window = tid_system = tid_default = helper_system = helper_default = 0;
 
 	for (int i = 0; i < 6; i++) // after the window: none of it is the client's
 		spin<<<n / 256, 256, 0, s1>>>(d, n);
 	check(cudaStreamSynchronize(s1), "cudaStreamSynchronize");
 	usleep(300000);
 	if (!finalized)
-		K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+		kineto_flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 
 	int ticks = 0, spins = 0, inside = 0;
 	for (int i = 0; i < nkern; i++) {
@@ -504,11 +584,14 @@ static int kineto_client()
 	printf("{\"subscribe\": 0, \"timestamp\": %d, \"enabled\": %d, \"kernels\": %d, \"ticks\": %d, "
 	       "\"spins\": %d, \"inside\": %d, \"api\": %d, \"getdevice\": %d, \"memcpy\": %d, \"ext\": %d, "
 	       "\"ext7\": %u, \"launch_corr_ok\": %d, \"dropped\": %zu, \"finalized\": %d, \"after\": %d, "
-	       "\"deliveries\": %d, \"sync\": %d, \"callbacks\": %d, \"driver\": %d}\n",
+	       "\"deliveries\": %d, \"sync\": %d, \"callbacks\": %d, \"driver\": %d, \"tid_type\": %d, "
+	       "\"tid_system\": %d, \"tid_default\": %d, \"helper_system\": %d, \"helper_default\": %d, "
+	       "\"reused\": %d, \"helper_pthread\": %u}\n",
 	       ts_ok, enabled, in_window, ticks, spins, inside, api_in_window, getdevice_records, sum.memcpy, sum.ext,
 	       ext7, sum.launch_corr_ok, dropped, finalized,
 	       sum.kernels + sum.api + sum.driver - in_window - api_in_window - driver_in_window, sum.deliveries, sum.sync,
-	       launch_callbacks, driver_in_window);
+	       launch_callbacks, driver_in_window, (int)tid_type, tid_system, tid_default, helper_system, helper_default,
+	       next_pthread && next_pthread == helper_pthread, helper_pthread);
 	return 0;
 }
 

@@ -39,6 +39,10 @@
  * cudaEventQuery of unfinished work: result 600, CUDA_ERROR_NOT_READY, as on an H200) unless
  * cuptiActivityEnableAllSyncRecords(0) leaves those of unfinished work out. cuptiGetCallbackName
  * names every callback id of the installed headers (cupti_runtime_cbid.h, cupti_driver_cbid.h).
+ * An API record names its thread by the low 32 bits of its pthread_t, or by its gettid for the
+ * records made after cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) (as tracers that
+ * match the system's thread ids ask). cuptiActivityFlush is cuptiActivityFlushAll (deprecated; its context and stream
+ * ignored), cuptiActivityEnableAndDump cuptiActivityEnable for the kinds the stand-in makes.
  * cuptiSubscribe_v2 takes a subscriber name; a refused one gets the holder's, "CUPTI for <name>"
  * (cupti_callbacks.h, CUpti_SubscriberParams), or SIMGPU_CUPTI_TAKEN's value when that is not 1.
  *
@@ -63,6 +67,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,6 +96,7 @@ static CUpti_CallbackFunc sub_cb;        /* the subscriber's callback, and what 
 static void *sub_ud;
 static uint8_t cb_rt[CUPTI_RUNTIME_TRACE_CBID_SIZE], cb_drv[CUPTI_DRIVER_TRACE_CBID_SIZE]; /* enabled ids */
 static size_t dropped;
+static CUpti_ActivityThreadIdType tid_type; /* how API records name their thread (cuptiSetThreadIdType) */
 
 static uint8_t *buf;                     /* the buffer being filled */
 static size_t buf_size, buf_used;
@@ -320,7 +326,8 @@ static void observe(const struct simgpu_item *it)
 			a->start = it->start + off;
 			a->end = it->end + off;
 			a->processId = pid;
-			a->threadId = it->tid;
+			/* (API items are told on their calling thread: simgpu.h) */
+			a->threadId = tid_type == CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM ? (uint32_t)syscall(SYS_gettid) : it->tid;
 			a->correlationId = it->correlation;
 			a->returnValue = (uint32_t)it->ret;
 		}
@@ -733,6 +740,48 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag)
 	} else if (completed) {
 		deliver();
 	}
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+/* Deprecated: "CONTEXT and STREAMID will be ignored. Use cuptiActivityFlushAll to flush all data"
+ * (cupti_activity.h, CUDA 13) */
+CUptiResult cuptiActivityFlush(CUcontext context, uint32_t streamId, uint32_t flag)
+{
+	(void)context;
+	(void)streamId;
+	return cuptiActivityFlushAll(flag);
+}
+
+/* "For other activities, the behavior is similar to the API cuptiActivityEnable" (cupti_activity.h);
+ * the records it dumps for resources that already exist (devices, contexts, streams, NVLink, PCIe)
+ * are kinds the stand-in does not make, refused as cuptiActivityEnable refuses them */
+CUptiResult cuptiActivityEnableAndDump(CUpti_ActivityKind kind)
+{
+	return cuptiActivityEnable(kind);
+}
+
+/* How records name a host thread (cupti_activity.h, CUpti_ActivityThreadIdType): DEFAULT, POSIX
+ * pthread_self() (its low 32 bits, as seen on an H200: docs/gpu.md); SYSTEM, gettid. Taken at any
+ * time, for the records made after it, whatever was made before ("Thread id type must not be
+ * changed during the profiling session to avoid thread-id value mismatch across activity
+ * records"). */
+CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType type)
+{
+	if ((unsigned)type >= CUPTI_ACTIVITY_THREAD_ID_TYPE_SIZE)
+		return CUPTI_ERROR_NOT_SUPPORTED;
+	pthread_mutex_lock(&lock);
+	tid_type = type;
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiGetThreadIdType(CUpti_ActivityThreadIdType *type)
+{
+	if (!type)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	*type = tid_type;
 	pthread_mutex_unlock(&lock);
 	return CUPTI_SUCCESS;
 }

@@ -15,7 +15,8 @@ struct simgpu_item {
 	uint32_t correlation;   /* the runtime API call's; device work carries its launching call's */
 	uint32_t stream;        /* stream id (device work, stream synchronization) */
 	int device;             /* device work: its device (CUPTI's contextId is device + 1) */
-	uint32_t tid;           /* the host thread (API, sync): CUPTI's id of it, the low 32 bits of its pthread_t */
+	uint32_t tid;           /* the host thread (API, sync): CUPTI's id of it, the low 32 bits of its pthread_t
+				 * (an API item is told on that thread) */
 	int cbid;               /* API: CUPTI's runtime callback id */
 	int ret;                /* API: the call's cudaError_t (a driver call's CUresult); SYNC: its CUresult */
 	uint64_t bytes;         /* copies and sets */

@@ -9,8 +9,12 @@ must not end ddpspy's capture. Its CUDA call kinds (runtime, driver) get copies 
 records and turn nothing more on in CUPTI: on an H200 torch.profiler's driver kind so passed on
 stopped every API record of the process, which the simulated CUPTI models (docs/gpu.md), so that
 ddpspy's own launch calls after the window are the check; the file says the client's were limited; a client that subscribes before cuInit
-starts ddpspy first; and a holder that calls libcupti through its own handle (as nsys's injection
-does) keeps CUPTI, ddpspy saying who holds it."""
+starts ddpspy first; a client that asks for system thread ids (cuptiSetThreadIdType, as XLA's
+profiler does) gets them while ddpspy's file keeps CUPTI's default ids, those of the threads ddpspy
+knows, one whose pthread_t a later thread took included, and a count of those it could not name; a
+client that flushes with the deprecated cuptiActivityFlush or turns its kinds on with
+cuptiActivityEnableAndDump gets what it gets alone; and a holder that calls libcupti through its
+own handle (as nsys's injection does) keeps CUPTI, ddpspy saying who holds it."""
 import json
 import os
 import shutil
@@ -25,7 +29,8 @@ APP = os.path.join(APPS, "gpu_app")
 d = tmpdir("cupti-share")
 # what the client's summary must say the same with ddpspy as without (docs/gpu.md, "Sharing CUPTI")
 SAME = ("subscribe", "timestamp", "enabled", "kernels", "ticks", "spins", "inside", "api", "getdevice", "memcpy", "ext",
-        "ext7", "sync", "launch_corr_ok", "dropped", "after", "finalized", "callbacks")
+        "ext7", "sync", "launch_corr_ok", "dropped", "after", "finalized", "callbacks", "tid_type", "tid_system",
+        "tid_default")
 
 
 def summary(p):
@@ -58,6 +63,13 @@ def info(recs):
     return g[-1] if g else {}
 
 
+def foreign_ids(recs):
+    """CUPTI's thread ids in ddpspy's API records that are no thread's default id (the low 32 bits
+    of its pthread_t, which the file's thread records carry)"""
+    known = {int(t["pthread"], 16) & 0xffffffff for t in of(recs, "thread") if t.get("pthread")}
+    return sorted(set(e.get("thread") for e in gpu_events(recs, "cuda_api")) - known)
+
+
 truth = alone()
 ok(truth.get("subscribe") == 0 and truth["kernels"] == 20 and truth["ticks"] == 20 and truth["spins"] == 0
    and truth["inside"] == 20 and truth["getdevice"] == 0 and truth["ext7"] == 20 and truth["after"] == 0,
@@ -70,7 +82,9 @@ ok(truth.get("subscribe") == 0 and truth["kernels"] == 20 and truth["ticks"] == 
 # flush throws its records away: ddpspy keeps theirs, and the client gets none of them, as alone)
 host = None  # the main thread's own events (the wrappers' copies and synchronizes) in the first case
 for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}), ("early", {"GPU_APP_EARLY": "1"}),
-                    ("callbacks", {"GPU_APP_CALLBACK": "1", "GPU_APP_FINALIZE": "1"}), ("warmup", {"GPU_APP_WARMUP": "1"})):
+                    ("callbacks", {"GPU_APP_CALLBACK": "1", "GPU_APP_FINALIZE": "1"}), ("warmup", {"GPU_APP_WARMUP": "1"}),
+                    ("system-tids", {"GPU_APP_TID": "1"}), ("old-flush", {"GPU_APP_OLDFLUSH": "1"}),
+                    ("enable-and-dump", {"GPU_APP_DUMP": "1"})):
     want = alone(extra) if extra else truth
     got, recs = under(case, extra)
     diff = {k: (want.get(k), got.get(k)) for k in SAME if want.get(k) != got.get(k)}
@@ -92,6 +106,10 @@ for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}), ("e
     ok(not [f for f in api if f.startswith("cudaGetDevice") or f.startswith("cudaStreamCreate")] and not ext,
        "%s: and nothing the client asked for beyond ddpspy's choice (no cudaGetDevice records, none of its "
        "external ids): %d calls, %d external correlations" % (case, len(api), len(ext)))
+    ok(api and not foreign_ids(recs) and g.get("client_tid_unknown") == 0,
+       "%s: ddpspy's %d API records name their thread by CUPTI's default id throughout, whatever the client "
+       "asked for (ids of no thread: %s; client records left unnamed: %s)"
+       % (case, len(api), foreign_ids(recs), g.get("client_tid_unknown")))
     total = sum(got.get(k, 0) for k in ("kernels", "api", "ext", "memcpy", "sync"))
     if case == "warmup":  # (and the warm-up's calls and external ids, handed to it and thrown away at its flush)
         total = g.get("client_records") if g.get("client_records", 0) >= total else -1
@@ -110,6 +128,34 @@ for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}), ("e
     if case == "early":
         ok(g.get("why", "").startswith("started at another CUPTI client's first call (cuptiSubscribe)"),
            "early: a client that subscribes before cuInit starts ddpspy's capture first: %s" % g.get("why"))
+
+# a client that asked for system thread ids, with 5 more kernels from a second thread: one that
+# ddpspy saw start, whose pthread_t the next thread took before the client's records came (named
+# by the system id it had when it made them), or one started through libc's own pthread_create,
+# which ddpspy never knew (left with CUPTI's default id, and counted)
+for case, mode in (("reused-pthread", "3"), ("unseen-thread", "2")):
+    want = alone({"GPU_APP_TID": mode})
+    got, recs = under(case, {"GPU_APP_TID": mode})
+    g = info(recs)
+    diff = {k: (want.get(k), got.get(k)) for k in SAME + ("helper_system", "helper_default")
+            if want.get(k) != got.get(k)}
+    kern = gpu_events(recs, "gpu_kernel")
+    if mode == "3":
+        ok(want.get("helper_system") == 5 and want.get("reused") == got.get("reused") == 1 and not diff
+           and g.get("client_tid_unknown") == 0,
+           "%s: the client gets its 27 runtime records each with its thread's system id, as alone, the helper's "
+           "5 under the id it had though a later thread took its pthread_t (taken: %s): %s"
+           % (case, got.get("reused"), diff or "the same"))
+    else:
+        expect = {k: v for k, v in diff.items() if k not in ("helper_system", "helper_default")}
+        ok(want.get("helper_system") == 5 and got.get("helper_default") == 5 and got.get("helper_system") == 0
+           and not expect and g.get("client_tid_unknown") == 5,
+           "%s: the client gets every record it gets alone; the unseen thread's 5 with CUPTI's default id, "
+           "counted in the file (client_tid_unknown %s); the rest the same: %s"
+           % (case, g.get("client_tid_unknown"), expect or "the same"))
+    ok(len(kern) == 36 and g.get("state") == "on" and set(foreign_ids(recs)) <= {got.get("helper_pthread")},
+       "%s: ddpspy's file holds all 36 kernels (%d), its API records under CUPTI's default ids (of no thread it "
+       "knew: %s; the helper's: %s)" % (case, len(kern), foreign_ids(recs), got.get("helper_pthread")))
 
 # the report's coverage says it: the rank's GPU figures from CUPTI, shared with the client
 out = os.path.join(d, "report")

@@ -97,6 +97,11 @@ if os.path.exists(os.path.join(APPS, "gpu_app")) and os.path.exists(os.path.join
     cases.append(("cupti-shared", [os.path.join(APPS, "gpu_app"), "kineto"],
                   {"LD_LIBRARY_PATH": sim, "SIMGPU_KERNELS": "spin=2000,tick=1000", "GPU_APP_FINALIZE": "1",
                    "GPU_APP_CALLBACK": "1"}))
+    # (one that subscribes before cuInit, asks for system thread ids, with a second thread whose
+    # pthread_t the next one takes, and flushes and enables by the other calls)
+    cases.append(("cupti-shared-tids", [os.path.join(APPS, "gpu_app"), "kineto"],
+                  {"LD_LIBRARY_PATH": sim, "SIMGPU_KERNELS": "spin=2000,tick=1000", "GPU_APP_EARLY": "1",
+                   "GPU_APP_TID": "3", "GPU_APP_OLDFLUSH": "1", "GPU_APP_DUMP": "1"}))
 if os.path.exists(os.path.join(APPS, "nccl_app")):
     cases.append(("nccl", [os.path.join(APPS, "nccl_app"), "0", "1", os.path.join(d, "nccl.id"), "3"],
                   {"LD_LIBRARY_PATH": sim}))

@@ -175,11 +175,18 @@ def gpu_app_checks(app):
 
 def share_checks(app):
     """CUPTI shared with a second client in Kineto's shape (gpu_app kineto: test_cupti_share's checks):
-    it gets what it gets alone, and ddpspy keeps every kernel of the run"""
+    it gets what it gets alone, and ddpspy keeps every kernel of the run and the program's own calls.
+    Also a client that subscribes before cuInit, one that asks for system thread ids (alone: does the
+    real CUPTI give gettid?), with a second thread whose pthread_t the next one takes, and the
+    deprecated flush and cuptiActivityEnableAndDump"""
     same = ("subscribe", "enabled", "kernels", "ticks", "spins", "inside", "getdevice", "memcpy", "ext7", "launch_corr_ok",
-            "dropped", "after", "callbacks", "finalized")
+            "dropped", "after", "callbacks", "finalized", "tid_type", "tid_system", "tid_default", "helper_system",
+            "helper_default")
+    host = None
     for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}),
-                        ("callbacks", {"GPU_APP_CALLBACK": "1", "GPU_APP_FINALIZE": "1"}), ("warmup", {"GPU_APP_WARMUP": "1"})):
+                        ("callbacks", {"GPU_APP_CALLBACK": "1", "GPU_APP_FINALIZE": "1"}), ("warmup", {"GPU_APP_WARMUP": "1"}),
+                        ("early", {"GPU_APP_EARLY": "1"}), ("system-tids", {"GPU_APP_TID": "3"}),
+                        ("old-flush", {"GPU_APP_OLDFLUSH": "1"}), ("enable-and-dump", {"GPU_APP_DUMP": "1"})):
         env = dict(env_for(), **extra)
         a = subprocess.run([app, "kineto"], env=dict(os.environ, **env), capture_output=True, text=True, timeout=120)
         out = os.path.join(OUT, "kineto-" + case)
@@ -191,9 +198,18 @@ def share_checks(app):
         g = info(recs)
         kern = gpu_events(recs, "gpu_kernel")
         diff = {k: (alone.get(k), shared.get(k)) for k in same if alone.get(k) != shared.get(k)}
-        ok(alone.get("kernels") == 20 and not diff,
+        helpers = 5 * (case == "system-tids")
+        ok(alone.get("kernels") == 20 + helpers and not diff,
            "%s: the Kineto-shaped client gets with ddpspy in front what it gets alone: %s" % (case, diff or alone))
-        n = 31 + 5 * (case == "warmup")
+        n = 31 + 5 * (case == "warmup") + helpers
+        events = len([e for e in of(recs, "event") if e.get("kind", "").startswith("cuda_")])
+        host = host if host is not None else events
+        known = {int(t["pthread"], 16) & 0xffffffff for t in of(recs, "thread") if t.get("pthread")}
+        ids = sorted(set(e.get("thread") for e in gpu_events(recs, "cuda_api")) - known)
+        ok(events == host and not ids and not g.get("client_tid_unknown"),
+           "%s: ddpspy records the program's own CUDA calls as in the first case (%d events, against %d), its API records "
+           "under CUPTI's default thread ids (of no thread: %s; the client's left unnamed: %s)"
+           % (case, events, host, ids, g.get("client_tid_unknown")))
         nl = len([e for e in gpu_events(recs, "cuda_api") if "aunch" in (e.get("fn") or "")])
         ok(len(kern) == n and nl == n and not g.get("untimed") and g.get("client") and g.get("client_dropped") == 0
            and g.get("client_api_limited") == "runtime,driver",
@@ -201,7 +217,8 @@ def share_checks(app):
            "calls it got: %d, %s" % (case, n, nl, len(kern), {k: g.get(k) for k in (
                "client", "client_records", "client_dropped", "untimed", "client_api_limited")}))
         fact("share_" + case, {"alone": alone, "shared": shared, "ddpspy_kernels": len(kern),
-                               "gpu": {k: g.get(k) for k in ("state", "why", "client", "client_records", "client_dropped")}})
+                               "gpu": {k: g.get(k) for k in ("state", "why", "client", "client_records", "client_dropped",
+                                                             "client_tid_unknown")}})
     # a holder that reached CUPTI through its own handle before cuInit (as nsys's injection does): it
     # keeps CUPTI and its records, ddpspy records host events and says CUPTI is taken
     a = subprocess.run([app, "cupti"], env=dict(os.environ, **env_for()), capture_output=True, text=True, timeout=120)
