@@ -73,11 +73,13 @@ _Static_assert((int)CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE == (i
 		       (int)CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE == (int)DDPSPY_GSYNC_CONTEXT,
 	       "format.h's GPU synchronization types are CUPTI's");
 
-/* what CUPTI delivers, waiting for the writer; data is the buffer CUPTI filled */
+/* what CUPTI delivers, waiting for the writer; data is the buffer CUPTI filled, a block of its own
+ * from malloc: a client that took CUPTI's callbacks through its own handle (share.c cannot stand
+ * in front of one) gets the buffers ddpspy had handed out, and may free() them as its own */
 struct buf {
 	struct buf *next;
 	size_t valid;
-	uint8_t data[] __attribute__((aligned(16)));
+	uint8_t *data;
 };
 
 /* CUPTI's functions, from the dlopened library (cupti_int.h) */
@@ -164,9 +166,11 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 	pthread_mutex_lock(&lock);
 	if ((b = G.spare) != NULL) {
 		G.spare = b->next;
-	} else if (G.nbufs < MAX_BUFFERS && (b = malloc(sizeof *b + BUF_BYTES)) != NULL) {
+	} else if (G.nbufs < MAX_BUFFERS && (b = malloc(sizeof *b)) != NULL && (b->data = malloc(BUF_BYTES)) != NULL) {
 		G.mine[G.nbufs++] = b;
 	} else {
+		free(b);
+		b = NULL;
 		G.info.refused++;
 		G.info.changes++;
 	}
@@ -188,11 +192,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 	pthread_mutex_lock(&lock);
 	/* only a buffer handed out here: another client's (CUPTI has one set of callbacks a process)
 	 * is neither read nor written */
-	int mine = 0;
-	for (int i = 0; buffer && i < G.nbufs && !mine; i++)
-		mine = G.mine[i]->data == buffer;
-	if (mine) {
-		struct buf *b = (struct buf *)(void *)(buffer - offsetof(struct buf, data));
+	struct buf *b = NULL;
+	for (int i = 0; buffer && i < G.nbufs && !b; i++)
+		b = G.mine[i]->data == buffer ? G.mine[i] : NULL;
+	if (b) {
 		__typeof__(dsp_cupti_hooks.seen) seen = __atomic_load_n(&dsp_cupti_hooks.seen, __ATOMIC_ACQUIRE);
 		if (seen) { /* (a client's records in it are copied out first: not under lock) */
 			pthread_mutex_unlock(&lock);

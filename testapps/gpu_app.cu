@@ -8,7 +8,9 @@
 //                            GPU_APP_END=running returns from main while a last spin kernel runs)
 //        gpu_app cupti       a small CUPTI client (libcupti.so.13, dlopened as a profiler would):
 //                            the records of a short workload, summarized as one JSON line;
-//                            GPU_APP_TINY_BUFFERS=1 hands CUPTI buffers too small for any record
+//                            GPU_APP_TINY_BUFFERS=1 hands CUPTI buffers too small for any record;
+//                            GPU_APP_LATE=1 starts it after a first kernel (CUDA, and a profiler in front
+//                            of it, started), and without a subscriber, as an activity-only tracer does
 //        gpu_app kineto      a second CUPTI client in Kineto's shape (torch.profiler), profiling 20 kernels
 //                            between 5 before and 6 after; GPU_APP_FINALIZE=1 ends with cuptiFinalize;
 //                            GPU_APP_EARLY=1 subscribes before any CUDA call (a daemon-started profiler);
@@ -235,6 +237,13 @@ static int cupti_client()
 	main_tid = (pid_t)syscall(SYS_gettid);
 	if (getenv("GPU_APP_TINY_BUFFERS"))
 		buffer_bytes = 8;
+	int late = getenv("GPU_APP_LATE") != NULL;
+	if (late) {
+		float *x;
+		check(cudaMalloc(&x, 1024 * sizeof(float)), "cudaMalloc");
+		tick<<<4, 256>>>(x, 1024);
+		check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	}
 	void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		fprintf(stderr, "gpu_app: %s\n", dlerror());
@@ -253,7 +262,7 @@ static int cupti_client()
 #undef SYM
 	get_next = (decltype(get_next))dlsym(h, "cuptiActivityGetNextRecord");
 	CUpti_SubscriberHandle sub;
-	CUptiResult rc = p_cuptiSubscribe(&sub, NULL, NULL);
+	CUptiResult rc = late ? CUPTI_SUCCESS : p_cuptiSubscribe(&sub, NULL, NULL);
 	if (rc != CUPTI_SUCCESS) {
 		printf("{\"subscribe\": %d}\n", (int)rc);
 		return 0;

@@ -181,4 +181,24 @@ ok(holder.get("kernels") == alone_holder.get("kernels") == 4 and holder.get("api
    and g.get("state") == "taken" and not gpu_events(recs, "gpu_kernel"),
    "a holder through its own handle keeps CUPTI (%s kernels, as alone: %s); ddpspy's file: %s, %s"
    % (holder.get("kernels"), alone_holder.get("kernels"), g.get("state"), g.get("why", "")[:90]))
+
+# a tracer that loads libcupti by its own handle after ddpspy started (share.c cannot stand in front
+# of it) and registers its activity callbacks without a subscriber: CUPTI has one set of them, so
+# the buffers ddpspy had handed out complete into the tracer's callback, which frees them as its
+# own. Before, that free() of a pointer into one of ddpspy's blocks aborted the program.
+p = subprocess.run([APP, "cupti"], env=dict(os.environ, **ENV, GPU_APP_LATE="1"), capture_output=True, text=True,
+                   timeout=60)
+late_alone = summary(p)
+out = os.path.join(d, "late-handle")
+shutil.rmtree(out, ignore_errors=True)
+p = traced([APP, "cupti"], out, env=dict(ENV, GPU_APP_LATE="1"))
+late = summary(p)
+recs, rc, err = dump(out)
+ends = of(recs, "end")
+ok(p.returncode == 0 and late_alone.get("kernels") == 4 and late.get("kernels", 0) >= 4 and
+   ends and ends[-1].get("reason") == "exit",
+   "a tracer through its own handle that takes CUPTI's callbacks after ddpspy started: the program runs to its end "
+   "(rc %s, %s), the tracer gets its %s kernels (alone %s) and whatever ddpspy's buffers held; ddpspy's file ends "
+   "whole: %s" % (p.returncode, p.stderr.strip()[-80:] or "nothing on stderr", late.get("kernels"),
+                  late_alone.get("kernels"), ends[-1].get("reason") if ends else None))
 done()
