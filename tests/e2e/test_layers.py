@@ -30,7 +30,7 @@ LAYERS = [["common/format.c", "collector/json.c", "collector/cli.c", "collector/
            "collector/mpijob.c"],
           ["collector/load.c", "collector/loadmpi.c", "collector/proc.c", "collector/runs.c", "collector/spread.c",
            "collector/stream.c", "collector/p2p.c", "collector/hostsite.c", "collector/ranges.c", "collector/inflight.c"],
-          ["collector/gpu.c", "collector/gpudev.c", "collector/gpujoin.c", "collector/ncclplug.c"],
+          ["collector/gpu.c", "collector/gpucover.c", "collector/gpudev.c", "collector/gpujoin.c", "collector/ncclplug.c"],
           ["collector/clocks.c"], ["collector/steps.c", "collector/sweep.c", "collector/sweepcore.c", "collector/lsweep.c",
            "collector/pattern.c"],
           ["collector/split.c", "collector/splitmpi.c", "collector/gpustep.c", "collector/gpushard.c", "collector/cpu.c"],
