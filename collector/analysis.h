@@ -527,6 +527,9 @@ struct gpucover {
 	const char *why;      /* how capture started, or why it did not */
 	int kernels, copies, nccl_timing; /* 1: missing (no device timeline: only host calls) */
 	uint64_t dropped;     /* CUPTI's records lost on this rank: holes in what it has */
+	unsigned unrecorded;  /* its last CUDA copy calls (of 8) after its last CUPTI record: CUPTI's
+			       * records stopped (another client took its callbacks); 0 none */
+	double stopped_s;     /* then: how long before the last of them they stopped */
 	const char *nccl;     /* where its NCCL kernels' times came from: "cupti", "nccl-plugin", "none" */
 	/* NCCL's profiler plugin: its collectives, those not joined to a call, the clock mapping's
 	 * median width (how late its times may be) and crossings, the CUDA graphs' replays of

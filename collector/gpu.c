@@ -241,6 +241,8 @@ static int part_record(struct proc *p, const struct trace_file *f, const struct 
 	if (!g)
 		return 1;
 	g->records++;
+	if (sane(e) && e->t_ns + e->dur_ns > g->cupti_end)
+		g->cupti_end = e->t_ns + e->dur_ns;
 	int rc = take(g, f, e, !g->over);
 	g->nall += sane(e) && (e->kind == DDPSPY_EV_GPU_KERNEL || e->kind == DDPSPY_EV_GPU_MEMCPY ||
 			       e->kind == DDPSPY_EV_GPU_MEMSET); /* (what take keeps of work, or would) */
@@ -357,6 +359,7 @@ static int part_host(struct proc *p, const struct trace_event *e, const struct e
 		add_site(g, e, (int)an_arg(e, P.y_what, -1), an_range_now(p, e->tid));
 	} else {
 		g->host_cuda = 1;
+		g->copy_at[g->copies++ % 8] = e->t_ns;
 		if (!an_arg(e, P.c_async, 1) || e->dur_ns >= SYNC_MIN_NS)
 			add_site(g, e, (int)an_arg(e, P.c_dir, -1), an_range_now(p, e->tid));
 	}
@@ -520,6 +523,12 @@ static void part_loaded(struct proc *p, const struct trace_file *f, const char *
 		snprintf(p->gpu->client_api, sizeof p->gpu->client_api, "%s", f->gpu.client_api_limited);
 	}
 	struct gpuproc *g = p->gpu;
+	/* (CUPTI flushed at exit, _exit and exec, and dropped nothing; a copy's call record lies inside
+	 * the wrapper's call, on the same clock within far less than 1 ms) */
+	int whole = f->ended && (!strcmp(f->end_reason, "exit") || !strcmp(f->end_reason, "_exit") ||
+				 !strcmp(f->end_reason, "exec")) && g && !g->dropped;
+	for (uint32_t i = 0; g && whole && !strcmp(g->state, "on") && i < g->copies && i < 8; i++)
+		g->unrecorded += g->copy_at[i] > g->cupti_end + 1000000;
 	if (g && !g->over) {
 		joined(g);
 		free(g->xc);

@@ -204,6 +204,12 @@ struct gpuproc {
 	struct plugstat pstat;
 	int64_t shift;        /* taken off its plugin kernels' times when placed: how late the plugin's
 			       * clock ran where CUPTI checked it (an_gpu_split), 0 none */
+	/* whether CUPTI's records stopped before the run did (another client took its callbacks):
+	 * every CUDA copy call the wrappers saw has a CUPTI record of its call, so a file that ended
+	 * whole (CUPTI flushed) has none after its last CUPTI record; the starts of its last copy
+	 * calls (a ring), and how many of those had none (part_loaded) */
+	int64_t cupti_end, copy_at[8];
+	uint32_t copies, unrecorded;
 };
 
 /* ncclplug.c: an nccl_kernel event into g (1: out of memory). an_plug_kernels also names CUPTI's
@@ -225,6 +231,9 @@ void an_gpu_on_device(struct gpuproc *g, struct gwork *w, int64_t device, int64_
 uint16_t an_gpu_api_thread(struct gpuproc *g, uint32_t id);
 /* the same, looked up only: -1 not there */
 int an_gpu_thread_of(const struct gpuproc *g, uint32_t id);
+/* gpucover.c: where g's CUPTI records stopped before its last CUDA copy call (g->unrecorded), how long
+ * before it, in s; -1 when none came at all */
+double an_gpu_stopped_s(const struct gpuproc *g);
 /* the device g's split follows (g->device); its work on others, and in contexts past the table,
  * left out of g->w and counted */
 void an_gpu_devices_chosen(struct gpuproc *g);

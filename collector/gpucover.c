@@ -1,6 +1,7 @@
 /* A GPU job's coverage: per rank, where its GPU figures came from (CUPTI, shared with another
- * client or not; NCCL's profiler plugin; its host's calls only) and what is missing because of
- * it; the job's capture in sum. For the report's coverage block and line (report.c). */
+ * client or not; NCCL's profiler plugin; its host's calls only), what is missing because of it,
+ * and whether CUPTI's records stopped before the run did (docs/gpu.md); the job's capture in
+ * sum. For the report's coverage block and line (report.c). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -28,6 +29,16 @@ void an_gpu_job(const struct analysis *a, struct gpujob *j)
 	}
 }
 
+double an_gpu_stopped_s(const struct gpuproc *g)
+{
+	int64_t last = g->cupti_end;
+	if (!last) /* (no record of CUPTI's at all) */
+		return -1;
+	for (uint32_t i = 0; i < g->copies && i < 8; i++)
+		last = g->copy_at[i] > last ? g->copy_at[i] : last;
+	return (double)(last - g->cupti_end) / 1e9;
+}
+
 void an_gpu_cover(const struct analysis *a, int r, struct gpucover *c)
 {
 	const struct gpuproc *g = a->ranks[r].p->gpu;
@@ -39,6 +50,7 @@ void an_gpu_cover(const struct analysis *a, int r, struct gpucover *c)
 				.why = g && g->why[0] ? g->why : "no GPU capture recorded in this rank's file",
 				.kernels = !on, .copies = !on, .nccl_timing = !on && !plug,
 				.dropped = g && g->dropped > 0 ? (uint64_t)g->dropped : 0,
+				.unrecorded = on ? g->unrecorded : 0, .stopped_s = on ? an_gpu_stopped_s(g) : 0,
 				.nccl = plug ? "nccl-plugin" : g && g->nccl_src == NSRC_CUPTI ? "cupti" : "none" };
 	if (!g || !g->pstat.colls)
 		return;
@@ -61,7 +73,12 @@ static void cover_group(FILE *f, const struct analysis *a, int r0, int r1, const
 		fprintf(f, "rank %d ", a->ranks[r0].rank);
 	else
 		fprintf(f, "ranks %d-%d ", a->ranks[r0].rank, a->ranks[r1].rank);
-	if (c->client)
+	if (c->unrecorded && c->stopped_s < 0)
+		fprintf(f, "CUPTI on, but none of its records came (another CUPTI client took CUPTI's callbacks?)");
+	else if (c->unrecorded)
+		fprintf(f, "CUPTI until %.1f s before its last CUDA copy (another CUPTI client took CUPTI's callbacks?)",
+			c->stopped_s);
+	else if (c->client)
 		fprintf(f, "CUPTI, shared with another client (%s%s)", c->client,
 			c->client_api ? "; of the CUDA calls it gets only those ddpspy records" : "");
 	else if (c->kernels && !c->nccl_timing)
@@ -94,7 +111,7 @@ char *an_gpu_cover_line(const struct analysis *a)
 			an_gpu_cover(a, r, &d);
 		int same = r < a->nranks && !strcmp(d.source, c.source) &&
 			   (!c.kernels || !strcmp(d.why, c.why)) && (!c.client || !strcmp(d.client, c.client)) &&
-			   !d.client_api == !c.client_api &&
+			   !d.client_api == !c.client_api && !d.unrecorded == !c.unrecorded &&
 			   !strcmp(d.nccl, c.nccl);
 		if (same) {
 			dropped += d.dropped;

@@ -719,6 +719,10 @@ void an_gpu_warn(struct analysis *a)
 			an_warn(a, "rank %d: %" PRIu64 " records of device work on other devices than device %d (where its %s "
 				"ran) or in contexts past its first %d are left out of its split", a->ranks[r].rank,
 				g->other_dev + g->other_ctx, g->device, g->nccl_on_dev[g->device] ? "NCCL kernels" : "most work", MAX_GCTX);
+		if (g && g->unrecorded)
+			an_warn(a, "rank %d: CUPTI's records stopped before %u of its last CUDA copy calls: another CUPTI "
+				"client took CUPTI's callbacks (docs/gpu.md); its device's timeline after that is not "
+				"recorded", a->ranks[r].rank, g->unrecorded);
 		if (a->ranks[r].gpu.reread_failed)
 			an_warn(a, "rank %d: %s could not be read again for its device's work: its steps are split from its "
 				"host calls", a->ranks[r].rank, a->ranks[r].p->file);

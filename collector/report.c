@@ -113,6 +113,15 @@ static void json_coverage(struct json *j, const struct analysis *a)
 			json_str(j, NULL, "nccl_timing");
 		json_close(j);
 		json_int(j, "dropped_records", (int64_t)gc.dropped);
+		if (gc.unrecorded) { /* (CUPTI's records stopped before the run did) */
+			json_obj(j, "cupti_stopped");
+			json_int(j, "copies_after", gc.unrecorded);
+			if (gc.stopped_s < 0) /* (none of CUPTI's records came) */
+				json_null(j, "seconds_before_last_copy");
+			else
+				json_num(j, "seconds_before_last_copy", round(gc.stopped_s * 1000) / 1000);
+			json_close(j);
+		}
 		json_str(j, "nccl_timing", gc.nccl);
 		if (gc.colls) { /* what NCCL's profiler plugin told, and how its clock was found */
 			json_obj(j, "nccl_plugin");

@@ -10,7 +10,8 @@
 //                            the records of a short workload, summarized as one JSON line;
 //                            GPU_APP_TINY_BUFFERS=1 hands CUPTI buffers too small for any record;
 //                            GPU_APP_LATE=1 starts it after a first kernel (CUDA, and a profiler in front
-//                            of it, started), and without a subscriber, as an activity-only tracer does
+//                            of it, started), and without a subscriber, as an activity-only tracer does;
+//                            =2 also 2.2 s after that kernel (a profiler's once-a-second flush has its record)
 //        gpu_app kineto      a second CUPTI client in Kineto's shape (torch.profiler), profiling 20 kernels
 //                            between 5 before and 6 after; GPU_APP_FINALIZE=1 ends with cuptiFinalize;
 //                            GPU_APP_EARLY=1 subscribes before any CUDA call (a daemon-started profiler);
@@ -19,12 +20,11 @@
 //                            GPU_APP_WARMUP=1 opens its window as a torch.profiler schedule does: 5 spin
 //                            kernels with its kinds on, then a forced flush whose records it throws away.
 //                            GPU_APP_TID=1 asks for system thread ids (cuptiSetThreadIdType, as XLA's
-//                            profiler and many tracers do); =2 besides launches 5 kernels in its window from a thread
-//                            started through libc's own pthread_create (no wrapper sees it start);
-//                            =3 from a thread started as usual, whose pthread_t the next thread takes;
-//                            GPU_APP_OLDFLUSH=1 flushes with the deprecated
-//                            cuptiActivityFlush; GPU_APP_DUMP=1 turns its kinds on with
-//                            cuptiActivityEnableAndDump.
+//                            profiler and many tracers do); =2 besides launches 5 kernels in its window
+//                            from a thread started through libc's own pthread_create (no wrapper sees it
+//                            start); =3 from a thread started as usual, whose pthread_t the next thread
+//                            takes. GPU_APP_OLDFLUSH=1 flushes with the deprecated cuptiActivityFlush;
+//                            GPU_APP_DUMP=1 turns its kinds on with cuptiActivityEnableAndDump.
 //                            As Kineto, it counts only records that start in its window, and at its end
 //                            takes records only if it has a buffer out (CuptiActivityApi::activityBuffers)
 //        gpu_app launches    host ns per launch of a tiny kernel, launched back to back (make bench)
@@ -97,7 +97,7 @@ static struct {
 	int api, driver, kernels, memcpy, memset, sync, ext, other, deliveries, from_main;
 	int kernel_bad_time, launch_corr_ok, ext_corr;
 	int tid_system, tid_default; // runtime records naming the main thread by its gettid, by its pthread_t
-	int helper_system, helper_default; // the same of GPU_APP_TID=2's helper thread
+	int helper_system, helper_default; // the same of GPU_APP_TID=2's and =3's helper thread
 	double spin_ms, tick_ms;
 	unsigned long long bytes_h2d;
 	int pinned_src;
@@ -243,6 +243,8 @@ static int cupti_client()
 		check(cudaMalloc(&x, 1024 * sizeof(float)), "cudaMalloc");
 		tick<<<4, 256>>>(x, 1024);
 		check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+		if (!strcmp(getenv("GPU_APP_LATE"), "2"))
+			usleep(2200000);
 	}
 	void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
@@ -439,7 +441,8 @@ static void kineto_flush(uint32_t flag)
 		K.cuptiActivityFlushAll(flag);
 }
 
-// GPU_APP_TID=2's helper: 5 tick kernels from a thread of its own, which makes no call a wrapper sees
+// GPU_APP_TID=2's and =3's helper: 5 tick kernels from a thread of its own, which makes no call a
+// wrapper sees
 static float *helper_d;
 static cudaStream_t helper_s;
 

@@ -191,7 +191,7 @@ p = subprocess.run([APP, "cupti"], env=dict(os.environ, **ENV, GPU_APP_LATE="1")
 late_alone = summary(p)
 out = os.path.join(d, "late-handle")
 shutil.rmtree(out, ignore_errors=True)
-p = traced([APP, "cupti"], out, env=dict(ENV, GPU_APP_LATE="1"))
+p = traced([APP, "cupti"], out, env=dict(ENV, GPU_APP_LATE="1", RANK="0", WORLD_SIZE="1"))
 late = summary(p)
 recs, rc, err = dump(out)
 ends = of(recs, "end")
@@ -201,4 +201,31 @@ ok(p.returncode == 0 and late_alone.get("kernels") == 4 and late.get("kernels", 
    "(rc %s, %s), the tracer gets its %s kernels (alone %s) and whatever ddpspy's buffers held; ddpspy's file ends "
    "whole: %s" % (p.returncode, p.stderr.strip()[-80:] or "nothing on stderr", late.get("kernels"),
                   late_alone.get("kernels"), ends[-1].get("reason") if ends else None))
+# the report says CUPTI's records stopped: every CUDA copy call has a CUPTI record of its call, and
+# the program's copies after the takeover (a set, two copies) have none; the first shared run's
+# report, whose records all came, says nothing of it
+r = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=120)
+jl = json.loads(r.stdout) if r.stdout.startswith("{") else {}
+cov = jl.get("coverage") or [{}]
+warned = [w for w in jl.get("job", {}).get("warnings", []) if "CUPTI's records stopped" in w]
+t = subprocess.run([DDPSPY, "report", out], capture_output=True, text=True, timeout=120).stdout
+line = next((x for x in t.splitlines() if x.startswith("coverage: ")), "")
+ok(cov[0].get("cupti_stopped", {}).get("copies_after", 0) >= 2 and len(warned) == 1 and "none of its records came"
+   in line and not report_errors(jl) and not [c for c in j.get("coverage", []) if "cupti_stopped" in c],
+   "the report says CUPTI's records stopped: %s; %s; %s (the shared run's report: %s)"
+   % (cov[0].get("cupti_stopped"), warned, line, [c.get("cupti_stopped") for c in j.get("coverage", [])]))
+# the same tracer 2.2 s after the first kernel, whose record ddpspy's writer collected meanwhile (it
+# asks CUPTI once a second): the records stop some 1 to 2.2 s before the program's last copy
+out = os.path.join(d, "late-handle-2")
+shutil.rmtree(out, ignore_errors=True)
+p = traced([APP, "cupti"], out, env=dict(ENV, GPU_APP_LATE="2", RANK="0", WORLD_SIZE="1"))
+r = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=120)
+jl = json.loads(r.stdout) if r.stdout.startswith("{") else {}
+stop = (jl.get("coverage") or [{}])[0].get("cupti_stopped", {})
+t = subprocess.run([DDPSPY, "report", out], capture_output=True, text=True, timeout=120).stdout
+line = next((x for x in t.splitlines() if x.startswith("coverage: ")), "")
+ok(p.returncode == 0 and stop.get("copies_after", 0) >= 2 and 1.0 <= (stop.get("seconds_before_last_copy") or 0) < 10
+   and "CUPTI until" in line and not report_errors(jl),
+   "a tracer that takes the callbacks 2.2 s after the first kernel: the report says ddpspy's records stop a second "
+   "or more before the last copy: %s; %s" % (stop, line))
 done()

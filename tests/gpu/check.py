@@ -35,6 +35,7 @@ SLACK = 50000  # ns: two clocks' conversions (the host's calibration, CUPTI's GP
 T0 = time.monotonic()
 BUDGET = float(sys.argv[sys.argv.index("--budget") + 1]) if "--budget" in sys.argv else 450.0
 FACTS = {}  # what the run learnt, written to OUT/facts.json as it goes
+STOPPED = {}  # the reports whose coverage says CUPTI's records stopped before the run did
 
 
 def fact(key, value):
@@ -60,7 +61,11 @@ def report(name, out):
     open(os.path.join(OUT, "reports", name + ".txt"), "w").write(r.stdout + r.stderr)
     j = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=300)
     open(os.path.join(OUT, "reports", name + ".json"), "w").write(j.stdout)
-    return json.loads(j.stdout) if j.stdout.startswith("{") else None
+    rep = json.loads(j.stdout) if j.stdout.startswith("{") else None
+    for c in (rep or {}).get("coverage", []):
+        if "cupti_stopped" in c:
+            STOPPED[name] = c["cupti_stopped"]
+    return rep
 
 
 def nccl_kernel(name):
@@ -234,6 +239,22 @@ def share_checks(app):
        and not gpu_events(recs, "gpu_kernel"),
        "a holder through its own handle keeps CUPTI (%s kernels, alone %s); ddpspy's file: %s, %s"
        % (held.get("kernels"), alone.get("kernels"), g.get("state"), (g.get("why") or "")[:90]))
+    # the same through its own handle 2.2 s after a first kernel, with no subscriber: it takes CUPTI's
+    # callbacks, and the buffers ddpspy had handed out complete into its callback, which frees them
+    # (the program must run on); the report says CUPTI's records stopped
+    env = dict(env_for(), GPU_APP_LATE="2", RANK="0", WORLD_SIZE="1")
+    a = subprocess.run([app, "cupti"], env=dict(os.environ, **env), capture_output=True, text=True, timeout=120)
+    out = os.path.join(OUT, "cupti-late-handle")
+    shutil.rmtree(out, ignore_errors=True)
+    b = traced([app, "cupti"], out, env=env, timeout=120)
+    alone, late = last(a), last(b)
+    rep = report("late-handle", out) or {}
+    stop = (rep.get("coverage") or [{}])[0].get("cupti_stopped")
+    fact("share_late_handle", {"alone": alone, "under_ddpspy": late, "rc": b.returncode, "cupti_stopped": stop})
+    ok(b.returncode == 0 and late.get("kernels", 0) >= alone.get("kernels", 1) and stop and stop.get("copies_after", 0) >= 2,
+       "a tracer through its own handle after ddpspy started: the program runs on (rc %s), the tracer gets its kernels "
+       "(%s, alone %s), and the report says CUPTI's records stopped: %s"
+       % (b.returncode, late.get("kernels"), alone.get("kernels"), stop))
 
 
 def rules_checks(app):
@@ -921,6 +942,10 @@ def main():
     if fits("torch.profiler on a training step", 60):
         part("torch.profiler", profiler_checks)
     part("the verdict on PyTorch", verdict_checks)
+    # (every copy call has a CUPTI record of its call: a report that says otherwise of a run where
+    # no other tool took CUPTI's callbacks is a false alarm)
+    ok(not {k: v for k, v in STOPPED.items() if k != "late-handle"},
+       "no report says CUPTI's records stopped but the late tracer's: %s" % STOPPED)
     print("# traces in %s; %.0f s" % (OUT, time.monotonic() - T0))
     done()
 
