@@ -34,7 +34,7 @@ ifneq ($(HAVE_CUDA),)
 PRELOAD_SRC += preload/cuda.c
 endif
 ifneq ($(HAVE_CUPTI),)
-PRELOAD_SRC += cupti/gpu.c cupti/share.c
+PRELOAD_SRC += cupti/gpu.c cupti/share.c cupti/tids.c
 endif
 ifneq ($(HAVE_NCCL),)
 PRELOAD_SRC += preload/nccl.c

@@ -53,6 +53,11 @@ extern struct dsp_cupti_hooks dsp_cupti_hooks;
  * may come before cuInit: Kineto's own early load, or a daemon-started profiler); why: the
  * client's call, for the file's "why". Then ddpspy's subscriber is *sub. */
 int dsp_cupti_claim(const char *why, CUpti_SubscriberHandle *sub);
+/* tids.c, for share.c (callers serialize): the threads ddpspy's registry knows now, learnt; *id,
+ * CUPTI's default id of the thread of a record made at t (ddpspy's clock), made that thread's
+ * system id (gettid), or 0 where the thread was not known then (*id left as it was) */
+void dsp_tids_learn(void);
+int dsp_tid_system(uint32_t *id, uint64_t t);
 /* whether ddpspy itself records this activity kind, or this API call (driver: 1 for the driver's) */
 int dsp_cupti_own_kind(CUpti_ActivityKind kind);
 int dsp_cupti_own_api(int driver, uint32_t cbid);

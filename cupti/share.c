@@ -45,13 +45,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #define C dsp_cupti
 #define HIST 256     /* the client's changes of kinds remembered, for records delivered late */
 #define LAUNCHES 4096 /* recent API calls' starts by correlation id: when device work was launched */
 #define CUTS 16       /* the client's recent forced flushes */
-#define TIDS 4096     /* threads whose system id a client may ask for (a power of two) */
 
 /* CUDA 12's records put these times where CUDA 13's do (gpu.c checks the other fields) */
 _Static_assert(offsetof(CUpti_ActivityKernel9, completed) == offsetof(CUpti_ActivityKernel10, completed) &&
@@ -89,11 +87,6 @@ static struct {
 	int ncut;
 } S;
 static struct { uint32_t corr; uint64_t start; } launched[LAUNCHES];
-/* CUPTI's default id of a thread (the low 32 bits of its pthread_t), its system id, and when it
- * joined ddpspy's registry, for every thread known while a client wanted system ids: one id may
- * name several threads in turn (glibc hands a gone thread's stack and pthread_t to the next one);
- * fan_lock */
-static struct { uint32_t id; int tid; uint64_t since; } tids[TIDS];
 
 static const CUpti_ActivityKind SHAREABLE[] = {
 	CUPTI_ACTIVITY_KIND_MEMCPY,	     CUPTI_ACTIVITY_KIND_MEMSET,   CUPTI_ACTIVITY_KIND_KERNEL,
@@ -275,57 +268,6 @@ static void shift(uint64_t *t, int64_t off)
 		*t += (uint64_t)off;
 }
 
-/* ---- the client's thread ids: the threads ddpspy knows (preload/registry.c) ---- */
-
-static uint32_t tid_slot(uint32_t id)
-{
-	return (id * 2654435761u) >> 20 & (TIDS - 1);
-}
-
-/* thread th into tids, once; fan_lock. A thread joins at its start where ddpspy saw it start
- * (preload/pthread.c), else at its first event; the main thread, whose pthread_t no other thread
- * had before it, from the start. */
-static void learn_tid(struct dsp_thread *th, void *pid)
-{
-	uint32_t id = (uint32_t)dsp_thread_pthread(th);
-	int tid = dsp_thread_tid(th);
-	for (uint32_t i = tid_slot(id), n = 0; id && n < TIDS; i = (i + 1) & (TIDS - 1), n++) {
-		if (tids[i].id == id && tids[i].tid == tid)
-			return;
-		if (!tids[i].id) {
-			tids[i].id = id;
-			tids[i].tid = tid;
-			tids[i].since = tid == *(int *)pid ? 0 : dsp_thread_since(th);
-			return;
-		}
-	}
-}
-
-/* the system id of the thread CUPTI named id by default at time t (ddpspy's clock): the last to
- * have joined by then; 0 none known (a thread that made CUDA calls before ddpspy knew it, or
- * whose pthread_t a later thread took before these records came) */
-static uint32_t tid_of(uint32_t id, uint64_t t)
-{
-	uint32_t tid = 0;
-	uint64_t best = 0;
-	for (uint32_t i = tid_slot(id), n = 0; id && n < TIDS && tids[i].id; i = (i + 1) & (TIDS - 1), n++)
-		if (tids[i].id == id && tids[i].since <= t && (!tid || tids[i].since >= best)) {
-			tid = (uint32_t)tids[i].tid;
-			best = tids[i].since;
-		}
-	return tid;
-}
-
-/* *id, CUPTI's default id of the thread of a record made at t, as the system id the client asked
- * for; 0 where that thread is not known (the id is left as it was); fan_lock */
-static int system_id(uint32_t *id, uint64_t t)
-{
-	uint32_t tid = tid_of(*id, t);
-	if (tid)
-		*id = tid;
-	return tid != 0;
-}
-
 /* a copied record on the client's clock, naming threads as it asked (system: by system id); 0
  * where its thread could not be so named; fan_lock */
 #define SPAN(T) (shift(&((T *)(void *)r)->start, off), shift(&((T *)(void *)r)->end, off))
@@ -350,7 +292,7 @@ static int to_client(CUpti_Activity *r, int64_t off, int system)
 	case CUPTI_ACTIVITY_KIND_DRIVER:
 		t = ((CUpti_ActivityAPI *)(void *)r)->start;
 		SPAN(CUpti_ActivityAPI);
-		return !system || system_id(&((CUpti_ActivityAPI *)(void *)r)->threadId, t);
+		return !system || dsp_tid_system(&((CUpti_ActivityAPI *)(void *)r)->threadId, t);
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
 		SPAN(CUpti_ActivitySynchronization2);
 		break;
@@ -358,7 +300,7 @@ static int to_client(CUpti_Activity *r, int64_t off, int system)
 		CUpti_ActivityOverhead3 *o = (void *)r;
 		t = o->start;
 		SPAN(CUpti_ActivityOverhead3);
-		return !system || o->objectKind != CUPTI_ACTIVITY_OBJECT_THREAD || system_id(&o->objectId.pt.threadId, t);
+		return !system || o->objectKind != CUPTI_ACTIVITY_OBJECT_THREAD || dsp_tid_system(&o->objectId.pt.threadId, t);
 	}
 	default:
 		break;
@@ -455,10 +397,8 @@ static void seen(const uint8_t *b, size_t valid)
 	int64_t off = client_offset();
 	uint64_t last = 0, n = 0, lost = 0, unnamed = 0;
 	int system = __atomic_load_n(&S.tid_type, __ATOMIC_ACQUIRE) == CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM;
-	if (system) { /* (the threads known now: those that made the calls of this buffer, and earlier ones) */
-		int pid = (int)getpid();
-		dsp_registry_walk(learn_tid, &pid);
-	}
+	if (system) /* (the threads known now: those that made the calls of this buffer, and earlier ones) */
+		dsp_tids_learn();
 	CUpti_Activity *r = NULL, *next;
 	/* the launching calls first: a kernel's record may come before its call's in a buffer */
 	while (C.GetNextRecord((uint8_t *)b, valid, &r) == CUPTI_SUCCESS)
