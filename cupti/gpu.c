@@ -714,7 +714,8 @@ static int convert(const CUpti_Activity *r, struct dsp_gpu_ev *e, uint64_t *last
 	}
 	case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
 		const CUpti_ActivityExternalCorrelation *x = (const void *)r;
-		if (x->externalKind != EXT_KIND) /* (another client's ids: torch.profiler pushes its own) */
+		/* (another client's ids: torch.profiler pushes its own, and some tool its own of ddpspy's kind) */
+		if (x->externalKind != EXT_KIND || !dsp_ext_ours(x->externalId))
 			return 0;
 		int64_t a[] = {x->externalKind, (int64_t)x->externalId, x->correlationId};
 		FILL(e, DDPSPY_EV_GPU_EXTCORR, a, *last, *last); /* no time of its own */

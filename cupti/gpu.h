@@ -9,6 +9,16 @@
 
 #define DSP_GPU_MAX_ARGS 13
 
+/* ddpspy's external correlation ids (CUPTI's CUSTOM2 kind, pushed around each NCCL call): 0xdd5 in
+ * bits 36 to 47 above a count from 1, so that another tool's ids of the same kind, counted from 1
+ * as ddpspy's once were, are never taken for ddpspy's (whose NCCL calls they would name), nor
+ * ddpspy's handed to it; below 2^53, so that a JSON reader keeps them exact */
+#define DSP_EXT_TAG (UINT64_C(0xdd5) << 36)
+static inline int dsp_ext_ours(uint64_t id)
+{
+	return (id >> 36) == 0xdd5;
+}
+
 /* One record, as the writer packs it. Times are ns in the clock dsp_gpu_info names. */
 struct dsp_gpu_ev {
 	int kind;             /* enum ddpspy_event_kind: a DDPSPY_KM_GPU kind */

@@ -221,6 +221,15 @@ static CUptiResult set_kind(CUpti_ActivityKind k, int on)
 
 /* ---- the client's records: copied out of ddpspy's buffers ---- */
 
+/* an external id ddpspy pushed (around an NCCL call): the client never pushed it, and Kineto counts
+ * one of another kind as an invalid event (CuptiActivityProfiler::handleCorrelationActivity) */
+static int ddpspys_id(const CUpti_Activity *r)
+{
+	const CUpti_ActivityExternalCorrelation *x = (const void *)r;
+	return r->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION &&
+	       x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2 && dsp_ext_ours(x->externalId);
+}
+
 /* when the work of record r was launched, on ddpspy's clock (last: the record before's) */
 static uint64_t launch_time(const CUpti_Activity *r, uint64_t last)
 {
@@ -416,7 +425,7 @@ static void seen(const uint8_t *b, size_t valid)
 		last = t;
 		pthread_mutex_lock(&lock);
 		uint64_t k = kinds_at(t);
-		int want = (unsigned)r->kind < 64 && (k >> r->kind & 1);
+		int want = (unsigned)r->kind < 64 && (k >> r->kind & 1) && !ddpspys_id(r);
 		if (r->kind == CUPTI_ACTIVITY_KIND_RUNTIME || r->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
 			const CUpti_ActivityAPI *p = (const void *)r;
 			want = client_api(r->kind == CUPTI_ACTIVITY_KIND_DRIVER, p->cbid, k);

@@ -320,7 +320,7 @@ static void rec_coll(struct dsp_tls *t, uint64_t t0, int op, ncclComm_t comm, si
 		struct dsp_tls *t = &dsp_tls;                                                       \
 		if (!dsp_enter(t))                                                                  \
 			return real_##name args;                                                    \
-		uint64_t ext = __atomic_add_fetch(&ext_ids, 1, __ATOMIC_RELAXED);                   \
+		uint64_t ext = DSP_EXT_TAG | __atomic_add_fetch(&ext_ids, 1, __ATOMIC_RELAXED);     \
 		dsp_gpu_push(ext);                                                                  \
 		uint64_t t0 = coll_call(t, op, comm, count, type, per, root, peer,                  \
 					__builtin_return_address(0), __builtin_frame_address(0));  \
@@ -384,7 +384,7 @@ ncclResult_t ncclGroupEnd(void)
 	struct dsp_tls *t = &dsp_tls;
 	if (!dsp_enter(t))
 		return real_ncclGroupEnd();
-	uint64_t ext = __atomic_add_fetch(&ext_ids, 1, __ATOMIC_RELAXED);
+	uint64_t ext = DSP_EXT_TAG | __atomic_add_fetch(&ext_ids, 1, __ATOMIC_RELAXED);
 	dsp_gpu_push(ext);
 	uint64_t t0 = DSP_CALL(t, DDPSPY_EV_NCCL_GROUP, -1, 3, 0, (int64_t)ext, -1);
 	ncclResult_t rc = real_ncclGroupEnd();

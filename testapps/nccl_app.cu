@@ -29,6 +29,11 @@
 //   the ring exchange's group too (the graph launched; nothing else called in the steps).
 //   With NCCL_APP_NONBLOCKING too, the captured call is polled to its end, as every call is, before
 //   the capture ends: NCCL's own thread launches it into the capture.
+//   NCCL_APP_EXT2=1: the app is also a CUPTI client (libcupti in the global scope, as a linked
+//   tool's calls bind) that pushes external correlation ids of CUPTI's CUSTOM2 kind (ddpspy's kind)
+//   counted from 1 (as ddpspy's NCCL calls once were) around each step's forward and backward
+//   launches, and records external correlations itself; its JSON line gains "ext2": the records
+//   of its own ids it got, and "ext2_other": those of ids it never pushed.
 //   NCCL_APP_HANG=PATH: after the steps, the last rank blocks in a read of the FIFO PATH (nobody
 //   writes it) while the others enqueue one more allreduce and wait for it in cudaStreamSynchronize:
 //   a hang (rank 0 says "hanging" on stderr once it is about to; nothing ends it but a signal).
@@ -38,6 +43,7 @@
 #include <cstring>
 #include <ctime>
 #include <cuda_runtime.h>
+#include <cupti.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <nccl.h>
@@ -102,6 +108,62 @@ static void nccl(ncclResult_t e, const char *what)
 	if (e != ncclSuccess) {
 		fprintf(stderr, "nccl_app: %s: %s\n", what, ncclGetErrorString(e));
 		exit(1);
+	}
+}
+
+// NCCL_APP_EXT2's CUPTI client: its external correlation records, by whether it pushed their id
+static int ext2_mine, ext2_other, ext2_steps;
+static char ext2_summary[96] = "]";
+
+static void CUPTIAPI ext2_requested(uint8_t **b, size_t *size, size_t *max)
+{
+	*b = (uint8_t *)aligned_alloc(8, 1 << 16);
+	*size = 1 << 16;
+	*max = 0;
+}
+
+static void CUPTIAPI ext2_completed(CUcontext, uint32_t, uint8_t *b, size_t, size_t valid)
+{
+	static auto next = (CUptiResult(*)(uint8_t *, size_t, CUpti_Activity **))dlsym(RTLD_DEFAULT,
+											  "cuptiActivityGetNextRecord");
+	CUpti_Activity *r = NULL;
+	while (next && next(b, valid, &r) == CUPTI_SUCCESS)
+		if (r->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+			uint64_t id = ((CUpti_ActivityExternalCorrelation *)r)->externalId;
+			int mine = ((CUpti_ActivityExternalCorrelation *)r)->externalKind ==
+					   CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2 && id >= 1 && id <= (uint64_t)ext2_steps;
+			ext2_mine += mine;
+			ext2_other += !mine;
+		}
+	free(b);
+}
+
+// on: subscribe, buffers, runtime calls and their external correlations on (libcupti in the global
+// scope: a record of an id comes with a call's record); off: flushed, its counts
+static void ext2_client(int on, int steps)
+{
+	if (on && !dlopen("libcupti.so.13", RTLD_NOW | RTLD_GLOBAL)) {
+		fprintf(stderr, "nccl_app: %s\n", dlerror());
+		exit(1);
+	}
+#define FN(n) auto n##_ = (decltype(&::n))dlsym(RTLD_DEFAULT, #n)
+	FN(cuptiSubscribe);
+	FN(cuptiActivityRegisterCallbacks);
+	FN(cuptiActivityEnable);
+	FN(cuptiActivityFlushAll);
+#undef FN
+	CUpti_SubscriberHandle sub;
+	ext2_steps = steps;
+	if (on && (cuptiSubscribe_(&sub, NULL, NULL) != CUPTI_SUCCESS ||
+		   cuptiActivityRegisterCallbacks_(ext2_requested, ext2_completed) != CUPTI_SUCCESS ||
+		   cuptiActivityEnable_(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS ||
+		   cuptiActivityEnable_(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) != CUPTI_SUCCESS)) {
+		fprintf(stderr, "nccl_app: no CUPTI client\n");
+		exit(1);
+	}
+	if (!on) {
+		cuptiActivityFlushAll_(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+		snprintf(ext2_summary, sizeof ext2_summary, "], \"ext2\": %d, \"ext2_other\": %d", ext2_mine, ext2_other);
 	}
 }
 
@@ -218,11 +280,24 @@ int main(int argc, char **argv)
 		cuda(cudaGraphInstantiate(&graph, g, 0), "cudaGraphInstantiate");
 		cuda(cudaGraphDestroy(g), "cudaGraphDestroy");
 	}
+	// (NCCL_APP_EXT2: a CUPTI client with ids of ddpspy's external correlation kind, CUSTOM2)
+	CUptiResult (*push)(CUpti_ExternalCorrelationKind, uint64_t) = NULL;
+	CUptiResult (*pop)(CUpti_ExternalCorrelationKind, uint64_t *) = NULL;
+	if (getenv("NCCL_APP_EXT2")) {
+		ext2_client(1, steps);
+		push = (decltype(push))dlsym(RTLD_DEFAULT, "cuptiActivityPushExternalCorrelationId");
+		pop = (decltype(pop))dlsym(RTLD_DEFAULT, "cuptiActivityPopExternalCorrelationId");
+	}
 	printf("{\"rank\": %d, \"init\": [%lld, %lld], \"steps\": [", rank, i0, i1);
 	for (int s = 0; s < steps; s++) {
 		long long t0 = now_ns();
+		uint64_t popped;
+		if (push && pop)
+			push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, (uint64_t)s + 1);
 		forward<<<n / 1024, 1024, 0, compute>>>(grad, n);
 		backward<<<n / 1024, 1024, 0, compute>>>(grad, n);
+		if (push && pop)
+			pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, &popped);
 		cuda(cudaEventRecord(done, compute), "cudaEventRecord");
 		cuda(cudaStreamWaitEvent(comms, done, 0), "cudaStreamWaitEvent");
 		usleep((useconds_t)(rank * skew_ms * 1000));
@@ -246,7 +321,9 @@ int main(int argc, char **argv)
 		printf("%s{\"t0\": %lld, \"allreduce\": [%lld, %lld], \"group_end\": %lld, \"t1\": %lld}", s ? ", " : "",
 		       t0, a0, a1, g1, t1);
 	}
-	printf("]}\n");
+	if (push)
+		ext2_client(0, steps);
+	printf("%s}\n", ext2_summary);
 	if (graph) // (before its communicator goes: the graph's collectives hold it)
 		cuda(cudaGraphExecDestroy(graph), "cudaGraphExecDestroy");
 	if (getenv("NCCL_APP_HANG")) {

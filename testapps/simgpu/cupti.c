@@ -33,9 +33,10 @@
  * API records, as cupti_activity.h says: CUPTI_ACTIVITY_KIND_RUNTIME (DRIVER) records every runtime
  * (driver) call; cuptiActivityEnableRuntimeApi (DriverApi) turns one callback id on or off, and a
  * later cuptiActivityEnable or Disable of the kind overrides those choices. An external
- * correlation record comes with each API record made while an id is pushed (an NCCL call on an
- * H200 made about 20, every one joined to its id: docs/gpu.md), and only with one (assumed: not
- * seen on a GPU with calls left out). Synchronization records come for every query too (a
+ * correlation record comes with each API record made while an id is pushed, one for each kind with
+ * an id pushed, each kind's ids a stack of the calling thread's (cupti_activity.h,
+ * cuptiActivityPushExternalCorrelationId; an NCCL call on an H200 made about 20, every one joined
+ * to its id: docs/gpu.md), and only with one (assumed: not seen on a GPU with calls left out). Synchronization records come for every query too (a
  * cudaEventQuery of unfinished work: result 600, CUDA_ERROR_NOT_READY, as on an H200) unless
  * cuptiActivityEnableAllSyncRecords(0) leaves those of unfinished work out. cuptiGetCallbackName
  * names every callback id of the installed headers (cupti_runtime_cbid.h, cupti_driver_cbid.h).
@@ -281,8 +282,10 @@ static void *add(CUpti_ActivityKind kind)
 
 /* ---- what the simulated cudart tells (simgpu.h) ---- */
 
-static __thread struct { CUpti_ExternalCorrelationKind kind; uint64_t id; } ext[16];
-static __thread int next_ext;
+/* the calling thread's external ids, a stack of each kind ("for the calling thread", cupti_activity.h) */
+#define EXT_DEPTH 16
+static __thread uint64_t ext[CUPTI_EXTERNAL_CORRELATION_KIND_SIZE][EXT_DEPTH];
+static __thread int next_ext[CUPTI_EXTERNAL_CORRELATION_KIND_SIZE];
 static int64_t grids;
 
 static const char *callback_name(int driver, int cbid);
@@ -312,13 +315,16 @@ static void observe(const struct simgpu_item *it)
 	switch (it->what) {
 	case SIMGPU_API: {
 		int want = api_wanted(it->driver, it->cbid);
-		/* the innermost pushed external id, joined to this call */
-		CUpti_ActivityExternalCorrelation *x = want && next_ext > 0 && next_ext <= 16 ?
-			add(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) : NULL;
-		if (x) {
-			x->externalKind = ext[next_ext - 1].kind;
-			x->externalId = ext[next_ext - 1].id;
-			x->correlationId = it->correlation;
+		/* "preceded by a CUpti_ActivityExternalCorrelation record for each
+		 * CUpti_ExternalCorrelationKind" (cupti_activity.h): each kind's innermost id */
+		for (int k = 0; want && k < CUPTI_EXTERNAL_CORRELATION_KIND_SIZE; k++) {
+			CUpti_ActivityExternalCorrelation *x = next_ext[k] > 0 && next_ext[k] <= EXT_DEPTH ?
+				add(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) : NULL;
+			if (x) {
+				x->externalKind = (CUpti_ExternalCorrelationKind)k;
+				x->externalId = ext[k][next_ext[k] - 1];
+				x->correlationId = it->correlation;
+			}
 		}
 		CUpti_ActivityAPI *a = want ? add_any(it->driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME) : NULL;
 		if (a) {
@@ -814,21 +820,23 @@ CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t stream
 
 CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t id)
 {
-	if (next_ext < 16) {
-		ext[next_ext].kind = kind;
-		ext[next_ext].id = id;
-	}
-	next_ext++;
+	if (kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || kind >= CUPTI_EXTERNAL_CORRELATION_KIND_SIZE)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	if (next_ext[kind] < EXT_DEPTH)
+		ext[kind][next_ext[kind]] = id;
+	next_ext[kind]++;
 	return CUPTI_SUCCESS;
 }
 
 CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t *lastId)
 {
-	if (!next_ext)
+	if (kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || kind >= CUPTI_EXTERNAL_CORRELATION_KIND_SIZE)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	if (!next_ext[kind])
 		return CUPTI_ERROR_QUEUE_EMPTY;
-	next_ext--;
-	if (lastId && next_ext < 16)
-		*lastId = ext[next_ext].id;
+	next_ext[kind]--;
+	if (lastId && next_ext[kind] < EXT_DEPTH)
+		*lastId = ext[kind][next_ext[kind]];
 	return CUPTI_SUCCESS;
 }
 

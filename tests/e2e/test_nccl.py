@@ -735,8 +735,37 @@ def check_rank_from_comm(n):
                                                                  r.stderr[-200:]))
 
 
+def check_other_custom2():
+    """a tool in the process that pushes its own external ids of ddpspy's kind (CUPTI's CUSTOM2),
+    counted from 1, around its compute kernels' launches, and records external correlations itself
+    (nccl_app NCCL_APP_EXT2=1: a CUPTI client ddpspy shares its subscription with): its ids are never
+    taken for ddpspy's NCCL calls' (before, its compute kernels became NCCL kernels: compute-bound
+    at 92% turned comms-bound with no compute), and it gets the records of its own ids, as alone (2
+    a step, the forward and backward launches), and none of ddpspy's"""
+    plain = report(run(2, name="custom2-plain")[4])
+    ps, res, truth, recs, out = run(2, name="custom2", extra={"NCCL_APP_EXT2": "1"})
+    if not ok(all(p.returncode == 0 for p in ps) and len(truth) == 2,
+              "another tool's CUSTOM2 ids: nccl_app runs: %s" % [e[-200:] for o, e in res]):
+        return
+    j = report(out)
+    # (the compute share moves with the host's timing, which the tool's own CUPTI work changes: the
+    # kernels' classes decide it, and a compute kernel taken for an NCCL one leaves it at 0)
+    fig = lambda r: [(x["rank"], x.get("gpu", {}).get("kernels_per_step"), x.get("gpu", {}).get("nccl_join"))
+                     for x in r.get("ranks", [])]
+    shares = [x.get("gpu", {}).get("compute_share", 0) for x in j.get("ranks", [])]
+    ok(fig(j) == fig(plain) and len(shares) == 2 and min(shares) > 0.3,
+       "another tool's CUSTOM2 ids: the report's compute kernels and NCCL joins are those of the run without them, "
+       "and the devices compute (shares %s): %s, against %s" % (shares, fig(j), fig(plain)))
+    got = [(truth[r].get("ext2"), truth[r].get("ext2_other")) for r in sorted(truth)]
+    ext = [e for e in of(recs, "gpu_event") if e["kind"] == "gpu_extcorr"]
+    ok(got == [(2 * STEPS, 0)] * 2 and ext and all(e["ext_id"] >> 36 == 0xdd5 for e in ext),
+       "another tool's CUSTOM2 ids: it gets the %d records of its own ids on each rank and none of ddpspy's "
+       "(own, other: %s); ddpspy's file holds its own ids only (%d, tagged 0xdd5)" % (2 * STEPS, got, len(ext)))
+
+
 check(2)
 check(4)
+check_other_custom2()
 check_rank_from_comm(4)
 check_profiler_plugin()
 check_plugin_capture()
