@@ -488,6 +488,7 @@ static void print_gpu(struct dumpctx *d, const struct trace_file *f)
 		}
 		json_int(&j, "lead_ns", g->lead_ns);
 		json_int(&j, "checked", g->checked);
+		json_int(&j, "stopped_ns", g->stopped_ns);
 		json_end(&j);
 		return;
 	}

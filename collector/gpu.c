@@ -359,7 +359,7 @@ static int part_host(struct proc *p, const struct trace_event *e, const struct e
 		add_site(g, e, (int)an_arg(e, P.y_what, -1), an_range_now(p, e->tid));
 	} else {
 		g->host_cuda = 1;
-		g->copy_at[g->copies++ % 8] = e->t_ns;
+		g->copy_at[g->copies++ % 8] = e->t_ns + e->dur_ns;
 		if (!an_arg(e, P.c_async, 1) || e->dur_ns >= SYNC_MIN_NS)
 			add_site(g, e, (int)an_arg(e, P.c_dir, -1), an_range_now(p, e->tid));
 	}
@@ -527,8 +527,9 @@ static void part_loaded(struct proc *p, const struct trace_file *f, const char *
 	 * the wrapper's call, on the same clock within far less than 1 ms) */
 	int whole = f->ended && (!strcmp(f->end_reason, "exit") || !strcmp(f->end_reason, "_exit") ||
 				 !strcmp(f->end_reason, "exec")) && g && !g->dropped;
+	int64_t stop = f->gpu.have && f->gpu.stopped_ns > 0 ? f->gpu.stopped_ns : INT64_MAX;
 	for (uint32_t i = 0; g && whole && !strcmp(g->state, "on") && i < g->copies && i < 8; i++)
-		g->unrecorded += g->copy_at[i] > g->cupti_end + 1000000;
+		g->unrecorded += g->copy_at[i] > g->cupti_end + 1000000 && g->copy_at[i] < stop;
 	if (g && !g->over) {
 		joined(g);
 		free(g->xc);

@@ -206,9 +206,10 @@ struct gpuproc {
 			       * clock ran where CUPTI checked it (an_gpu_split), 0 none */
 	/* whether CUPTI's records stopped before the run did (another client took its callbacks):
 	 * every CUDA copy call the wrappers saw has a CUPTI record of its call, so a file that ended
-	 * whole (CUPTI flushed) has none after its last CUPTI record; the starts of its last copy
-	 * calls (a ring), and how many of those had none (part_loaded) */
-	int64_t cupti_end, copy_at[8];
+	 * whole (CUPTI flushed) has none that returned after its last CUPTI record and before that
+	 * flush began (stopped); the ends of its last copy calls (a ring), and how many of those had
+	 * none (part_loaded) */
+	int64_t cupti_end, copy_at[8], stopped;
 	uint32_t copies, unrecorded;
 };
 

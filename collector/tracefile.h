@@ -55,6 +55,7 @@ struct trace_gpu {
 	char holder[64];    /* since 2.6: taken, who holds CUPTI as CUPTI names it ("" unknown) */
 	int realtime;       /* CUPTI's times are CLOCK_REALTIME ns (else CLOCK_MONOTONIC) */
 	int64_t version, events, dropped, refused, unwritten, lead_ns, checked;
+	int64_t stopped_ns; /* since 2.15: when capture's last flush at exit began (CLOCK_MONOTONIC ns), 0 none */
 	int64_t untimed;    /* since 2.6: records CUPTI gave no times, left out by the writer */
 	int64_t foreign;    /* since 2.6: buffers CUPTI completed into ddpspy's callback that it had not handed out */
 	char client[64];    /* since 2.7: another CUPTI client that shares ddpspy's subscription ("" none) */

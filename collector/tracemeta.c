@@ -341,6 +341,7 @@ void trace_rd_gpu(struct trace_file *f, const msgpack_object *m)
 	g->untimed = trace_mp_int_or(m, "untimed", 0);
 	g->lead_ns = trace_mp_int_or(m, "lead_ns", 0);
 	g->checked = trace_mp_int_or(m, "checked", 0);
+	g->stopped_ns = trace_mp_int_or(m, "stopped_ns", 0);
 }
 
 /* A write error's count of events the file did not take: cumulative, in loss and end records. */

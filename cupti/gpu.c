@@ -802,8 +802,13 @@ void dsp_gpu_stop(void)
 	t->guard += DSP_GUARD_OWN;
 	pthread_mutex_lock(&call_lock);
 	if (!G.stopped && G.info.state == DSP_GPU_ON) {
+		uint64_t now = (uint64_t)dsp_mono_ns(); /* (a call that returned before it is in the flush) */
 		C.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 		count_dropped();
+		pthread_mutex_lock(&lock);
+		G.info.stopped_ns = now;
+		G.info.changes++;
+		pthread_mutex_unlock(&lock);
 	}
 	G.stopped = 1;
 	pthread_mutex_unlock(&call_lock);

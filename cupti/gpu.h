@@ -48,6 +48,8 @@ struct dsp_gpu_info {
 			       * left out, cumulative */
 	int64_t lead_ns;      /* the most device work started before the host call that launched it */
 	uint64_t checked;     /* device records checked against their launching call */
+	uint64_t stopped_ns;  /* when the last flush at exit began (CLOCK_MONOTONIC ns): the records of
+			       * calls that returned after it are not collected; 0 not yet */
 	const char *client;   /* another CUPTI client sharing ddpspy's subscription (share.c), NULL none */
 	uint64_t client_records, client_dropped, client_refused; /* records handed to it; those it asked
 			       * for that found no buffer of its or could not be put on its clock; kinds refused */

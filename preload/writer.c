@@ -1613,7 +1613,7 @@ static void rec_gpu_if_changed(int final)
 	dsp_gpu_get_info(&g);
 	if (g.state == DSP_GPU_NONE || (g.changes == W.gpu_changes && !final))
 		return;
-	frame_begin(DDPSPY_REC_GPU, g.client ? 22 : 16);
+	frame_begin(DDPSPY_REC_GPU, g.client ? 23 : 17);
 	kv_str("state", states[g.state]);
 	kv_str("why", g.why);
 	kv_str("lib", g.lib);
@@ -1634,6 +1634,7 @@ static void rec_gpu_if_changed(int final)
 	kv_int("foreign", (int64_t)g.foreign);
 	kv_int("lead_ns", g.lead_ns);
 	kv_int("checked", (int64_t)g.checked);
+	kv_int("stopped_ns", (int64_t)g.stopped_ns); /* (2.15) */
 	if (g.client) { /* (2.7: another CUPTI client shares ddpspy's subscription) */
 		kv_str("client", g.client);
 		kv_int("client_records", (int64_t)g.client_records);

@@ -5,7 +5,9 @@
 // usage: gpu_app timeline    (with SIMGPU_KERNELS=spin=5000,tick=2000 on the simulated device;
 //                            GPU_APP_FORK=1 forks a child that does host work only, after the first kernel;
 //                            GPU_APP_END=exec or segv ends it by exec of /bin/true or SIGSEGV;
-//                            GPU_APP_END=running returns from main while a last spin kernel runs)
+//                            GPU_APP_END=running returns from main while a last spin kernel runs;
+//                            GPU_APP_END=late-copy copies 4 bytes back in an atexit handler registered
+//                            before CUDA started, so that it runs after a profiler's own at exit)
 //        gpu_app cupti       a small CUPTI client (libcupti.so.13, dlopened as a profiler would):
 //                            the records of a short workload, summarized as one JSON line;
 //                            GPU_APP_TINY_BUFFERS=1 hands CUPTI buffers too small for any record;
@@ -671,6 +673,18 @@ static int steps()
 	return 0;
 }
 
+// GPU_APP_END=late-copy: a copy after a profiler's last flush at exit (its atexit handler was
+// registered at cuInit, after this one: it runs first); whatever the runtime answers then
+static float *late_src;
+
+static void late_copy()
+{
+	float x;
+	usleep(20000); // (other work at exit first)
+	if (late_src)
+		cudaMemcpy(&x, late_src, sizeof x, cudaMemcpyDeviceToHost);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "steps"))
@@ -685,6 +699,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: gpu_app timeline | cupti | kineto | launches | steps\n");
 		return 2;
 	}
+	if (getenv("GPU_APP_END") && !strcmp(getenv("GPU_APP_END"), "late-copy"))
+		atexit(late_copy);
 	const int n = 1 << 20;
 	const size_t big = 64u << 20;
 	float *d, *dbig;
@@ -762,6 +778,10 @@ int main(int argc, char **argv)
 	const char *end = getenv("GPU_APP_END");
 	if (end && !strcmp(end, "running")) {
 		spin<<<n / 256, 256>>>(d, n);
+		return 0;
+	}
+	if (end && !strcmp(end, "late-copy")) {
+		late_src = d;
 		return 0;
 	}
 	cudaFree(d);

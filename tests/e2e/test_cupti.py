@@ -212,6 +212,23 @@ for name, extra, want, kernels in (("untimed-exit", {"GPU_APP_END": "running", "
         ok(gj.get("untimed_records") == 1 and gj.get("dropped_records") == 0 and "1 device record no times" in t,
            "the report counts it (job.gpu %s) and says so: %s" % (gj, [l for l in t.splitlines() if "no times" in l]))
 
+# a copy after ddpspy's last flush at exit (an atexit handler registered before CUDA started runs
+# after ddpspy's): its call has no CUPTI record, as none made then is collected; the report does
+# not take that for CUPTI's records having stopped early (another client taking its callbacks)
+out = os.path.join(d, "late-copy")
+shutil.rmtree(out, ignore_errors=True)
+p = traced([os.path.join(APPS, "gpu_app"), "timeline"], out, env={"GPU_APP_END": "late-copy", "LD_LIBRARY_PATH": SIMDIR,
+                                                                   "RANK": "0", "WORLD_SIZE": "1"})
+recs, rc, err = dump(out)
+g = info(recs)
+copies = events(recs, "cuda_memcpy")
+r = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True)
+j = json.loads(r.stdout) if r.stdout.startswith("{") else {}
+late = [c for c in copies if g.get("stopped_ns") and c["t_ns"] > g["stopped_ns"]]
+ok(p.returncode == 0 and len(late) == 1 and not [c for c in j.get("coverage", []) if "cupti_stopped" in c],
+   "a copy after ddpspy's last flush at exit (%d, stopped_ns %s) is not taken for CUPTI's records stopping early: %s"
+   % (len(late), g.get("stopped_ns"), j.get("coverage")))
+
 # The CUDA calls recorded are those the analysis reads (launches, copies, sets, synchronizes and
 # queries, graph launches, allocations), selected by callback id, not the flood a PyTorch step makes
 # (4 of its 5.1 records a kernel on an H200); queries of unfinished work make no synchronization
