@@ -19,7 +19,7 @@
 #include "gpu_int.h"
 #include "trace.h"
 
-#define EXT_KIND_DDPSPY 5     /* CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2 (cupti/gpu.c's EXT_KIND) */
+#define EXT_KIND_DDPSPY 5     /* CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2 (cupti_int.h's DSP_EXT_KIND) */
 
 const char *const an_gpart_names[GP_COUNT] = {
 #define X(e, s) s,
@@ -359,7 +359,7 @@ static int part_host(struct proc *p, const struct trace_event *e, const struct e
 		add_site(g, e, (int)an_arg(e, P.y_what, -1), an_range_now(p, e->tid));
 	} else {
 		g->host_cuda = 1;
-		g->copy_at[g->copies++ % 8] = e->t_ns + e->dur_ns;
+		g->copy_at[g->copies++ % COPY_RING] = e->t_ns + e->dur_ns;
 		if (!an_arg(e, P.c_async, 1) || e->dur_ns >= SYNC_MIN_NS)
 			add_site(g, e, (int)an_arg(e, P.c_dir, -1), an_range_now(p, e->tid));
 	}
@@ -528,7 +528,7 @@ static void part_loaded(struct proc *p, const struct trace_file *f, const char *
 	int whole = f->ended && (!strcmp(f->end_reason, "exit") || !strcmp(f->end_reason, "_exit") ||
 				 !strcmp(f->end_reason, "exec")) && g && !g->dropped;
 	int64_t stop = f->gpu.have && f->gpu.stopped_ns > 0 ? f->gpu.stopped_ns : INT64_MAX;
-	for (uint32_t i = 0; g && whole && !strcmp(g->state, "on") && i < g->copies && i < 8; i++)
+	for (uint32_t i = 0; g && whole && !strcmp(g->state, "on") && i < g->copies && i < COPY_RING; i++)
 		g->unrecorded += g->copy_at[i] > g->cupti_end + 1000000 && g->copy_at[i] < stop;
 	if (g && !g->over) {
 		joined(g);

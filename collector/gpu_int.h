@@ -140,6 +140,7 @@ struct gsite {            /* a call site that waited for the device: thread, sta
 
 #define MAX_SITES 16
 
+#define COPY_RING 8 /* a process's last CUDA copy calls kept (gpuproc.copy_at) */
 struct gpuproc {
 	struct gwork *w;
 	size_t nw, cw;
@@ -207,9 +208,9 @@ struct gpuproc {
 	/* whether CUPTI's records stopped before the run did (another client took its callbacks):
 	 * every CUDA copy call the wrappers saw has a CUPTI record of its call, so a file that ended
 	 * whole (CUPTI flushed) has none that returned after its last CUPTI record and before that
-	 * flush began (stopped); the ends of its last copy calls (a ring), and how many of those had
-	 * none (part_loaded) */
-	int64_t cupti_end, copy_at[8], stopped;
+	 * flush began (the gpu record's stopped_ns); the ends of its last copy calls (a ring), and how
+	 * many of those had none (part_loaded) */
+	int64_t cupti_end, copy_at[COPY_RING];
 	uint32_t copies, unrecorded;
 };
 

@@ -34,7 +34,7 @@ double an_gpu_stopped_s(const struct gpuproc *g)
 	int64_t last = g->cupti_end;
 	if (!last) /* (no record of CUPTI's at all) */
 		return -1;
-	for (uint32_t i = 0; i < g->copies && i < 8; i++) /* (their ends) */
+	for (uint32_t i = 0; i < g->copies && i < COPY_RING; i++) /* (their ends) */
 		last = g->copy_at[i] > last ? g->copy_at[i] : last;
 	return (double)(last - g->cupti_end) / 1e9;
 }

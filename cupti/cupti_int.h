@@ -53,6 +53,12 @@ extern struct dsp_cupti_hooks dsp_cupti_hooks;
  * may come before cuInit: Kineto's own early load, or a daemon-started profiler); why: the
  * client's call, for the file's "why". Then ddpspy's subscriber is *sub. */
 int dsp_cupti_claim(const char *why, CUpti_SubscriberHandle *sub);
+/* ddpspy's external ids: of CUPTI's CUSTOM2 kind, tagged (gpu.h's DSP_EXT_TAG) */
+#define DSP_EXT_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2
+static inline int dsp_ext_record_ours(const CUpti_ActivityExternalCorrelation *x)
+{
+	return x->externalKind == DSP_EXT_KIND && dsp_ext_ours(x->externalId);
+}
 /* tids.c, for share.c (callers serialize): the threads ddpspy's registry knows now, learnt; *id,
  * CUPTI's default id of the thread of a record made at t (ddpspy's clock), made that thread's
  * system id (gettid), or 0 where the thread was not known then (*id left as it was) */

@@ -87,9 +87,6 @@ struct dsp_cupti_fns dsp_cupti;
 #define C dsp_cupti
 struct dsp_cupti_hooks dsp_cupti_hooks;
 
-/* the external correlation kind ddpspy's ids are pushed as */
-#define EXT_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2
-
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;      /* G's fields and the queues */
 static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER; /* calls into CUPTI against stop */
 static struct {
@@ -715,7 +712,7 @@ static int convert(const CUpti_Activity *r, struct dsp_gpu_ev *e, uint64_t *last
 	case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
 		const CUpti_ActivityExternalCorrelation *x = (const void *)r;
 		/* (another client's ids: torch.profiler pushes its own, and some tool its own of ddpspy's kind) */
-		if (x->externalKind != EXT_KIND || !dsp_ext_ours(x->externalId))
+		if (!dsp_ext_record_ours(x))
 			return 0;
 		int64_t a[] = {x->externalKind, (int64_t)x->externalId, x->correlationId};
 		FILL(e, DDPSPY_EV_GPU_EXTCORR, a, *last, *last); /* no time of its own */
@@ -821,7 +818,7 @@ static __thread int pushed;
 void dsp_gpu_push(uint64_t id)
 {
 	if (__atomic_load_n(&G.info.state, __ATOMIC_RELAXED) == DSP_GPU_ON && !G.stopped && C.Push &&
-	    C.Push(EXT_KIND, id) == CUPTI_SUCCESS)
+	    C.Push(DSP_EXT_KIND, id) == CUPTI_SUCCESS)
 		pushed++;
 }
 
@@ -830,7 +827,7 @@ void dsp_gpu_pop(void)
 	uint64_t id;
 	if (pushed && C.Pop && !G.stopped) {
 		pushed--;
-		C.Pop(EXT_KIND, &id);
+		C.Pop(DSP_EXT_KIND, &id);
 	}
 }
 

@@ -225,9 +225,8 @@ static CUptiResult set_kind(CUpti_ActivityKind k, int on)
  * one of another kind as an invalid event (CuptiActivityProfiler::handleCorrelationActivity) */
 static int ddpspys_id(const CUpti_Activity *r)
 {
-	const CUpti_ActivityExternalCorrelation *x = (const void *)r;
 	return r->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION &&
-	       x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2 && dsp_ext_ours(x->externalId);
+	       dsp_ext_record_ours((const CUpti_ActivityExternalCorrelation *)(const void *)r);
 }
 
 /* when the work of record r was launched, on ddpspy's clock (last: the record before's) */
