@@ -86,7 +86,12 @@ static struct {
 	uint64_t cut[CUTS];      /* the client's forced flushes (ddpspy's clock); fan_lock */
 	int ncut;
 } S;
-static struct { uint32_t corr; uint64_t start; } launched[LAUNCHES];
+/* recent API records by correlation id: their start (when device work was launched) and call */
+static struct {
+	uint32_t corr, cbid;
+	uint64_t start;
+	uint8_t driver;
+} launched[LAUNCHES];
 
 static const CUpti_ActivityKind SHAREABLE[] = {
 	CUPTI_ACTIVITY_KIND_MEMCPY,	     CUPTI_ACTIVITY_KIND_MEMSET,   CUPTI_ACTIVITY_KIND_KERNEL,
@@ -229,6 +234,20 @@ static int ddpspys_id(const CUpti_Activity *r)
 	       dsp_ext_record_ours((const CUpti_ActivityExternalCorrelation *)(const void *)r);
 }
 
+/* An external id's record "precedes" the API record of its call (cupti_activity.h,
+ * cuptiActivityPushExternalCorrelationId): the real CUPTI makes one only where it makes that call's
+ * record. So it goes to the client with its call's record, not for a call that only ddpspy records
+ * (a client with external correlation but no CUDA call kind, or PyTorch 2.0's Kineto, which had no
+ * driver kind, got the ids of ddpspy's driver launches); kinds: the client's at the call's start.
+ * Where the call's record is not in this buffer, by its kind alone. */
+static int ext_wanted(const CUpti_ActivityExternalCorrelation *x, uint64_t kinds)
+{
+	uint32_t i = x->correlationId % LAUNCHES;
+	if (!x->correlationId || launched[i].corr != x->correlationId)
+		return 1;
+	return client_api(launched[i].driver, launched[i].cbid, kinds);
+}
+
 /* when the work of record r was launched, on ddpspy's clock (last: the record before's) */
 static uint64_t launch_time(const CUpti_Activity *r, uint64_t last)
 {
@@ -239,7 +258,9 @@ static uint64_t launch_time(const CUpti_Activity *r, uint64_t last)
 	case CUPTI_ACTIVITY_KIND_DRIVER: {
 		const CUpti_ActivityAPI *p = (const void *)r;
 		launched[p->correlationId % LAUNCHES].corr = p->correlationId;
+		launched[p->correlationId % LAUNCHES].cbid = p->cbid;
 		launched[p->correlationId % LAUNCHES].start = p->start;
+		launched[p->correlationId % LAUNCHES].driver = r->kind == CUPTI_ACTIVITY_KIND_DRIVER;
 		return p->start;
 	}
 	case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -428,6 +449,8 @@ static void seen(const uint8_t *b, size_t valid)
 		if (r->kind == CUPTI_ACTIVITY_KIND_RUNTIME || r->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
 			const CUpti_ActivityAPI *p = (const void *)r;
 			want = client_api(r->kind == CUPTI_ACTIVITY_KIND_DRIVER, p->cbid, k);
+		} else if (want && r->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+			want = ext_wanted((const CUpti_ActivityExternalCorrelation *)(const void *)r, k);
 		}
 		pthread_mutex_unlock(&lock);
 		if (!want || (S.ncut && cut(t, end_time(r))))

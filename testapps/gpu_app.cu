@@ -27,6 +27,8 @@
 //                            start); =3 from a thread started as usual, whose pthread_t the next thread
 //                            takes. GPU_APP_OLDFLUSH=1 flushes with the deprecated cuptiActivityFlush;
 //                            GPU_APP_DUMP=1 turns its kinds on with cuptiActivityEnableAndDump.
+//                            GPU_APP_KINDS=device asks for no CUDA call kind (runtime, driver), the
+//                            device's kinds and external correlation only.
 //                            As Kineto, it counts only records that start in its window, and at its end
 //                            takes records only if it has a buffer out (CuptiActivityApi::activityBuffers)
 //        gpu_app launches    host ns per launch of a tiny kernel, launched back to back (make bench)
@@ -416,12 +418,22 @@ static CUpti_ActivityKind kineto_kinds[] = { CUPTI_ACTIVITY_KIND_MEMCPY,	  CUPTI
 					     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_RUNTIME,
 					     CUPTI_ACTIVITY_KIND_DRIVER,	  CUPTI_ACTIVITY_KIND_OVERHEAD };
 
+// GPU_APP_KINDS=device: the device's kinds and external correlation, no CUDA call kind (a tracer
+// configured for kernels only, as Kineto's activity types allow)
+static bool kineto_wants(CUpti_ActivityKind k)
+{
+	const char *only = getenv("GPU_APP_KINDS");
+	return !only || strcmp(only, "device") || (k != CUPTI_ACTIVITY_KIND_RUNTIME && k != CUPTI_ACTIVITY_KIND_DRIVER);
+}
+
 static int kineto_on()
 {
 	int ts_ok = K.cuptiActivityRegisterTimestampCallback(realtime_ts) == CUPTI_SUCCESS;
 	K.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
 	int enabled = 0, dump = getenv("GPU_APP_DUMP") != NULL;
 	for (CUpti_ActivityKind k : kineto_kinds) {
+		if (!kineto_wants(k))
+			continue;
 		enabled += (dump ? K.cuptiActivityEnableAndDump(k) : K.cuptiActivityEnable(k)) == CUPTI_SUCCESS;
 		if (k == CUPTI_ACTIVITY_KIND_RUNTIME)
 			K.cuptiActivityEnableRuntimeApi(CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, 0);
@@ -549,7 +561,8 @@ static int kineto_client()
 	// CuptiActivityProfiler's stop: the kinds off, then CuptiActivityApi::activityBuffers, which
 	// flushes only when it has a buffer out and else takes no GPU records at all
 	for (CUpti_ActivityKind k : kineto_kinds)
-		K.cuptiActivityDisable(k);
+		if (kineto_wants(k))
+			K.cuptiActivityDisable(k);
 	int taken = __atomic_load_n(&outstanding, __ATOMIC_SEQ_CST) > 0;
 	if (taken)
 		kineto_flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);

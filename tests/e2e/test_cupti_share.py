@@ -13,7 +13,8 @@ starts ddpspy first; a client that asks for system thread ids (cuptiSetThreadIdT
 profiler does) gets them while ddpspy's file keeps CUPTI's default ids, those of the threads ddpspy
 knows, one whose pthread_t a later thread took included, and a count of those it could not name; a
 client that flushes with the deprecated cuptiActivityFlush or turns its kinds on with
-cuptiActivityEnableAndDump gets what it gets alone; and a holder that calls libcupti through its
+cuptiActivityEnableAndDump gets what it gets alone, as does one that asks for external correlation
+but no CUDA call kind (no external id records of ddpspy's calls); and a holder that calls libcupti through its
 own handle (as nsys's injection does) keeps CUPTI, ddpspy saying who holds it."""
 import json
 import os
@@ -84,7 +85,7 @@ host = None  # the main thread's own events (the wrappers' copies and synchroniz
 for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}), ("early", {"GPU_APP_EARLY": "1"}),
                     ("callbacks", {"GPU_APP_CALLBACK": "1", "GPU_APP_FINALIZE": "1"}), ("warmup", {"GPU_APP_WARMUP": "1"}),
                     ("system-tids", {"GPU_APP_TID": "1"}), ("old-flush", {"GPU_APP_OLDFLUSH": "1"}),
-                    ("enable-and-dump", {"GPU_APP_DUMP": "1"})):
+                    ("enable-and-dump", {"GPU_APP_DUMP": "1"}), ("device-kinds", {"GPU_APP_KINDS": "device"})):
     want = alone(extra) if extra else truth
     got, recs = under(case, extra)
     diff = {k: (want.get(k), got.get(k)) for k in SAME if want.get(k) != got.get(k)}
@@ -113,8 +114,11 @@ for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}), ("e
     total = sum(got.get(k, 0) for k in ("kernels", "api", "ext", "memcpy", "sync"))
     if case == "warmup":  # (and the warm-up's calls and external ids, handed to it and thrown away at its flush)
         total = g.get("client_records") if g.get("client_records", 0) >= total else -1
+    # ("device-kinds": no CUDA call kind, so none limited; alone CUPTI makes no external id record of a
+    # call whose record it does not make, so none of ddpspy's launches' reach it)
+    limited = "" if case == "device-kinds" else "runtime,driver"
     ok(g.get("client") == "unnamed" and g.get("client_records") == total and g.get("client_dropped") == 0
-       and g.get("foreign") == 0 and g.get("client_api_limited") == "runtime,driver",
+       and g.get("foreign") == 0 and g.get("client_api_limited") == limited,
        "%s: the file names the client it shared CUPTI with, the %d records handed to it, and that its CUDA call "
        "records were those ddpspy records: %s" % (case, total, {k: g.get(k) for k in (
            "client", "client_records", "client_dropped", "foreign", "client_api_limited")}))
