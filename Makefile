@@ -206,7 +206,7 @@ $(B)/testapps/cuda_c12: testapps/cuda_c.c $(B)/simgpu12/libcudart.so.12
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -isystem $(CUDA_HOME)/include -o $@ $< $(B)/simgpu12/libcudart.so.12
 # gpu_app on CUDA 12's runtime: nvcc's code, linked against the CUDA 12 stand-in instead of cudart 13
-$(B)/testapps/gpu_app12: testapps/gpu_app.cu $(B)/simgpu12/libcudart.so.12
+$(B)/testapps/gpu_app12: testapps/gpu_app.cu testapps/kineto_shape.h testapps/globaltimer.cuh $(B)/simgpu12/libcudart.so.12
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart none -o $@ $< -Xlinker $(B)/simgpu12/libcudart.so.12
 $(B)/testapps/cuda_c: testapps/cuda_c.c $(B)/simgpu/libcudart.so.13
@@ -234,25 +234,25 @@ $(B)/simgpu/libcuda.so.1: testapps/simgpu/driver.c testapps/simgpu/simgpu.h
 $(B)/testapps/libnccl-profiler-test.so: testapps/ncclprof_test.c common/nccl_profiler.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) -fPIC -shared -o $@ $< -lpthread
-$(B)/testapps/gpu_app: testapps/gpu_app.cu
+$(B)/testapps/gpu_app: testapps/gpu_app.cu testapps/kineto_shape.h testapps/globaltimer.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $<
 $(B)/testapps/cupti_rules: testapps/cupti_rules.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $<
-$(B)/testapps/gpu_probe: testapps/gpu_probe.cu
+$(B)/testapps/gpu_probe: testapps/gpu_probe.cu testapps/globaltimer.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $<
 $(B)/testapps/nccl_app: testapps/nccl_app.cu $(B)/simgpu/libnccl.so.2
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $< -Xlinker $(B)/simgpu/libnccl.so.2
 # the testbed's GPU half (ddpbench train --gpu dlopens it from its own directory)
-$(B)/libddpbench_gpu.so: testapps/ddpbench/gpu.cu testapps/ddpbench/ddpbench.h $(B)/simgpu/libnccl.so.2
+$(B)/libddpbench_gpu.so: testapps/ddpbench/gpu.cu testapps/ddpbench/ddpbench.h testapps/kineto_shape.h testapps/globaltimer.cuh $(B)/simgpu/libnccl.so.2
 	$(NVCC) -O2 -std=c++17 -cudart shared -Xcompiler -fPIC -shared -o $@ $< -Xlinker $(B)/simgpu/libnccl.so.2
-$(B)/testapps/gpu_app_static: testapps/gpu_app.cu
+$(B)/testapps/gpu_app_static: testapps/gpu_app.cu testapps/kineto_shape.h testapps/globaltimer.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -o $@ $<
-$(B)/testapps/gpu_app_pt: testapps/gpu_app.cu
+$(B)/testapps/gpu_app_pt: testapps/gpu_app.cu testapps/kineto_shape.h testapps/globaltimer.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared --default-stream per-thread -o $@ $<
 

@@ -728,8 +728,9 @@ void an_gpu_warn(struct analysis *a)
 				"host calls", a->ranks[r].rank, a->ranks[r].p->file);
 	}
 	if (untimed)
-		an_warn(a, "CUPTI gave %" PRIu64 " device record%s no times (work still running when it was last flushed, "
-			"at exit): left out", untimed, untimed == 1 ? "" : "s");
+		an_warn(a, "CUPTI gave %" PRIu64 " device record%s no times (work still running when it was flushed "
+			"whole: at exit, or as another CUPTI client ended its session): left out", untimed,
+			untimed == 1 ? "" : "s");
 }
 
 /* The plugin's clock on a rank without CUPTI is late by how soon NCCL told it of a kernel's end

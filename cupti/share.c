@@ -20,10 +20,11 @@
  * - while the client has a kind on, one of its buffers is out, as with the real CUPTI, whose
  *   records wait in the client's buffers: Kineto takes no GPU records at all when it has none out
  *   at its stop (CuptiActivityApi::activityBuffers), and ddpspy's own buffers come back late;
- * - the client's forced flush is a default one for the real CUPTI, which would otherwise hand
- *   ddpspy the work still running with no times, once (cupti_activity.h, cuptiActivityFlushAll);
- *   the records of that work are not the client's afterwards, as its forced flush would have
- *   given it them untimed;
+ * - the client's forced flush while it has a kind on is a default one for the real CUPTI, which
+ *   would otherwise hand ddpspy the work still running with no times, once (cupti_activity.h,
+ *   cuptiActivityFlushAll); the records of that work are not the client's afterwards, as its
+ *   forced flush would have given it them untimed. With no kind on it ends the client's session
+ *   and is passed on forced, so that the client gets its window now (flush_for_client);
  * - the client's cuptiFinalize ends the client's part only (its kinds, callbacks and subscriber),
  *   never ddpspy's capture;
  * - the client's thread id type is its own: the real CUPTI keeps the default (the low 32 bits of
@@ -736,12 +737,20 @@ CUptiResult cuptiActivityEnableAllSyncRecords(uint8_t enable)
 	return LEAVE(C.EnableAllSyncRecords ? CUPTI_SUCCESS : CUPTI_ERROR_NOT_SUPPORTED);
 }
 
-/* The client's flush: the real one, a default flush (ddpspy's buffers whose work has ended come
- * back through gpu.c, and the client's records in them are copied out), then the client's buffer
- * to it, and another out while it has kinds on. A forced flush is remembered: what was running
- * then is not the client's afterwards. */
+/* The client's flush: the real one (ddpspy's buffers come back through gpu.c, and the client's
+ * records in them are copied out), then the client's buffer to it, and another out while it has
+ * kinds on. A forced flush while the client has kinds on (Kineto's as its window opens) is a default
+ * one for the real CUPTI, which hands back only the buffers whose work has ended, so that ddpspy
+ * keeps the times of what still runs; it is remembered: what was running then is not the client's
+ * afterwards. A forced flush with none on ends the client's session (Kineto turns its kinds off,
+ * then flushes) and is passed on forced: a default one would keep back every buffer that also
+ * holds work still running ("It doesn't return buffers which have one or more incomplete records",
+ * cupti_activity.h, cuptiActivityFlushAll), and with it the records of the client's window, which
+ * it takes now or never. ddpspy's records of what still runs then come back untimed, and are
+ * counted; a program that synchronizes before the stop, as torch.profiler does, has none. */
 static void flush_for_client(uint32_t flag)
 {
+	int ends = (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) && !__atomic_load_n(&S.kinds, __ATOMIC_ACQUIRE);
 	if (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) {
 		pthread_mutex_lock(&fan_lock);
 		if (S.ncut == CUTS) /* (the oldest: its work has long ended) */
@@ -750,7 +759,7 @@ static void flush_for_client(uint32_t flag)
 		pthread_mutex_unlock(&fan_lock);
 	}
 	if (C.FlushAll)
-		C.FlushAll(0);
+		C.FlushAll(ends ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
 	pthread_mutex_lock(&fan_lock);
 	if (S.used)
 		complete();

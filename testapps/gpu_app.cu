@@ -28,7 +28,9 @@
 //                            takes. GPU_APP_OLDFLUSH=1 flushes with the deprecated cuptiActivityFlush;
 //                            GPU_APP_DUMP=1 turns its kinds on with cuptiActivityEnableAndDump.
 //                            GPU_APP_KINDS=device asks for no CUDA call kind (runtime, driver), the
-//                            device's kinds and external correlation only.
+//                            device's kinds and external correlation only. GPU_APP_NOSYNC=1 stops
+//                            while a 200 ms kernel runs (SIMGPU_KERNELS=hold=arg), as an on-demand
+//                            trace does, which does not synchronize the device first.
 //                            As Kineto, it counts only records that start in its window, and at its end
 //                            takes records only if it has a buffer out (CuptiActivityApi::activityBuffers)
 //        gpu_app launches    host ns per launch of a tiny kernel, launched back to back (make bench)
@@ -49,11 +51,22 @@
 #include <sys/wait.h>
 #include <csignal>
 
+#include "globaltimer.cuh"
+#include "kineto_shape.h"
+
 __global__ void spin(float *a, int n)
 {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i < n)
 		a[i] = a[i] * 0.5f + 1.0f;
+}
+
+// holds the device for ns nanoseconds (on the simulated device, SIMGPU_KERNELS=hold=arg)
+__global__ void hold(unsigned long long ns)
+{
+	if (threadIdx.x || blockIdx.x)
+		return;
+	globaltimer_spin(ns);
 }
 
 __global__ void tick(float *a, int n)
@@ -337,62 +350,11 @@ static uint64_t CUPTIAPI realtime_ts()
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-// libcupti's functions as a linked client's calls bind to them: from the global scope, where a
-// preloaded library's definitions come first
-static struct {
-#define FN(n) decltype(&::n) n
-	FN(cuptiSubscribe);
-	FN(cuptiUnsubscribe);
-	FN(cuptiFinalize);
-	FN(cuptiActivityRegisterTimestampCallback);
-	FN(cuptiActivityRegisterCallbacks);
-	FN(cuptiActivityEnable);
-	FN(cuptiActivityDisable);
-	FN(cuptiActivityEnableRuntimeApi);
-	FN(cuptiActivityEnableDriverApi);
-	FN(cuptiActivitySetAttribute);
-	FN(cuptiActivityFlushAll);
-	FN(cuptiActivityGetNumDroppedRecords);
-	FN(cuptiActivityPushExternalCorrelationId);
-	FN(cuptiActivityPopExternalCorrelationId);
-	FN(cuptiEnableCallback);
-	FN(cuptiEnableDomain);
-	FN(cuptiSetThreadIdType);
-	FN(cuptiGetThreadIdType);
-	FN(cuptiActivityFlush);
-	FN(cuptiActivityEnableAndDump);
-#undef FN
-} K;
-
 static int global_cupti()
 {
-	if (!dlopen("libcupti.so.13", RTLD_NOW | RTLD_GLOBAL)) {
-		fprintf(stderr, "gpu_app: %s\n", dlerror());
+	if (kineto_load("gpu_app"))
 		return 1;
-	}
-#define SYM(n) K.n = (decltype(&::n))dlsym(RTLD_DEFAULT, #n)
-	SYM(cuptiSubscribe);
-	SYM(cuptiUnsubscribe);
-	SYM(cuptiFinalize);
-	SYM(cuptiActivityRegisterTimestampCallback);
-	SYM(cuptiActivityRegisterCallbacks);
-	SYM(cuptiActivityEnable);
-	SYM(cuptiActivityDisable);
-	SYM(cuptiActivityEnableRuntimeApi);
-	SYM(cuptiActivityEnableDriverApi);
-	SYM(cuptiActivitySetAttribute);
-	SYM(cuptiActivityFlushAll);
-	SYM(cuptiActivityGetNumDroppedRecords);
-	SYM(cuptiActivityPushExternalCorrelationId);
-	SYM(cuptiActivityPopExternalCorrelationId);
-	SYM(cuptiEnableCallback);
-	SYM(cuptiEnableDomain);
-	SYM(cuptiSetThreadIdType);
-	SYM(cuptiGetThreadIdType);
-	SYM(cuptiActivityFlush);
-	SYM(cuptiActivityEnableAndDump);
-#undef SYM
-	get_next = (decltype(get_next))dlsym(RTLD_DEFAULT, "cuptiActivityGetNextRecord");
+	get_next = K.cuptiActivityGetNextRecord;
 	return 0;
 }
 
@@ -410,39 +372,20 @@ static void CUPTIAPI kineto_callback(void *, CUpti_CallbackDomain d, CUpti_Callb
 		torn_down = K.cuptiFinalize() == CUPTI_SUCCESS;
 }
 
-// torch.profiler's kinds on, as CuptiActivityApi::enableCuptiActivities turns them on (PyTorch
-// 2.11 on an H200: these kinds, in this order, but synchronization; docs/gpu.md), with the calls it
-// leaves out; returns how many
-static CUpti_ActivityKind kineto_kinds[] = { CUPTI_ACTIVITY_KIND_MEMCPY,	  CUPTI_ACTIVITY_KIND_MEMSET,
-					     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-					     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_RUNTIME,
-					     CUPTI_ACTIVITY_KIND_DRIVER,	  CUPTI_ACTIVITY_KIND_OVERHEAD };
-
-// GPU_APP_KINDS=device: the device's kinds and external correlation, no CUDA call kind (a tracer
-// configured for kernels only, as Kineto's activity types allow)
-static bool kineto_wants(CUpti_ActivityKind k)
+// torch.profiler's kinds on (kineto_shape.h), after its clock and buffers, as
+// CuptiActivityApi::enableCuptiActivities; returns how many, -1 when its clock was refused.
+// GPU_APP_DUMP: with cuptiActivityEnableAndDump; GPU_APP_KINDS=device: no CUDA call kind
+static bool device_only()
 {
 	const char *only = getenv("GPU_APP_KINDS");
-	return !only || strcmp(only, "device") || (k != CUPTI_ACTIVITY_KIND_RUNTIME && k != CUPTI_ACTIVITY_KIND_DRIVER);
+	return only && !strcmp(only, "device");
 }
 
 static int kineto_on()
 {
 	int ts_ok = K.cuptiActivityRegisterTimestampCallback(realtime_ts) == CUPTI_SUCCESS;
 	K.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
-	int enabled = 0, dump = getenv("GPU_APP_DUMP") != NULL;
-	for (CUpti_ActivityKind k : kineto_kinds) {
-		if (!kineto_wants(k))
-			continue;
-		enabled += (dump ? K.cuptiActivityEnableAndDump(k) : K.cuptiActivityEnable(k)) == CUPTI_SUCCESS;
-		if (k == CUPTI_ACTIVITY_KIND_RUNTIME)
-			K.cuptiActivityEnableRuntimeApi(CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, 0);
-		if (k == CUPTI_ACTIVITY_KIND_DRIVER)
-			for (CUpti_CallbackId id : { CUPTI_DRIVER_TRACE_CBID_cuKernelGetAttribute,
-						     CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
-						     CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent })
-				K.cuptiActivityEnableDriverApi(id, 0);
-	}
+	int enabled = kineto_kinds_on(getenv("GPU_APP_DUMP") != NULL, device_only());
 	return ts_ok ? enabled : -1;
 }
 
@@ -557,18 +500,18 @@ static int kineto_client()
 	K.cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &popped);
 	check(cudaMemcpyAsync(pinned, d, n * sizeof(float), cudaMemcpyDeviceToHost, s1), "cudaMemcpyAsync");
 	check(cudaStreamSynchronize(s1), "cudaStreamSynchronize");
+	// GPU_APP_NOSYNC: an on-demand trace stops without synchronizing the device (torch.profiler does
+	// synchronize): a 200 ms kernel still runs at its stop
+	if (getenv("GPU_APP_NOSYNC"))
+		hold<<<1, 32, 0, s1>>>(200000000ull);
 	uint64_t t_off = realtime_ts();
 	// CuptiActivityProfiler's stop: the kinds off, then CuptiActivityApi::activityBuffers, which
 	// flushes only when it has a buffer out and else takes no GPU records at all
-	for (CUpti_ActivityKind k : kineto_kinds)
-		if (kineto_wants(k))
-			K.cuptiActivityDisable(k);
+	kineto_kinds_off(device_only());
 	int taken = __atomic_load_n(&outstanding, __ATOMIC_SEQ_CST) > 0;
 	if (taken)
 		kineto_flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	uint8_t per_thread = 0; // (activityBuffers again: the per-thread buffers off, whatever they were)
-	size_t per_thread_size = sizeof per_thread;
-	K.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &per_thread_size, &per_thread);
+	kineto_per_thread_off();
 	int finalized = 0;
 	if (callbacks) {
 		K.cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);

@@ -37,6 +37,8 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "globaltimer.cuh"
+
 __global__ void flood_k(float *a)
 {
 	a[threadIdx.x] += 1.0f;
@@ -59,11 +61,7 @@ __global__ void hold(unsigned long long ns)
 {
 	if (threadIdx.x || blockIdx.x)
 		return;
-	unsigned long long t0, t;
-	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-	do
-		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-	while (t - t0 < ns);
+	globaltimer_spin(ns);
 }
 
 static long long now_ns()

@@ -48,6 +48,8 @@ struct options {
 	int pageable;                  /* copy it from pageable memory, not pinned */
 	double d2d_mb;                 /* a device-to-device copy of the batch each step (torch.cat, clone) */
 	double side_gpu_ms;            /* a kernel this long on a second device each step (its own context) */
+	int cupti_from, cupti_to;      /* steps a second CUPTI client profiles, counting warm-up (-1: none) */
+	int cupti_no_sync;             /* it stops without synchronizing the device (an on-demand trace) */
 	int host_sync;                 /* read the loss back with a blocking copy every step */
 	int sync_by;                   /* how --host-sync waits (SYNC_BY_*) */
 	int gpu_kernels;               /* kernels per layer and phase (launch-bound when many) */
@@ -74,12 +76,17 @@ struct gpu_conf {
 	size_t layer_floats;           /* --fsdp: the largest layer's parameters (0: not sharded) */
 	size_t pipe_floats;            /* --pipeline: the largest micro-batch it sends or receives (0: none) */
 	int dp_color;                  /* --pipeline with replicas: its stage (-1: no communicator of them) */
+	int cupti_from, cupti_to;      /* --cupti-client: the steps it profiles (-1: none) */
+	int cupti_sync;                /* and it synchronizes the device before its stop */
 };
+/* what --cupti-client's client got: timed kernels and copies launched in its window but its last
+ * step (by its external ids), and every record CUPTI handed it */
+enum { CLIENT_KERNELS, CLIENT_COPIES, CLIENT_RECORDS, CLIENT_N };
 /* how loss.item() waits for the device (--sync-by): a copy and a stream synchronize; polling an
  * event; a cudaFree (which may synchronize: cuda_runtime_api.h); a cudaMemcpy2DAsync into pageable
  * memory (which holds the host until it is done) */
 enum { SYNC_BY_COPY, SYNC_BY_POLL, SYNC_BY_FREE, SYNC_BY_2D };
-#define GPU_OPS_VERSION 4
+#define GPU_OPS_VERSION 5
 struct gpu_ops {
 	int version;
 	int (*unique_id)(void *id, size_t len);          /* rank 0: the NCCL id's bytes, or -1 */
@@ -105,6 +112,7 @@ struct gpu_ops {
 	 * group on the compute stream; the stage's count gradients all-reduced among its replicas */
 	void (*p2p)(int to, size_t send_count, int from, size_t recv_count);
 	void (*dp_reduce)(size_t count);
+	int (*client)(long *counts);                      /* --cupti-client: CLIENT_N counts; -1 none */
 };
 
 /* A gen-data directory, as described by its manifest. */

@@ -11,40 +11,36 @@
 #include <cstdlib>
 #include <cstring>
 #include <cuda_runtime.h>
+#include <mutex>
 #include <nccl.h>
+#include <unordered_map>
+#include <vector>
 
+#include "../globaltimer.cuh"
+#include "../kineto_shape.h"
 #include "ddpbench.h"
 
 #define FSDP_EVENTS (2 * 4 * MAX_LAYERS) // (a step records at most 3 per layer)
-
-__device__ static void spin(unsigned long long ns)
-{
-	unsigned long long t0, t;
-	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-	do
-		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-	while (t - t0 < ns);
-}
 
 // one per phase, so that a profile names them; each touches its buffer so it is real work
 __global__ void ddpbench_forward(unsigned long long ns, float *p)
 {
 	if (threadIdx.x == 0)
-		spin(ns);
+		globaltimer_spin(ns);
 	p[threadIdx.x] += 1.0f;
 }
 
 __global__ void ddpbench_backward(unsigned long long ns, float *p)
 {
 	if (threadIdx.x == 0)
-		spin(ns);
+		globaltimer_spin(ns);
 	p[threadIdx.x] *= 0.5f;
 }
 
 __global__ void ddpbench_optimizer(unsigned long long ns, float *p)
 {
 	if (threadIdx.x == 0)
-		spin(ns);
+		globaltimer_spin(ns);
 	p[threadIdx.x] -= 0.01f;
 }
 
@@ -159,6 +155,8 @@ static int init(const struct gpu_conf *c, const void *id, char *err, size_t len)
 	NCCL(ncclCommInitRank(&G.nccl, c->ws, u, c->rank));
 	if (c->dp_color >= 0) // (--pipeline with replicas: theirs, split off the world's by stage, nccl.h)
 		NCCL(ncclCommSplit(G.nccl, c->dp_color, c->rank, &G.dp, NULL));
+	if (c->cupti_from >= 0 && !G.err[0] && kineto_load("ddpbench"))
+		snprintf(G.err, sizeof G.err, "--cupti-client: no libcupti.so.13");
 	if (G.err[0])
 		snprintf(err, len, "%s", G.err);
 	return G.err[0] ? -1 : 0;
@@ -255,6 +253,129 @@ static void read_loss(void)
 	}
 }
 
+// ---- --cupti-client FROM:TO: a second CUPTI client in torch.profiler's shape (kineto_shape.h)
+// profiles steps FROM to TO as a schedule's active steps: its kinds on as step FROM begins, an
+// external id of its own pushed for each step (Kineto's for each op: step s's is s + 1), its stop
+// as step TO ends (the kinds off, a forced flush where it has a buffer out, the per-thread buffers
+// off). torch.profiler synchronizes the device before that stop (torch.autograd.profiler.profile's
+// __exit__: torch.cuda.synchronize()); an on-demand trace (dynolog's, Kineto's own run loop) does
+// not (--cupti-client-no-sync), and step TO's work may then still run: Kineto takes it untimed and
+// leaves it out. What it counts is what is certain to be in its trace either way: the kernels and
+// copies launched in steps FROM to TO - 1, timed, by their launching call's external id.
+
+static struct {
+	CUpti_SubscriberHandle sub;
+	int subscribed, discarding, outstanding, open;
+	std::mutex mu; // (the buffers complete on CUPTI's thread or the flushing one)
+	std::unordered_map<uint32_t, uint64_t> ext; // correlation id: its external id of the client's kind
+	std::vector<std::pair<uint32_t, bool>> work; // timed kernels and copies: correlation id, a kernel
+	long records;
+} KC;
+
+static uint64_t CUPTIAPI kc_clock()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void CUPTIAPI kc_requested(uint8_t **b, size_t *size, size_t *max)
+{
+	*b = (uint8_t *)aligned_alloc(8, 1 << 20);
+	*size = *b ? 1 << 20 : 0;
+	*max = 0;
+	__atomic_add_fetch(&KC.outstanding, *b != NULL, __ATOMIC_SEQ_CST);
+}
+
+static void CUPTIAPI kc_completed(CUcontext, uint32_t, uint8_t *b, size_t, size_t valid)
+{
+	__atomic_sub_fetch(&KC.outstanding, 1, __ATOMIC_SEQ_CST);
+	std::lock_guard<std::mutex> g(KC.mu);
+	CUpti_Activity *r = NULL;
+	while (!KC.discarding && K.cuptiActivityGetNextRecord(b, valid, &r) == CUPTI_SUCCESS) {
+		KC.records++;
+		if (r->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+			auto *x = (CUpti_ActivityExternalCorrelation *)r;
+			if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
+				KC.ext[(uint32_t)x->correlationId] = (uint64_t)x->externalId;
+		} else if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+			auto *k = (CUpti_ActivityKernel10 *)r;
+			if (k->start && k->end >= k->start)
+				KC.work.push_back({ (uint32_t)k->correlationId, true });
+		} else if (r->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+			auto *m = (CUpti_ActivityMemcpy6 *)r;
+			if (m->start && m->end >= m->start)
+				KC.work.push_back({ (uint32_t)m->correlationId, false });
+		}
+	}
+	free(b);
+}
+
+// Kineto's start of a window: subscribed at its first, its clock and buffers, its kinds, then
+// clearActivities (a forced flush, if it has a buffer out, whose records it throws away)
+static void kc_open()
+{
+	if (!KC.subscribed)
+		KC.subscribed = K.cuptiSubscribe(&KC.sub, NULL, NULL) == CUPTI_SUCCESS;
+	K.cuptiActivityRegisterTimestampCallback(kc_clock);
+	K.cuptiActivityRegisterCallbacks(kc_requested, kc_completed);
+	kineto_kinds_on(false, false);
+	if (__atomic_load_n(&KC.outstanding, __ATOMIC_SEQ_CST)) {
+		KC.discarding = 1;
+		K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+		KC.discarding = 0;
+	}
+	KC.open = 1;
+}
+
+static void kc_close()
+{
+	uint64_t id;
+	K.cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id);
+	if (G.c.cupti_sync)
+		CUDA(cudaDeviceSynchronize());
+	kineto_kinds_off(false);
+	if (__atomic_load_n(&KC.outstanding, __ATOMIC_SEQ_CST))
+		K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	kineto_per_thread_off();
+	KC.open = 0;
+}
+
+// step s is about to begin
+static void kc_step(int s)
+{
+	int from = G.c.cupti_from, to = G.c.cupti_to;
+	uint64_t id;
+	if (from < 0 || s < from || s > to + 1)
+		return;
+	if (s == from)
+		kc_open();
+	else if (s <= to)
+		K.cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id);
+	if (s <= to)
+		K.cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, (uint64_t)s + 1);
+	else
+		kc_close();
+}
+
+// what the client got (CLIENT_*), -1 with no client
+static int client(long *n)
+{
+	if (G.c.cupti_from < 0)
+		return -1;
+	if (KC.open) // (the run ended inside its window)
+		kc_close();
+	std::lock_guard<std::mutex> g(KC.mu);
+	n[CLIENT_KERNELS] = n[CLIENT_COPIES] = 0;
+	for (auto &w : KC.work) {
+		auto x = KC.ext.find(w.first);
+		if (x != KC.ext.end() && x->second > (uint64_t)G.c.cupti_from && x->second <= (uint64_t)G.c.cupti_to)
+			n[w.second ? CLIENT_KERNELS : CLIENT_COPIES]++;
+	}
+	n[CLIENT_RECORDS] = KC.records;
+	return 0;
+}
+
 // The step's end: the host may run one step ahead of the device and no more (a trainer's queue is
 // bounded: the caching allocator, the prefetcher), so it waits for the step before this one.
 // Returns -1 with the first error in err.
@@ -269,6 +390,7 @@ static int end_step(char *err, size_t len)
 	CUDA(cudaEventRecord(G.step_end[i], G.compute));
 	if (G.step > 1)
 		CUDA(cudaEventSynchronize(G.step_end[i ^ 1]));
+	kc_step(G.step);
 	if (G.err[0])
 		snprintf(err, len, "%s", G.err);
 	return G.err[0] ? -1 : 0;
@@ -345,5 +467,5 @@ static void dp_reduce(size_t count)
 
 extern "C" __attribute__((visibility("default"))) const struct gpu_ops ddpbench_gpu = {
 	GPU_OPS_VERSION, unique_id, init, upload, kernel, bucket, grads_done, extra, barrier, read_loss, end_step,
-	finish, gather, gathered, scatter, p2p, dp_reduce,
+	finish, gather, gathered, scatter, p2p, dp_reduce, client,
 };

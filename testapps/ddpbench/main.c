@@ -78,6 +78,11 @@ static const char usage[] = USAGE_HEAD
 	"                          into pageable memory)\n"
 	"  --side-gpu-ms M         also run an M ms kernel on the next device as each step ends (its\n"
 	"                          own context: an evaluation or a second model beside the training)\n"
+	"  --cupti-client FROM:TO  a second CUPTI client in torch.profiler's shape profiles steps FROM\n"
+	"                          to TO (counting warm-up steps from 0), as its schedule's active steps;\n"
+	"                          the summary says what it got (cupti_client)\n"
+	"  --cupti-client-no-sync  it stops without synchronizing the device first, as an on-demand\n"
+	"                          trace (dynolog) does; torch.profiler synchronizes\n"
 	"  --host-sync             read the loss back every step with a blocking copy (.item())\n"
 	"  --gpu-kernels K         split each layer's work into K kernels (launch-bound when large)\n"
 	"  --host-ms M             host work per step before enqueueing it (collation, Python): it\n"
@@ -151,7 +156,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 		O_NOOVERLAP, O_WORKERS, O_PREFETCH, O_SEED, O_VARLEN, O_ULEN, O_BATCHING, O_BUDGET,
 		O_SRANK, O_SMS, O_SFROM, O_SLOW, O_EXTRA, O_R0, O_SLOWDATA, O_SLOWRANK, O_CHUNK, O_DELAY, O_DECODE, O_MARKERS, O_NVTX, O_ACCUM,
 		O_GPU, O_GPUMS, O_INPUT, O_PAGEABLE, O_HOSTSYNC, O_KERNELS, O_HOSTMS, O_D2D, O_SYNCBY, O_SIDE,
-		O_FSDP, O_NOPREFETCH, O_PIPE, O_MICRO, O_SCHED, O_SLOWSTAGE, O_SLOWSTAGEMS };
+		O_CLIENT, O_CLIENTNOSYNC, O_FSDP, O_NOPREFETCH, O_PIPE, O_MICRO, O_SCHED, O_SLOWSTAGE, O_SLOWSTAGEMS };
 	static const struct option opts[] = {
 		{ "data", 1, 0, O_DATA }, { "steps", 1, 0, O_STEPS }, { "warmup", 1, 0, O_WARMUP },
 		{ "batch", 1, 0, O_BATCH }, { "global-batch", 1, 0, O_GBATCH },
@@ -170,6 +175,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 		{ "gpu-ms", 1, 0, O_GPUMS }, { "input-mb", 1, 0, O_INPUT }, { "pageable", 0, 0, O_PAGEABLE },
 		{ "host-sync", 0, 0, O_HOSTSYNC }, { "gpu-kernels", 1, 0, O_KERNELS }, { "host-ms", 1, 0, O_HOSTMS },
 		{ "d2d-mb", 1, 0, O_D2D }, { "sync-by", 1, 0, O_SYNCBY }, { "side-gpu-ms", 1, 0, O_SIDE },
+		{ "cupti-client", 1, 0, O_CLIENT }, { "cupti-client-no-sync", 0, 0, O_CLIENTNOSYNC },
 		{ "fsdp", 0, 0, O_FSDP }, { "no-prefetch", 0, 0, O_NOPREFETCH },
 		{ "pipeline", 1, 0, O_PIPE }, { "microbatches", 1, 0, O_MICRO }, { "schedule", 1, 0, O_SCHED },
 		{ "slow-stage", 1, 0, O_SLOWSTAGE }, { "slow-stage-ms", 1, 0, O_SLOWSTAGEMS },
@@ -179,7 +185,7 @@ static int parse_train(int argc, char **argv, struct options *o)
 		.bucket_mb = 1, .overlap = 1, .hidden = 512, .layers = -1, .straggler_rank = -1,
 		.straggler_slowdown = 1, .slow_rank = -1, .read_chunk = 64, .read_delay_ms = 20,
 		.seed = 1, .accum = 1, .gpu_ms = 20, .gpu_kernels = 1, .fsdp_prefetch = 1, .microbatches = -1,
-		.slow_stage = -1 };
+		.slow_stage = -1, .cupti_from = -1, .cupti_to = -1 };
 	int gpu_opts = 0, sched_set = 0;
 	int c, batching_set = 0;
 	double v;
@@ -255,6 +261,19 @@ static int parse_train(int argc, char **argv, struct options *o)
 		case O_HOSTMS: bad = num(optarg, 0, 1e6, &o->host_ms); gpu_opts = 1; break;
 		case O_D2D: bad = num(optarg, 0.000001, 4096, &o->d2d_mb); gpu_opts = 1; break;
 		case O_SIDE: bad = num(optarg, 0.001, 1e6, &o->side_gpu_ms); gpu_opts = 1; break;
+		case O_CLIENTNOSYNC: o->cupti_no_sync = gpu_opts = 1; break;
+		case O_CLIENT: {
+			char *to = strchr(optarg, ':');
+			bad = !to;
+			if (to) {
+				*to++ = 0;
+				bad = integer(optarg, 1, 1 << 20, &o->cupti_from) || integer(to, 1, 1 << 20, &o->cupti_to) ||
+				      o->cupti_to < o->cupti_from;
+				to[-1] = ':';
+			}
+			gpu_opts = 1;
+			break;
+		}
 		case O_SYNCBY:
 			o->sync_by = !strcmp(optarg, "copy") ? SYNC_BY_COPY : !strcmp(optarg, "poll") ? SYNC_BY_POLL :
 				     !strcmp(optarg, "free") ? SYNC_BY_FREE : !strcmp(optarg, "2d") ? SYNC_BY_2D : -1;
@@ -298,8 +317,12 @@ static int parse_train(int argc, char **argv, struct options *o)
 	else if (o->slow_rank >= 0 && !o->slow_data)
 		conflict = "--slow-rank needs --slow-data";
 	else if (gpu_opts && !o->gpu)
-		conflict = "--gpu-ms, --input-mb, --pageable, --host-sync, --gpu-kernels, --host-ms, --d2d-mb, --sync-by and "
-			   "--side-gpu-ms need --gpu";
+		conflict = "--gpu-ms, --input-mb, --pageable, --host-sync, --gpu-kernels, --host-ms, --d2d-mb, --sync-by, "
+			   "--side-gpu-ms and --cupti-client[-no-sync] need --gpu";
+	else if (o->cupti_to >= o->warmup + o->steps)
+		conflict = "--cupti-client FROM:TO needs TO below the warm-up and measured steps";
+	else if (o->cupti_no_sync && o->cupti_from < 0)
+		conflict = "--cupti-client-no-sync needs --cupti-client";
 	else if (!o->fsdp_prefetch && !o->fsdp)
 		conflict = "--no-prefetch is --fsdp's (the input threads' read-ahead is --prefetch P)";
 	else if (o->fsdp && (o->task != TASK_MLP || o->accum > 1 || !o->overlap || o->extra_allreduce_mb > 0))

@@ -68,7 +68,7 @@ static const char *batching_name(enum batching b)
 
 /* all[r][s][f]: rank r, steady step s, field f */
 static void summarize(const struct options *o, int ws, int batch, const double *all,
-	const double *elapsed, size_t grad_bytes, int buckets, double loss0, double loss1)
+	const double *elapsed, size_t grad_bytes, int buckets, double loss0, double loss1, const long *client)
 {
 	int S = o->steps;
 #define AT(r, s, f) all[((size_t)(r) * S + (s)) * NF + (f)]
@@ -150,6 +150,11 @@ static void summarize(const struct options *o, int ws, int batch, const double *
 		/* --gpu: compute_ms is the device's kernel time; the host's waits for the device apart */
 		if (o->gpu)
 			printf("\"gpu_wait_ms\": %.3f, ", m[F_GPUWAIT]);
+		/* --cupti-client: what the second client got (gpu.cu) */
+		const long *c = client + (size_t)r * CLIENT_N;
+		if (o->cupti_from >= 0)
+			printf("\"cupti_client\": {\"kernels\": %ld, \"copies\": %ld, \"records\": %ld}, ", c[CLIENT_KERNELS],
+				c[CLIENT_COPIES], c[CLIENT_RECORDS]);
 		/* --pipeline: the rank's stage, and its time blocked in receives (comm_ms's part) */
 		if (o->pipeline)
 			printf("\"stage\": %d, \"recv_wait_ms\": %.3f, ", r / (ws / o->pipeline), m[F_PIPEWAIT]);
@@ -343,7 +348,8 @@ int train(const struct options *o, const struct dataset *ds)
 		struct gpu_conf gc = { .rank = rank, .ws = ws, .local_rank = lr ? atoi(lr) : rank,
 			.grad_floats = model_params(m), .extra_floats = (size_t)(o->extra_allreduce_mb * 1048576) / sizeof(float),
 			.input_bytes = input_bytes, .d2d_bytes = (size_t)(o->d2d_mb * 1048576), .pageable = o->pageable, .kernels = o->gpu_kernels, .overlap = o->overlap,
-			.sync_by = o->sync_by, .side_gpu_ms = o->side_gpu_ms, .dp_color = P && D > 1 ? stage : -1 };
+			.sync_by = o->sync_by, .side_gpu_ms = o->side_gpu_ms, .dp_color = P && D > 1 ? stage : -1,
+			.cupti_from = o->cupti_from, .cupti_to = o->cupti_to, .cupti_sync = !o->cupti_no_sync };
 		if (P) {
 			int l0, l1;
 			pipe_layers(P, &l0, &l1, &gc.pipe_floats);
@@ -582,8 +588,11 @@ int train(const struct options *o, const struct dataset *ds)
 		if (step >= o->warmup)
 			memcpy(rec + (size_t)(step - o->warmup) * NF, v, sizeof v);
 	}
+	long client[CLIENT_N] = { 0 };
 	if (G)
 		G->finish();
+	if (G && G->client(client) < 0)
+		memset(client, 0, sizeof client);
 	fsdp_free(F);
 	double elapsed = now_ms() - start;
 	if (ld)
@@ -602,14 +611,17 @@ int train(const struct options *o, const struct dataset *ds)
 
 	double *all = rank == 0 ? calloc((size_t)ws * o->steps * NF, sizeof(double)) : NULL;
 	double *el = rank == 0 ? calloc((size_t)ws, sizeof(double)) : NULL;
+	long *clients = rank == 0 ? calloc((size_t)ws * CLIENT_N, sizeof(long)) : NULL;
 	MPI_Gather(rec, o->steps * NF, MPI_DOUBLE, all, o->steps * NF, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 	MPI_Gather(&elapsed, 1, MPI_DOUBLE, el, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+	MPI_Gather(client, CLIENT_N, MPI_LONG, clients, CLIENT_N, MPI_LONG, 0, MPI_COMM_WORLD);
 	if (rank == 0) {
-		summarize(o, ws, batch, all, el, model_params(m) * sizeof(float), nb, loss0, loss1);
+		summarize(o, ws, batch, all, el, model_params(m) * sizeof(float), nb, loss0, loss1, clients);
 		fflush(stdout);
 	}
 	free(all);
 	free(el);
+	free(clients);
 	free(rec);
 	free(extra);
 	free(acc_grad);

@@ -136,6 +136,39 @@ def need_sim(what, header, built):
         done()
 
 
+# the testbed's GPU mode on the simulated device: its kernels last their first argument, and its
+# copies' bytes need not move (it never reads them), so that this machine's memory bandwidth, shared
+# by the ranks, is not in the model
+SIM_TESTBED = {"LD_LIBRARY_PATH": SIMDIR, "SIMGPU_KERNELS": "ddpbench_=arg", "SIMGPU_MOVE_BYTES": "0"}
+
+
+def need_testbed_gpu(what):
+    """Ends the test with one skip, saying why, unless the testbed's GPU mode can run here: the
+    simulated device, mpirun, build/ddpbench and build/libddpbench_gpu.so."""
+    need_sim(what, "nccl.h", "the testbed's GPU mode")
+    if not shutil.which("mpirun") or not os.path.exists(BENCH) or not os.path.exists(
+            os.path.join(BUILD, "libddpbench_gpu.so")):
+        skip(what, "mpirun, build/ddpbench or build/libddpbench_gpu.so missing (Open MPI or nvcc absent)")
+        done()
+
+
+def report_json(out, timeout=300):
+    """`ddpspy report --json out`, parsed; None, saying why, when it is not JSON or breaks the
+    contract (schema.py)"""
+    from schema import report_errors
+    p = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=timeout)
+    try:
+        j = json.loads(p.stdout)
+    except ValueError:
+        print("# report of %s: rc=%d %s" % (out, p.returncode, p.stderr[-500:]))
+        return None
+    errs = report_errors(j)
+    if errs:
+        print("# %s: the report breaks the contract: %s" % (out, errs[:3]))
+        return None
+    return j
+
+
 def tmpdir(name):
     d = tempfile.mkdtemp(prefix="ddpspy-%s-" % name)
     return d

@@ -14,7 +14,9 @@ profiler does) gets them while ddpspy's file keeps CUPTI's default ids, those of
 knows, one whose pthread_t a later thread took included, and a count of those it could not name; a
 client that flushes with the deprecated cuptiActivityFlush or turns its kinds on with
 cuptiActivityEnableAndDump gets what it gets alone, as does one that asks for external correlation
-but no CUDA call kind (no external id records of ddpspy's calls); and a holder that calls libcupti through its
+but no CUDA call kind (no external id records of ddpspy's calls), and one that stops while work
+still runs, as an on-demand trace does (its window's records come to it, ddpspy's record of the
+running kernel untimed and counted); and a holder that calls libcupti through its
 own handle (as nsys's injection does) keeps CUPTI, ddpspy saying who holds it."""
 import json
 import os
@@ -25,7 +27,7 @@ from schema import report_errors
 
 need_sim("CUPTI shared with another client", "cupti.h", "cupti/share.c")
 
-ENV = {"LD_LIBRARY_PATH": SIMDIR, "SIMGPU_KERNELS": "spin=2000,tick=1000"}
+ENV = {"LD_LIBRARY_PATH": SIMDIR, "SIMGPU_KERNELS": "spin=2000,tick=1000,hold=arg"}
 APP = os.path.join(APPS, "gpu_app")
 d = tmpdir("cupti-share")
 # what the client's summary must say the same with ddpspy as without (docs/gpu.md, "Sharing CUPTI")
@@ -85,7 +87,8 @@ host = None  # the main thread's own events (the wrappers' copies and synchroniz
 for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}), ("early", {"GPU_APP_EARLY": "1"}),
                     ("callbacks", {"GPU_APP_CALLBACK": "1", "GPU_APP_FINALIZE": "1"}), ("warmup", {"GPU_APP_WARMUP": "1"}),
                     ("system-tids", {"GPU_APP_TID": "1"}), ("old-flush", {"GPU_APP_OLDFLUSH": "1"}),
-                    ("enable-and-dump", {"GPU_APP_DUMP": "1"}), ("device-kinds", {"GPU_APP_KINDS": "device"})):
+                    ("enable-and-dump", {"GPU_APP_DUMP": "1"}), ("device-kinds", {"GPU_APP_KINDS": "device"}),
+                    ("no-sync", {"GPU_APP_NOSYNC": "1"})):
     want = alone(extra) if extra else truth
     got, recs = under(case, extra)
     diff = {k: (want.get(k), got.get(k)) for k in SAME if want.get(k) != got.get(k)}
@@ -96,10 +99,14 @@ for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}), ("e
     kern = gpu_events(recs, "gpu_kernel")
     names = sorted(set(k["kname"] for k in kern))
     g = info(recs)
+    # ("no-sync": the client stops while a kernel runs, as an on-demand trace does: its forced flush
+    # at its session's end is passed on, and hands ddpspy that kernel untimed, counted; a default
+    # flush would have kept back the buffer of its window's records, and it got nothing)
+    nosync = int(case == "no-sync")
     n = 31 + 5 * (case == "warmup")
     nl = len([e for e in gpu_events(recs, "cuda_api") if "aunch" in e.get("fn", "")])
-    ok(len(kern) == n and nl == n and sum("tick" in k["kname"] for k in kern) == 20 and g.get("state") == "on"
-       and not g.get("untimed"),
+    ok(len(kern) == n and nl == n + nosync and sum("tick" in k["kname"] for k in kern) == 20 and g.get("state") == "on"
+       and g.get("untimed", 0) == nosync,
        "%s: ddpspy's own file holds every kernel of the run, timed, the client's window and the %d outside it, and "
        "every launch call (%d): %d %s (untimed %s)" % (case, n - 20, nl, len(kern), names, g.get("untimed")))
     api = [e.get("fn", "") for e in gpu_events(recs, "cuda_api")]
@@ -114,6 +121,7 @@ for case, extra in (("shared", {}), ("finalize", {"GPU_APP_FINALIZE": "1"}), ("e
     total = sum(got.get(k, 0) for k in ("kernels", "api", "ext", "memcpy", "sync"))
     if case == "warmup":  # (and the warm-up's calls and external ids, handed to it and thrown away at its flush)
         total = g.get("client_records") if g.get("client_records", 0) >= total else -1
+    total += nosync  # (the kernel still running, handed to it untimed, which it leaves out as alone)
     # ("device-kinds": no CUDA call kind, so none limited; alone CUPTI makes no external id record of a
     # call whose record it does not make, so none of ddpspy's launches' reach it)
     limited = "" if case == "device-kinds" else "runtime,driver"

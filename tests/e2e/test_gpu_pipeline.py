@@ -11,20 +11,15 @@ pipeline (16 micro-batches) has neither of 0.15 or more. On 4 ranks: 4 stages (1
 stage), and 2 stages of 2 replicas each, whose stage gradients are all-reduced on a communicator
 split off by stage. Only on the simulated device (docs/gpu.md)."""
 import os
-import shutil
 from lib import *
 import pipecases
 from pipecases import findings
 
-need_sim("pipeline verdicts on the simulated device", "nccl.h", "the testbed's GPU mode")
-GPULIB = os.path.join(BUILD, "libddpbench_gpu.so")
-if not shutil.which("mpirun") or not os.path.exists(BENCH) or not os.path.exists(GPULIB):
-    skip("pipeline verdicts on the simulated device", "mpirun, build/ddpbench or build/libddpbench_gpu.so missing")
-    done()
+need_testbed_gpu("pipeline verdicts on the simulated device")
 
 d = tmpdir("gpu-pipeline")
 data = bench_data(d, 256)
-SIM = {"LD_LIBRARY_PATH": SIMDIR, "SIMGPU_KERNELS": "ddpbench_=arg", "SIMGPU_MOVE_BYTES": "0"}
+SIM = SIM_TESTBED
 # (as test_pipeline.py: 5 layers of 170 cut 2 | 3, balanced; the device's 20 ms of kernels a step
 # shared by the stages as the cut shares the work)
 PIPE = ["--gpu", "--hidden", "170", "--layers", "4", "--batch", "64", "--steps", "10"]

@@ -14,19 +14,12 @@ import shutil
 import statistics
 import subprocess
 from lib import *
-from schema import report_errors
 
-need_sim("the GPU verdict", "nccl.h", "the testbed's GPU mode")
-GPULIB = os.path.join(BUILD, "libddpbench_gpu.so")
-if not shutil.which("mpirun") or not os.path.exists(BENCH) or not os.path.exists(GPULIB):
-    skip("the GPU verdict", "mpirun, build/ddpbench or build/libddpbench_gpu.so missing (Open MPI or nvcc absent)")
-    done()
+need_testbed_gpu("the GPU verdict")
 
 d = tmpdir("gpu-report")
 data = bench_data(d, 2048)
-# the testbed's kernels last their first argument; its copies' bytes need not move (it never reads
-# them), so that this machine's memory bandwidth, shared by 4 ranks on 2 cores, is not in the model
-SIM = {"LD_LIBRARY_PATH": SIMDIR, "SIMGPU_KERNELS": "ddpbench_=arg", "SIMGPU_MOVE_BYTES": "0"}
+SIM = SIM_TESTBED
 
 
 def traced(name, args, np, env=None):
@@ -34,18 +27,7 @@ def traced(name, args, np, env=None):
     return testbed(os.path.join(d, name), data, ["--gpu", "--steps", "10"] + args, np, dict(SIM, **(env or {})), 300)
 
 
-def report(out):
-    p = subprocess.run([DDPSPY, "report", "--json", out], capture_output=True, text=True, timeout=300)
-    try:
-        j = json.loads(p.stdout)
-    except ValueError:
-        print("# report of %s: rc=%d %s" % (out, p.returncode, p.stderr[-500:]))
-        return None
-    errs = report_errors(j)
-    if errs:
-        print("# %s: the report breaks the contract: %s" % (out, errs[:3]))
-        return None
-    return j
+report = report_json
 
 
 def top(j):

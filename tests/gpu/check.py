@@ -101,7 +101,7 @@ def env_for():
     e = {}
     if SIM:
         e["LD_LIBRARY_PATH"] = SIMDIR
-        e["SIMGPU_KERNELS"] = "spin=5000,tick=2000,forward=2000,backward=3000"
+        e["SIMGPU_KERNELS"] = "spin=5000,tick=2000,forward=2000,backward=3000,hold=arg"
     else:
         libs, _ = python_lib_dirs()
         path = [d for d in libs] + [os.path.join(CUDA, "lib64")] + os.environ.get("LD_LIBRARY_PATH", "").split(":")
@@ -183,8 +183,9 @@ def share_checks(app):
     it gets what it gets alone, and ddpspy keeps every kernel of the run and the program's own calls.
     Also a client that subscribes before cuInit, one that asks for system thread ids (alone: does the
     real CUPTI give gettid?), with a second thread whose pthread_t the next one takes, and the
-    deprecated flush and cuptiActivityEnableAndDump, and one with external correlation but no CUDA call
-    kind (alone: does the real CUPTI make external id records without the call's record?)"""
+    deprecated flush and cuptiActivityEnableAndDump, one with external correlation but no CUDA call
+    kind (alone: does the real CUPTI make external id records without the call's record?), and one
+    that stops while a kernel runs, as an on-demand trace does"""
     same = ("subscribe", "enabled", "kernels", "ticks", "spins", "inside", "getdevice", "memcpy", "ext", "ext7", "launch_corr_ok",
             "dropped", "after", "callbacks", "finalized", "tid_type", "tid_system", "tid_default", "helper_system",
             "helper_default")
@@ -193,7 +194,7 @@ def share_checks(app):
                         ("callbacks", {"GPU_APP_CALLBACK": "1", "GPU_APP_FINALIZE": "1"}), ("warmup", {"GPU_APP_WARMUP": "1"}),
                         ("early", {"GPU_APP_EARLY": "1"}), ("system-tids", {"GPU_APP_TID": "3"}),
                         ("old-flush", {"GPU_APP_OLDFLUSH": "1"}), ("enable-and-dump", {"GPU_APP_DUMP": "1"}),
-                        ("device-kinds", {"GPU_APP_KINDS": "device"})):
+                        ("device-kinds", {"GPU_APP_KINDS": "device"}), ("no-sync", {"GPU_APP_NOSYNC": "1"})):
         env = dict(env_for(), **extra)
         a = subprocess.run([app, "kineto"], env=dict(os.environ, **env), capture_output=True, text=True, timeout=120)
         out = os.path.join(OUT, "kineto-" + case)
@@ -219,8 +220,12 @@ def share_checks(app):
            "%s: ddpspy records the program's own CUDA calls as in the first case (%d events, against %d), its API records "
            "under CUPTI's default thread ids (of no thread: %s; the client's left unnamed: %s)"
            % (case, events, host, ids, g.get("client_tid_unknown")))
+        # ("no-sync": the client stops while a 200 ms kernel runs; its forced flush then hands
+        # ddpspy that kernel untimed, and the client its window, which a default flush keeps back)
+        nosync = int(case == "no-sync")
         nl = len([e for e in gpu_events(recs, "cuda_api") if "aunch" in (e.get("fn") or "")])
-        ok(len(kern) == n and nl == n and not g.get("untimed") and g.get("client") and g.get("client_dropped") == 0
+        ok(len(kern) == n and nl == n + nosync and g.get("untimed", 0) == nosync and g.get("client")
+           and g.get("client_dropped") == 0
            and g.get("client_api_limited") == ("" if case == "device-kinds" else "runtime,driver"),
            "%s: ddpspy keeps all %d kernels, timed, and their launch calls (%d), and names the client and what of its "
            "calls it got: %d, %s" % (case, n, nl, len(kern), {k: g.get(k) for k in (
