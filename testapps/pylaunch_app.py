@@ -10,7 +10,8 @@ import time
 CONF = [("rank", C.c_int), ("ws", C.c_int), ("local_rank", C.c_int), ("grad_floats", C.c_size_t),
         ("extra_floats", C.c_size_t), ("input_bytes", C.c_size_t), ("d2d_bytes", C.c_size_t), ("pageable", C.c_int),
         ("kernels", C.c_int), ("overlap", C.c_int), ("sync_by", C.c_int), ("side_gpu_ms", C.c_double),
-        ("layer_floats", C.c_size_t), ("pipe_floats", C.c_size_t), ("dp_color", C.c_int)]
+        ("layer_floats", C.c_size_t), ("pipe_floats", C.c_size_t), ("dp_color", C.c_int), ("cupti_from", C.c_int),
+        ("cupti_to", C.c_int), ("cupti_sync", C.c_int)]
 
 
 class Conf(C.Structure):
@@ -20,7 +21,7 @@ class Conf(C.Structure):
 VOID = C.CFUNCTYPE(None)
 
 
-class Ops(C.Structure):  # testapps/ddpbench/ddpbench.h, struct gpu_ops (GPU_OPS_VERSION 4), as far as used
+class Ops(C.Structure):  # testapps/ddpbench/ddpbench.h, struct gpu_ops (GPU_OPS_VERSION 5), as far as used
     _fields_ = [("version", C.c_int), ("unique_id", C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_size_t)),
                 ("init", C.CFUNCTYPE(C.c_int, C.POINTER(Conf), C.c_void_p, C.c_char_p, C.c_size_t)),
                 ("upload", C.CFUNCTYPE(None, C.c_void_p, C.c_size_t)), ("kernel", C.CFUNCTYPE(None, C.c_int, C.c_double)),
@@ -50,12 +51,13 @@ def one_step(ops, n, ns, err, spent):
 def main():
     lib, steps, n, ns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
     ops = Ops.in_dll(C.CDLL(lib), "ddpbench_gpu")
-    if ops.version != 4:
-        sys.exit("struct gpu_ops version %d, not 4" % ops.version)
+    if ops.version != 5:
+        sys.exit("struct gpu_ops version %d, not 5" % ops.version)
     uid, err = C.create_string_buffer(4096), C.create_string_buffer(256)
     if ops.unique_id(uid, 4096) < 0:
         sys.exit("ncclGetUniqueId failed")
-    conf = Conf(rank=0, ws=1, local_rank=0, grad_floats=1024, input_bytes=4096, kernels=1, overlap=0, dp_color=-1)
+    conf = Conf(rank=0, ws=1, local_rank=0, grad_floats=1024, input_bytes=4096, kernels=1, overlap=0, dp_color=-1,
+                cupti_from=-1, cupti_to=-1)
     if ops.init(C.byref(conf), uid, err, len(err)) != 0:
         sys.exit("init: %s" % err.value.decode())
     spent = []

@@ -66,7 +66,8 @@ struct options {
 };
 
 /* The GPU half (gpu.cu, build/libddpbench_gpu.so), as ddpbench finds it with dlsym:
- * "ddpbench_gpu", a struct gpu_ops. */
+ * "ddpbench_gpu", a struct gpu_ops. testapps/pylaunch_app.py reads both structs with ctypes: a
+ * change here is made there too, with GPU_OPS_VERSION. */
 enum { GPU_FORWARD, GPU_BACKWARD, GPU_OPTIMIZER };
 struct gpu_conf {
 	int rank, ws, local_rank;
