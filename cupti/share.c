@@ -227,23 +227,19 @@ static CUptiResult set_kind(CUpti_ActivityKind k, int on)
 
 /* ---- the client's records: copied out of ddpspy's buffers ---- */
 
-/* an external id ddpspy pushed (around an NCCL call): the client never pushed it, and Kineto counts
- * one of another kind as an invalid event (CuptiActivityProfiler::handleCorrelationActivity) */
-static int ddpspys_id(const CUpti_Activity *r)
-{
-	return r->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION &&
-	       dsp_ext_record_ours((const CUpti_ActivityExternalCorrelation *)(const void *)r);
-}
-
-/* An external id's record "precedes" the API record of its call (cupti_activity.h,
- * cuptiActivityPushExternalCorrelationId): the real CUPTI makes one only where it makes that call's
- * record. So it goes to the client with its call's record, not for a call that only ddpspy records
- * (a client with external correlation but no CUDA call kind, or PyTorch 2.0's Kineto, which had no
- * driver kind, got the ids of ddpspy's driver launches); kinds: the client's at the call's start.
- * Where the call's record is not in this buffer, by its kind alone. */
+/* Whether an external id's record, of a kind the client has on, goes to it. Not one ddpspy pushed
+ * (around an NCCL call): the client never pushed it, and Kineto counts one of another kind as an
+ * invalid event (CuptiActivityProfiler::handleCorrelationActivity). And only with its call's
+ * record, which it "precedes" (cupti_activity.h, cuptiActivityPushExternalCorrelationId): the real
+ * CUPTI makes one only where it makes that call's record, so none for a call that only ddpspy
+ * records (a client with external correlation but no CUDA call kind, or PyTorch 2.0's Kineto, which
+ * had no driver kind, got the ids of ddpspy's driver launches); kinds: the client's at the call's
+ * start. Where the call's record is not in this buffer, by its kind alone. */
 static int ext_wanted(const CUpti_ActivityExternalCorrelation *x, uint64_t kinds)
 {
 	uint32_t i = x->correlationId % LAUNCHES;
+	if (dsp_ext_record_ours(x))
+		return 0;
 	if (!x->correlationId || launched[i].corr != x->correlationId)
 		return 1;
 	return client_api(launched[i].driver, launched[i].cbid, kinds);
@@ -258,10 +254,11 @@ static uint64_t launch_time(const CUpti_Activity *r, uint64_t last)
 	case CUPTI_ACTIVITY_KIND_RUNTIME:
 	case CUPTI_ACTIVITY_KIND_DRIVER: {
 		const CUpti_ActivityAPI *p = (const void *)r;
-		launched[p->correlationId % LAUNCHES].corr = p->correlationId;
-		launched[p->correlationId % LAUNCHES].cbid = p->cbid;
-		launched[p->correlationId % LAUNCHES].start = p->start;
-		launched[p->correlationId % LAUNCHES].driver = r->kind == CUPTI_ACTIVITY_KIND_DRIVER;
+		__typeof__(launched[0]) *l = &launched[p->correlationId % LAUNCHES];
+		l->corr = p->correlationId;
+		l->cbid = p->cbid;
+		l->start = p->start;
+		l->driver = r->kind == CUPTI_ACTIVITY_KIND_DRIVER;
 		return p->start;
 	}
 	case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -446,7 +443,7 @@ static void seen(const uint8_t *b, size_t valid)
 		last = t;
 		pthread_mutex_lock(&lock);
 		uint64_t k = kinds_at(t);
-		int want = (unsigned)r->kind < 64 && (k >> r->kind & 1) && !ddpspys_id(r);
+		int want = (unsigned)r->kind < 64 && (k >> r->kind & 1);
 		if (r->kind == CUPTI_ACTIVITY_KIND_RUNTIME || r->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
 			const CUpti_ActivityAPI *p = (const void *)r;
 			want = client_api(r->kind == CUPTI_ACTIVITY_KIND_DRIVER, p->cbid, k);
