@@ -243,7 +243,7 @@ $(B)/testapps/cupti_rules: testapps/cupti_rules.cu
 $(B)/testapps/gpu_probe: testapps/gpu_probe.cu testapps/globaltimer.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $<
-$(B)/testapps/nccl_app: testapps/nccl_app.cu $(B)/simgpu/libnccl.so.2
+$(B)/testapps/nccl_app: testapps/nccl_app.cu testapps/kineto_shape.h $(B)/simgpu/libnccl.so.2
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -cudart shared -o $@ $< -Xlinker $(B)/simgpu/libnccl.so.2
 # the testbed's GPU half (ddpbench train --gpu dlopens it from its own directory)

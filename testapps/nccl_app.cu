@@ -43,11 +43,12 @@
 #include <cstring>
 #include <ctime>
 #include <cuda_runtime.h>
-#include <cupti.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <nccl.h>
 #include <unistd.h>
+
+#include "kineto_shape.h"
 
 __global__ void forward(float *a, int n)
 {
@@ -124,10 +125,8 @@ static void CUPTIAPI ext2_requested(uint8_t **b, size_t *size, size_t *max)
 
 static void CUPTIAPI ext2_completed(CUcontext, uint32_t, uint8_t *b, size_t, size_t valid)
 {
-	static auto next = (CUptiResult(*)(uint8_t *, size_t, CUpti_Activity **))dlsym(RTLD_DEFAULT,
-											  "cuptiActivityGetNextRecord");
 	CUpti_Activity *r = NULL;
-	while (next && next(b, valid, &r) == CUPTI_SUCCESS)
+	while (K.cuptiActivityGetNextRecord(b, valid, &r) == CUPTI_SUCCESS)
 		if (r->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
 			uint64_t id = ((CUpti_ActivityExternalCorrelation *)r)->externalId;
 			int mine = ((CUpti_ActivityExternalCorrelation *)r)->externalKind ==
@@ -139,30 +138,20 @@ static void CUPTIAPI ext2_completed(CUcontext, uint32_t, uint8_t *b, size_t, siz
 }
 
 // on: subscribe, buffers, runtime calls and their external correlations on (libcupti in the global
-// scope: a record of an id comes with a call's record); off: flushed, its counts
+// scope, kineto_shape.h: a record of an id comes with a call's record); off: flushed, its counts
 static void ext2_client(int on, int steps)
 {
-	if (on && !dlopen("libcupti.so.13", RTLD_NOW | RTLD_GLOBAL)) {
-		fprintf(stderr, "nccl_app: %s\n", dlerror());
-		exit(1);
-	}
-#define FN(n) auto n##_ = (decltype(&::n))dlsym(RTLD_DEFAULT, #n)
-	FN(cuptiSubscribe);
-	FN(cuptiActivityRegisterCallbacks);
-	FN(cuptiActivityEnable);
-	FN(cuptiActivityFlushAll);
-#undef FN
 	CUpti_SubscriberHandle sub;
 	ext2_steps = steps;
-	if (on && (cuptiSubscribe_(&sub, NULL, NULL) != CUPTI_SUCCESS ||
-		   cuptiActivityRegisterCallbacks_(ext2_requested, ext2_completed) != CUPTI_SUCCESS ||
-		   cuptiActivityEnable_(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS ||
-		   cuptiActivityEnable_(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) != CUPTI_SUCCESS)) {
+	if (on && (kineto_load("nccl_app") || K.cuptiSubscribe(&sub, NULL, NULL) != CUPTI_SUCCESS ||
+		   K.cuptiActivityRegisterCallbacks(ext2_requested, ext2_completed) != CUPTI_SUCCESS ||
+		   K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS ||
+		   K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) != CUPTI_SUCCESS)) {
 		fprintf(stderr, "nccl_app: no CUPTI client\n");
 		exit(1);
 	}
 	if (!on) {
-		cuptiActivityFlushAll_(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+		K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 		snprintf(ext2_summary, sizeof ext2_summary, "], \"ext2\": %d, \"ext2_other\": %d", ext2_mine, ext2_other);
 	}
 }
@@ -281,23 +270,19 @@ int main(int argc, char **argv)
 		cuda(cudaGraphDestroy(g), "cudaGraphDestroy");
 	}
 	// (NCCL_APP_EXT2: a CUPTI client with ids of ddpspy's external correlation kind, CUSTOM2)
-	CUptiResult (*push)(CUpti_ExternalCorrelationKind, uint64_t) = NULL;
-	CUptiResult (*pop)(CUpti_ExternalCorrelationKind, uint64_t *) = NULL;
-	if (getenv("NCCL_APP_EXT2")) {
+	int ext2 = getenv("NCCL_APP_EXT2") != NULL;
+	if (ext2)
 		ext2_client(1, steps);
-		push = (decltype(push))dlsym(RTLD_DEFAULT, "cuptiActivityPushExternalCorrelationId");
-		pop = (decltype(pop))dlsym(RTLD_DEFAULT, "cuptiActivityPopExternalCorrelationId");
-	}
 	printf("{\"rank\": %d, \"init\": [%lld, %lld], \"steps\": [", rank, i0, i1);
 	for (int s = 0; s < steps; s++) {
 		long long t0 = now_ns();
 		uint64_t popped;
-		if (push && pop)
-			push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, (uint64_t)s + 1);
+		if (ext2)
+			K.cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, (uint64_t)s + 1);
 		forward<<<n / 1024, 1024, 0, compute>>>(grad, n);
 		backward<<<n / 1024, 1024, 0, compute>>>(grad, n);
-		if (push && pop)
-			pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, &popped);
+		if (ext2)
+			K.cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, &popped);
 		cuda(cudaEventRecord(done, compute), "cudaEventRecord");
 		cuda(cudaStreamWaitEvent(comms, done, 0), "cudaStreamWaitEvent");
 		usleep((useconds_t)(rank * skew_ms * 1000));
@@ -321,7 +306,7 @@ int main(int argc, char **argv)
 		printf("%s{\"t0\": %lld, \"allreduce\": [%lld, %lld], \"group_end\": %lld, \"t1\": %lld}", s ? ", " : "",
 		       t0, a0, a1, g1, t1);
 	}
-	if (push)
+	if (ext2)
 		ext2_client(0, steps);
 	printf("%s}\n", ext2_summary);
 	if (graph) // (before its communicator goes: the graph's collectives hold it)
