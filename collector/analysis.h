@@ -177,6 +177,8 @@ struct proc {
 	uint64_t gpu_records;  /* CUPTI's records read from its file (not in events) */
 	uint64_t gpu_dropped;  /* CUPTI's records lost: dropped by CUPTI, or no buffer for them */
 	uint64_t gpu_untimed;  /* CUPTI's records with no times (work running at the last flush): left out */
+	int64_t gpu_stop;      /* where CUPTI's records stopped before the run did (another client took its
+			        * callbacks): its last record's end (process clock), 0 they did not */
 	uint64_t unwritten;    /* events its file did not take (write_error: why) */
 	double event_ns;       /* ddpspy's own cost per event it recorded (its file's "cost"), 0 unknown */
 	char write_error[64];
@@ -371,7 +373,8 @@ struct gpustat {
 				    * graph's replays of a captured call (NCCL's plugin: ncclplug.c) */
 	int nccl_src;              /* where its NCCL kernels' times came from: 0 none, 1 CUPTI, 2 NCCL's
 				    * profiler plugin (then, without CUPTI, have is 0 and of the above only
-				    * the nccl_ figures are set, over its host's steps) */
+				    * the nccl_ figures are set, over its host's steps), 3 CUPTI's until its
+				    * records stopped inside the steps, the plugin's after (have 0, as 2) */
 	double nccl_late_p50;      /* its NCCL kernels' start after the first rank's, median (ms) */
 	double p2p_ms[2];          /* its NCCL sends' and receives' kernels per step: their time before the
 				    * peer's kernel started (a pipeline stage's device waiting for its
@@ -442,6 +445,7 @@ struct analysis {
 	uint64_t mask_seen;            /* the thinnest sample a rank's sweep has come to so far (sweep.c) */
 	int steps_detected, nsteps;
 	int nsampled;                  /* of nsteps, those the per-step figures come from */
+	int steps_cut;                 /* steps found after a rank's CUPTI records stopped, left out (steps.c) */
 	const char *step_source;       /* collectives, markers, windows, none */
 	/* markers that are the program's NVTX range (steps.c): its name and domain ("" default); name ""
 	 * none */
@@ -531,6 +535,8 @@ struct gpucover {
 			       * records stopped (another client took its callbacks); 0 none */
 	double stopped_s;     /* then: how long before the last of them they stopped */
 	const char *nccl;     /* where its NCCL kernels' times came from: "cupti", "nccl-plugin", "none" */
+	const char *nccl_after; /* where CUPTI's records stopped (unrecorded): where they came from after
+				 * that, "nccl-plugin" or "none"; else NULL */
 	/* NCCL's profiler plugin: its collectives, those not joined to a call, the clock mapping's
 	 * median width (how late its times may be) and crossings, the CUDA graphs' replays of
 	 * captured calls among them (ncclplug.c) */
@@ -541,6 +547,7 @@ struct gpucover {
 	 * |plugin - CUPTI| of starts and durations, the durations' largest */
 	int checked;
 	unsigned matched, cupti_only, plugin_only;
+	unsigned after_stop; /* the plugin's after CUPTI's records stopped: not checked */
 	double start_us, dur_us, dur_us_max;
 };
 /* rank index r's coverage (of a GPU job: an_gpu_job's any) */

@@ -693,12 +693,13 @@ const char *an_gpu_work_name(const struct proc *p, size_t i);
  * split here) with device work split from the device's timeline instead (report --mpi: every
  * process its own, the job's step bounds through process 0); what they add to the host instances'
  * waits in sd->gadd, for an_gpu_adds, which adds them in rank order (on process 0, once every
- * split is there); an_gpu_warn: the warnings of GPU capture off or lossy, at that point too */
+ * split is there) */
 void an_gpu_split(struct analysis *a, struct stepdata *sd, const size_t *rs, size_t n);
 /* gpushard.c: ranks[0, n)'s all-gathers and reduce-scatters on the device into their gpustat's
  * shard (after their device split; tab: every device collective's first and last kernel start) */
 void an_gpu_shards(struct analysis *a, const size_t *ranks, size_t n, struct itab *tab);
 void an_gpu_adds(struct stepdata *sd);
+/* gpucover.c: the warnings of GPU capture off or lossy, after the device split */
 void an_gpu_warn(struct analysis *a);
 /* The training thread's waits that a device's idle time is charged to, gathered while split.c
  * streams the thread (one reading serves both splits): NULL when p has no device work. */

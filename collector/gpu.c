@@ -366,8 +366,23 @@ static int part_host(struct proc *p, const struct trace_event *e, const struct e
 	return 0;
 }
 
+/* the plugin's kernels k (n) into g's work, in launch order; -1 out of memory */
+static int add_plugin(struct gpuproc *g, const struct gwork *k, size_t n)
+{
+	struct gwork *w = n ? realloc(g->w, (g->nw + n) * sizeof *w) : g->w;
+	if (!w && n)
+		return -1;
+	memcpy(w + g->nw, k, n * sizeof *k);
+	g->w = w;
+	g->nw += n;
+	g->cw = g->nw;
+	sort_n(g->w, g->nw, sizeof *g->w, an_gpu_cmp_launch);
+	return 0;
+}
+
 /* NCCL's kernels from its profiler plugin (ncclplug.c): where CUPTI timed none, the plugin's are
- * them; where it did, checked against them */
+ * them; where it did, checked against them, and where CUPTI's records stopped before the run did
+ * (another client took CUPTI's callbacks), the plugin's after that are them */
 static void plugin_kernels(struct gpuproc *g)
 {
 	size_t nc = g->nccl; /* (none of the plugin's yet: they come in here, and a reading again
@@ -377,17 +392,14 @@ static void plugin_kernels(struct gpuproc *g)
 	g->nccl_src = nc ? NSRC_CUPTI : nk ? NSRC_PLUGIN : NSRC_NONE;
 	if (nc && nk) {
 		an_plug_check(g, k, nk);
-	} else if (nk) {
-		struct gwork *w = realloc(g->w, (g->nw + nk) * sizeof *w);
-		if (w) {
-			memcpy(w + g->nw, k, nk * sizeof *k);
-			g->w = w;
-			g->nw += nk;
-			g->cw = g->nw;
-			sort_n(g->w, g->nw, sizeof *g->w, an_gpu_cmp_launch);
-		} else {
-			g->nccl_src = NSRC_NONE;
-		}
+		size_t n = 0;
+		for (size_t i = 0; g->pstat.after_stop && i < nk; i++) /* (an_plug_check's after_stop) */
+			if (k[i].t > g->cupti_end)
+				k[n++] = k[i];
+		if (n && add_plugin(g, k, n) == 0)
+			g->nccl_src = NSRC_BOTH;
+	} else if (nk && add_plugin(g, k, nk) < 0) {
+		g->nccl_src = NSRC_NONE;
 	}
 	free(k);
 }
@@ -530,6 +542,8 @@ static void part_loaded(struct proc *p, const struct trace_file *f, const char *
 	int64_t stop = f->gpu.have && f->gpu.stopped_ns > 0 ? f->gpu.stopped_ns : INT64_MAX;
 	for (uint32_t i = 0; g && whole && !strcmp(g->state, "on") && i < g->copies && i < COPY_RING; i++)
 		g->unrecorded += g->copy_at[i] > g->cupti_end + 1000000 && g->copy_at[i] < stop;
+	if (g && g->unrecorded && g->cupti_end) /* (the steps after it are left out: steps.c) */
+		p->gpu_stop = g->cupti_end;
 	if (g && !g->over) {
 		joined(g);
 		free(g->xc);

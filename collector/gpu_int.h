@@ -112,12 +112,16 @@ struct plugstat {
 	double bound_us;      /* the median width of the clock mapping's bounds: how late a time may be
 			       * (NaN: no collective had both bounds) */
 	uint32_t matched, cupti_only, plugin_only; /* against CUPTI's NCCL kernels, by collective */
+	uint32_t after_stop;  /* the plugin's that started after CUPTI's records stopped (g->unrecorded):
+			       * not checked, not counted as the plugin's only */
 	double start_us, dur_us, dur_us_max;  /* |plugin - CUPTI|: starts' and durations' median, and the
 					        * durations' largest */
 	double late_us;       /* plugin - CUPTI, starts' median: how late the plugin's clock runs */
 };
 
-enum { NSRC_NONE, NSRC_CUPTI, NSRC_PLUGIN };
+/* where a rank's NCCL kernels' times came from: BOTH, CUPTI's until its records stopped, the
+ * plugin's after (plugin_kernels) */
+enum { NSRC_NONE, NSRC_CUPTI, NSRC_PLUGIN, NSRC_BOTH };
 
 #define MAX_GCOMMS 16
 #define MAX_GDEV 16 /* devices told apart in one process */
@@ -236,6 +240,10 @@ int an_gpu_thread_of(const struct gpuproc *g, uint32_t id);
 /* gpucover.c: where g's CUPTI records stopped before its last CUDA copy call (g->unrecorded), how long
  * before it, in s; -1 when none came at all */
 double an_gpu_stopped_s(const struct gpuproc *g);
+/* whether rank index r's CUPTI records stopped inside its analysed steps (too early for steps.c to
+ * leave the steps after it out): its device's timeline ends there, and its steps are split from its
+ * host (gpustep.c) */
+int an_gpu_stopped_inside(const struct analysis *a, int r);
 /* the device g's split follows (g->device); its work on others, and in contexts past the table,
  * left out of g->w and counted */
 void an_gpu_devices_chosen(struct gpuproc *g);

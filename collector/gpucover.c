@@ -1,7 +1,8 @@
 /* A GPU job's coverage: per rank, where its GPU figures came from (CUPTI, shared with another
  * client or not; NCCL's profiler plugin; its host's calls only), what is missing because of it,
  * and whether CUPTI's records stopped before the run did (docs/gpu.md); the job's capture in
- * sum. For the report's coverage block and line (report.c). */
+ * sum. For the report's coverage block and line (report.c), and the warnings of GPU capture off or
+ * lossy (split.c). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -44,25 +45,73 @@ void an_gpu_cover(const struct analysis *a, int r, struct gpucover *c)
 	const struct gpuproc *g = a->ranks[r].p->gpu;
 	int on = g && (!strcmp(g->state, "on") || (!g->state[0] && g->nall > 0)); /* (files before 2.2: no state) */
 	int plug = g && g->nccl_src == NSRC_PLUGIN;
+	int none = !on || (g->unrecorded && !g->nall); /* (no device timeline: or none of CUPTI's records came) */
 	*c = (struct gpucover){ .source = on ? (g->client[0] ? "cupti-shared" : "cupti") : plug ? "nccl-plugin" : "host-only",
 				.client = on && g->client[0] ? g->client : NULL,
 				.client_api = on && g->client[0] && g->client_api[0] ? g->client_api : NULL,
 				.why = g && g->why[0] ? g->why : "no GPU capture recorded in this rank's file",
-				.kernels = !on, .copies = !on, .nccl_timing = !on && !plug,
+				.kernels = none, .copies = none, .nccl_timing = none && !plug,
 				.dropped = g && g->dropped > 0 ? (uint64_t)g->dropped : 0,
 				.unrecorded = on ? g->unrecorded : 0, .stopped_s = on ? an_gpu_stopped_s(g) : 0,
-				.nccl = plug ? "nccl-plugin" : g && g->nccl_src == NSRC_CUPTI ? "cupti" : "none" };
+				.nccl = plug ? "nccl-plugin" : g && (g->nccl_src == NSRC_CUPTI || g->nccl_src == NSRC_BOTH) ? "cupti" : "none",
+				.nccl_after = !on || !g->unrecorded ? NULL : g->nccl_src == NSRC_BOTH || plug ? "nccl-plugin" : "none" };
 	if (!g || !g->pstat.colls)
 		return;
 	const struct plugstat *s = &g->pstat;
 	c->colls = s->colls, c->unjoined = s->unjoined, c->conflicts = s->conflicts, c->bound_us = s->bound_us;
 	c->replays = s->replays;
 	c->shift_us = (double)g->shift / 1e3;
-	if (g->nccl_src == NSRC_CUPTI) {
+	if (g->nccl_src == NSRC_CUPTI || g->nccl_src == NSRC_BOTH) {
 		c->checked = 1;
 		c->matched = s->matched, c->cupti_only = s->cupti_only, c->plugin_only = s->plugin_only;
+		c->after_stop = s->after_stop;
 		c->start_us = s->start_us, c->dur_us = s->dur_us, c->dur_us_max = s->dur_us_max;
 	}
+}
+
+int an_gpu_stopped_inside(const struct analysis *a, int r)
+{
+	const struct rankinfo *ri = &a->ranks[r];
+	return ri->p->gpu_stop && a->sd && a->sd->K && ri->steps &&
+	       an_job_time(ri->p, ri->p->gpu_stop) < ri->steps[a->sd->K - 1].h1;
+}
+
+void an_gpu_warn(struct analysis *a)
+{
+	uint64_t untimed = 0;
+	for (int r = 0; r < a->nranks; r++) {
+		const struct gpuproc *g = a->ranks[r].p->gpu;
+		if (g && g->state[0] && strcmp(g->state, "on"))
+			an_warn(a, "rank %d: GPU capture %s (%s): its device's timeline is not recorded, only its host calls%s",
+				a->ranks[r].rank, g->state, g->why,
+				g->nccl_src == NSRC_PLUGIN ? " and, from NCCL's profiler plugin, its NCCL kernels' times" : "");
+		if (g && g->pstat.conflicts)
+			an_warn(a, "rank %d: %u of the %u NCCL kernels NCCL's profiler plugin told of have no GPU clock "
+				"offset that fits their calls and their ends (the GPU's clock moved against the host's?): "
+				"their times are the bounds' middle", a->ranks[r].rank, g->pstat.conflicts, g->pstat.colls);
+		untimed += a->ranks[r].p->gpu_untimed;
+		if (a->sd && a->sd->K && a->ranks[r].p->gpu_dropped && g && g->nall)
+			an_warn(a, "rank %d: CUPTI lost %" PRIu64 " of its records: its device's timeline has holes, so its "
+				"steps are split from its host's calls, as without GPU capture (the other ranks' from "
+				"their devices')", a->ranks[r].rank, a->ranks[r].p->gpu_dropped);
+		if (g && (g->other_dev || g->other_ctx)) /* (so g->device is one: devices_chosen) */
+			an_warn(a, "rank %d: %" PRIu64 " records of device work on other devices than device %d (where its %s "
+				"ran) or in contexts past its first %d are left out of its split", a->ranks[r].rank,
+				g->other_dev + g->other_ctx, g->device, g->nccl_on_dev[g->device] ? "NCCL kernels" : "most work", MAX_GCTX);
+		if (g && g->unrecorded)
+			an_warn(a, "rank %d: CUPTI's records stopped before %u of its last CUDA copy calls: another CUPTI "
+				"client took CUPTI's callbacks (docs/gpu.md); its device's timeline after that is not "
+				"recorded%s", a->ranks[r].rank, g->unrecorded,
+				!a->ranks[r].p->gpu_stop ? "" : an_gpu_stopped_inside(a, r) ? ", so its steps are split from its "
+				"host's calls, as without GPU capture" : "");
+		if (a->ranks[r].gpu.reread_failed)
+			an_warn(a, "rank %d: %s could not be read again for its device's work: its steps are split from its "
+				"host calls", a->ranks[r].rank, a->ranks[r].p->file);
+	}
+	if (untimed)
+		an_warn(a, "CUPTI gave %" PRIu64 " device record%s no times (work still running when it was flushed "
+			"whole: at exit, or as another CUPTI client ended its session): left out", untimed,
+			untimed == 1 ? "" : "s");
 }
 
 /* one group of alike ranks [r0, r1] into the line */
@@ -74,10 +123,12 @@ static void cover_group(FILE *f, const struct analysis *a, int r0, int r1, const
 	else
 		fprintf(f, "ranks %d-%d ", a->ranks[r0].rank, a->ranks[r1].rank);
 	if (c->unrecorded && c->stopped_s < 0)
-		fprintf(f, "CUPTI on, but none of its records came (another CUPTI client took CUPTI's callbacks?)");
+		fprintf(f, "CUPTI on, but none of its records came (another CUPTI client took CUPTI's callbacks?)%s",
+			!strcmp(c->nccl, "nccl-plugin") ? ": NCCL kernel times from NCCL's profiler plugin" : "");
 	else if (c->unrecorded)
-		fprintf(f, "CUPTI until %.1f s before its last CUDA copy (another CUPTI client took CUPTI's callbacks?)",
-			c->stopped_s);
+		fprintf(f, "CUPTI until %.1f s before its last CUDA copy (another CUPTI client took CUPTI's callbacks?)%s",
+			c->stopped_s, !strcmp(c->nccl_after, "nccl-plugin") ? ", NCCL kernel times from NCCL's profiler "
+			"plugin after that" : "");
 	else if (c->client)
 		fprintf(f, "CUPTI, shared with another client (%s%s)", c->client,
 			c->client_api ? "; of the CUDA calls it gets only those ddpspy records" : "");
@@ -112,7 +163,8 @@ char *an_gpu_cover_line(const struct analysis *a)
 		int same = r < a->nranks && !strcmp(d.source, c.source) &&
 			   (!c.kernels || !strcmp(d.why, c.why)) && (!c.client || !strcmp(d.client, c.client)) &&
 			   !d.client_api == !c.client_api && !d.unrecorded == !c.unrecorded &&
-			   !strcmp(d.nccl, c.nccl);
+			   !strcmp(d.nccl, c.nccl) && !d.nccl_after == !c.nccl_after &&
+			   (!c.nccl_after || !strcmp(d.nccl_after, c.nccl_after));
 		if (same) {
 			dropped += d.dropped;
 			continue;

@@ -410,7 +410,8 @@ static void rank_figures(struct stepdata *sd, struct itab *tab, int r, struct ra
 	for (int c = 0; c < GP_COUNT; c++)
 		gs->part[c] /= (double)N;
 	gs->kernel_us_p50 = kus && gs->kernels > 0 ? an_quantile_select(kus, (size_t)gs->kernels, 0.5) : 0;
-	gs->nccl_src = g->nccl_src;
+	/* (split from its device: its steps are those CUPTI's records cover, steps.c) */
+	gs->nccl_src = g->nccl_src == NSRC_BOTH ? NSRC_CUPTI : g->nccl_src;
 	if (sd->late[r] && sd->nlate[r] && kus) { /* (kus's room is enough: one a work) */
 		memcpy(kus, sd->late[r], sd->nlate[r] * sizeof *kus);
 		gs->nccl_late_p50 = p50(kus, sd->nlate[r]);
@@ -619,8 +620,9 @@ static int with_work(const struct analysis *a)
 	return n;
 }
 
-/* A rank whose only device times are its NCCL kernels' from the plugin (no CUPTI): its steps stay
- * its host's (no device timeline to split), and its NCCL figures are its kernels' launched in
+/* A rank whose only device times are its NCCL kernels' from the plugin (no CUPTI), or CUPTI's and
+ * then the plugin's (CUPTI's records stopped inside its steps): its steps stay its host's (no
+ * device timeline to split), and its NCCL figures are its kernels' launched in
  * them: time, the part before the last rank's kernel started, bytes, count, lateness. Its
  * lateness is its kernels' (as a rank split from its device has), not its calls': on a GPU the
  * calls only enqueue. */
@@ -655,7 +657,7 @@ static void nccl_figures(struct analysis *a, struct stepdata *sd, struct itab *t
 	gs->nccl_bytes /= (double)N;
 	gs->nccl_calls /= (double)N;
 	gs->nccl_late_p50 = p50(late, nl);
-	gs->nccl_src = NSRC_PLUGIN;
+	gs->nccl_src = g->nccl_src;
 out:
 	free(late);
 }
@@ -697,52 +699,17 @@ static void gpu_one(void *ctx, size_t r)
 	an_gpu_close(ri->p);
 }
 
-void an_gpu_warn(struct analysis *a)
-{
-	uint64_t untimed = 0;
-	for (int r = 0; r < a->nranks; r++) {
-		const struct gpuproc *g = a->ranks[r].p->gpu;
-		if (g && g->state[0] && strcmp(g->state, "on"))
-			an_warn(a, "rank %d: GPU capture %s (%s): its device's timeline is not recorded, only its host calls%s",
-				a->ranks[r].rank, g->state, g->why,
-				g->nccl_src == NSRC_PLUGIN ? " and, from NCCL's profiler plugin, its NCCL kernels' times" : "");
-		if (g && g->pstat.conflicts)
-			an_warn(a, "rank %d: %u of the %u NCCL kernels NCCL's profiler plugin told of have no GPU clock "
-				"offset that fits their calls and their ends (the GPU's clock moved against the host's?): "
-				"their times are the bounds' middle", a->ranks[r].rank, g->pstat.conflicts, g->pstat.colls);
-		untimed += a->ranks[r].p->gpu_untimed;
-		if (a->sd && a->sd->K && a->ranks[r].p->gpu_dropped && g && g->nall)
-			an_warn(a, "rank %d: CUPTI lost %" PRIu64 " of its records: its device's timeline has holes, so its "
-				"steps are split from its host's calls, as without GPU capture (the other ranks' from "
-				"their devices')", a->ranks[r].rank, a->ranks[r].p->gpu_dropped);
-		if (g && (g->other_dev || g->other_ctx)) /* (so g->device is one: devices_chosen) */
-			an_warn(a, "rank %d: %" PRIu64 " records of device work on other devices than device %d (where its %s "
-				"ran) or in contexts past its first %d are left out of its split", a->ranks[r].rank,
-				g->other_dev + g->other_ctx, g->device, g->nccl_on_dev[g->device] ? "NCCL kernels" : "most work", MAX_GCTX);
-		if (g && g->unrecorded)
-			an_warn(a, "rank %d: CUPTI's records stopped before %u of its last CUDA copy calls: another CUPTI "
-				"client took CUPTI's callbacks (docs/gpu.md); its device's timeline after that is not "
-				"recorded", a->ranks[r].rank, g->unrecorded);
-		if (a->ranks[r].gpu.reread_failed)
-			an_warn(a, "rank %d: %s could not be read again for its device's work: its steps are split from its "
-				"host calls", a->ranks[r].rank, a->ranks[r].p->file);
-	}
-	if (untimed)
-		an_warn(a, "CUPTI gave %" PRIu64 " device record%s no times (work still running when it was flushed "
-			"whole: at exit, or as another CUPTI client ended its session): left out", untimed,
-			untimed == 1 ? "" : "s");
-}
-
 /* The plugin's clock on a rank without CUPTI is late by how soon NCCL told it of a kernel's end
  * (ncclplug.c): where other ranks had both, the median of how late it ran there is taken off
- * (before any rank is placed; every process of report --mpi has every rank's check alike). */
+ * (before any rank is placed; every process of report --mpi has every rank's check alike); a rank
+ * whose CUPTI records stopped has its own check, from before they did. */
 static void shifts(const struct analysis *a)
 {
 	double *v = malloc(((size_t)a->nranks + 1) * sizeof *v);
 	size_t n = 0;
 	for (int r = 0; v && r < a->nranks; r++) {
 		const struct gpuproc *g = a->ranks[r].p->gpu;
-		if (g && g->nccl_src == NSRC_CUPTI && g->pstat.matched)
+		if (g && (g->nccl_src == NSRC_CUPTI || g->nccl_src == NSRC_BOTH) && g->pstat.matched)
 			v[n++] = g->pstat.late_us;
 	}
 	int64_t shift = n ? (int64_t)llround(p50(v, n) * 1e3) : 0;
@@ -750,6 +717,8 @@ static void shifts(const struct analysis *a)
 		struct gpuproc *g = a->ranks[r].p->gpu;
 		if (g && g->nccl_src == NSRC_PLUGIN && !g->placed)
 			g->shift = shift;
+		else if (g && g->nccl_src == NSRC_BOTH && !g->placed)
+			g->shift = g->pstat.matched ? (int64_t)llround(g->pstat.late_us * 1e3) : shift;
 	}
 	free(v);
 }
@@ -834,11 +803,12 @@ void an_gpu_split(struct analysis *a, struct stepdata *sd, const size_t *rs, siz
 			an_mpi_abort(a->mpi); /* (the others would wait for this process) */
 		goto out;
 	}
-	/* (a device timeline with holes would show them as idle: a rank CUPTI lost records of keeps its
-	 * host split, and its device's steps count in no bound) */
+	/* (a device timeline with holes would show them as idle: a rank CUPTI lost records of, or whose
+	 * records stopped inside its steps, keeps its host split, and its device's steps count in no
+	 * bound) */
 	for (size_t i = 0; i < nrs; i++)
 		if (a->ranks[rs[i]].p->gpu && a->ranks[rs[i]].p->gpu->nall && !a->ranks[rs[i]].p->gpu->nccl_only &&
-		    !a->ranks[rs[i]].p->gpu_dropped)
+		    !a->ranks[rs[i]].p->gpu_dropped && !an_gpu_stopped_inside(a, (int)rs[i]))
 			order[n++] = rs[i];
 	an_parallel(n, a->jobs, order, gpu_one, &j);
 	if (a->mpi) { /* (the job's bounds from every process's ranks) */
@@ -869,10 +839,12 @@ void an_gpu_split(struct analysis *a, struct stepdata *sd, const size_t *rs, siz
 			}
 		}
 	}
-	/* the ranks split here whose only device times are the plugin's NCCL kernels */
+	/* the ranks split here whose only device times are the plugin's NCCL kernels, or, where CUPTI's
+	 * records stopped inside the steps, CUPTI's and then the plugin's */
 	for (size_t i = 0; i < nrs; i++) {
 		const struct gpuproc *g = a->ranks[rs[i]].p->gpu;
-		if (g && !g->nall && g->nccl_src == NSRC_PLUGIN && !g->nccl_only && a->ranks[rs[i]].steps)
+		if (g && !g->nccl_only && a->ranks[rs[i]].steps &&
+		    ((!g->nall && g->nccl_src == NSRC_PLUGIN) || (g->nccl_src == NSRC_BOTH && an_gpu_stopped_inside(a, (int)rs[i]))))
 			nccl_figures(a, sd, &tab, (int)rs[i]);
 	}
 	size_t k = 0;

@@ -120,6 +120,7 @@ static void json_coverage(struct json *j, const struct analysis *a)
 				json_null(j, "seconds_before_last_copy");
 			else
 				json_num(j, "seconds_before_last_copy", round(gc.stopped_s * 1000) / 1000);
+			json_str(j, "nccl_timing_after", gc.nccl_after);
 			json_close(j);
 		}
 		json_str(j, "nccl_timing", gc.nccl);
@@ -138,6 +139,8 @@ static void json_coverage(struct json *j, const struct analysis *a)
 			json_int(j, "matched", gc.matched);
 			json_int(j, "cupti_only", gc.cupti_only);
 			json_int(j, "plugin_only", gc.plugin_only);
+			if (gc.after_stop) /* (not checked: CUPTI saw nothing then) */
+				json_int(j, "after_cupti_stopped", gc.after_stop);
 			json_num(j, "start_us_p50", round(gc.start_us * 10) / 10);
 			json_num(j, "duration_us_p50", round(gc.dur_us * 10) / 10);
 			json_num(j, "duration_us_max", round(gc.dur_us_max * 10) / 10);
@@ -311,6 +314,8 @@ static void json_rank_nccl(struct json *j, const struct gpustat *g)
 {
 	json_obj(j, "nccl");
 	json_str(j, "source", g->nccl_src == 2 ? "nccl-plugin" : "cupti");
+	if (g->nccl_src == 3) /* (CUPTI's records stopped inside the steps: the plugin's kernels after) */
+		json_str(j, "after_cupti_stopped", "nccl-plugin");
 	json_num(j, "kernels_per_step", round(g->nccl_calls * 10) / 10);
 	json_num(j, "ms_per_step", round(g->nccl_ms * 1000) / 1000);
 	json_num(j, "wait_ms_per_step", round((g->nccl_ms - g->nccl_xfer_ms) * 1000) / 1000);
@@ -368,7 +373,7 @@ static void json_ranks(struct json *j, const struct analysis *a)
 		}
 		if (ri->gpu.have)
 			json_rank_gpu(j, &ri->gpu);
-		if (ri->gpu.nccl_src && (ri->gpu.have || ri->gpu.nccl_src == 2))
+		if (ri->gpu.nccl_src && (ri->gpu.have || ri->gpu.nccl_src >= 2))
 			json_rank_nccl(j, &ri->gpu);
 		json_close(j);
 	}
@@ -396,6 +401,8 @@ static void print_json(const struct analysis *a)
 	json_int(&j, "steps_detected", a->steps_detected);
 	json_int(&j, "steps_analyzed", a->nsteps);
 	json_int(&j, "steps_sampled", a->nsampled);
+	if (a->steps_cut) /* (the steps after a rank's CUPTI records stopped) */
+		json_int(&j, "steps_after_cupti_stopped", a->steps_cut);
 	json_int(&j, "skipped", a->skip);
 	json_str(&j, "step_source", a->step_source);
 	if (a->step_range[0]) { /* (the markers are the program's NVTX range) */
@@ -521,11 +528,14 @@ static void print_text(const struct analysis *a)
 		snprintf(source, sizeof source, "NVTX range \"%s\"", text_safe(a->step_range, SIZE_MAX));
 	else
 		snprintf(source, sizeof source, "%s", a->step_source);
+	char cut[64] = "";
+	if (a->steps_cut)
+		snprintf(cut, sizeof cut, ", %d after CUPTI's records stopped left out", a->steps_cut);
 	fprintf(out, "job: %d rank%s on %d host%s, %d process%s; %d step%s analysed of %d (steps from %s, "
-		"%d warm-up skipped); %.1f s, %llu events, %llu dropped; clock: %s, ",
+		"%d warm-up skipped%s); %.1f s, %llu events, %llu dropped; clock: %s, ",
 		a->nranks, a->nranks == 1 ? "" : "s", a->nhosts, a->nhosts == 1 ? "" : "s", a->nprocs,
 		a->nprocs == 1 ? "" : "es", a->nsteps, a->nsteps == 1 ? "" : "s", a->steps_detected, source,
-		a->skip, a->wall_s, (unsigned long long)a->events, (unsigned long long)a->dropped, a->clock_method);
+		a->skip, cut, a->wall_s, (unsigned long long)a->events, (unsigned long long)a->dropped, a->clock_method);
 	if (isnan(a->clock_residual_us))
 		fprintf(out, "residual unknown\n");
 	else
@@ -551,28 +561,32 @@ static void print_text(const struct analysis *a)
 	text_ranges(out, a);
 	text_gpu(out, a);
 	/* NCCL's profiler plugin: where it timed NCCL, and its check against CUPTI (the ranks' in one line) */
-	unsigned ck = 0, both = 0, conly = 0, ponly = 0;
+	unsigned ck = 0, both = 0, conly = 0, ponly = 0, after = 0;
 	double ds = 0, dd = 0, dmax = 0;
 	for (int r = 0; r < a->nranks; r++) {
 		const struct gpustat *g = &a->ranks[r].gpu;
 		struct gpucover c;
-		if (g->nccl_src == 2 && !g->have)
-			fprintf(out, "rank %d: NCCL kernels (NCCL's profiler plugin; no device timeline): %.1f per step, "
+		if (g->nccl_src >= 2 && !g->have)
+			fprintf(out, "rank %d: NCCL kernels (%s; no device timeline): %.1f per step, "
 				"%.2f ms per step, %.2f ms of it before the last rank's kernel started; started %.2f ms "
-				"after the first rank's (median)\n", a->ranks[r].rank, g->nccl_calls, g->nccl_ms,
-				g->nccl_ms - g->nccl_xfer_ms, g->nccl_late_p50);
+				"after the first rank's (median)\n", a->ranks[r].rank,
+				g->nccl_src == 3 ? "CUPTI's, then NCCL's profiler plugin's once CUPTI's records stopped" :
+				"NCCL's profiler plugin", g->nccl_calls, g->nccl_ms, g->nccl_ms - g->nccl_xfer_ms, g->nccl_late_p50);
 		if (!a->ranks[r].p->gpu)
 			continue;
 		an_gpu_cover(a, r, &c);
 		if (!c.checked)
 			continue;
-		ck++, both += c.matched, conly += c.cupti_only, ponly += c.plugin_only;
+		ck++, both += c.matched, conly += c.cupti_only, ponly += c.plugin_only, after += c.after_stop;
 		ds = fmax(ds, c.start_us), dd = fmax(dd, c.dur_us), dmax = fmax(dmax, c.dur_us_max);
 	}
+	char more[64] = "";
+	if (after)
+		snprintf(more, sizeof more, " (and %u after CUPTI's records stopped)", after);
 	if (ck)
 		fprintf(out, "NCCL's profiler plugin against CUPTI on %u rank%s: %u collectives in both, %u CUPTI's only, %u "
-			"the plugin's only; starts %.1f us apart, durations %.1f us (the ranks' largest medians; "
-			"durations at most %.1f us)\n", ck, ck == 1 ? "" : "s", both, conly, ponly, ds, dd, dmax);
+			"the plugin's only%s; starts %.1f us apart, durations %.1f us (the ranks' largest medians; "
+			"durations at most %.1f us)\n", ck, ck == 1 ? "" : "s", both, conly, ponly, more, ds, dd, dmax);
 	text_pipeline(out, a);
 	for (int r = 0; r < a->nranks; r++) {
 		const struct rankinfo *ri = &a->ranks[r];

@@ -574,6 +574,28 @@ static size_t bounds(struct analysis *a, struct sync *syn, struct pattern *pts, 
 	return K;
 }
 
+/* The steps CUPTI's records cover on every rank. Where a rank's stopped before the run did (another
+ * client took CUPTI's callbacks: gpu.c's p->gpu_stop), the steps from the first that ended less than
+ * its own length before that are left out (the device runs behind the host, so a step's work may
+ * end after the host's step did), or none when that would leave none: that rank is then split from
+ * its host (gpustep.c). Returns the steps kept; *who the rank that left out most. */
+static size_t cupti_cut(const struct analysis *a, size_t N, int *who)
+{
+	size_t keep = N;
+	for (int r = 0; r < a->nranks; r++) {
+		const struct rankinfo *ri = &a->ranks[r];
+		if (!ri->p->gpu_stop || !ri->steps)
+			continue;
+		int64_t stop = an_job_time(ri->p, ri->p->gpu_stop);
+		size_t k = 0;
+		while (k < keep && 2 * ri->steps[k].t1 - ri->steps[k].t0 <= stop)
+			k++;
+		if (k < keep)
+			keep = k, *who = r;
+	}
+	return keep ? keep : N;
+}
+
 /* The analysed steps, the same number on every rank: boundaries by markers, else by the pattern
  * of rank 0's synchronizing calls, else by the program's NVTX step range, else by windows; a->ranks[r].steps gets each kept step's start
  * and end, a->sd the sample's indices and each rank's whole span. */
@@ -655,6 +677,21 @@ void an_find_steps(struct analysis *a)
 						     MS(w[r].len_max) };
 		else
 			sd->span[r] = (struct span){ ri->steps[0].t0, ri->steps[N - 1].t1, (double)N, 0 };
+	}
+	int who = -1;
+	size_t kept = cupti_cut(a, N, &who);
+	if (kept < N) { /* (the kept ones are the first: a sample's too, in order) */
+		int analysed = (int)sd->gidx[kept - 1] + 1;
+		a->steps_cut = a->nsteps - analysed;
+		an_warn(a, "rank %d: CUPTI's records stopped (another CUPTI client took CUPTI's callbacks) in step %d of "
+			"%d: the %d steps from there are left out, so that every step analysed has its device's "
+			"timeline", a->ranks[who].rank, analysed + 1, a->nsteps, a->steps_cut);
+		a->nsteps = analysed;
+		a->nsampled = (int)(N = kept);
+		for (int r = 0; r < R; r++)
+			if (a->ranks[r].steps)
+				sd->span[r] = (struct span){ a->ranks[r].steps[0].t0, a->ranks[r].steps[N - 1].t1,
+							     (double)(sd->gidx[N - 1] - sd->gidx[0] + 1), 0 };
 	}
 	sd->K = N;
 out:

@@ -34,6 +34,11 @@
 //   counted from 1 (as ddpspy's NCCL calls once were) around each step's forward and backward
 //   launches, and records external correlations itself; its JSON line gains "ext2": the records
 //   of its own ids it got, and "ext2_other": those of ids it never pushed.
+//   NCCL_APP_LATE=K: before step K, a tracer loads libcupti through a handle of its own (dlopen
+//   RTLD_LOCAL, as XLA's and Paddle's profilers do), registers its activity callbacks without a
+//   subscriber and turns kernels on: CUPTI has one set of callbacks a process, so a profiler in
+//   front gets no more records; the tracer frees every buffer completed to it. Its JSON line gains
+//   "late_kernels": the kernel records it got.
 //   NCCL_APP_HANG=PATH: after the steps, the last rank blocks in a read of the FIFO PATH (nobody
 //   writes it) while the others enqueue one more allreduce and wait for it in cudaStreamSynchronize:
 //   a hang (rank 0 says "hanging" on stderr once it is about to; nothing ends it but a signal).
@@ -114,7 +119,7 @@ static void nccl(ncclResult_t e, const char *what)
 
 // NCCL_APP_EXT2's CUPTI client: its external correlation records, by whether it pushed their id
 static int ext2_mine, ext2_other, ext2_steps;
-static char ext2_summary[96] = "]";
+static char ext2_summary[96];
 
 static void CUPTIAPI ext2_requested(uint8_t **b, size_t *size, size_t *max)
 {
@@ -152,7 +157,33 @@ static void ext2_client(int on, int steps)
 	}
 	if (!on) {
 		K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-		snprintf(ext2_summary, sizeof ext2_summary, "], \"ext2\": %d, \"ext2_other\": %d", ext2_mine, ext2_other);
+		snprintf(ext2_summary, sizeof ext2_summary, ", \"ext2\": %d, \"ext2_other\": %d", ext2_mine, ext2_other);
+	}
+}
+
+// NCCL_APP_LATE's tracer: the kernel records completed to it (its own buffers, or a profiler's
+// it then holds: each freed, as its own)
+static int late_kernels;
+static CUptiResult (*late_next)(uint8_t *, size_t, CUpti_Activity **);
+
+static void CUPTIAPI late_completed(CUcontext, uint32_t, uint8_t *b, size_t, size_t valid)
+{
+	CUpti_Activity *r = NULL;
+	while (late_next && late_next(b, valid, &r) == CUPTI_SUCCESS)
+		late_kernels += r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+	free(b);
+}
+
+static void late_tracer()
+{
+	void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
+	auto reg = h ? (decltype(&cuptiActivityRegisterCallbacks))dlsym(h, "cuptiActivityRegisterCallbacks") : NULL;
+	auto enable = h ? (decltype(&cuptiActivityEnable))dlsym(h, "cuptiActivityEnable") : NULL;
+	late_next = h ? (decltype(late_next))dlsym(h, "cuptiActivityGetNextRecord") : NULL;
+	if (!reg || !enable || !late_next || reg(ext2_requested, late_completed) != CUPTI_SUCCESS ||
+	    enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+		fprintf(stderr, "nccl_app: no late tracer: %s\n", h ? "its calls failed" : dlerror());
+		exit(1);
 	}
 }
 
@@ -273,8 +304,11 @@ int main(int argc, char **argv)
 	int ext2 = getenv("NCCL_APP_EXT2") != NULL;
 	if (ext2)
 		ext2_client(1, steps);
+	int late = getenv("NCCL_APP_LATE") ? atoi(getenv("NCCL_APP_LATE")) : -1;
 	printf("{\"rank\": %d, \"init\": [%lld, %lld], \"steps\": [", rank, i0, i1);
 	for (int s = 0; s < steps; s++) {
+		if (s == late)
+			late_tracer();
 		long long t0 = now_ns();
 		uint64_t popped;
 		if (ext2)
@@ -308,7 +342,17 @@ int main(int argc, char **argv)
 	}
 	if (ext2)
 		ext2_client(0, steps);
-	printf("%s}\n", ext2_summary);
+	if (late >= 0) {
+		cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+		void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
+		auto flush = h ? (decltype(&cuptiActivityFlushAll))dlsym(h, "cuptiActivityFlushAll") : NULL;
+		if (flush)
+			flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	}
+	printf("]%s", ext2_summary);
+	if (late >= 0)
+		printf(", \"late_kernels\": %d", late_kernels);
+	printf("}\n");
 	if (graph) // (before its communicator goes: the graph's collectives hold it)
 		cuda(cudaGraphExecDestroy(graph), "cudaGraphExecDestroy");
 	if (getenv("NCCL_APP_HANG")) {

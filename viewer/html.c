@@ -440,17 +440,18 @@ static void gpu_tables(FILE *out, const struct analysis *a)
 	}
 	int anynccl = 0; /* each rank's NCCL kernels, and where their times came from */
 	for (int r = 0; r < a->nranks; r++)
-		anynccl |= a->ranks[r].gpu.nccl_src && (a->ranks[r].gpu.have || a->ranks[r].gpu.nccl_src == 2);
+		anynccl |= a->ranks[r].gpu.nccl_src && (a->ranks[r].gpu.have || a->ranks[r].gpu.nccl_src >= 2);
 	if (anynccl) {
 		fprintf(out, "<div class=\"wide\"><table id=\"nccl\"><tr><th>rank</th><th>NCCL times from</th>"
 			     "<th>kernels per step</th><th>ms per step</th><th>waiting (ms)</th><th>MiB per step</th>"
 			     "<th>late p50 (ms)</th></tr>\n");
 		for (int r = 0; r < a->nranks; r++) {
 			const struct gpustat *g = &a->ranks[r].gpu;
-			if (!g->nccl_src || (!g->have && g->nccl_src != 2))
+			if (!g->nccl_src || (!g->have && g->nccl_src < 2))
 				continue;
 			fprintf(out, "<tr><td>%d</td><td>%s</td><td>%.1f</td><td>%.2f</td><td>%.2f</td><td>%.1f</td>"
-				     "<td>%.2f</td></tr>\n", a->ranks[r].rank, g->nccl_src == 2 ? "NCCL's profiler plugin" : "CUPTI",
+				     "<td>%.2f</td></tr>\n", a->ranks[r].rank,
+				g->nccl_src == 3 ? "CUPTI, then NCCL's profiler plugin" : g->nccl_src == 2 ? "NCCL's profiler plugin" : "CUPTI",
 				g->nccl_calls, g->nccl_ms, g->nccl_ms - g->nccl_xfer_ms, g->nccl_bytes / 1048576, g->nccl_late_p50);
 		}
 		fprintf(out, "</table></div>\n<p>NCCL's kernels on the GPU: waiting is their time before the last rank's "
@@ -552,12 +553,15 @@ static void findings(FILE *out, const struct analysis *a)
 /* the job: ranks, hosts, steps, run, clock, training threads, GPU coverage, warnings */
 static void job(FILE *out, const struct analysis *a)
 {
+	char cut[64] = "";
+	if (a->steps_cut)
+		snprintf(cut, sizeof cut, "; %d after CUPTI's records stopped left out", a->steps_cut);
 	fprintf(out, "<section id=\"job\"><h2>The job</h2>\n<dl class=\"facts\">"
 		     "<dt>ranks</dt><dd>%d on %d host%s (%d process%s)</dd>"
-		     "<dt>steps</dt><dd>%d analysed of %d found (from %s; %d warm-up skipped)</dd>"
+		     "<dt>steps</dt><dd>%d analysed of %d found (from %s; %d warm-up skipped%s)</dd>"
 		     "<dt>run</dt><dd>%.1f s, %llu events, %llu dropped</dd><dt>clock</dt><dd>",
 		a->nranks, a->nhosts, a->nhosts == 1 ? "" : "s", a->nprocs, a->nprocs == 1 ? "" : "es", a->nsteps,
-		a->steps_detected, a->step_source, a->skip, a->wall_s, (unsigned long long)a->events,
+		a->steps_detected, a->step_source, a->skip, cut, a->wall_s, (unsigned long long)a->events,
 		(unsigned long long)a->dropped);
 	H(a->clock_method);
 	if (isnan(a->clock_residual_us))
