@@ -523,6 +523,19 @@ def nccl_checks(app):
            all(x and x["graph_replay"] == 4 and x["communicator_order"] == 4 and x["order_only"] == 0 for x in joins),
            "graph on a nonblocking communicator: the eager groups' kernels by the communicator's order, the graph's "
            "the replays (launching calls %s): %s %s" % (f["launch_calls"], cov, joins))
+    # a tracer that takes CUPTI's callbacks through a libcupti handle of its own before step 2 (as
+    # XLA's profiler loads it): the report must say where ddpspy's records stopped, and NCCL's
+    # kernels after that come from the profiler plugin, which is not CUPTI's
+    recs = nccl_run(app, "late-tracer", n, {"NCCL_APP_LATE": "2", "NCCL_APP_TAIL": "1"})
+    if recs is not None:
+        j = report("nccl-late-tracer", os.path.join(OUT, "nccl-late-tracer")) or {}
+        cov = [(c.get("cupti_stopped"), c.get("nccl_timing"), (c.get("nccl_plugin") or {}).get("collectives"),
+                c.get("missing")) for c in j.get("coverage", [])]
+        fact("nccl_late_tracer", {"coverage": cov, "steps_cut": j.get("job", {}).get("steps_after_cupti_stopped"),
+                                  "nccl": [r.get("nccl") for r in j.get("ranks", [])]})
+        ok(len(cov) == n and all(s and s.get("nccl_timing_after") == "nccl-plugin" and (k or 0) >= 4 for s, t, k, m in cov),
+           "a tracer through its own handle before step 2 of 4: each rank's records stopped, said, and its NCCL "
+           "kernels after that from the plugin: %s" % cov)
     for name, extra in (("ws1-inplace", {}), ("ws1-outofplace", {"NCCL_APP_OOP": "1"})):
         recs = nccl_run(app, name, 1, extra)
         if recs is not None:
@@ -954,8 +967,8 @@ def main():
     part("the verdict on PyTorch", verdict_checks)
     # (every copy call has a CUPTI record of its call: a report that says otherwise of a run where
     # no other tool took CUPTI's callbacks is a false alarm)
-    ok(not {k: v for k, v in STOPPED.items() if k != "late-handle"},
-       "no report says CUPTI's records stopped but the late tracer's: %s" % STOPPED)
+    ok(not {k: v for k, v in STOPPED.items() if k not in ("late-handle", "nccl-late-tracer")},
+       "no report says CUPTI's records stopped but the late tracers': %s" % STOPPED)
     print("# traces in %s; %.0f s" % (OUT, time.monotonic() - T0))
     done()
 
