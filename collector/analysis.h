@@ -531,11 +531,13 @@ struct gpucover {
 	const char *why;      /* how capture started, or why it did not */
 	int kernels, copies, nccl_timing; /* 1: missing (no device timeline: only host calls) */
 	uint64_t dropped;     /* CUPTI's records lost on this rank: holes in what it has */
-	unsigned unrecorded;  /* its last CUDA copy calls (of 8) after its last CUPTI record: CUPTI's
-			       * records stopped (another client took its callbacks); 0 none */
+	int stopped;          /* CUPTI's records stopped before the run did (another client took its
+			       * callbacks): its last calls that have a CUPTI record inside came after the last */
+	unsigned unrecorded;  /* of those, its last CUDA copy calls (of 8) ... */
+	unsigned unlaunched;  /* ... and its last NCCL calls that launched (of 8) */
 	double stopped_s;     /* then: how long before the last of them they stopped */
 	const char *nccl;     /* where its NCCL kernels' times came from: "cupti", "nccl-plugin", "none" */
-	const char *nccl_after; /* where CUPTI's records stopped (unrecorded): where they came from after
+	const char *nccl_after; /* where CUPTI's records stopped (stopped): where they came from after
 				 * that, "nccl-plugin" or "none"; else NULL */
 	/* NCCL's profiler plugin: its collectives, those not joined to a call, the clock mapping's
 	 * median width (how late its times may be) and crossings, the CUDA graphs' replays of

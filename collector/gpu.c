@@ -33,7 +33,7 @@ static int cmp_name(const void *x, const void *y);
 static struct {
 	int8_t k_device, k_ctx, m_device, m_ctx, s_device, s_ctx, k_stream, k_corr, k_kname, m_stream, m_corr, m_bytes,
 		m_copy, m_src, m_dst, s_stream, s_corr, a_corr, a_fn, a_thread, x_kind, x_ext, x_corr, n_ext, g_begin, g_ext,
-		c_dir, c_async, y_what, i_nranks, i_blocking, i_rank;
+		c_dir, c_async, y_what, i_nranks, i_blocking, i_rank, n_ret, g_ret;
 } P;
 
 __attribute__((constructor)) static void positions(void)
@@ -64,6 +64,8 @@ __attribute__((constructor)) static void positions(void)
 	P.n_ext = an_argpos(DDPSPY_EV_NCCL_COLL, "ext");
 	P.g_begin = an_argpos(DDPSPY_EV_NCCL_GROUP, "begin");
 	P.g_ext = an_argpos(DDPSPY_EV_NCCL_GROUP, "ext");
+	P.n_ret = an_argpos(DDPSPY_EV_NCCL_COLL, "ret");
+	P.g_ret = an_argpos(DDPSPY_EV_NCCL_GROUP, "ret");
 	P.i_nranks = an_argpos(DDPSPY_EV_NCCL_INIT, "nranks");
 	P.i_blocking = an_argpos(DDPSPY_EV_NCCL_INIT, "blocking");
 	P.i_rank = an_argpos(DDPSPY_EV_NCCL_INIT, "comm_rank");
@@ -297,6 +299,16 @@ static void msg_instance(const struct gpuproc *g, const struct ev *v, struct gca
 	c->mseq = v->order;
 }
 
+/* an NCCL call that returned (e), having launched c's kernel inside it: its end into g's ring of
+ * them (a blocking communicator's of more than one rank, that moved bytes and succeeded: a
+ * nonblocking one launches from NCCL's own thread, after the call; one rank may launch nothing) */
+static void launched(struct gpuproc *g, const struct trace_event *e, const struct gcall *c, int64_t ret)
+{
+	const struct gcomm *m = an_gpu_comm(g, c->comm);
+	if (ret == 0 && c->bytes > 0 && m && m->blocking && m->nranks > 1)
+		g->launch_at[g->launches++ % COPY_RING] = e->t_ns + e->dur_ns;
+}
+
 static int part_host(struct proc *p, const struct trace_event *e, const struct ev *v)
 {
 	if (e->kind != DDPSPY_EV_NCCL_COLL && e->kind != DDPSPY_EV_NCCL_GROUP && e->kind != DDPSPY_EV_CUDA_SYNC &&
@@ -319,6 +331,8 @@ static int part_host(struct proc *p, const struct trace_event *e, const struct e
 				   .grp = g->depth > 0 ? g->groups : 0, .mseq = -1 };
 		if (an_nccl_p2p(v))
 			msg_instance(g, v, &c);
+		if (c.unit)
+			launched(g, e, &c, an_arg(e, P.n_ret, -1));
 		struct gcall *grown = room_for(g->call, g->nc, &g->cc, sizeof *grown, 256);
 		if (!grown)
 			return 1;
@@ -349,6 +363,7 @@ static int part_host(struct proc *p, const struct trace_event *e, const struct e
 					c.op = m->op;
 				}
 			}
+			launched(g, e, &c, an_arg(e, P.g_ret, -1));
 			struct gcall *grown = room_for(g->call, g->nc, &g->cc, sizeof *grown, 256);
 			if (!grown)
 				return 1;
@@ -542,7 +557,9 @@ static void part_loaded(struct proc *p, const struct trace_file *f, const char *
 	int64_t stop = f->gpu.have && f->gpu.stopped_ns > 0 ? f->gpu.stopped_ns : INT64_MAX;
 	for (uint32_t i = 0; g && whole && !strcmp(g->state, "on") && i < g->copies && i < COPY_RING; i++)
 		g->unrecorded += g->copy_at[i] > g->cupti_end + 1000000 && g->copy_at[i] < stop;
-	if (g && g->unrecorded && g->cupti_end) /* (the steps after it are left out: steps.c) */
+	for (uint32_t i = 0; g && whole && !strcmp(g->state, "on") && i < g->launches && i < COPY_RING; i++)
+		g->unlaunched += g->launch_at[i] > g->cupti_end + 1000000 && g->launch_at[i] < stop;
+	if (g && an_gpu_cupti_stopped(g) && g->cupti_end) /* (the steps after it are left out: steps.c) */
 		p->gpu_stop = g->cupti_end;
 	if (g && !g->over) {
 		joined(g);

@@ -112,7 +112,7 @@ struct plugstat {
 	double bound_us;      /* the median width of the clock mapping's bounds: how late a time may be
 			       * (NaN: no collective had both bounds) */
 	uint32_t matched, cupti_only, plugin_only; /* against CUPTI's NCCL kernels, by collective */
-	uint32_t after_stop;  /* the plugin's that started after CUPTI's records stopped (g->unrecorded):
+	uint32_t after_stop;  /* the plugin's that started after CUPTI's records stopped (an_gpu_cupti_stopped):
 			       * not checked, not counted as the plugin's only */
 	double start_us, dur_us, dur_us_max;  /* |plugin - CUPTI|: starts' and durations' median, and the
 					        * durations' largest */
@@ -144,7 +144,7 @@ struct gsite {            /* a call site that waited for the device: thread, sta
 
 #define MAX_SITES 16
 
-#define COPY_RING 8 /* a process's last CUDA copy calls kept (gpuproc.copy_at) */
+#define COPY_RING 8 /* a process's last CUDA copy calls kept (gpuproc.copy_at), and NCCL launches */
 struct gpuproc {
 	struct gwork *w;
 	size_t nw, cw;
@@ -210,12 +210,13 @@ struct gpuproc {
 	int64_t shift;        /* taken off its plugin kernels' times when placed: how late the plugin's
 			       * clock ran where CUPTI checked it (an_gpu_split), 0 none */
 	/* whether CUPTI's records stopped before the run did (another client took its callbacks):
-	 * every CUDA copy call the wrappers saw has a CUPTI record of its call, so a file that ended
-	 * whole (CUPTI flushed) has none that returned after its last CUPTI record and before that
-	 * flush began (the gpu record's stopped_ns); the ends of its last copy calls (a ring), and how
-	 * many of those had none (part_loaded) */
-	int64_t cupti_end, copy_at[COPY_RING];
-	uint32_t copies, unrecorded;
+	 * every CUDA copy call the wrappers saw has a CUPTI record of its call, and so has every NCCL
+	 * call that launches on a blocking communicator (its driver launch, inside the call), so a file
+	 * that ended whole (CUPTI flushed) has none that returned after its last CUPTI record and
+	 * before that flush began (the gpu record's stopped_ns); the ends of its last such calls (a
+	 * ring each), and how many of those had none (part_loaded) */
+	int64_t cupti_end, copy_at[COPY_RING], launch_at[COPY_RING];
+	uint32_t copies, unrecorded, launches, unlaunched;
 };
 
 /* ncclplug.c: an nccl_kernel event into g (1: out of memory). an_plug_kernels also names CUPTI's
@@ -237,9 +238,14 @@ void an_gpu_on_device(struct gpuproc *g, struct gwork *w, int64_t device, int64_
 uint16_t an_gpu_api_thread(struct gpuproc *g, uint32_t id);
 /* the same, looked up only: -1 not there */
 int an_gpu_thread_of(const struct gpuproc *g, uint32_t id);
-/* gpucover.c: where g's CUPTI records stopped before its last CUDA copy call (g->unrecorded), how long
- * before it, in s; -1 when none came at all */
+/* gpucover.c: where g's CUPTI records stopped before its last CUDA copy call or NCCL launch
+ * (an_gpu_cupti_stopped), how long before it, in s; -1 when none came at all */
 double an_gpu_stopped_s(const struct gpuproc *g);
+/* whether g's CUPTI records stopped before the run did (copy calls or NCCL launches after them) */
+static inline int an_gpu_cupti_stopped(const struct gpuproc *g)
+{
+	return g->unrecorded || g->unlaunched;
+}
 /* whether rank index r's CUPTI records stopped inside its analysed steps (too early for steps.c to
  * leave the steps after it out): its device's timeline ends there, and its steps are split from its
  * host (gpustep.c) */

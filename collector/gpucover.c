@@ -37,6 +37,8 @@ double an_gpu_stopped_s(const struct gpuproc *g)
 		return -1;
 	for (uint32_t i = 0; i < g->copies && i < COPY_RING; i++) /* (their ends) */
 		last = g->copy_at[i] > last ? g->copy_at[i] : last;
+	for (uint32_t i = 0; i < g->launches && i < COPY_RING; i++)
+		last = g->launch_at[i] > last ? g->launch_at[i] : last;
 	return (double)(last - g->cupti_end) / 1e9;
 }
 
@@ -45,16 +47,18 @@ void an_gpu_cover(const struct analysis *a, int r, struct gpucover *c)
 	const struct gpuproc *g = a->ranks[r].p->gpu;
 	int on = g && (!strcmp(g->state, "on") || (!g->state[0] && g->nall > 0)); /* (files before 2.2: no state) */
 	int plug = g && g->nccl_src == NSRC_PLUGIN;
-	int none = !on || (g->unrecorded && !g->nall); /* (no device timeline: or none of CUPTI's records came) */
+	int stopped = on && an_gpu_cupti_stopped(g);
+	int none = !on || (stopped && !g->nall); /* (no device timeline: or none of CUPTI's records came) */
 	*c = (struct gpucover){ .source = on ? (g->client[0] ? "cupti-shared" : "cupti") : plug ? "nccl-plugin" : "host-only",
 				.client = on && g->client[0] ? g->client : NULL,
 				.client_api = on && g->client[0] && g->client_api[0] ? g->client_api : NULL,
 				.why = g && g->why[0] ? g->why : "no GPU capture recorded in this rank's file",
 				.kernels = none, .copies = none, .nccl_timing = none && !plug,
 				.dropped = g && g->dropped > 0 ? (uint64_t)g->dropped : 0,
-				.unrecorded = on ? g->unrecorded : 0, .stopped_s = on ? an_gpu_stopped_s(g) : 0,
+				.stopped = stopped, .unrecorded = on ? g->unrecorded : 0, .unlaunched = on ? g->unlaunched : 0,
+				.stopped_s = on ? an_gpu_stopped_s(g) : 0,
 				.nccl = plug ? "nccl-plugin" : g && (g->nccl_src == NSRC_CUPTI || g->nccl_src == NSRC_BOTH) ? "cupti" : "none",
-				.nccl_after = !on || !g->unrecorded ? NULL : g->nccl_src == NSRC_BOTH || plug ? "nccl-plugin" : "none" };
+				.nccl_after = !stopped ? NULL : g->nccl_src == NSRC_BOTH || plug ? "nccl-plugin" : "none" };
 	if (!g || !g->pstat.colls)
 		return;
 	const struct plugstat *s = &g->pstat;
@@ -98,12 +102,20 @@ void an_gpu_warn(struct analysis *a)
 			an_warn(a, "rank %d: %" PRIu64 " records of device work on other devices than device %d (where its %s "
 				"ran) or in contexts past its first %d are left out of its split", a->ranks[r].rank,
 				g->other_dev + g->other_ctx, g->device, g->nccl_on_dev[g->device] ? "NCCL kernels" : "most work", MAX_GCTX);
-		if (g && g->unrecorded)
-			an_warn(a, "rank %d: CUPTI's records stopped before %u of its last CUDA copy calls: another CUPTI "
-				"client took CUPTI's callbacks (docs/gpu.md); its device's timeline after that is not "
-				"recorded%s", a->ranks[r].rank, g->unrecorded,
+		if (g && an_gpu_cupti_stopped(g)) {
+			char calls[96];
+			if (g->unrecorded && g->unlaunched)
+				snprintf(calls, sizeof calls, "%u of its last CUDA copy calls and %u of its last NCCL launches",
+					 g->unrecorded, g->unlaunched);
+			else if (g->unrecorded)
+				snprintf(calls, sizeof calls, "%u of its last CUDA copy calls", g->unrecorded);
+			else
+				snprintf(calls, sizeof calls, "%u of its last NCCL launches", g->unlaunched);
+			an_warn(a, "rank %d: CUPTI's records stopped before %s: another CUPTI client took CUPTI's callbacks "
+				"(docs/gpu.md); its device's timeline after that is not recorded%s", a->ranks[r].rank, calls,
 				!a->ranks[r].p->gpu_stop ? "" : an_gpu_stopped_inside(a, r) ? ", so its steps are split from its "
 				"host's calls, as without GPU capture" : "");
+		}
 		if (a->ranks[r].gpu.reread_failed)
 			an_warn(a, "rank %d: %s could not be read again for its device's work: its steps are split from its "
 				"host calls", a->ranks[r].rank, a->ranks[r].p->file);
@@ -122,12 +134,12 @@ static void cover_group(FILE *f, const struct analysis *a, int r0, int r1, const
 		fprintf(f, "rank %d ", a->ranks[r0].rank);
 	else
 		fprintf(f, "ranks %d-%d ", a->ranks[r0].rank, a->ranks[r1].rank);
-	if (c->unrecorded && c->stopped_s < 0)
+	if (c->stopped && c->stopped_s < 0)
 		fprintf(f, "CUPTI on, but none of its records came (another CUPTI client took CUPTI's callbacks?)%s",
 			!strcmp(c->nccl, "nccl-plugin") ? ": NCCL kernel times from NCCL's profiler plugin" : "");
-	else if (c->unrecorded)
-		fprintf(f, "CUPTI until %.1f s before its last CUDA copy (another CUPTI client took CUPTI's callbacks?)%s",
-			c->stopped_s, !strcmp(c->nccl_after, "nccl-plugin") ? ", NCCL kernel times from NCCL's profiler "
+	else if (c->stopped)
+		fprintf(f, "CUPTI until %.1f s before its last CUDA copy or NCCL launch (another CUPTI client took "
+			"CUPTI's callbacks?)%s", c->stopped_s, !strcmp(c->nccl_after, "nccl-plugin") ? ", NCCL kernel times from NCCL's profiler "
 			"plugin after that" : "");
 	else if (c->client)
 		fprintf(f, "CUPTI, shared with another client (%s%s)", c->client,
@@ -162,7 +174,7 @@ char *an_gpu_cover_line(const struct analysis *a)
 			an_gpu_cover(a, r, &d);
 		int same = r < a->nranks && !strcmp(d.source, c.source) &&
 			   (!c.kernels || !strcmp(d.why, c.why)) && (!c.client || !strcmp(d.client, c.client)) &&
-			   !d.client_api == !c.client_api && !d.unrecorded == !c.unrecorded &&
+			   !d.client_api == !c.client_api && !d.stopped == !c.stopped &&
 			   !strcmp(d.nccl, c.nccl) && !d.nccl_after == !c.nccl_after &&
 			   (!c.nccl_after || !strcmp(d.nccl_after, c.nccl_after));
 		if (same) {

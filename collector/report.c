@@ -113,9 +113,10 @@ static void json_coverage(struct json *j, const struct analysis *a)
 			json_str(j, NULL, "nccl_timing");
 		json_close(j);
 		json_int(j, "dropped_records", (int64_t)gc.dropped);
-		if (gc.unrecorded) { /* (CUPTI's records stopped before the run did) */
+		if (gc.stopped) { /* (CUPTI's records stopped before the run did) */
 			json_obj(j, "cupti_stopped");
 			json_int(j, "copies_after", gc.unrecorded);
+			json_int(j, "nccl_launches_after", gc.unlaunched);
 			if (gc.stopped_s < 0) /* (none of CUPTI's records came) */
 				json_null(j, "seconds_before_last_copy");
 			else

@@ -12,7 +12,8 @@ on has ddpspy's records. The same job without the tracer is the other reference.
 - Records came for a first part (CUPTI hands a full buffer back at once): the report analyses only
   the steps they cover (before, every step after the stop was an empty device step: step p50 0.0
   ms, 1 NCCL kernel and 13.6 MiB a step) and its figures are those of the job without the tracer.
-  The plugin's kernels after the stop are not counted as disagreeing with CUPTI's.
+  The plugin's kernels after the stop are not counted as disagreeing with CUPTI's. Without any
+  CUDA copy call, the NCCL calls that launched after CUPTI's last record say the same.
 - Analysed steps all after the stop (--skip past it): the ranks are split from their hosts, their
   NCCL kernels timed by CUPTI, then by the plugin.
 - None came (the tracer at step 4 of 12, before any buffer filled): no kernels or copies, NCCL
@@ -40,9 +41,9 @@ def run(name, steps, extra=None):
     out = os.path.join(d, name)
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
-    env = dict(os.environ, LD_PRELOAD=LIB, DDPSPY_OUT=out, LD_LIBRARY_PATH=SIMDIR, NCCL_APP_TAIL="1",
+    env = dict(os.environ, LD_PRELOAD=LIB, DDPSPY_OUT=out, LD_LIBRARY_PATH=SIMDIR,
                SIMGPU_KERNELS="forward=300,backward=400", NCCL_APP_SKEW_MS="0.5", WORLD_SIZE="2")
-    env.update(extra or {})
+    env.update(extra if extra is not None else {"NCCL_APP_TAIL": "1"})
     idfile = os.path.join(out, "id")
     # (its line of step times into a file: a pipe read one rank after the other would fill and hold
     # the other rank in its collective)
@@ -79,7 +80,7 @@ def figures(j):
 
 
 plain_out, plain_truth, errs = run("plain", STEPS)
-late_out, late_truth, late_errs = run("late", STEPS, {"NCCL_APP_LATE": str(LATE)})
+late_out, late_truth, late_errs = run("late", STEPS, {"NCCL_APP_LATE": str(LATE), "NCCL_APP_TAIL": "1"})
 ok(all(plain_truth) and all(late_truth) and all(t.get("late_kernels", 0) > 0 for t in late_truth),
    "nccl_app runs %d steps on 2 ranks, alone and with a tracer that takes CUPTI's callbacks before step %d "
    "(the tracer's kernel records: %s): %s %s" % (STEPS, LATE, [t and t.get("late_kernels") for t in late_truth],
@@ -118,6 +119,19 @@ ok("left out" in jl and "CUPTI until" in line and "profiler plugin after that" i
    sum("CUPTI's records stopped" in w for w in job.get("warnings", [])) == 3,
    "the text says it: %s; %s" % (jl[:160], line))
 
+# no CUDA copy call at all (NCCL_APP_TAIL off): the NCCL calls that launched on the blocking
+# communicator tell it (each has its driver launch's record inside it); before, nothing did, and the
+# report had the empty steps with no word of why
+bare_out, bare_truth, errs = run("no-copies", STEPS, {"NCCL_APP_LATE": str(LATE)})
+bare = report(bare_out)
+stops = [c.get("cupti_stopped", {}) for c in bare.get("coverage", [])]
+ok(all(bare_truth) and not report_errors(bare) and len(stops) == 2 and
+   all(x.get("copies_after") == 0 and x.get("nccl_launches_after", 0) > 0 for x in stops) and
+   bare.get("job", {}).get("steps_after_cupti_stopped", 0) > 0 and figures(bare) == want,
+   "no copy calls: the NCCL launches after CUPTI's last record say it stopped (%s), the steps after it are left "
+   "out (%s), and the figures are the run's without the tracer: %s %s"
+   % (stops, bare.get("job", {}).get("steps_after_cupti_stopped"), figures(bare), errs))
+
 # every analysed step after the stop: no device timeline to split, NCCL timed by CUPTI then by the
 # plugin (which is not told of sends and receives: the allreduce's kernel alone, 32 MiB)
 after = report(late_out, "--skip", str(LATE + 100))
@@ -130,7 +144,7 @@ ok(not report_errors(after) and len(ranks) == 2 and all("gpu" not in r for r in 
    "the plugin: %s" % [(r.get("gpu"), r.get("nccl")) for r in ranks])
 
 # the tracer before any of ddpspy's buffers filled: none of its records came
-none_out, none_truth, errs = run("none", 12, {"NCCL_APP_LATE": "4"})
+none_out, none_truth, errs = run("none", 12, {"NCCL_APP_LATE": "4", "NCCL_APP_TAIL": "1"})
 j = report(none_out)
 cov = j.get("coverage", [])
 ok(all(none_truth) and len(cov) == 2 and
