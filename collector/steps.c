@@ -680,7 +680,8 @@ void an_find_steps(struct analysis *a)
 	}
 	int who = -1;
 	size_t kept = cupti_cut(a, N, &who);
-	if (kept < N) { /* (the kept ones are the first: a sample's too, in order) */
+	if (kept < N) { /* (the kept ones are the first: a sample's too, in order; with a sample, the
+			  * steps left out include those between its last kept one and the stop) */
 		int analysed = (int)sd->gidx[kept - 1] + 1;
 		a->steps_cut = a->nsteps - analysed;
 		an_warn(a, "rank %d: CUPTI's records stopped (another CUPTI client took CUPTI's callbacks) in step %d of "
