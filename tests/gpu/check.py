@@ -315,9 +315,10 @@ def static_checks(built):
                                                                  len(events(recs, "cuda_memcpy"))))
 
 
-def nccl_run(app, name, n, extra=None):
+def nccl_run(app, name, n, extra=None, truth=None):
     """nccl_app on n ranks under the preload (on a real GPU every rank on the one device, each its own
-    NCCL_HOSTID so that NCCL takes them for two hosts, over sockets on lo): its records, or None"""
+    NCCL_HOSTID so that NCCL takes them for two hosts, over sockets on lo): its records, or None;
+    each rank's JSON line appended to truth, where given"""
     out = os.path.join(OUT, "nccl-" + name)
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
@@ -339,6 +340,11 @@ def nccl_run(app, name, n, extra=None):
     if not ok(all(p.returncode == 0 for p in ps), "nccl_app %s, %d rank(s), runs under the preload: %s"
               % (name, n, [e[-300:] for o, e in res])):
         return None
+    for o, e in res if truth is not None else ():
+        try:
+            truth.append(json.loads(o.splitlines()[-1]))
+        except (ValueError, IndexError):
+            pass
     return recs
 
 
@@ -526,16 +532,25 @@ def nccl_checks(app):
     # a tracer that takes CUPTI's callbacks through a libcupti handle of its own before step 2 (as
     # XLA's profiler loads it): the report must say where ddpspy's records stopped, and NCCL's
     # kernels after that come from the profiler plugin, which is not CUPTI's
-    recs = nccl_run(app, "late-tracer", n, {"NCCL_APP_LATE": "2", "NCCL_APP_TAIL": "1"})
+    truth = []
+    recs = nccl_run(app, "late-tracer", n, {"NCCL_APP_LATE": "2", "NCCL_APP_TAIL": "1"}, truth)
     if recs is not None:
         j = report("nccl-late-tracer", os.path.join(OUT, "nccl-late-tracer")) or {}
         cov = [(c.get("cupti_stopped"), c.get("nccl_timing"), (c.get("nccl_plugin") or {}).get("collectives"),
                 c.get("missing")) for c in j.get("coverage", [])]
-        fact("nccl_late_tracer", {"coverage": cov, "steps_cut": j.get("job", {}).get("steps_after_cupti_stopped"),
+        rcs = [t.get("late_rc") for t in truth]
+        fact("nccl_late_tracer", {"registered": rcs, "tracer_kernels": [t.get("late_kernels") for t in truth],
+                                  "coverage": cov, "steps_cut": j.get("job", {}).get("steps_after_cupti_stopped"),
                                   "nccl": [r.get("nccl") for r in j.get("ranks", [])]})
-        ok(len(cov) == n and all(s and s.get("nccl_timing_after") == "nccl-plugin" and (k or 0) >= 4 for s, t, k, m in cov),
-           "a tracer through its own handle before step 2 of 4: each rank's records stopped, said, and its NCCL "
-           "kernels after that from the plugin: %s" % cov)
+        if rcs and all(rc not in (0, None) for rc in rcs):  # (the real CUPTI refused the second set: ddpspy keeps all)
+            ok(len(cov) == n and not any(s for s, t, k, m in cov),
+               "a tracer through its own handle: CUPTI refused its callbacks (%s), and no report says the records "
+               "stopped: %s" % (rcs, cov))
+        else:
+            ok(len(cov) == n and all(s and s.get("nccl_timing_after") == "nccl-plugin" and (k or 0) >= 4
+                                     for s, t, k, m in cov),
+               "a tracer through its own handle before step 2 of 4 (its registration: %s): each rank's records "
+               "stopped, said, and its NCCL kernels after that from the plugin: %s" % (rcs, cov))
     for name, extra in (("ws1-inplace", {}), ("ws1-outofplace", {"NCCL_APP_OOP": "1"})):
         recs = nccl_run(app, name, 1, extra)
         if recs is not None:
