@@ -408,8 +408,8 @@ static void plugin_kernels(struct gpuproc *g)
 	if (nc && nk) {
 		an_plug_check(g, k, nk);
 		size_t n = 0;
-		for (size_t i = 0; g->pstat.after_stop && i < nk; i++) /* (an_plug_check's after_stop) */
-			if (k[i].t > g->cupti_end)
+		for (size_t i = 0; i < nk; i++) /* (those an_plug_check counted as after_stop) */
+			if (an_gpu_past_stop(g, k[i].t))
 				k[n++] = k[i];
 		if (n && add_plugin(g, k, n) == 0)
 			g->nccl_src = NSRC_BOTH;
@@ -539,6 +539,16 @@ void an_gpu_close(struct proc *p)
 		restore(g);
 }
 
+/* of a ring of the ends of the last n calls that each have a CUPTI record inside, those that
+ * returned over 1 ms after CUPTI's last record (end) and before its last flush began (stop) */
+static uint32_t after_last_record(const int64_t *ring, uint32_t n, int64_t end, int64_t stop)
+{
+	uint32_t after = 0;
+	for (uint32_t i = 0; i < n && i < COPY_RING; i++)
+		after += ring[i] > end + 1000000 && ring[i] < stop;
+	return after;
+}
+
 static void part_loaded(struct proc *p, const struct trace_file *f, const char *path)
 {
 	if (f->gpu.have && gpu_of(p)) {
@@ -555,10 +565,10 @@ static void part_loaded(struct proc *p, const struct trace_file *f, const char *
 	int whole = f->ended && (!strcmp(f->end_reason, "exit") || !strcmp(f->end_reason, "_exit") ||
 				 !strcmp(f->end_reason, "exec")) && g && !g->dropped;
 	int64_t stop = f->gpu.have && f->gpu.stopped_ns > 0 ? f->gpu.stopped_ns : INT64_MAX;
-	for (uint32_t i = 0; g && whole && !strcmp(g->state, "on") && i < g->copies && i < COPY_RING; i++)
-		g->unrecorded += g->copy_at[i] > g->cupti_end + 1000000 && g->copy_at[i] < stop;
-	for (uint32_t i = 0; g && whole && !strcmp(g->state, "on") && i < g->launches && i < COPY_RING; i++)
-		g->unlaunched += g->launch_at[i] > g->cupti_end + 1000000 && g->launch_at[i] < stop;
+	if (g && whole && !strcmp(g->state, "on")) {
+		g->unrecorded += after_last_record(g->copy_at, g->copies, g->cupti_end, stop);
+		g->unlaunched += after_last_record(g->launch_at, g->launches, g->cupti_end, stop);
+	}
 	if (g && an_gpu_cupti_stopped(g) && g->cupti_end) /* (the steps after it are left out: steps.c) */
 		p->gpu_stop = g->cupti_end;
 	if (g && !g->over) {

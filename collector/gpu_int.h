@@ -246,6 +246,16 @@ static inline int an_gpu_cupti_stopped(const struct gpuproc *g)
 {
 	return g->unrecorded || g->unlaunched;
 }
+/* whether host time t (g's process clock) is after g's CUPTI records stopped: CUPTI saw nothing then */
+static inline int an_gpu_past_stop(const struct gpuproc *g, int64_t t)
+{
+	return an_gpu_cupti_stopped(g) && g->cupti_end && t > g->cupti_end;
+}
+/* whether CUPTI timed g's NCCL kernels (all of them, or until its records stopped) */
+static inline int an_gpu_nccl_cupti(const struct gpuproc *g)
+{
+	return g->nccl_src == NSRC_CUPTI || g->nccl_src == NSRC_BOTH;
+}
 /* whether rank index r's CUPTI records stopped inside its analysed steps (too early for steps.c to
  * leave the steps after it out): its device's timeline ends there, and its steps are split from its
  * host (gpustep.c) */

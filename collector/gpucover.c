@@ -57,7 +57,7 @@ void an_gpu_cover(const struct analysis *a, int r, struct gpucover *c)
 				.dropped = g && g->dropped > 0 ? (uint64_t)g->dropped : 0,
 				.stopped = stopped, .unrecorded = on ? g->unrecorded : 0, .unlaunched = on ? g->unlaunched : 0,
 				.stopped_s = on ? an_gpu_stopped_s(g) : 0,
-				.nccl = plug ? "nccl-plugin" : g && (g->nccl_src == NSRC_CUPTI || g->nccl_src == NSRC_BOTH) ? "cupti" : "none",
+				.nccl = plug ? "nccl-plugin" : g && an_gpu_nccl_cupti(g) ? "cupti" : "none",
 				.nccl_after = !stopped ? NULL : g->nccl_src == NSRC_BOTH || plug ? "nccl-plugin" : "none" };
 	if (!g || !g->pstat.colls)
 		return;
@@ -65,7 +65,7 @@ void an_gpu_cover(const struct analysis *a, int r, struct gpucover *c)
 	c->colls = s->colls, c->unjoined = s->unjoined, c->conflicts = s->conflicts, c->bound_us = s->bound_us;
 	c->replays = s->replays;
 	c->shift_us = (double)g->shift / 1e3;
-	if (g->nccl_src == NSRC_CUPTI || g->nccl_src == NSRC_BOTH) {
+	if (an_gpu_nccl_cupti(g)) {
 		c->checked = 1;
 		c->matched = s->matched, c->cupti_only = s->cupti_only, c->plugin_only = s->plugin_only;
 		c->after_stop = s->after_stop;

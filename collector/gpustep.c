@@ -709,7 +709,7 @@ static void shifts(const struct analysis *a)
 	size_t n = 0;
 	for (int r = 0; v && r < a->nranks; r++) {
 		const struct gpuproc *g = a->ranks[r].p->gpu;
-		if (g && (g->nccl_src == NSRC_CUPTI || g->nccl_src == NSRC_BOTH) && g->pstat.matched)
+		if (g && an_gpu_nccl_cupti(g) && g->pstat.matched)
 			v[n++] = g->pstat.late_us;
 	}
 	int64_t shift = n ? (int64_t)llround(p50(v, n) * 1e3) : 0;

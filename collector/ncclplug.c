@@ -485,7 +485,7 @@ void an_plug_check(struct gpuproc *g, const struct gwork *k, size_t n)
 	sort_n(cu, nc, sizeof *cu, cmp_coll);
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (an_gpu_cupti_stopped(g) && g->cupti_end && k[i].t > g->cupti_end) { /* (CUPTI saw nothing then) */
+		if (an_gpu_past_stop(g, k[i].t)) {
 			g->pstat.after_stop++;
 			continue;
 		}
